@@ -1,0 +1,142 @@
+"""The generic distillation objective: a student, K frozen teachers and one loss recipe.
+
+L = Σ_name weight_name · term_name, where the terms come from a :class:`~bert_kd.distill.methods.Method`
+(ALP-KD's L = β·L_ce + η·L_KD + λ·L_ALP is the recipe {ce: β, kd: η, alp: λ}). Teachers run live
+or are served from a :class:`TeacherCache` when the recipe only reads logits and [CLS] states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from bert_kd.distill.outputs import Features, forward_features
+from bert_kd.training import Objective
+
+
+@dataclass
+class TeacherCache:
+    """Teacher logits and per-layer [CLS] states of one split, looked up by example ``idx``.
+
+    ``cls`` has shape (examples, layers + 1, hidden); ``row_of_idx[idx]`` is the row of an example.
+    """
+
+    logits: Tensor
+    cls: Tensor
+    row_of_idx: Tensor
+    key: str = ""
+
+    def lookup(self, idx: Tensor) -> Features:
+        rows = self.row_of_idx[idx.cpu()]
+        if (rows < 0).any():
+            missing = idx.cpu()[rows < 0][:5].tolist()
+            raise KeyError(f"teacher cache {self.key!r} has no entry for example idx {missing}")
+        logits = self.logits[rows].to(idx.device)
+        cls = self.cls[rows].to(idx.device)
+        return Features(logits=logits, attention_mask=torch.ones(len(rows), 1, device=idx.device), extras={"cls": cls})
+
+
+@torch.no_grad()
+def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefix: str = "", key: str = "",
+                        collator=None, progress: bool = True) -> TeacherCache:
+    """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states."""
+    from tqdm.auto import tqdm
+
+    from bert_kd.training import Collator, make_loader
+
+    was_training = teacher.training
+    teacher.eval()
+    loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
+    device = next(teacher.parameters()).device
+    logits, cls, idx = [], [], []
+    for batch in tqdm(loader, desc="teacher cache", disable=not progress, leave=False):
+        batch = {k: v.to(device) for k, v in batch.items()}
+        features = forward_features(teacher, batch, hidden_states=True, prefix=prefix)
+        logits.append(features.logits.float().cpu())
+        cls.append(features.cls().float().cpu())
+        idx.append(batch["idx"].cpu())
+    teacher.train(was_training)
+    all_idx = torch.cat(idx)
+    row_of_idx = torch.full((int(all_idx.max()) + 1,), -1, dtype=torch.long)
+    row_of_idx[all_idx] = torch.arange(len(all_idx))
+    return TeacherCache(torch.cat(logits), torch.cat(cls), row_of_idx, key)
+
+
+@dataclass
+class Teacher:
+    """A frozen teacher, the batch columns of its own tokenization, and an optional cache."""
+
+    model: nn.Module
+    prefix: str = ""
+    cache: TeacherCache | None = None
+    name: str = "teacher"
+
+
+class DistillationObjective(Objective):
+    """Train ``student`` (and the method's auxiliary modules) against frozen ``teachers``."""
+
+    def __init__(self, student: nn.Module, teachers: list[Teacher], method, weights: dict[str, float]):
+        super().__init__(student)
+        if not teachers:
+            raise ValueError("distillation needs at least one teacher")
+        self.teacher_specs = teachers
+        for k, teacher in enumerate(teachers):
+            self.add_frozen(f"teacher_{k}", teacher.model)
+        self.method = method
+        self.weights = validate_weights(weights, method.term_names)
+
+    @property
+    def teachers(self) -> list[nn.Module]:
+        return [getattr(self, f"teacher_{k}") for k in range(len(self.teacher_specs))]
+
+    def teacher_features(self, k: int, batch: dict[str, Tensor]) -> Features:
+        """Teacher k's features for ``batch``: from the cache when the method allows, else live."""
+        spec = self.teacher_specs[k]
+        needs = self.method.teacher_needs
+        if spec.cache is not None and not needs.get("hidden") and not needs.get("attention"):
+            return spec.cache.lookup(batch["idx"])
+        with torch.no_grad():
+            return forward_features(
+                self.teachers[k],
+                batch,
+                hidden_states=bool(needs.get("hidden") or needs.get("cls")),
+                attention_scores=bool(needs.get("attention")),
+                prefix=spec.prefix,
+            )
+
+    def training_step(self, batch):
+        needs = self.method.student_needs
+        student = forward_features(
+            self.model,
+            batch,
+            hidden_states=bool(needs.get("hidden") or needs.get("cls")),
+            attention_scores=bool(needs.get("attention")),
+        )
+        chosen = self.method.choose_teachers(len(self.teacher_specs), self.training)
+        teachers = {k: self.teacher_features(k, batch) for k in chosen if self._needs_teacher(k)}
+        terms = self.method.terms(student, teachers, batch)
+        total = sum(self.weights[name] * value for name, value in terms.items() if self.weights.get(name, 0.0) != 0.0)
+        if not torch.is_tensor(total):
+            raise ValueError(f"all loss weights are zero for method {self.method.name!r}")
+        result = {"loss": total}
+        result.update({name: value.detach() for name, value in terms.items()})
+        return result
+
+    def _needs_teacher(self, k: int) -> bool:
+        return self.method.uses_teachers
+
+
+def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> dict[str, float]:
+    """Loss weights: known term names only, non-negative, not all zero."""
+    weights = {str(k): float(v) for k, v in (weights or {}).items()}
+    unknown = sorted(set(weights) - set(term_names))
+    if unknown:
+        raise ValueError(f"unknown loss term(s) {unknown} in weights; this method has {list(term_names)}")
+    negative = {k: v for k, v in weights.items() if v < 0}
+    if negative:
+        raise ValueError(f"loss weights must be >= 0, got {negative}")
+    if not any(v > 0 for v in weights.values()):
+        raise ValueError(f"at least one loss weight must be > 0 (terms: {list(term_names)})")
+    return weights

@@ -1,0 +1,391 @@
+"""The one training loop: fine-tuning, distillation and TED filter training all run through it.
+
+Maths lives in an :class:`Objective` (a student or filters to train, frozen references,
+loss terms); engineering lives in :func:`fit` (HF Accelerate for devices, precision and
+multi-GPU, AdamW with linear warm-up/decay, clipping, evaluation each epoch, best-checkpoint
+selection, periodic checkpoints a re-run resumes from, progress bar, metric logging).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+
+log = logging.getLogger(__name__)
+
+LogFn = Callable[[Mapping[str, float], int], None]
+EvaluateFn = Callable[[np.ndarray, np.ndarray], dict]
+
+
+@dataclass
+class TrainingConfig:
+    """Engineering settings of a run (no maths here)."""
+
+    epochs: float = 3.0
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    learning_rate: float = 5e-5
+    aux_learning_rate: float | None = None  # projections, ALP/TED modules; None = learning_rate
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    mixed_precision: str = "no"  # "no", "fp16", "bf16"
+    gradient_accumulation_steps: int = 1
+    max_steps: int | None = None
+    log_every_steps: int = 10
+    checkpoint_dir: str | None = None
+    checkpoint_every_steps: int = 0  # 0 = at the end of each epoch only
+    select_metric: str | None = None  # key of the evaluate_fn result; None = keep the last epoch
+    greater_is_better: bool = True
+    progress_bar: bool = True
+    cpu: bool = False
+
+    @classmethod
+    def from_dict(cls, values: Mapping | None) -> "TrainingConfig":
+        """Build from a parameters dict; unknown keys are an error naming them."""
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown training parameter(s) {unknown}; valid: {sorted(known)}")
+        config = cls(**values)
+        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps"):
+            if int(getattr(config, name)) < 1:
+                raise ValueError(f"training.{name} must be >= 1, got {getattr(config, name)}")
+        if config.epochs <= 0 and not config.max_steps:
+            raise ValueError(f"training.epochs must be > 0, got {config.epochs}")
+        if config.learning_rate <= 0:
+            raise ValueError(f"training.learning_rate must be > 0, got {config.learning_rate}")
+        if config.mixed_precision not in ("no", "fp16", "bf16"):
+            raise ValueError("training.mixed_precision must be one of 'no', 'fp16', 'bf16'")
+        return config
+
+
+class Objective(nn.Module):
+    """What is trained and how it is scored (Lightning's module, without the trainer).
+
+    Subclasses set ``self.model`` (the network that is evaluated and saved), register frozen
+    references with :meth:`add_frozen` and implement :meth:`training_step`.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self._frozen_names: list[str] = []
+
+    def add_frozen(self, name: str, module: nn.Module) -> nn.Module:
+        """Register a module that must never change (teachers, teacher filters)."""
+        for p in module.parameters():
+            p.requires_grad_(False)
+        self.add_module(name, module)
+        self._frozen_names.append(name)
+        return module.eval()
+
+    def train(self, mode: bool = True) -> "Objective":
+        super().train(mode)
+        for name in self._frozen_names:
+            getattr(self, name).eval()
+        return self
+
+    def training_step(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Return ``{"loss": total, <term>: value, ...}`` for one batch."""
+        raise NotImplementedError
+
+    def predict(self, batch: dict[str, Tensor]) -> Tensor:
+        """Logits (or regression scores) used for evaluation."""
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+        return self.model(**inputs).logits
+
+    def parameter_groups(self, config: TrainingConfig) -> list[dict]:
+        """AdamW groups: the model with weight decay (not on biases/LayerNorm), auxiliary modules
+        at ``aux_learning_rate``."""
+        decay, no_decay, aux = [], [], []
+        for name, param in self.named_parameters():
+            if not param.requires_grad:
+                continue
+            if not name.startswith("model."):
+                aux.append(param)
+            elif param.ndim < 2:
+                no_decay.append(param)
+            else:
+                decay.append(param)
+        groups = [
+            {"params": decay, "weight_decay": config.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        if aux:
+            groups.append(
+                {
+                    "params": aux,
+                    "weight_decay": config.weight_decay,
+                    "lr": config.aux_learning_rate or config.learning_rate,
+                }
+            )
+        return [g for g in groups if g["params"]]
+
+    def trainable_state(self) -> dict[str, Tensor]:
+        """The trainable part of the state (model + auxiliary modules), on CPU."""
+        frozen = tuple(name + "." for name in self._frozen_names)
+        return {k: v.detach().cpu().clone() for k, v in self.state_dict().items() if not k.startswith(frozen)}
+
+
+class SupervisedObjective(Objective):
+    """Plain fine-tuning: the model's own task loss (cross-entropy, or MSE for regression)."""
+
+    def training_step(self, batch):
+        logits = self.predict(batch)
+        loss = task_loss(logits, batch["labels"])
+        return {"loss": loss, "ce": loss.detach()}
+
+
+def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy for classification, MSE for a single-output regression head (STS-B)."""
+    if logits.shape[-1] == 1:
+        return nn.functional.mse_loss(logits.squeeze(-1), labels.float())
+    return nn.functional.cross_entropy(logits, labels.long())
+
+
+# --------------------------------------------------------------------------- data
+
+
+class Collator:
+    """Pads every ``[prefix]input_ids`` group of a batch with its own tokenizer's pad id."""
+
+    def __init__(self, pad_ids: Mapping[str, int] | None = None):
+        self.pad_ids = dict(pad_ids or {})
+
+    def __call__(self, rows: Sequence[Mapping]) -> dict[str, Tensor]:
+        batch: dict[str, Tensor] = {}
+        for key in rows[0]:
+            values = [row[key] for row in rows]
+            if key.endswith(("input_ids", "attention_mask", "token_type_ids")):
+                pad = self.pad_ids.get(_prefix_of(key), 0) if key.endswith("input_ids") else 0
+                longest = max(len(v) for v in values)
+                batch[key] = torch.tensor([list(v) + [pad] * (longest - len(v)) for v in values])
+            elif key in ("labels", "label"):
+                batch["labels"] = torch.tensor(values)
+            elif key == "idx":
+                batch["idx"] = torch.tensor(values, dtype=torch.long)
+        return batch
+
+
+def _prefix_of(key: str) -> str:
+    for suffix in ("input_ids", "attention_mask", "token_type_ids"):
+        if key.endswith(suffix):
+            return key[: -len(suffix)]
+    return ""
+
+
+def make_loader(dataset: Dataset, batch_size: int, collator: Collator, shuffle: bool, seed: int = 0) -> DataLoader:
+    """A DataLoader whose shuffling order depends only on ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collator, generator=generator)
+
+
+# --------------------------------------------------------------------------- loop
+
+
+@dataclass
+class FitResult:
+    """What a run produced: best metrics, the epoch they came from, and the history."""
+
+    best_metrics: dict
+    best_epoch: int
+    history: list[dict] = field(default_factory=list)
+    global_step: int = 0
+    resumed_from_step: int = 0
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@torch.no_grad()
+def predict_logits(objective: Objective, loader: Iterable, device=None, progress: bool = False, desc="eval"):
+    """Concatenated predictions and labels of ``objective.predict`` over ``loader``."""
+    was_training = objective.training
+    objective.eval()
+    preds, labels = [], []
+    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
+        if device is not None:
+            batch = {k: v.to(device) for k, v in batch.items()}
+        preds.append(objective.predict(batch).float().cpu())
+        labels.append(batch["labels"].cpu())
+    objective.train(was_training)
+    return torch.cat(preds).numpy(), torch.cat(labels).numpy()
+
+
+def _atomic_checkpoint(accelerator, objective: Objective, directory: Path, state: dict, best_state) -> None:
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.save_state(str(tmp))
+    if best_state is not None:
+        torch.save(best_state, tmp / "best_trainable_state.pt")
+    (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+
+
+def fit(
+    objective: Objective,
+    train_dataset: Dataset,
+    eval_dataset: Dataset | None,
+    config: TrainingConfig,
+    *,
+    collator: Collator | None = None,
+    evaluate_fn: EvaluateFn | None = None,
+    log_fn: LogFn | None = None,
+    description: str = "train",
+) -> FitResult:
+    """Train ``objective`` on ``train_dataset``; evaluate each epoch; restore the best state.
+
+    With ``config.checkpoint_dir`` a checkpoint is written every ``checkpoint_every_steps``
+    (and at each epoch end); a re-run with the same directory resumes from it.
+    """
+    from accelerate import Accelerator
+    from transformers import get_linear_schedule_with_warmup
+
+    seed_everything(config.seed)
+    collator = collator or Collator()
+    accelerator = Accelerator(
+        mixed_precision=config.mixed_precision,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        cpu=config.cpu,
+    )
+    steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size / config.gradient_accumulation_steps)
+    total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
+    n_epochs = math.ceil(total_steps / max(1, steps_per_epoch))
+    optimizer = torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
+    raw = accelerator.unwrap_model(objective)
+    eval_loader = (
+        accelerator.prepare(make_loader(eval_dataset, config.eval_batch_size, collator, shuffle=False))
+        if eval_dataset is not None
+        else None
+    )
+
+    state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best_metric": None, "best_epoch": -1, "history": []}
+    best_state = None
+    ckpt = Path(config.checkpoint_dir) / "last" if config.checkpoint_dir else None
+    resumed_from = 0
+    if ckpt is not None and (ckpt / "trainer_state.json").exists():
+        accelerator.load_state(str(ckpt))
+        state = json.loads((ckpt / "trainer_state.json").read_text())
+        if (ckpt / "best_trainable_state.pt").exists():
+            best_state = torch.load(ckpt / "best_trainable_state.pt")
+        resumed_from = state["global_step"]
+        log.info("resuming %s from %s at step %d", description, ckpt, resumed_from)
+
+    def save_checkpoint():
+        if ckpt is not None and accelerator.is_main_process:
+            _atomic_checkpoint(accelerator, objective, ckpt, state, best_state)
+
+    progress = tqdm(
+        total=total_steps,
+        initial=state["global_step"],
+        desc=description,
+        disable=not (config.progress_bar and accelerator.is_local_main_process),
+    )
+    objective.train()
+    running: dict[str, float] = {}
+    running_count = 0
+    while state["global_step"] < total_steps and state["epoch"] < n_epochs:
+        loader = accelerator.prepare(
+            make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed + state["epoch"])
+        )
+        skip = state["step_in_epoch"] * config.gradient_accumulation_steps
+        batches = accelerator.skip_first_batches(loader, skip) if skip else loader
+        for batch in batches:
+            with accelerator.accumulate(objective):
+                terms = raw.training_step(batch)
+                loss = terms["loss"]
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"{description}: non-finite loss {loss.item()} at step {state['global_step']} "
+                        f"(terms: { {k: float(v) for k, v in terms.items()} })"
+                    )
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and config.max_grad_norm:
+                    accelerator.clip_grad_norm_(objective.parameters(), config.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            for key, value in terms.items():
+                running[key] = running.get(key, 0.0) + float(value.detach())
+            running_count += 1
+            if not accelerator.sync_gradients:
+                continue
+            state["global_step"] += 1
+            state["step_in_epoch"] += 1
+            progress.update(1)
+            if state["global_step"] % config.log_every_steps == 0 or state["global_step"] == total_steps:
+                averaged = {f"train/{k}": v / running_count for k, v in running.items()}
+                averaged["train/lr"] = scheduler.get_last_lr()[0]
+                progress.set_postfix(loss=f"{averaged['train/loss']:.4f}")
+                if log_fn:
+                    log_fn(averaged, state["global_step"])
+                running, running_count = {}, 0
+            if config.checkpoint_every_steps and state["global_step"] % config.checkpoint_every_steps == 0:
+                save_checkpoint()
+            if state["global_step"] >= total_steps:
+                break
+        state["epoch"] += 1
+        state["step_in_epoch"] = 0
+        record = {"epoch": state["epoch"], "global_step": state["global_step"]}
+        if eval_loader is not None and evaluate_fn is not None:
+            preds, labels = predict_logits(raw, eval_loader)
+            metrics = evaluate_fn(preds, labels)
+            record.update(metrics)
+            if log_fn:
+                log_fn({f"eval/{k}": v for k, v in metrics.items()}, state["global_step"])
+            score = metrics.get(config.select_metric) if config.select_metric else None
+            better = (
+                score is not None
+                and (
+                    state["best_metric"] is None
+                    or (score > state["best_metric"] if config.greater_is_better else score < state["best_metric"])
+                )
+            )
+            if better or config.select_metric is None:
+                state["best_metric"] = score
+                state["best_epoch"] = state["epoch"]
+                best_state = raw.trainable_state()
+            log.info("%s epoch %d: %s", description, state["epoch"], metrics)
+        state["history"].append(record)
+        save_checkpoint()
+    progress.close()
+    if best_state is not None:
+        raw.load_state_dict(best_state, strict=False)
+    best_metrics = next((r for r in state["history"] if r["epoch"] == state["best_epoch"]), {})
+    accelerator.free_memory()
+    return FitResult(
+        best_metrics=dict(best_metrics),
+        best_epoch=state["best_epoch"],
+        history=state["history"],
+        global_step=state["global_step"],
+        resumed_from_step=resumed_from,
+    )
+
+
+def config_fingerprint(*parts) -> str:
+    """Short stable hash of JSON-serialisable settings (keys for caches and model stores)."""
+    import hashlib
+
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
