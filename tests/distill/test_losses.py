@@ -33,6 +33,8 @@ def t(x, grad=False):
 
 
 def close(a, b, tol=1e-9):
+    a = a.detach() if isinstance(a, torch.Tensor) else a
+    b = b.detach() if isinstance(b, torch.Tensor) else b
     return abs(float(a) - float(b)) < tol
 
 
@@ -205,6 +207,9 @@ def test_alp_loss_hand_computed():
     assert torch.isfinite(s.grad).all() and s.grad.abs().sum() > 0
     # bucket {2} for student 1, student 2 unconnected: C1 = (ln3, 2) only
     assert close(alp_loss(s.detach(), te, [[2], []]), ((1 - LN3) ** 2 + 4.0) / 2)
+    # an unconnected student layer contributes nothing, whatever its value
+    s_far = t([[[1.0, 0.0], [7.0, -9.0]]])
+    assert close(alp_loss(s_far, te, [[2], []]), ((1 - LN3) ** 2 + 4.0) / 2)
 
 
 def test_alp_loss_batch_mean():

@@ -1,0 +1,101 @@
+"""Shared fixtures: tiny local models and tokenizers (never the hub), tiny GLUE folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_GLUE = REPO_ROOT.parent / "shared" / "glue"
+
+WORDS = (
+    "the a movie film was is great good bad terrible awful fine plot actor story boring fun "
+    "not very really i it this that he she they said and but or man woman dog cat runs sat on "
+    "mat question answer entailment sentence true false yes no why what who where"
+).split()
+
+
+def make_wordpiece_tokenizer(directory: Path, lowercase: bool = True):
+    """Train a tiny WordPiece vocabulary locally and wrap it as a BERT tokenizer."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    )
+    tok.train_from_iterator([" ".join(WORDS)] * 20, trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
+    fast.save_pretrained(directory)
+    return fast
+
+
+def make_tiny_bert(directory: Path, num_layers: int = 4, hidden: int = 32, heads: int = 4, num_labels: int = 2,
+                   seed: int = 0) -> Path:
+    """A randomly initialised BERT classifier + tokenizer saved as an HF directory."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = make_wordpiece_tokenizer(directory)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=num_layers, num_attention_heads=heads,
+        intermediate_size=hidden * 2, max_position_embeddings=128, num_labels=num_labels,
+    )
+    BertForSequenceClassification(config).save_pretrained(directory)
+    return directory
+
+
+def write_tiny_glue(root: Path, task_dir: str = "RTE", n_train: int = 48, n_dev: int = 24) -> Path:
+    """A small RTE- or SST-2-layout GLUE folder with a learnable signal."""
+    import random
+
+    rng = random.Random(0)
+    folder = root / task_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("dev", n_dev)):
+        if task_dir == "SST-2":
+            lines = ["sentence\tlabel"]
+            for _ in range(n):
+                label = rng.randint(0, 1)
+                word = rng.choice(["great", "good", "fun"] if label else ["bad", "terrible", "boring"])
+                lines.append(f"the movie was {word} and {rng.choice(WORDS)}\t{label}")
+        else:
+            lines = ["index\tsentence1\tsentence2\tlabel"]
+            for i in range(n):
+                entail = rng.randint(0, 1)
+                s1 = f"the {rng.choice(['man', 'woman', 'dog'])} sat on the mat"
+                s2 = "yes true" if entail else "no false"
+                lines.append(f"{i}\t{s1}\t{s2}\t{'entailment' if entail else 'not_entailment'}")
+        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher_dir(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_teacher"))
+
+
+@pytest.fixture(scope="session")
+def tiny_glue_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("glue")
+    write_tiny_glue(root, "RTE")
+    write_tiny_glue(root, "SST-2")
+    return root
