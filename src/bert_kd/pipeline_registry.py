@@ -1,16 +1,24 @@
-"""Project pipelines."""
+"""Project pipelines: the blocks in ``pipelines/`` composed into the commands users run.
+
+The registry is explicit rather than ``find_pipelines``: ``kedro run --pipeline=X`` makes
+``find_pipelines`` return only folder X, while every user command here is a composition of
+several blocks (ingest → teacher → distil → evaluate).
+"""
+
 from __future__ import annotations
 
-from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
+
+from bert_kd.pipelines import data_processing, distill, evaluate_teacher, train_teacher
+from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    """Register the project's pipelines.
-
-    Returns:
-        A mapping from pipeline names to ``Pipeline`` objects.
-    """
-    pipelines = find_pipelines(raise_errors=True)
-    pipelines["__default__"] = sum(pipelines.values())
+    """``train_teacher``, ``distill_<method>``, ``distill_baselines`` … (see README)."""
+    teacher = data_processing.create_pipeline() + train_teacher.create_pipeline() + evaluate_teacher.create_pipeline()
+    pipelines: dict[str, Pipeline] = {"data_processing": data_processing.create_pipeline(), "train_teacher": teacher}
+    for method in ALP_FAMILY:
+        pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + method_pipeline(method)
+    pipelines["distill_baselines"] = teacher + distill.create_pipeline()
+    pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
     return pipelines

@@ -140,3 +140,25 @@ def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> 
     if not any(v > 0 for v in weights.values()):
         raise ValueError(f"at least one loss weight must be > 0 (terms: {list(term_names)})")
     return weights
+
+
+@torch.no_grad()
+def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
+    """Let the method observe student and teacher features over ``loader`` (e.g. ALP's α map)."""
+    observe = getattr(objective.method, "observe", None)
+    if observe is None:
+        return {}
+    was_training = objective.training
+    objective.eval()
+    device = next(objective.model.parameters()).device
+    needs = objective.method.student_needs
+    for batch in loader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        student = forward_features(
+            objective.model, batch, hidden_states=bool(needs.get("hidden") or needs.get("cls")),
+            attention_scores=bool(needs.get("attention")),
+        )
+        teachers = {k: objective.teacher_features(k, batch) for k in range(len(objective.teacher_specs))}
+        observe(student, teachers, batch)
+    objective.train(was_training)
+    return objective.method.diagnostics()

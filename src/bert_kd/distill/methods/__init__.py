@@ -4,3 +4,4 @@ from bert_kd.distill.methods.base import METHODS, Method, build_method, register
 from bert_kd.distill.methods import layerwise, prediction, tinybert  # noqa: F401  (registration)
 
 __all__ = ["METHODS", "Method", "build_method", "register_method"]
+from bert_kd.distill.methods import multi_teacher  # noqa: F401,E402  (registration)

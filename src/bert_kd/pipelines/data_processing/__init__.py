@@ -1,0 +1,5 @@
+"""data_processing pipeline."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

@@ -1,0 +1,195 @@
+"""Nodes of the ``distill_*`` pipelines: build the student, cache the teacher, distil, compare."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from bert_kd.data.glue import get_task
+from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
+from bert_kd.distill.methods import build_method
+from bert_kd.distill.objective import (
+    DistillationObjective,
+    Teacher,
+    TeacherCache,
+    build_teacher_cache,
+    collect_diagnostics,
+)
+from bert_kd.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer
+from bert_kd.pipelines import common
+from bert_kd.pipelines.data_processing.nodes import split_frames
+from bert_kd.plots import attention_heatmap, comparison_bars
+from bert_kd.training import config_fingerprint, fit, make_loader
+
+log = logging.getLogger(__name__)
+
+TEACHER_PREFIX = "t0_"
+
+
+def check_teacher(teacher: ModelBundle, task: str) -> None:
+    """Refuse a teacher fine-tuned for another task or label count."""
+    spec = get_task(task)
+    labels = int(teacher.model.config.num_labels)
+    if labels != spec.num_labels:
+        raise ValueError(f"teacher has {labels} labels but task {spec.name} needs {spec.num_labels}")
+    trained_for = teacher.info.get("task")
+    if trained_for and trained_for != spec.name:
+        raise ValueError(f"teacher was fine-tuned on {trained_for!r}, not on {spec.name!r}")
+
+
+def build_student_model(teacher: ModelBundle, student: dict, task: str) -> ModelBundle:
+    """A shallower copy of the teacher (``student.num_layers``, ``student.layer_selection``) or,
+    with ``student.model``, any HF model/config sized for the task."""
+    check_teacher(teacher, task)
+    spec = get_task(task)
+    if student.get("model"):
+        model = load_classifier(student["model"], spec.num_labels, is_regression=spec.is_regression)
+        tokenizer, kept = load_tokenizer(student["model"]), None
+    else:
+        model, kept = build_student(teacher.model, int(student["num_layers"]), student.get("layer_selection", "first"))
+        tokenizer = teacher.tokenizer
+    info = {
+        "role": "student_init",
+        "task": spec.name,
+        "initialised_from_teacher_layers": kept,
+        "parameters": count_parameters(model),
+        "teacher_parameters": count_parameters(teacher.model),
+    }
+    log.info("student: %d parameters (teacher %d), layers %s", info["parameters"], info["teacher_parameters"], kept)
+    return ModelBundle(model, tokenizer, info)
+
+
+def prepare_student_data(student: ModelBundle, teacher: ModelBundle, teacher_tokenized, train, validation, max_seq_length: int):
+    """Student inputs; when the student reads another vocabulary, the teacher's own tokenization
+    is carried alongside under the ``t0_`` prefix."""
+    if student.tokenizer.get_vocab() == teacher.tokenizer.get_vocab():
+        return teacher_tokenized
+    own = tokenize_splits(split_frames(train, validation), student.tokenizer, max_seq_length)
+    return merge_tokenized(own, {TEACHER_PREFIX: teacher_tokenized})
+
+
+def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict) -> TeacherCache | None:
+    """Teacher logits and per-layer [CLS] states of the train split, computed once per
+    (teacher, task, split, max length) and reused across epochs, methods and runs."""
+    if not cache.get("enabled", True):
+        return None
+    key = config_fingerprint(teacher.info.get("key"), common.data_fingerprint(tokenized), len(tokenized["train"]))
+    path = Path(cache.get("directory", "data/07_model_output/teacher_cache")) / f"{key}.pt"
+    if path.exists():
+        stored = torch.load(path)
+        return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], key)
+    result = build_teacher_cache(
+        teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=key,
+        collator=common.collator_for(teacher.tokenizer),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".partial")
+    torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, tmp)
+    tmp.rename(path)
+    return result
+
+
+def distill_student(
+    teacher: ModelBundle,
+    student: ModelBundle,
+    student_data,
+    teacher_cache: TeacherCache | None,
+    method_config: dict,
+    student_params: dict,
+    task: str,
+    seed: int,
+    tracking: dict,
+    runtime: dict,
+) -> ModelBundle:
+    """Distil ``teacher`` into ``student`` with the method's recipe through the shared loop."""
+    spec = get_task(task)
+    check_teacher(teacher, task)
+    method = build_method(dict(method_config), student.model, [teacher.model], regression=spec.is_regression)
+    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
+    source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
+    objective = DistillationObjective(student.model, [source], method, method.weights)
+    name = method_config["method"]
+    key = config_fingerprint(name, method_config, student_params, seed, teacher.info.get("key"), common.data_fingerprint(student_data))
+    config = common.training_config(
+        student_params.get("training"), runtime, seed, spec.name, common.STORE_ROOT / "checkpoints" / "students" / key
+    )
+    collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
+    eval_split = common.evaluation_split(student_data)
+    with common.tracked_run(f"distill_{name}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
+        run.log_params(
+            {
+                "task": spec.name,
+                "method": name,
+                "mapping": getattr(method, "mapping", None),
+                "weights": method.weights,
+                "temperature": method.temperature,
+                "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
+                "teacher_cache": bool(source.cache is not None and not method.teacher_needs),
+                "student": student_params,
+                "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
+                "student_parameters": count_parameters(student.model),
+                "teacher_parameters": count_parameters(teacher.model),
+                "training": vars(config),
+                "seed": seed,
+            }
+        )
+        result = fit(
+            objective, student_data["train"], student_data[eval_split], config, collator=collator,
+            evaluate_fn=common.evaluate_fn(spec.name), log_fn=run.log_metrics, description=f"{name} {spec.name}",
+        )
+        loader = make_loader(student_data[eval_split], config.eval_batch_size, collator, shuffle=False)
+        diagnostics = collect_diagnostics(objective, loader)
+        if "alp_attention" in diagnostics:
+            run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α on {spec.name} dev"), "alp_attention.png")
+            run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
+        info = {
+            "role": "student",
+            "method": name,
+            "task": spec.name,
+            "teacher_key": teacher.info.get("key"),
+            "best_epoch": result.best_epoch,
+            "best_metrics": result.best_metrics,
+            "history": result.history,
+            "diagnostics": diagnostics,
+            "mlflow_run_id": run.run_id,
+        }
+    return ModelBundle(student.model, student.tokenizer, info)
+
+
+def compare_methods(teacher_metrics: dict, *student_metrics: dict):
+    """A Table-1-style comparison: one row per method plus the teacher, % of teacher kept."""
+    rows = [_row("teacher", teacher_metrics, teacher_metrics)]
+    rows += [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
+    table = pd.DataFrame(rows)
+    metric = teacher_metrics["primary_metric"]
+    figure = comparison_bars(
+        [r["method"] for r in rows[1:]], [r[metric] for r in rows[1:]], teacher_metrics["score"], metric,
+        f"{teacher_metrics['task']} dev: students vs teacher",
+    )
+    markdown = markdown_table(table)
+    common.log_to_active_run({"comparison.md": markdown}, {"comparison.png": figure})
+    return table, markdown, figure
+
+
+def _row(name: str, evaluation: dict, teacher: dict) -> dict:
+    metric = evaluation["primary_metric"]
+    row = {"method": name, "task": evaluation["task"]}
+    for split, metrics in evaluation["metrics"].items():
+        for key, value in metrics.items():
+            row[key if len(evaluation["metrics"]) == 1 else f"{split}/{key}"] = round(float(value), 4)
+    row[metric] = round(float(evaluation["score"]), 4)
+    row["% of teacher"] = round(100.0 * evaluation["score"] / teacher["score"], 1) if teacher["score"] else None
+    row["parameters (M)"] = round(evaluation["parameters"] / 1e6, 2)
+    row["throughput (ex/s)"] = round(evaluation["throughput_examples_per_s"], 1)
+    return row
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown rendering of ``table``."""
+    header = "| " + " | ".join(str(c) for c in table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *body]) + "\n"

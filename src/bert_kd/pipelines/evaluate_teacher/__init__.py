@@ -1,0 +1,5 @@
+"""evaluate_teacher pipeline."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

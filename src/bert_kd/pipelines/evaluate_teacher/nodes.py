@@ -1,0 +1,13 @@
+"""Node: GLUE metrics, size and throughput of a model, written to reporting and MLflow."""
+
+from __future__ import annotations
+
+from bert_kd.models import ModelBundle
+from bert_kd.pipelines import common
+
+
+def evaluate_model(bundle: ModelBundle, tokenized, task: str, tracking: dict) -> dict:
+    """Evaluate ``bundle`` on every dev split of ``tokenized``; log into its training run."""
+    evaluation = common.evaluate_bundle(bundle, tokenized, task)
+    common.log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
+    return evaluation

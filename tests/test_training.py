@@ -1,0 +1,342 @@
+"""Tests for bert_kd.training: config parsing, collation, the fit loop, resume, predictions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bert_kd.data.glue import load_glue_task
+from bert_kd.data.tokenize import tokenize_splits
+from bert_kd.models import load_classifier, load_tokenizer
+from bert_kd.training import (
+    Collator,
+    FitResult,
+    Objective,
+    SupervisedObjective,
+    TrainingConfig,
+    config_fingerprint,
+    fit,
+    make_loader,
+    predict_logits,
+    task_loss,
+)
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def sst2(tiny_teacher_dir, tiny_glue_dir):
+    """Tiny SST-2 (48 train / 24 dev rows, the label is readable from one word)."""
+    tokenizer = load_tokenizer(str(tiny_teacher_dir))
+    splits = load_glue_task("sst2", tiny_glue_dir, allow_download=False)
+    return tokenize_splits(splits, tokenizer, 32), tokenizer
+
+
+def new_model(tiny_teacher_dir, seed: int = 0):
+    """The tiny 4-layer BERT of conftest with a fresh, seeded classification head."""
+    torch.manual_seed(seed)
+    return load_classifier(str(tiny_teacher_dir), 2)
+
+
+def base_config(**overrides) -> TrainingConfig:
+    values = dict(epochs=1, batch_size=8, eval_batch_size=16, learning_rate=1e-3, warmup_ratio=0.0,
+                  progress_bar=False, cpu=True, seed=7)
+    values.update(overrides)
+    return TrainingConfig(**values)
+
+
+def accuracy(preds, labels):
+    return {"accuracy": float((preds.argmax(-1) == labels).mean())}
+
+
+def state_copy(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def assert_states_close(a: dict, b: dict, atol: float = 1e-6) -> None:
+    assert a.keys() == b.keys()
+    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    assert worst <= atol, f"states differ by up to {worst}"
+
+
+def mean_train_loss(model, dataset, collator) -> float:
+    objective = SupervisedObjective(model)
+    preds, labels = predict_logits(objective, make_loader(dataset, 16, collator, shuffle=False))
+    return float(task_loss(torch.from_numpy(preds), torch.from_numpy(labels)))
+
+
+# --------------------------------------------------------------------------- TrainingConfig
+
+
+def test_from_dict_accepts_known_keys_and_defaults():
+    config = TrainingConfig.from_dict({"batch_size": 4, "learning_rate": 1e-4, "select_metric": "accuracy"})
+    assert config.batch_size == 4 and config.learning_rate == 1e-4 and config.select_metric == "accuracy"
+    assert TrainingConfig.from_dict(None) == TrainingConfig()
+
+
+def test_from_dict_rejects_unknown_keys_naming_them():
+    with pytest.raises(ValueError, match="lerning_rate") as info:
+        TrainingConfig.from_dict({"lerning_rate": 1e-4, "batch_size": 8})
+    assert "batch_size" not in str(info.value).split("valid")[0]  # only the unknown key is reported as unknown
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("batch_size", 0),
+        ("eval_batch_size", -1),
+        ("gradient_accumulation_steps", 0),
+        ("learning_rate", 0.0),
+        ("learning_rate", -1e-5),
+        ("epochs", 0),
+        ("mixed_precision", "fp8"),
+        ("log_every_steps", 0),  # used as a modulus in fit: 0 would crash mid-training
+        ("max_steps", -3),  # a negative step budget would silently train nothing
+        ("batch_size", "large"),  # wrong types must name the key too, not fail inside int()/<=
+        ("learning_rate", "fast"),
+        ("epochs", None),
+    ],
+)
+def test_from_dict_rejects_bad_values_naming_the_key(key, value):
+    with pytest.raises(ValueError, match=key):
+        TrainingConfig.from_dict({key: value})
+
+
+def test_from_dict_epochs_zero_is_fine_with_max_steps():
+    assert TrainingConfig.from_dict({"epochs": 0, "max_steps": 5}).max_steps == 5
+
+
+# --------------------------------------------------------------------------- Collator / loader
+
+
+def test_collator_pads_each_prefix_with_its_own_pad_id():
+    rows = [
+        {"idx": 3, "label": 1, "input_ids": [5, 6, 7], "attention_mask": [1, 1, 1], "token_type_ids": [0, 0, 1],
+         "t0_input_ids": [2, 3], "t0_attention_mask": [1, 1], "sentence": "dropped"},
+        {"idx": 9, "label": 0, "input_ids": [5], "attention_mask": [1], "token_type_ids": [0],
+         "t0_input_ids": [2, 3, 4, 8], "t0_attention_mask": [1, 1, 1, 1], "sentence": "dropped"},
+    ]
+    batch = Collator({"": 0, "t0_": 99})(rows)
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 1], [0, 0, 0]]
+    assert batch["t0_input_ids"].tolist() == [[2, 3, 99, 99], [2, 3, 4, 8]]
+    assert batch["t0_attention_mask"].tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert batch["labels"].tolist() == [1, 0]  # "label" is renamed
+    assert batch["idx"].dtype == torch.long and batch["idx"].tolist() == [3, 9]
+    assert "sentence" not in batch and "label" not in batch
+
+
+def test_collator_unknown_prefix_pads_with_zero():
+    batch = Collator({"t0_": 5})([{"input_ids": [1, 2]}, {"input_ids": [1]}])
+    assert batch["input_ids"].tolist() == [[1, 2], [1, 0]]
+
+
+def test_make_loader_order_depends_only_on_seed():
+    data = [{"idx": i, "labels": 0, "input_ids": [i + 1]} for i in range(20)]
+
+    def order(seed):
+        return torch.cat([b["idx"] for b in make_loader(data, 4, Collator(), shuffle=True, seed=seed)]).tolist()
+
+    torch.manual_seed(0)
+    first = order(3)
+    torch.manual_seed(123)  # the global RNG must not matter
+    assert order(3) == first
+    assert order(4) != first
+    assert sorted(first) == list(range(20))
+    plain = torch.cat([b["idx"] for b in make_loader(data, 4, Collator(), shuffle=False)]).tolist()
+    assert plain == list(range(20))
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def test_fit_learns_the_tiny_task(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    collator = Collator({"": tokenizer.pad_token_id})
+    model = new_model(tiny_teacher_dir)
+    before_state = state_copy(model)
+    before = mean_train_loss(model, ds["train"], collator)
+    logged = []
+    result = fit(SupervisedObjective(model), ds["train"], ds["validation"], base_config(epochs=4, log_every_steps=1),
+                 collator=collator, evaluate_fn=accuracy, log_fn=lambda values, step: logged.append((step, values)))
+    after = mean_train_loss(model, ds["train"], collator)
+    assert after < 0.8 * before, (before, after)
+    assert any(not torch.equal(before_state[k], v) for k, v in model.state_dict().items())
+    assert isinstance(result, FitResult)
+    steps_per_epoch = math.ceil(48 / 8)
+    assert result.global_step == 4 * steps_per_epoch and result.resumed_from_step == 0
+    assert [r["epoch"] for r in result.history] == [1, 2, 3, 4]
+    assert [r["global_step"] for r in result.history] == [6, 12, 18, 24]
+    assert all("accuracy" in r for r in result.history)
+    # log_fn receives averaged training terms every step and eval metrics every epoch
+    train_logs = [v for _, v in logged if "train/loss" in v]
+    assert len(train_logs) == 24 and all({"train/ce", "train/lr"} <= v.keys() for v in train_logs)
+    assert sum("eval/accuracy" in v for _, v in logged) == 4
+    # no select_metric: the last epoch is kept
+    assert result.best_epoch == 4 and result.best_metrics == result.history[-1]
+
+
+@pytest.mark.parametrize("greater_is_better, script, best", [(True, [0.2, 0.9, 0.5], 2), (False, [0.7, 0.9, 0.1], 3),
+                                                             (False, [0.3, 0.9, 0.5], 1)])
+def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_better, script, best):
+    ds, tokenizer = sst2
+    model = new_model(tiny_teacher_dir)
+    snapshots = []
+
+    def scripted(preds, labels):  # called after each epoch's training, before selection
+        snapshots.append(state_copy(model))
+        return {"score": script[len(snapshots) - 1], "n": len(labels)}
+
+    config = base_config(epochs=3, select_metric="score", greater_is_better=greater_is_better)
+    result = fit(SupervisedObjective(model), ds["train"], ds["validation"], config,
+                 collator=Collator({"": tokenizer.pad_token_id}), evaluate_fn=scripted)
+    assert len(snapshots) == 3
+    assert result.best_epoch == best
+    assert result.best_metrics["score"] == script[best - 1] and result.best_metrics["epoch"] == best
+    assert [r["score"] for r in result.history] == script
+    assert_states_close(state_copy(model), snapshots[best - 1], atol=0.0)
+    if best != 3:
+        assert any(not torch.equal(snapshots[best - 1][k], snapshots[2][k]) for k in snapshots[2])
+
+
+def test_fit_runs_without_eval_set(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=3),
+                 collator=Collator({"": tokenizer.pad_token_id}))
+    assert result.global_step == 3 and result.best_epoch == -1 and result.best_metrics == {}
+    assert result.history == [{"epoch": 1, "global_step": 3}]
+
+
+def test_fit_gradient_accumulation_counts_optimizer_steps(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None,
+                 base_config(epochs=1, batch_size=4, gradient_accumulation_steps=3),
+                 collator=Collator({"": tokenizer.pad_token_id}))
+    assert result.global_step == math.ceil(48 / 4 / 3)
+
+
+class CrashingObjective(SupervisedObjective):
+    """Raises after ``crash_after`` training steps, like a killed job."""
+
+    def __init__(self, model, crash_after=None):
+        super().__init__(model)
+        self.crash_after = crash_after
+        self.calls = 0
+
+    def training_step(self, batch):
+        if self.crash_after is not None and self.calls >= self.crash_after:
+            raise KeyboardInterrupt("simulated crash")
+        self.calls += 1
+        return super().training_step(batch)
+
+
+def test_fit_resumes_after_a_crash_and_matches_an_uninterrupted_run(tiny_teacher_dir, sst2, tmp_path):
+    ds, tokenizer = sst2
+    collator = Collator({"": tokenizer.pad_token_id})
+    config = base_config(epochs=2, select_metric="accuracy")  # 12 steps, dropout active
+    reference_model = new_model(tiny_teacher_dir, seed=1)
+    reference = fit(SupervisedObjective(reference_model), ds["train"], ds["validation"], config,
+                    collator=collator, evaluate_fn=accuracy)
+
+    resumable = base_config(epochs=2, select_metric="accuracy", checkpoint_dir=str(tmp_path / "ckpt"),
+                            checkpoint_every_steps=1)
+    model = new_model(tiny_teacher_dir, seed=1)
+    with pytest.raises(KeyboardInterrupt):  # dies mid-epoch 2, after step 8 was checkpointed
+        fit(CrashingObjective(model, crash_after=8), ds["train"], ds["validation"], resumable,
+            collator=collator, evaluate_fn=accuracy)
+    model = new_model(tiny_teacher_dir, seed=1)  # a fresh process: weights come from the checkpoint
+    objective = CrashingObjective(model)
+    resumed = fit(objective, ds["train"], ds["validation"], resumable, collator=collator, evaluate_fn=accuracy)
+    assert resumed.resumed_from_step == 8
+    assert objective.calls == 4  # only the remaining steps ran
+    assert resumed.global_step == reference.global_step == 12
+    assert resumed.history == reference.history
+    assert resumed.best_epoch == reference.best_epoch
+    # same data order (per-epoch seeded loaders, skipped batches), same dropout (RNG restored),
+    # same optimizer and scheduler state: the weights agree with the uninterrupted run
+    assert_states_close(state_copy(model), state_copy(reference_model), atol=1e-6)
+
+
+def test_fit_extends_max_steps_from_a_checkpoint(tiny_teacher_dir, sst2, tmp_path):
+    ds, tokenizer = sst2
+    collator = Collator({"": tokenizer.pad_token_id})
+    ckpt = str(tmp_path / "ckpt")
+    model = new_model(tiny_teacher_dir, seed=2)
+    first = fit(SupervisedObjective(model), ds["train"], None, base_config(max_steps=3, checkpoint_dir=ckpt),
+                collator=collator)
+    assert first.global_step == 3 and first.resumed_from_step == 0
+    after_first = state_copy(model)
+
+    model = new_model(tiny_teacher_dir, seed=2)
+    objective = CrashingObjective(model)
+    second = fit(objective, ds["train"], None, base_config(max_steps=10, checkpoint_dir=ckpt), collator=collator)
+    assert second.resumed_from_step == 3
+    assert objective.calls == 7 and second.global_step == 10  # the whole new budget, even past an epoch end
+    assert second.history[0] == first.history[0]  # the first run's history is kept
+    assert any(not torch.equal(after_first[k], v) for k, v in model.state_dict().items())
+
+    model = new_model(tiny_teacher_dir, seed=2)
+    straight = fit(SupervisedObjective(model), ds["train"], None, base_config(max_steps=10), collator=collator)
+    assert straight.global_step == 10
+    # NOT equal to an uninterrupted 10-step run, by design rather than because of RNG state:
+    # the linear warm-up/decay schedule is built from the run's own max_steps, so the first run
+    # decayed its learning rate to 0 over 3 steps (step 3 did not move the weights at all), while
+    # the straight run used lr·(10−t)/10; its data order also differs (the 3-step run ends its
+    # epoch early, the resumed run starts at the next epoch). The crash test above is the exact one.
+    worst = max((after - ref).abs().max().item() for after, ref in zip(state_copy(model).values(),
+                                                                         state_copy(objective.model).values()))
+    assert worst > 0
+
+
+class NaNObjective(Objective):
+    def training_step(self, batch):
+        loss = self.predict(batch).sum() * float("nan")
+        return {"loss": loss, "ce": loss.detach()}
+
+
+def test_non_finite_loss_raises(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        fit(NaNObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=2),
+            collator=Collator({"": tokenizer.pad_token_id}), description="nan-run")
+
+
+def test_parameter_groups_put_auxiliary_modules_apart(tiny_teacher_dir):
+    objective = SupervisedObjective(new_model(tiny_teacher_dir))
+    objective.projection = torch.nn.Linear(4, 4)
+    objective.add_frozen("frozen", torch.nn.Linear(3, 3))
+    groups = objective.parameter_groups(base_config(aux_learning_rate=0.5, weight_decay=0.1))
+    assert len(groups) == 3
+    decay, no_decay, aux = groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim < 2 for p in no_decay["params"])
+    assert aux["lr"] == 0.5 and {id(p) for p in aux["params"]} == {id(p) for p in objective.projection.parameters()}
+    grouped = {id(p) for g in groups for p in g["params"]}
+    assert not grouped & {id(p) for p in objective.frozen.parameters()}
+    assert "frozen.weight" not in objective.trainable_state() and "projection.weight" in objective.trainable_state()
+    objective.train()
+    assert objective.model.training and not objective.frozen.training
+
+
+def test_predict_logits_shapes_and_mode(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    objective = SupervisedObjective(new_model(tiny_teacher_dir)).train()
+    loader = make_loader(ds["validation"], 5, Collator({"": tokenizer.pad_token_id}), shuffle=False)
+    preds, labels = predict_logits(objective, loader)
+    assert preds.shape == (24, 2) and labels.shape == (24,)
+    assert np.array_equal(labels, np.array(ds["validation"]["labels"]))
+    assert objective.training  # mode restored
+    again, _ = predict_logits(objective, loader)
+    np.testing.assert_allclose(preds, again, atol=1e-6)  # eval mode: no dropout
+
+
+def test_config_fingerprint_is_stable_and_sensitive():
+    a = config_fingerprint({"lr": 1e-4, "bs": 8}, "sst2")
+    assert a == config_fingerprint({"bs": 8, "lr": 1e-4}, "sst2")
+    assert len(a) == 12
+    assert a != config_fingerprint({"lr": 2e-4, "bs": 8}, "sst2")
+    assert a != config_fingerprint({"lr": 1e-4, "bs": 8}, "rte")
