@@ -61,10 +61,15 @@ class TrainingConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown training parameter(s) {unknown}; valid: {sorted(known)}")
+        for name, kind in _NUMERIC_FIELDS.items():
+            if name in values and not (values[name] is None and name in _OPTIONAL_FIELDS):
+                values[name] = _coerce_number(name, values[name], kind)
         config = cls(**values)
-        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps"):
+        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps", "log_every_steps"):
             if int(getattr(config, name)) < 1:
                 raise ValueError(f"training.{name} must be >= 1, got {getattr(config, name)}")
+        if config.max_steps is not None and config.max_steps < 1:
+            raise ValueError(f"training.max_steps must be >= 1 (or null), got {config.max_steps}")
         if config.epochs <= 0 and not config.max_steps:
             raise ValueError(f"training.epochs must be > 0, got {config.epochs}")
         if config.learning_rate <= 0:
@@ -72,6 +77,28 @@ class TrainingConfig:
         if config.mixed_precision not in ("no", "fp16", "bf16"):
             raise ValueError("training.mixed_precision must be one of 'no', 'fp16', 'bf16'")
         return config
+
+
+_NUMERIC_FIELDS = {
+    "epochs": float, "batch_size": int, "eval_batch_size": int, "learning_rate": float,
+    "aux_learning_rate": float, "weight_decay": float, "warmup_ratio": float, "max_grad_norm": float,
+    "seed": int, "gradient_accumulation_steps": int, "max_steps": int, "log_every_steps": int,
+    "checkpoint_every_steps": int,
+}
+_OPTIONAL_FIELDS = ("aux_learning_rate", "max_steps")
+
+
+def _coerce_number(name: str, value, kind: type):
+    """``value`` as ``kind`` (YAML may give "5e-5" as a string); a ValueError naming the key otherwise."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = float(value)
+        if kind is int and not number.is_integer():
+            raise TypeError
+        return int(number) if kind is int else number
+    except (TypeError, ValueError):
+        raise ValueError(f"training.{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
 
 
 class Objective(nn.Module):
@@ -260,6 +287,8 @@ def fit(
     from accelerate import Accelerator
     from transformers import get_linear_schedule_with_warmup
 
+    if len(train_dataset) == 0:
+        raise ValueError(f"{description}: the training set is empty")
     seed_everything(config.seed)
     collator = collator or Collator()
     accelerator = Accelerator(
@@ -305,7 +334,9 @@ def fit(
     objective.train()
     running: dict[str, float] = {}
     running_count = 0
-    while state["global_step"] < total_steps and state["epoch"] < n_epochs:
+    # With max_steps the step budget alone ends the run: a run stopped at max_steps mid-epoch
+    # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
+    while state["global_step"] < total_steps and (config.max_steps or state["epoch"] < n_epochs):
         loader = accelerator.prepare(
             make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed + state["epoch"])
         )
