@@ -69,14 +69,20 @@ def test_resolve_passes_hub_ids_and_existing_paths_through(tiny_teacher_dir):
     assert resolve_model_name(str(tiny_teacher_dir)) == str(tiny_teacher_dir)
 
 
-@pytest.mark.parametrize("name", ["./no/such/model", "/definitely/not/here/model"])
+@pytest.mark.parametrize("name", ["./no/such/model", "/definitely/not/here/model", "no_such_data/06_models/teacher"])
 def test_resolve_missing_local_path_raises(name):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         resolve_model_name(name)
 
 
-def test_load_classifier_sizes_the_head_and_uses_eager_attention(tiny_teacher_dir):
+def test_load_classifier_sizes_the_head_and_uses_eager_attention(tiny_teacher_dir, tmp_path):
+    # an encoder-only checkpoint (like the MiniLM package): the head is created for the task
+    encoder = load_classifier(str(tiny_teacher_dir), 2).bert
+    encoder.save_pretrained(tmp_path / "encoder")
+    load_tokenizer(str(tiny_teacher_dir)).save_pretrained(tmp_path / "encoder")
+    tiny_teacher_dir = tmp_path / "encoder"
     model = load_classifier(str(tiny_teacher_dir), 3, is_regression=False)
+    torch.testing.assert_close(model.bert.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
     assert model.config.num_labels == 3 and model.classifier.out_features == 3
     assert model.config._attn_implementation == "eager"
     regression = load_classifier(str(tiny_teacher_dir), 1, is_regression=True)
@@ -144,7 +150,7 @@ def test_build_student_distilbert_and_explicit_selection(teacher):
 def test_select_student_layers_distilbert(n_teacher, n_student, expected):
     layers = select_student_layers("distilbert", n_teacher, n_student)
     assert len(layers) == n_student and layers == sorted(set(layers))
-    assert layers[0] == 1 and all(1 <= x <= n_teacher for x in layers)
+    assert layers[-1] == n_teacher and all(1 <= x <= n_teacher for x in layers)
     if expected is not None:
         assert layers == expected
     assert select_student_layers("first", n_teacher, n_student) == list(range(1, n_student + 1))

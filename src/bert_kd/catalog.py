@@ -77,3 +77,31 @@ class TokenizedDataset(AbstractVersionedDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath), "version": self._version}
+
+
+class TEDFiltersDataset(AbstractVersionedDataset):
+    """TED Stage I output as a versioned folder: ``teacher/`` filters, optional ``student/``
+    filters and, for the ``train`` route, the fine-tuned ``student_model/`` they were trained on."""
+
+    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
+        super().__init__(PurePosixPath(filepath), version)
+        self.metadata = metadata
+
+    def load(self) -> dict:
+        from bert_kd.pipelines.ted.nodes import load_ted_filters
+
+        return load_ted_filters(Path(str(self._get_load_path())))
+
+    def save(self, data: dict) -> None:
+        from bert_kd.pipelines.ted.nodes import save_ted_filters
+
+        save_ted_filters(data, Path(str(self._get_save_path())))
+
+    def _exists(self) -> bool:
+        try:
+            return (Path(str(self._get_load_path())) / "teacher").exists()
+        except Exception:
+            return False
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "version": self._version}

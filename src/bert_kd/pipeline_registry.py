@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines import data_processing, distill, evaluate_teacher, train_teacher
+from bert_kd.pipelines import data_processing, distill, evaluate_teacher, ted, train_teacher
 from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
+from bert_kd.pipelines.ted.pipeline import TED_METHODS, TED_VARIANTS, stage_one_pipeline, ted_method_pipeline
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -20,5 +21,9 @@ def register_pipelines() -> dict[str, Pipeline]:
     for method in ALP_FAMILY:
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + method_pipeline(method)
     pipelines["distill_baselines"] = teacher + distill.create_pipeline()
+    pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
+    for method in (*TED_METHODS, *TED_VARIANTS):
+        pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
+    pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
     return pipelines

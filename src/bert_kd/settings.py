@@ -32,9 +32,18 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # CONFIG_LOADER_CLASS = OmegaConfigLoader
 
 # Keyword arguments to pass to the `CONFIG_LOADER_CLASS` constructor.
+import os
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    """``${env:NAME,default}`` in any config file (Kedro allows ``oc.env`` only in credentials)."""
+    return os.environ.get(name) or default
+
+
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
+    "custom_resolvers": {"env": _env},
     # "config_patterns": {
     #     "spark" : ["spark*/"],
     #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],

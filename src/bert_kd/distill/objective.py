@@ -29,7 +29,10 @@ class TeacherCache:
     key: str = ""
 
     def lookup(self, idx: Tensor) -> Features:
-        rows = self.row_of_idx[idx.cpu()]
+        idx_cpu = idx.cpu()
+        inside = (idx_cpu >= 0) & (idx_cpu < len(self.row_of_idx))  # idx past the table: missing, not IndexError
+        rows = torch.full_like(idx_cpu, -1)
+        rows[inside] = self.row_of_idx[idx_cpu[inside]]
         if (rows < 0).any():
             missing = idx.cpu()[rows < 0][:5].tolist()
             raise KeyError(f"teacher cache {self.key!r} has no entry for example idx {missing}")

@@ -30,11 +30,23 @@ def teacher_cache_pipeline() -> Pipeline:
     )
 
 
-def method_pipeline(method: str, methods_key: str = "distill_methods") -> Pipeline:
-    """Student construction → distillation → evaluation for one method, namespaced ``method``."""
+def method_pipeline(
+    method: str,
+    methods_key: str = "distill_methods",
+    student_key: str = "student",
+    build_student=build_student_model,
+    distill=distill_student,
+    extra_inputs: tuple[str, ...] = (),
+) -> Pipeline:
+    """Student construction → distillation → evaluation for one method, namespaced ``method``.
+
+    ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student`` and
+    ``distill``; ``methods_key``/``student_key`` name the parameter blocks to read.
+    """
+    extra = list(extra_inputs)
     template = Pipeline(
         [
-            node(build_student_model, ["teacher_model", "params:student", "params:task"], "student_init", name="build_student"),
+            node(build_student, [*extra, "teacher_model", "params:student", "params:task"], "student_init", name="build_student"),
             node(
                 prepare_student_data,
                 ["student_init", "teacher_model", "teacher_tokenized", "glue_train", "glue_validation", "params:teacher.max_seq_length"],
@@ -42,9 +54,9 @@ def method_pipeline(method: str, methods_key: str = "distill_methods") -> Pipeli
                 name="prepare_student_data",
             ),
             node(
-                distill_student,
+                distill,
                 [
-                    "teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method",
+                    *extra, "teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method",
                     "params:student", "params:task", "params:seed", "params:tracking", "params:runtime",
                 ],
                 "student_model",
@@ -55,8 +67,10 @@ def method_pipeline(method: str, methods_key: str = "distill_methods") -> Pipeli
     )
     parameters = {f"params:{p}": f"params:{p}" for p in SHARED_PARAMS}
     parameters["params:teacher.max_seq_length"] = "params:teacher.max_seq_length"
+    parameters["params:student"] = f"params:{student_key}"
     parameters["params:method"] = f"params:{methods_key}.{method}"
-    return pipeline(template, namespace=method, inputs={i: i for i in SHARED_INPUTS}, parameters=parameters)
+    inputs = {i: i for i in (*SHARED_INPUTS, *extra)}
+    return pipeline(template, namespace=method, inputs=inputs, parameters=parameters)
 
 
 def comparison_pipeline(methods, output_prefix: str) -> Pipeline:

@@ -1,0 +1,5 @@
+"""TED pipelines."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]
