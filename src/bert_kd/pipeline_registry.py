@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines import data_processing, distill, evaluate_teacher, ted, train_teacher
+from bert_kd.pipelines import data_processing, distill, evaluate_teacher, multi_teacher, ted, train_teacher
+from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
+from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
 from bert_kd.pipelines.ted.pipeline import TED_METHODS, TED_VARIANTS, stage_one_pipeline, ted_method_pipeline
 
@@ -25,5 +27,8 @@ def register_pipelines() -> dict[str, Pipeline]:
     for method in (*TED_METHODS, *TED_VARIANTS):
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
     pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
+    ingest = data_processing.create_pipeline()
+    pipelines["distill_multi_teacher"] = ingest + teachers_pipeline() + configuration_pipeline("multi_teacher")
+    pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline()
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
     return pipelines

@@ -38,6 +38,13 @@ def run_pipeline(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
             "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
         }
         runtime.update(params)
+        import mlflow
+
+        # MLflow keeps process-wide state (URI, active experiment) that outlives a test's database.
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.tracking.fluent._active_experiment_id = None
         with KedroSession.create(project_path=tmp_path, runtime_params=runtime) as session:
             outputs = session.run(pipeline_names=[name])
         return outputs, tmp_path, tracking_uri

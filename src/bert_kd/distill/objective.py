@@ -88,6 +88,8 @@ class DistillationObjective(Objective):
         for k, teacher in enumerate(teachers):
             self.add_frozen(f"teacher_{k}", teacher.model)
         self.method = method
+        if hasattr(method, "bind_teachers"):  # methods that read each teacher's own batch columns
+            method.bind_teachers(teachers)
         self.weights = validate_weights(weights, method.term_names)
 
     @property

@@ -103,6 +103,8 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
     """Inference examples per second on the current device (a few dev batches)."""
     model.eval()
     loader = make_loader(dataset, batch_size, collator, shuffle=False)
+    warm_up = next(iter(loader))
+    model(**{k: v for k, v in warm_up.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
     seen, start = 0, time.perf_counter()
     for i, batch in enumerate(loader):
         if i >= max_batches:

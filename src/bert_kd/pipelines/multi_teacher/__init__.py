@@ -1,0 +1,5 @@
+"""Multi-teacher pipelines."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

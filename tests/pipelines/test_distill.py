@@ -1,0 +1,52 @@
+"""End to end: the ALP-KD family pipelines on a tiny teacher."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.pipelines.conftest import mlflow_runs
+
+
+def _latest(path):
+    return sorted(p for p in path.iterdir() if p.is_dir())[-1] / path.name
+
+
+def test_distill_alp_end_to_end(run_pipeline):
+    _, root, uri = run_pipeline("distill_alp")
+    student = _latest(root / "data/06_models/students/alp")
+    assert (student / "config.json").exists()
+    assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
+    metrics = json.loads(_latest(root / "data/08_reporting/students/alp_metrics.json").read_text())
+    alpha = metrics["info"]["diagnostics"]["alp_attention"]
+    assert len(alpha) == 2 and len(alpha[0]) == 4  # 2 student layers × 4 teacher layers
+    assert sum(alpha[0]) == pytest.approx(1.0, abs=1e-4) and sum(alpha[1]) == 0.0  # last layer unconnected
+    runs = mlflow_runs(uri)
+    alp = runs[runs["tags.mlflow.runName"] == "distill_alp:rte"].iloc[0]
+    assert alp["params.method"] == "alp"
+    assert alp["params.mapping"] == "[[1, 2, 3, 4], []]"
+    assert float(alp["params.weights.ce"]) == pytest.approx(0.3)
+    for term in ("ce", "kd", "layer", "loss"):
+        assert f"metrics.train/{term}" in runs.columns and alp[f"metrics.train/{term}"] >= 0
+    assert 0 <= alp["metrics.final/validation/accuracy"] <= 1
+    # the teacher run sits next to it in the same experiment
+    assert (runs["tags.mlflow.runName"] == "train_teacher:rte").sum() == 1
+
+
+def test_distill_baselines_writes_table_one(run_pipeline):
+    _, root, uri = run_pipeline("distill_baselines")
+    table = pd.read_csv(_latest(root / "data/08_reporting/distill_baselines.csv"))
+    assert list(table["method"]) == ["teacher", "nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"]
+    assert table.loc[0, "% of teacher"] == 100.0
+    assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")
+    runs = mlflow_runs(uri)
+    assert "tags.method" in runs.columns, sorted(runs.columns)
+    methods = set(runs["tags.method"].dropna())
+    assert {"nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"} <= methods
+
+
+def test_bad_method_weight_fails_before_training(run_pipeline):
+    with pytest.raises(Exception, match="loss weights must be >= 0|must be >= 0"):
+        run_pipeline("distill_pkd", distill_methods={"pkd": {"method": "pkd", "weights": {"kd": -0.1, "layer": 0.2}}})

@@ -1,0 +1,35 @@
+"""End to end: TED Stage I then Stage II, and the KD / LWD / TED comparison."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
+
+TED_STUDENT = {"num_layers": 2, "layer_selection": "distilbert", "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
+
+
+def _latest(path):
+    return sorted(p for p in path.iterdir() if p.is_dir())[-1] / path.name
+
+
+def test_train_ted_filters_then_distill_ted(run_pipeline):
+    _, root, uri = run_pipeline("train_ted_filters", ted_student=TED_STUDENT)
+    filters = _latest(root / "data/06_models/ted_filters")
+    assert (filters / "teacher").exists() and (filters / "student").exists()
+    runs = mlflow_runs(uri)
+    stage1 = runs[runs["tags.mlflow.runName"] == "train_ted_filters:rte"].iloc[0]
+    assert "metrics.filters/teacher/layer_1/accuracy" in runs.columns  # distilbert(4, 2) = [1, 4]
+    assert 0 <= stage1["metrics.filters/teacher/layer_4/accuracy"] <= 1
+
+    _, root, uri = run_pipeline("distill_ted", ted_student=TED_STUDENT)
+    runs = mlflow_runs(uri)
+    ted = runs[runs["tags.mlflow.runName"] == "distill_ted:rte"].iloc[0]
+    assert ted["metrics.train/ted"] >= 0 and ted["metrics.train/pred"] >= 0
+    assert 0 <= ted["metrics.final/validation/accuracy"] <= 1
+
+
+def test_distill_ted_baselines_table(run_pipeline):
+    _, root, _ = run_pipeline("distill_ted_baselines", ted_student=TED_STUDENT)
+    table = pd.read_csv(_latest(root / "data/08_reporting/distill_ted_baselines.csv"))
+    assert list(table["method"]) == ["teacher", "kd", "lwd", "ted"]
