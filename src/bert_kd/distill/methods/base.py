@@ -88,12 +88,13 @@ class Method(nn.Module):
         return {"ce": task_loss(student.logits, batch["labels"])}
 
     # ------------------------------------------------------------------ shared terms
-    def prediction_loss(self, student: Features, teachers: dict[int, Features]) -> Tensor:
-        """Hinton KD averaged over teachers (T² scaled); MSE to the teachers' scores for regression."""
+    def prediction_loss(self, student: Features, teachers: dict[int, Features], soft_loss=losses.kd_loss) -> Tensor:
+        """``soft_loss`` (Hinton KD, T² scaled, by default) averaged over teachers; MSE to the
+        teachers' scores for regression."""
         values = [
             losses.kd_regression_loss(student.logits, t.logits)
             if self.regression
-            else losses.kd_loss(student.logits, t.logits, self.temperature)
+            else soft_loss(student.logits, t.logits, self.temperature)
             for t in teachers.values()
         ]
         return sum(values) / len(values)

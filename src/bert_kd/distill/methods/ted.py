@@ -72,13 +72,8 @@ class _TEDFamily(Method):
             raise ValueError(f"method {self.name!r} distils from exactly one teacher, got {len(teachers)}")
 
     def pred_loss(self, student, teachers):
-        values = [
-            losses.kd_regression_loss(student.logits, t.logits)
-            if self.regression
-            else losses.kl_div_loss(student.logits, t.logits, self.temperature)
-            for t in teachers.values()
-        ]
-        return sum(values) / len(values)
+        """D_pred (Eq. 6): KL(teacher/T ‖ student/T), no T² (MSE for regression)."""
+        return self.prediction_loss(student, teachers, soft_loss=losses.kl_div_loss)
 
     def terms(self, student, teachers, batch):
         result = super().terms(student, teachers, batch)
