@@ -6,7 +6,9 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 # from bert_kd.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
-# HOOKS = (ProjectHooks(),)
+from bert_kd.hooks import ValidateParametersHook  # noqa: E402
+
+HOOKS = (ValidateParametersHook(),)
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

@@ -88,7 +88,7 @@ def test_unknown_method_option_is_rejected(teacher):
     student, _ = build_student(teacher, 2)
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['mapping'\] for method 'rkd'"):
         build_method({"method": "rkd", "mapping": "all"}, student, [teacher])
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="temperature of method .rkd. must be a number > 0"):
         build_method({"method": "rkd", "temperature": 0}, student, [teacher])
 
 

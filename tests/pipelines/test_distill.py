@@ -50,3 +50,14 @@ def test_distill_baselines_writes_table_one(run_pipeline):
 def test_bad_method_weight_fails_before_training(run_pipeline):
     with pytest.raises(Exception, match="loss weights must be >= 0|must be >= 0"):
         run_pipeline("distill_pkd", distill_methods={"pkd": {"method": "pkd", "weights": {"kd": -0.1, "layer": 0.2}}})
+
+
+def test_bad_recipe_is_refused_before_the_teacher_trains(run_pipeline, caplog):
+    with caplog.at_level("INFO"), pytest.raises(Exception, match="parameter distill_methods.alp: unknown option"):
+        run_pipeline("distill_alp", distill_methods={"alp": {"method": "alp", "mapping": "all", "bucket": 3}})
+    assert not any("Running node" in r.getMessage() for r in caplog.records)
+
+
+def test_unknown_task_is_refused(run_pipeline):
+    with pytest.raises(Exception, match="valid"):
+        run_pipeline("train_teacher", task="sst3")

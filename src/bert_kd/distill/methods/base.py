@@ -51,24 +51,40 @@ class Method(nn.Module):
 
     def __init__(self, config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False):
         super().__init__()
-        options = {k: v for k, v in config.items() if k not in ("method", "weights")}
-        unknown = sorted(set(options) - set(self.known_options) - {"temperature"})
-        if unknown:
-            raise ValueError(
-                f"unknown option(s) {unknown} for method {self.name!r}; valid: {sorted(self.known_options + ('temperature',))}"
-            )
+        self.weights = self.check_config(config)
         self.config = config
         self.regression = regression
         self.temperature = float(config.get("temperature", 1.0))
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        self.weights = self.resolve_weights(config.get("weights"))
 
-    def resolve_weights(self, given: dict | None) -> dict[str, float]:
-        weights = dict(self.default_weights)
+    @classmethod
+    def check_config(cls, config: dict) -> dict[str, float]:
+        """Validate a recipe without any model (options, temperature, weights); return the weights.
+
+        Called before anything trains (see ``bert_kd.hooks``) and again by ``__init__``.
+        """
+        from bert_kd.distill.objective import validate_weights
+
+        options = {k: v for k, v in config.items() if k not in ("method", "weights")}
+        unknown = sorted(set(options) - set(cls.known_options) - {"temperature"})
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {unknown} for method {cls.name!r}; valid: {sorted(cls.known_options + ('temperature',))}"
+            )
+        temperature = config.get("temperature", 1.0)
+        if not isinstance(temperature, (int, float)) or temperature <= 0:
+            raise ValueError(f"temperature of method {cls.name!r} must be a number > 0, got {temperature!r}")
+        return validate_weights(cls.resolve_weights(config), cls.term_names)
+
+    @classmethod
+    def resolve_weights(cls, config: dict) -> dict[str, float]:
+        """Default weights updated with ``config['weights']``."""
+        weights = dict(cls.default_weights)
+        given = config.get("weights")
         if given:
+            if not isinstance(given, dict):
+                raise ValueError(f"weights of method {cls.name!r} must be a mapping term → weight, got {given!r}")
             weights.update({k: float(v) for k, v in given.items()})
-            if self.ce_is_complement and "ce" not in given:
+            if cls.ce_is_complement and "ce" not in given:
                 rest = sum(v for k, v in weights.items() if k != "ce")
                 if rest > 1:
                     raise ValueError(
@@ -104,12 +120,22 @@ class Method(nn.Module):
         return {}
 
 
-def build_method(config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False) -> Method:
-    """Instantiate the method named by ``config['method']``."""
-    name = config.get("method")
+def method_class(config: dict) -> type[Method]:
+    """The registered class named by ``config['method']`` (ValueError listing the choices)."""
+    name = config.get("method") if isinstance(config, dict) else None
     if name not in METHODS:
         raise ValueError(f"unknown distillation method {name!r}; available: {sorted(METHODS)}")
-    return METHODS[name](config, student, teachers, regression)
+    return METHODS[name]
+
+
+def check_method_config(config: dict) -> dict[str, float]:
+    """Validate a recipe before any model exists; returns its resolved weights."""
+    return method_class(config).check_config(config)
+
+
+def build_method(config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False) -> Method:
+    """Instantiate the method named by ``config['method']``."""
+    return method_class(config)(config, student, teachers, regression)
 
 
 def hidden_size(model: nn.Module) -> int:

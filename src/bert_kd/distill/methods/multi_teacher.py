@@ -142,8 +142,7 @@ class MultiTeacherBase(Method):
         teachers = list(teachers or [])
         if not teachers:
             raise ValueError(f"method {self.name!r} needs at least one teacher, got an empty teacher list")
-        self.alpha = check_unit_interval("alpha", config.get("alpha", self.default_alpha)) if self.uses_alpha else None
-        self.beta = check_unit_interval("beta", config.get("beta", self.default_beta))
+        self.alpha, self.beta = self.alpha_beta(config)
         super().__init__(config, student, teachers, regression)
         n_labels = _num_labels(student)
         for k, teacher in enumerate(teachers):
@@ -172,16 +171,25 @@ class MultiTeacherBase(Method):
         self.teacher_prefixes: list[str] | None = prefixes
 
     # ------------------------------------------------------------------ weights
-    def derived_weights(self) -> dict[str, float]:
-        """Term weights implied by α and β (see the module docstring)."""
-        return {"ce": 1.0 - self.beta, "pred": self.beta}
+    @classmethod
+    def alpha_beta(cls, config: dict) -> tuple[float | None, float]:
+        """α (when the method has one) and β from the config, each checked to lie in [0, 1]."""
+        alpha = check_unit_interval("alpha", config.get("alpha", cls.default_alpha)) if cls.uses_alpha else None
+        return alpha, check_unit_interval("beta", config.get("beta", cls.default_beta))
 
-    def resolve_weights(self, given: dict | None) -> dict[str, float]:
-        weights = self.derived_weights()
+    @classmethod
+    def derived_weights(cls, alpha: float | None, beta: float) -> dict[str, float]:
+        """Term weights implied by α and β (see the module docstring)."""
+        return {"ce": 1.0 - beta, "pred": beta}
+
+    @classmethod
+    def resolve_weights(cls, config: dict) -> dict[str, float]:
+        weights = cls.derived_weights(*cls.alpha_beta(config))
+        given = config.get("weights")
         if given:
-            unknown = sorted(set(given) - set(self.term_names))
+            unknown = sorted(set(given) - set(cls.term_names))
             if unknown:
-                raise ValueError(f"unknown loss term(s) {unknown} in weights; method {self.name!r} has {list(self.term_names)}")
+                raise ValueError(f"unknown loss term(s) {unknown} in weights; method {cls.name!r} has {list(cls.term_names)}")
             weights.update({k: float(v) for k, v in given.items()})
         return weights
 
@@ -278,8 +286,8 @@ class MultiTeacherOneToMany(MultiTeacherBase):
         self._seen = [0] * self.n_teachers
         self._aligned = [0] * self.n_teachers
 
-    def derived_weights(self):
-        a, b = self.alpha, self.beta
+    @classmethod
+    def derived_weights(cls, a, b):
         return {"ce": 1.0 - b, "pred": b * (1.0 - a), "hidden": b * a, "attn": b, "emb": b}
 
     # ------------------------------------------------------------------ alignment
@@ -474,8 +482,8 @@ class MultiPKD(MultiTeacherBase):
             [nn.Identity() if projection == "auto" and d == d_s else nn.Linear(d_s, d) for d in self.teacher_widths]
         )
 
-    def derived_weights(self):
-        a, b = self.alpha, self.beta
+    @classmethod
+    def derived_weights(cls, a, b):
         return {"ce": 1.0 - b, "pred": b * (1.0 - a), "layer": b * a}
 
     def layer_distance(self, k: int, student: Features, teacher: Features) -> Tensor:
