@@ -258,6 +258,7 @@ def test_fit_resumes_after_a_crash_and_matches_an_uninterrupted_run(tiny_teacher
     assert resumed.global_step == reference.global_step == 12
     assert resumed.history == reference.history
     assert resumed.best_epoch == reference.best_epoch
+    assert not (tmp_path / "ckpt" / "last").exists()  # a finished run removes its checkpoint by default
     # same data order (per-epoch seeded loaders, skipped batches), same dropout (RNG restored),
     # same optimizer and scheduler state: the weights agree with the uninterrupted run
     assert_states_close(state_copy(model), state_copy(reference_model), atol=1e-6)
@@ -268,9 +269,10 @@ def test_fit_extends_max_steps_from_a_checkpoint(tiny_teacher_dir, sst2, tmp_pat
     collator = Collator({"": tokenizer.pad_token_id})
     ckpt = str(tmp_path / "ckpt")
     model = new_model(tiny_teacher_dir, seed=2)
-    first = fit(SupervisedObjective(model), ds["train"], None, base_config(max_steps=3, checkpoint_dir=ckpt),
-                collator=collator)
+    first = fit(SupervisedObjective(model), ds["train"], None,
+                base_config(max_steps=3, checkpoint_dir=ckpt, keep_checkpoint=True), collator=collator)
     assert first.global_step == 3 and first.resumed_from_step == 0
+    assert (tmp_path / "ckpt" / "last" / "trainer_state.json").exists()  # kept for the extension
     after_first = state_copy(model)
 
     model = new_model(tiny_teacher_dir, seed=2)

@@ -48,6 +48,7 @@ class TrainingConfig:
     log_every_steps: int = 10
     checkpoint_dir: str | None = None
     checkpoint_every_steps: int = 0  # 0 = at the end of each epoch only
+    keep_checkpoint: bool = False  # keep the last checkpoint once training has finished
     select_metric: str | None = None  # key of the evaluate_fn result; None = keep the last epoch
     greater_is_better: bool = True
     progress_bar: bool = True
@@ -401,6 +402,8 @@ def fit(
         state["history"].append(record)
         save_checkpoint()
     progress.close()
+    if ckpt is not None and not config.keep_checkpoint and accelerator.is_main_process:
+        shutil.rmtree(ckpt, ignore_errors=True)  # finished: the result is saved by the caller
     if best_state is not None:
         raw.load_state_dict(best_state, strict=False)
     best_metrics = next((r for r in state["history"] if r["epoch"] == state["best_epoch"]), {})
