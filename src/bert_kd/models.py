@@ -67,8 +67,9 @@ def load_classifier(
     config = AutoConfig.from_pretrained(path)
     config.num_labels = num_labels
     config.problem_type = "regression" if is_regression else "single_label_classification"
+    # A checkpoint fine-tuned with another label count gets a fresh head (HF logs which weights).
     return AutoModelForSequenceClassification.from_pretrained(
-        path, config=config, attn_implementation=attn_implementation
+        path, config=config, attn_implementation=attn_implementation, ignore_mismatched_sizes=True
     )
 
 

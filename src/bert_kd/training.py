@@ -350,7 +350,7 @@ def fit(
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
                         f"{description}: non-finite loss {loss.item()} at step {state['global_step']} "
-                        f"(terms: { {k: float(v) for k, v in terms.items()} })"
+                        f"(terms: { {k: float(v.detach()) for k, v in terms.items()} })"
                     )
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and config.max_grad_norm:

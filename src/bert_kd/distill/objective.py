@@ -96,11 +96,16 @@ class DistillationObjective(Objective):
     def teachers(self) -> list[nn.Module]:
         return [getattr(self, f"teacher_{k}") for k in range(len(self.teacher_specs))]
 
+    def uses_cache(self, k: int) -> bool:
+        """Teacher k is served from its cache: the method reads only logits and [CLS] states."""
+        needs = self.method.teacher_needs
+        return self.teacher_specs[k].cache is not None and not needs.get("hidden") and not needs.get("attention")
+
     def teacher_features(self, k: int, batch: dict[str, Tensor]) -> Features:
         """Teacher k's features for ``batch``: from the cache when the method allows, else live."""
         spec = self.teacher_specs[k]
         needs = self.method.teacher_needs
-        if spec.cache is not None and not needs.get("hidden") and not needs.get("attention"):
+        if self.uses_cache(k):
             return spec.cache.lookup(batch["idx"])
         with torch.no_grad():
             return forward_features(

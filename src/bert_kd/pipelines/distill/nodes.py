@@ -127,7 +127,7 @@ def distill_student(
                 "weights": method.weights,
                 "temperature": method.temperature,
                 "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
-                "teacher_cache": bool(source.cache is not None and not method.teacher_needs),
+                "teacher_cache": objective.uses_cache(0),
                 "student": student_params,
                 "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
                 "student_parameters": count_parameters(student.model),

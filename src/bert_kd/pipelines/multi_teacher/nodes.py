@@ -53,7 +53,7 @@ def evaluate_multi_teachers(bundles: list[ModelBundle], train, validation, teach
     """Evaluate each teacher on its own tokenization of the dev set(s)."""
     results = []
     for bundle, spec in zip(bundles, _teacher_list(teachers)):
-        tokenized = tokenize_for_model(train.head(1), validation, spec)
+        tokenized = tokenize_splits(split_frames(train.head(1), validation), bundle.tokenizer, int(spec["max_seq_length"]))
         evaluation = common.evaluate_bundle(bundle, tokenized, task)
         evaluation["name"] = spec["name"]
         common.log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
@@ -118,7 +118,8 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
         run.log_params({"task": spec.name, "method": name, "teachers": [t.name for t in teachers], "weights": method.weights,
                         "temperature": method.temperature, "config": config, "student": student, "seed": seed,
-                        "student_parameters": count_parameters(model), "training": vars(train_cfg)})
+                        "student_parameters": count_parameters(model), "training": vars(train_cfg),
+                        "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
         if hasattr(method, "alignment_report"):
             run.log_dict(method.alignment_report(), "alignment_before.json")
         result = fit(objective, data["train"], data[common.evaluation_split(data)], train_cfg, collator=collator,
