@@ -282,3 +282,23 @@ def test_alp_diagnostics_rows_are_attention_distributions(teacher, data, mapping
     # the diagnostics are the average α over every observed example
     torch.testing.assert_close(attention, torch.cat(alphas).mean(0), rtol=0, atol=1e-6)
     assert math.isclose(float(attention[0].sum()), 1.0, abs_tol=1e-5)
+
+
+def test_diagnostics_read_the_teacher_live_not_the_training_cache(teacher, data):
+    """The cache covers training examples only; dev ids overlap train ids, so a dev lookup in it
+    would silently return other examples' states (or fail when the ids are absent)."""
+    from bert_kd.distill.objective import collect_diagnostics
+
+    ds, collator = data
+    train = ds["train"].map(lambda row: {"idx": row["idx"] + 1000})  # disjoint from the dev ids
+    student = build_student(teacher, 2)[0]
+    method = build_method({"method": "alp"}, student, [teacher])
+    cache = build_teacher_cache(teacher, train, collator=collator, progress=False)
+    cached = DistillationObjective(student, [Teacher(teacher, cache=cache)], method, method.weights)
+    dev = make_loader(ds["validation"], 8, collator, shuffle=False)
+    with_cache = collect_diagnostics(cached, dev)["alp_attention"]
+
+    method_live = build_method({"method": "alp"}, student, [teacher])
+    live = DistillationObjective(student, [Teacher(teacher)], method_live, method_live.weights)
+    without_cache = collect_diagnostics(live, dev)["alp_attention"]
+    assert torch.allclose(torch.tensor(with_cache), torch.tensor(without_cache), atol=1e-6)

@@ -101,11 +101,12 @@ class DistillationObjective(Objective):
         needs = self.method.teacher_needs
         return self.teacher_specs[k].cache is not None and not needs.get("hidden") and not needs.get("attention")
 
-    def teacher_features(self, k: int, batch: dict[str, Tensor]) -> Features:
-        """Teacher k's features for ``batch``: from the cache when the method allows, else live."""
+    def teacher_features(self, k: int, batch: dict[str, Tensor], allow_cache: bool = True) -> Features:
+        """Teacher k's features for ``batch``: from the cache (which covers the training split
+        only) when the method and ``allow_cache`` allow, else live."""
         spec = self.teacher_specs[k]
         needs = self.method.teacher_needs
-        if self.uses_cache(k):
+        if allow_cache and self.uses_cache(k):
             return spec.cache.lookup(batch["idx"])
         with torch.no_grad():
             return forward_features(
@@ -168,7 +169,8 @@ def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
             objective.model, batch, hidden_states=bool(needs.get("hidden") or needs.get("cls")),
             attention_scores=bool(needs.get("attention")),
         )
-        teachers = {k: objective.teacher_features(k, batch) for k in range(len(objective.teacher_specs))}
+        # live teachers: the cache holds training examples only, and dev ids overlap train ids
+        teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
         observe(student, teachers, batch)
     objective.train(was_training)
     return objective.method.diagnostics()
