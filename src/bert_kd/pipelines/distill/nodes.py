@@ -109,6 +109,12 @@ def distill_student(
     check_teacher(teacher, task)
     method = build_method(dict(method_config), student.model, [teacher.model], regression=spec.is_regression)
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
+    token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
+    if prefix and token_level and not hasattr(method, "bind_teachers"):
+        raise ValueError(
+            f"method {method_config['method']!r} compares token positions, but student.model uses another tokenizer "
+            "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
+        )
     source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
     objective = DistillationObjective(student.model, [source], method, method.weights)
     name = method_config["method"]
