@@ -424,6 +424,17 @@ def cosine_hidden_loss(student: Tensor, teacher: Tensor, attention_mask: Optiona
 # ----------------------------------------------------------------------------- TED
 
 
+def _paired_layers(t_name: str, teacher: object, s_name: str, student: object, what: str):
+    """Two non-empty per-layer tensor lists of equal length (teacher first)."""
+    t_list = _check_layer_list(t_name, teacher)
+    s_list = _check_layer_list(s_name, student)
+    if len(t_list) != len(s_list):
+        raise ValueError(f"{s_name} has {len(s_list)} layers but {t_name} has {len(t_list)}")
+    if not s_list:
+        raise ValueError(f"{what} needs at least one layer")
+    return t_list, s_list
+
+
 def ted_mse(
     filtered_teacher: Sequence[Tensor], filtered_student: Sequence[Tensor], attention_mask: Optional[Tensor] = None
 ) -> Tensor:
@@ -432,14 +443,7 @@ def ted_mse(
 
     Note the argument order: teacher list first.  Lists are aligned per student layer ``k``.
     """
-    t_list = _check_layer_list("filtered_teacher", filtered_teacher)
-    s_list = _check_layer_list("filtered_student", filtered_student)
-    if len(t_list) != len(s_list):
-        raise ValueError(
-            f"filtered_student has {len(s_list)} layers but filtered_teacher has {len(t_list)}"
-        )
-    if not s_list:
-        raise ValueError("ted_mse needs at least one filtered layer")
+    t_list, s_list = _paired_layers("filtered_teacher", filtered_teacher, "filtered_student", filtered_student, "ted_mse")
     return sum(masked_mse(s, t, attention_mask) for s, t in zip(s_list, t_list))
 
 
@@ -453,14 +457,9 @@ def ted_kl(
     ``T`` from the filters' task heads, mean over the batch (see :func:`kl_div_loss`; no
     ``T**2`` unless ``scale_by_t2``).  Teacher list first.
     """
-    t_list = _check_layer_list("teacher_filter_logits", teacher_filter_logits)
-    s_list = _check_layer_list("student_filter_logits", student_filter_logits)
-    if len(t_list) != len(s_list):
-        raise ValueError(
-            f"student_filter_logits has {len(s_list)} layers but teacher_filter_logits has {len(t_list)}"
-        )
-    if not s_list:
-        raise ValueError("ted_kl needs at least one filter")
+    t_list, s_list = _paired_layers(
+        "teacher_filter_logits", teacher_filter_logits, "student_filter_logits", student_filter_logits, "ted_kl"
+    )
     return sum(kl_div_loss(s, t, temperature, scale_by_t2=scale_by_t2) for s, t in zip(s_list, t_list))
 
 
