@@ -30,9 +30,11 @@ def attention_heatmap(alpha: Sequence[Sequence[float]], title: str = "ALP attent
 def per_layer_metric(values: dict, metric: str, title: str):
     """A line per model: dev metric of each layer's task filter (TED Stage I)."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
+    all_layers = sorted({int(k) for per_layer in values.values() for k in per_layer})
     for label, per_layer in values.items():
         layers = sorted(per_layer, key=int)
         ax.plot([int(k) for k in layers], [per_layer[k] for k in layers], marker="o", label=label)
+    ax.set_xticks(all_layers)
     ax.set_xlabel("layer")
     ax.set_ylabel(metric)
     ax.set_title(title)
