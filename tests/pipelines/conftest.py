@@ -58,3 +58,10 @@ def mlflow_runs(tracking_uri: str):
 
     mlflow.set_tracking_uri(tracking_uri)
     return mlflow.search_runs(experiment_names=["bert_kd"])
+
+
+def latest_version(path):
+    """The newest version of a versioned Kedro dataset stored at ``path``."""
+    versions = sorted(p for p in path.iterdir() if p.is_dir())
+    assert versions, f"no version under {path}"
+    return versions[-1] / path.name

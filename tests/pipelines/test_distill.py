@@ -7,19 +7,16 @@ import json
 import pandas as pd
 import pytest
 
-from tests.pipelines.conftest import mlflow_runs
+from tests.pipelines.conftest import latest_version, mlflow_runs
 
-
-def _latest(path):
-    return sorted(p for p in path.iterdir() if p.is_dir())[-1] / path.name
 
 
 def test_distill_alp_end_to_end(run_pipeline):
     _, root, uri = run_pipeline("distill_alp")
-    student = _latest(root / "data/06_models/students/alp")
+    student = latest_version(root / "data/06_models/students/alp")
     assert (student / "config.json").exists()
     assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
-    metrics = json.loads(_latest(root / "data/08_reporting/students/alp_metrics.json").read_text())
+    metrics = json.loads(latest_version(root / "data/08_reporting/students/alp_metrics.json").read_text())
     alpha = metrics["info"]["diagnostics"]["alp_attention"]
     assert len(alpha) == 2 and len(alpha[0]) == 4  # 2 student layers × 4 teacher layers
     assert sum(alpha[0]) == pytest.approx(1.0, abs=1e-4) and sum(alpha[1]) == 0.0  # last layer unconnected
@@ -37,7 +34,7 @@ def test_distill_alp_end_to_end(run_pipeline):
 
 def test_distill_baselines_writes_table_one(run_pipeline):
     _, root, uri = run_pipeline("distill_baselines")
-    table = pd.read_csv(_latest(root / "data/08_reporting/distill_baselines.csv"))
+    table = pd.read_csv(latest_version(root / "data/08_reporting/distill_baselines.csv"))
     assert list(table["method"]) == ["teacher", "nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"]
     assert table.loc[0, "% of teacher"] == 100.0
     assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")

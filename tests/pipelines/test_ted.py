@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
+from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
 
 TED_STUDENT = {"num_layers": 2, "layer_selection": "distilbert", "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
 
 
-def _latest(path):
-    return sorted(p for p in path.iterdir() if p.is_dir())[-1] / path.name
-
 
 def test_train_ted_filters_then_distill_ted(run_pipeline):
     _, root, uri = run_pipeline("train_ted_filters", ted_student=TED_STUDENT)
-    filters = _latest(root / "data/06_models/ted_filters")
+    filters = latest_version(root / "data/06_models/ted_filters")
     assert (filters / "teacher").exists() and (filters / "student").exists()
     runs = mlflow_runs(uri)
     stage1 = runs[runs["tags.mlflow.runName"] == "train_ted_filters:rte"].iloc[0]
@@ -31,5 +28,5 @@ def test_train_ted_filters_then_distill_ted(run_pipeline):
 
 def test_distill_ted_baselines_table(run_pipeline):
     _, root, _ = run_pipeline("distill_ted_baselines", ted_student=TED_STUDENT)
-    table = pd.read_csv(_latest(root / "data/08_reporting/distill_ted_baselines.csv"))
+    table = pd.read_csv(latest_version(root / "data/08_reporting/distill_ted_baselines.csv"))
     assert list(table["method"]) == ["teacher", "kd", "lwd", "ted"]

@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.pipelines.conftest import mlflow_runs
+from tests.pipelines.conftest import latest_version, mlflow_runs
 
-
-def _latest(path):
-    versions = sorted(p for p in path.iterdir() if p.is_dir())
-    assert versions, f"no version under {path}"
-    return versions[-1] / path.name
 
 
 def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
     _, root, uri = run_pipeline("train_teacher")
-    model_dir = _latest(root / "data/06_models/teacher")
+    model_dir = latest_version(root / "data/06_models/teacher")
     assert (model_dir / "config.json").exists()
     assert (model_dir / "model.safetensors").exists()
     assert (model_dir / "tokenizer.json").exists() or (model_dir / "vocab.txt").exists()
-    metrics = json.loads(_latest(root / "data/08_reporting/teacher_metrics.json").read_text())
+    metrics = json.loads(latest_version(root / "data/08_reporting/teacher_metrics.json").read_text())
     assert set(metrics["metrics"]["validation"]) == {"accuracy"}
     assert 0.0 <= metrics["score"] <= 1.0
     assert metrics["parameters"] > 0 and metrics["size_on_disk_bytes"] > 0

@@ -348,18 +348,23 @@ def alp_loss(
 # ----------------------------------------------------------------------------- token-level losses
 
 
+def _check_token_pair(student: Tensor, teacher: Tensor, attention_mask: Optional[Tensor]) -> Optional[Tensor]:
+    """Validate same-shape ``(..., D)`` student/teacher tensors and their ``(...)`` mask."""
+    _check_tensor("student", student)
+    _check_tensor("teacher", teacher)
+    if student.dim() < 1:
+        raise ValueError("student must have a feature dimension")
+    _check_same_shape("student", student, "teacher", teacher)
+    return _check_mask(attention_mask, student.shape[:-1], f"student of shape {tuple(student.shape)}")
+
+
 def masked_mse(student: Tensor, teacher: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
     """MSE between token-level tensors ``(B, L, D)`` (TinyBERT Eq. 8-9 ``L_hidn``/``L_embd``,
     TED Eq. 2, MT Eq. 2/11), mean over valid tokens (``attention_mask`` ``(B, L)`` of 0/1,
     pooled over the batch) and over ``D``.  Any ``(..., D)`` shape works with a mask of shape
     ``(...)``.  Padding entries are ignored, also in the gradient.
     """
-    _check_tensor("student", student)
-    _check_tensor("teacher", teacher)
-    if student.dim() < 1:
-        raise ValueError("student must have a feature dimension")
-    _check_same_shape("student", student, "teacher", teacher)
-    mask = _check_mask(attention_mask, student.shape[:-1], f"student of shape {tuple(student.shape)}")
+    mask = _check_token_pair(student, teacher, attention_mask)
     if mask is not None:
         mask = mask.unsqueeze(-1)
         student = _zero_where_masked(student, mask)
@@ -411,12 +416,7 @@ def cosine_hidden_loss(student: Tensor, teacher: Tensor, attention_mask: Optiona
     ``1 - cos(s, t)``; ``(B, L, D)`` with ``attention_mask`` ``(B, L)`` (or ``(..., D)`` with a
     ``(...)`` mask).  Widths must match.
     """
-    _check_tensor("student", student)
-    _check_tensor("teacher", teacher)
-    if student.dim() < 1:
-        raise ValueError("student must have a feature dimension")
-    _check_same_shape("student", student, "teacher", teacher)
-    mask = _check_mask(attention_mask, student.shape[:-1], f"student of shape {tuple(student.shape)}")
+    mask = _check_token_pair(student, teacher, attention_mask)
     loss = 1.0 - F.cosine_similarity(student, teacher, dim=-1, eps=1e-8)
     return _masked_mean(loss, mask)
 

@@ -117,16 +117,20 @@ class DistillationObjective(Objective):
                 prefix=spec.prefix,
             )
 
-    def training_step(self, batch):
+    def student_features(self, batch: dict[str, Tensor]) -> Features:
+        """The student's forward pass with what the method reads."""
         needs = self.method.student_needs
-        student = forward_features(
+        return forward_features(
             self.model,
             batch,
             hidden_states=bool(needs.get("hidden") or needs.get("cls")),
             attention_scores=bool(needs.get("attention")),
         )
+
+    def training_step(self, batch):
+        student = self.student_features(batch)
         chosen = self.method.choose_teachers(len(self.teacher_specs), self.training)
-        teachers = {k: self.teacher_features(k, batch) for k in chosen if self._needs_teacher(k)}
+        teachers = {k: self.teacher_features(k, batch) for k in chosen}
         terms = self.method.terms(student, teachers, batch)
         total = sum(self.weights[name] * value for name, value in terms.items() if self.weights.get(name, 0.0) != 0.0)
         if not torch.is_tensor(total):
@@ -134,9 +138,6 @@ class DistillationObjective(Objective):
         result = {"loss": total}
         result.update({name: value.detach() for name, value in terms.items()})
         return result
-
-    def _needs_teacher(self, k: int) -> bool:
-        return self.method.uses_teachers
 
 
 def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> dict[str, float]:
@@ -162,13 +163,9 @@ def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
     was_training = objective.training
     objective.eval()
     device = next(objective.model.parameters()).device
-    needs = objective.method.student_needs
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
-        student = forward_features(
-            objective.model, batch, hidden_states=bool(needs.get("hidden") or needs.get("cls")),
-            attention_scores=bool(needs.get("attention")),
-        )
+        student = objective.student_features(batch)
         # live teachers: the cache holds training examples only, and dev ids overlap train ids
         teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
         observe(student, teachers, batch)
