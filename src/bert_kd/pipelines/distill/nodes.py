@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 
 import pandas as pd
 import torch
 
+from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.distill.methods import build_method
@@ -22,11 +24,12 @@ from bert_kd.models import ModelBundle, build_student, count_parameters, load_cl
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars
-from bert_kd.training import config_fingerprint, fit, make_loader
+from bert_kd.training import fit, make_loader
 
 log = logging.getLogger(__name__)
 
 TEACHER_PREFIX = "t0_"
+CACHE_FILE = "teacher_cache.pt"
 
 
 def check_teacher(teacher: ModelBundle, task: str) -> None:
@@ -71,25 +74,40 @@ def prepare_student_data(student: ModelBundle, teacher: ModelBundle, teacher_tok
     return merge_tokenized(own, {TEACHER_PREFIX: teacher_tokenized})
 
 
-def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict) -> TeacherCache | None:
+def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict, runtime: dict | None = None) -> TeacherCache | None:
     """Teacher logits and per-layer [CLS] states of the train split, computed once per
-    (teacher, task, split, max length) and reused across epochs, methods and runs."""
+    (teacher, exact train rows) and reused across epochs, methods and runs."""
     if not cache.get("enabled", True):
         return None
-    key = config_fingerprint(teacher.info.get("key"), common.data_fingerprint(tokenized), len(tokenized["train"]))
-    path = Path(cache.get("directory", "data/07_model_output/teacher_cache")) / f"{key}.pt"
-    if path.exists():
-        stored = torch.load(path)
-        return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], key)
-    result = build_teacher_cache(
-        teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=key,
-        collator=common.collator_for(teacher.tokenizer),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, tmp)
-    tmp.rename(path)
-    return result
+    root = Path(cache.get("directory", "data/07_model_output/teacher_cache"))
+    job = jobs.Job("teacher_cache", {"teacher": teacher.info.get("key"), "data": jobs.dataset_fingerprint({"train": tokenized["train"]})}, root)
+
+    def build(_checkpoint_dir):
+        return build_teacher_cache(teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=job.key,
+                                   collator=common.collator_for(teacher.tokenizer))
+
+    def save(result: TeacherCache, directory: Path) -> None:
+        torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, directory / CACHE_FILE)
+
+    def load(directory: Path) -> TeacherCache:
+        stored = torch.load(directory / CACHE_FILE)
+        return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], job.key)
+
+    return jobs.run_job(job, build, save, load, recompute=common.recompute(runtime)).value
+
+
+def recipe_spec(method_config: dict) -> dict:
+    """The JSON part of a method recipe (objects handed in by nodes are keyed by their upstream job)."""
+    return {k: v for k, v in method_config.items() if v is None or isinstance(v, (str, int, float, bool, list, tuple, dict))}
+
+
+def student_start_spec(student: ModelBundle, student_params: dict) -> dict:
+    """What the student starts from: the teacher copy's layer selection, or another model's identity."""
+    spec = {"num_layers": student_params.get("num_layers"), "layer_selection": student_params.get("layer_selection", "first"),
+            "from_job": student.info.get("key")}
+    if student_params.get("model"):
+        spec["model"] = common.model_identity(student_params["model"])
+    return spec
 
 
 def distill_student(
@@ -107,62 +125,52 @@ def distill_student(
     """Distil ``teacher`` into ``student`` with the method's recipe through the shared loop."""
     spec = get_task(task)
     check_teacher(teacher, task)
-    method = build_method(dict(method_config), student.model, [teacher.model], regression=spec.is_regression)
-    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
-    token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
-    if prefix and token_level and not hasattr(method, "bind_teachers"):
-        raise ValueError(
-            f"method {method_config['method']!r} compares token positions, but student.model uses another tokenizer "
-            "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
-        )
-    source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
-    objective = DistillationObjective(student.model, [source], method, method.weights)
     name = method_config["method"]
-    key = config_fingerprint(name, method_config, student_params, seed, teacher.info.get("key"), common.data_fingerprint(student_data))
-    config = common.training_config(
-        student_params.get("training"), runtime, seed, spec.name, common.STORE_ROOT / "checkpoints" / "students" / key
-    )
-    collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
-    eval_split = common.evaluation_split(student_data)
-    with common.tracked_run(f"distill_{name}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
-        run.log_params(
-            {
-                "task": spec.name,
-                "method": name,
-                "mapping": getattr(method, "mapping", None),
-                "weights": method.weights,
+    config = common.training_config(student_params.get("training"), runtime, seed, spec.name, None)
+    job = common.job("student", {
+        "task": spec.name, "recipe": recipe_spec(method_config), "teacher": teacher.info.get("key"),
+        "start": student_start_spec(student, student_params), "max_seq_length": student_params.get("max_seq_length"),
+        "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(student_data),
+    })
+
+    def train(checkpoint_dir):
+        model = copy.deepcopy(student.model)  # the in-memory init stays untouched for reruns
+        method = build_method(dict(method_config), model, [teacher.model], regression=spec.is_regression)
+        prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
+        token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
+        if prefix and token_level and not hasattr(method, "bind_teachers"):
+            raise ValueError(
+                f"method {name!r} compares token positions, but student.model uses another tokenizer "
+                "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
+            )
+        source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
+        objective = DistillationObjective(model, [source], method, method.weights)
+        settings = common.training_config(student_params.get("training"), runtime, seed, spec.name, checkpoint_dir)
+        collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
+        eval_split = common.evaluation_split(student_data)
+        with common.tracked_run(f"distill_{name}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
+            run.log_params({
+                "task": spec.name, "method": name, "mapping": getattr(method, "mapping", None), "weights": method.weights,
                 "temperature": method.temperature,
                 "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
-                "teacher_cache": objective.uses_cache(0),
-                "student": student_params,
+                "teacher_cache": objective.uses_cache(0), "student": student_params,
                 "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
-                "student_parameters": count_parameters(student.model),
-                "teacher_parameters": count_parameters(teacher.model),
-                "training": vars(config),
-                "seed": seed,
-            }
-        )
-        result = fit(
-            objective, student_data["train"], student_data[eval_split], config, collator=collator,
-            evaluate_fn=common.evaluate_fn(spec.name), log_fn=run.log_metrics, description=f"{name} {spec.name}",
-        )
-        loader = make_loader(student_data[eval_split], config.eval_batch_size, collator, shuffle=False)
-        diagnostics = collect_diagnostics(objective, loader)
-        if "alp_attention" in diagnostics:
-            run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α on {spec.name} dev"), "alp_attention.png")
-            run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
-        info = {
-            "role": "student",
-            "method": name,
-            "task": spec.name,
-            "teacher_key": teacher.info.get("key"),
-            "best_epoch": result.best_epoch,
-            "best_metrics": result.best_metrics,
-            "history": result.history,
-            "diagnostics": diagnostics,
-            "mlflow_run_id": run.run_id,
-        }
-    return ModelBundle(student.model, student.tokenizer, info)
+                "student_parameters": count_parameters(model), "teacher_parameters": count_parameters(teacher.model),
+                "training": vars(settings), "seed": seed, "key": job.key,
+            })
+            result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
+                         evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
+            diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))
+            if "alp_attention" in diagnostics:
+                run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α on {spec.name} dev"), "alp_attention.png")
+                run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
+        return ModelBundle(model, student.tokenizer, {
+            "role": "student", "method": name, "task": spec.name, "teacher_key": teacher.info.get("key"), "key": job.key,
+            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+            "diagnostics": diagnostics, "mlflow_run_id": run.run_id,
+        })
+
+    return common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
 
 
 def compare_methods(teacher_metrics: dict, *student_metrics: dict):

@@ -22,7 +22,7 @@ def teacher_cache_pipeline() -> Pipeline:
         [
             node(
                 cache_teacher_outputs,
-                inputs=["teacher_model", "teacher_tokenized", "params:teacher_cache"],
+                inputs=["teacher_model", "teacher_tokenized", "params:teacher_cache", "params:runtime"],
                 outputs="teacher_output_cache",
                 name="cache_teacher_outputs",
             )

@@ -4,34 +4,32 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
+from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.distill.ted import TaskFilters, copy_filters_for_student, ted_layer_map, train_filters
 from bert_kd.models import ModelBundle, build_student, load_bundle, num_layers, parameters_fingerprint, save_bundle
 from bert_kd.pipelines import common
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, distill_student
 from bert_kd.plots import per_layer_metric
-from bert_kd.training import SupervisedObjective, config_fingerprint, fit
+from bert_kd.training import SupervisedObjective, fit
 
 log = logging.getLogger(__name__)
 
 
 def save_ted_filters(filters: dict, path: Path) -> Path:
     """Write Stage I results atomically (teacher/, student/, student_model/, ted_stage1.json)."""
-    tmp = path.with_name(path.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    filters["teacher"].save(tmp / "teacher")
-    if filters.get("student") is not None:
-        filters["student"].save(tmp / "student")
-    if filters.get("student_model") is not None:
-        save_bundle(filters["student_model"], tmp / "student_model")
-    (tmp / "ted_stage1.json").write_text(json.dumps(filters.get("report", {}), indent=2, default=str))
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
-    return path
+
+    def write(directory: Path) -> None:
+        filters["teacher"].save(directory / "teacher")
+        if filters.get("student") is not None:
+            filters["student"].save(directory / "student")
+        if filters.get("student_model") is not None:
+            save_bundle(filters["student_model"], directory / "student_model")
+        (directory / "ted_stage1.json").write_text(json.dumps(filters.get("report", {}), indent=2, default=str))
+
+    return jobs.write_atomically(path, write)
 
 
 def load_ted_filters(path: Path) -> dict:
@@ -50,65 +48,72 @@ def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted
                       tracking: dict, runtime: dict) -> dict:
     """TED Stage I (Eq. 4–5): filters on the frozen teacher at layers M(k); student filters copied
     from them (``student_filters: copy``, App. A.4 Case 2.2) or trained on a fine-tuned student
-    (``train``). Reused from the store when already trained with the same settings."""
+    (``train``). Reused from the store when already trained from the same content."""
     check_teacher(teacher, task)
     spec = get_task(task)
     filters_cfg = dict(ted.get("filters", {}))
-    route = filters_cfg.pop("student_filters", "copy")
+    route, arch, training = filters_cfg.pop("student_filters", "copy"), filters_cfg.pop("arch", "linear"), filters_cfg.pop("training", {})
     if route not in ("copy", "train"):
         raise ValueError(f"ted.filters.student_filters must be 'copy' or 'train', got {route!r}")
-    arch = filters_cfg.pop("arch", "linear")
-    training = filters_cfg.pop("training", {})
     if filters_cfg:
         raise ValueError(f"unknown ted.filters option(s) {sorted(filters_cfg)}")
-    n_student = int(ted_student["num_layers"])
-    mapping = ted_layer_map(ted.get("mapping", "distilbert"), num_layers(teacher.model), n_student)
-    key = config_fingerprint(teacher.info.get("key"), ted, ted_student, seed, common.data_fingerprint(tokenized))
-    store = common.store_dir("ted_filters", spec.name, key)
-    if (store / "teacher").exists():
-        log.info("reusing TED Stage I filters at %s", store)
-        return load_ted_filters(store)
+    mapping = ted_layer_map(ted.get("mapping", "distilbert"), num_layers(teacher.model), int(ted_student["num_layers"]))
+    config = common.training_config(training, runtime, seed, spec.name, None)
+    student_config = common.training_config(ted_student.get("training"), runtime, seed, spec.name, None)
+    job = common.job("ted_filters", {
+        "task": spec.name, "teacher": teacher.info.get("key"), "mapping": mapping, "arch": arch, "route": route,
+        "training": jobs.training_spec(vars(config)), "student": {k: v for k, v in ted_student.items() if k != "training"},
+        "student_training": jobs.training_spec(vars(student_config)) if route == "train" else None,
+        "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
+    })
 
+    def train(_checkpoint_dir):
+        with common.tracked_run(f"train_ted_filters:{spec.name}", common.tracking_enabled(tracking),
+                                {"role": "ted_filters", "task": spec.name}) as run:
+            run.log_params({"task": spec.name, "mapping": mapping, "arch": arch, "student_filters": route,
+                            "training": vars(config), "teacher_key": teacher.info.get("key"), "key": job.key})
+            result = _stage_one(teacher, tokenized, spec.name, mapping, arch, route, config, ted_student, student_config, run)
+            result["report"]["mlflow_run_id"] = run.run_id
+        return result
+
+    outcome = jobs.run_job(job, train, lambda result, d: save_ted_filters(result, d / "stage1"),
+                           lambda d: load_ted_filters(d / "stage1"), recompute=common.recompute(runtime),
+                           provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")})
+    return {**outcome.value, "key": job.key, "store_path": str(outcome.path)}
+
+
+def _stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run) -> dict:
+    """Teacher filters, then student filters copied or trained on the fine-tuned student; per-layer report."""
     eval_split = common.evaluation_split(tokenized)
     collator = common.collator_for(teacher.tokenizer)
-    config = common.training_config(training, runtime, seed, spec.name, None)
-    with common.tracked_run(f"train_ted_filters:{spec.name}", common.tracking_enabled(tracking),
-                            {"role": "ted_filters", "task": spec.name}) as run:
-        run.log_params({"task": spec.name, "mapping": mapping, "arch": arch, "student_filters": route,
-                        "training": vars(config), "teacher_key": teacher.info.get("key")})
-        teacher_filters, teacher_layers = train_filters(
-            teacher.model, tokenized["train"], tokenized[eval_split], mapping, arch, spec.name, config, collator,
-            log_fn=run.log_metrics, description="TED stage I (teacher filters)",
+    teacher_filters, teacher_layers = train_filters(
+        teacher.model, tokenized["train"], tokenized[eval_split], mapping, arch, task, config, collator,
+        log_fn=run.log_metrics, description="TED stage I (teacher filters)",
+    )
+    student_filters, student_layers, student_model = None, {}, None
+    if route == "copy":
+        student_filters = copy_filters_for_student(teacher_filters, mapping)
+    else:
+        student_model = _fine_tuned_student(teacher, tokenized, task, ted_student, student_config, run)
+        student_filters, student_layers = train_filters(
+            student_model.model, tokenized["train"], tokenized[eval_split], list(range(1, int(ted_student["num_layers"]) + 1)),
+            arch, task, config, collator, log_fn=run.log_metrics, out_width=teacher_filters.out_width,
+            role="student", description="TED stage I (student filters)",
         )
-        student_filters, student_layers, student_model = None, {}, None
-        if route == "copy":
-            student_filters = copy_filters_for_student(teacher_filters, mapping)
-        else:
-            student_model = _fine_tuned_student(teacher, tokenized, spec.name, ted_student, seed, runtime, run)
-            student_filters, student_layers = train_filters(
-                student_model.model, tokenized["train"], tokenized[eval_split], list(range(1, n_student + 1)), arch,
-                spec.name, config, collator, log_fn=run.log_metrics, out_width=teacher_filters.out_width,
-                role="student", description="TED stage I (student filters)",
-            )
-        metric = common.primary_metric(spec.name)
-        per_layer = {"teacher": {str(k): v[metric] for k, v in teacher_layers.items()}}
-        if student_layers:
-            per_layer["student"] = {str(k): v[metric] for k, v in student_layers.items()}
-        for role, values in per_layer.items():
-            run.log_metrics({f"filters/{role}/layer_{k}/{metric}": v for k, v in values.items()})
-        run.log_figure(per_layer_metric(per_layer, metric, f"TED filters: dev {metric} per layer ({spec.name})"),
-                       "ted_filter_metrics.png")
-        report = {"mapping": mapping, "arch": arch, "route": route, "per_layer": per_layer, "mlflow_run_id": run.run_id}
-    result = {"teacher": teacher_filters, "student": student_filters, "student_model": student_model, "report": report}
-    store.parent.mkdir(parents=True, exist_ok=True)
-    save_ted_filters(result, store)
-    return result
+    metric = common.primary_metric(task)
+    per_layer = {"teacher": {str(k): v[metric] for k, v in teacher_layers.items()}}
+    if student_layers:
+        per_layer["student"] = {str(k): v[metric] for k, v in student_layers.items()}
+    for role, values in per_layer.items():
+        run.log_metrics({f"filters/{role}/layer_{k}/{metric}": v for k, v in values.items()})
+    run.log_figure(per_layer_metric(per_layer, metric, f"TED filters: dev {metric} per layer ({task})"), "ted_filter_metrics.png")
+    report = {"mapping": mapping, "arch": arch, "route": route, "per_layer": per_layer}
+    return {"teacher": teacher_filters, "student": student_filters, "student_model": student_model, "report": report}
 
 
-def _fine_tuned_student(teacher, tokenized, task, ted_student, seed, runtime, run) -> ModelBundle:
+def _fine_tuned_student(teacher, tokenized, task, ted_student, config, run) -> ModelBundle:
     """The shallow student fine-tuned on the task alone (the model its Stage I filters read)."""
     model, kept = build_student(teacher.model, int(ted_student["num_layers"]), ted_student.get("layer_selection", "distilbert"))
-    config = common.training_config(ted_student.get("training"), runtime, seed, task, None)
     fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], config,
         collator=common.collator_for(teacher.tokenizer), evaluate_fn=common.evaluate_fn(task),
         log_fn=lambda m, s: run.log_metrics({f"student_finetune/{k}": v for k, v in m.items()}, s),
@@ -119,7 +124,8 @@ def _fine_tuned_student(teacher, tokenized, task, ted_student, seed, runtime, ru
 def ted_student_init(ted_filters: dict, teacher: ModelBundle, student: dict, task: str) -> ModelBundle:
     """Stage II starts from the Stage I student when filters were trained on it, else a fresh copy."""
     if ted_filters.get("student_model") is not None:
-        return ted_filters["student_model"]
+        stage_one = ted_filters["student_model"]
+        return ModelBundle(stage_one.model, stage_one.tokenizer, {**stage_one.info, "key": ted_filters.get("key")})
     return build_student_model(teacher, student, task)
 
 
@@ -138,4 +144,5 @@ def distill_with_filters(ted_filters: dict, teacher: ModelBundle, student: Model
         config.setdefault("teacher_filters", ted_filters["teacher"])
         config.setdefault("student_filters", ted_filters["student"] if ted_filters["student"] is not None else "copy")
         config.setdefault("task", get_task(task).name)
+        config["stage_one"] = ted_filters.get("key")  # keys the student by the filters it read
     return distill_student(teacher, student, student_data, cache, config, student_params, task, seed, tracking, runtime)

@@ -1,71 +1,40 @@
-"""Node: fine-tune a teacher on the task, or reuse the one already trained with these settings."""
+"""Node: fine-tune a teacher on the task, or reuse the one already trained from the same content."""
 
 from __future__ import annotations
 
-import logging
-
+from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
-from bert_kd.training import SupervisedObjective, config_fingerprint, fit
-
-log = logging.getLogger(__name__)
-
-
-def teacher_key(task: str, teacher: dict, seed: int, tokenized) -> str:
-    """Everything that determines the fine-tuned teacher."""
-    return config_fingerprint(
-        task, teacher["model"], teacher["max_seq_length"], teacher.get("training"), seed, common.data_fingerprint(tokenized)
-    )
+from bert_kd.training import SupervisedObjective, fit
 
 
 def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict, runtime: dict) -> ModelBundle:
     """Fine-tune ``teacher.model`` on the task (AdamW, warm-up, clipping, best dev epoch kept).
 
-    A teacher already trained with the same settings and data is reused unless
-    ``teacher.retrain`` is true, so distillation pipelines fine-tune it only once.
+    Reused from the store when a teacher with the same rows, model, tokenizer, settings and seed
+    exists, unless ``teacher.retrain`` or ``runtime.recompute`` is true.
     """
-    spec = get_task(task)
-    seed = int(teacher.get("seed", seed))
-    key = teacher_key(spec.name, teacher, seed, tokenized)
-    store = common.store_dir("teachers", spec.name, key)
-    if not teacher.get("retrain", False):
-        stored = common.load_stored_bundle(store)
-        if stored is not None:
-            log.info("reusing the fine-tuned teacher at %s (set teacher.retrain=true to train again)", store)
-            return stored
+    spec, seed = get_task(task), int(teacher.get("seed", seed))
+    config = common.training_config(teacher.get("training"), runtime, seed, spec.name, None)
+    job = common.job("teacher", {
+        "task": spec.name, "model": common.model_identity(teacher["model"]), "max_seq_length": int(teacher["max_seq_length"]),
+        "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
+    })
 
-    tokenizer = load_tokenizer(teacher["model"])
-    model = load_classifier(teacher["model"], spec.num_labels, is_regression=spec.is_regression)
-    config = common.training_config(
-        teacher.get("training"), runtime, seed, spec.name, common.STORE_ROOT / "checkpoints" / "teachers" / key
-    )
-    run_name = f"train_teacher:{spec.name}"
-    with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
-        run.log_params({"task": spec.name, "teacher": teacher, "seed": seed, "training": vars(config)})
-        result = fit(
-            SupervisedObjective(model),
-            tokenized["train"],
-            tokenized[common.evaluation_split(tokenized)],
-            config,
-            collator=common.collator_for(tokenizer),
-            evaluate_fn=common.evaluate_fn(spec.name),
-            log_fn=run.log_metrics,
-            description=f"teacher {spec.name}",
-        )
-        info = {
-            "role": "teacher",
-            "task": spec.name,
-            "num_labels": spec.num_labels,
-            "base_model": teacher["model"],
-            "key": key,
-            "seed": seed,
-            "best_epoch": result.best_epoch,
-            "best_metrics": result.best_metrics,
-            "history": result.history,
+    def train(checkpoint_dir):
+        tokenizer = load_tokenizer(teacher["model"])
+        model = load_classifier(teacher["model"], spec.num_labels, is_regression=spec.is_regression)
+        settings = common.training_config(teacher.get("training"), runtime, seed, spec.name, checkpoint_dir)
+        with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
+            run.log_params({"task": spec.name, "teacher": teacher, "seed": seed, "training": vars(settings), "key": job.key})
+            result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
+                         collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
+                         log_fn=common.step_logger(run), description=f"teacher {spec.name}")
+        return ModelBundle(model, tokenizer, {
+            "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher["model"], "key": job.key,
+            "seed": seed, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
             "mlflow_run_id": run.run_id,
-        }
-        bundle = ModelBundle(model, tokenizer, info)
-        common.store_bundle(bundle, store)
-        common.log_model_artifact(store, run, tracking)
-    return bundle
+        })
+
+    return common.run_model_job(job, train, tracking, recompute=bool(teacher.get("retrain")) or common.recompute(runtime))
