@@ -7,13 +7,30 @@ several blocks (ingest → teacher → distil → evaluate).
 
 from __future__ import annotations
 
+import logging
+import os
+
+from kedro.config import OmegaConfigLoader
+from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
 from bert_kd.pipelines import data_processing, distill, evaluate_teacher, multi_teacher, ted, train_teacher
 from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
-from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teachers_pipeline
+from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
 from bert_kd.pipelines.ted.pipeline import TED_METHODS, TED_VARIANTS, stage_one_pipeline, ted_method_pipeline
+
+log = logging.getLogger(__name__)
+
+
+def configured_teacher_count() -> int:
+    """``len(multi_teachers)`` in the project's configuration: one ``train_teacher`` block each."""
+    try:
+        loader = OmegaConfigLoader(settings.CONF_SOURCE, env=os.environ.get("KEDRO_ENV"), **settings.CONFIG_LOADER_ARGS)
+        return len(loader["parameters"].get("multi_teachers") or []) or DEFAULT_TEACHER_COUNT
+    except Exception as exc:  # no project configuration here (e.g. imported from a notebook)
+        log.debug("multi_teachers not readable (%s): %d teacher blocks", exc, DEFAULT_TEACHER_COUNT)
+        return DEFAULT_TEACHER_COUNT
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -28,7 +45,8 @@ def register_pipelines() -> dict[str, Pipeline]:
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
     pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
     ingest = data_processing.create_pipeline()
-    pipelines["distill_multi_teacher"] = ingest + teachers_pipeline() + configuration_pipeline("multi_teacher")
-    pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline()
+    count = configured_teacher_count()
+    pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
+    pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
     return pipelines

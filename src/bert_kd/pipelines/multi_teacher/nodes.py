@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 import re
 
+from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.distill.methods import build_method
 from bert_kd.distill.objective import DistillationObjective, Teacher
 from bert_kd.models import ModelBundle, build_student, count_parameters
 from bert_kd.pipelines import common
-from bert_kd.pipelines.data_processing.nodes import split_frames, tokenize_for_model
+from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher
-from bert_kd.pipelines.train_teacher.nodes import train_teacher
-from bert_kd.training import config_fingerprint, fit
+from bert_kd.training import fit
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +35,25 @@ def _teacher_list(teachers: list[dict]) -> list[dict]:
     return [{"name": n, **t} for n, t in zip(names, teachers)]
 
 
-def train_multi_teachers(train, validation, teachers: list[dict], task: str, seed: int, tracking: dict,
-                         runtime: dict) -> list[ModelBundle]:
-    """Fine-tune every listed teacher with its own tokenizer (reused when already trained)."""
-    bundles = []
-    for spec in _teacher_list(teachers):
-        settings = {k: v for k, v in spec.items() if k != "name"}
-        tokenized = tokenize_for_model(train, validation, settings)
-        bundle = train_teacher(tokenized, task, settings, int(settings.get("seed", seed)), tracking, runtime)
+def select_teacher(teachers: list[dict], slot: int) -> dict:
+    """Entry ``slot`` of ``multi_teachers`` as a ``teacher`` parameter block."""
+    specs = _teacher_list(teachers)
+    if slot >= len(specs):
+        raise ValueError(f"parameter multi_teachers lists {len(specs)} teachers, but the pipeline has a block for "
+                         f"teacher {slot}: run with {slot + 1} or more teachers, or set multi_teachers in conf/ "
+                         "(the number of teacher blocks is read from the configuration)")
+    return {k: v for k, v in specs[slot].items() if k != "name"}
+
+
+def gather_teachers(teachers: list[dict], *bundles: ModelBundle) -> list[ModelBundle]:
+    """The trained teachers in ``multi_teachers`` order, each named."""
+    specs = _teacher_list(teachers)
+    if len(specs) != len(bundles):
+        raise ValueError(f"parameter multi_teachers lists {len(specs)} teachers, but the pipeline was built with "
+                         f"{len(bundles)} teacher blocks (the count is read from the configuration files)")
+    for spec, bundle in zip(specs, bundles):
         bundle.info["name"] = spec["name"]
-        bundles.append(bundle)
-    return bundles
+    return list(bundles)
 
 
 def evaluate_multi_teachers(bundles: list[ModelBundle], train, validation, teachers: list[dict], task: str,
@@ -75,13 +83,13 @@ def prepare_multi_teacher_data(bundles: list[ModelBundle], train, validation, te
     return merge_tokenized(own, others)
 
 
-def cache_multi_teacher_outputs(bundles: list[ModelBundle], data, cache: dict) -> list:
+def cache_multi_teacher_outputs(bundles: list[ModelBundle], data, cache: dict, runtime: dict | None = None) -> list:
     """One logits/[CLS] cache per teacher, each over its own tokenization."""
     caches = []
     for k, bundle in enumerate(bundles):
         prefix = teacher_prefix(k)
         view = {split: _unprefixed(data[split], prefix) for split in data}
-        caches.append(cache_teacher_outputs(bundle, view, cache))
+        caches.append(cache_teacher_outputs(bundle, view, cache, runtime))
     return caches
 
 
@@ -103,37 +111,44 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     for k in chosen:
         check_teacher(bundles[k], task)
     init = int(student.get("init_from_teacher", 0))
-    model, kept = build_student(bundles[init].model, int(student["num_layers"]), student.get("layer_selection", "first"))
-    tokenizer = bundles[init].tokenizer
-    teachers = [Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, bundles[k].info.get("name", f"t{k}"))
-                for k in chosen]
-    method = build_method(config, model, [t.model for t in teachers], regression=spec.is_regression)
-    objective = DistillationObjective(model, teachers, method, method.weights)
-    key = config_fingerprint(config, chosen, student, seed, [b.info.get("key") for b in bundles], common.data_fingerprint(data))
-    train_cfg = common.training_config(student.get("training"), runtime, seed, spec.name,
-                                       common.STORE_ROOT / "checkpoints" / "multi_teacher" / key)
-    collator = common.collator_for(tokenizer, {teacher_prefix(k): bundles[k].tokenizer for k in range(len(bundles))})
+    names = [bundles[k].info.get("name", f"t{k}") for k in chosen]
+    train_cfg = common.training_config(student.get("training"), runtime, seed, spec.name, None)
+    job = common.job("multi_teacher_student", {
+        "task": spec.name, "recipe": config, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
+        "student": {k: v for k, v in student.items() if k != "training"}, "training": jobs.training_spec(vars(train_cfg)),
+        "seed": seed, "data": jobs.dataset_fingerprint(data),
+    })
     name = config["method"]
-    run_name = f"distill_multi_teacher:{name}[{','.join(t.name for t in teachers)}]:{spec.name}"
-    with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
-        run.log_params({"task": spec.name, "method": name, "teachers": [t.name for t in teachers], "weights": method.weights,
-                        "temperature": method.temperature, "config": config, "student": student, "seed": seed,
-                        "student_parameters": count_parameters(model), "training": vars(train_cfg),
-                        "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
-        if hasattr(method, "alignment_report"):
-            run.log_dict(method.alignment_report(), "alignment_before.json")
-        result = fit(objective, data["train"], data[common.evaluation_split(data)], train_cfg, collator=collator,
-                     evaluate_fn=common.evaluate_fn(spec.name), log_fn=run.log_metrics, description=f"{name} {spec.name}")
-        report = method.alignment_report() if hasattr(method, "alignment_report") else {}
-        if report:
-            run.log_dict(report, "alignment.json")
-        if hasattr(method, "alignment_metrics"):
-            run.log_metrics(method.alignment_metrics())
-        info = {"role": "student", "method": name, "configuration": run_name, "teachers": [t.name for t in teachers],
-                "task": spec.name, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics,
-                "history": result.history, "alignment": report, "mlflow_run_id": run.run_id,
-                "initialised_from_teacher_layers": kept}
-    return ModelBundle(model, tokenizer, info)
+    run_name = f"distill_multi_teacher:{name}[{','.join(names)}]:{spec.name}"
+
+    def train(checkpoint_dir):
+        model, kept = build_student(bundles[init].model, int(student["num_layers"]), student.get("layer_selection", "first"))
+        teachers = [Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)]
+        method = build_method(config, model, [t.model for t in teachers], regression=spec.is_regression)
+        objective = DistillationObjective(model, teachers, method, method.weights)
+        settings = common.training_config(student.get("training"), runtime, seed, spec.name, checkpoint_dir)
+        collator = common.collator_for(bundles[init].tokenizer, {teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)})
+        with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
+            run.log_params({"task": spec.name, "method": name, "teachers": names, "weights": method.weights,
+                            "temperature": method.temperature, "config": config, "student": student, "seed": seed,
+                            "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
+                            "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
+            if hasattr(method, "alignment_report"):
+                run.log_dict(method.alignment_report(), "alignment_before.json")
+            result = fit(objective, data["train"], data[common.evaluation_split(data)], settings, collator=collator,
+                         evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
+            report = method.alignment_report() if hasattr(method, "alignment_report") else {}
+            if report:
+                run.log_dict(report, "alignment.json")
+            if hasattr(method, "alignment_metrics"):
+                run.log_metrics(method.alignment_metrics())
+        return ModelBundle(model, bundles[init].tokenizer, {
+            "role": "student", "method": name, "configuration": run_name, "teachers": names, "task": spec.name, "key": job.key,
+            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+            "alignment": report, "mlflow_run_id": run.run_id, "initialised_from_teacher_layers": kept,
+        })
+
+    return common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
 
 
 def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict) -> dict:

@@ -1,6 +1,15 @@
-"""Multi-teacher distillation with one-to-many layer mapping and its baselines."""
+"""Multi-teacher distillation with one-to-many layer mapping and its baselines.
+
+Each of the K teachers of ``multi_teachers`` is its own namespaced ``train_teacher`` block
+(``mt_teacher_<k>``: select → tokenize → train), so the DAG shows every teacher.
+"""
+
+from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node, pipeline
+
+from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
+from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
 from .nodes import (
     cache_multi_teacher_outputs,
@@ -8,26 +17,51 @@ from .nodes import (
     distill_multi_teacher,
     evaluate_multi_student,
     evaluate_multi_teachers,
+    gather_teachers,
     prepare_multi_teacher_data,
-    train_multi_teachers,
+    select_teacher,
 )
 
 #: Configurations of ``multi_teacher_configs`` run by ``distill_multi_teacher_baselines``
 #: (Table 2: by teachers; Table 3: by strategy).
 BASELINE_CONFIGS = ("multi_teacher", "single_teacher", "single_teacher_2", "okd", "multi_pkd", "rse_kd")
 
+#: Teacher blocks when the configuration cannot be read (the paper's two-teacher setting).
+DEFAULT_TEACHER_COUNT = 2
 
-def teachers_pipeline() -> Pipeline:
-    common_inputs = ["glue_train", "glue_validation", "params:multi_teachers"]
-    return Pipeline(
+
+def teacher_namespace(slot: int) -> str:
+    return f"mt_teacher_{slot}"
+
+
+def teacher_block(slot: int) -> Pipeline:
+    """``multi_teachers[slot]`` → its own tokenization → ``train_teacher``, namespaced ``mt_teacher_<slot>``."""
+    select = update_wrapper(partial(select_teacher, slot=slot), select_teacher)
+    template = Pipeline(
         [
-            node(train_multi_teachers, [*common_inputs, "params:task", "params:seed", "params:tracking", "params:runtime"],
-                 "multi_teacher_models", name="train_multi_teachers"),
+            node(select, "params:multi_teachers", "teacher_params", name="select_teacher"),
+            node(tokenize_for_model, ["glue_train", "glue_validation", "teacher_params"], "teacher_tokenized",
+                 name="tokenize_for_teacher"),
+            node(train_teacher, ["teacher_tokenized", "params:task", "teacher_params", "params:seed", "params:tracking",
+                                 "params:runtime"], "teacher_model", name="train_teacher"),
+        ]
+    )
+    shared_params = {f"params:{p}": f"params:{p}" for p in ("multi_teachers", "task", "seed", "tracking", "runtime")}
+    return pipeline(template, namespace=teacher_namespace(slot), inputs={"glue_train", "glue_validation"},
+                    parameters=shared_params)
+
+
+def teachers_pipeline(count: int = DEFAULT_TEACHER_COUNT) -> Pipeline:
+    common_inputs = ["glue_train", "glue_validation", "params:multi_teachers"]
+    models = [f"{teacher_namespace(k)}.teacher_model" for k in range(count)]
+    return sum((teacher_block(k) for k in range(count)), Pipeline([])) + Pipeline(
+        [
+            node(gather_teachers, ["params:multi_teachers", *models], "multi_teacher_models", name="gather_multi_teachers"),
             node(evaluate_multi_teachers, ["multi_teacher_models", *common_inputs, "params:task", "params:tracking"],
                  "multi_teacher_metrics", name="evaluate_multi_teachers"),
             node(prepare_multi_teacher_data, ["multi_teacher_models", *common_inputs, "params:multi_student"],
                  "multi_teacher_data", name="prepare_multi_teacher_data"),
-            node(cache_multi_teacher_outputs, ["multi_teacher_models", "multi_teacher_data", "params:teacher_cache"],
+            node(cache_multi_teacher_outputs, ["multi_teacher_models", "multi_teacher_data", "params:teacher_cache", "params:runtime"],
                  "multi_teacher_caches", name="cache_multi_teacher_outputs"),
         ]
     )
@@ -61,8 +95,8 @@ def comparison(configs) -> Pipeline:
     )
 
 
-def create_pipeline(**kwargs) -> Pipeline:
+def create_pipeline(teacher_count: int = DEFAULT_TEACHER_COUNT, **kwargs) -> Pipeline:
     """``distill_multi_teacher_baselines``: every configuration and the Table 2/3 comparison."""
-    return teachers_pipeline() + sum((configuration_pipeline(c) for c in BASELINE_CONFIGS), Pipeline([])) + comparison(
+    return teachers_pipeline(teacher_count) + sum((configuration_pipeline(c) for c in BASELINE_CONFIGS), Pipeline([])) + comparison(
         BASELINE_CONFIGS
     )
