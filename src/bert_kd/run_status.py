@@ -1,0 +1,69 @@
+"""MLflow run status that tells the truth: ``FAILED`` when a node raises, ``KILLED`` on
+SIGTERM/SIGINT — the nested training runs and the parent ``kedro run`` run alike.
+
+Without this, a killed ``kedro run`` leaves its runs ``RUNNING`` forever (Kedro calls
+``on_pipeline_error`` for exceptions only, and SIGTERM ends the process without unwinding).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from kedro.framework.hooks import hook_impl
+
+log = logging.getLogger(__name__)
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def end_active_runs(status: str) -> list[str]:
+    """End every MLflow run active in this thread (innermost first) with ``status``; their ids."""
+    import mlflow
+
+    ended = []
+    while mlflow.active_run() is not None:
+        run_id = mlflow.active_run().info.run_id
+        mlflow.end_run(status)
+        ended.append(run_id)
+    return ended
+
+
+class RunStatusHook:
+    """Mark MLflow runs ``FAILED`` on a node error and ``KILLED`` on SIGTERM/SIGINT."""
+
+    def __init__(self):
+        self._previous: dict[int, object] = {}
+
+    def _on_signal(self, signum, frame):
+        name = signal.Signals(signum).name
+        ended = end_active_runs("KILLED")
+        log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
+        self._restore()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be installed from the main thread
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    @hook_impl
+    def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        self._restore()
+
+    @hook_impl
+    def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:
+        ended = end_active_runs("FAILED")
+        if ended:
+            log.info("MLflow run(s) %s marked FAILED (%s)", ", ".join(ended), type(error).__name__)
+        self._restore()
