@@ -373,6 +373,8 @@ def run_job(
                 return reused
         elif job.checkpoint_dir.exists():
             shutil.rmtree(job.checkpoint_dir)
+        for stale in job.store_dir.parent.glob(f".{job.key}.tmp-*"):  # writes killed half-way (we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
         started = time.time()
         resumed = job.checkpoint_dir.exists()
         value = train_fn(job.checkpoint_dir)

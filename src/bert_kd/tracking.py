@@ -8,7 +8,6 @@ import json
 import logging
 import platform
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -125,10 +124,3 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
         logger.run_id = run.info.run_id
         logger.set_tags({**environment_info(), **(tags or {})})
         yield logger
-
-
-def save_figure_to_temp(figure, name: str) -> Path:
-    """Write a matplotlib figure to a temporary PNG (for callers that need a file)."""
-    path = Path(tempfile.mkdtemp()) / name
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    return path

@@ -9,8 +9,11 @@ from tests.pipelines.conftest import latest_version, mlflow_runs
 
 
 def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
-    _, root, uri = run_pipeline("train_teacher")
-    model_dir = latest_version(root / "data/06_models/teacher")
+    outputs, root, uri = run_pipeline("train_teacher")
+    stored = list((root / "data/06_models/store/teacher").iterdir())
+    assert len(stored) == 1  # the content-keyed store is the one on-disk copy of the model
+    model_dir = stored[0]
+    assert (model_dir / "manifest.json").exists()
     assert (model_dir / "config.json").exists()
     assert (model_dir / "model.safetensors").exists()
     assert (model_dir / "tokenizer.json").exists() or (model_dir / "vocab.txt").exists()
@@ -34,4 +37,4 @@ def test_second_run_reuses_the_teacher(run_pipeline, caplog):
     caplog.clear()
     with caplog.at_level("INFO"):
         run_pipeline("train_teacher")
-    assert any("reusing the fine-tuned teacher" in r.getMessage() for r in caplog.records)
+    assert any("reusing the stored teacher" in r.getMessage() for r in caplog.records)
