@@ -322,7 +322,7 @@ def test_sigkill_then_rerun_matches_an_uninterrupted_run(worker, reference, tmp_
     result = json.loads(rerun.stdout.strip().splitlines()[-1])
     assert result["reused"] == (leftover == "teacher")
     manifest = jobs.read_manifest(tmp_path / "run" / result["store"])
-    assert manifest["provenance"]["resumed_from_checkpoint"] is True
+    assert manifest["provenance"]["resumed_from_checkpoint"] is (leftover == "checkpoint")
     assert not (store / "checkpoints" / "teacher" / Path(result["store"]).name).exists()
     assert not [p for p in (store / "teacher").iterdir() if p.name.startswith(".")]  # stale temp dirs removed
     _assert_same_teacher_and_cache(tmp_path / "run", result, reference)

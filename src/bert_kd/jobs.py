@@ -304,7 +304,7 @@ class Job:
     key: str = field(init=False)
 
     def __post_init__(self):
-        self.root = Path(self.root)
+        self.root = Path(self.root).absolute()
         self.key = content_key(self.kind, self.spec)
 
     @property
