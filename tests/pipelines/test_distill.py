@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import mlflow
 import pandas as pd
 import pytest
 
@@ -13,10 +14,11 @@ from tests.pipelines.conftest import latest_version, mlflow_runs
 
 def test_distill_alp_end_to_end(run_pipeline):
     _, root, uri = run_pipeline("distill_alp")
-    student = latest_version(root / "data/06_models/students/alp")
+    metrics = json.loads(latest_version(root / "data/08_reporting/students/alp_metrics.json").read_text())
+    student = root / metrics["info"]["store_path"]  # the run's own model in the content-keyed store
+    assert student.parent == root / "data/06_models/store/student"
     assert (student / "config.json").exists()
     assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
-    metrics = json.loads(latest_version(root / "data/08_reporting/students/alp_metrics.json").read_text())
     alpha = metrics["info"]["diagnostics"]["alp_attention"]
     assert len(alpha) == 2 and len(alpha[0]) == 4  # 2 student layers × 4 teacher layers
     assert sum(alpha[0]) == pytest.approx(1.0, abs=1e-4) and sum(alpha[1]) == 0.0  # last layer unconnected
@@ -30,6 +32,8 @@ def test_distill_alp_end_to_end(run_pipeline):
     assert 0 <= alp["metrics.final/validation/accuracy"] <= 1
     # the teacher run sits next to it in the same experiment
     assert (runs["tags.mlflow.runName"] == "train_teacher:rte").sum() == 1
+    artifacts = mlflow.MlflowClient(uri).list_artifacts(alp["run_id"], "model")  # students are logged too
+    assert "model/model.safetensors" in {a.path for a in artifacts}
 
 
 def test_distill_baselines_writes_table_one(run_pipeline):

@@ -12,7 +12,7 @@ TED_STUDENT = {"num_layers": 2, "layer_selection": "distilbert", "training": {**
 
 def test_train_ted_filters_then_distill_ted(run_pipeline):
     _, root, uri = run_pipeline("train_ted_filters", ted_student=TED_STUDENT)
-    filters = latest_version(root / "data/06_models/ted_filters")
+    (filters,) = [p / "stage1" for p in (root / "data/06_models/store/ted_filters").iterdir()]
     assert (filters / "teacher").exists() and (filters / "student").exists()
     runs = mlflow_runs(uri)
     stage1 = runs[runs["tags.mlflow.runName"] == "train_ted_filters:rte"].iloc[0]

@@ -121,8 +121,10 @@ def distill_student(
     seed: int,
     tracking: dict,
     runtime: dict,
+    upstream: dict | None = None,
 ) -> ModelBundle:
-    """Distil ``teacher`` into ``student`` with the method's recipe through the shared loop."""
+    """Distil ``teacher`` into ``student`` with the method's recipe through the shared loop
+    (``upstream``: keys of other jobs the recipe reads, e.g. TED's Stage I filters)."""
     spec = get_task(task)
     check_teacher(teacher, task)
     name = method_config["method"]
@@ -131,6 +133,7 @@ def distill_student(
         "task": spec.name, "recipe": recipe_spec(method_config), "teacher": teacher.info.get("key"),
         "start": student_start_spec(student, student_params), "max_seq_length": student_params.get("max_seq_length"),
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(student_data),
+        "upstream": upstream or {},
     })
 
     def train(checkpoint_dir):

@@ -144,5 +144,5 @@ def distill_with_filters(ted_filters: dict, teacher: ModelBundle, student: Model
         config.setdefault("teacher_filters", ted_filters["teacher"])
         config.setdefault("student_filters", ted_filters["student"] if ted_filters["student"] is not None else "copy")
         config.setdefault("task", get_task(task).name)
-        config["stage_one"] = ted_filters.get("key")  # keys the student by the filters it read
-    return distill_student(teacher, student, student_data, cache, config, student_params, task, seed, tracking, runtime)
+    return distill_student(teacher, student, student_data, cache, config, student_params, task, seed, tracking, runtime,
+                           upstream={"ted_filters": ted_filters.get("key")})
