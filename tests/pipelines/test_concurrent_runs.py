@@ -1,0 +1,78 @@
+"""Two real ``kedro run`` processes at once in one project folder: each reports its own model;
+identical runs train once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
+
+
+def _params(glue_dir, model_dir, learning_rate: float) -> dict:
+    return {
+        "task": "rte", "glue_dir": str(glue_dir), "max_train_samples": None,
+        "teacher": {"model": str(model_dir), "max_seq_length": 32, "retrain": False,
+                    "training": {**TINY_TRAINING, "learning_rate": learning_rate}},
+        "tracking": {"enabled": True, "log_models": False},
+        "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
+    }
+
+
+def _run_together(project, uri, envs):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src"), "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-m", "kedro", "run", "--pipeline", "train_teacher", "--env", name],
+                              cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name in envs]
+    for proc in procs:
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, output[-4000:]
+
+
+def _reports(project) -> list[dict]:
+    folder = project / "data/08_reporting/teacher_metrics.json"
+    return [json.loads((v / "teacher_metrics.json").read_text()) for v in sorted(folder.iterdir())]
+
+
+@pytest.mark.slow
+def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_dir, tiny_glue_dir):
+    import mlflow
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "pyproject.toml", project / "pyproject.toml")
+    shutil.copytree(REPO_ROOT / "conf" / "base", project / "conf" / "base")
+    (project / "conf" / "local").mkdir()
+    for name, lr in (("run_a", 1e-4), ("run_b", 3e-4), ("run_c", 2e-4)):
+        (project / "conf" / name).mkdir()
+        (project / "conf" / name / "parameters.yml").write_text(json.dumps(_params(tiny_glue_dir, tiny_teacher_dir, lr)))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("bert_kd")  # create the database once, before two processes race for it
+
+    _run_together(project, uri, ["run_a", "run_b"])  # different parameters
+    first = _reports(project)
+    assert len(first) == 2 and first[0]["info"]["key"] != first[1]["info"]["key"]
+    runs = mlflow_runs(uri).set_index("run_id")
+    for report in first:
+        run = runs.loc[report["info"]["mlflow_run_id"]]
+        assert run["params.key"] == report["info"]["key"]  # the run that trained this very model
+        assert run["metrics.final/score"] == pytest.approx(report["score"])
+    assert {runs.loc[r["info"]["mlflow_run_id"], "params.training.learning_rate"] for r in first} == {"0.0001", "0.0003"}
+
+    _run_together(project, uri, ["run_c", "run_c"])  # identical parameters
+    second = _reports(project)[2:]
+    assert len(second) == 2
+    assert second[0]["info"]["key"] == second[1]["info"]["key"]
+    assert second[0]["info"]["mlflow_run_id"] == second[1]["info"]["mlflow_run_id"]
+    assert second[0]["metrics"] == second[1]["metrics"]
+    runs = mlflow_runs(uri)
+    trained = runs[runs["params.key"] == second[0]["info"]["key"]]
+    assert len(trained) == 1  # one training for the identical pair
+    assert len(list((project / "data/06_models/store/teacher").iterdir())) == 3
