@@ -27,3 +27,34 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     names = set(runs["tags.mlflow.runName"])
     assert "distill_multi_teacher:multi_teacher[a,b]:rte" in names
     assert "distill_multi_teacher:rse_kd[a,b]:rte" in names
+
+
+def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+    """Starter-style: the namespaced teacher blocks over an in-memory DataCatalog."""
+    from kedro.io import DataCatalog, MemoryDataset
+    from kedro.pipeline import Pipeline, node
+    from kedro.runner import SequentialRunner
+
+    from bert_kd.data.glue import load_glue_task
+    from bert_kd.pipelines.multi_teacher.nodes import gather_teachers
+    from bert_kd.pipelines.multi_teacher.pipeline import teacher_block
+
+    monkeypatch.chdir(tmp_path)
+    splits = load_glue_task("rte", tiny_glue_dir, allow_download=False)
+    teachers = _teachers(tiny_teacher_dir)
+    blocks = teacher_block(0) + teacher_block(1) + Pipeline(
+        [node(gather_teachers, ["params:multi_teachers", "mt_teacher_0.teacher_model", "mt_teacher_1.teacher_model"],
+              "multi_teacher_models", name="gather")]
+    )
+    assert {n.name for n in blocks.nodes} >= {"mt_teacher_0.train_teacher", "mt_teacher_1.train_teacher"}
+    values = {"glue_train": splits["train"], "glue_validation": splits["validation"].assign(split="validation"),
+              "params:multi_teachers": teachers, "params:task": "rte", "params:seed": 0,
+              "params:tracking": {"enabled": False}, "params:runtime": {"progress_bar": False, "checkpoint_every_steps": 0}}
+    catalog = DataCatalog({name: MemoryDataset(value, copy_mode="assign") for name, value in values.items()})
+    catalog["multi_teacher_models"] = MemoryDataset(copy_mode="assign")
+    SequentialRunner().run(blocks, catalog)
+    models = catalog.load("multi_teacher_models")
+    assert [m.info["name"] for m in models] == ["a", "b"]
+    assert [m.info["seed"] for m in models] == [1, 2]
+    assert models[0].info["key"] != models[1].info["key"]
+    assert sorted(p.name for p in (tmp_path / "data/06_models/store/teacher").iterdir()) == sorted(m.info["key"] for m in models)

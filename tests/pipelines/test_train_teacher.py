@@ -38,3 +38,37 @@ def test_second_run_reuses_the_teacher(run_pipeline, caplog):
     with caplog.at_level("INFO"):
         run_pipeline("train_teacher")
     assert any("reusing the stored teacher" in r.getMessage() for r in caplog.records)
+
+
+# ---- node level (in-memory inputs, no Kedro session)
+
+
+def _tokenized(glue_dir, model_dir, flip: bool = False):
+    from bert_kd.data.glue import load_glue_task
+    from bert_kd.data.tokenize import tokenize_splits
+    from bert_kd.models import load_tokenizer
+
+    splits = load_glue_task("rte", glue_dir, allow_download=False)
+    if flip:  # every label flipped and every first sentence edited: a different data set
+        splits = {name: frame.assign(label=1 - frame["label"], sentence1=frame["sentence1"] + " really")
+                  for name, frame in splits.items()}
+    return tokenize_splits(splits, load_tokenizer(str(model_dir)), 32)
+
+
+def test_train_teacher_node_stores_once_and_retrains_on_changed_data(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+    from bert_kd.pipelines.train_teacher.nodes import train_teacher
+
+    monkeypatch.chdir(tmp_path)
+    teacher = {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
+    runtime = {"progress_bar": False, "checkpoint_every_steps": 0}
+    args = ("rte", teacher, 0, {"enabled": False}, runtime)
+    first = train_teacher(_tokenized(tiny_glue_dir, tiny_teacher_dir), *args)
+    store = tmp_path / "data/06_models/store/teacher"
+    assert first.info["store_path"] == str(store / first.info["key"]) and first.info["reused"] is False
+    again = train_teacher(_tokenized(tiny_glue_dir, tiny_teacher_dir), *args)
+    assert (again.info["key"], again.info["reused"]) == (first.info["key"], True)
+    flipped = train_teacher(_tokenized(tiny_glue_dir, tiny_teacher_dir, flip=True), *args)
+    assert flipped.info["reused"] is False and flipped.info["key"] != first.info["key"]
+    assert sorted(p.name for p in store.iterdir()) == sorted([first.info["key"], flipped.info["key"]])
+    assert not (tmp_path / "data/06_models/store/checkpoints/teacher").exists() or not any(
+        (tmp_path / "data/06_models/store/checkpoints/teacher").iterdir())
