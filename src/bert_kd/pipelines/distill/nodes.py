@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -127,7 +128,6 @@ def distill_student(
     (``upstream``: keys of other jobs the recipe reads, e.g. TED's Stage I filters)."""
     spec = get_task(task)
     check_teacher(teacher, task)
-    name = method_config["method"]
     config = common.training_config(student_params.get("training"), runtime, seed, spec.name, None)
     job = common.job("student", {
         "task": spec.name, "recipe": recipe_spec(method_config), "teacher": teacher.info.get("key"),
@@ -136,44 +136,51 @@ def distill_student(
         "upstream": upstream or {},
     })
 
-    def train(checkpoint_dir):
-        model = copy.deepcopy(student.model)  # the in-memory init stays untouched for reruns
-        method = build_method(dict(method_config), model, [teacher.model], regression=spec.is_regression)
-        prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
-        token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
-        if prefix and token_level and not hasattr(method, "bind_teachers"):
-            raise ValueError(
-                f"method {name!r} compares token positions, but student.model uses another tokenizer "
-                "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
-            )
-        source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
-        objective = DistillationObjective(model, [source], method, method.weights)
-        settings = common.training_config(student_params.get("training"), runtime, seed, spec.name, checkpoint_dir)
-        collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
-        eval_split = common.evaluation_split(student_data)
-        with common.tracked_run(f"distill_{name}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
-            run.log_params({
-                "task": spec.name, "method": name, "mapping": getattr(method, "mapping", None), "weights": method.weights,
-                "temperature": method.temperature,
-                "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
-                "teacher_cache": objective.uses_cache(0), "student": student_params,
-                "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
-                "student_parameters": count_parameters(model), "teacher_parameters": count_parameters(teacher.model),
-                "training": vars(settings), "seed": seed, "key": job.key,
-            })
-            result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
-                         evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
-            diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))
-            if "alp_attention" in diagnostics:
-                run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α on {spec.name} dev"), "alp_attention.png")
-                run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
-        return ModelBundle(model, student.tokenizer, {
-            "role": "student", "method": name, "task": spec.name, "teacher_key": teacher.info.get("key"), "key": job.key,
-            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-            "diagnostics": diagnostics, "mlflow_run_id": run.run_id,
-        })
-
+    train = partial(_distill, teacher=teacher, student=student, student_data=student_data, teacher_cache=teacher_cache,
+                    method_config=method_config, student_params=student_params, spec=spec, seed=seed, tracking=tracking,
+                    runtime=runtime, job=job)
     return common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
+
+
+def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, method_config, student_params, spec, seed,
+             tracking, runtime, job) -> ModelBundle:
+    """Train one student from ``student``'s initial weights (a copy) and record the run."""
+    name = method_config["method"]
+    model = copy.deepcopy(student.model)  # the in-memory init stays untouched for reruns
+    method = build_method(dict(method_config), model, [teacher.model], regression=spec.is_regression)
+    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
+    token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
+    if prefix and token_level and not hasattr(method, "bind_teachers"):
+        raise ValueError(
+            f"method {name!r} compares token positions, but student.model uses another tokenizer "
+            "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
+        )
+    source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
+    objective = DistillationObjective(model, [source], method, method.weights)
+    settings = common.training_config(student_params.get("training"), runtime, seed, spec.name, checkpoint_dir)
+    collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
+    eval_split = common.evaluation_split(student_data)
+    with common.tracked_run(f"distill_{name}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
+        run.log_params({
+            "task": spec.name, "method": name, "mapping": getattr(method, "mapping", None), "weights": method.weights,
+            "temperature": method.temperature,
+            "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
+            "teacher_cache": objective.uses_cache(0), "student": student_params,
+            "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
+            "student_parameters": count_parameters(model), "teacher_parameters": count_parameters(teacher.model),
+            "training": vars(settings), "seed": seed, "key": job.key,
+        })
+        result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
+                     evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
+        diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))
+        if "alp_attention" in diagnostics:
+            run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α on {spec.name} dev"), "alp_attention.png")
+            run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
+    return ModelBundle(model, student.tokenizer, {
+        "role": "student", "method": name, "task": spec.name, "teacher_key": teacher.info.get("key"), "key": job.key,
+        "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+        "diagnostics": diagnostics, "mlflow_run_id": run.run_id,
+    })
 
 
 def compare_methods(teacher_metrics: dict, *student_metrics: dict):

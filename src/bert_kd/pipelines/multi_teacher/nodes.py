@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 import re
 
 from bert_kd import jobs
@@ -118,37 +119,41 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
         "student": {k: v for k, v in student.items() if k != "training"}, "training": jobs.training_spec(vars(train_cfg)),
         "seed": seed, "data": jobs.dataset_fingerprint(data),
     })
-    name = config["method"]
-    run_name = f"distill_multi_teacher:{name}[{','.join(names)}]:{spec.name}"
-
-    def train(checkpoint_dir):
-        model, kept = build_student(bundles[init].model, int(student["num_layers"]), student.get("layer_selection", "first"))
-        teachers = [Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)]
-        method = build_method(config, model, [t.model for t in teachers], regression=spec.is_regression)
-        objective = DistillationObjective(model, teachers, method, method.weights)
-        settings = common.training_config(student.get("training"), runtime, seed, spec.name, checkpoint_dir)
-        collator = common.collator_for(bundles[init].tokenizer, {teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)})
-        with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
-            run.log_params({"task": spec.name, "method": name, "teachers": names, "weights": method.weights,
-                            "temperature": method.temperature, "config": config, "student": student, "seed": seed,
-                            "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
-                            "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
-            if hasattr(method, "alignment_report"):
-                run.log_dict(method.alignment_report(), "alignment_before.json")
-            result = fit(objective, data["train"], data[common.evaluation_split(data)], settings, collator=collator,
-                         evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
-            report = method.alignment_report() if hasattr(method, "alignment_report") else {}
-            if report:
-                run.log_dict(report, "alignment.json")
-            if hasattr(method, "alignment_metrics"):
-                run.log_metrics(method.alignment_metrics())
-        return ModelBundle(model, bundles[init].tokenizer, {
-            "role": "student", "method": name, "configuration": run_name, "teachers": names, "task": spec.name, "key": job.key,
-            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-            "alignment": report, "mlflow_run_id": run.run_id, "initialised_from_teacher_layers": kept,
-        })
-
+    train = partial(_distill_from_teachers, bundles=bundles, data=data, caches=caches, config=config, student=student,
+                    chosen=chosen, names=names, init=init, spec=spec, seed=seed, tracking=tracking, runtime=runtime, job=job,
+                    run_name=f"distill_multi_teacher:{config['method']}[{','.join(names)}]:{spec.name}")
     return common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
+
+
+def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, student, chosen, names, init, spec, seed,
+                           tracking, runtime, job, run_name) -> ModelBundle:
+    """Build the student from teacher ``init``, distil the ``chosen`` teachers into it and record the run."""
+    name = config["method"]
+    model, kept = build_student(bundles[init].model, int(student["num_layers"]), student.get("layer_selection", "first"))
+    teachers = [Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)]
+    method = build_method(config, model, [t.model for t in teachers], regression=spec.is_regression)
+    objective = DistillationObjective(model, teachers, method, method.weights)
+    settings = common.training_config(student.get("training"), runtime, seed, spec.name, checkpoint_dir)
+    collator = common.collator_for(bundles[init].tokenizer, {teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)})
+    with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
+        run.log_params({"task": spec.name, "method": name, "teachers": names, "weights": method.weights,
+                        "temperature": method.temperature, "config": config, "student": student, "seed": seed,
+                        "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
+                        "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
+        if hasattr(method, "alignment_report"):
+            run.log_dict(method.alignment_report(), "alignment_before.json")
+        result = fit(objective, data["train"], data[common.evaluation_split(data)], settings, collator=collator,
+                     evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
+        report = method.alignment_report() if hasattr(method, "alignment_report") else {}
+        if report:
+            run.log_dict(report, "alignment.json")
+        if hasattr(method, "alignment_metrics"):
+            run.log_metrics(method.alignment_metrics())
+    return ModelBundle(model, bundles[init].tokenizer, {
+        "role": "student", "method": name, "configuration": run_name, "teachers": names, "task": spec.name, "key": job.key,
+        "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+        "alignment": report, "mlflow_run_id": run.run_id, "initialised_from_teacher_layers": kept,
+    })
 
 
 def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict) -> dict:
