@@ -112,7 +112,15 @@ def reopen_run(run_id: str | None, tracking: Mapping | None):
     @contextlib.contextmanager
     def reopened():
         import mlflow
+        from mlflow.exceptions import MlflowException
 
+        try:
+            mlflow.MlflowClient().get_run(run_id)
+        except MlflowException:
+            log.warning("MLflow run %s of this stored model is not in the tracking store %s: not logging to it",
+                        run_id, mlflow.get_tracking_uri())
+            yield RunLogger(False)
+            return
         nested = mlflow.active_run() is not None
         with mlflow.start_run(run_id=run_id, nested=nested):
             logger = RunLogger(True)

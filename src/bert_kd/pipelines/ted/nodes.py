@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from pathlib import Path
 
 from bert_kd import jobs
@@ -51,12 +52,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted
     (``train``). Reused from the store when already trained from the same content."""
     check_teacher(teacher, task)
     spec = get_task(task)
-    filters_cfg = dict(ted.get("filters", {}))
-    route, arch, training = filters_cfg.pop("student_filters", "copy"), filters_cfg.pop("arch", "linear"), filters_cfg.pop("training", {})
-    if route not in ("copy", "train"):
-        raise ValueError(f"ted.filters.student_filters must be 'copy' or 'train', got {route!r}")
-    if filters_cfg:
-        raise ValueError(f"unknown ted.filters option(s) {sorted(filters_cfg)}")
+    route, arch, training = _filter_options(ted)
     mapping = ted_layer_map(ted.get("mapping", "distilbert"), num_layers(teacher.model), int(ted_student["num_layers"]))
     config = common.training_config(training, runtime, seed, spec.name, None)
     student_config = common.training_config(ted_student.get("training"), runtime, seed, spec.name, None)
@@ -67,22 +63,40 @@ def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted
         "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
     })
 
-    def train(_checkpoint_dir):
-        with common.tracked_run(f"train_ted_filters:{spec.name}", common.tracking_enabled(tracking),
-                                {"role": "ted_filters", "task": spec.name}) as run:
-            run.log_params({"task": spec.name, "mapping": mapping, "arch": arch, "student_filters": route,
-                            "training": vars(config), "teacher_key": teacher.info.get("key"), "key": job.key})
-            result = _stage_one(teacher, tokenized, spec.name, mapping, arch, route, config, ted_student, student_config, run)
-            result["report"]["mlflow_run_id"] = run.run_id
-        return result
-
+    train = partial(_stage_one, teacher=teacher, tokenized=tokenized, task=spec.name, mapping=mapping, arch=arch, route=route,
+                    config=config, ted_student=ted_student, student_config=student_config, tracking=tracking, key=job.key)
     outcome = jobs.run_job(job, train, lambda result, d: save_ted_filters(result, d / "stage1"),
                            lambda d: load_ted_filters(d / "stage1"), recompute=common.recompute(runtime),
                            provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")})
+    if not outcome.reused and (tracking or {}).get("log_models", True):
+        with common.reopen_run(outcome.value["report"].get("mlflow_run_id"), tracking) as run:
+            run.log_artifacts(outcome.path, "ted_filters")
     return {**outcome.value, "key": job.key, "store_path": str(outcome.path)}
 
 
-def _stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run) -> dict:
+def _filter_options(ted: dict) -> tuple[str, str, dict]:
+    """``ted.filters``: (student-filter route, filter architecture, training block)."""
+    options = dict(ted.get("filters", {}))
+    route, arch, training = options.pop("student_filters", "copy"), options.pop("arch", "linear"), options.pop("training", {})
+    if route not in ("copy", "train"):
+        raise ValueError(f"ted.filters.student_filters must be 'copy' or 'train', got {route!r}")
+    if options:
+        raise ValueError(f"unknown ted.filters option(s) {sorted(options)}")
+    return route, arch, training
+
+
+def _stage_one(_checkpoint_dir, *, teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config,
+               tracking, key) -> dict:
+    """Stage I in its own MLflow run (filters train in one short pass: no checkpoints)."""
+    with common.tracked_run(f"train_ted_filters:{task}", common.tracking_enabled(tracking), {"role": "ted_filters", "task": task}) as run:
+        run.log_params({"task": task, "mapping": mapping, "arch": arch, "student_filters": route, "training": vars(config),
+                        "teacher_key": teacher.info.get("key"), "key": key})
+        result = _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run)
+        result["report"]["mlflow_run_id"] = run.run_id
+    return result
+
+
+def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run) -> dict:
     """Teacher filters, then student filters copied or trained on the fine-tuned student; per-layer report."""
     eval_split = common.evaluation_split(tokenized)
     collator = common.collator_for(teacher.tokenizer)

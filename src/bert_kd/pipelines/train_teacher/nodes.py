@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from bert_kd import jobs
-from bert_kd.data.glue import get_task
+from bert_kd.data.glue import TaskSpec, get_task
 from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
 from bert_kd.training import SupervisedObjective, fit
@@ -21,20 +23,24 @@ def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict
         "task": spec.name, "model": common.model_identity(teacher["model"]), "max_seq_length": int(teacher["max_seq_length"]),
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
     })
-
-    def train(checkpoint_dir):
-        tokenizer = load_tokenizer(teacher["model"])
-        model = load_classifier(teacher["model"], spec.num_labels, is_regression=spec.is_regression)
-        settings = common.training_config(teacher.get("training"), runtime, seed, spec.name, checkpoint_dir)
-        with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
-            run.log_params({"task": spec.name, "teacher": teacher, "seed": seed, "training": vars(settings), "key": job.key})
-            result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
-                         collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
-                         log_fn=common.step_logger(run), description=f"teacher {spec.name}")
-        return ModelBundle(model, tokenizer, {
-            "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher["model"], "key": job.key,
-            "seed": seed, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-            "mlflow_run_id": run.run_id,
-        })
-
+    train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, seed=seed, tracking=tracking, runtime=runtime,
+                    key=job.key)
     return common.run_model_job(job, train, tracking, recompute=bool(teacher.get("retrain")) or common.recompute(runtime))
+
+
+def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: dict, seed: int, tracking: dict, runtime: dict,
+               key: str) -> ModelBundle:
+    """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``) in its own MLflow run."""
+    tokenizer = load_tokenizer(teacher["model"])
+    model = load_classifier(teacher["model"], spec.num_labels, is_regression=spec.is_regression)
+    settings = common.training_config(teacher.get("training"), runtime, seed, spec.name, checkpoint_dir)
+    with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
+        run.log_params({"task": spec.name, "teacher": teacher, "seed": seed, "training": vars(settings), "key": key})
+        result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
+                     collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
+                     log_fn=common.step_logger(run), description=f"teacher {spec.name}")
+    return ModelBundle(model, tokenizer, {
+        "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher["model"], "key": key,
+        "seed": seed, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+        "mlflow_run_id": run.run_id,
+    })
