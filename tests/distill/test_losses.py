@@ -23,7 +23,7 @@ from bert_kd.distill.losses import (
     ted_kl,
     ted_mse,
 )
-from bert_kd.distill.mapping import layer_map
+from bert_kd.mapping import layer_map
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from bert_kd.distill import losses
-from bert_kd.distill.mapping import connected_layers, layer_map
+from bert_kd.mapping import connected_layers, layer_map
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.models import num_layers
 
@@ -98,6 +98,7 @@ class AttentionLayerProjection(CLSLayerMethod):
     With unequal widths the student state is projected by a learned linear map."""
 
     default_mapping = "all"
+    observes = True
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)

@@ -1,8 +1,8 @@
-"""Layer mappings (bert_kd.distill.mapping): every example from the spec plus error cases."""
+"""Layer mappings (bert_kd.mapping): every example from the spec plus error cases."""
 
 import pytest
 
-from bert_kd.distill.mapping import STRATEGIES, connected_layers, layer_map
+from bert_kd.mapping import STRATEGIES, connected_layers, layer_map
 
 
 @pytest.mark.parametrize(

@@ -1,33 +1,10 @@
-"""TED Stage I: task-aware filters (Liang et al., 2023, Sec. 3.1, Eq. 4–5, Remark 3.1).
+"""TED task-aware filters g^k and their task heads (Liang et al., 2023, Eq. 4, Remark 3.1).
 
-A *filter* g^k reads the token-level hidden states H^{l} (B, L, d) of one model layer l and
-maps them to a filtered representation (B, L, d_t); a *task head* on the filtered sequence
-turns it into a prediction (linear → softmax for classification, linear for STS-B
-regression). The head pools the filtered sequence with the summary token: the FIRST token
-([CLS]) for BERT-like models (the last real token for XLNet, see
-:func:`bert_kd.distill.outputs.summary_position`).
-
-Filter architectures (Remark 3.1, Sec. 6.5, Table 8), :data:`FILTER_ARCHS`:
-
-``linear``            one linear map d → d_t (default; d_t = teacher width, so teacher and
-                      student filtered spaces match; TED Sec. 4.3/5.3, App. A.2.4).
-``mlp``               Linear(d, d_t) → GeLU → Linear(d_t, d_t).
-``subsequent_layer``  a copy of the model's NEXT transformer layer (layer l+1 for a filter on
-                      layer l; for the last layer a copy of the layer itself), followed by a
-                      linear map to d_t when d != d_t.
-
-Stage I trains the K filters of a frozen model jointly on Σ_k task-loss(head_k) (Eq. 5) with
-:class:`FilterTrainingObjective` through the one training loop :func:`bert_kd.training.fit`
-(see :func:`train_filters`). Student filters are either trained the same way on a (fine-tuned)
-student or copied from the teacher filters at the mapped layers (:func:`copy_filters_for_student`,
-App. A.4 Case 2.2; needs student width == teacher width).
-
-:class:`TaskFilters` is the catalogued artifact (``save``/``load``: safetensors state dict +
-JSON config, written atomically) and carries provenance (task, fingerprint of the model the
-filters were trained on) so callers can refuse filters trained for another task or teacher
-(:meth:`TaskFilters.check_compatible`; TED Table 5 shows mismatched filters silently hurt).
-
-Layer numbers are 1-based (= index into HF ``hidden_states``; 0 = embeddings, never filtered).
+A *filter* reads the token-level hidden states H^{l} (B, L, d) of one model layer l and maps them
+to a filtered representation (B, L, d_t); its *task head* turns the pooled filtered sequence into
+a prediction. Architectures (:data:`FILTER_ARCHS`, Remark 3.1 / Table 8): ``linear`` (d → d_t),
+``mlp`` (Linear → GeLU → Linear) and ``subsequent_layer`` (a copy of the model's next transformer
+layer, then a linear map when d != d_t).
 """
 
 from __future__ import annotations
@@ -35,74 +12,23 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Sequence, Union
 
-import numpy as np
 import torch
 from torch import Tensor, nn
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from bert_kd.distill.outputs import forward_features, summary_position
+from bert_kd.data.glue import get_task, normalize_task
+from bert_kd.distill.outputs import summary_position
+from bert_kd.distill.ted.mapping import ted_layer_map
+from bert_kd.distill.ted.persistence import read_filters_dir, write_filters_dir
 from bert_kd.models import find_layer_stack, num_layers, parameters_fingerprint
-from bert_kd.training import (
-    Collator,
-    FitResult,
-    LogFn,
-    Objective,
-    TrainingConfig,
-    fit,
-    make_loader,
-    seed_everything,
-    task_loss,
-)
 
 log = logging.getLogger(__name__)
 
 #: Filter architectures of TED Remark 3.1 / Table 8.
 FILTER_ARCHS: tuple[str, ...] = ("linear", "mlp", "subsequent_layer")
-
-#: File names inside a saved filters directory.
-CONFIG_FILE = "ted_filters.json"
-WEIGHTS_FILE = "filters.safetensors"
-FORMAT_VERSION = 1
-
-
-# --------------------------------------------------------------------------- mapping
-
-
-def ted_layer_map(
-    strategy: Union[str, Sequence[Sequence[int]], Sequence[int]] = "distilbert",
-    n_teacher: int | None = None,
-    n_student: int | None = None,
-) -> list[int]:
-    """TED's M(·) as a flat list: entry k-1 is the ONE teacher layer of student layer k.
-
-    ``strategy`` is any :func:`bert_kd.distill.mapping.layer_map` strategy or explicit mapping
-    (``[[1], [4]]``), or already a flat list of teacher layers (``[1, 4]``). Every student layer
-    must map to exactly one teacher layer within ``1..n_teacher`` (ValueError otherwise).
-    """
-    from bert_kd.distill.mapping import layer_map
-
-    if n_teacher is None or n_student is None:
-        raise ValueError("ted_layer_map needs n_teacher and n_student")
-    if not isinstance(strategy, str) and all(
-        isinstance(x, int) and not isinstance(x, bool) for x in strategy
-    ):
-        strategy = [[int(x)] for x in strategy]
-    mapping = layer_map(strategy, n_teacher, n_student)
-    flat = []
-    for k, entry in enumerate(mapping, start=1):
-        if len(entry) != 1:
-            raise ValueError(
-                f"TED maps each student layer to exactly one teacher layer, but the mapping "
-                f"{strategy!r} gives student layer {k} the teacher layers {entry}"
-            )
-        flat.append(entry[0])
-    return flat
-
-
-# --------------------------------------------------------------------------- filters
 
 
 def _extended_mask(attention_mask: Tensor | None, hidden: Tensor) -> Tensor | None:
@@ -159,8 +85,6 @@ def _pool(filtered: Tensor, attention_mask: Tensor | None, pool: str) -> Tensor:
 def _layer_skeleton(layer_config: dict) -> nn.Module:
     """A randomly initialised transformer layer of the architecture described by ``layer_config``
     (an HF config dict), to load saved ``subsequent_layer`` filter weights into."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification
-
     values = dict(layer_config)
     model_type = values.pop("model_type", None)
     if not model_type:
@@ -231,8 +155,6 @@ class TaskFilters(nn.Module):
         if pool not in ("first", "last"):
             raise ValueError(f"pool must be 'first' or 'last', got {pool!r}")
         if task is not None:
-            from bert_kd.data.glue import normalize_task
-
             task = normalize_task(task)
         self.layers = layers
         self.in_width, self.out_width, self.num_labels = int(in_width), int(out_width), int(num_labels)
@@ -285,8 +207,6 @@ class TaskFilters(nn.Module):
             )
         if num_labels is None:
             if task is not None:
-                from bert_kd.data.glue import get_task
-
                 num_labels = get_task(task).num_labels
             else:
                 num_labels = int(model.config.num_labels)
@@ -341,8 +261,6 @@ class TaskFilters(nn.Module):
         """
         problems = []
         if task is not None:
-            from bert_kd.data.glue import normalize_task
-
             wanted = normalize_task(task)
             if self.task is None:
                 problems.append(f"the filters carry no task provenance (wanted task {wanted!r})")
@@ -413,39 +331,20 @@ class TaskFilters(nn.Module):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        """Write ``ted_filters.json`` + ``filters.safetensors`` atomically (temp dir, then rename)."""
-        from safetensors.torch import save_file
-
-        path = Path(path)
-        tmp = path.with_name(path.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        """Write the filters as a directory (:func:`~bert_kd.distill.ted.persistence.write_filters_dir`)."""
         state = {k: v.detach().cpu().contiguous().clone() for k, v in self.state_dict().items()}
-        save_file(state, str(tmp / WEIGHTS_FILE))
-        payload = {"format": FORMAT_VERSION, **self.config, "info": self.info}
-        (tmp / CONFIG_FILE).write_text(json.dumps(payload, indent=2, default=str))
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
-        return path
+        return write_filters_dir(path, {**self.config, "info": self.info}, state)
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> "TaskFilters":
         """Read a directory written by :meth:`save` (provenance in ``.task``/``.fingerprint``)."""
-        from safetensors.torch import load_file
-
-        path = Path(path)
-        if not (path / CONFIG_FILE).exists() or not (path / WEIGHTS_FILE).exists():
-            raise FileNotFoundError(f"{path} is not a saved TED filters directory (needs {CONFIG_FILE} and {WEIGHTS_FILE})")
-        payload = json.loads((path / CONFIG_FILE).read_text())
-        version = payload.pop("format", None)
-        if version != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported TED filters format {version!r} (expected {FORMAT_VERSION})")
+        payload, state = read_filters_dir(path)
         info = payload.pop("info", {})
         layers = payload.pop("layers")
         in_width, out_width, num_labels = payload.pop("in_width"), payload.pop("out_width"), payload.pop("num_labels")
         arch = payload.pop("arch")
         filters = cls(layers, in_width, out_width, num_labels, arch, info=info, **payload)
-        filters.load_state_dict(load_file(str(path / WEIGHTS_FILE)), strict=True)
+        filters.load_state_dict(state, strict=True)
         return filters.to(map_location)
 
     def extra_repr(self) -> str:
@@ -518,196 +417,3 @@ def copy_filters_for_student(
         p.requires_grad_(True)
     device = next(teacher_filters.parameters()).device
     return result.to(device).train()
-
-
-# --------------------------------------------------------------------------- Stage I objective
-
-
-class FilterTrainingObjective(Objective):
-    """Stage I (Eq. 5): train the filters of a FROZEN model on Σ_k task-loss(head_k).
-
-    ``self.model`` is the filters (what is trained, selected and restored by :func:`fit`); the
-    encoder is registered with :meth:`Objective.add_frozen` — which sets its parameters'
-    ``requires_grad`` to False (restore them afterwards if the model trains later; :func:`train_filters`
-    does). ``predict`` returns the logits of filter ``predict_position`` (0-based), or, by
-    default (None), all heads concatenated along the last axis (split them with
-    :func:`filters_evaluate_fn`).
-    """
-
-    def __init__(self, model: nn.Module, filters: TaskFilters, predict_position: int | None = None, prefix: str = ""):
-        filters.check_model(model)
-        super().__init__(filters)
-        self.add_frozen("encoder", model)
-        if predict_position is not None and not 0 <= predict_position < len(filters.layers):
-            raise ValueError(f"predict_position must be in 0..{len(filters.layers) - 1}, got {predict_position}")
-        self.predict_position = predict_position
-        self.prefix = prefix
-
-    @property
-    def filters(self) -> TaskFilters:
-        return self.model
-
-    def head_logits(self, batch: dict[str, Tensor]) -> list[Tensor]:
-        with torch.no_grad():
-            features = forward_features(self.encoder, batch, hidden_states=True, prefix=self.prefix)
-        hidden = tuple(h.detach() for h in features.hidden_states)
-        return self.filters(hidden, features.attention_mask)
-
-    def training_step(self, batch):
-        logits = self.head_logits(batch)
-        per_layer = [task_loss(l, batch["labels"]) for l in logits]
-        total = sum(per_layer)
-        result = {"loss": total}
-        result.update({f"ce_L{layer}": v.detach() for layer, v in zip(self.filters.layers, per_layer)})
-        return result
-
-    def predict(self, batch):
-        logits = self.head_logits(batch)
-        if self.predict_position is not None:
-            return logits[self.predict_position]
-        return torch.cat(logits, dim=-1)
-
-
-def filters_evaluate_fn(filters: TaskFilters, task: str):
-    """An ``evaluate_fn`` for :func:`fit` on concatenated per-filter logits: reports
-    ``L<layer>/<metric>`` for each filter and each metric's mean over the filters under its
-    plain name (so ``select_metric: accuracy`` selects on the mean per-layer accuracy)."""
-    from bert_kd.metrics import glue_metrics
-
-    layers, width = list(filters.layers), filters.num_labels
-
-    def evaluate(predictions: np.ndarray, labels: np.ndarray) -> dict:
-        predictions = np.asarray(predictions)
-        if predictions.shape[-1] != width * len(layers):
-            raise ValueError(f"expected {width * len(layers)} prediction columns, got {predictions.shape}")
-        result, per_metric = {}, {}
-        for k, layer in enumerate(layers):
-            metrics = glue_metrics(task, predictions[:, k * width:(k + 1) * width], labels)
-            for name, value in metrics.items():
-                result[f"L{layer}/{name}"] = value
-                per_metric.setdefault(name, []).append(value)
-        result.update({name: float(np.mean(values)) for name, values in per_metric.items()})
-        return result
-
-    return evaluate
-
-
-@torch.no_grad()
-def evaluate_filters(
-    model: nn.Module,
-    filters: TaskFilters,
-    dataset,
-    collator: Collator | None,
-    task: str,
-    batch_size: int = 64,
-    prefix: str = "",
-) -> dict[int, dict[str, float]]:
-    """Per-layer dev metrics of the filter heads: ``{layer: glue_metrics(...)}`` — how
-    task-predictive each filtered layer is. Models are evaluated in eval mode; their modes
-    are restored afterwards."""
-    from bert_kd.metrics import glue_metrics
-
-    filters.check_model(model)
-    device = next(model.parameters()).device
-    filters.to(device)
-    modes = (model.training, filters.training)
-    model.eval()
-    filters.eval()
-    try:
-        loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
-        preds: list[list[Tensor]] = [[] for _ in filters.layers]
-        labels = []
-        for batch in loader:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            features = forward_features(model, batch, hidden_states=True, prefix=prefix)
-            for k, logits in enumerate(filters(features.hidden_states, features.attention_mask)):
-                preds[k].append(logits.float().cpu())
-            labels.append(batch["labels"].cpu())
-    finally:
-        model.train(modes[0])
-        filters.train(modes[1])
-    y = torch.cat(labels).numpy()
-    return {layer: glue_metrics(task, torch.cat(preds[k]).numpy(), y) for k, layer in enumerate(filters.layers)}
-
-
-def train_filters(
-    model: nn.Module,
-    dataset_train,
-    dataset_eval,
-    layers: Union[Sequence[int], str],
-    arch: str = "linear",
-    task: str | None = None,
-    config: TrainingConfig | None = None,
-    collator: Collator | None = None,
-    log_fn: LogFn | None = None,
-    *,
-    out_width: int | None = None,
-    num_labels: int | None = None,
-    role: str = "teacher",
-    n_student: int | None = None,
-    prefix: str = "",
-    description: str = "ted-stage1",
-) -> tuple[TaskFilters, dict[int, dict[str, float]]]:
-    """TED Stage I: build filters on ``model`` at ``layers`` and train them (model frozen) with
-    :func:`bert_kd.training.fit`. Returns the trained filters and their per-layer dev metrics
-    (``{}`` without ``dataset_eval``); the metrics and the run's best epoch go to ``filters.info``.
-
-    ``layers`` is a list of 1-based model layers (teacher: ``ted_layer_map(...)``; student:
-    ``[1..K]``) or a :func:`ted_layer_map` strategy name (needs ``n_student``). For student filters
-    pass ``out_width`` = teacher width and ``role="student"``. The model's parameters are bit-identical
-    afterwards and their ``requires_grad`` flags and train/eval mode are restored.
-    """
-    if task is None:
-        raise ValueError("train_filters needs the task (filter heads are task heads; provenance)")
-    config = config or TrainingConfig()
-    if isinstance(layers, str):
-        if n_student is None:
-            raise ValueError(f"layer strategy {layers!r} needs n_student")
-        layers = ted_layer_map(layers, num_layers(model), n_student)
-    seed_everything(config.seed)
-    filters = TaskFilters.build(model, layers, arch, out_width=out_width, num_labels=num_labels, task=task, role=role)
-    flags = [p.requires_grad for p in model.parameters()]
-    was_training = model.training
-    try:
-        objective = FilterTrainingObjective(model, filters, prefix=prefix)
-        evaluate_fn = filters_evaluate_fn(filters, task) if dataset_eval is not None else None
-        result: FitResult = fit(
-            objective,
-            dataset_train,
-            dataset_eval,
-            config,
-            collator=collator,
-            evaluate_fn=evaluate_fn,
-            log_fn=log_fn,
-            description=description,
-        )
-    finally:
-        for p, flag in zip(model.parameters(), flags):
-            p.requires_grad_(flag)
-        model.train(was_training)
-    metrics = (
-        evaluate_filters(model, filters, dataset_eval, collator, task, config.eval_batch_size, prefix)
-        if dataset_eval is not None
-        else {}
-    )
-    filters.info.update(
-        {
-            "per_layer_metrics": {str(k): v for k, v in metrics.items()},
-            "best_epoch": result.best_epoch,
-            "global_step": result.global_step,
-        }
-    )
-    return filters, metrics
-
-
-__all__ = [
-    "FILTER_ARCHS",
-    "FilterTrainingObjective",
-    "TaskFilter",
-    "TaskFilters",
-    "copy_filters_for_student",
-    "evaluate_filters",
-    "filters_evaluate_fn",
-    "ted_layer_map",
-    "train_filters",
-]
