@@ -8,7 +8,9 @@ equal the index into HF ``hidden_states`` (index 0 = embedding output, never map
 Strategies (``STRATEGIES``):
 
 ``pkd_skip``     PKD-Skip (Sun et al. 2019): student ``j`` <- teacher ``j * (n_t // n_s)``,
-                 last student layer unconnected (12->6: 2,4,6,8,10).
+                 last student layer unconnected (12->6: 2,4,6,8,10; 12->4: 3,6,9).
+``bucket_first`` ALP-KD's PKD baseline (Passban et al. 2021, Sec. 4, Table 1): the first layer of
+                 each ``buckets_no`` bucket, last student layer unconnected (12->4: 1,5,9).
 ``pkd_last``     PKD-Last: student ``j`` <- teacher ``n_t - n_s + j``, last unconnected
                  (12->6: 7..11).
 ``buckets_no``   ALP-KD / CKD "no overlap" (ALP-KD Eq. 4-5): the teacher layers split into
@@ -22,6 +24,9 @@ Strategies (``STRATEGIES``):
                  each teacher layer used exactly once.
 ``distilbert``   Sanh et al. 2019 / TED (Liang et al. 2023, Sec. 4): ``M(k) = 2k - 1`` for
                  ``k <= K/2`` else ``2k``; every student layer connected.
+``teacher_layer:<l>``  PKD-l of ALP-KD Table 3: student layer 1 <- teacher layer ``l`` only, every
+                 other student layer unconnected (2-layer student: ``[[l], []]``). A string, so
+                 it can be given from YAML or ``--params`` (explicit lists work from YAML too).
 """
 
 from __future__ import annotations
@@ -32,12 +37,16 @@ from typing import Sequence, Union
 STRATEGIES: tuple[str, ...] = (
     "pkd_skip",
     "pkd_last",
+    "bucket_first",
     "buckets_no",
     "buckets_po",
     "all",
     "one_to_many",
     "distilbert",
 )
+
+#: Prefix of the single-teacher-layer strategy ``teacher_layer:<l>`` (PKD-l).
+TEACHER_LAYER_PREFIX = "teacher_layer:"
 
 Mapping = list[list[int]]
 
@@ -105,6 +114,22 @@ def _validate_explicit(strategy: Sequence, n_teacher: int, n_student: int) -> Ma
     return mapping
 
 
+def _single_teacher_layer(strategy: str, value: str, n_teacher: int, n_student: int) -> Mapping:
+    """``teacher_layer:<l>``: student layer 1 <- teacher layer l, the other student layers unconnected."""
+    try:
+        layer = int(value)
+    except ValueError:
+        raise ValueError(f"layer-mapping strategy {strategy!r}: {value!r} is not a teacher layer number") from None
+    if not 1 <= layer <= n_teacher:
+        raise ValueError(f"layer-mapping strategy {strategy!r}: teacher layer {layer} outside 1..{n_teacher}")
+    if n_student < 2:
+        raise ValueError(
+            f"strategy {strategy!r} leaves the last student layer unconnected, so it needs n_student >= 2 "
+            f"(got n_student={n_student})"
+        )
+    return [[layer]] + [[] for _ in range(n_student - 1)]
+
+
 def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_student: int) -> Mapping:
     """Teacher layers (1-based) each student layer ``1..n_student`` distils from.
 
@@ -129,17 +154,19 @@ def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_s
         )
 
     name = strategy.strip().lower().replace("-", "_")
+    if name.startswith(TEACHER_LAYER_PREFIX):
+        return _single_teacher_layer(strategy, name[len(TEACHER_LAYER_PREFIX):], n_teacher, n_student)
     if name not in STRATEGIES:
         raise ValueError(
             f"unknown layer-mapping strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)} "
-            "(or an explicit list of teacher-layer lists)"
+            f"(or {TEACHER_LAYER_PREFIX}<l>, or an explicit list of teacher-layer lists)"
         )
     if n_student > n_teacher:
         raise ValueError(
             f"strategy {name!r} needs n_student <= n_teacher, got n_student={n_student} > "
             f"n_teacher={n_teacher} (pass an explicit mapping instead)"
         )
-    last_unconnected = name in ("pkd_skip", "pkd_last", "buckets_no", "buckets_po", "all")
+    last_unconnected = name in ("pkd_skip", "pkd_last", "bucket_first", "buckets_no", "buckets_po", "all")
     if last_unconnected and n_student < 2:
         raise ValueError(
             f"strategy {name!r} leaves the last student layer unconnected, so it needs "
@@ -153,6 +180,8 @@ def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_s
     if name == "pkd_last":
         offset = n_teacher - n_student
         return [[offset + j] for j in range(1, n_student)] + [[]]
+    if name == "bucket_first":
+        return [[bucket[0]] for bucket in _even_groups(n_teacher, n_conn)] + [[]]
     if name == "buckets_no":
         return _even_groups(n_teacher, n_conn) + [[]]
     if name == "buckets_po":
