@@ -2,7 +2,7 @@
 
 import pytest
 
-from bert_kd.mapping import STRATEGIES, connected_layers, layer_map
+from bert_kd.mapping import STRATEGIES, check_strategy, connected_layers, layer_map
 
 
 @pytest.mark.parametrize(
@@ -188,3 +188,12 @@ def test_connected_layers():
     assert connected_layers(layer_map("one_to_many", 12, 4)) == [1, 2, 3, 4]
     assert connected_layers([[], [3], [], [1, 2]]) == [2, 4]
     assert connected_layers([]) == []
+
+
+def test_check_strategy_without_layer_counts():
+    for ok in ("bucket_first", "PKD-Skip", "teacher_layer:12", [[1], []]):
+        check_strategy(ok)
+    for bad, match in (("bucket_frist", "unknown layer-mapping strategy"), ("teacher_layer:-1", "not a teacher layer"),
+                       (["1"], "list of teacher-layer lists"), (3, "strategy name")):
+        with pytest.raises(ValueError, match=match):
+            check_strategy(bad)

@@ -208,6 +208,27 @@ def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_s
     return mapping
 
 
+def check_strategy(strategy: Union[str, Sequence[Sequence[int]]]) -> None:
+    """ValueError unless ``strategy`` names a strategy (or ``teacher_layer:<l>`` with an int l) or is a
+    list of lists; the layer counts are checked later by :func:`layer_map`. For recipes checked
+    before any model exists."""
+    if isinstance(strategy, str):
+        name = strategy.strip().lower().replace("-", "_")
+        if name.startswith(TEACHER_LAYER_PREFIX):
+            value = name[len(TEACHER_LAYER_PREFIX):]
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"layer-mapping strategy {strategy!r}: {value!r} is not a teacher layer number")
+            return
+        if name not in STRATEGIES:
+            raise ValueError(
+                f"unknown layer-mapping strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)} "
+                f"(or {TEACHER_LAYER_PREFIX}<l>, or an explicit list of teacher-layer lists)"
+            )
+        return
+    if not isinstance(strategy, (list, tuple)) or any(isinstance(e, (str, bytes)) or not isinstance(e, (list, tuple)) for e in strategy):
+        raise ValueError(f"a layer mapping must be a strategy name or a list of teacher-layer lists, got {strategy!r}")
+
+
 def connected_layers(mapping: Sequence[Sequence[int]]) -> list[int]:
     """1-based student layers whose mapping entry is non-empty (PKD/ALP-KD Eq. 3/7 sum over j)."""
     return [j for j, entry in enumerate(mapping, start=1) if len(entry) > 0]

@@ -7,6 +7,7 @@ import torch
 
 from bert_kd.distill import losses
 from bert_kd.distill.methods import build_method
+from bert_kd.distill.methods.base import check_method_config
 from bert_kd.distill.methods.layerwise import ALP_KD_TABLE_ROWS
 from bert_kd.distill.outputs import Features
 from tests.distill.ted.helpers import tiny_bert
@@ -66,3 +67,9 @@ def test_alp_no_attends_only_inside_each_bucket(models):
 def test_sun_et_al_skip_map_stays_the_pkd_default(models):
     teacher, student, _ = models
     assert build_method({"method": "pkd"}, student, [teacher]).mapping == [[3], [6], [9], []]
+
+
+def test_mapping_typos_fail_before_any_model():
+    assert check_method_config(dict(ALP_KD_TABLE_ROWS["pkd_6"]))["layer"] > 0
+    with pytest.raises(ValueError, match="unknown layer-mapping strategy 'bucket_frist'"):
+        check_method_config({"method": "pkd", "mapping": "bucket_frist"})

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from bert_kd.distill import losses
-from bert_kd.mapping import connected_layers, layer_map
+from bert_kd.mapping import check_strategy, connected_layers, layer_map
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.models import num_layers
 
@@ -41,6 +41,11 @@ class CLSLayerMethod(Method):
     teacher_needs = {"cls": True}
     known_options = ("mapping", "projection")
     default_mapping = "pkd_skip"
+
+    @classmethod
+    def check_config(cls, config: dict) -> dict[str, float]:
+        check_strategy(config.get("mapping", cls.default_mapping))
+        return super().check_config(config)
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
