@@ -191,9 +191,10 @@ def kl_div_loss(
 
 
 def logits_mse(student_logits: Tensor, teacher_logits: Tensor) -> Tensor:
-    """Tang et al. 2019 logit regression: ``mean_{batch, classes} (z_s - z_t)**2``."""
+    """Tang et al. 2019 logit regression, L_distill = ||z_t - z_s||_2^2: the squared L2 distance
+    over the classes (a sum, not a mean), averaged over the batch."""
     _check_logits(student_logits, teacher_logits)
-    return F.mse_loss(student_logits, teacher_logits, reduction="mean")
+    return (student_logits - teacher_logits).pow(2).sum(dim=-1).mean()
 
 
 def kd_regression_loss(student_pred: Tensor, teacher_pred: Tensor) -> Tensor:
