@@ -19,7 +19,7 @@ def test_okd_averages_soft_labels(hand_setup):
     assert method.teacher_needs == {} and method.student_needs == {}
     terms = method.terms(s.student, s.teachers, s.batch)
     expected = (soft_ce(s.student.logits, s.teachers[0].logits, 2.0) + soft_ce(s.student.logits, s.teachers[1].logits, 2.0)) / 2
-    assert float(terms["pred"]) == pytest.approx(float(expected), rel=1e-6)
+    assert float(terms["pred"]) == pytest.approx(4.0 * float(expected), rel=1e-6)  # τ² = 4
     assert set(terms) == {"ce", "pred"}
 
 
@@ -84,3 +84,22 @@ def test_baselines_train_with_heterogeneous_teachers(hetero, method_name):
         assert sum(objective.method.draw_counts) == 4
     else:
         assert calls == [4, 4, 4]
+
+
+@pytest.mark.parametrize("method_name", ["multi_teacher", "okd", "multi_pkd", "rse_kd"])
+def test_scale_by_t2_is_an_explicit_option(hand_setup, method_name):
+    """MT Eq. 1 literally with ``scale_by_t2: false``; × τ² (the default) otherwise."""
+    s = hand_setup
+    teachers = [s.models.t0, s.models.t1]
+    base = {"method": method_name, "temperature": 5.0, "teacher_prefixes": ["", "t1_"]}
+    if method_name == "rse_kd":
+        base["seed"] = 1
+    literal = build_method({**base, "scale_by_t2": False}, s.models.student, teachers)
+    scaled = build_method({**base, "scale_by_t2": True}, s.models.student, teachers)
+    default = build_method(base, s.models.student, teachers)
+    eq1 = (soft_ce(s.student.logits, s.teachers[0].logits, 5.0) + soft_ce(s.student.logits, s.teachers[1].logits, 5.0)) / 2
+    assert float(literal.prediction_terms(s.student, s.teachers)) == pytest.approx(float(eq1), rel=1e-6)
+    assert float(scaled.prediction_terms(s.student, s.teachers)) == pytest.approx(25.0 * float(eq1), rel=1e-6)
+    assert default.scale_by_t2 is True
+    with pytest.raises(ValueError, match="scale_by_t2"):
+        build_method({**base, "scale_by_t2": "yes"}, s.models.student, teachers)

@@ -56,8 +56,8 @@ def test_each_term_matches_the_formulas(hand_setup, sentence_repr):
     st, t0, t1 = s.student, s.teachers[0], s.teachers[1]
     Wh, We = method.hidden_projections, method.embedding_projections
     with torch.no_grad():
-        # Eq. 1: mean over teachers of soft-CE at temperature (no τ²)
-        pred = (soft_ce(st.logits, t0.logits, 5.0) + soft_ce(st.logits, t1.logits, 5.0)) / 2
+        # Eq. 1: mean over teachers of soft-CE at temperature, times τ² (scale_by_t2 default)
+        pred = 25.0 * (soft_ce(st.logits, t0.logits, 5.0) + soft_ce(st.logits, t1.logits, 5.0)) / 2
         # Eq. 2-4, teacher 0 (token level), groups [[1, 2], [3]]: group MEAN, sum over student layers
         h = [Wh[0](x) for x in st.hidden_states]
         hidden0 = (manual_masked_mse(h[1], t0.hidden_states[1], s.mask)
@@ -146,7 +146,7 @@ def test_single_teacher_reduces_to_direct_computation():
         t = forward_features(teacher, batch, hidden_states=True, attention_scores=True)
     mask, groups = batch["attention_mask"], [[1, 2], [3, 4]]
     Wh, We = method.hidden_projections[0], method.embedding_projections[0]
-    pred = losses.soft_cross_entropy(s.logits, t.logits, 10.0)
+    pred = losses.soft_cross_entropy(s.logits, t.logits, 10.0, scale_by_t2=True)
     hidden = losses.group_mean_mse([Wh(h) for h in s.hidden_states[1:]], list(t.hidden_states[1:]), groups, mask)
     attn = losses.group_mean_mse(s.attention_scores, t.attention_scores, groups, mask)
     emb = losses.masked_mse(We(s.hidden_states[0]), t.hidden_states[0], mask)

@@ -28,8 +28,11 @@ Loss weights (L = Σ_name weight_name · term_name, summed by
 An explicit ``weights`` dict in the config overrides individual derived weights. The paper's
 grid is τ ∈ {1, 5, 10}, α ∈ {0.1, 0.2, 0.5}, β ∈ {0.2, 0.5, 0.7}; the defaults α = 0.2,
 β = 0.5 are the grid medians (the paper does not report its chosen values). The prediction
-term is MT Eq. 1 literally (soft cross-entropy, NOT scaled by τ²; MSE to each teacher's score
-for regression), via :func:`~bert_kd.distill.losses.multi_teacher_prediction_loss`.
+term is MT Eq. 1 (soft cross-entropy at temperature τ averaged over the teachers; MSE to each
+teacher's score for regression), via :func:`~bert_kd.distill.losses.multi_teacher_prediction_loss`,
+multiplied by τ² (option ``scale_by_t2``, default true): Eq. 1 as printed has no τ², but then at
+the paper's τ = 5 the soft labels carry ~6% of the gradient of CE (measured, NOTES.md) and the
+method degenerates to CE training; ``scale_by_t2: false`` gives the literal Eq. 1.
 
 Notes on the paper's typos (following the authoritative summary): Eq. 3/8 use the plain mean
 over the group (not 1/(q−p)); Eq. 9 sums d^a (not d^h); Eq. 11 has no leading minus.

@@ -15,6 +15,12 @@ from bert_kd.models import num_layers
 #: ``projection`` option: a learned map for every teacher, or identity when the widths match.
 PROJECTION_MODES = ("always", "auto")
 
+#: Default of the ``scale_by_t2`` option: multiply MT Eq. 1 by τ². Measured with
+#: ``benchmarks/soft_label_gradient_share.py`` (NOTES.md): at τ = 5 the unscaled soft-label term
+#: carries only 5–9% of the student-logit gradient of plain CE (1–2% at τ = 10), so the
+#: method trains almost like CE alone; with τ² it carries 1.3–2.2× (0.9× at τ = 1, where both agree).
+DEFAULT_SCALE_BY_T2 = True
+
 
 def check_unit_interval(name: str, value) -> float:
     """``value`` as a float in [0, 1]; ``ValueError`` naming ``name`` otherwise."""
@@ -50,7 +56,7 @@ class MultiTeacherBase(Method):
 
     uses_alpha = False
     reads_teacher_prefixes = True
-    known_options: tuple[str, ...] = ("beta", "teacher_prefixes")
+    known_options: tuple[str, ...] = ("beta", "teacher_prefixes", "scale_by_t2")
     default_alpha = 0.2
     default_beta = 0.5
 
@@ -61,6 +67,9 @@ class MultiTeacherBase(Method):
             raise ValueError(f"method {self.name!r} needs at least one teacher, got an empty teacher list")
         self.alpha, self.beta = self.alpha_beta(config)
         super().__init__(config, student, teachers, regression)
+        self.scale_by_t2 = config.get("scale_by_t2", DEFAULT_SCALE_BY_T2)
+        if not isinstance(self.scale_by_t2, bool):
+            raise ValueError(f"scale_by_t2 of method {self.name!r} must be true or false, got {self.scale_by_t2!r}")
         n_labels = _num_labels(student)
         for k, teacher in enumerate(teachers):
             t_labels = _num_labels(teacher)
@@ -136,9 +145,11 @@ class MultiTeacherBase(Method):
         return ""
 
     def prediction_terms(self, student: Features, teachers: dict[int, Features]) -> Tensor:
-        """MT Eq. 1: (1/K) Σ_k soft-CE(τ) (no τ²), or the mean MSE to the teachers' scores."""
+        """MT Eq. 1: (1/K) Σ_k soft-CE(τ), times τ² when ``scale_by_t2``; or the mean MSE to the
+        teachers' scores (regression)."""
         return losses.multi_teacher_prediction_loss(
-            student.logits, [teachers[k].logits for k in sorted(teachers)], self.temperature, self.regression
+            student.logits, [teachers[k].logits for k in sorted(teachers)], self.temperature, self.regression,
+            scale_by_t2=self.scale_by_t2,
         )
 
     def describe_teacher(self, k: int) -> dict:

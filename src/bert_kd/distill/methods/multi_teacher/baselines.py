@@ -16,7 +16,7 @@ from bert_kd.training import task_loss
 
 @register_method("okd")
 class OnlineKD(MultiTeacherBase):
-    """OKD: averaged soft labels of all teachers, L = (1−β)·CE + β·(1/K) Σ_k soft-CE(τ)."""
+    """OKD: averaged soft labels of all teachers, L = (1−β)·CE + β·(1/K) Σ_k soft-CE(τ)·τ²."""
 
     term_names = ("ce", "pred")
 
@@ -38,7 +38,7 @@ class MultiPKD(MultiTeacherBase):
 
     term_names = ("ce", "pred", "layer")
     uses_alpha = True
-    known_options = ("alpha", "beta", "teacher_prefixes", "mapping", "projection")
+    known_options = ("alpha", "beta", "teacher_prefixes", "scale_by_t2", "mapping", "projection")
     student_needs = {"cls": True}
     teacher_needs = {"cls": True}
 
@@ -90,7 +90,7 @@ class MultiPKD(MultiTeacherBase):
 @register_method("rse_kd")
 class RandomSingleTeacherKD(MultiTeacherBase):
     """RSE-KD (Fukuda et al. 2017): each training mini-batch distils from ONE teacher drawn
-    uniformly at random, L = (1−β)·CE + β·soft-CE(τ) to that teacher; evaluation and
+    uniformly at random, L = (1−β)·CE + β·soft-CE(τ)·τ² to that teacher; evaluation and
     diagnostics use all teachers.
 
     Draw t uses ``torch.Generator().manual_seed(seed · 1_000_003 + t)`` with the draw counter
@@ -99,7 +99,7 @@ class RandomSingleTeacherKD(MultiTeacherBase):
     """
 
     term_names = ("ce", "pred")
-    known_options = ("beta", "teacher_prefixes", "seed")
+    known_options = ("beta", "teacher_prefixes", "scale_by_t2", "seed")
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)

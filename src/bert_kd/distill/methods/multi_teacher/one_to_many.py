@@ -28,7 +28,7 @@ class MultiTeacherOneToMany(MultiTeacherBase):
 
     term_names = ("ce", "pred", "hidden", "attn", "emb")
     uses_alpha = True
-    known_options = ("alpha", "beta", "teacher_prefixes", "sentence_repr", "alignment", "projection")
+    known_options = ("alpha", "beta", "teacher_prefixes", "scale_by_t2", "sentence_repr", "alignment", "projection")
     student_needs = {"hidden": True, "attention": True}
     teacher_needs = {"hidden": True, "attention": True}
 
