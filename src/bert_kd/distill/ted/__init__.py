@@ -29,17 +29,19 @@ filters were trained on) so callers can refuse filters trained for another task 
 
 Layer numbers are 1-based (= index into HF ``hidden_states``; 0 = embeddings, never filtered).
 
-Modules: :mod:`.mapping` (M(·)), :mod:`.filters` (the filter modules), :mod:`.persistence`
+Modules: :mod:`.mapping` (M(·)), :mod:`.filters` (the filter modules), :mod:`.student`
+(student filters copied from the teacher's), :mod:`.persistence`
 (on-disk format), :mod:`.artifact` (the Stage I result directory), :mod:`.objective` (Eq. 5),
 :mod:`.stage1` (the driver).
 """
 
 from bert_kd.distill.ted.artifact import load_ted_filters, save_ted_filters
-from bert_kd.distill.ted.filters import FILTER_ARCHS, TaskFilter, TaskFilters, copy_filters_for_student
+from bert_kd.distill.ted.filters import FILTER_ARCHS, TaskFilter, TaskFilters
 from bert_kd.distill.ted.mapping import ted_layer_map
 from bert_kd.distill.ted.objective import FilterTrainingObjective
 from bert_kd.distill.ted.persistence import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE
 from bert_kd.distill.ted.stage1 import evaluate_filters, filters_evaluate_fn, train_filters
+from bert_kd.distill.ted.student import copy_filters_for_student
 
 __all__ = [
     "FILTER_ARCHS",

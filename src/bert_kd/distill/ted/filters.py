@@ -13,7 +13,7 @@ import copy
 import json
 import logging
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -21,7 +21,6 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from bert_kd.data.glue import get_task, normalize_task
 from bert_kd.distill.outputs import summary_position
-from bert_kd.distill.ted.mapping import ted_layer_map
 from bert_kd.distill.ted.persistence import read_filters_dir, write_filters_dir
 from bert_kd.models import find_layer_stack, num_layers, parameters_fingerprint
 
@@ -101,7 +100,7 @@ def _hf_config_dict(model: nn.Module) -> dict:
     return json.loads(model.config.to_json_string(use_diff=False))
 
 
-def _model_width(model: nn.Module) -> int:
+def model_width(model: nn.Module) -> int:
     config = model.config
     for name in ("hidden_size", "d_model", "dim"):
         if hasattr(config, name):
@@ -198,7 +197,7 @@ class TaskFilters(nn.Module):
         model's width (pass the teacher width for student filters); ``num_labels`` to the task's
         (or the model's) label count."""
         depth = num_layers(model)
-        width = _model_width(model)
+        width = model_width(model)
         bad = [x for x in layers if not 1 <= int(x) <= depth]
         if bad:
             raise ValueError(
@@ -287,7 +286,7 @@ class TaskFilters(nn.Module):
 
     def check_model(self, model: nn.Module, what: str = "model") -> None:
         """ValueError unless ``model`` has every filtered layer and the filters' input width."""
-        depth, width = num_layers(model), _model_width(model)
+        depth, width = num_layers(model), model_width(model)
         bad = [x for x in self.layers if x > depth]
         if bad:
             raise ValueError(
@@ -352,68 +351,3 @@ class TaskFilters(nn.Module):
             f"arch={self.arch}, layers={self.layers}, {self.in_width}->{self.out_width}, "
             f"num_labels={self.num_labels}, task={self.task}, role={self.role}"
         )
-
-
-def copy_filters_for_student(
-    teacher_filters: TaskFilters,
-    mapping: Union[str, Sequence[Sequence[int]], Sequence[int], None] = None,
-    student: nn.Module | None = None,
-    n_teacher: int | None = None,
-) -> TaskFilters:
-    """Student filters copied from the teacher filters at the mapped layers (App. A.4 Case 2.2).
-
-    Student layer k gets a deep copy of the teacher filter reading teacher layer M(k). ``mapping``
-    defaults to the layers the teacher filters were trained at (position k ↔ student layer k);
-    a strategy name needs ``student`` (for its depth) and ``n_teacher``. With ``student`` the
-    widths and depth are checked (copying needs student width == teacher width). The copies
-    are trainable and keep the teacher's fingerprint (``copied_from="teacher"``).
-    """
-    if mapping is None:
-        teacher_layers = list(teacher_filters.layers)
-    else:
-        if isinstance(mapping, str):
-            if student is None or n_teacher is None:
-                raise ValueError("a mapping strategy name needs student= and n_teacher=")
-            teacher_layers = ted_layer_map(mapping, n_teacher, num_layers(student))
-        else:
-            flat = [e[0] if isinstance(e, (list, tuple)) and len(e) == 1 else e for e in mapping]
-            if any(isinstance(e, (list, tuple)) for e in flat):
-                raise ValueError(f"TED maps each student layer to exactly one teacher layer, got mapping {mapping!r}")
-            teacher_layers = [int(e) for e in flat]
-    position = {layer: k for k, layer in enumerate(teacher_filters.layers)}
-    missing = [layer for layer in teacher_layers if layer not in position]
-    if missing:
-        raise ValueError(
-            f"the mapping needs teacher filters at layer(s) {missing} but the teacher filters are at {teacher_filters.layers}"
-        )
-    if student is not None:
-        n_student = num_layers(student)
-        if n_student != len(teacher_layers):
-            raise ValueError(f"the mapping has {len(teacher_layers)} entries but the student has {n_student} layers")
-        width = _model_width(student)
-        if width != teacher_filters.in_width:
-            raise ValueError(
-                f"cannot copy teacher filters to the student: student width {width} != teacher width "
-                f"{teacher_filters.in_width} (train student filters in Stage I instead)"
-            )
-    modules = [copy.deepcopy(teacher_filters.filters[position[layer]]) for layer in teacher_layers]
-    result = TaskFilters(
-        list(range(1, len(teacher_layers) + 1)),
-        teacher_filters.in_width,
-        teacher_filters.out_width,
-        teacher_filters.num_labels,
-        "linear",  # placeholder; replaced below so no skeleton layers are built
-        task=teacher_filters.task,
-        fingerprint=teacher_filters.fingerprint,
-        role="student",
-        pool=teacher_filters.pool,
-        copied_from="teacher",
-        info={"copied_from_teacher_layers": teacher_layers},
-    )
-    result.arch = teacher_filters.arch
-    result.layer_config = teacher_filters.layer_config
-    result.filters = nn.ModuleList(modules)
-    for p in result.parameters():
-        p.requires_grad_(True)
-    device = next(teacher_filters.parameters()).device
-    return result.to(device).train()
