@@ -13,6 +13,7 @@ from kedro.io import AbstractVersionedDataset
 from kedro.io.core import Version
 
 from bert_kd.jobs import write_atomically
+from bert_kd.distill.ted import load_ted_filters, save_ted_filters
 from bert_kd.models import ModelBundle, directory_size_bytes, load_bundle, save_bundle
 
 
@@ -71,6 +72,30 @@ class TokenizedDataset(AbstractVersionedDataset):
     def _exists(self) -> bool:
         try:
             return Path(str(self._get_load_path())).exists()
+        except Exception:
+            return False
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "version": self._version}
+
+
+class TEDFiltersDataset(AbstractVersionedDataset):
+    """TED Stage I output as a versioned folder: ``teacher/`` filters, optional ``student/``
+    filters and, for the ``train`` route, the fine-tuned ``student_model/`` they were trained on."""
+
+    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
+        super().__init__(PurePosixPath(filepath), version)
+        self.metadata = metadata
+
+    def load(self) -> dict:
+        return load_ted_filters(Path(str(self._get_load_path())))
+
+    def save(self, data: dict) -> None:
+        save_ted_filters(data, Path(str(self._get_save_path())))
+
+    def _exists(self) -> bool:
+        try:
+            return (Path(str(self._get_load_path())) / "teacher").exists()
         except Exception:
             return False
 

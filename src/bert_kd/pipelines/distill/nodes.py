@@ -150,7 +150,7 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
     method = build_method(dict(method_config), model, [teacher.model], regression=spec.is_regression)
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
     token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
-    if prefix and token_level and not hasattr(method, "bind_teachers"):
+    if prefix and token_level and not method.reads_teacher_prefixes:
         raise ValueError(
             f"method {name!r} compares token positions, but student.model uses another tokenizer "
             "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"

@@ -140,15 +140,13 @@ def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, stu
                         "temperature": method.temperature, "config": config, "student": student, "seed": seed,
                         "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
                         "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
-        if hasattr(method, "alignment_report"):
-            run.log_dict(method.alignment_report(), "alignment_before.json")
+        run.log_dict(method.alignment_report(), "alignment_before.json")
         result = fit(objective, data["train"], data[common.evaluation_split(data)], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
-        report = method.alignment_report() if hasattr(method, "alignment_report") else {}
+        report = method.alignment_report()
         if report:
             run.log_dict(report, "alignment.json")
-        if hasattr(method, "alignment_metrics"):
-            run.log_metrics(method.alignment_metrics())
+        run.log_metrics(method.alignment_metrics())
     return ModelBundle(model, bundles[init].tokenizer, {
         "role": "student", "method": name, "configuration": run_name, "teachers": names, "task": spec.name, "key": job.key,
         "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
