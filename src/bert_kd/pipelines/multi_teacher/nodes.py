@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
 import re
+from functools import partial
+
+import pandas as pd
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
@@ -14,7 +16,8 @@ from bert_kd.distill.objective import DistillationObjective, Teacher
 from bert_kd.models import ModelBundle, build_student, count_parameters
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher
+from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher, markdown_table
+from bert_kd.plots import comparison_bars
 from bert_kd.training import fit
 
 log = logging.getLogger(__name__)
@@ -165,11 +168,6 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
 
 def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     """Tables 2 (by teachers) and 3 (by strategy) of the paper, plus a bar chart."""
-    import pandas as pd
-
-    from bert_kd.pipelines.distill.nodes import markdown_table
-    from bert_kd.plots import comparison_bars
-
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
     rows = [{"configuration": f"teacher {e['name']}", "method": "teacher", "teachers": e["name"],
              e["primary_metric"]: round(e["score"], 4), "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1)}
