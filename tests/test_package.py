@@ -30,3 +30,12 @@ def test_no_function_local_bert_kd_imports():
                     if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bert_kd"):
                         local.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert len(files) > 20 and local == []
+
+
+def test_catalog_and_jobs_do_not_import_pipelines_or_kedro_nodes():
+    code = ("import sys, bert_kd.catalog, bert_kd.jobs; "
+            "print(sorted(m for m in sys.modules if m.startswith('bert_kd.pipelines')), 'kedro' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] True"  # catalog.py is a Kedro dataset module; it never loads node modules
+    code = "import sys, bert_kd.jobs; print('kedro' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
