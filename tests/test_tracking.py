@@ -1,5 +1,6 @@
 """Tracking helpers against a real (temporary) SQLite MLflow store."""
 
+import json
 from types import SimpleNamespace
 
 import pandas as pd
@@ -131,6 +132,9 @@ def test_ui_prints_the_runs_table_url_and_describes_the_experiment(store, capsys
     url = tracking.open_ui(store.uri, "bert_kd_ui", port=5055, serve=False)
     experiment = store.client.get_experiment_by_name("bert_kd_ui")
     assert url == f"http://127.0.0.1:5055/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
-    assert url in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert url in printed and "viewStateShareKey=bert_kd_compare" in printed
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert "parent run" in experiment.tags["mlflow.note.content"]
+    view = json.loads(experiment.tags["mlflow.sharedViewState.bert_kd_compare"])
+    assert "params.`recipe`" in view["selectedColumns"] and "metrics.`final/score`" in view["selectedColumns"]

@@ -356,13 +356,40 @@ def run_url(experiment_id: str, run_id: str, base: str | None = None) -> str:
     return f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
 
 
+#: Columns of the saved comparison view, as the MLflow UI names them (``<type>.`<key>```).
+COMPARE_VIEW_COLUMNS = (
+    "attributes.`Dataset`", "params.`method`", "params.`recipe`", "params.`layer_map`", "params.`task`",
+    "params.`seed`", "params.`max_train_samples`", "metrics.`final/score`", "tags.`parameters_M`",
+    "tags.`best_method`",
+)
+#: Experiment tag prefix under which the MLflow UI looks up ``?viewStateShareKey=<key>`` views.
+SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+COMPARE_VIEW_KEY = "bert_kd_compare"
+
+
+def compare_view_state() -> dict:
+    """The runs-table view behind :func:`compare_view_url`: newest first, the columns that tell
+    child runs apart (method, recipe, layer map, task, seed, data cap, final dev score)."""
+    return {"orderByKey": "attributes.start_time", "orderByAsc": False, "searchFilter": "",
+            "selectedColumns": list(COMPARE_VIEW_COLUMNS)}
+
+
+def compare_view_url(experiment_id: str, base: str | None = None) -> str:
+    """The runs table opened on the saved comparison view (MLflow 3 shared-view link)."""
+    return (f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs"
+            f"?viewStateShareKey={COMPARE_VIEW_KEY}&workflowType=machine_learning")
+
+
 def describe_experiment(experiment_id: str, client=None) -> None:
-    """Set the experiment's description and mark it a machine-learning (not GenAI) experiment."""
+    """Set the experiment's description, mark it a machine-learning (not GenAI) experiment
+    (``mlflow.experimentKind``, what the UI's own kind selector writes) and store the comparison
+    view (:func:`compare_view_state`)."""
     from mlflow.tracking import MlflowClient
 
     client = client or MlflowClient()
     client.set_experiment_tag(experiment_id, NOTE_TAG, EXPERIMENT_DESCRIPTION)
     client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, "custom_model_development")
+    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY, json.dumps(compare_view_state()))
 
 
 def parent_run_name(pipeline: str, task: str | None, sweep: str | None = None) -> str:
@@ -514,8 +541,11 @@ def open_ui(tracking_uri: str | None = None, experiment: str = "bert_kd", host: 
     experiment_id = found.experiment_id if found else client.create_experiment(experiment)
     mlflow.set_tracking_uri(tracking_uri)
     describe_experiment(experiment_id, client)
-    url = runs_table_url(experiment_id, f"http://{host}:{port}")
+    base = f"http://{host}:{port}"
+    url = runs_table_url(experiment_id, base)
     print(f"MLflow runs table of '{experiment}': {url}", flush=True)
+    print(f"  with the comparison columns (method, recipe, layer_map, seed, final/score): "
+          f"{compare_view_url(experiment_id, base)}", flush=True)
     if serve:
         command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri,
                    "--host", host, "--port", str(port)]
