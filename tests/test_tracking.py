@@ -72,7 +72,7 @@ def test_parent_run_gets_name_comparison_metrics_description_and_teacher_link(st
             teacher_run_id=teacher_run.info.run_id,
         )
     run = store.client.get_run(parent.info.run_id)
-    assert name == "distill_baselines:sst2" and run.info.run_name == "distill_baselines:sst2"
+    assert name == "distill_baselines:sst2 [kedro run]" and run.info.run_name == name
     assert run.data.metrics["compare/alp/accuracy"] == pytest.approx(0.5631)
     assert run.data.metrics["compare/pkd/pct_of_teacher"] == pytest.approx(61.4)
     assert run.data.metrics["teacher/accuracy"] == pytest.approx(0.9)
@@ -88,7 +88,7 @@ def test_parent_run_gets_name_comparison_metrics_description_and_teacher_link(st
 
 
 def test_sweep_parent_name_and_multi_teacher_rows():
-    assert tracking.parent_run_name("reproduce", "mrpc", "cpu_protocol") == "reproduce:cpu_protocol"
+    assert tracking.parent_run_name("reproduce", "mrpc", "cpu_protocol") == "reproduce:cpu_protocol [kedro run]"
     rows = [
         {"method": "teacher", "teachers": "a", "accuracy": 0.8},
         {"method": "teacher", "teachers": "b", "accuracy": 0.7},

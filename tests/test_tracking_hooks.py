@@ -25,9 +25,9 @@ def test_parent_run_is_renamed_after_pipeline_task_and_sweep(tmp_path):
                 {"pipeline_name": "reproduce"}, None, FakeCatalog({"task": "rte", "reproduce": {"table": "cpu_protocol"}})
             )
         client = mlflow.tracking.MlflowClient()
-        assert client.get_run(run.info.run_id).info.run_name == "distill_alp:sst2"
+        assert client.get_run(run.info.run_id).info.run_name == "distill_alp:sst2 [kedro run]"
         assert client.get_run(sweep.info.run_id).data.tags["sweep"] == "cpu_protocol"
-        assert client.get_run(sweep.info.run_id).info.run_name == "reproduce:cpu_protocol"
+        assert client.get_run(sweep.info.run_id).info.run_name == "reproduce:cpu_protocol [kedro run]"
         tags = client.get_experiment(experiment.experiment_id).tags
         assert tags["mlflow.experimentKind"] == "custom_model_development"
     finally:

@@ -5,7 +5,7 @@ What a user sees in the MLflow UI is decided here (Kedro-free):
 
 - the experiment: a description and the "machine learning" kind (:func:`describe_experiment`),
   and the URL of its runs table (:func:`runs_table_url`, ``python -m bert_kd.tracking ui``);
-- the parent run of a ``kedro run``: named ``<pipeline>:<task>`` (:func:`name_parent_run`), with
+- the parent run of a ``kedro run``: named ``<pipeline>:<task> [kedro run]`` (:func:`name_parent_run`), with
   the comparison table as its description and ``compare/<method>/<metric>`` metrics
   (:func:`log_comparison_to_parent`);
 - each training job's child run: a short recipe, the layer map as ``1-6→1``, rounded weights, the
@@ -329,7 +329,7 @@ def log_training_job(
 EXPERIMENT_DESCRIPTION = """\
 **bert-kd**: knowledge distillation of BERT models on GLUE (ALP-KD, TED, multi-teacher KD).
 
-- Each `kedro run` is a **parent run** named `<pipeline>:<task>`; its description holds the
+- Each `kedro run` is a **parent run** named `<pipeline>:<task> [kedro run]`; its description holds the
   comparison table and its metrics `compare/<method>/<metric>`, `teacher/<metric>`, `best/<metric>`
   (tag `best_method`).
 - Each training job is a **child run** (`distill_alp:rte`, `train_teacher:rte`, …) with the columns
@@ -392,18 +392,24 @@ def describe_experiment(experiment_id: str, client=None) -> None:
     client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY, json.dumps(compare_view_state()))
 
 
+#: Suffix that tells a ``kedro run``'s parent from its training jobs: ``kedro run --pipelines
+#: distill_alp`` has a parent and a child that would both be ``distill_alp:rte``.
+PARENT_SUFFIX = " [kedro run]"
+
+
 def parent_run_name(pipeline: str, task: str | None, sweep: str | None = None) -> str:
-    """``distill_baselines:sst2``, or ``reproduce:cpu_protocol`` for a sweep over tasks."""
+    """``distill_baselines:sst2 [kedro run]``, or ``reproduce:cpu_protocol [kedro run]`` for a
+    sweep over tasks."""
     name = pipeline or "__default__"
     if sweep:
         name += f":{sweep}"
     if task and not sweep:
         name += f":{task}"
-    return name
+    return name + PARENT_SUFFIX
 
 
 def name_parent_run(pipeline: str, task: str | None, sweep: str | None = None, run_id: str | None = None) -> str | None:
-    """Rename the active (or given) run ``<pipeline>:<task>`` and tag pipeline/task/sweep."""
+    """Rename the active (or given) run ``<pipeline>:<task> [kedro run]``; tag pipeline/task/sweep."""
     import mlflow
 
     run_id = run_id or (mlflow.active_run().info.run_id if mlflow.active_run() else None)

@@ -20,7 +20,7 @@ def _param(catalog, name: str):
 
 class ParentRunHook:
     """After kedro-mlflow opened the run of this ``kedro run`` (plugin hooks run before project
-    hooks), rename it ``<pipeline>:<task>`` (``:<sweep>`` with ``reproduce.table``) and describe
+    hooks), rename it ``<pipeline>:<task> [kedro run]`` (``:<sweep>`` with ``reproduce.table``) and describe
     the experiment."""
 
     @hook_impl

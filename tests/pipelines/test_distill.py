@@ -43,7 +43,7 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     methods = set(runs["tags.method"].dropna())
     assert {"nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"} <= methods
     # the kedro run's parent: named after pipeline and task, the comparison as description + metrics
-    parent = runs[runs["tags.mlflow.runName"] == "distill_baselines:rte"].iloc[0]
+    parent = runs[runs["tags.mlflow.runName"] == "distill_baselines:rte [kedro run]"].iloc[0]
     assert "| method |" in parent["tags.mlflow.note.content"]
     assert parent["metrics.compare/alp/accuracy"] == pytest.approx(table.loc[table["method"] == "alp", "accuracy"].iloc[0])
     assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
