@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
@@ -27,3 +28,7 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     names = set(runs["tags.mlflow.runName"])
     assert "distill_multi_teacher:multi_teacher[a,b]:rte" in names
     assert "distill_multi_teacher:rse_kd[a,b]:rte" in names
+    parent = runs[runs["tags.mlflow.runName"] == "distill_multi_teacher_baselines:rte [kedro run]"].iloc[0]
+    assert parent["metrics.teacher/a/accuracy"] == pytest.approx(table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0])
+    assert 0 <= parent["metrics.compare/multi_teacher_a_b/accuracy"] <= 1
+    assert "Table 2" in parent["tags.mlflow.note.content"]
