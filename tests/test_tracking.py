@@ -138,3 +138,15 @@ def test_ui_prints_the_runs_table_url_and_describes_the_experiment(store, capsys
     assert "parent run" in experiment.tags["mlflow.note.content"]
     view = json.loads(experiment.tags["mlflow.sharedViewState.bert_kd_compare"])
     assert "params.`recipe`" in view["selectedColumns"] and "metrics.`final/score`" in view["selectedColumns"]
+
+
+def test_long_comparison_is_truncated_to_mlflow_tag_limit(store):
+    import mlflow
+
+    rows = [{"method": f"m{i}", "accuracy": 0.5, "f1": 0.4} for i in range(600)]  # > 1000 metrics
+    with mlflow.start_run() as run:
+        tracking.log_comparison_to_parent(rows, "accuracy")
+    logged = store.client.get_run(run.info.run_id).data
+    assert len(logged.metrics) == 1201
+    note = logged.tags["mlflow.note.content"]
+    assert len(note) <= 8000 and note.endswith("(truncated: the full table is in the run's artifacts)\n")

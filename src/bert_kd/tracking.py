@@ -338,6 +338,7 @@ EXPERIMENT_DESCRIPTION = """\
 """
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MAX_NOTE_CHARS = 8000  # mlflow.utils.validation.MAX_TAG_VAL_LENGTH
 NOTE_TAG = "mlflow.note.content"
 
 
@@ -514,15 +515,17 @@ def log_comparison_to_parent(
     if best is not None:
         best_line = f"Best student: **{label(best)}** ({primary_metric} {format_number(best[primary_metric], 4)})\n\n"
     body = markdown if markdown is not None else _markdown(rows)
-    tags[NOTE_TAG] = (f"### {title}\n\n" if title else "") + best_line + teacher_link + body
+    note = (f"### {title}\n\n" if title else "") + best_line + teacher_link + body
+    if len(note) > MAX_NOTE_CHARS:  # MLflow refuses tag values over 8000 characters
+        note = note[: MAX_NOTE_CHARS - 80].rsplit("\n", 1)[0] + "\n\n… (truncated: the full table is in the run's artifacts)\n"
+    tags[NOTE_TAG] = note
     import time
 
     now = int(time.time() * 1000)
-    client.log_batch(
-        run_id,
-        metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-        tags=[RunTag(k, str(v)) for k, v in tags.items()],
-    )
+    entries = [Metric(k, v, now, 0) for k, v in metrics.items()]
+    for start in range(0, max(len(entries), 1), 1000):  # MLflow's per-request limit
+        client.log_batch(run_id, metrics=entries[start:start + 1000],
+                         tags=[RunTag(k, str(v)) for k, v in tags.items()] if start == 0 else [])
     return metrics
 
 
