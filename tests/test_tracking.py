@@ -150,3 +150,10 @@ def test_long_comparison_is_truncated_to_mlflow_tag_limit(store):
     assert len(logged.metrics) == 1201
     note = logged.tags["mlflow.note.content"]
     assert len(note) <= 8000 and note.endswith("(truncated: the full table is in the run's artifacts)\n")
+
+
+def test_many_params_are_logged_in_batches(store):
+    with tracking.tracked_run("many") as run:
+        run.log_params({"block": {f"p{i}": i / 3 for i in range(250)}})
+    params = store.client.get_run(run.run_id).data.params
+    assert len([k for k in params if k.startswith("block.")]) == 250 and params["block.p1"] == "0.333333"

@@ -80,7 +80,9 @@ class RunLogger:
             return
         import mlflow
 
-        mlflow.log_params({key: format_param(value)[:6000] for key, value in flatten(params).items()})
+        items = [(key, format_param(value)[:6000]) for key, value in flatten(params).items()]
+        for start in range(0, len(items), 100):  # MLflow's per-request limit
+            mlflow.log_params(dict(items[start:start + 100]))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Numeric metrics; model-size figures (:data:`SIZE_METRICS`) go to tags instead, since a
