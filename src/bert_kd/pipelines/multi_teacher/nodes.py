@@ -18,6 +18,7 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher, markdown_table
 from bert_kd.plots import comparison_bars
+from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import fit
 
 log = logging.getLogger(__name__)
@@ -186,4 +187,5 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
                              list(students_only[metric]), best_teacher["score"], metric, "multi-teacher students vs best teacher")
     common.log_to_active_run({"multi_teacher_comparison.md": markdown}, {"multi_teacher_comparison.png": figure})
+    log_comparison_to_parent(table, metric, markdown=markdown, title=f"{best_teacher['task']} dev: multi-teacher students", teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
