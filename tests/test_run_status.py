@@ -26,7 +26,7 @@ def test_pipeline_error_marks_parent_and_nested_runs_failed(tmp_path):
     parent = mlflow.start_run(run_name="kedro run")
     nested = mlflow.start_run(run_name="train_teacher:rte", nested=True)
     hook = RunStatusHook()
-    hook.before_pipeline_run(run_params={}, pipeline=None, catalog=None)
+    hook.install_signal_handlers()
     hook.on_pipeline_error(error=RuntimeError("boom"), run_params={}, pipeline=None, catalog=None)
     assert mlflow.active_run() is None
     assert (_status(uri, parent.info.run_id), _status(uri, nested.info.run_id)) == ("FAILED", "FAILED")
@@ -39,7 +39,7 @@ from bert_kd.run_status import RunStatusHook
 mlflow.set_tracking_uri(sys.argv[1])
 parent = mlflow.start_run(run_name="kedro run")
 nested = mlflow.start_run(run_name="train", nested=True)
-RunStatusHook().before_pipeline_run(run_params={}, pipeline=None, catalog=None)
+RunStatusHook().install_signal_handlers()
 print(parent.info.run_id, nested.info.run_id, flush=True)
 time.sleep(120)
 """

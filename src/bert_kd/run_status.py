@@ -50,12 +50,24 @@ class RunStatusHook:
             signal.signal(signum, handler)
         self._previous.clear()
 
-    @hook_impl
-    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be installed from the main thread
-        for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._on_signal)
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT end the active MLflow runs as KILLED (main thread only, as Python requires)."""
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    @hook_impl(hookwrapper=True)
+    def before_pipeline_run(self, run_params, pipeline, catalog):
+        """Install the signal handlers; wrap every other ``before_pipeline_run`` (kedro-mlflow opens
+        the parent run there, parameter checks may then raise, and Kedro calls ``on_pipeline_error``
+        only for errors inside the runner)."""
+        self.install_signal_handlers()
+        outcome = yield
+        if outcome.excinfo is not None:
+            ended = end_active_runs("FAILED")
+            if ended:
+                log.info("MLflow run(s) %s marked FAILED (%s before the run)", ", ".join(ended), outcome.excinfo[0].__name__)
+            self._restore()
 
     @hook_impl
     def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
