@@ -20,6 +20,8 @@ are ways of writing them that :func:`explicit_weights` expands (rounded to 10 de
 from __future__ import annotations
 
 import difflib
+import types
+import typing
 import json
 import os
 from pathlib import Path
@@ -33,7 +35,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from bert_kd.errors import ModelNotFoundError, ParameterError
 
@@ -50,21 +51,10 @@ LayerMapping = Union[str, list[list[int]], list[int]]
 
 
 class Strict(BaseModel):
-    """Base model: unknown keys are errors that name the closest valid key."""
+    """Base model: unknown keys are errors (reported with the closest valid key)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _unknown_keys(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            valid = sorted(cls.model_fields)
-            unknown = [str(k) for k in data if k not in cls.model_fields]
-            if unknown:
-                raise PydanticCustomError(
-                    "unknown_key", "unknown key(s) {keys}", {"keys": unknown, "valid": valid}
-                )
-        return data
 
 
 # --------------------------------------------------------------------------- engineering blocks
@@ -382,16 +372,51 @@ def dotted(loc: tuple) -> str:
     return "".join(parts)
 
 
+def _model_in(annotation: Any) -> Any:
+    """Strip ``Annotated``/``Optional`` from a field annotation."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            if len(models) > 1:
+                return models
+            annotation = models[0] if models else args[0]
+        else:
+            return annotation
+
+
+def valid_keys(loc: tuple) -> list[str]:
+    """Field names of the model found at ``loc`` in :class:`Parameters` (for suggestions)."""
+    node: Any = Parameters
+    for item in loc:
+        node = _model_in(node)
+        if isinstance(node, list):  # a discriminated union: ``item`` is the method tag
+            node = next((m for m in node if item in typing.get_args(m.model_fields["method"].annotation)), None)
+            continue
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(str(item))
+            node = field.annotation if field is not None else None
+        elif typing.get_origin(node) in (dict, list):
+            node = typing.get_args(node)[-1]
+        else:
+            return []
+    node = _model_in(node)
+    return sorted(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
 def _problems(error: ValidationError) -> list[tuple[str, str]]:
     problems = []
     for item in error.errors():
         loc, kind = tuple(item["loc"]), item["type"]
-        if kind == "unknown_key":
-            valid = item["ctx"]["valid"]
-            for key in item["ctx"]["keys"]:
-                close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-                hint = f"did you mean {dotted(loc + (close[0],))!r}?" if close else f"valid keys here: {', '.join(valid)}"
-                problems.append((dotted(loc + (key,)), f"unknown key; {hint}"))
+        if kind == "extra_forbidden":
+            valid = valid_keys(loc[:-1])
+            key = str(loc[-1])
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+            hint = f"did you mean {dotted(loc[:-1] + (close[0],))!r}?" if close else f"valid keys here: {', '.join(valid)}"
+            problems.append((dotted(loc), f"unknown key; {hint}"))
             continue
         message = item["msg"]
         if message.startswith("Value error, "):
