@@ -469,6 +469,9 @@ def model_config(name: str, key: str) -> dict:
 
     try:
         resolved = resolve_model_name(name)
+    except FileNotFoundError:
+        raise ModelNotFoundError(f"directory {name!r} does not exist", key,
+                                 "give an existing model directory or a Hugging Face hub id") from None
     except (ValueError, ImportError) as exc:
         raise ModelNotFoundError(str(exc), key, "install the package or name another model") from None
     path = Path(resolved).expanduser()
