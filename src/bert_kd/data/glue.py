@@ -385,6 +385,9 @@ def load_glue_task(task: str, glue_dir: str | os.PathLike[str], allow_download: 
                          f"valid: {list(files)}")
     paths = {s: root / spec.dir_name / files[s] for s in wanted}
     missing = [s for s, p in paths.items() if not p.is_file()]
+    for p in paths.values():
+        if p.is_dir():
+            raise GlueFormatError(p, "is a directory, not a GLUE .tsv file")
     if root.is_file():
         raise GlueFormatError(root, "glue_dir is a file, not a directory",
                               fix=f"give the directory that holds {spec.dir_name}/ (--params glue_dir=<dir>)")
