@@ -45,12 +45,12 @@ def test_distill_baselines_writes_table_one(run_pipeline):
 
 
 def test_bad_method_weight_fails_before_training(run_pipeline):
-    with pytest.raises(Exception, match="loss weights must be >= 0|must be >= 0"):
+    with pytest.raises(Exception, match="distill_methods.pkd.weights.kd: Input should be greater than or equal to 0"):
         run_pipeline("distill_pkd", distill_methods={"pkd": {"method": "pkd", "weights": {"kd": -0.1, "layer": 0.2}}})
 
 
 def test_bad_recipe_is_refused_before_the_teacher_trains(run_pipeline, caplog):
-    with caplog.at_level("INFO"), pytest.raises(Exception, match="parameter distill_methods.alp: unknown option"):
+    with caplog.at_level("INFO"), pytest.raises(Exception, match="distill_methods.alp.bucket: unknown key"):
         run_pipeline("distill_alp", distill_methods={"alp": {"method": "alp", "mapping": "all", "bucket": 3}})
     assert not any("Running node" in r.getMessage() for r in caplog.records)
 
