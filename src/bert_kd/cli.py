@@ -61,12 +61,12 @@ def cli() -> None:
     """bert-kd project commands."""
 
 
-cli.add_command(
-    click.Command(
-        name="run",
-        params=list(kedro_run.params),
-        callback=run_guarded,
-        help=kedro_run.help,
-        short_help=kedro_run.short_help,
-    )
+#: Kedro's ``run`` with readable user errors (also what ``bert-kd`` / ``python -m bert_kd`` run).
+run = click.Command(
+    name="run",
+    params=list(kedro_run.params),
+    callback=run_guarded,
+    help=kedro_run.help,
+    short_help=kedro_run.short_help,
 )
+cli.add_command(run)

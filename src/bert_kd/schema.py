@@ -422,7 +422,7 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
         if kind not in ("value_error", "union_tag_invalid", "union_tag_not_found", "missing") and "input" in item:
-            message += f", got {item['input']!r}"
+            message += f"; given {item['input']!r}"
         problems.append((dotted(loc), message))
     # a bad member of a union reports once per alternative; keep the first message per key
     seen: dict[str, str] = {}
