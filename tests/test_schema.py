@@ -153,8 +153,8 @@ def test_newer_keys_are_accepted(base):
     params["reproduce"] = {"table": "cpu_protocol", "tasks": "mrpc sst2", "methods": ["nkd", "alp"], "seeds": "1 2",
                            "grids": {"alp": {"eta": [0, 0.2]}}}
     params["distill_methods"]["pkd"]["mapping"] = [[1], [3]]
-    params.pop("multi_teacher_configs")  # scale_by_t2 is typed here, known to the methods on another branch
     typed = validate_parameters(params)
+    assert typed.multi_teacher_configs["okd"].scale_by_t2 is True
     assert typed.runtime.mixed_precision == "auto" and typed.reproduce.seeds == "1 2"
     assert problems_of({**params, "reproduce": {"tabel": "x"}}) == {
         "reproduce.tabel": "unknown key; did you mean 'reproduce.table'?"}
