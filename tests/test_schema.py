@@ -135,7 +135,7 @@ def test_method_level_checks_surface_at_the_recipe(base):
     params["distill_methods"]["pkd"]["method"] = "pkdd"
     params["multi_teacher_configs"]["okd"]["beta"] = 1.5
     problems = problems_of(params)
-    assert "β = 1 − η − λ" in problems["distill_methods.alp"]
+    assert "β = 1 − η − λ" in problems["distill_methods.alp.weights"]
     assert "'pkd'" in problems["distill_methods.pkd"]
     assert "less than or equal to 1" in problems["multi_teacher_configs.okd.beta"]
     params = copy.deepcopy(base)

@@ -407,6 +407,21 @@ def valid_keys(loc: tuple) -> list[str]:
     return sorted(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
 
 
+#: A method-level message (``check_method_config``) → the recipe option it is about.
+_OPTION_WORDS = (("layer-mapping", "mapping"), ("mapping", "mapping"), ("loss term", "weights"),
+                 ("weight", "weights"), ("temperature", "temperature"), ("alpha", "alpha"), ("beta", "beta"))
+
+
+def _recipe_option(loc: tuple, message: str) -> tuple:
+    """``('mapping',)`` when a recipe-level message is about its mapping, etc.; else ``()``."""
+    if len(loc) == 3 and loc[0] in RECIPE_BLOCKS and loc[2] in METHOD_NAMES:
+        lowered = message.lower()
+        for word, option in _OPTION_WORDS:
+            if word in lowered:
+                return (option,)
+    return ()
+
+
 def _problems(error: ValidationError) -> list[tuple[str, str]]:
     problems = []
     for item in error.errors():
@@ -421,6 +436,7 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
         message = item["msg"]
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
+            loc += _recipe_option(loc, message)
         if kind not in ("value_error", "union_tag_invalid", "union_tag_not_found", "missing") and "input" in item:
             message += f"; given {item['input']!r}"
         problems.append((dotted(loc), message))
@@ -553,11 +569,11 @@ def cross_check(params: Parameters, used: set[str]) -> None:
                     continue
                 mapping = getattr(recipe, "mapping", None)
                 if mapping is not None and n_teacher and n_student:
+                    check = {"pkd": layer_map, "ckd": layer_map, "alp": layer_map,
+                             "lwd": ted_layer_map, "ted": ted_layer_map, "ted_kl": ted_layer_map}.get(recipe.method)
                     try:
-                        if block == "ted_methods":
-                            ted_layer_map(mapping, n_teacher, n_student)
-                        else:
-                            layer_map(mapping, n_teacher, n_student)
+                        if check is not None:  # TinyBERT's maps are its own (uniform, last …)
+                            check(mapping, n_teacher, n_student)
                     except ValueError as exc:
                         problems.append((f"{block}.{name}.mapping", f"{exc} (teacher {n_teacher} layers, student {n_student})"))
                 projection = getattr(recipe, "projection", None)
