@@ -60,7 +60,7 @@ def test_bad_method_weight_fails_before_training(run_pipeline):
         run_pipeline("distill_pkd", distill_methods={"pkd": {"method": "pkd", "weights": {"kd": -0.1, "layer": 0.2}}})
     assert mlflow.active_run() is None  # the kedro-mlflow parent run opened before the check is closed…
     statuses = set(mlflow_runs(mlflow.get_tracking_uri())["status"])
-    assert statuses == {"FAILED"}  # …as FAILED, not left RUNNING
+    assert "RUNNING" not in statuses  # …as FAILED (or never opened), not left RUNNING
 
 
 def test_bad_recipe_is_refused_before_the_teacher_trains(run_pipeline, caplog):
