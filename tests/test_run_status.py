@@ -23,6 +23,8 @@ def test_pipeline_error_marks_parent_and_nested_runs_failed(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
+    mlflow.tracking.fluent._active_experiment_id = None  # other tests leave another store's experiment active
+    mlflow.set_experiment("run_status")
     parent = mlflow.start_run(run_name="kedro run")
     nested = mlflow.start_run(run_name="train_teacher:rte", nested=True)
     hook = RunStatusHook()
@@ -47,7 +49,8 @@ time.sleep(120)
 
 def test_sigterm_marks_parent_and_nested_runs_killed(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     parent_id, nested_id = proc.stdout.readline().split()
     proc.send_signal(signal.SIGTERM)

@@ -69,8 +69,14 @@ class RunStatusHook:
                 log.info("MLflow run(s) %s marked FAILED (%s before the run)", ", ".join(ended), outcome.excinfo[0].__name__)
             self._restore()
 
-    @hook_impl
-    def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
+    @hook_impl(hookwrapper=True)
+    def after_pipeline_run(self, run_params, pipeline, catalog):
+        """After every other ``after_pipeline_run``: no run of this session stays active in the
+        process (kedro-mlflow ends one run from the stack; a stale entry left the parent open)."""
+        yield
+        ended = end_active_runs("FINISHED")
+        if ended:
+            log.debug("MLflow run(s) %s still active after the pipeline: ended FINISHED", ", ".join(ended))
         self._restore()
 
     @hook_impl

@@ -21,7 +21,11 @@ def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
     assert set(metrics["metrics"]["validation"]) == {"accuracy"}
     assert 0.0 <= metrics["score"] <= 1.0
     assert metrics["parameters"] > 0 and metrics["size_on_disk_bytes"] > 0
+    import mlflow
+
+    assert mlflow.active_run() is None  # the session leaves no run open in this process
     runs = mlflow_runs(uri)
+    assert set(runs["status"]) == {"FINISHED"}
     teacher_runs = runs[runs["tags.mlflow.runName"] == "train_teacher:rte"]
     assert len(teacher_runs) == 1
     run = teacher_runs.iloc[0]
