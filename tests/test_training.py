@@ -19,8 +19,12 @@ from bert_kd.training import (
     TrainingConfig,
     config_fingerprint,
     fit,
+    cpu_has_bf16,
     make_loader,
+    padding_ratio,
     predict_logits,
+    resolve_mixed_precision,
+    sequence_lengths,
     task_loss,
 )
 
@@ -151,6 +155,73 @@ def test_make_loader_order_depends_only_on_seed():
     assert plain == list(range(20))
 
 
+def varied_lengths(n: int = 400, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [{"idx": i, "labels": 0, "input_ids": [5] * int(k), "attention_mask": [1] * int(k)}
+            for i, k in enumerate(rng.integers(2, 60, size=n))]
+
+
+def test_grouped_loader_is_seeded_covers_every_example_and_pads_less():
+    data = varied_lengths()
+
+    def order(seed):
+        loader = make_loader(data, 8, Collator(), shuffle=True, seed=seed, group_by_length=True)
+        return torch.cat([b["idx"] for b in loader]).tolist()
+
+    torch.manual_seed(0)
+    first = order(3)
+    torch.manual_seed(99)
+    assert order(3) == first and order(4) != first
+    assert sorted(first) == list(range(len(data)))
+    grouped = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3, group_by_length=True))
+    random_order = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3))
+    assert grouped < 1.1 < 1.5 < random_order
+
+
+def test_grouped_eval_loader_is_longest_first_and_keeps_labels_with_rows():
+    data = [{"idx": i, "labels": i, "input_ids": [1] * (i % 7 + 1)} for i in range(30)]
+    assert sequence_lengths(data) == [i % 7 + 1 for i in range(30)]
+    batches = list(make_loader(data, 4, Collator(), shuffle=False, group_by_length=True))
+    lengths = [len(data[i]["input_ids"]) for b in batches for i in b["idx"].tolist()]
+    assert lengths == sorted(lengths, reverse=True)
+    assert all(torch.equal(b["idx"], b["labels"]) for b in batches)
+
+
+def test_sequence_lengths_reads_a_datasets_column(sst2):
+    ds, _ = sst2
+    assert sequence_lengths(ds["train"]) == [len(row["input_ids"]) for row in ds["train"]]
+
+
+def test_padding_ratio_counts_padded_over_real_tokens():
+    batches = [{"attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])}]
+    assert padding_ratio(batches) == pytest.approx(8 / 6)
+
+
+@pytest.mark.parametrize("flags, expected", [("fpu avx2 amx_bf16 amx_tile", True), ("fpu avx512f avx512_bf16", True),
+                                              ("fpu avx2 avx512f", False), ("", False)])
+def test_cpu_has_bf16_reads_the_flags_line(flags, expected):
+    assert cpu_has_bf16(f"processor : 0\nflags\t\t: {flags}\nbugs : x\n") is expected
+
+
+def test_resolve_mixed_precision_auto_follows_the_hardware(monkeypatch):
+    import bert_kd.training as training
+
+    assert resolve_mixed_precision("fp16") == "fp16" and resolve_mixed_precision("no") == "no"
+    monkeypatch.setattr(training, "cpu_has_bf16", lambda: True)
+    assert resolve_mixed_precision("auto", cpu=True) == "bf16"
+    monkeypatch.setattr(training, "cpu_has_bf16", lambda: False)
+    assert resolve_mixed_precision("auto", cpu=True) == "no"
+    with pytest.raises(ValueError, match="mixed_precision"):
+        TrainingConfig.from_dict({"mixed_precision": "int8"})
+
+
+def test_objective_forward_is_the_training_step(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    objective = SupervisedObjective(new_model(tiny_teacher_dir)).eval()
+    batch = next(iter(make_loader(ds["train"], 4, Collator({"": tokenizer.pad_token_id}), shuffle=False)))
+    assert torch.equal(objective(batch)["loss"], objective.training_step(batch)["loss"])
+
+
 # --------------------------------------------------------------------------- fit
 
 
@@ -161,7 +232,7 @@ def test_fit_learns_the_tiny_task(tiny_teacher_dir, sst2):
     before_state = state_copy(model)
     before = mean_train_loss(model, ds["train"], collator)
     logged = []
-    config = base_config(epochs=8, learning_rate=3e-3, log_every_steps=1)
+    config = base_config(epochs=8, learning_rate=3e-3, log_every_steps=1, group_by_length=False)
     result = fit(SupervisedObjective(model), ds["train"], ds["validation"], config,
                  collator=collator, evaluate_fn=accuracy, log_fn=lambda values, step: logged.append((step, values)))
     after = mean_train_loss(model, ds["train"], collator)
@@ -203,6 +274,15 @@ def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_b
     assert_states_close(state_copy(model), snapshots[best - 1], atol=0.0)
     if best != 3:
         assert any(not torch.equal(snapshots[best - 1][k], snapshots[2][k]) for k in snapshots[2])
+
+
+def test_fit_reports_padding_and_resolved_precision(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    logged = {}
+    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=3),
+                 collator=Collator({"": tokenizer.pad_token_id}), log_fn=lambda values, step: logged.update(values))
+    assert 1.0 <= result.padded_per_real_token == logged["train/padded_per_real_token"]
+    assert result.num_processes == 1 and result.mixed_precision in ("no", "bf16")
 
 
 def test_fit_runs_without_eval_set(tiny_teacher_dir, sst2):
