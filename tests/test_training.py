@@ -433,3 +433,44 @@ def test_config_fingerprint_is_stable_and_sensitive():
     assert len(a) == 12
     assert a != config_fingerprint({"lr": 2e-4, "bs": 8}, "sst2")
     assert a != config_fingerprint({"lr": 1e-4, "bs": 8}, "rte")
+
+
+# --------------------------------------------------------------------------- several processes
+
+
+def run_worker(args: list[str], tmp_path, processes: int) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    worker = str(Path(__file__).parent / "ddp_fit_worker.py")
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, *launcher, worker, *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teacher_dir, tiny_glue_dir, tmp_path):
+    """DDP (gloo) through torchrun: both ranks end identical, equal to one process with batch 2B,
+    evaluation covers every dev row once, and MLflow holds exactly one run (num_processes = 2)."""
+    import mlflow
+
+    ddp, single = tmp_path / "ddp", tmp_path / "single"
+    ddp.mkdir(), single.mkdir()
+    run_worker([str(tiny_teacher_dir), str(tiny_glue_dir), str(ddp), "4"], ddp, processes=2)
+    run_worker([str(tiny_teacher_dir), str(tiny_glue_dir), str(single), "8"], single, processes=1)
+    rank0, rank1 = torch.load(ddp / "rank0.pt"), torch.load(ddp / "rank1.pt")
+    reference = torch.load(single / "rank0.pt")
+    assert rank0["num_processes"] == 2 and reference["num_processes"] == 1
+    assert_states_close(rank0["state"], rank1["state"], atol=0.0)
+    assert_states_close(rank0["state"], reference["state"], atol=1e-4)
+    assert any(not torch.equal(rank0["state"][k], v) for k, v in state_copy(new_model(tiny_teacher_dir)).items()
+               if "classifier" not in k)  # it trained
+    assert rank0["history"][0]["n"] == rank1["history"][0]["n"] == 24  # gathered: all dev rows, none twice
+    mlflow.set_tracking_uri(f"sqlite:///{ddp / 'mlflow.db'}")
+    runs = mlflow.search_runs(search_all_experiments=True)
+    assert len(runs) == 1 and runs.iloc[0]["params.num_processes"] == "2"

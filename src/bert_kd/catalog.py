@@ -105,3 +105,22 @@ class TEDFiltersDataset(AbstractVersionedDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath), "version": self._version}
+
+
+def rank_zero_catalog_class():
+    """The catalog class for processes other than rank 0 of a torchrun / ``accelerate launch``
+    job: what their nodes output stays in memory (read back by later nodes of the same
+    process), so only rank 0 writes files and versions."""
+    from kedro.io import DataCatalog
+
+    class RankLocalCatalog(DataCatalog):
+        def save(self, ds_name: str, data: Any) -> None:
+            self.__dict__.setdefault("_rank_local_outputs", {})[ds_name] = data
+
+        def load(self, ds_name: str, version: str | None = None) -> Any:
+            local = self.__dict__.get("_rank_local_outputs", {})
+            if ds_name in local:
+                return local[ds_name]
+            return super().load(ds_name, version)
+
+    return RankLocalCatalog

@@ -14,7 +14,7 @@ import torch
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, save_bundle
-from bert_kd.tracking import RunLogger, tracked_run
+from bert_kd.tracking import RunLogger, is_main_process, tracked_run
 from bert_kd.training import Collator, TrainingConfig, config_fingerprint, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,9 @@ def load_stored_bundle(path: Path) -> ModelBundle | None:
 
 
 def store_bundle(bundle: ModelBundle, path: Path) -> None:
+    """Save to the store (rank 0 only: the other processes of a DDP job hold the same weights)."""
+    if not is_main_process():
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     save_bundle(bundle, path)
 
@@ -82,7 +85,7 @@ def reopen_run(run_id: str | None, tracking: Mapping | None):
     """Re-enter a finished training run to add evaluation results to it (or a no-op logger)."""
     import contextlib
 
-    if not run_id or not tracking_enabled(tracking):
+    if not run_id or not tracking_enabled(tracking) or not is_main_process():
         return contextlib.nullcontext(RunLogger(False))
 
     @contextlib.contextmanager
@@ -186,7 +189,7 @@ def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -
         import mlflow
     except ImportError:  # pragma: no cover
         return
-    if mlflow.active_run() is None:
+    if mlflow.active_run() is None or not is_main_process():
         return
     for name, text in texts.items():
         mlflow.log_text(text, name)

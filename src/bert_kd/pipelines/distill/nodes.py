@@ -85,10 +85,11 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict) -> Teach
         teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=key,
         collator=common.collator_for(teacher.tokenizer),
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, tmp)
-    tmp.rename(path)
+    if common.is_main_process():  # one writer under torchrun; every rank holds the same cache
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".partial")
+        torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, tmp)
+        tmp.rename(path)
     return result
 
 
