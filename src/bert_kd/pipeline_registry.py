@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines import data_processing, distill, evaluate_teacher, multi_teacher, ted, train_teacher
+from bert_kd.pipelines import data_processing, distill, evaluate_teacher, export_student, multi_teacher, ted, train_teacher
 from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
 from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
@@ -23,6 +23,7 @@ def register_pipelines() -> dict[str, Pipeline]:
     for method in ALP_FAMILY:
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + method_pipeline(method)
     pipelines["distill_baselines"] = teacher + distill.create_pipeline()
+    pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
     pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
     for method in (*TED_METHODS, *TED_VARIANTS):
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
