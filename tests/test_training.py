@@ -215,6 +215,21 @@ def test_resolve_mixed_precision_auto_follows_the_hardware(monkeypatch):
         TrainingConfig.from_dict({"mixed_precision": "int8"})
 
 
+def test_frozen_autocast_follows_the_teacher_precision(tiny_teacher_dir):
+    objective = SupervisedObjective(new_model(tiny_teacher_dir))
+    x = torch.ones(2, 2)
+    with objective.frozen_autocast():
+        assert (x @ x).dtype == torch.float32  # "same": nothing changes
+    objective.frozen_precision = "bf16"
+    with objective.frozen_autocast():
+        assert (x @ x).dtype == torch.bfloat16
+    objective.frozen_precision = "no"
+    with torch.autocast("cpu", dtype=torch.bfloat16), objective.frozen_autocast():
+        assert (x @ x).dtype == torch.float32  # fp32 teachers under a bf16 student
+    with pytest.raises(ValueError, match="teacher_mixed_precision"):
+        TrainingConfig.from_dict({"teacher_mixed_precision": "int4"})
+
+
 def test_objective_forward_is_the_training_step(tiny_teacher_dir, sst2):
     ds, tokenizer = sst2
     objective = SupervisedObjective(new_model(tiny_teacher_dir)).eval()

@@ -10,6 +10,7 @@ objective is called, so gradients are synchronised, and evaluation gathers every
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -46,6 +47,7 @@ class TrainingConfig:
     seed: int = 42
     mixed_precision: str = "auto"  # "auto" (bf16 where the hardware has it), "no", "fp16", "bf16"
     group_by_length: bool = True  # training batches of similar length (mega-batch shuffled per seed)
+    teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
     max_steps: int | None = None
     log_every_steps: int = 10
@@ -80,6 +82,9 @@ class TrainingConfig:
             raise ValueError(f"training.learning_rate must be > 0, got {config.learning_rate}")
         if config.mixed_precision not in MIXED_PRECISIONS:
             raise ValueError(f"training.mixed_precision must be one of {MIXED_PRECISIONS}, got {config.mixed_precision!r}")
+        if config.teacher_mixed_precision not in ("same", *MIXED_PRECISIONS):
+            raise ValueError(f"training.teacher_mixed_precision must be 'same' or one of {MIXED_PRECISIONS}, "
+                             f"got {config.teacher_mixed_precision!r}")
         if not isinstance(config.group_by_length, bool):
             raise ValueError(f"training.group_by_length must be true or false, got {config.group_by_length!r}")
         return config
@@ -145,6 +150,17 @@ class Objective(nn.Module):
         super().__init__()
         self.model = model
         self._frozen_names: list[str] = []
+        self.frozen_precision = "same"  # set by fit from TrainingConfig.teacher_mixed_precision (resolved)
+
+    def frozen_autocast(self):
+        """The autocast context for forwards of frozen references (teachers): a no-op with
+        "same", fp32 with "no", else bf16/fp16 independently of the student's precision."""
+        if self.frozen_precision == "same":
+            return contextlib.nullcontext()
+        device = next(self.parameters()).device.type
+        if self.frozen_precision == "no":
+            return torch.autocast(device, enabled=False)
+        return torch.autocast(device, dtype=torch.bfloat16 if self.frozen_precision == "bf16" else torch.float16)
 
     def add_frozen(self, name: str, module: nn.Module) -> nn.Module:
         """Register a module that must never change (teachers, teacher filters)."""
@@ -396,6 +412,8 @@ def fit(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
     raw = accelerator.unwrap_model(objective)
+    if config.teacher_mixed_precision != "same":
+        raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
     eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order
         accelerator.prepare(
             make_loader(eval_dataset, config.eval_batch_size, collator, shuffle=False,

@@ -76,7 +76,11 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict) -> Teach
     (teacher, task, split, max length) and reused across epochs, methods and runs."""
     if not cache.get("enabled", True):
         return None
-    key = config_fingerprint(teacher.info.get("key"), common.data_fingerprint(tokenized), len(tokenized["train"]))
+    from bert_kd.training import resolve_mixed_precision
+
+    precision = resolve_mixed_precision(str(cache.get("mixed_precision", "no")))  # "auto": bf16 where native
+    parts = (teacher.info.get("key"), common.data_fingerprint(tokenized), len(tokenized["train"]))
+    key = config_fingerprint(*parts, *((precision,) if precision != "no" else ()))  # fp32 keys unchanged
     path = Path(cache.get("directory", "data/07_model_output/teacher_cache")) / f"{key}.pt"
     if path.exists():
         stored = torch.load(path)
@@ -84,6 +88,7 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict) -> Teach
     result = build_teacher_cache(
         teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=key,
         collator=common.collator_for(teacher.tokenizer),
+        autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision),
     )
     if common.is_main_process():  # one writer under torchrun; every rank holds the same cache
         path.parent.mkdir(parents=True, exist_ok=True)
