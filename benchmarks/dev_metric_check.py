@@ -23,9 +23,9 @@ from bert_kd.models import build_student, load_classifier, load_tokenizer  # noq
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, fit  # noqa: E402
 
 VARIANTS = {
-    "fp32, grouped": dict(mixed_precision="no", group_by_length=True),
-    "fp32, random": dict(mixed_precision="no", group_by_length=False),
-    "bf16, grouped": dict(mixed_precision="bf16", group_by_length=True),
+    "fp32 grouped": dict(mixed_precision="no", group_by_length=True),
+    "fp32 random": dict(mixed_precision="no", group_by_length=False),
+    "bf16 grouped": dict(mixed_precision="bf16", group_by_length=True),
 }
 
 
