@@ -461,9 +461,10 @@ def fit(
         skip = state["step_in_epoch"] * config.gradient_accumulation_steps
         batches = accelerator.skip_first_batches(loader, skip) if skip else loader
         for batch in batches:
-            mask = batch["attention_mask"]
-            padded_tokens += mask.numel()
-            real_tokens = real_tokens + mask.sum()  # stays a tensor: no sync
+            mask = batch.get("attention_mask")
+            if mask is not None:
+                padded_tokens += mask.numel()
+                real_tokens = real_tokens + mask.sum()  # stays a tensor: no sync
             with accelerator.accumulate(objective):
                 terms = objective(batch)  # the prepared module: DDP synchronises gradients
                 accelerator.backward(terms["loss"])
