@@ -300,6 +300,15 @@ def test_fit_reports_padding_and_resolved_precision(tiny_teacher_dir, sst2):
     assert result.num_processes == 1 and result.mixed_precision in ("no", "bf16")
 
 
+def test_fits_with_different_precisions_run_in_one_process(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    collator = Collator({"": tokenizer.pad_token_id})
+    for precision in ("no", "bf16", "no"):
+        result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None,
+                     base_config(max_steps=1, mixed_precision=precision), collator=collator)
+        assert result.mixed_precision == precision and result.global_step == 1
+
+
 def test_fit_runs_without_eval_set(tiny_teacher_dir, sst2):
     ds, tokenizer = sst2
     result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=3),

@@ -374,6 +374,17 @@ def _atomic_checkpoint(accelerator, objective: Objective, directory: Path, state
     tmp.rename(directory)
 
 
+def _allow_new_precision(mixed_precision: str) -> None:
+    """Accelerate keeps one process-wide state and refuses an Accelerator with another precision
+    than the first; a later fit with another ``mixed_precision`` resets that state (the process
+    group, held apart in PartialState, stays)."""
+    from accelerate.state import AcceleratorState
+
+    shared = AcceleratorState._shared_state
+    if shared and shared.get("_mixed_precision") != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
+
+
 def fit(
     objective: Objective,
     train_dataset: Dataset,
@@ -398,6 +409,7 @@ def fit(
     seed_everything(config.seed)
     collator = collator or Collator()
     mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=config.cpu)
+    _allow_new_precision(mixed_precision)
     accelerator = Accelerator(
         mixed_precision=mixed_precision,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
