@@ -7,8 +7,9 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # from bert_kd.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.hooks import ValidateParametersHook  # noqa: E402
+from bert_kd.tracking_hooks import ParentRunHook  # noqa: E402
 
-HOOKS = (ValidateParametersHook(),)
+HOOKS = (ValidateParametersHook(), ParentRunHook())
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

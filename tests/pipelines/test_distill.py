@@ -23,7 +23,7 @@ def test_distill_alp_end_to_end(run_pipeline):
     runs = mlflow_runs(uri)
     alp = runs[runs["tags.mlflow.runName"] == "distill_alp:rte"].iloc[0]
     assert alp["params.method"] == "alp"
-    assert alp["params.mapping"] == "[[1, 2, 3, 4], []]"
+    assert alp["params.mapping"] == "1-4→1; none→2"
     assert float(alp["params.weights.ce"]) == pytest.approx(0.3)
     for term in ("ce", "kd", "layer", "loss"):
         assert f"metrics.train/{term}" in runs.columns and alp[f"metrics.train/{term}"] >= 0
@@ -34,7 +34,7 @@ def test_distill_alp_end_to_end(run_pipeline):
 
 def test_distill_baselines_writes_table_one(run_pipeline):
     _, root, uri = run_pipeline("distill_baselines")
-    table = pd.read_csv(latest_version(root / "data/08_reporting/distill_baselines.csv"))
+    table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
     assert list(table["method"]) == ["teacher", "nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"]
     assert table.loc[0, "% of teacher"] == 100.0
     assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")
@@ -42,6 +42,13 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert "tags.method" in runs.columns, sorted(runs.columns)
     methods = set(runs["tags.method"].dropna())
     assert {"nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"} <= methods
+    # the kedro run's parent: named after pipeline and task, the comparison as description + metrics
+    parent = runs[runs["tags.mlflow.runName"] == "distill_baselines:rte [kedro run]"].iloc[0]
+    assert "| method |" in parent["tags.mlflow.note.content"]
+    assert parent["metrics.compare/alp/accuracy"] == pytest.approx(table.loc[table["method"] == "alp", "accuracy"].iloc[0])
+    assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
+    assert parent["tags.best_method"] in methods and parent["tags.teacher_run_id"]
+    assert len(list((root / "data/08_reporting/history").rglob("distill_baselines.*"))) == 3  # csv, md, png
 
 
 def test_bad_method_weight_fails_before_training(run_pipeline):

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from bert_kd.distill.outputs import Features, forward_features
-from bert_kd.training import Objective
+from bert_kd.training import Collator, Objective, make_loader
 
 
 @dataclass
@@ -46,10 +47,6 @@ def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefi
                         collator=None, progress: bool = True, autocast_dtype: torch.dtype | None = None) -> TeacherCache:
     """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states
     (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast)."""
-    from tqdm.auto import tqdm
-
-    from bert_kd.training import Collator, make_loader
-
     was_training = teacher.training
     teacher.eval()
     loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
@@ -90,8 +87,7 @@ class DistillationObjective(Objective):
         for k, teacher in enumerate(teachers):
             self.add_frozen(f"teacher_{k}", teacher.model)
         self.method = method
-        if hasattr(method, "bind_teachers"):  # methods that read each teacher's own batch columns
-            method.bind_teachers(teachers)
+        method.bind_teachers(teachers)
         self.weights = validate_weights(weights, method.term_names)
 
     @property
@@ -176,8 +172,7 @@ def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> 
 @torch.no_grad()
 def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
     """Let the method observe student and teacher features over ``loader`` (e.g. ALP's α map)."""
-    observe = getattr(objective.method, "observe", None)
-    if observe is None:
+    if not objective.method.observes:
         return {}
     was_training = objective.training
     objective.eval()
@@ -187,6 +182,6 @@ def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
         student = objective.student_features(batch)
         # live teachers: the cache holds training examples only, and dev ids overlap train ids
         teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
-        observe(student, teachers, batch)
+        objective.method.observe(student, teachers, batch)
     objective.train(was_training)
     return objective.method.diagnostics()
