@@ -17,7 +17,7 @@ def test_export_student_writes_onnx_files_report_and_latency_table(run_pipeline)
     report = json.loads(latest_version(root / "data/08_reporting/export_student.json").read_text())
     fp32 = next(v for v in report["verification"] if v["name"] == "onnx_fp32")
     assert fp32["within_tolerance"] and fp32["agreement"] == 1.0 and fp32["max_abs_logit_diff"] < 1e-3
-    table = pd.read_csv(latest_version(root / "data/08_reporting/export_latency.csv"))
+    table = pd.read_csv(root / "data/08_reporting/export_latency.csv")
     models = {"teacher (PyTorch fp32)", "student (PyTorch fp32)", "student (PyTorch bf16)", "student (ONNX fp32)",
               "student (ONNX int8)"}
     assert set(table["model"]) == models and sorted(set(table["batch_size"])) == [1, 4]
