@@ -45,7 +45,7 @@ class TrainingConfig:
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
     seed: int = 42
-    mixed_precision: str = "auto"  # "auto" (bf16 where the hardware has it), "no", "fp16", "bf16"
+    mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default, see NOTES), "fp16", "bf16"
     group_by_length: bool = True  # training batches of similar length (mega-batch shuffled per seed)
     teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
