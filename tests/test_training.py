@@ -294,10 +294,12 @@ def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_b
 def test_fit_reports_padding_and_resolved_precision(tiny_teacher_dir, sst2):
     ds, tokenizer = sst2
     logged = {}
-    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=3),
-                 collator=Collator({"": tokenizer.pad_token_id}), log_fn=lambda values, step: logged.update(values))
+    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], ds["validation"],
+                 base_config(max_steps=3, group_by_length=True), collator=Collator({"": tokenizer.pad_token_id}),
+                 evaluate_fn=accuracy, log_fn=lambda values, step: logged.update(values))
     assert 1.0 <= result.padded_per_real_token == logged["train/padded_per_real_token"]
     assert result.num_processes == 1 and result.mixed_precision in ("no", "bf16")
+    assert 0.0 <= logged["eval/accuracy"] <= 1.0  # the longest-first dev order still scores every row
 
 
 def test_fits_with_different_precisions_run_in_one_process(tiny_teacher_dir, sst2):
