@@ -53,10 +53,19 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name) or default
 
 
+def _merge(*blocks):
+    """``${merge:${training},{learning_rate: 2.0e-4}}``: a shared block with a few keys changed."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(*blocks)
+
+
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
-    "custom_resolvers": {"env": _env},
+    "custom_resolvers": {"env": _env, "merge": _merge},
+    # conf/<env> states only what differs from conf/base: nested keys are merged, not replaced.
+    "merge_strategy": {"parameters": "soft"},
     # "config_patterns": {
     #     "spark" : ["spark*/"],
     #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],
