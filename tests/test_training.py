@@ -497,6 +497,6 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     assert any(not torch.equal(rank0["state"][k], v) for k, v in state_copy(new_model(tiny_teacher_dir)).items()
                if "classifier" not in k)  # it trained
     assert rank0["history"][0]["n"] == rank1["history"][0]["n"] == 24  # gathered: all dev rows, none twice
-    mlflow.set_tracking_uri(f"sqlite:///{ddp / 'mlflow.db'}")
-    runs = mlflow.search_runs(search_all_experiments=True)
-    assert len(runs) == 1 and runs.iloc[0]["params.num_processes"] == "2"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ddp / 'mlflow.db'}")  # no process-wide URI change
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1 and runs[0].data.params["num_processes"] == "2"
