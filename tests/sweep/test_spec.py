@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bert_kd.sweep.spec import build_sweep, grid_points, parse_restriction
+from tests.sweep.conftest import RECIPES, tiny_reproduce
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "base"
+
+
+def test_tiny_sweep_is_methods_times_tasks_times_seeds_times_grid():
+    sweep = build_sweep(tiny_reproduce(), RECIPES)
+    trials = sweep.trials()
+    assert len(trials) == 2 * 2 * 2 * 2
+    assert len({t.key for t in trials}) == 16
+    alp = next(t for t in trials if t.method == "alp" and t.params["training.learning_rate"] == 5e-5)
+    assert alp.training == {"learning_rate": 5e-5}
+    assert alp.recipe["weights"] == {"kd": 0.5, "layer": 0.2} and alp.job == "distill"
+
+
+def test_restriction_strings_and_lists_restrict_the_table():
+    sweep = build_sweep(tiny_reproduce(tasks="SST-2", methods="alp nkd", seeds="2"), RECIPES)
+    assert sweep.tasks == ("sst2",) and sweep.seeds == (2,) and [m.name for m in sweep.methods] == ["nkd", "alp"]
+    assert len(sweep.trials()) == 2 * 2
+    assert parse_restriction([1, "2"], "reproduce.seeds", [1, 2], convert=int) == [1, 2]
+    assert parse_restriction("", "reproduce.tasks", ["rte"]) is None
+
+
+def test_unknown_method_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"reproduce.methods: unknown 'tinybert'; valid: nkd alp"):
+        build_sweep(tiny_reproduce(methods="nkd tinybert"), RECIPES)
+    with pytest.raises(ValueError, match=r"reproduce.seeds.*valid: 1 2"):
+        build_sweep(tiny_reproduce(seeds="3"), RECIPES)
+    with pytest.raises(ValueError, match=r"reproduce.table: unknown table 'nope'; valid: tiny"):
+        build_sweep({**tiny_reproduce(), "table": "nope"}, RECIPES)
+
+
+def test_unknown_recipe_is_named():
+    reproduce = tiny_reproduce()
+    reproduce["tables"]["tiny"]["methods"]["ckd"] = {"recipe": "distill_methods.ckd"}
+    with pytest.raises(ValueError, match=r"tiny.methods.ckd: recipe 'distill_methods.ckd' not found"):
+        build_sweep(reproduce, RECIPES)
+
+
+def test_constraint_drops_grid_points_with_negative_ce_weight():
+    grid = {"method.weights.kd": [0, 0.2, 0.5, 0.7], "method.weights.layer": [0, 0.2, 0.5, 0.7]}
+    points = grid_points(grid, [{"sum_at_most": 1.0, "of": ["method.weights.kd", "method.weights.layer"]}])
+    assert len(points) == 16 - 3  # (0.5, 0.7), (0.7, 0.5), (0.7, 0.7) make β < 0
+    assert all(p["method.weights.kd"] + p["method.weights.layer"] <= 1.0 for p in points)
+
+
+def _conf_recipes():
+    recipes = {}
+    for name in ("parameters.yml", "parameters_distill.yml", "parameters_ted.yml", "parameters_multi_teacher.yml"):
+        recipes.update(yaml.safe_load((CONF / name).read_text()))
+    return recipes
+
+
+@pytest.mark.parametrize("table", ["alp_kd_table1", "alp_kd_table2", "alp_kd_table3", "ted_table4",
+                                   "multi_teacher_tables", "cpu_protocol"])
+def test_every_configured_table_parses(table):
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": table}, _conf_recipes())
+    trials = sweep.trials()
+    assert trials and len({t.key for t in trials}) == len(trials)
+    assert sweep.baseline in [m.name for m in sweep.methods]
+
+
+def test_alp_kd_table1_rows_and_pkd_map():
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": "alp_kd_table1"}, _conf_recipes())
+    assert [m.label for m in sweep.methods] == ["NKD", "RKD", "PKD", "CKD-NO", "CKD-PO", "ALP-NO", "ALP-PO", "ALP"]
+    assert sweep.method("pkd").recipe["mapping"] == "bucket_first"
+    assert sweep.settings["student"]["num_layers"] == 4
+    lrs = {t.params["training.learning_rate"] for t in sweep.trials()}
+    assert lrs == {1e-5, 2e-5, 5e-5}
