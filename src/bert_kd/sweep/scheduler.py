@@ -5,7 +5,7 @@ Every trial of the sweep is one value of a single categorical grid parameter ``t
 when methods have different grids. Workers — processes here or ``kedro run`` on other machines —
 call :func:`run_sweep` with the same storage URL; Optuna hands them disjoint trials, and a
 worker that dies stops sending heartbeats so its trial is failed and retried
-(``RetryFailedTrialCallback``) by the next worker that asks for a trial.
+(``RetryHeartbeatStaleTrialCallback``) by the next worker that asks for a trial.
 
 The result of each trial is stored with the trial (``user_attrs``), so a re-run skips finished
 trials without calling ``run_trial`` at all.
@@ -14,12 +14,13 @@ trials without calling ``run_trial`` at all.
 from __future__ import annotations
 
 import logging
+import warnings
 import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import optuna
-from optuna.storages import RDBStorage, RetryFailedTrialCallback
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from bert_kd.sweep.spec import SweepSpec, TrialSpec
@@ -75,15 +76,18 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int | Non
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    return RDBStorage(
-        url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
-        failed_trial_callback=RetryFailedTrialCallback(max_retry=max_retry),
-    )
+    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(
+            url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+        )
 
 
 def study_name_for(sweep: SweepSpec) -> str:
-    """One study per sweep table; restricted runs share it, so their trials are reused."""
-    return f"reproduce-{sweep.table}"
+    """One study per sweep table (restricted runs share it, so their trials are reused); a
+    changed table definition gets a new study (the trial parameter's choices changed)."""
+    return f"reproduce-{sweep.table}-{sweep.fingerprint}"
 
 
 def _completed(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
@@ -96,9 +100,19 @@ def _completed(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     return done
 
 
-def _objective(specs: Mapping[str, TrialSpec], keys: Sequence[str], run_trial: RunTrial, selection: str):
+def _same_point(other: optuna.trial.FrozenTrial, mine: optuna.trial.FrozenTrial, key: str) -> bool:
+    """Whether ``other`` holds grid point ``key``: by its parameter, its queued parameters, or
+    (before its objective has suggested anything) the grid id the sampler gave it."""
+    if other.params.get(GRID_PARAM, other.system_attrs.get("fixed_params", {}).get(GRID_PARAM)) == key:
+        return True
+    grid_id = mine.system_attrs.get("grid_id")
+    return grid_id is not None and other.system_attrs.get("grid_id") == grid_id \
+        and other.system_attrs.get("search_space") == mine.system_attrs.get("search_space")
+
+
+def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_trial: RunTrial, selection: str):
     def objective(trial: optuna.Trial) -> float:
-        key = trial.suggest_categorical(GRID_PARAM, list(keys))
+        key = trial.suggest_categorical(GRID_PARAM, list(universe))
         trial.set_user_attr(KEY_ATTR, key)
         study = trial.study
         done = _completed(study).get(key)
@@ -106,10 +120,10 @@ def _objective(specs: Mapping[str, TrialSpec], keys: Sequence[str], run_trial: R
             trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
             trial.set_user_attr("reused_from", done.number)
             return done.value
-        running = [
-            t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number < trial.number and t.params.get(GRID_PARAM) == key
-        ]
+        trials = study.get_trials(deepcopy=False)
+        mine = next(t for t in trials if t.number == trial.number)
+        running = [t for t in trials if t.state == TrialState.RUNNING and t.number < trial.number
+                   and _same_point(t, mine, key)]
         if running:  # the grid is handed out and another worker owns this point: leave it to it
             log.info("trial %s is running in trial #%d; this worker stops", key, running[0].number)
             study.stop()
@@ -150,7 +164,7 @@ def run_sweep(
     sampler = optuna.samplers.GridSampler({GRID_PARAM: keys}, seed=0)
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
                                 load_if_exists=True)
-    objective = _objective(specs, keys, run_trial, sweep.selection)
+    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection)
     catch = (Exception,) if catch_errors else ()
     previous_missing = None
     while True:

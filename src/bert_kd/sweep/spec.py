@@ -11,6 +11,8 @@ dotted paths: ``method.<key>`` changes the method recipe (``method.weights.kd`` 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -75,6 +77,7 @@ class SweepSpec:
     constraints: tuple[dict, ...]
     settings: dict
     notes: str = ""
+    universe: tuple[str, ...] = ()  # trial keys of the unrestricted table (one Optuna study holds them all)
 
     def trials(self) -> list[TrialSpec]:
         """Every (method, task, seed, grid point), grid points violating a constraint excluded."""
@@ -85,6 +88,11 @@ class SweepSpec:
                     for seed in self.seeds:
                         result.append(_make_trial(self, method, task, seed, point))
         return result
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the unrestricted table's trial keys: editing the table starts a new study."""
+        return hashlib.sha256("\n".join(self.universe).encode()).hexdigest()[:8]
 
     def tasks_of(self, method: MethodSpec) -> tuple[str, ...]:
         return self.tasks if method.tasks is None else tuple(t for t in self.tasks if t in method.tasks)
@@ -272,8 +280,6 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     keep_methods = parse_restriction(reproduce.get("methods"), "reproduce.methods", method_names)
     keep_tasks = parse_restriction(reproduce.get("tasks"), "reproduce.tasks", tasks, convert=normalize_task)
     keep_seeds = parse_restriction(reproduce.get("seeds"), "reproduce.seeds", seeds, convert=_as_int)
-    if keep_methods is not None:
-        methods = [m for m in methods if m.name in keep_methods]
     selection = str(table.get("selection", "dev"))
     if selection not in SELECTIONS:
         raise ValueError(f"{where}.selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
@@ -282,8 +288,14 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
         if not isinstance(constraint, Mapping) or set(constraint) != {"sum_at_most", "of"}:
             raise ValueError(f"{where}.constraints[{i}] must be {{sum_at_most: <bound>, of: [<grid paths>]}}")
     settings = {k: copy.deepcopy(table[k]) for k in ("student", "teacher", "teachers", "training", "data", "heldout") if k in table}
-    return SweepSpec(
-        table=name, description=str(table.get("paper", "")), methods=tuple(methods),
-        tasks=tuple(keep_tasks or tasks), seeds=tuple(keep_seeds or seeds), selection=selection,
-        baseline=baseline, constraints=constraints, settings=settings, notes=str(table.get("notes", "")).strip(),
+    full = SweepSpec(
+        table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
+        seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,
+        notes=str(table.get("notes", "")).strip(),
+    )
+    return dataclasses.replace(
+        full,
+        methods=tuple(m for m in methods if keep_methods is None or m.name in keep_methods),
+        tasks=tuple(keep_tasks or tasks), seeds=tuple(keep_seeds or seeds),
+        universe=tuple(sorted(t.key for t in full.trials())),
     )
