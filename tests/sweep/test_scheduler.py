@@ -111,3 +111,41 @@ def test_result_contract_is_checked():
         check_result({"dev_metric": 0.5, "dev_predictions": [0, 1, 1], "dev_labels": [0, 1]}, spec)
     with pytest.raises(SweepTrialError, match="both dev_predictions and dev_labels"):
         check_result({"dev_metric": 0.5, "dev_predictions": [0, 1]}, spec)
+
+
+def _hanging_worker(storage: str, started: str) -> None:
+    """Runs one trial that never ends (it is killed with SIGKILL mid-trial)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def run_trial(spec):
+        Path(started).write_text(spec.key)
+        time.sleep(3600)
+
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
+    run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+
+
+def test_a_killed_workers_trial_is_retried(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    make_storage(storage)
+    started = tmp_path / "started.txt"
+    worker = multiprocessing.get_context("spawn").Process(target=_hanging_worker, args=(storage, str(started)))
+    worker.start()
+    while not started.exists() and worker.is_alive():
+        time.sleep(0.2)
+    worker.kill()  # SIGKILL: no cleanup, the trial stays RUNNING with a stale heartbeat
+    worker.join()
+    killed_key = started.read_text()
+    time.sleep(3)  # let the heartbeat go stale (grace period 2 s)
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+    assert len(results) == 2 and killed_key in calls
+    study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
+    states = sorted(t.state.name for t in study.trials)
+    assert "FAIL" in states and "RUNNING" not in states

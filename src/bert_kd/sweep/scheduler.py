@@ -181,7 +181,12 @@ def run_sweep(
             if key in failed and key not in busy:
                 study.enqueue_trial({GRID_PARAM: key}, skip_if_exists=False)
         study.optimize(objective, n_trials=None, catch=catch, gc_after_trial=False)
-    return collect_results(study, keys)
+    results = collect_results(study, keys)
+    if len(results) < len(keys):
+        unfinished = [k for k in keys if k not in results]
+        log.warning("%d of %d trials of %s have no result yet (failed, or running in another worker), e.g. %s; "
+                    "run the sweep again to retry them", len(unfinished), len(keys), name, unfinished[0])
+    return results
 
 
 def collect_results(study: optuna.Study, keys: Sequence[str] | None = None) -> dict[str, dict]:
