@@ -77,3 +77,24 @@ def test_alp_kd_table1_rows_and_pkd_map():
     assert sweep.settings["student"]["num_layers"] == 4
     lrs = {t.params["training.learning_rate"] for t in sweep.trials()}
     assert lrs == {1e-5, 2e-5, 5e-5}
+
+
+def _pkd_maps(table):
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": table}, _conf_recipes())
+    return {m.label: m.recipe["mapping"] for m in sweep.methods if m.recipe.get("method") == "pkd"}
+
+
+def test_pkd_maps_connect_the_papers_teacher_layers():
+    from bert_kd.distill.mapping import STRATEGIES, layer_map
+
+    table3 = _pkd_maps("alp_kd_table3")  # 12 -> 2: PKD-l distils teacher layer l into student layer 1
+    assert {label: layer_map(m, 12, 2) for label, m in table3.items()} == {
+        "PKD-1": [[1], []], "PKD-6": [[6], []], "PKD-12": [[12], []]}
+    cpu = _pkd_maps("cpu_protocol")  # MiniLM-L6 (6 layers) -> 2: first, middle, last
+    assert {label: layer_map(m, 6, 2) for label, m in cpu.items()} == {
+        "PKD-1": [[1], []], "PKD-3": [[3], []], "PKD-6": [[6], []]}
+    assert _pkd_maps("alp_kd_table1") == {"PKD": "bucket_first"}
+    if "bucket_first" not in STRATEGIES:
+        pytest.skip("layer_map('bucket_first') lands with the faithful-baselines branch")
+    assert layer_map("bucket_first", 12, 4) == [[1], [5], [9], []]  # ALP-KD Sec. 4: A(1..3) = h1, h5, h9

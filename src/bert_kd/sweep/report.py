@@ -16,6 +16,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -26,6 +28,7 @@ from bert_kd.sweep.spec import SweepSpec  # noqa: E402
 
 AVERAGE = "Average"
 MARKER = "*"
+SIGNIFICANT, NOT_SIGNIFICANT, UNTESTED = "#C44E52", "#4C72B0", "#AAAAAA"
 NOT_RUN = "·"  # the table does not run this method on this task ("–" = run, but no finished trial)
 
 
@@ -167,7 +170,8 @@ def bars_figure(report: SweepReport, title: str = ""):
         data = report.long[(report.long.task == task) & (report.long.n > 0)].sort_values("mean")
         means, stds = 100 * data["mean"].to_numpy(), 100 * np.nan_to_num(data["std"].to_numpy())
         ax.bar(range(len(data)), means, yerr=stds, capsize=3,
-               color=["#C44E52" if s else "#4C72B0" for s in data["significant"]])
+               color=[SIGNIFICANT if s else UNTESTED if np.isnan(p) else NOT_SIGNIFICANT
+                      for s, p in zip(data["significant"], data["p_value"])])
         ax.set_xticks(range(len(data)), list(data["label"]), rotation=45, ha="right", fontsize=8)
         label = AVERAGE if task == AVERAGE else _task_label(task)
         reference = _number(teacher_row.get(label))
@@ -181,9 +185,13 @@ def bars_figure(report: SweepReport, title: str = ""):
         ax.set_title(label)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("dev score ×100 (mean ± std over seeds)")
+    handles = [Patch(color=SIGNIFICANT, label="significant gain over its baseline"),
+               Patch(color=NOT_SIGNIFICANT, label="not significant"),
+               Patch(color=UNTESTED, label="baseline / not tested"), Line2D([], [], color="black", linestyle="--", label="teacher")]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 
