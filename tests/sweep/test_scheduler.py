@@ -149,3 +149,19 @@ def test_a_killed_workers_trial_is_retried(tmp_path):
     study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
     states = sorted(t.state.name for t in study.trials)
     assert "FAIL" in states and "RUNNING" not in states
+
+
+def test_per_example_predictions_round_trip_through_the_study(tmp_path):
+    import numpy as np
+
+    sweep = _sweep(methods="nkd", tasks="rte", seeds="1")
+
+    def run_trial(spec):
+        result = fake_run_trial(spec)
+        result["dev_predictions"] = np.asarray(result["dev_predictions"])  # numpy is accepted too
+        return result
+
+    results = run_sweep(sweep, run_trial, f"sqlite:///{tmp_path}/optuna.db")
+    for key, result in results.items():
+        expected = fake_run_trial(next(t for t in sweep.trials() if t.key == key))
+        assert result["dev_predictions"] == expected["dev_predictions"] and result["dev_labels"] == expected["dev_labels"]

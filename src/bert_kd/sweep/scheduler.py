@@ -61,13 +61,41 @@ def check_result(result: Mapping[str, Any], spec: TrialSpec) -> dict:
     if (predictions is None) != (labels is None):
         raise SweepTrialError(f"run_trial({spec.key}): give both dev_predictions and dev_labels or neither")
     if predictions is not None:
-        result["dev_predictions"], result["dev_labels"] = list(predictions), list(labels)
+        result["dev_predictions"], result["dev_labels"] = _plain_list(predictions), _plain_list(labels)
         if len(result["dev_predictions"]) != len(result["dev_labels"]):
             raise SweepTrialError(
                 f"run_trial({spec.key}): {len(result['dev_predictions'])} dev_predictions but "
                 f"{len(result['dev_labels'])} dev_labels"
             )
     return result
+
+
+PER_EXAMPLE = ("dev_predictions", "dev_labels")
+
+
+def _pack(result: dict) -> dict:
+    """Per-example class ids 0..9 as one digit string (≈1 byte per dev example in the study)."""
+    packed = dict(result)
+    for name in PER_EXAMPLE:
+        values = packed.get(name)
+        if values is not None and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 9 for v in values):
+            packed[name] = {"digits": "".join(map(str, values))}
+    return packed
+
+
+def _unpack(result: dict) -> dict:
+    unpacked = dict(result)
+    for name in PER_EXAMPLE:
+        values = unpacked.get(name)
+        if isinstance(values, dict) and "digits" in values:
+            unpacked[name] = [int(c) for c in values["digits"]]
+    return unpacked
+
+
+def _plain_list(values) -> list:
+    """numpy arrays / tensors -> JSON-able Python ints and floats."""
+    values = values.tolist() if hasattr(values, "tolist") else list(values)
+    return [v.item() if hasattr(v, "item") else v for v in values]
 
 
 def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int | None = 180,
@@ -130,7 +158,7 @@ def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_tria
             raise optuna.TrialPruned(f"duplicate of running trial #{running[0].number}")
         spec = specs[key]
         result = check_result(run_trial(spec), spec)
-        trial.set_user_attr(RESULT_ATTR, result)
+        trial.set_user_attr(RESULT_ATTR, _pack(result))
         value = result["dev_metric"] if selection == "dev" else result.get("heldout_metric")
         if value is None:
             raise SweepTrialError(f"run_trial({key}) returned no heldout_metric but the table selects on heldout")
@@ -192,4 +220,4 @@ def run_sweep(
 def collect_results(study: optuna.Study, keys: Sequence[str] | None = None) -> dict[str, dict]:
     done = _completed(study)
     wanted = done if keys is None else [k for k in keys if k in done]
-    return {k: done[k].user_attrs[RESULT_ATTR] for k in wanted}
+    return {k: _unpack(done[k].user_attrs[RESULT_ATTR]) for k in wanted}
