@@ -8,6 +8,7 @@ from typing import Any
 from kedro.io import AbstractVersionedDataset
 from kedro.io.core import Version
 
+from bert_kd.distill.ted import load_ted_filters, save_ted_filters
 from bert_kd.models import ModelBundle, directory_size_bytes, load_bundle, save_bundle
 
 
@@ -88,13 +89,9 @@ class TEDFiltersDataset(AbstractVersionedDataset):
         self.metadata = metadata
 
     def load(self) -> dict:
-        from bert_kd.pipelines.ted.nodes import load_ted_filters
-
         return load_ted_filters(Path(str(self._get_load_path())))
 
     def save(self, data: dict) -> None:
-        from bert_kd.pipelines.ted.nodes import save_ted_filters
-
         save_ted_filters(data, Path(str(self._get_save_path())))
 
     def _exists(self) -> bool:

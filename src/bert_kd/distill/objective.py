@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from bert_kd.distill.outputs import Features, forward_features
-from bert_kd.training import Objective
+from bert_kd.training import Collator, Objective, make_loader
 
 
 @dataclass
@@ -45,10 +46,6 @@ class TeacherCache:
 def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefix: str = "", key: str = "",
                         collator=None, progress: bool = True) -> TeacherCache:
     """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states."""
-    from tqdm.auto import tqdm
-
-    from bert_kd.training import Collator, make_loader
-
     was_training = teacher.training
     teacher.eval()
     loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
@@ -88,8 +85,7 @@ class DistillationObjective(Objective):
         for k, teacher in enumerate(teachers):
             self.add_frozen(f"teacher_{k}", teacher.model)
         self.method = method
-        if hasattr(method, "bind_teachers"):  # methods that read each teacher's own batch columns
-            method.bind_teachers(teachers)
+        method.bind_teachers(teachers)
         self.weights = validate_weights(weights, method.term_names)
 
     @property
@@ -157,8 +153,7 @@ def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> 
 @torch.no_grad()
 def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
     """Let the method observe student and teacher features over ``loader`` (e.g. ALP's α map)."""
-    observe = getattr(objective.method, "observe", None)
-    if observe is None:
+    if not objective.method.observes:
         return {}
     was_training = objective.training
     objective.eval()
@@ -168,6 +163,6 @@ def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
         student = objective.student_features(batch)
         # live teachers: the cache holds training examples only, and dev ids overlap train ids
         teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
-        observe(student, teachers, batch)
+        objective.method.observe(student, teachers, batch)
     objective.train(was_training)
     return objective.method.diagnostics()

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from bert_kd.models import find_layer_stack
+
 #: Inputs a HF encoder accepts from our collated batches.
 MODEL_INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -65,8 +67,6 @@ class _ScoreRecorder:
     """Forward hooks on each layer's query/key projections to rebuild QKᵀ/√d per head."""
 
     def __init__(self, model: nn.Module):
-        from bert_kd.models import find_layer_stack
-
         self.queries: dict[int, Tensor] = {}
         self.keys: dict[int, Tensor] = {}
         self.handles = []

@@ -13,6 +13,7 @@ from typing import Callable
 from torch import Tensor, nn
 
 from bert_kd.distill import losses
+from bert_kd.distill.objective import validate_weights
 from bert_kd.distill.outputs import Features
 from bert_kd.training import task_loss
 
@@ -48,6 +49,11 @@ class Method(nn.Module):
     teacher_needs: dict[str, bool] = {}
     uses_teachers = True
     known_options: tuple[str, ...] = ()
+    #: The method reads each teacher's own tokenization (batch columns ``{prefix}input_ids`` …),
+    #: told by :meth:`bind_teachers`; single-teacher token-level methods cannot.
+    reads_teacher_prefixes = False
+    #: :meth:`observe` gathers evaluation statistics, so diagnostics run a pass over dev data.
+    observes = False
 
     def __init__(self, config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False):
         super().__init__()
@@ -62,8 +68,6 @@ class Method(nn.Module):
 
         Called before anything trains (see ``bert_kd.hooks``) and again by ``__init__``.
         """
-        from bert_kd.distill.objective import validate_weights
-
         options = {k: v for k, v in config.items() if k not in ("method", "weights")}
         unknown = sorted(set(options) - set(cls.known_options) - {"temperature"})
         if unknown:
@@ -115,8 +119,25 @@ class Method(nn.Module):
         ]
         return sum(values) / len(values)
 
+    # ------------------------------------------------------------------ hooks (no-ops by default)
+    def bind_teachers(self, specs) -> "Method":
+        """Learn each teacher's batch-column prefix and name from
+        :class:`~bert_kd.distill.objective.Teacher` specs; nothing to learn by default."""
+        return self
+
+    def observe(self, student: Features, teachers: dict[int, Features], batch: dict[str, Tensor]) -> None:
+        """Accumulate statistics over an evaluation batch (see :attr:`observes`); nothing by default."""
+
     def diagnostics(self) -> dict:
         """Method-specific statistics gathered during evaluation (e.g. ALP attention)."""
+        return {}
+
+    def alignment_report(self) -> dict:
+        """Per-teacher description of what the method compared (multi-teacher methods); ``{}`` by default."""
+        return {}
+
+    def alignment_metrics(self) -> dict[str, float]:
+        """Numeric view of :meth:`alignment_report` for MLflow; ``{}`` by default."""
         return {}
 
 

@@ -1,4 +1,8 @@
-"""[CLS]-level intermediate-layer methods of the ALP-KD paper: PKD, CKD and ALP (Eq. 3–7)."""
+"""[CLS]-level intermediate-layer methods of the ALP-KD paper: PKD, CKD and ALP (Eq. 3–7).
+
+The rows of ALP-KD Table 1 / Table 3 are these methods with a layer mapping
+(:data:`ALP_KD_TABLE_ROWS`); weights and temperature come from the recipe (YAML).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,25 @@ import torch
 from torch import nn
 
 from bert_kd.distill import losses
-from bert_kd.distill.mapping import connected_layers, layer_map
+from bert_kd.mapping import check_strategy, connected_layers, layer_map
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.models import num_layers
+
+
+#: Layer mappings of the intermediate-layer rows of ALP-KD Tables 1 and 3 (Passban et al. 2021,
+#: Sec. 4): PKD takes the first layer of each bucket, PKD-l one teacher layer, CKD/ALP -NO/-PO
+#: the no-overlap / partial-overlap buckets, ALP all teacher layers.
+ALP_KD_TABLE_ROWS: dict[str, dict] = {
+    "pkd": {"method": "pkd", "mapping": "bucket_first"},
+    "pkd_1": {"method": "pkd", "mapping": "teacher_layer:1"},
+    "pkd_6": {"method": "pkd", "mapping": "teacher_layer:6"},
+    "pkd_12": {"method": "pkd", "mapping": "teacher_layer:12"},
+    "ckd_no": {"method": "ckd", "mapping": "buckets_no"},
+    "ckd_po": {"method": "ckd", "mapping": "buckets_po"},
+    "alp_no": {"method": "alp", "mapping": "buckets_no"},
+    "alp_po": {"method": "alp", "mapping": "buckets_po"},
+    "alp": {"method": "alp", "mapping": "all"},
+}
 
 
 class CLSLayerMethod(Method):
@@ -21,6 +41,11 @@ class CLSLayerMethod(Method):
     teacher_needs = {"cls": True}
     known_options = ("mapping", "projection")
     default_mapping = "pkd_skip"
+
+    @classmethod
+    def check_config(cls, config: dict) -> dict[str, float]:
+        check_strategy(config.get("mapping", cls.default_mapping))
+        return super().check_config(config)
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
@@ -61,7 +86,8 @@ class CLSLayerMethod(Method):
 
 @register_method("pkd")
 class PatientKD(CLSLayerMethod):
-    """PKD (ALP-KD Eq. 3): normalised [CLS] MSE on a one-to-one mapping (pkd_skip / pkd_last)."""
+    """PKD (ALP-KD Eq. 3): normalised [CLS] MSE on a one-to-one mapping. Default ``pkd_skip``
+    (Sun et al. 2019); ALP-KD's baseline is ``bucket_first`` and PKD-l is ``teacher_layer:<l>``."""
 
     def layer_loss(self, student_cls, teacher_cls):
         s, t = losses.gather_one_to_one(student_cls, teacher_cls, self.mapping)
@@ -98,6 +124,7 @@ class AttentionLayerProjection(CLSLayerMethod):
     With unequal widths the student state is projected by a learned linear map."""
 
     default_mapping = "all"
+    observes = True
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)

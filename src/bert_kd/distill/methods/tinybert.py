@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from bert_kd.distill import losses
-from bert_kd.distill.mapping import layer_map
+from bert_kd.mapping import layer_map
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.models import num_layers
 

@@ -2,48 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
-from pathlib import Path
 
 from bert_kd.data.glue import get_task
-from bert_kd.distill.ted import TaskFilters, copy_filters_for_student, ted_layer_map, train_filters
-from bert_kd.models import ModelBundle, build_student, load_bundle, num_layers, parameters_fingerprint, save_bundle
+from bert_kd.distill.ted import (  # noqa: F401  (load/save_ted_filters: re-exported for callers of this module)
+    copy_filters_for_student,
+    load_ted_filters,
+    save_ted_filters,
+    ted_layer_map,
+    train_filters,
+)
+from bert_kd.models import ModelBundle, build_student, num_layers, parameters_fingerprint
 from bert_kd.pipelines import common
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, distill_student
 from bert_kd.plots import per_layer_metric
 from bert_kd.training import SupervisedObjective, config_fingerprint, fit
 
 log = logging.getLogger(__name__)
-
-
-def save_ted_filters(filters: dict, path: Path) -> Path:
-    """Write Stage I results atomically (teacher/, student/, student_model/, ted_stage1.json)."""
-    tmp = path.with_name(path.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    filters["teacher"].save(tmp / "teacher")
-    if filters.get("student") is not None:
-        filters["student"].save(tmp / "student")
-    if filters.get("student_model") is not None:
-        save_bundle(filters["student_model"], tmp / "student_model")
-    (tmp / "ted_stage1.json").write_text(json.dumps(filters.get("report", {}), indent=2, default=str))
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
-    return path
-
-
-def load_ted_filters(path: Path) -> dict:
-    """Read what :func:`save_ted_filters` wrote."""
-    if not (path / "teacher").exists():
-        raise FileNotFoundError(f"{path} holds no TED teacher filters (run the train_ted_filters pipeline)")
-    return {
-        "teacher": TaskFilters.load(path / "teacher"),
-        "student": TaskFilters.load(path / "student") if (path / "student").exists() else None,
-        "student_model": load_bundle(path / "student_model") if (path / "student_model").exists() else None,
-        "report": json.loads((path / "ted_stage1.json").read_text()) if (path / "ted_stage1.json").exists() else {},
-    }
 
 
 def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted_student: dict, seed: int,

@@ -1,8 +1,8 @@
-"""Layer mappings (bert_kd.distill.mapping): every example from the spec plus error cases."""
+"""Layer mappings (bert_kd.mapping): every example from the spec plus error cases."""
 
 import pytest
 
-from bert_kd.distill.mapping import STRATEGIES, connected_layers, layer_map
+from bert_kd.mapping import STRATEGIES, check_strategy, connected_layers, layer_map
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_named_strategies(strategy, n_t, n_s, expected):
 
 def test_strategies_tuple_lists_every_name():
     assert set(STRATEGIES) == {
-        "pkd_skip", "pkd_last", "buckets_no", "buckets_po", "all", "one_to_many", "distilbert"
+        "pkd_skip", "pkd_last", "bucket_first", "buckets_no", "buckets_po", "all", "one_to_many", "distilbert"
     }
     for name in STRATEGIES:
         m = layer_map(name, 12, 4)
@@ -134,10 +134,53 @@ def test_more_students_than_teachers_rejected_for_named(strategy):
         layer_map(strategy, 4, 6)
 
 
-@pytest.mark.parametrize("strategy", ["pkd_skip", "pkd_last", "buckets_no", "buckets_po", "all"])
+@pytest.mark.parametrize("strategy", ["pkd_skip", "pkd_last", "bucket_first", "buckets_no", "buckets_po", "all",
+                                      "teacher_layer:1"])
 def test_single_layer_student_rejected_when_last_layer_unconnected(strategy):
     with pytest.raises(ValueError, match="n_student >= 2"):
         layer_map(strategy, 12, 1)
+
+
+# --------------------------------------------------------------------------- ALP-KD's baseline maps
+
+
+@pytest.mark.parametrize(
+    "n_t, n_s, expected",
+    [
+        (12, 4, [[1], [5], [9], []]),  # ALP-KD Sec. 4: A(1) = h^1, A(2) = h^5, A(3) = h^9, last unconnected
+        (12, 6, [[1], [4], [7], [9], [11], []]),  # first layers of the buckets_no buckets 3,3,2,2,2
+        (12, 2, [[1], []]),  # one bucket: PKD-1 of Table 3
+        (6, 2, [[1], []]),  # MiniLM-L6 teacher, 2-layer student (the CPU protocol)
+    ],
+)
+def test_bucket_first_is_the_first_layer_of_each_buckets_no_bucket(n_t, n_s, expected):
+    assert layer_map("bucket_first", n_t, n_s) == expected
+    assert layer_map("bucket-first", n_t, n_s) == expected
+    buckets = layer_map("buckets_no", n_t, n_s)
+    assert [entry[:1] for entry in buckets] == expected
+
+
+def test_bucket_first_differs_from_sun_et_al_skip_map():
+    assert layer_map("pkd_skip", 12, 4) == [[3], [6], [9], []]  # kept as a named option
+    assert layer_map("bucket_first", 12, 4) != layer_map("pkd_skip", 12, 4)
+
+
+@pytest.mark.parametrize("n_t, layers", [(12, (1, 6, 12)), (6, (1, 3, 6))])
+def test_pkd_single_teacher_layer_maps(n_t, layers):
+    """ALP-KD Table 3: S_PKD-l distils teacher layer l into the first of two student layers."""
+    for layer in layers:
+        expected = [[layer], []]
+        assert layer_map(f"teacher_layer:{layer}", n_t, 2) == expected
+        assert layer_map(expected, n_t, 2) == expected  # the same map given explicitly
+    assert layer_map("teacher_layer:5", 12, 4) == [[5], [], [], []]
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("teacher_layer:13", "outside 1..12"), ("teacher_layer:0", "outside 1..12"), ("teacher_layer:x", "not a teacher layer"),
+])
+def test_single_teacher_layer_errors(spec, match):
+    with pytest.raises(ValueError, match=match):
+        layer_map(spec, 12, 2)
 
 
 def test_connected_layers():
@@ -145,3 +188,12 @@ def test_connected_layers():
     assert connected_layers(layer_map("one_to_many", 12, 4)) == [1, 2, 3, 4]
     assert connected_layers([[], [3], [], [1, 2]]) == [2, 4]
     assert connected_layers([]) == []
+
+
+def test_check_strategy_without_layer_counts():
+    for ok in ("bucket_first", "PKD-Skip", "teacher_layer:12", [[1], []]):
+        check_strategy(ok)
+    for bad, match in (("bucket_frist", "unknown layer-mapping strategy"), ("teacher_layer:-1", "not a teacher layer"),
+                       (["1"], "list of teacher-layer lists"), (3, "strategy name")):
+        with pytest.raises(ValueError, match=match):
+            check_strategy(bad)
