@@ -98,3 +98,17 @@ def test_pkd_maps_connect_the_papers_teacher_layers():
     if "bucket_first" not in STRATEGIES:
         pytest.skip("layer_map('bucket_first') lands with the faithful-baselines branch")
     assert layer_map("bucket_first", 12, 4) == [[1], [5], [9], []]  # ALP-KD Sec. 4: A(1..3) = h1, h5, h9
+
+
+def test_trial_spec_as_dict_is_json_and_carries_everything_a_job_needs():
+    import json
+
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": "cpu_protocol", "methods": "pkd_3", "tasks": "sst2", "seeds": "1"},
+                        _conf_recipes())
+    trial = sweep.trials()[0]
+    spec = json.loads(json.dumps(trial.as_dict()))
+    assert spec["job"] == "distill" and spec["recipe"]["mapping"] == [[3], []]
+    assert spec["training"] == {"epochs": 5, "batch_size": 32, "learning_rate": trial.params["training.learning_rate"]}
+    assert spec["settings"]["teacher"] == {"model": "minilm-l6"} and spec["settings"]["data"] == {"max_train_samples": 10000}
+    assert spec["key"] == trial.key

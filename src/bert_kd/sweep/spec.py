@@ -46,6 +46,12 @@ class TrialSpec:
         """Stable, human-readable identity of the trial inside its sweep (the grid value)."""
         return trial_key(self.method, self.task, self.seed, self.params)
 
+    def as_dict(self) -> dict:
+        """Plain, JSON-able description (for the job path's content key and for MLflow params)."""
+        return {"table": self.table, "method": self.method, "label": self.label, "job": self.job, "task": self.task,
+                "seed": self.seed, "params": dict(self.params), "recipe": copy.deepcopy(self.recipe),
+                "training": copy.deepcopy(self.training), "settings": copy.deepcopy(self.settings), "key": self.key}
+
     @property
     def group(self) -> tuple[str, str, int]:
         """(method, task, seed): the grid points of one group compete in model selection."""
