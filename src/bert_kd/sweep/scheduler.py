@@ -128,17 +128,29 @@ def _completed(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     return done
 
 
-def _same_point(other: optuna.trial.FrozenTrial, mine: optuna.trial.FrozenTrial, key: str) -> bool:
-    """Whether ``other`` holds grid point ``key``: by its parameter, its queued parameters, or
-    (before its objective has suggested anything) the grid id the sampler gave it."""
-    if other.params.get(GRID_PARAM, other.system_attrs.get("fixed_params", {}).get(GRID_PARAM)) == key:
-        return True
-    grid_id = mine.system_attrs.get("grid_id")
-    return grid_id is not None and other.system_attrs.get("grid_id") == grid_id \
-        and other.system_attrs.get("search_space") == mine.system_attrs.get("search_space")
+class _KeyOf:
+    """A trial's grid point (trial key), known as soon as the trial exists: from its parameter,
+    its queued parameters (``enqueue_trial`` / heartbeat retries) or — before its objective has
+    suggested anything — the grid id the GridSampler gave it."""
+
+    def __init__(self, sampler: optuna.samplers.GridSampler, keys: Sequence[str]):
+        # GridSampler shuffles its grid; its (private, Optuna 5.0.0 pinned) list maps grid id -> point.
+        self.by_grid_id = {i: point[0] for i, point in enumerate(sampler._all_grids)}
+        self.search_space = {GRID_PARAM: list(keys)}
+
+    def __call__(self, t: optuna.trial.FrozenTrial) -> str | None:
+        if GRID_PARAM in t.params:
+            return t.params[GRID_PARAM]
+        fixed = t.system_attrs.get("fixed_params") or {}
+        if GRID_PARAM in fixed:
+            return fixed[GRID_PARAM]
+        if t.system_attrs.get("search_space") == self.search_space:
+            return self.by_grid_id.get(t.system_attrs.get("grid_id"))
+        return None
 
 
-def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_trial: RunTrial, selection: str):
+def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_trial: RunTrial, selection: str,
+               key_of: _KeyOf):
     def objective(trial: optuna.Trial) -> float:
         key = trial.suggest_categorical(GRID_PARAM, list(universe))
         trial.set_user_attr(KEY_ATTR, key)
@@ -148,10 +160,8 @@ def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_tria
             trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
             trial.set_user_attr("reused_from", done.number)
             return done.value
-        trials = study.get_trials(deepcopy=False)
-        mine = next(t for t in trials if t.number == trial.number)
-        running = [t for t in trials if t.state == TrialState.RUNNING and t.number < trial.number
-                   and _same_point(t, mine, key)]
+        running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                   if t.number < trial.number and key_of(t) == key]
         if running:  # the grid is handed out and another worker owns this point: leave it to it
             log.info("trial %s is running in trial #%d; this worker stops", key, running[0].number)
             study.stop()
@@ -192,7 +202,8 @@ def run_sweep(
     sampler = optuna.samplers.GridSampler({GRID_PARAM: keys}, seed=0)
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
                                 load_if_exists=True)
-    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection)
+    key_of = _KeyOf(sampler, keys)
+    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection, key_of)
     catch = (Exception,) if catch_errors else ()
     previous_missing = None
     while True:
@@ -200,11 +211,9 @@ def run_sweep(
         if not missing or missing == previous_missing:
             break
         previous_missing = missing
-        busy = {
-            t.params.get(GRID_PARAM) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
-        }
+        busy = {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))}
         # Points that failed earlier count as visited for the GridSampler: queue them again.
-        failed = {t.params.get(GRID_PARAM) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED))}
+        failed = {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED))}
         for key in missing:
             if key in failed and key not in busy:
                 study.enqueue_trial({GRID_PARAM: key}, skip_if_exists=False)
