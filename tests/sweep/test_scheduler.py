@@ -95,9 +95,11 @@ def test_two_worker_processes_run_disjoint_trials(tmp_path):
     keys = {t.key for t in _sweep().trials()}
     assert ran[0] | ran[1] == keys
     study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
-    history = [(t.number, t.state.name, t.params.get("trial"), t.system_attrs.get("grid_id"), t.user_attrs.get("reused_from"))
-               for t in study.trials]
-    assert not ran[0] & ran[1] and lines == len(keys), history  # no trial ran twice
+    twice = ran[0] & ran[1]
+    history = [(t.number, t.state.name, t.system_attrs.get("grid_id"), sorted(t.system_attrs), t.user_attrs.get("reused_from"),
+                t.user_attrs.get("seen_running"), str(t.datetime_start))
+               for t in study.trials if t.params.get("trial") in twice]
+    assert not twice and lines == len(keys), history  # no trial ran twice
     assert ran[0] and ran[1]  # both workers took part
     study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
     assert set(collect_results(study)) == keys

@@ -130,8 +130,9 @@ def _completed(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
 
 class _KeyOf:
     """A trial's grid point (trial key), known as soon as the trial exists: from its parameter,
-    its queued parameters (``enqueue_trial`` / heartbeat retries) or — before its objective has
-    suggested anything — the grid id the GridSampler gave it."""
+    its queued parameters (``enqueue_trial`` / heartbeat retries), the grid id the GridSampler
+    gave it, or — in the instant between its creation and that grid id — the id it will get
+    (trial number n < grid size gets grid id n)."""
 
     def __init__(self, sampler: optuna.samplers.GridSampler, keys: Sequence[str]):
         # GridSampler shuffles its grid; its (private, Optuna 5.0.0 pinned) list maps grid id -> point.
@@ -144,8 +145,13 @@ class _KeyOf:
         fixed = t.system_attrs.get("fixed_params") or {}
         if GRID_PARAM in fixed:
             return fixed[GRID_PARAM]
-        if t.system_attrs.get("search_space") == self.search_space:
-            return self.by_grid_id.get(t.system_attrs.get("grid_id"))
+        if "grid_id" in t.system_attrs:
+            if t.system_attrs.get("search_space") == self.search_space:
+                return self.by_grid_id.get(t.system_attrs["grid_id"])
+            return None
+        if t.state == TrialState.RUNNING and t.number < len(self.by_grid_id):
+            # Created a moment ago, grid id not written yet: GridSampler will give trial n grid id n.
+            return self.by_grid_id[t.number]
         return None
 
 
@@ -160,8 +166,9 @@ def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_tria
             trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
             trial.set_user_attr("reused_from", done.number)
             return done.value
-        running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                   if t.number < trial.number and key_of(t) == key]
+        others = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number != trial.number]
+        trial.set_user_attr("seen_running", [[t.number, key_of(t)] for t in others])  # to diagnose a duplicate
+        running = [t for t in others if t.number < trial.number and key_of(t) == key]
         if running:  # the grid is handed out and another worker owns this point: leave it to it
             log.info("trial %s is running in trial #%d; this worker stops", key, running[0].number)
             study.stop()
