@@ -8,36 +8,36 @@ from kedro.framework.hooks import hook_impl
 
 log = logging.getLogger(__name__)
 
-#: Parameter blocks whose entries are distillation recipes, and keys that the nodes consume.
-RECIPE_BLOCKS = {"distill_methods": (), "ted_methods": (), "multi_teacher_configs": ("teachers",)}
+
+def used_blocks(pipeline_inputs) -> set[str]:
+    """Parameter blocks a pipeline reads: ``params:distill_methods.alp`` → ``distill_methods``,
+    ``distill_methods.alp``; ``params:teacher.max_seq_length`` → ``teacher`` …"""
+    used: set[str] = set()
+    for name in pipeline_inputs:
+        if name.startswith("params:"):
+            parts = name[len("params:"):].split(".")
+            used.update(".".join(parts[: i + 1]) for i in range(min(len(parts), 2)))
+    if "params:ted" in pipeline_inputs or any(n.startswith("params:ted_methods.") for n in pipeline_inputs):
+        used.add("ted_student")
+    return used
 
 
 class ValidateParametersHook:
-    """Fail in seconds, naming the parameter, instead of after a teacher has been fine-tuned."""
+    """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
+    any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), then hand the
+    nodes each recipe with its weights written out explicitly (what MLflow records)."""
 
-    @hook_impl
+    @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        from bert_kd.data.glue import get_task
-        from bert_kd.distill.methods.base import check_method_config
+        from bert_kd.schema import RECIPE_BLOCKS, cross_check, explicit_weights, validate_parameters
 
+        parameters = catalog.load("parameters")
+        typed = validate_parameters(parameters)
         inputs = pipeline.inputs()
-        if "params:task" in inputs:
-            get_task(catalog.load("params:task"))
+        cross_check(typed, used_blocks(inputs))
         for name in sorted(inputs):
-            if not name.startswith("params:"):
-                continue
             block, _, entry = name[len("params:"):].partition(".")
-            if block in RECIPE_BLOCKS and entry:
-                config = {k: v for k, v in catalog.load(name).items() if k not in RECIPE_BLOCKS[block]}
-                try:
-                    check_method_config(config)
-                except ValueError as exc:
-                    raise ValueError(f"parameter {block}.{entry}: {exc}") from exc
-        for name in ("params:student", "params:ted_student", "params:multi_student"):
-            if name in inputs:
-                student = catalog.load(name)
-                layers = student.get("num_layers")
-                if not student.get("model") and (not isinstance(layers, int) or layers < 1):
-                    raise ValueError(f"parameter {name[7:]}.num_layers must be an integer >= 1, got {layers!r}")
-        if "params:multi_teachers" in inputs and not catalog.load("params:multi_teachers"):
-            raise ValueError("parameter multi_teachers is empty: list at least one teacher")
+            if name.startswith("params:") and block in RECIPE_BLOCKS and entry and "." not in entry:
+                recipe = dict(catalog.load(name))
+                recipe["weights"] = explicit_weights(recipe)
+                catalog.save(name, recipe)

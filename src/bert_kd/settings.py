@@ -7,8 +7,9 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # from bert_kd.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.hooks import ValidateParametersHook  # noqa: E402
+from bert_kd.tracking_hooks import ParentRunHook  # noqa: E402
 
-HOOKS = (ValidateParametersHook(),)
+HOOKS = (ValidateParametersHook(), ParentRunHook())
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)
@@ -42,10 +43,19 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name) or default
 
 
+def _merge(*blocks):
+    """``${merge:${training},{learning_rate: 2.0e-4}}``: a shared block with a few keys changed."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(*blocks)
+
+
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
-    "custom_resolvers": {"env": _env},
+    "custom_resolvers": {"env": _env, "merge": _merge},
+    # conf/<env> states only what differs from conf/base: nested keys are merged, not replaced.
+    "merge_strategy": {"parameters": "soft"},
     # "config_patterns": {
     #     "spark" : ["spark*/"],
     #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],

@@ -1,16 +1,32 @@
 """MLflow tracking: one run per training job, nested under the ``kedro run`` when kedro-mlflow
-opened one, so every method of a comparison pipeline gets its own comparable run."""
+opened one, so every method of a comparison pipeline gets its own comparable run.
+
+What a user sees in the MLflow UI is decided here (Kedro-free):
+
+- the experiment: a description and the "machine learning" kind (:func:`describe_experiment`),
+  and the URL of its runs table (:func:`runs_table_url`, ``python -m bert_kd.tracking ui``);
+- the parent run of a ``kedro run``: named ``<pipeline>:<task> [kedro run]`` (:func:`name_parent_run`), with
+  the comparison table as its description and ``compare/<method>/<metric>`` metrics
+  (:func:`log_comparison_to_parent`);
+- each training job's child run: a short recipe, the layer map as ``1-6→1``, rounded weights, the
+  data source and sample caps, the dataset as an MLflow input, model size as tags
+  (:func:`log_training_job`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import math
+import os
 import platform
+import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +74,28 @@ class RunLogger:
         self.run_id: str | None = None
 
     def log_params(self, params: Mapping) -> None:
+        """Flattened params; floats rounded (``0.3``, not ``0.30000000000000004``), layer maps as
+        ``1-6→1; none→2``."""
         if not self.enabled:
             return
         import mlflow
 
-        for key, value in flatten(params).items():
-            text = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
-            mlflow.log_param(key, text[:6000])
+        items = [(key, format_param(value)[:6000]) for key, value in flatten(params).items()]
+        for start in range(0, len(items), 100):  # MLflow's per-request limit
+            mlflow.log_params(dict(items[start:start + 100]))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Numeric metrics; model-size figures (:data:`SIZE_METRICS`) go to tags instead, since a
+        one-point chart per run says nothing."""
         if not self.enabled:
             return
         import mlflow
 
         clean = {k.replace("@", "_"): float(v) for k, v in metrics.items() if _is_number(v)}
+        sizes = {k: v for k, v in clean.items() if k.rsplit("/", 1)[-1] in SIZE_METRICS}
+        if sizes:
+            mlflow.set_tags(size_tags({k.rsplit("/", 1)[-1]: v for k, v in sizes.items()}))
+        clean = {k: v for k, v in clean.items() if k not in sizes}
         if clean:
             mlflow.log_metrics(clean, step=step)
 
@@ -132,3 +156,428 @@ def save_figure_to_temp(figure, name: str) -> Path:
     path = Path(tempfile.mkdtemp()) / name
     figure.savefig(path, dpi=120, bbox_inches="tight")
     return path
+
+
+# ---------------------------------------------------------------- values as the UI shows them
+#: Metric names (last path part) that describe the model, not its training: logged as tags.
+SIZE_METRICS = ("parameters", "encoder_parameters", "size_on_disk_bytes")
+
+
+def format_number(value: float, digits: int = 6) -> str:
+    """``0.30000000000000004`` → ``0.3``; ``5.0`` → ``5``; ``2e-05`` stays short."""
+    return f"{float(value):.{digits}g}"
+
+
+def format_param(value) -> str:
+    """A param value as one short string: rounded floats, layer maps via :func:`layer_map_string`,
+    other lists as JSON."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return format_number(value)
+    if _is_layer_map(value):
+        return layer_map_string(value)
+    if isinstance(value, (list, tuple)):
+        return json.dumps([float(format_number(v)) if isinstance(v, float) else v for v in value], default=str)
+    return str(value)
+
+
+def _is_layer_map(value) -> bool:
+    return (
+        isinstance(value, (list, tuple)) and len(value) > 0
+        and all(isinstance(entry, (list, tuple)) for entry in value)
+        and all(isinstance(k, int) and not isinstance(k, bool) for entry in value for k in entry)
+    )
+
+
+def _ranges(layers: Sequence[int]) -> str:
+    """``[1, 2, 3, 5]`` → ``1-3+5``."""
+    parts, ordered = [], sorted(layers)
+    start = prev = ordered[0]
+    for k in ordered[1:] + [None]:
+        if k is not None and k == prev + 1:
+            prev = k
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if k is not None:
+            start = prev = k
+    return "+".join(parts)
+
+
+def layer_map_string(mapping: Sequence[Sequence[int]]) -> str:
+    """A student→teacher layer map (``mapping[j-1]`` = teacher layers of student layer ``j``) as
+    ``teacher layers→student layer`` entries: ``[[1,2,3,4,5,6], []]`` → ``1-6→1; none→2``."""
+    if not _is_layer_map(mapping):
+        raise ValueError(f"mapping must be a list of teacher-layer lists (one per student layer), got {mapping!r}")
+    return "; ".join(f"{_ranges(entry) if entry else 'none'}→{j}" for j, entry in enumerate(mapping, start=1))
+
+
+def recipe_string(weights, temperature: float | None = None) -> str:
+    """``ce 0.3 + kd 0.5 + layer 0.2, T=5``: the non-zero loss weights of a recipe and, when a term
+    beyond the task loss is on, its temperature. ``weights`` may be a method (``.weights``,
+    ``.temperature``) or a mapping term → weight."""
+    if hasattr(weights, "weights"):
+        temperature = getattr(weights, "temperature", temperature) if temperature is None else temperature
+        weights = weights.weights
+    terms = [(name, float(w)) for name, w in weights.items() if float(w) != 0.0]
+    if not terms:
+        raise ValueError(f"recipe weights {dict(weights)} are all zero")
+    text = " + ".join(f"{name} {format_number(w, 3)}" for name, w in terms)
+    if temperature is not None and any(name != "ce" for name, _ in terms):
+        text += f", T={format_number(temperature, 3)}"
+    return text
+
+
+def size_tags(values: Mapping[str, float]) -> dict[str, str]:
+    """``{"parameters": 4386178, "size_on_disk_bytes": 17.6e6}`` → tags ``parameters``,
+    ``parameters_M`` and ``size_MB`` (strings, as the runs table shows them)."""
+    tags: dict[str, str] = {}
+    for key, value in values.items():
+        if key == "size_on_disk_bytes":
+            tags["size_MB"] = f"{value / 1e6:.1f}"
+        else:
+            tags[key] = str(int(value))
+            tags[f"{key}_M"] = f"{value / 1e6:.2f}"
+    return tags
+
+
+def adaptive_log_every(total_steps: int, cap: int = 10, points: int = 50) -> int:
+    """Steps between loss logs: every ``total_steps / points`` steps, at most ``cap``, at least 1,
+    so a 60-step run still draws a curve and a 30k-step run does not log 30k points."""
+    return max(1, min(cap, int(total_steps) // points))
+
+
+# ---------------------------------------------------------------- data source and dataset input
+HUB_GLUE = "https://huggingface.co/datasets/nyu-mll/glue"
+DEFAULT_GLUE_DIR = "data/01_raw/glue"
+
+
+def data_source(glue_dir: str | Path | None) -> str:
+    """Where the GLUE files came from: the hub (default folder, filled from ``nyu-mll/glue``) or
+    the user's folder."""
+    if glue_dir is None or Path(glue_dir) == Path(DEFAULT_GLUE_DIR):
+        return f"hub:nyu-mll/glue (cached in {DEFAULT_GLUE_DIR})"
+    return str(Path(glue_dir).resolve())
+
+
+def data_params(glue_dir, max_train_samples, max_eval_samples) -> dict[str, str]:
+    """The data params every child run carries, so the compare view shows what each saw."""
+    return {
+        "data.source": data_source(glue_dir),
+        "max_train_samples": "all" if max_train_samples is None else str(max_train_samples),
+        "max_eval_samples": "all" if max_eval_samples is None else str(max_eval_samples),
+    }
+
+
+def glue_dataset(task: str, glue_dir=None, digest: str | None = None, split: str = "train", n_rows: int | None = None):
+    """An MLflow dataset describing a GLUE split without copying it (fills the Dataset column)."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.http_dataset_source import HTTPDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    if glue_dir is None or Path(glue_dir) == Path(DEFAULT_GLUE_DIR):
+        source = HTTPDatasetSource(HUB_GLUE)
+    else:
+        import warnings
+
+        with warnings.catch_warnings():  # "can be interpreted in multiple ways: Local…, Local…"
+            warnings.simplefilter("ignore", UserWarning)
+            source = resolve_dataset_source(str(Path(glue_dir).resolve()))
+    name = f"glue-{task}-{split}" + (f"-{n_rows}" if n_rows is not None else "")
+    return MetaDataset(source=source, name=name, digest=(digest or None) and str(digest)[:36])
+
+
+def log_training_job(
+    run: "RunLogger",
+    *,
+    task: str,
+    seed: int,
+    glue_dir=None,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    method=None,
+    mapping: Sequence[Sequence[int]] | None = None,
+    dataset_digest: str | None = None,
+    n_train: int | None = None,
+    model_parameters: int | None = None,
+) -> None:
+    """The columns that make child runs comparable: task, seed, method, ``recipe``, ``layer_map``,
+    rounded ``weights.*``, data source and sample caps, the train split as an MLflow input, and
+    the parameter count as tags. ``method`` is a built distillation method (or None: fine-tuning)."""
+    if not run.enabled:
+        return
+    import mlflow
+
+    params: dict[str, object] = {"task": task, "seed": seed, **data_params(glue_dir, max_train_samples, max_eval_samples)}
+    if method is not None:
+        params["method"] = getattr(method, "name", str(method))
+        params["recipe"] = recipe_string(method)
+        params["temperature"] = getattr(method, "temperature", None)
+        params.update({f"weights.{k}": float(v) for k, v in method.weights.items()})
+        mapping = mapping if mapping is not None else getattr(method, "mapping", None)
+    if mapping is not None and _is_layer_map(mapping):
+        params["layer_map"] = layer_map_string(mapping)
+    run.log_params(params)
+    tags = {"task": task, "seed": str(seed)}
+    if method is not None:
+        tags["method"] = params["method"]
+    if model_parameters is not None:
+        tags.update(size_tags({"parameters": model_parameters}))
+    run.set_tags(tags)
+    mlflow.log_input(glue_dataset(task, glue_dir, dataset_digest, "train", n_train), context="training")
+
+
+# ---------------------------------------------------------------- experiment and parent run
+EXPERIMENT_DESCRIPTION = """\
+**bert-kd**: knowledge distillation of BERT models on GLUE (ALP-KD, TED, multi-teacher KD).
+
+- Each `kedro run` is a **parent run** named `<pipeline>:<task> [kedro run]`; its description holds the
+  comparison table and its metrics `compare/<method>/<metric>`, `teacher/<metric>`, `best/<metric>`
+  (tag `best_method`).
+- Each training job is a **child run** (`distill_alp:rte`, `train_teacher:rte`, …) with the columns
+  `method`, `recipe`, `layer_map`, `seed`, `max_train_samples`, `data.source` and the final dev
+  metric `final/score`. Expand a parent (the `+` in the runs table) to see its children.
+"""
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MAX_NOTE_CHARS = 8000  # mlflow.utils.validation.MAX_TAG_VAL_LENGTH
+NOTE_TAG = "mlflow.note.content"
+
+
+def ui_base_url() -> str:
+    """The MLflow UI address (``MLFLOW_UI_URL``, default ``http://127.0.0.1:5000``)."""
+    return os.environ.get("MLFLOW_UI_URL", "http://127.0.0.1:5000").rstrip("/")
+
+
+def runs_table_url(experiment_id: str, base: str | None = None) -> str:
+    """The experiment's runs table in the training view (MLflow 3 opens the GenAI view unless
+    ``workflowType=machine_learning`` is in the URL or was chosen once in that browser)."""
+    return f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def run_url(experiment_id: str, run_id: str, base: str | None = None) -> str:
+    return f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+
+
+#: Columns of the saved comparison view, as the MLflow UI names them (``<type>.`<key>```).
+COMPARE_VIEW_COLUMNS = (
+    "attributes.`Dataset`", "params.`method`", "params.`recipe`", "params.`layer_map`", "params.`task`",
+    "params.`seed`", "params.`max_train_samples`", "metrics.`final/score`", "tags.`parameters_M`",
+    "tags.`best_method`",
+)
+#: Experiment tag prefix under which the MLflow UI looks up ``?viewStateShareKey=<key>`` views.
+SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+COMPARE_VIEW_KEY = "bert_kd_compare"
+
+
+def compare_view_state() -> dict:
+    """The runs-table view behind :func:`compare_view_url`: newest first, the columns that tell
+    child runs apart (method, recipe, layer map, task, seed, data cap, final dev score)."""
+    return {"orderByKey": "attributes.start_time", "orderByAsc": False, "searchFilter": "",
+            "selectedColumns": list(COMPARE_VIEW_COLUMNS)}
+
+
+def compare_view_url(experiment_id: str, base: str | None = None) -> str:
+    """The runs table opened on the saved comparison view (MLflow 3 shared-view link)."""
+    return (f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs"
+            f"?viewStateShareKey={COMPARE_VIEW_KEY}&workflowType=machine_learning")
+
+
+def describe_experiment(experiment_id: str, client=None) -> None:
+    """Set the experiment's description, mark it a machine-learning (not GenAI) experiment
+    (``mlflow.experimentKind``, what the UI's own kind selector writes) and store the comparison
+    view (:func:`compare_view_state`)."""
+    from mlflow.tracking import MlflowClient
+
+    client = client or MlflowClient()
+    client.set_experiment_tag(experiment_id, NOTE_TAG, EXPERIMENT_DESCRIPTION)
+    client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, "custom_model_development")
+    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY, json.dumps(compare_view_state()))
+
+
+#: Suffix that tells a ``kedro run``'s parent from its training jobs: ``kedro run --pipelines
+#: distill_alp`` has a parent and a child that would both be ``distill_alp:rte``.
+PARENT_SUFFIX = " [kedro run]"
+
+
+def parent_run_name(pipeline: str, task: str | None, sweep: str | None = None) -> str:
+    """``distill_baselines:sst2 [kedro run]``, or ``reproduce:cpu_protocol [kedro run]`` for a
+    sweep over tasks."""
+    name = pipeline or "__default__"
+    if sweep:
+        name += f":{sweep}"
+    if task and not sweep:
+        name += f":{task}"
+    return name + PARENT_SUFFIX
+
+
+def name_parent_run(pipeline: str, task: str | None, sweep: str | None = None, run_id: str | None = None) -> str | None:
+    """Rename the active (or given) run ``<pipeline>:<task> [kedro run]``; tag pipeline/task/sweep."""
+    import mlflow
+
+    run_id = run_id or (mlflow.active_run().info.run_id if mlflow.active_run() else None)
+    if run_id is None:
+        return None
+    name = parent_run_name(pipeline, task, sweep)
+    tags = {"mlflow.runName": name, "pipeline": pipeline, "role": "parent"}
+    if task:
+        tags["task"] = task
+    if sweep:
+        tags["sweep"] = sweep
+    client = mlflow.tracking.MlflowClient()
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+    return name
+
+
+def metric_key(text: str) -> str:
+    """A column or method name as an MLflow metric-key part: ``% of teacher`` → ``pct_of_teacher``,
+    ``throughput (ex/s)`` → ``throughput_ex_s``."""
+    text = str(text).replace("%", "pct")
+    return re.sub(r"[^\w\-.]+", "_", text).strip("_") or "_"
+
+
+def row_label(row: Mapping) -> str:
+    """The name of a comparison row: its method (``okd[a+b]`` when it lists teachers); teacher rows
+    of a multi-teacher table are named after the teacher."""
+    method = str(row.get("method", "?"))
+    teachers = row.get("teachers")
+    if method == "teacher":
+        return str(teachers) if teachers else "teacher"
+    return f"{method}[{teachers}]" if teachers else method
+
+
+def _numeric_items(row: Mapping) -> dict[str, float]:
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, bool) or not _is_number(value) or isinstance(value, str):
+            continue
+        if math.isfinite(float(value)):
+            out[metric_key(key)] = float(value)
+    return out
+
+
+def log_comparison_to_parent(
+    rows,
+    primary_metric: str,
+    *,
+    markdown: str | None = None,
+    title: str = "",
+    teacher_run_id: str | None = None,
+    label: Callable[[Mapping], str] = row_label,
+    run_id: str | None = None,
+) -> dict[str, float]:
+    """Put a comparison on the parent run: its table as the run's description, every numeric cell
+    as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the best student as tag
+    ``best_method`` and metric ``best/<primary_metric>``, and a link to the teacher's run.
+
+    ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
+    rows). Logs to ``run_id`` or the active run (kedro-mlflow's); returns the metrics (also when
+    there is no run, so callers and tests can inspect them).
+    """
+    if hasattr(rows, "to_dict"):
+        rows = rows.to_dict("records")
+    rows = [dict(r) for r in rows]
+    if primary_metric and rows and not any(primary_metric in r for r in rows):
+        raise ValueError(f"primary_metric {primary_metric!r} is not a column of the comparison ({sorted(rows[0])})")
+    teachers = [r for r in rows if r.get("method") == "teacher"]
+    students = [r for r in rows if r.get("method") != "teacher"]
+    metrics: dict[str, float] = {}
+    for row in teachers:
+        prefix = "teacher" if len(teachers) == 1 else f"teacher/{metric_key(label(row))}"
+        metrics.update({f"{prefix}/{k}": v for k, v in _numeric_items(row).items()})
+    for row in students:
+        metrics.update({f"compare/{metric_key(label(row))}/{k}": v for k, v in _numeric_items(row).items()})
+    scored = [r for r in students if _is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
+    best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
+    tags = {"comparison.primary_metric": primary_metric}
+    if best is not None:
+        metrics[f"best/{metric_key(primary_metric)}"] = float(best[primary_metric])
+        tags["best_method"] = label(best)
+
+    import mlflow
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+
+    run_id = run_id or (mlflow.active_run().info.run_id if mlflow.active_run() else None)
+    if run_id is None:
+        return metrics
+    client = MlflowClient()
+    teacher_link = ""
+    if teacher_run_id:
+        try:
+            teacher_run = client.get_run(teacher_run_id)
+            url = run_url(teacher_run.info.experiment_id, teacher_run_id)
+            tags.update({"teacher_run_id": teacher_run_id, "teacher_run_url": url})
+            teacher_link = f"Teacher run: [{teacher_run.info.run_name}]({url})\n\n"
+        except Exception as exc:  # a teacher trained against another tracking store
+            log.warning("teacher run %s not found in this tracking store (%s)", teacher_run_id, exc)
+            tags["teacher_run_id"] = teacher_run_id
+    best_line = ""
+    if best is not None:
+        best_line = f"Best student: **{label(best)}** ({primary_metric} {format_number(best[primary_metric], 4)})\n\n"
+    body = markdown if markdown is not None else _markdown(rows)
+    note = (f"### {title}\n\n" if title else "") + best_line + teacher_link + body
+    if len(note) > MAX_NOTE_CHARS:  # MLflow refuses tag values over 8000 characters
+        note = note[: MAX_NOTE_CHARS - 80].rsplit("\n", 1)[0] + "\n\n… (truncated: the full table is in the run's artifacts)\n"
+    tags[NOTE_TAG] = note
+    import time
+
+    now = int(time.time() * 1000)
+    entries = [Metric(k, v, now, 0) for k, v in metrics.items()]
+    for start in range(0, max(len(entries), 1), 1000):  # MLflow's per-request limit
+        client.log_batch(run_id, metrics=entries[start:start + 1000],
+                         tags=[RunTag(k, str(v)) for k, v in tags.items()] if start == 0 else [])
+    return metrics
+
+
+def _markdown(rows: Sequence[Mapping]) -> str:
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join("" if r.get(c) is None else str(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- `python -m bert_kd.tracking ui`
+def open_ui(tracking_uri: str | None = None, experiment: str = "bert_kd", host: str = "127.0.0.1",
+            port: int = 5000, serve: bool = True) -> str:
+    """Print the runs-table URL of ``experiment`` (created and described if new) and start
+    ``mlflow ui`` on the same store; returns the URL."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
+    mlflow.set_tracking_uri(tracking_uri)
+    describe_experiment(experiment_id, client)
+    base = f"http://{host}:{port}"
+    url = runs_table_url(experiment_id, base)
+    print(f"MLflow runs table of '{experiment}': {url}", flush=True)
+    print(f"  with the comparison columns (method, recipe, layer_map, seed, final/score): "
+          f"{compare_view_url(experiment_id, base)}", flush=True)
+    if serve:
+        command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri,
+                   "--host", host, "--port", str(port)]
+        os.execvp(command[0], command)
+    return url
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bert_kd.tracking", description=open_ui.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    ui = sub.add_parser("ui", help="print the runs-table URL and start `mlflow ui`")
+    ui.add_argument("--backend-store-uri", default=None, help="default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db")
+    ui.add_argument("--experiment", default="bert_kd")
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--print-only", action="store_true", help="print the URL, do not start the server")
+    args = parser.parse_args(argv)
+    open_ui(args.backend_store_uri, args.experiment, args.host, args.port, serve=not args.print_only)
+
+
+if __name__ == "__main__":
+    main()

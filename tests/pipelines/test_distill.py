@@ -23,8 +23,8 @@ def test_distill_alp_end_to_end(run_pipeline):
     runs = mlflow_runs(uri)
     alp = runs[runs["tags.mlflow.runName"] == "distill_alp:rte"].iloc[0]
     assert alp["params.method"] == "alp"
-    assert alp["params.mapping"] == "[[1, 2, 3, 4], []]"
-    assert float(alp["params.weights.ce"]) == pytest.approx(0.3)
+    assert alp["params.mapping"] == "1-4→1; none→2"
+    assert alp["params.weights.ce"] == "0.3"  # β = 1 − η − λ expanded and rounded, not 0.30000000000000004
     for term in ("ce", "kd", "layer", "loss"):
         assert f"metrics.train/{term}" in runs.columns and alp[f"metrics.train/{term}"] >= 0
     assert 0 <= alp["metrics.final/validation/accuracy"] <= 1
@@ -34,7 +34,7 @@ def test_distill_alp_end_to_end(run_pipeline):
 
 def test_distill_baselines_writes_table_one(run_pipeline):
     _, root, uri = run_pipeline("distill_baselines")
-    table = pd.read_csv(latest_version(root / "data/08_reporting/distill_baselines.csv"))
+    table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
     assert list(table["method"]) == ["teacher", "nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"]
     assert table.loc[0, "% of teacher"] == 100.0
     assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")
@@ -42,15 +42,22 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert "tags.method" in runs.columns, sorted(runs.columns)
     methods = set(runs["tags.method"].dropna())
     assert {"nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"} <= methods
+    # the kedro run's parent: named after pipeline and task, the comparison as description + metrics
+    parent = runs[runs["tags.mlflow.runName"] == "distill_baselines:rte [kedro run]"].iloc[0]
+    assert "| method |" in parent["tags.mlflow.note.content"]
+    assert parent["metrics.compare/alp/accuracy"] == pytest.approx(table.loc[table["method"] == "alp", "accuracy"].iloc[0])
+    assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
+    assert parent["tags.best_method"] in methods and parent["tags.teacher_run_id"]
+    assert len(list((root / "data/08_reporting/history").rglob("distill_baselines.*"))) == 3  # csv, md, png
 
 
 def test_bad_method_weight_fails_before_training(run_pipeline):
-    with pytest.raises(Exception, match="loss weights must be >= 0|must be >= 0"):
+    with pytest.raises(Exception, match="distill_methods.pkd.weights.kd: Input should be greater than or equal to 0"):
         run_pipeline("distill_pkd", distill_methods={"pkd": {"method": "pkd", "weights": {"kd": -0.1, "layer": 0.2}}})
 
 
 def test_bad_recipe_is_refused_before_the_teacher_trains(run_pipeline, caplog):
-    with caplog.at_level("INFO"), pytest.raises(Exception, match="parameter distill_methods.alp: unknown option"):
+    with caplog.at_level("INFO"), pytest.raises(Exception, match="distill_methods.alp.bucket: unknown key"):
         run_pipeline("distill_alp", distill_methods={"alp": {"method": "alp", "mapping": "all", "bucket": 3}})
     assert not any("Running node" in r.getMessage() for r in caplog.records)
 

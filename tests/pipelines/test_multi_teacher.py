@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
-from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
+from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
 
 
@@ -18,7 +19,7 @@ def _teachers(model_dir):
 def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     student = {"num_layers": 2, "init_from_teacher": 0, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
     _, root, uri = run_pipeline("distill_multi_teacher_baselines", multi_teachers=_teachers(tiny_teacher_dir), multi_student=student)
-    table = pd.read_csv(latest_version(root / "data/08_reporting/distill_multi_teacher_baselines.csv"))
+    table = pd.read_csv(root / "data/08_reporting/distill_multi_teacher_baselines.csv")
     assert set(table["method"]) == {"teacher", "multi_teacher", "okd", "multi_pkd", "rse_kd"}
     assert set(table.loc[table["method"] == "multi_teacher", "teachers"]) == {"a+b", "a", "b"}
     markdown = (root / "data/08_reporting/distill_multi_teacher_baselines.md").read_text()
@@ -27,3 +28,7 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     names = set(runs["tags.mlflow.runName"])
     assert "distill_multi_teacher:multi_teacher[a,b]:rte" in names
     assert "distill_multi_teacher:rse_kd[a,b]:rte" in names
+    parent = runs[runs["tags.mlflow.runName"] == "distill_multi_teacher_baselines:rte [kedro run]"].iloc[0]
+    assert parent["metrics.teacher/a/accuracy"] == pytest.approx(table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0])
+    assert 0 <= parent["metrics.compare/multi_teacher_a_b/accuracy"] <= 1
+    assert "Table 2" in parent["tags.mlflow.note.content"]

@@ -2,6 +2,7 @@
 
 from bert_kd.data.glue import (
     TASKS,
+    GlueDownloadError,
     GlueFileNotFoundError,
     GlueFormatError,
     TaskSpec,
@@ -16,6 +17,7 @@ from bert_kd.data.glue import (
 
 __all__ = [
     "TASKS",
+    "GlueDownloadError",
     "GlueFileNotFoundError",
     "GlueFormatError",
     "TaskSpec",

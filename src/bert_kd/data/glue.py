@@ -10,6 +10,7 @@ Every returned split is a DataFrame with exactly the columns
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import os
 import tempfile
@@ -20,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from bert_kd.errors import DataFileError
 
 logger = logging.getLogger(__name__)
 
@@ -138,22 +141,76 @@ _HF_TEXT: dict[str, tuple[str, str | None]] = {
 }
 
 
-class GlueFormatError(ValueError):
-    """A GLUE file is missing or malformed; the message names file, line and column."""
+class GlueFormatError(DataFileError, ValueError):
+    """A GLUE file is missing or malformed; the message names file, line and column.
+
+    ``where`` (the terminal block) is ``file:line:column`` (column = 1-based character position,
+    or the TSV column's name); ``str()`` reads ``file, line N, column 'c': message``.
+    """
 
     def __init__(self, path: str | os.PathLike[str], message: str, line: int | None = None,
-                 column: str | int | None = None) -> None:
+                 column: str | int | None = None, fix: str | None = None) -> None:
         self.path, self.line, self.column = Path(path), line, column
-        where = str(path)
-        if line is not None:
-            where += f", line {line}"
-        if column is not None:
-            where += f", column {column!r}"
-        super().__init__(f"{where}: {message}")
+        where = str(path) + (f":{line}" if line is not None else "") + (f":{column}" if column is not None else "")
+        super().__init__(message, where, fix)
+
+    def one_line(self) -> str:
+        where = str(self.path)
+        if self.line is not None:
+            where += f", line {self.line}"
+        if self.column is not None:
+            where += f", column {self.column!r}"
+        return f"{where}: {self.what}" + (f" ({self.fix})" if self.fix else "")
 
 
 class GlueFileNotFoundError(GlueFormatError, FileNotFoundError):
-    """A required GLUE file does not exist."""
+    """A required GLUE file (or the GLUE directory) does not exist."""
+
+
+class GlueDownloadError(DataFileError, RuntimeError):
+    """GLUE could not be downloaded from the Hugging Face hub (offline, unreachable …)."""
+
+
+#: Signatures of files that are not text (compressed archives, parquet, …).
+_BINARY_MAGIC = {b"\x1f\x8b": "gzip-compressed", b"PK\x03\x04": "a zip archive", b"PAR1": "a Parquet file",
+                 b"BZh": "bzip2-compressed", b"\xfd7zXZ": "xz-compressed"}
+_TEXT_FIX_ENCODINGS = ("cp1252", "latin-1")
+
+
+def _decoded_text(path: Path) -> str:
+    """The file's text (UTF-8, BOM tolerated); :class:`GlueFormatError` naming file:line:column for
+    binary files and bytes that are not UTF-8 (with the encoding they decode as)."""
+    data = path.read_bytes()
+    for magic, kind in _BINARY_MAGIC.items():
+        if data.startswith(magic):
+            raise GlueFormatError(path, f"this is {kind}, not a tab-separated text file", 1,
+                                  fix="decompress or convert it to the original GLUE .tsv first")
+    nul = data.find(b"\x00", 0, 1 << 16)
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise GlueFormatError(path, "binary file (NUL byte), not a tab-separated text file", line,
+                              nul - (data.rfind(b"\n", 0, nul) + 1) + 1,
+                              fix="give the original GLUE .tsv (UTF-8 text)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = exc.start
+        line = data.count(b"\n", 0, start) + 1
+        column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        guess = next((enc for enc in _TEXT_FIX_ENCODINGS if _decodes(data, enc)), None)
+        raise GlueFormatError(
+            path, f"byte {data[start:start + 1]!r} is not valid UTF-8", line, column,
+            fix=(f"the file looks {guess}-encoded: convert it with `iconv -f {guess} -t utf-8`" if guess
+                 else "convert the file to UTF-8"),
+        ) from None
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def normalize_task(name: str) -> str:
@@ -202,6 +259,8 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
     layout = _LAYOUTS[spec.name]
     path = Path(path)
     labelled = not split.startswith("test")
+    if path.is_dir():
+        raise GlueFormatError(path, "is a directory, not a GLUE .tsv file")
     if not path.is_file():
         raise GlueFileNotFoundError(path, "file does not exist")
     # CoLA train/dev have no header; every other file (including CoLA test) has one.
@@ -214,14 +273,15 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
     s2s: list[str | None] = []
     labels: list[Any] = []
     n_empty = 0
-    with path.open(encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(_decoded_text(path), newline="") as fh:
         reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        rows = _rows(reader, path)
         if headerless:
             n_fields = layout.n_fields
             assert n_fields is not None
             pos = {c: c for c in (s1_col, s2_col, label_col) if isinstance(c, int)}
         else:
-            header = next(reader, None)
+            header = next(rows, None)
             if header is None:
                 raise GlueFormatError(path, "file is empty (no header line)", 1)
             wanted = [c for c in (s1_col, s2_col, label_col if labelled else None) if c is not None]
@@ -231,7 +291,7 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
                                       f"{', '.join(map(repr, missing))}; found {header}", 1)
             n_fields = len(header)
             pos = {c: header.index(c) for c in wanted}
-        for row in reader:
+        for row in rows:
             line = reader.line_num
             if len(row) != n_fields:
                 raise GlueFormatError(path, f"expected {n_fields} tab-separated fields, got "
@@ -256,6 +316,22 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
         "sentence2": pd.Series(s2s, dtype=object),
         "label": np.asarray(labels, dtype=np.float64 if spec.is_regression else np.int64),
     })
+
+
+def _rows(reader, path: Path):
+    """``reader``'s rows; a csv error (e.g. a field over the csv field limit) names file:line."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            line = reader.line_num
+            if "field larger than field limit" in str(exc):
+                raise GlueFormatError(path, f"a field is longer than {csv.field_size_limit():,} characters "
+                                      f"(csv field limit)", line,
+                                      fix="a line is probably missing its newline; check the file there") from None
+            raise GlueFormatError(path, f"unreadable TSV line: {exc}", line) from None
 
 
 # --------------------------------------------------------------------------- locating
@@ -309,12 +385,19 @@ def load_glue_task(task: str, glue_dir: str | os.PathLike[str], allow_download: 
                          f"valid: {list(files)}")
     paths = {s: root / spec.dir_name / files[s] for s in wanted}
     missing = [s for s, p in paths.items() if not p.is_file()]
+    for p in paths.values():
+        if p.is_dir():
+            raise GlueFormatError(p, "is a directory, not a GLUE .tsv file")
+    if root.is_file():
+        raise GlueFormatError(root, "glue_dir is a file, not a directory",
+                              fix=f"give the directory that holds {spec.dir_name}/ (--params glue_dir=<dir>)")
     if missing:
         if not allow_download:
             if not root.is_dir():
-                raise FileNotFoundError(f"GLUE directory {root} does not exist. "
-                                        f"{_layout_help(spec, root)} {_guidance(spec, root)}")
-            raise FileNotFoundError(
+                raise GlueFileNotFoundError(root, f"GLUE directory {root} does not exist. "
+                                            f"{_layout_help(spec, root)} {_guidance(spec, root)}")
+            raise GlueFileNotFoundError(
+                paths[missing[0]],
                 f"GLUE files missing for {spec.name}: "
                 + ", ".join(str(paths[s]) for s in missing)
                 + f". {_layout_help(spec, root)}")
@@ -427,8 +510,9 @@ def download_glue_task(task: str, glue_dir: str | os.PathLike[str],
     except Exception as exc:  # noqa: BLE001 - any failure means "no data available"
         offline = _offline_env()
         why = f" ({', '.join(offline)} set)" if offline else ""
-        raise RuntimeError(f"Could not load GLUE task {spec.name} from the Hugging Face hub"
-                           f"{why}: {type(exc).__name__}: {exc}. {_guidance(spec, root)}") from exc
+        raise GlueDownloadError(f"Could not load GLUE task {spec.name} from the Hugging Face hub"
+                                f"{why}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                str(root / spec.dir_name), _guidance(spec, root)) from exc
     for s in todo:
         if s not in ds:
             raise RuntimeError(f"{HF_DATASET}/{spec.hf_config} has no split {s!r} "

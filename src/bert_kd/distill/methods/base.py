@@ -77,7 +77,8 @@ class Method(nn.Module):
         temperature = config.get("temperature", 1.0)
         if not isinstance(temperature, (int, float)) or temperature <= 0:
             raise ValueError(f"temperature of method {cls.name!r} must be a number > 0, got {temperature!r}")
-        return validate_weights(cls.resolve_weights(config), cls.term_names)
+        weights = validate_weights(cls.resolve_weights(config), cls.term_names)
+        return {term: round(value, 10) for term, value in weights.items()}  # 0.3, not 0.30000000000000004
 
     @classmethod
     def resolve_weights(cls, config: dict) -> dict[str, float]:

@@ -22,6 +22,7 @@ from bert_kd.models import ModelBundle, build_student, count_parameters, load_cl
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars
+from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import config_fingerprint, fit, make_loader
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict):
     )
     markdown = markdown_table(table)
     common.log_to_active_run({"comparison.md": markdown}, {"comparison.png": figure})
+    log_comparison_to_parent(table, metric, markdown=markdown, title=f"{teacher_metrics['task']} dev: students vs teacher", teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
 
 

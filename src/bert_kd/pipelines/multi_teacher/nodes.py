@@ -14,6 +14,7 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames, tokenize_for_model
 from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
+from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import config_fingerprint, fit
 
 log = logging.getLogger(__name__)
@@ -170,4 +171,5 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
                              list(students_only[metric]), best_teacher["score"], metric, "multi-teacher students vs best teacher")
     common.log_to_active_run({"multi_teacher_comparison.md": markdown}, {"multi_teacher_comparison.png": figure})
+    log_comparison_to_parent(table, metric, markdown=markdown, title=f"{best_teacher['task']} dev: multi-teacher students", teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure

@@ -1,0 +1,88 @@
+"""Errors a person can act on: what is wrong, where, how to fix it.
+
+A :class:`UserError` is a mistake in the user's input (parameters, data files, model names,
+offline hub access). The ``kedro run`` wrapper in :mod:`bert_kd.cli` prints it as one block
+without a traceback and exits with status 2; every other exception keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Set to 1 to also print the traceback of user errors on the terminal.
+DEBUG_ENV = "BERT_KD_DEBUG"
+#: Where the full traceback of a user error is appended (relative to the project root).
+ERROR_LOG_ENV = "BERT_KD_ERROR_LOG"
+DEFAULT_ERROR_LOG = "logs/bert_kd_errors.log"
+
+
+class UserError(Exception):
+    """A problem with the user's input; ``what`` is wrong at ``where``, ``fix`` says what to do."""
+
+    kind = "error"
+
+    def __init__(self, what: str, where: str | None = None, fix: str | None = None) -> None:
+        self.what, self.where, self.fix = what, where, fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        text = f"{self.where}: {self.what}" if self.where else self.what
+        return f"{text} ({self.fix})" if self.fix else text
+
+    def block(self) -> str:
+        """The text printed on the terminal (no traceback)."""
+        lines = [f"bert-kd: {self.kind}: {self.what}"]
+        if self.where:
+            lines.append(f"  where: {self.where}")
+        if self.fix:
+            lines.append(f"  fix:   {self.fix}")
+        return "\n".join(lines)
+
+
+class ParameterError(UserError):
+    """One or more parameters are invalid; ``problems`` lists ``(dotted key, message)``."""
+
+    kind = "invalid parameters"
+
+    def __init__(self, problems: list[tuple[str, str]], fix: str | None = None) -> None:
+        self.problems = list(problems)
+        where = ", ".join(dict.fromkeys(key for key, _ in self.problems))
+        what = "; ".join(f"{key}: {message}" if key else message for key, message in self.problems)
+        super().__init__(what, where, fix or "correct the parameter in conf/ or in --params key=value")
+
+    def block(self) -> str:
+        lines = [f"bert-kd: {self.kind} ({len(self.problems)}):"]
+        lines += [f"  - {key}: {message}" if key else f"  - {message}" for key, message in self.problems]
+        lines.append(f"  fix:   {self.fix}")
+        return "\n".join(lines)
+
+
+class DataFileError(UserError):
+    """A data file cannot be read (missing, binary, wrong encoding, malformed)."""
+
+    kind = "bad data file"
+
+
+class ModelNotFoundError(UserError):
+    """A model parameter names neither a local directory nor a reachable hub model."""
+
+    kind = "model not found"
+
+
+def debug_enabled() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def error_log_path() -> str:
+    return os.environ.get(ERROR_LOG_ENV) or DEFAULT_ERROR_LOG
+
+
+def find_user_error(exc: BaseException | None) -> UserError | None:
+    """``exc`` itself or the first :class:`UserError` in its cause/context chain."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, UserError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None

@@ -1,0 +1,598 @@
+"""One typed schema for every bert-kd parameter (pydantic 2), Kedro-free.
+
+``validate_parameters(params)`` checks the merged parameter tree (conf/<env> + ``--params``) and
+raises :class:`~bert_kd.errors.ParameterError` listing every problem by dotted key: unknown keys
+(with the closest valid key), wrong types and out-of-range values (with the value and what is
+allowed). ``cross_check`` adds the checks that need the models' ``config.json`` (depths, layer
+maps, hidden sizes) but no weights, so nothing expensive runs before a typo is found.
+
+Weight convention: a recipe's explicit per-term ``weights`` are the truth. The papers' shorthands
+are ways of writing them that :func:`explicit_weights` expands (rounded to 10 decimals):
+
+* ALP-KD family (``rkd``, ``logits_mse``, ``pkd``, ``ckd``, ``alp``): without ``ce``,
+  β = 1 − η − λ, i.e. ``ce = 1 − Σ other weights`` (ALP-KD Eq. 10).
+* Multi-teacher (Shi & Guo, Eq. 12–13): L = β·(α·L_hidden + L_attn + L_emb + (1−α)·L_pred) +
+  (1−β)·L_CE, i.e. ``{ce: 1−β, pred: β(1−α), hidden: βα, attn: β, emb: β}``; ``okd``/``rse_kd``
+  ``{ce: 1−β, pred: β}``; ``multi_pkd`` ``{ce: 1−β, pred: β(1−α), layer: βα}``. Explicit
+  ``weights`` override single derived terms.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from bert_kd.errors import ModelNotFoundError, ParameterError
+
+WEIGHT_DECIMALS = 10
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+UnitFloat = Annotated[float, Field(ge=0, le=1)]
+#: A layer map: a strategy name (``all``, ``pkd_skip``, ``bucket_first`` …) or explicit lists of
+#: teacher layers per student layer; values are checked by ``check_method_config``/``layer_map``.
+LayerMapping = Union[str, list[list[int]], list[int]]
+
+
+class Strict(BaseModel):
+    """Base model: unknown keys are errors (reported with the closest valid key)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+
+# --------------------------------------------------------------------------- engineering blocks
+
+
+class Training(Strict):
+    """A ``training:`` block (optimisation of one job); keys map onto ``TrainingConfig``."""
+
+    epochs: PositiveFloat | None = None
+    batch_size: PositiveInt | None = None
+    eval_batch_size: PositiveInt | None = None
+    learning_rate: PositiveFloat | None = None
+    aux_learning_rate: PositiveFloat | None = None
+    weight_decay: NonNegativeFloat | None = None
+    warmup_ratio: UnitFloat | None = None
+    max_grad_norm: NonNegativeFloat | None = None
+    gradient_accumulation_steps: PositiveInt | None = None
+    max_steps: PositiveInt | None = None
+    log_every_steps: PositiveInt | None = None
+
+
+class Runtime(Strict):
+    """Engineering settings shared by every training job."""
+
+    mixed_precision: Literal["no", "fp16", "bf16", "auto"] = "no"
+    checkpoint_every_steps: NonNegativeInt = 0  # 0 = at the end of each epoch only
+    keep_checkpoint: bool = False
+    progress_bar: bool = True
+    group_by_length: bool = False
+    log_every_steps: PositiveInt | None = None
+    eval_batch_size: PositiveInt | None = None
+    cpu: bool = False
+
+    @field_validator("mixed_precision", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        return "no" if value is False else value  # unquoted YAML `no` is a boolean
+
+
+class Tracking(Strict):
+    enabled: bool = True
+    log_models: bool = True
+
+
+class TeacherCache(Strict):
+    enabled: bool = True
+    batch_size: PositiveInt = 64
+    directory: str = "data/07_model_output/teacher_cache"
+
+
+class Teacher(Strict):
+    model: Annotated[str, Field(min_length=1)]
+    max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
+    retrain: bool = False
+    training: Training = Training()
+
+
+class MultiTeacher(Teacher):
+    """One entry of ``multi_teachers``."""
+
+    name: Annotated[str, Field(min_length=1)]
+    seed: NonNegativeInt = 42
+
+
+class Student(Strict):
+    num_layers: PositiveInt | None = None
+    layer_selection: Union[Literal["first", "distilbert"], list[PositiveInt]] = "first"
+    model: str | None = None
+    training: Training = Training()
+
+    @model_validator(mode="after")
+    def _depth_or_model(self) -> "Student":
+        if self.model is None and self.num_layers is None:
+            raise ValueError("give num_layers (a copy of the teacher's first layers) or model")
+        return self
+
+
+class MultiStudent(Student):
+    init_from_teacher: NonNegativeInt = 0
+
+
+class TedFilters(Strict):
+    arch: Literal["linear", "mlp", "subsequent_layer"] = "linear"
+    student_filters: Literal["copy", "train"] = "copy"
+    training: Training = Training()
+
+
+class Ted(Strict):
+    """TED Stage I (filters on the frozen teacher at layers M(k))."""
+
+    mapping: LayerMapping = "distilbert"
+    filters: TedFilters = TedFilters()
+
+
+# --------------------------------------------------------------------------- method recipes
+
+
+class Recipe(Strict):
+    """Shared recipe fields: L = Σ weights[term] · term (see the module docstring)."""
+
+    method: str
+    temperature: PositiveFloat | None = None
+    weights: dict[str, NonNegativeFloat] | None = None
+
+    def method_config(self) -> dict:
+        """The dict the method classes read (unset keys left to their defaults)."""
+        return self.model_dump(exclude_unset=True, exclude={"teachers"})
+
+    @model_validator(mode="after")
+    def _check_with_method(self) -> "Recipe":
+        import bert_kd.distill.methods  # noqa: F401  (registers every method)
+        from bert_kd.distill.methods.base import check_method_config
+
+        check_method_config(self.method_config())  # ValueError → validation error at this recipe
+        return self
+
+
+class NKD(Recipe):
+    method: Literal["nkd"]
+
+
+class RKD(Recipe):
+    method: Literal["rkd"]
+
+
+class LogitsMSE(Recipe):
+    method: Literal["logits_mse"]
+
+
+class Layerwise(Recipe):
+    mapping: LayerMapping | None = None
+    projection: Union[bool, Literal["auto"]] | None = None
+
+
+class PKD(Layerwise):
+    method: Literal["pkd"]
+
+
+class CKD(Layerwise):
+    method: Literal["ckd"]
+
+
+class ALP(Layerwise):
+    method: Literal["alp"]
+
+
+class TinyBERT(Recipe):
+    method: Literal["tinybert"]
+    mapping: LayerMapping | None = None
+
+
+class KD(Recipe):
+    method: Literal["kd"]
+
+
+class LWD(Recipe):
+    method: Literal["lwd"]
+    mapping: LayerMapping | None = None
+
+
+class TED(Recipe):
+    method: Literal["ted"]
+    mapping: LayerMapping | None = None
+    student_filters: Any = None  # set by the TED pipeline (copy | train | filters)
+    allow_filter_mismatch: bool | None = None
+
+
+class TEDKL(TED):
+    method: Literal["ted_kl"]
+
+
+class MultiTeacherRecipe(Recipe):
+    """Shared multi-teacher fields; ``teachers`` = indices into ``multi_teachers`` (default all)."""
+
+    beta: UnitFloat | None = None
+    teachers: list[NonNegativeInt] | None = None
+    teacher_prefixes: list[str] | None = None
+    scale_by_t2: bool | None = None
+
+
+class MultiTeacherMT(MultiTeacherRecipe):
+    method: Literal["multi_teacher"]
+    alpha: UnitFloat | None = None
+    sentence_repr: Literal["mean", "summary"] | None = None
+    alignment: Literal["auto", "sentence"] | None = None
+    projection: Union[bool, Literal["always", "auto"]] | None = None
+
+
+class OKD(MultiTeacherRecipe):
+    method: Literal["okd"]
+
+
+class MultiPKD(MultiTeacherRecipe):
+    method: Literal["multi_pkd"]
+    alpha: UnitFloat | None = None
+    mapping: LayerMapping | None = None
+    projection: Union[bool, Literal["auto"]] | None = None
+
+
+class RSEKD(MultiTeacherRecipe):
+    method: Literal["rse_kd"]
+    seed: NonNegativeInt | None = None
+
+
+AnyRecipe = Annotated[
+    Union[NKD, RKD, LogitsMSE, PKD, CKD, ALP, TinyBERT, KD, LWD, TED, TEDKL, MultiTeacherMT, OKD, MultiPKD, RSEKD],
+    Field(discriminator="method"),
+]
+METHOD_NAMES = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert", "kd", "lwd", "ted", "ted_kl",
+                "multi_teacher", "okd", "multi_pkd", "rse_kd")
+RECIPE_BLOCKS = ("distill_methods", "ted_methods", "multi_teacher_configs")
+
+
+# --------------------------------------------------------------------------- sweeps (issue 11)
+
+SpaceSeparated = Union[str, int, float, list[Union[str, int, float]]]
+
+
+class Reproduce(Strict):
+    """A sweep over methods × tasks × seeds × grids; lists may be space-separated strings."""
+
+    table: str | None = None
+    tasks: SpaceSeparated | None = None
+    methods: SpaceSeparated | None = None
+    seeds: SpaceSeparated | None = None
+    selection: str | None = None
+    storage: str | None = None
+    workers: PositiveInt | None = None
+    grids: dict[str, dict[str, Any]] = {}
+    tables: dict[str, dict[str, Any]] = {}
+
+
+# --------------------------------------------------------------------------- the whole tree
+
+
+class Parameters(Strict):
+    """Every parameter of every pipeline (conf/base/parameters*.yml)."""
+
+    task: str
+    glue_dir: str | None = None
+    max_train_samples: PositiveInt | None = None
+    max_eval_samples: PositiveInt | None = None
+    seed: NonNegativeInt = 42
+    training: Training | None = None  # shared defaults, reused by `${training}` in conf
+    tracking: Tracking = Tracking()
+    runtime: Runtime = Runtime()
+    teacher: Teacher | None = None
+    student: Student | None = None
+    teacher_cache: TeacherCache = TeacherCache()
+    distill_methods: dict[str, AnyRecipe] = {}
+    ted: Ted | None = None
+    ted_student: Student | None = None
+    ted_methods: dict[str, AnyRecipe] = {}
+    multi_teachers: list[MultiTeacher] | None = None
+    multi_student: MultiStudent | None = None
+    multi_teacher_configs: dict[str, AnyRecipe] = {}
+    reproduce: Reproduce | None = None
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from bert_kd.data.glue import normalize_task
+
+        normalize_task(value)
+        return value
+
+    @field_validator("glue_dir")
+    @classmethod
+    def _glue_dir_not_a_file(cls, value: str | None) -> str | None:
+        if value and Path(value).is_file():
+            raise ValueError(f"{value!r} is a file; give the directory that holds the GLUE task folders (e.g. SST-2/)")
+        return value
+
+    @field_validator("multi_teachers")
+    @classmethod
+    def _teachers_named_once(cls, value: list[MultiTeacher] | None) -> list[MultiTeacher] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("list at least one teacher")
+            names = [t.name for t in value]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"teacher names must be unique, repeated: {twice}")
+        return value
+
+    @model_validator(mode="after")
+    def _teacher_indices(self) -> "Parameters":
+        n = len(self.multi_teachers or [])
+        problems = []
+        if self.multi_student is not None and self.multi_teachers and self.multi_student.init_from_teacher >= n:
+            problems.append(f"multi_student.init_from_teacher={self.multi_student.init_from_teacher} but only {n} teacher(s)")
+        for name, recipe in self.multi_teacher_configs.items():
+            for index in getattr(recipe, "teachers", None) or []:
+                if index >= n:
+                    problems.append(f"multi_teacher_configs.{name}.teachers: index {index} >= {n} teacher(s)")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+# --------------------------------------------------------------------------- errors by dotted key
+
+
+def dotted(loc: tuple) -> str:
+    """``('multi_teachers', 0, 'model')`` → ``multi_teachers[0].model``; drops union tags."""
+    parts: list[str] = []
+    items = list(loc)
+    if len(items) >= 3 and items[0] in RECIPE_BLOCKS and items[2] in METHOD_NAMES:
+        del items[2]
+    for item in items:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def _model_in(annotation: Any) -> Any:
+    """Strip ``Annotated``/``Optional`` from a field annotation."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            if len(models) > 1:
+                return models
+            annotation = models[0] if models else args[0]
+        else:
+            return annotation
+
+
+def valid_keys(loc: tuple) -> list[str]:
+    """Field names of the model found at ``loc`` in :class:`Parameters` (for suggestions)."""
+    node: Any = Parameters
+    for item in loc:
+        node = _model_in(node)
+        if isinstance(node, list):  # a discriminated union: ``item`` is the method tag
+            node = next((m for m in node if item in typing.get_args(m.model_fields["method"].annotation)), None)
+            continue
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(str(item))
+            node = field.annotation if field is not None else None
+        elif typing.get_origin(node) in (dict, list):
+            node = typing.get_args(node)[-1]
+        else:
+            return []
+    node = _model_in(node)
+    return sorted(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
+#: A method-level message (``check_method_config``) → the recipe option it is about.
+_OPTION_WORDS = (("layer-mapping", "mapping"), ("mapping", "mapping"), ("loss term", "weights"),
+                 ("weight", "weights"), ("temperature", "temperature"), ("alpha", "alpha"), ("beta", "beta"))
+
+
+def _recipe_option(loc: tuple, message: str) -> tuple:
+    """``('mapping',)`` when a recipe-level message is about its mapping, etc.; else ``()``."""
+    if len(loc) == 3 and loc[0] in RECIPE_BLOCKS and loc[2] in METHOD_NAMES:
+        lowered = message.lower()
+        for word, option in _OPTION_WORDS:
+            if word in lowered:
+                return (option,)
+    return ()
+
+
+def _problems(error: ValidationError) -> list[tuple[str, str]]:
+    problems = []
+    for item in error.errors():
+        loc, kind = tuple(item["loc"]), item["type"]
+        if kind == "extra_forbidden":
+            valid = valid_keys(loc[:-1])
+            key = str(loc[-1])
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+            hint = f"did you mean {dotted(loc[:-1] + (close[0],))!r}?" if close else f"valid keys here: {', '.join(valid)}"
+            problems.append((dotted(loc), f"unknown key; {hint}"))
+            continue
+        message = item["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+            loc += _recipe_option(loc, message)
+        if kind not in ("value_error", "union_tag_invalid", "union_tag_not_found", "missing") and "input" in item:
+            message += f"; given {item['input']!r}"
+        problems.append((dotted(loc), message))
+    # a bad member of a union reports once per alternative; keep the first message per key
+    seen: dict[str, str] = {}
+    for key, message in problems:
+        seen.setdefault(key, message)
+    return list(seen.items())
+
+
+def validate_parameters(params: Mapping) -> Parameters:
+    """The typed parameter tree; :class:`ParameterError` naming every bad key otherwise."""
+    try:
+        return Parameters.model_validate(dict(params))
+    except ValidationError as error:
+        raise ParameterError(_problems(error)) from None
+
+
+def explicit_weights(recipe: Mapping) -> dict[str, float]:
+    """The recipe's loss weights with shorthands (β = 1 − η − λ; α/β) expanded and rounded."""
+    import bert_kd.distill.methods  # noqa: F401  (registers every method)
+    from bert_kd.distill.methods.base import check_method_config
+
+    config = {k: v for k, v in recipe.items() if k != "teachers"}
+    return {term: round(float(w), WEIGHT_DECIMALS) for term, w in check_method_config(config).items()}
+
+
+# --------------------------------------------------------------------------- model config.json
+
+
+def _offline() -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def model_config(name: str, key: str) -> dict:
+    """``config.json`` of the model named by parameter ``key`` (local dir, ``minilm-l6`` or the
+    hub cache) without loading weights; :class:`ModelNotFoundError` naming ``key`` otherwise."""
+    from bert_kd.models import resolve_model_name
+
+    try:
+        resolved = resolve_model_name(name)
+    except FileNotFoundError:
+        raise ModelNotFoundError(f"directory {name!r} does not exist", key,
+                                 "give an existing model directory or a Hugging Face hub id") from None
+    except (ValueError, ImportError) as exc:
+        raise ModelNotFoundError(str(exc), key, "install the package or name another model") from None
+    path = Path(resolved).expanduser()
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise ModelNotFoundError(f"{str(path)!r} has no config.json (not a Hugging Face model directory)", key,
+                                     "point it at a directory written by save_pretrained")
+        return json.loads(config.read_text(encoding="utf-8"))
+    if path.exists():
+        raise ModelNotFoundError(f"{resolved!r} is a file, not a model directory", key,
+                                 "give a model directory or a Hugging Face hub id")
+    looks_local = resolved.startswith((".", "/", "~")) or resolved.count("/") > 1 or os.sep + os.sep in resolved
+    if looks_local:
+        raise ModelNotFoundError(f"directory {resolved!r} does not exist", key,
+                                 "give an existing model directory or a Hugging Face hub id")
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    cached = try_to_load_from_cache(resolved, "config.json")
+    if isinstance(cached, str):
+        return json.loads(Path(cached).read_text(encoding="utf-8"))
+    if _offline():
+        raise ModelNotFoundError(
+            f"{resolved!r} is neither a local directory nor in the Hugging Face cache, and the machine is offline "
+            f"(HF_HUB_OFFLINE=1)", key,
+            "give a local model directory (or minilm-l6), or go online once (unset HF_HUB_OFFLINE) to download it")
+    try:
+        return json.loads(Path(hf_hub_download(resolved, "config.json")).read_text(encoding="utf-8"))
+    except Exception as exc:  # noqa: BLE001 - any hub failure means "not reachable"
+        raise ModelNotFoundError(f"{resolved!r} could not be fetched from the Hugging Face hub ({type(exc).__name__})",
+                                 key, "check the model id and the network, or give a local directory") from None
+
+
+def _depth(config: dict) -> int | None:
+    for attr in ("num_hidden_layers", "n_layer", "n_layers", "num_layers"):
+        if isinstance(config.get(attr), int):
+            return config[attr]
+    return None
+
+
+def _width(config: dict) -> int | None:
+    for attr in ("hidden_size", "d_model", "n_embd", "dim"):
+        if isinstance(config.get(attr), int):
+            return config[attr]
+    return None
+
+
+# --------------------------------------------------------------------------- cross-checks
+
+
+def cross_check(params: Parameters, used: set[str]) -> None:
+    """Checks needing the models' ``config.json`` for the parameter blocks in ``used`` (names
+    like ``student``, ``distill_methods.alp``); :class:`ParameterError` listing the problems."""
+    from bert_kd.distill.mapping import layer_map
+    from bert_kd.distill.ted import ted_layer_map
+    from bert_kd.models import select_student_layers
+
+    problems: list[tuple[str, str]] = []
+    teacher_conf = model_config(params.teacher.model, "teacher.model") if params.teacher and "teacher" in used else None
+    students = {"student": params.student, "ted_student": params.ted_student}
+    for key, student in students.items():
+        if student is None or key not in used or teacher_conf is None:
+            continue
+        n_teacher, n_student = _depth(teacher_conf), student.num_layers
+        student_conf = model_config(student.model, f"{key}.model") if student.model else None
+        if student_conf is not None:
+            n_student = _depth(student_conf)
+        elif n_teacher is not None and n_student is not None:
+            try:
+                select_student_layers(student.layer_selection, n_teacher, n_student)
+            except ValueError as exc:
+                problems.append((f"{key}.num_layers" if n_student > n_teacher else f"{key}.layer_selection",
+                                 f"{exc} (teacher.model={params.teacher.model!r})"))
+                continue
+        blocks = ("distill_methods",) if key == "student" else ("ted_methods",)
+        for block in blocks:
+            for name, recipe in getattr(params, block).items():
+                if f"{block}.{name}" not in used:
+                    continue
+                mapping = getattr(recipe, "mapping", None)
+                if mapping is not None and n_teacher and n_student:
+                    check = {"pkd": layer_map, "ckd": layer_map, "alp": layer_map,
+                             "lwd": ted_layer_map, "ted": ted_layer_map, "ted_kl": ted_layer_map}.get(recipe.method)
+                    try:
+                        if check is not None:  # TinyBERT's maps are its own (uniform, last …)
+                            check(mapping, n_teacher, n_student)
+                    except ValueError as exc:
+                        problems.append((f"{block}.{name}.mapping", f"{exc} (teacher {n_teacher} layers, student {n_student})"))
+                projection = getattr(recipe, "projection", None)
+                widths = (_width(teacher_conf), _width(student_conf) if student_conf else _width(teacher_conf))
+                if projection is False and None not in widths and widths[0] != widths[1]:
+                    problems.append((f"{block}.{name}.projection",
+                                     f"teacher width {widths[0]} != student width {widths[1]}; use projection: auto"))
+        if key == "ted_student" and params.ted is not None and "ted" in used and n_teacher and n_student:
+            try:
+                ted_layer_map(params.ted.mapping, n_teacher, n_student)
+            except ValueError as exc:
+                problems.append(("ted.mapping", str(exc)))
+    if params.multi_teachers and "multi_teachers" in used:
+        depths = [_depth(model_config(t.model, f"multi_teachers[{i}].model")) for i, t in enumerate(params.multi_teachers)]
+        student = params.multi_student
+        if student is not None and "multi_student" in used and student.model is None and student.num_layers:
+            depth = depths[student.init_from_teacher]
+            if depth is not None and student.num_layers > depth:
+                problems.append(("multi_student.num_layers",
+                                 f"{student.num_layers} exceeds the {depth} layers of multi_teachers[{student.init_from_teacher}]"))
+    if problems:
+        raise ParameterError(problems)

@@ -1,0 +1,48 @@
+"""Kedro hook: give kedro-mlflow's parent run a name that says what ran (``distill_alp:rte``)."""
+
+from __future__ import annotations
+
+import logging
+
+from kedro.framework.hooks import hook_impl
+
+from bert_kd import tracking
+
+log = logging.getLogger(__name__)
+
+
+def _param(catalog, name: str):
+    try:
+        return catalog.load(f"params:{name}")
+    except Exception:  # the pipeline does not read this parameter
+        return None
+
+
+class ParentRunHook:
+    """After kedro-mlflow opened the run of this ``kedro run`` (plugin hooks run before project
+    hooks), rename it ``<pipeline>:<task> [kedro run]`` (``:<sweep>`` with ``reproduce.table``) and describe
+    the experiment."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        try:
+            import mlflow
+        except ImportError:  # pragma: no cover
+            return
+        active = mlflow.active_run()
+        if active is None:
+            return
+        names = run_params.get("pipeline_names") or run_params.get("pipeline_name") or ["__default__"]
+        pipeline_name = "+".join([names] if isinstance(names, str) else names)
+        task = _param(catalog, "task")
+        reproduce = _param(catalog, "reproduce")
+        sweep = reproduce.get("table") if isinstance(reproduce, dict) else None
+        try:
+            from bert_kd.data.glue import get_task
+
+            task = get_task(task).name if task else None
+        except (KeyError, ValueError):
+            pass  # ValidateParametersHook reports a bad task
+        name = tracking.name_parent_run(pipeline_name, task, sweep, active.info.run_id)
+        tracking.describe_experiment(active.info.experiment_id)
+        log.info("MLflow run '%s': %s", name, tracking.run_url(active.info.experiment_id, active.info.run_id))

@@ -1,0 +1,230 @@
+"""Bad-input corpus: every known user error gives one block through ``kedro run``.
+
+Each case runs the project's ``run`` command (bert_kd.cli) in a real Kedro session on a scratch
+project with tiny inputs, in-process through click's CliRunner; a handful also run as real
+``python -m kedro run`` subprocesses. Asserted: exit status 2, the block names the parameter or
+file:line, no traceback, no node ran for parameter errors, nothing under data/06_models.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT, write_tiny_glue
+
+TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
+
+
+@dataclass
+class Case:
+    name: str
+    params: str = ""
+    expect: tuple[str, ...] = ()  # substrings of stderr (parameter name, file:line …)
+    pipeline: str = "distill_alp"
+    spoil: Callable[[Path], None] | None = None  # changes the case's GLUE folder
+    node_may_run: bool = False  # data-file errors surface in the first node
+
+
+def _rte(glue: Path, split: str = "train") -> Path:
+    return glue / "RTE" / f"{split}.tsv"
+
+
+def _replace_line(path: Path, line: int, text: bytes) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[line - 1] = text
+    path.write_bytes(b"\n".join(lines))
+
+
+CASES = [
+    # ---- the issue's table
+    Case("not_an_int", "max_train_samples=abc", ("max_train_samples", "'abc'")),
+    Case("float_seed", "seed=1.5", ("seed", "1.5")),
+    Case("negative_checkpoint", "runtime.checkpoint_every_steps=-1", ("runtime.checkpoint_every_steps", "-1")),
+    Case("negative_samples", "max_train_samples=-5", ("max_train_samples", "-5")),
+    Case("misspelt_key", "max_train_sample=10", ("max_train_sample", "did you mean 'max_train_samples'")),
+    Case("unknown_block", "foo.bar=1", ("foo", "unknown key")),
+    Case("student_too_deep", "student.num_layers=99", ("student.num_layers", "exceeds the teacher's 4 layers")),
+    Case("glue_dir_is_a_file", "glue_dir=pyproject.toml", ("glue_dir", "is a file")),
+    Case("offline_hub_teacher", "teacher.model=nosuch-org/x", ("teacher.model", "offline")),
+    # ---- more parameters
+    Case("missing_teacher_dir", "teacher.model=./no/such/dir", ("teacher.model", "does not exist")),
+    Case("missing_student_model", "student.model=./no/such/student", ("student.model", "does not exist")),
+    Case("unknown_task", "task=sst3", ("task", "valid names")),
+    Case("zero_eval_samples", "max_eval_samples=0", ("max_eval_samples", "greater than or equal to 1")),
+    Case("negative_seed", "seed=-1", ("seed",)),
+    Case("bad_precision", "runtime.mixed_precision=fp8", ("runtime.mixed_precision", "'fp8'")),
+    Case("bad_bool", "tracking.enabled=maybe", ("tracking.enabled", "'maybe'")),
+    Case("negative_lr", "student.training.learning_rate=-1", ("student.training.learning_rate",)),
+    Case("zero_batch", "teacher.training.batch_size=0", ("teacher.training.batch_size",)),
+    Case("warmup_over_one", "student.training.warmup_ratio=1.5", ("student.training.warmup_ratio",)),
+    Case("misspelt_training_key", "student.training.epochz=3", ("student.training.epochs",)),
+    Case("zero_temperature", "distill_methods.alp.temperature=0", ("distill_methods.alp.temperature",)),
+    Case("alp_weights_over_one", "distill_methods.alp.weights.kd=0.9", ("distill_methods.alp", "β = 1 − η − λ")),
+    Case("unknown_loss_term", "distill_methods.alp.weights.foo=1", ("distill_methods.alp", "foo")),
+    Case("unknown_method", "distill_methods.alp.method=alpp", ("distill_methods.alp", "'alpp'")),
+    Case("unknown_mapping", "distill_methods.pkd.mapping=nosuch", ("distill_methods.pkd.mapping", "nosuch"),
+         pipeline="distill_pkd"),
+    Case("bad_layer_selection", "student.layer_selection=middle", ("student.layer_selection",)),
+    Case("short_sequences", "teacher.max_seq_length=2", ("teacher.max_seq_length",)),
+    Case("zero_cache_batch", "teacher_cache.batch_size=0", ("teacher_cache.batch_size",)),
+    Case("beta_over_one", "multi_teacher_configs.okd.beta=1.5", ("multi_teacher_configs.okd.beta",)),
+    Case("bad_filter_arch", "ted.filters.arch=conv", ("ted.filters.arch", "'conv'")),
+    Case("negative_ted_weight", "ted_methods.ted.weights.ted=-1", ("ted_methods.ted.weights.ted",)),
+    Case("teacher_index", "multi_student.init_from_teacher=5", ("multi_student.init_from_teacher=5",)),
+    # ---- data files (glue.py)
+    Case("non_utf8", pipeline="data_processing", expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
+         spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"), node_may_run=True),
+    Case("binary_file", pipeline="data_processing", expect=("RTE/train.tsv:1", "binary"),
+         spoil=lambda g: _rte(g).write_bytes(b"\x00\x01\x02" * 100), node_may_run=True),
+    Case("gzip_file", pipeline="data_processing", expect=("RTE/train.tsv:1", "gzip"),
+         spoil=lambda g: _rte(g).write_bytes(gzip.compress(_rte(g).read_bytes())), node_may_run=True),
+    Case("huge_field", pipeline="data_processing", expect=("RTE/train.tsv:4", "field limit"),
+         spoil=lambda g: _replace_line(_rte(g), 4, b"2\t" + b"x" * 200_000 + b"\tyes\tentailment"), node_may_run=True),
+    Case("wrong_field_count", pipeline="data_processing", expect=("RTE/train.tsv:5", "tab-separated fields"),
+         spoil=lambda g: _replace_line(_rte(g), 5, b"3\tonly two"), node_may_run=True),
+    Case("unknown_label", pipeline="data_processing", expect=("RTE/dev.tsv:2:label", "unknown label"),
+         spoil=lambda g: _replace_line(_rte(g, "dev"), 2, b"0\ta\tb\tmaybe"), node_may_run=True),
+    Case("missing_column", pipeline="data_processing", expect=("RTE/train.tsv:1", "sentence2"),
+         spoil=lambda g: _replace_line(_rte(g), 1, b"index\tsentence1\tsentenceX\tlabel"), node_may_run=True),
+    Case("empty_file", pipeline="data_processing", expect=("RTE/train.tsv", "empty"),
+         spoil=lambda g: _rte(g).write_bytes(b""), node_may_run=True),
+    Case("missing_dev", pipeline="data_processing", expect=("RTE/dev.tsv", "missing"),
+         spoil=lambda g: _rte(g, "dev").unlink(), node_may_run=True),
+    Case("train_is_a_directory", pipeline="data_processing", expect=("RTE/train.tsv", "directory"),
+         spoil=lambda g: (_rte(g).unlink(), _rte(g).mkdir()), node_may_run=True),
+]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, tiny_teacher_dir):
+    """A scratch copy of the project (conf/base + a tiny conf/local) with one MLflow database."""
+    from kedro.framework.startup import bootstrap_project
+
+    root = tmp_path_factory.mktemp("project")
+    shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    shutil.copytree(REPO_ROOT / "conf" / "base", root / "conf" / "base")
+    (root / "conf" / "local").mkdir()
+    (root / "src").mkdir()
+    local = {
+        "task": "rte", "max_train_samples": None,
+        "teacher": {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": TINY},
+        "student": {"num_layers": 2, "training": TINY},
+        "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
+        "tracking": {"enabled": False},
+    }
+    (root / "conf" / "local" / "parameters.yml").write_text(yaml.safe_dump(local))
+    bootstrap_project(root)
+    return root
+
+
+def _files_under(path: Path) -> list[Path]:
+    return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+
+
+def run_case(case: Case, project: Path, tmp_path: Path, monkeypatch, runner_args=None):
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+
+    glue = tmp_path / "glue"
+    write_tiny_glue(glue, "RTE")
+    if case.spoil:
+        case.spoil(glue)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")  # created once
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    monkeypatch.delenv("BERT_KD_DEBUG", raising=False)
+    shutil.rmtree(project / "data", ignore_errors=True)
+    params = ",".join(p for p in (f"glue_dir={glue}", case.params) if p)
+    args = ["run", f"--pipelines={case.pipeline}", "--params", params]
+    result = CliRunner().invoke(cli, args)
+    return result
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_gives_one_block(case, project, tmp_path, monkeypatch):
+    result = run_case(case, project, tmp_path, monkeypatch)
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    stderr = result.stderr
+    assert stderr.count("bert-kd: ") == 1, stderr  # one block
+    for text in case.expect:
+        assert text in stderr, (text, stderr)
+    assert "Traceback" not in stderr and "Traceback" not in result.stdout
+    assert "Traceback" in (tmp_path / "errors.log").read_text()  # the full story is in the log
+    assert not _files_under(project / "data" / "06_models")
+    if not case.node_may_run:
+        assert not _files_under(project / "data"), "a node ran before the parameters were checked"
+
+
+def test_debug_variable_prints_the_traceback(project, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+
+    run_case(CASES[0], project, tmp_path, monkeypatch)
+    monkeypatch.setenv("BERT_KD_DEBUG", "1")
+    result = CliRunner().invoke(cli, ["run", "--pipelines=distill_alp", "--params", "seed=1.5"])
+    assert result.exit_code == 2 and "Traceback" in result.stderr and "seed" in result.stderr
+
+
+def test_unexpected_errors_keep_their_traceback(monkeypatch):
+    from click.testing import CliRunner
+
+    from bert_kd import cli as cli_module
+
+    def boom(**_):
+        raise RuntimeError("a bug, not a user error")
+
+    monkeypatch.setattr(cli_module.kedro_run, "callback", boom)
+    result = CliRunner().invoke(cli_module.cli, ["run"])
+    assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
+
+
+def test_user_error_found_in_the_exception_chain():
+    from bert_kd.errors import ParameterError, find_user_error
+
+    inner = ParameterError([("seed", "bad")])
+    try:
+        try:
+            raise inner
+        except ParameterError as exc:
+            raise RuntimeError("wrapped by a runner") from exc
+    except RuntimeError as outer:
+        assert find_user_error(outer) is inner
+
+
+SUBPROCESS_CASES = [c for c in CASES if c.name in ("not_an_int", "offline_hub_teacher", "non_utf8")]
+
+
+@pytest.mark.parametrize("case", SUBPROCESS_CASES, ids=[c.name for c in SUBPROCESS_CASES])
+def test_real_kedro_run_subprocess(case, project, tmp_path):
+    glue = tmp_path / "glue"
+    write_tiny_glue(glue, "RTE")
+    if case.spoil:
+        case.spoil(glue)
+    shutil.rmtree(project / "data", ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}", "HF_HUB_OFFLINE": "1",
+           "BERT_KD_ERROR_LOG": str(tmp_path / "errors.log"), "KEDRO_DISABLE_TELEMETRY": "1"}
+    env.pop("BERT_KD_DEBUG", None)
+    env.pop("GLUE_DIR", None)
+    params = ",".join(p for p in (f"glue_dir={glue}", case.params) if p)
+    proc = subprocess.run([sys.executable, "-m", "kedro", "run", f"--pipelines={case.pipeline}", "--params", params],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "bert-kd: " in proc.stderr
+    for text in case.expect:
+        assert text in proc.stderr
+    assert not _files_under(project / "data" / "06_models")

@@ -1,0 +1,67 @@
+"""The parameter hook: validate before any node, hand nodes explicit rounded weights."""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_kd.errors import ParameterError
+from bert_kd.hooks import ValidateParametersHook, used_blocks
+from tests.test_schema import load_parameters
+
+
+class FakePipeline:
+    def __init__(self, inputs):
+        self._inputs = set(inputs)
+
+    def inputs(self):
+        return self._inputs
+
+
+class FakeCatalog:
+    """``load``/``save`` of parameter entries as Kedro adds them (``params:a.b``)."""
+
+    def __init__(self, parameters):
+        self.data = {"parameters": parameters}
+
+        def add(prefix, value):
+            self.data[prefix] = value
+            if isinstance(value, dict):
+                for key, inner in value.items():
+                    add(f"{prefix}.{key}", inner)
+
+        for key, value in parameters.items():
+            add(f"params:{key}", value)
+
+    def load(self, name):
+        return self.data[name]
+
+    def save(self, name, value):
+        self.data[name] = value
+
+
+def test_used_blocks_names_blocks_and_recipes():
+    used = used_blocks({"params:teacher.max_seq_length", "params:distill_methods.alp", "teacher_model"})
+    assert used == {"teacher", "teacher.max_seq_length", "distill_methods", "distill_methods.alp"}
+    assert "ted_student" in used_blocks({"params:ted"})
+
+
+def test_hook_writes_explicit_rounded_weights(tiny_teacher_dir):
+    params = load_parameters("local")
+    params["teacher"]["model"] = str(tiny_teacher_dir)
+    catalog = FakeCatalog(params)
+    pipeline = FakePipeline({"params:teacher", "params:student", "params:distill_methods.rkd",
+                             "params:multi_teacher_configs.multi_teacher"})
+    ValidateParametersHook().before_pipeline_run({}, pipeline, catalog)
+    assert catalog.load("params:distill_methods.rkd")["weights"] == {"ce": 0.3, "kd": 0.7}
+    multi = catalog.load("params:multi_teacher_configs.multi_teacher")
+    assert multi["weights"] == {"ce": 0.5, "pred": 0.4, "hidden": 0.1, "attn": 0.5, "emb": 0.5}
+    assert multi["alpha"] == 0.2  # the shorthand stays, documented next to what it expands to
+
+
+def test_hook_refuses_before_any_node(tiny_teacher_dir):
+    params = load_parameters("local")
+    params["teacher"]["model"] = str(tiny_teacher_dir)
+    params["student"]["num_layers"] = 99
+    with pytest.raises(ParameterError, match="student.num_layers"):
+        ValidateParametersHook().before_pipeline_run({}, FakePipeline({"params:teacher", "params:student"}),
+                                                     FakeCatalog(params))

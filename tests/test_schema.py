@@ -1,0 +1,235 @@
+"""The typed parameter schema: every environment validates, errors name dotted keys, weights expand."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from bert_kd.errors import ModelNotFoundError, ParameterError
+from bert_kd.schema import (
+    RECIPE_BLOCKS,
+    cross_check,
+    explicit_weights,
+    model_config,
+    valid_keys,
+    validate_parameters,
+)
+from tests.conftest import REPO_ROOT
+
+
+def load_parameters(env: str) -> dict:
+    from kedro.config import OmegaConfigLoader
+
+    from bert_kd import settings
+
+    loader = OmegaConfigLoader(str(REPO_ROOT / "conf"), env=env, **settings.CONFIG_LOADER_ARGS)
+    return loader["parameters"]
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    return load_parameters("local")
+
+
+def problems_of(params: dict) -> dict[str, str]:
+    with pytest.raises(ParameterError) as err:
+        validate_parameters(params)
+    return dict(err.value.problems)
+
+
+@pytest.mark.parametrize("env", ["local", "paper"])
+def test_every_environment_and_recipe_validates(env):
+    params = load_parameters(env)
+    typed = validate_parameters(params)
+    recipes = [(block, name) for block in RECIPE_BLOCKS for name in params[block]]
+    assert len(recipes) >= 17  # every method of conf/base has a recipe
+    for block, name in recipes:
+        weights = explicit_weights(params[block][name])
+        assert weights and all(w == round(w, 10) for w in weights.values()), (block, name, weights)
+    assert typed.training is not None
+
+
+def test_one_training_block_is_shared_through_interpolation(base):
+    shared = base["training"]
+    assert base["teacher"]["training"] == shared
+    assert base["student"]["training"] == {**shared, "aux_learning_rate": 1e-3}
+    assert base["multi_student"]["training"]["learning_rate"] == 2e-4
+    assert base["ted"]["filters"]["training"]["epochs"] == 1
+    text = "".join(p.read_text() for p in (REPO_ROOT / "conf" / "base").glob("parameters*.yml"))
+    assert text.count("max_grad_norm") == 1  # written once, in the shared block
+
+
+def test_paper_states_only_differences_and_the_papers_set_ups():
+    paper = load_parameters("paper")
+    assert paper["teacher"]["training"]["weight_decay"] == 0.01  # merged from conf/base
+    assert paper["ted_student"]["num_layers"] == 6 and paper["ted_student"]["layer_selection"] == "distilbert"
+    stage_one = paper["ted"]["filters"]["training"]
+    assert (stage_one["epochs"], stage_one["learning_rate"], stage_one["batch_size"], stage_one["weight_decay"]) == (
+        3, 3e-5, 32, 0.0)
+    assert [t["model"] for t in paper["multi_teachers"]] == ["bert-base-uncased", "roberta-base", "xlnet-base-cased"]
+    assert paper["multi_student"]["num_layers"] == 3
+    assert "distill_methods" not in (REPO_ROOT / "conf" / "paper" / "parameters.yml").read_text()
+
+
+def test_alp_shorthand_expands_to_rounded_explicit_weights():
+    assert explicit_weights({"method": "alp", "weights": {"kd": 0.5, "layer": 0.2}}) == {
+        "ce": 0.3, "kd": 0.5, "layer": 0.2}
+    assert explicit_weights({"method": "rkd", "weights": {"kd": 0.7}})["ce"] == 0.3  # not 0.30000000000000004
+
+
+def test_multi_teacher_alpha_beta_expand_to_eq_12_13():
+    weights = explicit_weights({"method": "multi_teacher", "alpha": 0.2, "beta": 0.7, "teachers": [0]})
+    assert weights == {"ce": 0.3, "pred": 0.56, "hidden": 0.14, "attn": 0.7, "emb": 0.7}
+    assert explicit_weights({"method": "multi_pkd", "alpha": 0.1, "beta": 0.2}) == {"ce": 0.8, "pred": 0.18, "layer": 0.02}
+    override = explicit_weights({"method": "okd", "beta": 0.5, "weights": {"ce": 2.0}})
+    assert override == {"ce": 2.0, "pred": 0.5}
+
+
+def test_explicit_weights_reproduce_the_recipe_exactly(base):
+    """Writing the expanded weights back gives the same weights (the hook does this)."""
+    for block in RECIPE_BLOCKS:
+        for recipe in base[block].values():
+            expanded = explicit_weights(recipe)
+            assert explicit_weights({**recipe, "weights": expanded}) == expanded
+
+
+@pytest.mark.parametrize(
+    "override, key, words",
+    [
+        ({"max_train_samples": "abc"}, "max_train_samples", "valid integer"),
+        ({"seed": 1.5}, "seed", "fractional"),
+        ({"max_train_samples": -5}, "max_train_samples", "greater than or equal to 1"),
+        ({"max_train_sample": 10}, "max_train_sample", "did you mean 'max_train_samples'"),
+        ({"foo": {"bar": 1}}, "foo", "unknown key"),
+        ({"task": "sst3"}, "task", "valid names"),
+    ],
+)
+def test_top_level_errors_name_the_key(base, override, key, words):
+    problems = problems_of({**base, **override})
+    assert key in problems and words in problems[key], problems
+
+
+def test_nested_errors_name_the_dotted_key(base):
+    params = copy.deepcopy(base)
+    params["runtime"]["checkpoint_every_steps"] = -1
+    params["student"]["training"]["epochz"] = 3
+    params["multi_teachers"][1]["sed"] = 1
+    params["distill_methods"]["alp"]["mapin"] = "all"
+    params["ted_methods"]["ted"]["weights"]["ted"] = -1.0
+    params["ted"]["filters"]["arch"] = "conv"
+    problems = problems_of(params)
+    assert "-1" in problems["runtime.checkpoint_every_steps"]
+    assert "student.training.epochs" in problems["student.training.epochz"]
+    assert "multi_teachers[1].seed" in problems["multi_teachers[1].sed"]
+    assert "distill_methods.alp.mapping" in problems["distill_methods.alp.mapin"]
+    assert "greater than or equal to 0" in problems["ted_methods.ted.weights.ted"]
+    assert "'linear', 'mlp' or 'subsequent_layer'" in problems["ted.filters.arch"]
+    assert len(problems) == 6  # every problem at once
+
+
+def test_method_level_checks_surface_at_the_recipe(base):
+    params = copy.deepcopy(base)
+    params["distill_methods"]["alp"]["weights"] = {"kd": 0.9, "layer": 0.5}
+    params["distill_methods"]["pkd"]["method"] = "pkdd"
+    params["multi_teacher_configs"]["okd"]["beta"] = 1.5
+    problems = problems_of(params)
+    assert "β = 1 − η − λ" in problems["distill_methods.alp.weights"]
+    assert "'pkd'" in problems["distill_methods.pkd"]
+    assert "less than or equal to 1" in problems["multi_teacher_configs.okd.beta"]
+    params = copy.deepcopy(base)
+    params["multi_teacher_configs"]["single_teacher"]["teachers"] = [7]
+    params["multi_student"]["init_from_teacher"] = 2
+    (message,) = problems_of(params).values()
+    assert "multi_teacher_configs.single_teacher.teachers: index 7" in message
+    assert "multi_student.init_from_teacher=2" in message
+
+
+def test_newer_keys_are_accepted(base):
+    params = copy.deepcopy(base)
+    params["runtime"].update(mixed_precision="auto", group_by_length=True)
+    params["multi_teacher_configs"]["okd"]["scale_by_t2"] = True
+    params["reproduce"] = {"table": "cpu_protocol", "tasks": "mrpc sst2", "methods": ["nkd", "alp"], "seeds": "1 2",
+                           "grids": {"alp": {"eta": [0, 0.2]}}}
+    params["distill_methods"]["pkd"]["mapping"] = [[1], [3]]
+    typed = validate_parameters(params)
+    assert typed.multi_teacher_configs["okd"].scale_by_t2 is True
+    assert typed.runtime.mixed_precision == "auto" and typed.reproduce.seeds == "1 2"
+    assert problems_of({**params, "reproduce": {"tabel": "x"}}) == {
+        "reproduce.tabel": "unknown key; did you mean 'reproduce.table'?"}
+
+
+def test_unquoted_yaml_no_means_no_mixed_precision(base):
+    assert validate_parameters({**base, "runtime": {"mixed_precision": False}}).runtime.mixed_precision == "no"
+
+
+def test_valid_keys_walks_lists_dicts_and_method_unions():
+    assert "seed" in valid_keys(("multi_teachers", 0))
+    assert "alpha" in valid_keys(("multi_teacher_configs", "x", "multi_teacher"))
+    assert "epochs" in valid_keys(("student", "training"))
+
+
+def test_glue_dir_that_is_a_file_says_so(base, tmp_path):
+    afile = tmp_path / "glue.tsv"
+    afile.write_text("x")
+    assert "is a file" in problems_of({**base, "glue_dir": str(afile)})["glue_dir"]
+
+
+# --------------------------------------------------------------------------- cross-checks
+
+
+def test_model_config_reads_local_dirs_without_weights(tiny_teacher_dir):
+    assert model_config(str(tiny_teacher_dir), "teacher.model")["num_hidden_layers"] == 4
+
+
+def test_model_config_offline_hub_id_is_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError) as err:
+        model_config("nosuch-org/nosuch-model-xyz", "teacher.model")
+    assert err.value.where == "teacher.model" and "offline" in err.value.what
+    assert "\n" not in str(err.value)
+
+
+def test_model_config_missing_dir_and_file(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        model_config(str(tmp_path / "nope"), "student.model")
+    (tmp_path / "model.bin").write_bytes(b"x")
+    with pytest.raises(ModelNotFoundError, match="is a file"):
+        model_config(str(tmp_path / "model.bin"), "student.model")
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        model_config(str(tmp_path), "student.model")
+
+
+def test_cross_check_student_depth_and_mapping(base, tiny_teacher_dir):
+    params = copy.deepcopy(base)
+    params["teacher"]["model"] = str(tiny_teacher_dir)
+    used = {"teacher", "student", "distill_methods", "distill_methods.pkd"}
+    cross_check(validate_parameters(params), used)  # 2 of 4 layers: fine
+    params["student"]["num_layers"] = 99
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), used)
+    assert "exceeds the teacher's 4 layers" in dict(err.value.problems)["student.num_layers"]
+    params["student"]["num_layers"] = 2
+    params["distill_methods"]["pkd"]["mapping"] = [[1], [9]]
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), used)
+    assert "distill_methods.pkd.mapping" in dict(err.value.problems)
+
+
+def test_cross_check_skips_blocks_the_pipeline_does_not_read(base, tiny_teacher_dir):
+    params = copy.deepcopy(base)
+    params["teacher"]["model"] = str(tiny_teacher_dir)
+    params["ted_student"]["num_layers"] = 99
+    cross_check(validate_parameters(params), {"teacher", "student"})
+    with pytest.raises(ParameterError, match="ted_student.num_layers"):
+        cross_check(validate_parameters(params), {"teacher", "ted", "ted_student"})
+
+
+def test_schema_module_is_kedro_free():
+    import subprocess
+    import sys
+
+    code = "import sys, bert_kd.schema; print(json.dumps(sorted(m for m in sys.modules if m.startswith('kedro'))))"
+    out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
