@@ -112,3 +112,14 @@ def test_trial_spec_as_dict_is_json_and_carries_everything_a_job_needs():
     assert spec["training"] == {"epochs": 5, "batch_size": 32, "learning_rate": trial.params["training.learning_rate"]}
     assert spec["settings"]["teacher"] == {"model": "minilm-l6"} and spec["settings"]["data"] == {"max_train_samples": 10000}
     assert spec["key"] == trial.key
+
+
+def test_the_reproduce_block_passes_the_parameter_schema_and_parses():
+    from kedro.config import OmegaConfigLoader
+
+    from bert_kd.schema import validate_parameters
+    from bert_kd.settings import CONFIG_LOADER_ARGS
+
+    params = OmegaConfigLoader(str(CONF.parent), **CONFIG_LOADER_ARGS)["parameters"]
+    assert validate_parameters(params).reproduce.table == "cpu_protocol"
+    assert len(build_sweep(params["reproduce"], params).trials()) == 216
