@@ -300,8 +300,13 @@ class Reproduce(Strict):
     selection: str | None = None
     storage: str | None = None
     workers: PositiveInt | None = None
+    study_name: str | None = None
+    heartbeat_interval: PositiveInt | None = None
+    grace_period: PositiveInt | None = None
+    bootstrap: dict[str, Any] = {}
+    output_dir: str | None = None
     grids: dict[str, dict[str, Any]] = {}
-    tables: dict[str, dict[str, Any]] = {}
+    tables: dict[str, dict[str, Any]] = {}  # parsed and checked by bert_kd.sweep.spec.build_sweep
 
 
 # --------------------------------------------------------------------------- the whole tree
