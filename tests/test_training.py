@@ -19,8 +19,12 @@ from bert_kd.training import (
     TrainingConfig,
     config_fingerprint,
     fit,
+    cpu_has_bf16,
     make_loader,
+    padding_ratio,
     predict_logits,
+    resolve_mixed_precision,
+    sequence_lengths,
     task_loss,
 )
 
@@ -151,6 +155,88 @@ def test_make_loader_order_depends_only_on_seed():
     assert plain == list(range(20))
 
 
+def varied_lengths(n: int = 400, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [{"idx": i, "labels": 0, "input_ids": [5] * int(k), "attention_mask": [1] * int(k)}
+            for i, k in enumerate(rng.integers(2, 60, size=n))]
+
+
+def test_grouped_loader_is_seeded_covers_every_example_and_pads_less():
+    data = varied_lengths()
+
+    def order(seed):
+        loader = make_loader(data, 8, Collator(), shuffle=True, seed=seed, group_by_length=True)
+        return torch.cat([b["idx"] for b in loader]).tolist()
+
+    torch.manual_seed(0)
+    first = order(3)
+    torch.manual_seed(99)
+    assert order(3) == first and order(4) != first
+    assert sorted(first) == list(range(len(data)))
+    grouped = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3, group_by_length=True))
+    random_order = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3))
+    assert grouped < 1.1 < 1.5 < random_order
+
+
+def test_grouped_eval_loader_is_longest_first_and_keeps_labels_with_rows():
+    data = [{"idx": i, "labels": i, "input_ids": [1] * (i % 7 + 1)} for i in range(30)]
+    assert sequence_lengths(data) == [i % 7 + 1 for i in range(30)]
+    batches = list(make_loader(data, 4, Collator(), shuffle=False, group_by_length=True))
+    lengths = [len(data[i]["input_ids"]) for b in batches for i in b["idx"].tolist()]
+    assert lengths == sorted(lengths, reverse=True)
+    assert all(torch.equal(b["idx"], b["labels"]) for b in batches)
+
+
+def test_sequence_lengths_reads_a_datasets_column(sst2):
+    ds, _ = sst2
+    assert sequence_lengths(ds["train"]) == [len(row["input_ids"]) for row in ds["train"]]
+
+
+def test_padding_ratio_counts_padded_over_real_tokens():
+    batches = [{"attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])}]
+    assert padding_ratio(batches) == pytest.approx(8 / 6)
+
+
+@pytest.mark.parametrize("flags, expected", [("fpu avx2 amx_bf16 amx_tile", True), ("fpu avx512f avx512_bf16", True),
+                                              ("fpu avx2 avx512f", False), ("", False)])
+def test_cpu_has_bf16_reads_the_flags_line(flags, expected):
+    assert cpu_has_bf16(f"processor : 0\nflags\t\t: {flags}\nbugs : x\n") is expected
+
+
+def test_resolve_mixed_precision_auto_follows_the_hardware(monkeypatch):
+    import bert_kd.training as training
+
+    assert resolve_mixed_precision("fp16") == "fp16" and resolve_mixed_precision("no") == "no"
+    monkeypatch.setattr(training, "cpu_has_bf16", lambda: True)
+    assert resolve_mixed_precision("auto", cpu=True) == "bf16"
+    monkeypatch.setattr(training, "cpu_has_bf16", lambda: False)
+    assert resolve_mixed_precision("auto", cpu=True) == "no"
+    with pytest.raises(ValueError, match="mixed_precision"):
+        TrainingConfig.from_dict({"mixed_precision": "int8"})
+
+
+def test_frozen_autocast_follows_the_teacher_precision(tiny_teacher_dir):
+    objective = SupervisedObjective(new_model(tiny_teacher_dir))
+    x = torch.ones(2, 2)
+    with objective.frozen_autocast():
+        assert (x @ x).dtype == torch.float32  # "same": nothing changes
+    objective.frozen_precision = "bf16"
+    with objective.frozen_autocast():
+        assert (x @ x).dtype == torch.bfloat16
+    objective.frozen_precision = "no"
+    with torch.autocast("cpu", dtype=torch.bfloat16), objective.frozen_autocast():
+        assert (x @ x).dtype == torch.float32  # fp32 teachers under a bf16 student
+    with pytest.raises(ValueError, match="teacher_mixed_precision"):
+        TrainingConfig.from_dict({"teacher_mixed_precision": "int4"})
+
+
+def test_objective_forward_is_the_training_step(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    objective = SupervisedObjective(new_model(tiny_teacher_dir)).eval()
+    batch = next(iter(make_loader(ds["train"], 4, Collator({"": tokenizer.pad_token_id}), shuffle=False)))
+    assert torch.equal(objective(batch)["loss"], objective.training_step(batch)["loss"])
+
+
 # --------------------------------------------------------------------------- fit
 
 
@@ -161,7 +247,7 @@ def test_fit_learns_the_tiny_task(tiny_teacher_dir, sst2):
     before_state = state_copy(model)
     before = mean_train_loss(model, ds["train"], collator)
     logged = []
-    config = base_config(epochs=8, learning_rate=3e-3, log_every_steps=1)
+    config = base_config(epochs=8, learning_rate=3e-3, log_every_steps=1, group_by_length=False)
     result = fit(SupervisedObjective(model), ds["train"], ds["validation"], config,
                  collator=collator, evaluate_fn=accuracy, log_fn=lambda values, step: logged.append((step, values)))
     after = mean_train_loss(model, ds["train"], collator)
@@ -203,6 +289,26 @@ def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_b
     assert_states_close(state_copy(model), snapshots[best - 1], atol=0.0)
     if best != 3:
         assert any(not torch.equal(snapshots[best - 1][k], snapshots[2][k]) for k in snapshots[2])
+
+
+def test_fit_reports_padding_and_resolved_precision(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    logged = {}
+    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], ds["validation"],
+                 base_config(max_steps=3, group_by_length=True), collator=Collator({"": tokenizer.pad_token_id}),
+                 evaluate_fn=accuracy, log_fn=lambda values, step: logged.update(values))
+    assert 1.0 <= result.padded_per_real_token == logged["train/padded_per_real_token"]
+    assert result.num_processes == 1 and result.mixed_precision in ("no", "bf16")
+    assert 0.0 <= logged["eval/accuracy"] <= 1.0  # the longest-first dev order still scores every row
+
+
+def test_fits_with_different_precisions_run_in_one_process(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    collator = Collator({"": tokenizer.pad_token_id})
+    for precision in ("no", "bf16", "no"):
+        result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None,
+                     base_config(max_steps=1, mixed_precision=precision), collator=collator)
+        assert result.mixed_precision == precision and result.global_step == 1
 
 
 def test_fit_runs_without_eval_set(tiny_teacher_dir, sst2):
@@ -353,3 +459,44 @@ def test_config_fingerprint_is_stable_and_sensitive():
     assert len(a) == 12
     assert a != config_fingerprint({"lr": 2e-4, "bs": 8}, "sst2")
     assert a != config_fingerprint({"lr": 1e-4, "bs": 8}, "rte")
+
+
+# --------------------------------------------------------------------------- several processes
+
+
+def run_worker(args: list[str], tmp_path, processes: int) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    worker = str(Path(__file__).parent / "ddp_fit_worker.py")
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, *launcher, worker, *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teacher_dir, tiny_glue_dir, tmp_path):
+    """DDP (gloo) through torchrun: both ranks end identical, equal to one process with batch 2B,
+    evaluation covers every dev row once, and MLflow holds exactly one run (num_processes = 2)."""
+    import mlflow
+
+    ddp, single = tmp_path / "ddp", tmp_path / "single"
+    ddp.mkdir(), single.mkdir()
+    run_worker([str(tiny_teacher_dir), str(tiny_glue_dir), str(ddp), "4"], ddp, processes=2)
+    run_worker([str(tiny_teacher_dir), str(tiny_glue_dir), str(single), "8"], single, processes=1)
+    rank0, rank1 = torch.load(ddp / "rank0.pt"), torch.load(ddp / "rank1.pt")
+    reference = torch.load(single / "rank0.pt")
+    assert rank0["num_processes"] == 2 and reference["num_processes"] == 1
+    assert_states_close(rank0["state"], rank1["state"], atol=0.0)
+    assert_states_close(rank0["state"], reference["state"], atol=1e-4)
+    assert any(not torch.equal(rank0["state"][k], v) for k, v in state_copy(new_model(tiny_teacher_dir)).items()
+               if "classifier" not in k)  # it trained
+    assert rank0["history"][0]["n"] == rank1["history"][0]["n"] == 24  # gathered: all dev rows, none twice
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ddp / 'mlflow.db'}")  # no process-wide URI change
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1 and runs[0].data.params["num_processes"] == "2"

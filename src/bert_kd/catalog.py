@@ -101,3 +101,57 @@ class TEDFiltersDataset(AbstractVersionedDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath), "version": self._version}
+
+
+class FilesDataset(AbstractVersionedDataset):
+    """A versioned folder of named binary files (``{"student.onnx": bytes, ...}``), written to
+    ``<folder>.partial`` first."""
+
+    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
+        super().__init__(PurePosixPath(filepath), version)
+        self.metadata = metadata
+
+    def load(self) -> dict[str, bytes]:
+        path = Path(str(self._get_load_path()))
+        return {f.name: f.read_bytes() for f in sorted(path.iterdir()) if f.is_file()}
+
+    def save(self, data: dict[str, bytes]) -> None:
+        import shutil
+
+        if not isinstance(data, dict) or not all(isinstance(v, bytes) for v in data.values()):
+            raise TypeError("FilesDataset saves a dict of file name -> bytes")
+        path = Path(str(self._get_save_path()))
+        tmp = path.with_name(path.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name, content in data.items():
+            (tmp / Path(name).name).write_bytes(content)
+        tmp.rename(path)
+
+    def _exists(self) -> bool:
+        try:
+            return Path(str(self._get_load_path())).is_dir()
+        except Exception:
+            return False
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "version": self._version}
+
+
+def rank_zero_catalog_class():
+    """The catalog class for processes other than rank 0 of a torchrun / ``accelerate launch``
+    job: what their nodes output stays in memory (read back by later nodes of the same
+    process), so only rank 0 writes files and versions."""
+    from kedro.io import DataCatalog
+
+    class RankLocalCatalog(DataCatalog):
+        def save(self, ds_name: str, data: Any) -> None:
+            self.__dict__.setdefault("_rank_local_outputs", {})[ds_name] = data
+
+        def load(self, ds_name: str, version: str | None = None) -> Any:
+            local = self.__dict__.get("_rank_local_outputs", {})
+            if ds_name in local:
+                return local[ds_name]
+            return super().load(ds_name, version)
+
+    return RankLocalCatalog

@@ -351,6 +351,7 @@ def run_job(
     *,
     recompute: bool = False,
     provenance_fn: Callable[[Any], Mapping] | None = None,
+    writer: bool = True,
 ) -> JobOutcome:
     """Return ``job``'s stored result, or train it once (other processes wait on the key's lock).
 
@@ -358,11 +359,15 @@ def run_job(
     checkpoint; ``save_fn(value, directory)`` writes the result's files; ``load_fn(directory)``
     reads them back. ``recompute`` retrains even when a result is stored (and drops the old
     checkpoint). ``provenance_fn(value)`` adds fields (e.g. the MLflow run id) to the manifest.
+    ``writer=False`` (the non-zero ranks of a multi-GPU job) trains alongside rank 0 without the
+    lock (a lock would block the collective operations) and never writes.
     """
     if not recompute:
         reused = _reuse(job, load_fn, heal=False)
         if reused is not None:
             return reused
+    if not writer:
+        return JobOutcome(train_fn(job.checkpoint_dir), job.store_dir, False)
     job.lock_path.parent.mkdir(parents=True, exist_ok=True)
     waited = time.perf_counter()
     with FileLock(str(job.lock_path)):

@@ -14,7 +14,7 @@ from kedro.config import OmegaConfigLoader
 from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines import data_processing, distill, evaluate_teacher, multi_teacher, ted, train_teacher
+from bert_kd.pipelines import data_processing, distill, evaluate_teacher, export_student, multi_teacher, ted, train_teacher
 from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
 from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
@@ -40,6 +40,7 @@ def register_pipelines() -> dict[str, Pipeline]:
     for method in ALP_FAMILY:
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + method_pipeline(method)
     pipelines["distill_baselines"] = teacher + distill.create_pipeline()
+    pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
     pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
     for method in (*TED_METHODS, *TED_VARIANTS):
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)

@@ -84,6 +84,7 @@ class Runtime(Strict):
     keep_checkpoint: bool = False
     progress_bar: bool = True
     group_by_length: bool = False
+    teacher_mixed_precision: Literal["same", "no", "fp16", "bf16", "auto"] = "same"
     log_every_steps: PositiveInt | None = None
     eval_batch_size: PositiveInt | None = None
     cpu: bool = False
@@ -104,6 +105,22 @@ class TeacherCache(Strict):
     enabled: bool = True
     batch_size: PositiveInt = 64
     directory: str = "data/07_model_output/teacher_cache"
+    mixed_precision: Literal["no", "fp16", "bf16", "auto"] = "no"
+
+    @field_validator("mixed_precision", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        return "no" if value is False else value
+
+
+class ExportStudent(Strict):
+    """export_student pipeline: ONNX (+ int8) student, verification, latency table."""
+
+    quantize_int8: bool = True
+    tolerance_points: NonNegativeFloat = 0.5
+    batch_sizes: list[PositiveInt] = [1, 32]
+    max_batches: PositiveInt = 8
+    repeats: PositiveInt = 3
 
 
 class Teacher(Strict):
@@ -284,8 +301,13 @@ class Reproduce(Strict):
     selection: str | None = None
     storage: str | None = None
     workers: PositiveInt | None = None
+    study_name: str | None = None
+    heartbeat_interval: PositiveInt | None = None
+    grace_period: PositiveInt | None = None
+    bootstrap: dict[str, Any] = {}
+    output_dir: str | None = None
     grids: dict[str, dict[str, Any]] = {}
-    tables: dict[str, dict[str, Any]] = {}
+    tables: dict[str, dict[str, Any]] = {}  # parsed and checked by bert_kd.sweep.spec.build_sweep
 
 
 # --------------------------------------------------------------------------- the whole tree
@@ -313,6 +335,7 @@ class Parameters(Strict):
     multi_student: MultiStudent | None = None
     multi_teacher_configs: dict[str, AnyRecipe] = {}
     reproduce: Reproduce | None = None
+    export_student: ExportStudent | None = None
 
     @field_validator("task")
     @classmethod

@@ -15,6 +15,16 @@ HOOKS = (ValidateParametersHook(), ParentRunHook(), RunStatusHook())
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)
 
+# Several processes (torchrun / accelerate launch): only rank 0 opens MLflow (kedro-mlflow's hook
+# opens a run and a SQLite store in every process) and writes catalog outputs.
+import os  # noqa: E402
+
+if int(os.environ.get("RANK", "0") or 0) != 0:
+    from bert_kd.catalog import rank_zero_catalog_class
+
+    DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")
+    DATA_CATALOG_CLASS = rank_zero_catalog_class()
+
 # Class that manages the KedroSession.
 # from kedro.framework.session import KedroSession
 # SESSION_CLASS = KedroSession

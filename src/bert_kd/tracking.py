@@ -42,6 +42,21 @@ def flatten(values: Mapping, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun / ``accelerate launch`` job (or a plain single process): the only
+    process that talks to MLflow, so N processes make one run and one store."""
+    import os
+
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
+def num_processes() -> int:
+    """Processes of this job (``WORLD_SIZE`` set by torchrun / ``accelerate launch``; 1 otherwise)."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
 def environment_info() -> dict[str, str]:
     """Device, GPU name, library versions and git commit of this run."""
     import torch
@@ -135,9 +150,9 @@ def _is_number(value) -> bool:
 def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None = None) -> Iterator[RunLogger]:
     """Open an MLflow run called ``name`` (nested when a run is already active).
 
-    With ``enabled=False`` or MLflow unavailable, yields a logger that does nothing.
+    With ``enabled=False``, or on a process other than rank 0, yields a logger that does nothing.
     """
-    if not enabled:
+    if not enabled or not is_main_process():
         yield RunLogger(False)
         return
     import mlflow
@@ -147,6 +162,7 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
         logger = RunLogger(True)
         logger.run_id = run.info.run_id
         logger.set_tags({**environment_info(), **(tags or {})})
+        logger.log_params({"num_processes": num_processes()})
         yield logger
 
 

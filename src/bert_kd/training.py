@@ -4,10 +4,13 @@ Maths lives in an :class:`Objective` (a student or filters to train, frozen refe
 loss terms); engineering lives in :func:`fit` (HF Accelerate for devices, precision and
 multi-GPU, AdamW with linear warm-up/decay, clipping, evaluation each epoch, best-checkpoint
 selection, periodic checkpoints a re-run resumes from, progress bar, metric logging).
+Training batches are grouped by length (less padding); under DDP the prepared (wrapped)
+objective is called, so gradients are synchronised, and evaluation gathers every process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -42,7 +45,9 @@ class TrainingConfig:
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
     seed: int = 42
-    mixed_precision: str = "no"  # "no", "fp16", "bf16"
+    mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default, see NOTES), "fp16", "bf16"
+    group_by_length: bool = False  # batches of similar length (HF LengthGroupedSampler); off: see NOTES (issue 10)
+    teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
     max_steps: int | None = None
     log_every_steps: int = 10
@@ -75,9 +80,41 @@ class TrainingConfig:
             raise ValueError(f"training.epochs must be > 0, got {config.epochs}")
         if config.learning_rate <= 0:
             raise ValueError(f"training.learning_rate must be > 0, got {config.learning_rate}")
-        if config.mixed_precision not in ("no", "fp16", "bf16"):
-            raise ValueError("training.mixed_precision must be one of 'no', 'fp16', 'bf16'")
+        if config.mixed_precision not in MIXED_PRECISIONS:
+            raise ValueError(f"training.mixed_precision must be one of {MIXED_PRECISIONS}, got {config.mixed_precision!r}")
+        if config.teacher_mixed_precision not in ("same", *MIXED_PRECISIONS):
+            raise ValueError(f"training.teacher_mixed_precision must be 'same' or one of {MIXED_PRECISIONS}, "
+                             f"got {config.teacher_mixed_precision!r}")
+        if not isinstance(config.group_by_length, bool):
+            raise ValueError(f"training.group_by_length must be true or false, got {config.group_by_length!r}")
         return config
+
+
+MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """The CPU computes bf16 natively (AMX or AVX-512-BF16 in /proc/cpuinfo's flags)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
+
+
+def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
+    """Accelerate's ``mixed_precision`` for ``value``: "auto" is bf16 on GPUs that support it
+    and on CPUs with AMX/AVX-512-BF16, "no" (fp32) otherwise; other values pass through."""
+    if value != "auto":
+        return value
+    if not cpu and torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "no"
+    return "bf16" if cpu_has_bf16() else "no"
 
 
 _NUMERIC_FIELDS = {
@@ -113,6 +150,17 @@ class Objective(nn.Module):
         super().__init__()
         self.model = model
         self._frozen_names: list[str] = []
+        self.frozen_precision = "same"  # set by fit from TrainingConfig.teacher_mixed_precision (resolved)
+
+    def frozen_autocast(self):
+        """The autocast context for forwards of frozen references (teachers): a no-op with
+        "same", fp32 with "no", else bf16/fp16 independently of the student's precision."""
+        if self.frozen_precision == "same":
+            return contextlib.nullcontext()
+        device = next(self.parameters()).device.type
+        if self.frozen_precision == "no":
+            return torch.autocast(device, enabled=False)
+        return torch.autocast(device, dtype=torch.bfloat16 if self.frozen_precision == "bf16" else torch.float16)
 
     def add_frozen(self, name: str, module: nn.Module) -> nn.Module:
         """Register a module that must never change (teachers, teacher filters)."""
@@ -127,6 +175,10 @@ class Objective(nn.Module):
         for name in self._frozen_names:
             getattr(self, name).eval()
         return self
+
+    def forward(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The training step, so a DDP wrapper's forward (which synchronises gradients) runs it."""
+        return self.training_step(batch)
 
     def training_step(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Return ``{"loss": total, <term>: value, ...}`` for one batch."""
@@ -217,10 +269,55 @@ def _prefix_of(key: str) -> str:
     return ""
 
 
-def make_loader(dataset: Dataset, batch_size: int, collator: Collator, shuffle: bool, seed: int = 0) -> DataLoader:
-    """A DataLoader whose shuffling order depends only on ``seed``."""
+def sequence_lengths(dataset: Dataset, column: str = "input_ids") -> list[int]:
+    """Token count of every example (the ``column`` of a tokenized split)."""
+    try:
+        values = dataset[column]  # a datasets.Dataset column: no per-row dict building
+    except (KeyError, TypeError, IndexError, ValueError):
+        values = None
+    if values is None or len(values) != len(dataset):
+        values = [dataset[i][column] for i in range(len(dataset))]
+    return [len(v) for v in values]
+
+
+def make_loader(
+    dataset: Dataset,
+    batch_size: int,
+    collator: Collator,
+    shuffle: bool,
+    seed: int = 0,
+    group_by_length: bool = False,
+    lengths: Sequence[int] | None = None,
+) -> DataLoader:
+    """A DataLoader whose order depends only on ``seed``.
+
+    ``group_by_length`` with ``shuffle``: transformers' :class:`LengthGroupedSampler` (random
+    mega-batches of 50 batches, sorted by length inside); without ``shuffle``: longest first,
+    a fixed order (predictions come out in that order, with their labels).
+    """
     generator = torch.Generator().manual_seed(seed)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collator, generator=generator)
+    if not group_by_length:
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collator, generator=generator)
+    lengths = list(lengths) if lengths is not None else sequence_lengths(dataset)
+    if len(lengths) != len(dataset):
+        raise ValueError(f"make_loader: {len(lengths)} lengths for {len(dataset)} examples")
+    if shuffle:
+        from transformers.trainer_pt_utils import LengthGroupedSampler
+
+        sampler = LengthGroupedSampler(batch_size, lengths=lengths, generator=generator)
+    else:
+        sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collator)
+
+
+def padding_ratio(batches: Iterable[Mapping[str, Tensor]]) -> float:
+    """Padded over real tokens of the main ``attention_mask`` (1.0 = no padding)."""
+    padded = real = 0
+    for batch in batches:
+        mask = batch["attention_mask"]
+        padded += mask.numel()
+        real += int(mask.sum())
+    return padded / max(real, 1)
 
 
 # --------------------------------------------------------------------------- loop
@@ -235,6 +332,9 @@ class FitResult:
     history: list[dict] = field(default_factory=list)
     global_step: int = 0
     resumed_from_step: int = 0
+    padded_per_real_token: float = float("nan")  # of the training batches this process saw
+    num_processes: int = 1
+    mixed_precision: str = "no"  # what "auto" resolved to
 
 
 def seed_everything(seed: int) -> None:
@@ -244,16 +344,21 @@ def seed_everything(seed: int) -> None:
 
 
 @torch.no_grad()
-def predict_logits(objective: Objective, loader: Iterable, device=None, progress: bool = False, desc="eval"):
-    """Concatenated predictions and labels of ``objective.predict`` over ``loader``."""
+def predict_logits(objective: Objective, loader: Iterable, device=None, progress: bool = False, desc="eval",
+                   accelerator=None):
+    """Concatenated predictions and labels of ``objective.predict`` over ``loader`` (with an
+    ``accelerator``: gathered from every process, the last batch's padding dropped)."""
     was_training = objective.training
     objective.eval()
     preds, labels = [], []
     for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
         if device is not None:
             batch = {k: v.to(device) for k, v in batch.items()}
-        preds.append(objective.predict(batch).float().cpu())
-        labels.append(batch["labels"].cpu())
+        logits, batch_labels = objective.predict(batch).float(), batch["labels"]
+        if accelerator is not None:
+            logits, batch_labels = accelerator.gather_for_metrics((logits, batch_labels))
+        preds.append(logits.cpu())
+        labels.append(batch_labels.cpu())
     objective.train(was_training)
     return torch.cat(preds).numpy(), torch.cat(labels).numpy()
 
@@ -267,6 +372,17 @@ def _atomic_checkpoint(accelerator, objective: Objective, directory: Path, state
     (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
+
+
+def _allow_new_precision(mixed_precision: str) -> None:
+    """Accelerate keeps one process-wide state and refuses an Accelerator with another precision
+    than the first; a later fit with another ``mixed_precision`` resets that state (the process
+    group, held apart in PartialState, stays)."""
+    from accelerate.state import AcceleratorState
+
+    shared = AcceleratorState._shared_state
+    if shared and shared.get("_mixed_precision") != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
 
 
 def fit(
@@ -285,17 +401,21 @@ def fit(
     With ``config.checkpoint_dir`` a checkpoint is written every ``checkpoint_every_steps``
     (and at each epoch end); a re-run with the same directory resumes from it.
     """
-    from accelerate import Accelerator
+    from accelerate import Accelerator, DistributedDataParallelKwargs
     from transformers import get_linear_schedule_with_warmup
 
     if len(train_dataset) == 0:
         raise ValueError(f"{description}: the training set is empty")
     seed_everything(config.seed)
     collator = collator or Collator()
+    mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=config.cpu)
+    _allow_new_precision(mixed_precision)
     accelerator = Accelerator(
-        mixed_precision=config.mixed_precision,
+        mixed_precision=mixed_precision,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         cpu=config.cpu,
+        # methods that pick teachers per step (or skip a module) leave some parameters unused
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
     steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size / config.gradient_accumulation_steps)
     total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
@@ -304,11 +424,17 @@ def fit(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
     raw = accelerator.unwrap_model(objective)
-    eval_loader = (
-        accelerator.prepare(make_loader(eval_dataset, config.eval_batch_size, collator, shuffle=False))
-        if eval_dataset is not None
+    if config.teacher_mixed_precision != "same":
+        raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
+    eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order
+        accelerator.prepare(
+            make_loader(eval_dataset, config.eval_batch_size, collator, shuffle=False,
+                        group_by_length=config.group_by_length)
+        )
+        if eval_dataset is not None and evaluate_fn is not None
         else None
     )
+    train_lengths = sequence_lengths(train_dataset) if config.group_by_length else None
 
     state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best_metric": None, "best_epoch": -1, "history": []}
     best_state = None
@@ -333,33 +459,35 @@ def fit(
         disable=not (config.progress_bar and accelerator.is_local_main_process),
     )
     objective.train()
-    running: dict[str, float] = {}
+    running: dict[str, Tensor] = {}  # detached sums: read (a device sync) only on logging steps
     running_count = 0
+    padded_tokens, real_tokens = 0, 0
+    first_logged_step = state["global_step"] + 1
     # With max_steps the step budget alone ends the run: a run stopped at max_steps mid-epoch
     # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
     while state["global_step"] < total_steps and (config.max_steps or state["epoch"] < n_epochs):
         loader = accelerator.prepare(
-            make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed + state["epoch"])
+            make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed + state["epoch"],
+                        group_by_length=config.group_by_length, lengths=train_lengths)
         )
         skip = state["step_in_epoch"] * config.gradient_accumulation_steps
         batches = accelerator.skip_first_batches(loader, skip) if skip else loader
         for batch in batches:
+            mask = batch.get("attention_mask")
+            if mask is not None:
+                padded_tokens += mask.numel()
+                real_tokens = real_tokens + mask.sum()  # stays a tensor: no sync
             with accelerator.accumulate(objective):
-                terms = raw.training_step(batch)
-                loss = terms["loss"]
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"{description}: non-finite loss {loss.item()} at step {state['global_step']} "
-                        f"(terms: { {k: float(v.detach()) for k, v in terms.items()} })"
-                    )
-                accelerator.backward(loss)
+                terms = objective(batch)  # the prepared module: DDP synchronises gradients
+                accelerator.backward(terms["loss"])
                 if accelerator.sync_gradients and config.max_grad_norm:
                     accelerator.clip_grad_norm_(objective.parameters(), config.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
             for key, value in terms.items():
-                running[key] = running.get(key, 0.0) + float(value.detach())
+                value = value.detach()
+                running[key] = running[key] + value if key in running else value
             running_count += 1
             if not accelerator.sync_gradients:
                 continue
@@ -367,12 +495,18 @@ def fit(
             state["step_in_epoch"] += 1
             progress.update(1)
             if state["global_step"] % config.log_every_steps == 0 or state["global_step"] == total_steps:
-                averaged = {f"train/{k}": v / running_count for k, v in running.items()}
+                averaged = {f"train/{k}": float(v) / running_count for k, v in running.items()}
+                if not math.isfinite(averaged["train/loss"]):
+                    raise FloatingPointError(
+                        f"{description}: non-finite loss within steps {first_logged_step}..{state['global_step']} "
+                        f"(averaged terms: {averaged})"
+                    )
                 averaged["train/lr"] = scheduler.get_last_lr()[0]
                 progress.set_postfix(loss=f"{averaged['train/loss']:.4f}")
                 if log_fn:
                     log_fn(averaged, state["global_step"])
                 running, running_count = {}, 0
+                first_logged_step = state["global_step"] + 1
             if config.checkpoint_every_steps and state["global_step"] % config.checkpoint_every_steps == 0:
                 save_checkpoint()
             if state["global_step"] >= total_steps:
@@ -381,7 +515,7 @@ def fit(
         state["step_in_epoch"] = 0
         record = {"epoch": state["epoch"], "global_step": state["global_step"]}
         if eval_loader is not None and evaluate_fn is not None:
-            preds, labels = predict_logits(raw, eval_loader)
+            preds, labels = predict_logits(raw, eval_loader, accelerator=accelerator)
             metrics = evaluate_fn(preds, labels)
             record.update(metrics)
             if log_fn:
@@ -402,6 +536,9 @@ def fit(
         state["history"].append(record)
         save_checkpoint()
     progress.close()
+    padding = padded_tokens / max(int(real_tokens), 1) if padded_tokens else float("nan")
+    if log_fn and padded_tokens:
+        log_fn({"train/padded_per_real_token": padding}, state["global_step"])
     if ckpt is not None and not config.keep_checkpoint and accelerator.is_main_process:
         shutil.rmtree(ckpt, ignore_errors=True)  # finished: the result is saved by the caller
     if best_state is not None:
@@ -414,6 +551,9 @@ def fit(
         history=state["history"],
         global_step=state["global_step"],
         resumed_from_step=resumed_from,
+        padded_per_real_token=padding,
+        num_processes=accelerator.num_processes,
+        mixed_precision=mixed_precision,
     )
 
 

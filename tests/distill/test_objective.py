@@ -302,3 +302,23 @@ def test_diagnostics_read_the_teacher_live_not_the_training_cache(teacher, data)
     live = DistillationObjective(student, [Teacher(teacher)], method_live, method_live.weights)
     without_cache = collect_diagnostics(live, dev)["alp_attention"]
     assert torch.allclose(torch.tensor(with_cache), torch.tensor(without_cache), atol=1e-6)
+
+
+def test_teachers_can_run_in_bf16_apart_from_the_student(teacher, data):
+    """teacher_mixed_precision: live teacher features come back fp32 and close to the fp32 ones;
+    a bf16 cache stores fp32 tensors close to the fp32 cache."""
+    student = build_student(teacher, 2)[0]
+    method = build_method({"method": "alp"}, student, [teacher])
+    objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights).train()
+    batch = first_batch(data)
+    reference = objective.teacher_features(0, batch)
+    objective.frozen_precision = "bf16"
+    low = objective.teacher_features(0, batch)
+    assert low.logits.dtype == torch.float32 and all(h.dtype == torch.float32 for h in low.hidden_states)
+    assert torch.allclose(low.logits, reference.logits, atol=0.1) and not torch.equal(low.logits, reference.logits)
+    assert torch.isfinite(objective.training_step(batch)["loss"])
+    ds, collator = data
+    fp32 = build_teacher_cache(teacher, ds["train"], collator=collator, progress=False)
+    bf16 = build_teacher_cache(teacher, ds["train"], collator=collator, progress=False, autocast_dtype=torch.bfloat16)
+    assert bf16.logits.dtype == torch.float32 and torch.allclose(bf16.logits, fp32.logits, atol=0.1)
+    assert torch.equal(bf16.row_of_idx, fp32.row_of_idx)

@@ -44,8 +44,9 @@ class TeacherCache:
 
 @torch.no_grad()
 def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefix: str = "", key: str = "",
-                        collator=None, progress: bool = True) -> TeacherCache:
-    """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states."""
+                        collator=None, progress: bool = True, autocast_dtype: torch.dtype | None = None) -> TeacherCache:
+    """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states
+    (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast)."""
     was_training = teacher.training
     teacher.eval()
     loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
@@ -53,7 +54,8 @@ def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefi
     logits, cls, idx = [], [], []
     for batch in tqdm(loader, desc="teacher cache", disable=not progress, leave=False):
         batch = {k: v.to(device) for k, v in batch.items()}
-        features = forward_features(teacher, batch, hidden_states=True, prefix=prefix)
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            features = forward_features(teacher, batch, hidden_states=True, prefix=prefix)
         logits.append(features.logits.float().cpu())
         cls.append(features.cls().float().cpu())
         idx.append(batch["idx"].cpu())
@@ -104,14 +106,15 @@ class DistillationObjective(Objective):
         needs = self.method.teacher_needs
         if allow_cache and self.uses_cache(k):
             return spec.cache.lookup(batch["idx"])
-        with torch.no_grad():
-            return forward_features(
+        with torch.no_grad(), self.frozen_autocast():  # teachers may run in bf16 apart from the student
+            features = forward_features(
                 self.teachers[k],
                 batch,
                 hidden_states=bool(needs.get("hidden") or needs.get("cls")),
                 attention_scores=bool(needs.get("attention")),
                 prefix=spec.prefix,
             )
+        return features if self.frozen_precision == "same" else as_float32(features)
 
     def student_features(self, batch: dict[str, Tensor]) -> Features:
         """The student's forward pass with what the method reads."""
@@ -134,6 +137,22 @@ class DistillationObjective(Objective):
         result = {"loss": total}
         result.update({name: value.detach() for name, value in terms.items()})
         return result
+
+
+def as_float32(features: Features) -> Features:
+    """``features`` with every floating tensor in fp32 (teacher outputs computed in bf16/fp16)."""
+    import dataclasses
+
+    def cast(value):
+        if torch.is_tensor(value) and value.is_floating_point():
+            return value.float()
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(v) for v in value)
+        if isinstance(value, dict):
+            return {k: cast(v) for k, v in value.items()}
+        return value
+
+    return dataclasses.replace(features, **{f.name: cast(getattr(features, f.name)) for f in dataclasses.fields(features)})
 
 
 def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> dict[str, float]:

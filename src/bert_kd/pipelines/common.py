@@ -15,7 +15,7 @@ from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd import jobs
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
-from bert_kd.tracking import RunLogger, tracked_run
+from bert_kd.tracking import RunLogger, is_main_process, tracked_run
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, re
     A freshly trained model is logged as MLflow artifacts from the store when ``tracking.log_models``.
     """
     outcome = jobs.run_job(
-        model_job, train_fn, write_bundle_files, load_bundle, recompute=recompute,
+        model_job, train_fn, write_bundle_files, load_bundle, recompute=recompute, writer=is_main_process(),
         provenance_fn=lambda bundle: {"mlflow_run_id": bundle.info.get("mlflow_run_id")},
     )
     bundle = outcome.value
@@ -106,7 +106,7 @@ def tracking_enabled(tracking: Mapping | None) -> bool:
 
 def reopen_run(run_id: str | None, tracking: Mapping | None):
     """Re-enter a finished training run to add evaluation results to it (or a no-op logger)."""
-    if not run_id or not tracking_enabled(tracking):
+    if not run_id or not tracking_enabled(tracking) or not is_main_process():
         return contextlib.nullcontext(RunLogger(False))
 
     @contextlib.contextmanager
@@ -204,7 +204,7 @@ def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -
         import mlflow
     except ImportError:  # pragma: no cover
         return
-    if mlflow.active_run() is None:
+    if mlflow.active_run() is None or not is_main_process():
         return
     for name, text in texts.items():
         mlflow.log_text(text, name)

@@ -26,7 +26,7 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars
 from bert_kd.tracking import log_comparison_to_parent
-from bert_kd.training import fit, make_loader
+from bert_kd.training import fit, make_loader, resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,14 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict, runtime:
     if not cache.get("enabled", True):
         return None
     root = Path(cache.get("directory", "data/07_model_output/teacher_cache"))
-    job = jobs.Job("teacher_cache", {"teacher": teacher.info.get("key"), "data": jobs.dataset_fingerprint({"train": tokenized["train"]})}, root)
+    precision = resolve_mixed_precision(str(cache.get("mixed_precision", "no")))  # "auto": bf16 where native
+    job = jobs.Job("teacher_cache", {"teacher": teacher.info.get("key"), "precision": precision,
+                                     "data": jobs.dataset_fingerprint({"train": tokenized["train"]})}, root)
 
     def build(_checkpoint_dir):
         return build_teacher_cache(teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=job.key,
-                                   collator=common.collator_for(teacher.tokenizer))
+                                   collator=common.collator_for(teacher.tokenizer),
+                                   autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision))
 
     def save(result: TeacherCache, directory: Path) -> None:
         torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, directory / CACHE_FILE)
@@ -95,7 +98,7 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict, runtime:
         stored = torch.load(directory / CACHE_FILE)
         return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], job.key)
 
-    return jobs.run_job(job, build, save, load, recompute=common.recompute(runtime)).value
+    return jobs.run_job(job, build, save, load, recompute=common.recompute(runtime), writer=common.is_main_process()).value
 
 
 def recipe_spec(method_config: dict) -> dict:

@@ -1,0 +1,189 @@
+"""Where the training time goes: ``bert_kd.training.fit`` vs. a plain PyTorch loop, on the same work.
+
+Four kinds of work, each timed through ``fit`` and through :func:`plain_loop` (AdamW, linear
+schedule, clipping, the same length-grouped batches; no tracking, no Accelerate), alternating,
+``--repeats`` times; medians are printed:
+
+- teacher fine-tuning (MiniLM-L6, all layers trained),
+- student-only fine-tuning (the 2-layer student copied from the teacher),
+- ALP distillation with a live teacher,
+- ALP distillation with the teacher-output cache (its build time is reported apart).
+
+Also printed: padded/real tokens (grouped vs. random batches), examples/s and the plain loop's
+share of time in data/forward/backward/optimizer. Goals: fit <= 1.05x the plain loop,
+cached <= 1.10x student-only, live <= 1.40x student-only.
+
+    PYTHONPATH=src python benchmarks/speed.py --batches 20 --batch-size 32 --max-length 64 --repeats 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+from transformers import get_linear_schedule_with_warmup  # noqa: E402
+
+from bert_kd.data.tokenize import tokenize_frame  # noqa: E402
+from bert_kd.distill.methods import build_method  # noqa: E402
+from bert_kd.distill.objective import DistillationObjective, Teacher, build_teacher_cache  # noqa: E402
+from bert_kd.models import build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
+from bert_kd.training import (  # noqa: E402
+    Collator,
+    SupervisedObjective,
+    TrainingConfig,
+    fit,
+    make_loader,
+    padding_ratio,
+    sequence_lengths,
+)
+
+from teacher_cache import SST2_TRAIN, TEACHER, load_rows  # noqa: E402  (same rows as that benchmark)
+
+PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def plain_loop(objective, dataset, collator, config: TrainingConfig, lengths) -> dict[str, float]:
+    """The reference: one epoch of ``objective.training_step`` with AdamW, nothing else.
+    Returns seconds per phase (data = fetching and collating the next batch)."""
+    torch.manual_seed(config.seed)
+    optimizer = torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate)
+    total = len(dataset) // config.batch_size
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
+    loader = make_loader(dataset, config.batch_size, collator, shuffle=True, seed=config.seed,
+                         group_by_length=config.group_by_length, lengths=lengths)
+    params = [p for p in objective.parameters() if p.requires_grad]
+    spent = dict.fromkeys(PHASES, 0.0)
+    objective.train()
+    clock = time.perf_counter()
+    for batch in loader:
+        t_data = time.perf_counter()
+        loss = objective.training_step(batch)["loss"]
+        t_forward = time.perf_counter()
+        loss.backward()
+        t_backward = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        t_step = time.perf_counter()
+        for phase, (a, b) in zip(PHASES, ((clock, t_data), (t_data, t_forward), (t_forward, t_backward),
+                                          (t_backward, t_step))):
+            spent[phase] += b - a
+        clock = time.perf_counter()
+    return spent
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--student-layers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-teacher-finetuning", action="store_true", help="skip the (slowest) teacher work")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    n_rows = args.batches * args.batch_size
+    frame, source = load_rows(n_rows)
+    tokenizer = load_tokenizer(TEACHER)
+    dataset = tokenize_frame(frame, tokenizer, args.max_length)
+    collator = Collator({"": tokenizer.pad_token_id})
+    lengths = sequence_lengths(dataset)
+    teacher = load_classifier(TEACHER, 2)
+    student, kept = build_student(teacher, args.student_layers)
+    config = TrainingConfig(epochs=1, batch_size=args.batch_size, learning_rate=5e-5, progress_bar=False, cpu=True,
+                            mixed_precision="no", log_every_steps=10, seed=42, group_by_length=True)
+    grouped = padding_ratio(make_loader(dataset, args.batch_size, collator, True, 42, True, lengths))
+    random_order = padding_ratio(make_loader(dataset, args.batch_size, collator, True, 42, False))
+    print(f"data: {source if source != str(SST2_TRAIN) else 'SST-2 train'}: {n_rows} rows = {args.batches} batches "
+          f"x {args.batch_size}, max length {args.max_length}; torch threads {torch.get_num_threads()}")
+    print(f"teacher {TEACHER} {count_parameters(teacher) / 1e6:.1f} M; student layers {kept} "
+          f"{count_parameters(student) / 1e6:.1f} M")
+    print(f"padded/real tokens: {grouped:.2f} length-grouped (used here), {random_order:.2f} random batches")
+
+    start = time.perf_counter()
+    cache = build_teacher_cache(teacher, dataset, batch_size=64, collator=collator, progress=False, key="bench")
+    cache_seconds = time.perf_counter() - start
+
+    def alp(cached: bool):
+        fresh, _ = build_student(teacher, args.student_layers)
+        method = build_method({"method": "alp"}, fresh, [teacher])
+        return DistillationObjective(fresh, [Teacher(teacher, cache=cache if cached else None)], method,
+                                     method.weights)
+
+    def trainable_teacher():
+        model = copy.deepcopy(teacher)  # the distillation objectives freeze ``teacher`` itself
+        return SupervisedObjective(model.requires_grad_(True).train())
+
+    work = {
+        "teacher fine-tuning": trainable_teacher,
+        "student only": lambda: SupervisedObjective(build_student(teacher, args.student_layers)[0]),
+        "ALP, live teacher": lambda: alp(False),
+        "ALP, cached teacher": lambda: alp(True),
+    }
+    if args.no_teacher_finetuning:
+        del work["teacher fine-tuning"]
+
+    def time_fit(make):
+        objective = make()
+        begin = time.perf_counter()
+        result = fit(objective, dataset, None, config, collator=collator)
+        assert result.global_step == args.batches, result
+        return time.perf_counter() - begin, None
+
+    def time_plain(make):
+        objective = make()
+        begin = time.perf_counter()
+        phases = plain_loop(objective, dataset, collator, config, lengths)
+        return time.perf_counter() - begin, phases
+
+    warm = TrainingConfig(**{**vars(config), "max_steps": 2})  # one-off start-up costs hit nobody
+    fit(alp(False), dataset, None, warm, collator=collator)
+
+    seconds = {(name, how): [] for name in work for how in ("fit", "plain")}
+    phases: dict[str, list[dict]] = {name: [] for name in work}
+    for repeat in range(args.repeats):
+        for name, make in work.items():
+            order = (("fit", time_fit), ("plain", time_plain))
+            for how, timer in order if repeat % 2 == 0 else order[::-1]:  # alternate which goes first
+                elapsed, spent = timer(make)
+                seconds[(name, how)].append(elapsed)
+                if spent:
+                    phases[name].append(spent)
+
+    median = {key: statistics.median(values) for key, values in seconds.items()}
+    base = median[("student only", "fit")]
+    header = ("| work | fit s | plain s | fit / plain | fit / student-only | examples/s (fit) | "
+              + " | ".join(f"{p} %" for p in PHASES) + " |")
+    print()
+    print(header)
+    print("|" + "---|" * header.count(" | ") + "---|")
+    for name in work:
+        fit_s, plain_s = median[(name, "fit")], median[(name, "plain")]
+        spent = {p: statistics.median(s[p] for s in phases[name]) for p in PHASES}
+        share = " | ".join(f"{100 * spent[p] / sum(spent.values()):.0f}" for p in PHASES)
+        print(f"| {name} | {fit_s:.2f} | {plain_s:.2f} | {fit_s / plain_s:.2f} | {fit_s / base:.2f} | "
+              f"{n_rows / fit_s:.0f} | {share} |")
+    print()
+    print(f"teacher cache build (not in the epochs): {cache_seconds:.2f} s for {n_rows} examples")
+    print(f"medians of {args.repeats} alternating repeats; all (fit / plain): " + "; ".join(
+        f"{name}: {', '.join(f'{v:.2f}' for v in seconds[(name, 'fit')])} / "
+        f"{', '.join(f'{v:.2f}' for v in seconds[(name, 'plain')])}" for name in work))
+    overhead = max(median[(n, "fit")] / median[(n, "plain")] for n in work)
+    cached = median[("ALP, cached teacher", "fit")] / base
+    live = median[("ALP, live teacher", "fit")] / base
+    for label, value, goal in (("worst fit / plain", overhead, 1.05), ("cached / student-only", cached, 1.10),
+                               ("live / student-only", live, 1.40)):
+        print(f"{label}: {value:.2f}x (goal <= {goal:.2f}x: {'met' if value <= goal else 'MISSED'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Node: export the distilled student to ONNX (and int8), verify it, time it against the teacher."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from bert_kd.data.glue import get_task
+from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, markdown_table, predict, torch_logits_fn
+from bert_kd.metrics import glue_metrics, primary_metric
+from bert_kd.models import ModelBundle
+from bert_kd.pipelines import common
+
+log = logging.getLogger(__name__)
+
+
+def export_student(student: ModelBundle, student_data, teacher: ModelBundle, teacher_tokenized, settings: dict,
+                   task: str, tracking: dict):
+    """ONNX files of ``student`` (fp32, optional dynamic int8), the verification report, and the
+    latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models)."""
+    spec = get_task(task)
+    split = common.evaluation_split(student_data)
+    student_dev = student_data[split]
+    teacher_dev = teacher_tokenized[split]
+    student_collator = common.collator_for(student.tokenizer)
+    teacher_collator = common.collator_for(teacher.tokenizer)
+    threads = torch.get_num_threads()
+    with tempfile.TemporaryDirectory() as tmp:
+        paths, checks = export_and_verify(
+            student.model, student_dev, student_collator, spec.name, tmp,
+            quantize=bool(settings.get("quantize_int8", True)),
+            tolerance_points=float(settings.get("tolerance_points", 0.5)),
+        )
+        files = {path.name: path.read_bytes() for path in paths.values()}
+        candidates = {
+            "teacher (PyTorch fp32)": (torch_logits_fn(teacher.model), teacher_dev, teacher_collator),
+            "student (PyTorch fp32)": (torch_logits_fn(student.model), student_dev, student_collator),
+            "student (PyTorch bf16)": (torch_logits_fn(student.model, torch.bfloat16), student_dev, student_collator),
+        }
+        for name, path in paths.items():
+            label = "student (ONNX int8)" if name == "onnx_int8" else "student (ONNX fp32)"
+            candidates[label] = (OnnxClassifier(path, threads=threads).logits, student_dev, student_collator)
+        metric = primary_metric(spec.name)
+        scores = {}
+        for name, (logits_fn, dataset, collator) in candidates.items():
+            preds, labels = predict(logits_fn, dataset, collator)
+            scores[name] = round(float(glue_metrics(spec.name, preds, labels)[metric]), 4)
+        rows = latency_table(
+            candidates, batch_sizes=[int(b) for b in settings.get("batch_sizes", (1, 32))],
+            max_batches=int(settings.get("max_batches", 8)), repeats=int(settings.get("repeats", 3)), scores=scores,
+        )
+    report = {
+        "task": spec.name,
+        "split": split,
+        "metric": metric,
+        "scores": scores,
+        "verification": [check.as_dict() for check in checks],
+        "files": {name: len(content) for name, content in files.items()},
+        "torch_threads": threads,
+        "latency": rows,
+    }
+    log.info("export_student %s: %s", spec.name, scores)
+    with common.tracked_run(f"export_student:{spec.name}", common.tracking_enabled(tracking),
+                            {"role": "export", "task": spec.name}) as run:
+        run.log_params({"export": settings, "student_run_id": student.info.get("mlflow_run_id")})
+        run.log_metrics({f"export/score/{_metric_key(k)}": v for k, v in scores.items()})
+        run.log_metrics({f"export/ms_b{r['batch_size']}/{_metric_key(r['model'])}": r["ms_per_batch"] for r in rows})
+        run.log_metrics({f"export/size_bytes/{k}": v for k, v in report["files"].items()})
+        run.log_dict(report, "export_student.json")
+    table = pd.DataFrame(rows)
+    return files, report, table, markdown_table(rows)
+
+
+def _metric_key(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_").replace("__", "_")

@@ -1,0 +1,228 @@
+"""Tables shaped like the papers' (task columns + Average, a teacher row, % of the teacher kept),
+each cell ``mean ± std (n)`` over seeds of the selected grid point, with a marker when the
+method's gain over the plain baseline is significant; written as CSV + Markdown + PNG.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bert_kd.data.glue import TASKS  # noqa: E402
+from bert_kd.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
+from bert_kd.sweep.significance import paired_bootstrap  # noqa: E402
+from bert_kd.sweep.spec import SweepSpec  # noqa: E402
+
+AVERAGE = "Average"
+MARKER = "*"
+SIGNIFICANT, NOT_SIGNIFICANT, UNTESTED = "#C44E52", "#4C72B0", "#AAAAAA"
+NOT_RUN = "·"  # the table does not run this method on this task ("–" = run, but no finished trial)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """Long table (one row per method × task, plus Average) and the paper-shaped wide table."""
+
+    long: pd.DataFrame
+    wide: pd.DataFrame
+    caption: str
+
+
+def _task_label(task: str) -> str:
+    return TASKS[task].dir_name
+
+
+def _cell(mean: float, std: float, n: int, marker: str = "") -> str:
+    if n == 0 or math.isnan(mean):
+        return "–"
+    spread = "–" if math.isnan(std) else f"{100 * std:.2f}"
+    return f"{100 * mean:.2f} ± {spread} ({n}){marker}"
+
+
+def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: int = 1000, seed: int = 0,
+                 alpha: float = 0.05) -> SweepReport:
+    """Select, aggregate over seeds and test every method against ``sweep.baseline``."""
+    chosen = select_best(sweep, results)
+    grouped = per_method_task(chosen)
+    rows = []
+    teacher = {}
+    for task in sweep.tasks:  # the teacher's dev score as reported by the trials of this task
+        scores = [s.result["teacher_dev_metric"] for (_, t), seeds in grouped.items() if t == task
+                  for s in seeds.values() if s.result.get("teacher_dev_metric") is not None]
+        teacher[task] = float(np.mean(scores)) if scores else float("nan")
+    for method in sweep.methods:
+        per_seed_task: dict[int, dict[str, float]] = {}
+        method_tasks = sweep.tasks_of(method)
+        for task in method_tasks:
+            seeds = grouped.get((method.name, task), {})
+            summary = summarize([seeds[s].dev_metric for s in sorted(seeds)])
+            for s, selected in seeds.items():
+                per_seed_task.setdefault(s, {})[task] = selected.dev_metric
+            test = _significance(sweep, grouped, method, task, resamples, seed)
+            rows.append({
+                "method": method.name, "label": method.label, "task": task, "mean": summary.mean,
+                "std": summary.std, "n": summary.n, "seeds": " ".join(map(str, sorted(seeds))),
+                "chosen": "; ".join(f"seed {s}: {_point(seeds[s].spec.params)}" for s in sorted(seeds)),
+                "gain": test.gain if test else float("nan"), "p_value": test.p_value if test else float("nan"),
+                "significant": bool(test and test.significant(alpha)),
+            })
+        complete = [s for s, per_task in per_seed_task.items() if all(t in per_task for t in method_tasks)]
+        average = summarize([np.mean([per_seed_task[s][t] for t in method_tasks]) for s in sorted(complete)])
+        rows.append({"method": method.name, "label": method.label, "task": AVERAGE, "mean": average.mean,
+                     "std": average.std, "n": average.n, "seeds": " ".join(map(str, sorted(complete))), "chosen": "",
+                     "gain": float("nan"), "p_value": float("nan"), "significant": False})
+    long = pd.DataFrame(rows)
+    teacher_average = float(np.mean([teacher[t] for t in sweep.tasks])) if sweep.tasks else float("nan")
+
+    columns = [_task_label(t) for t in sweep.tasks] + [AVERAGE, "% of teacher"]
+    wide_rows = {"Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"]}
+    for method in sweep.methods:
+        cells = []
+        for task in sweep.tasks + (AVERAGE,):
+            match = long[(long.method == method.name) & (long.task == task)]
+            if match.empty:  # the table does not run this method on this task
+                cells.append(NOT_RUN)
+                continue
+            row = match.iloc[0]
+            cells.append(_cell(row["mean"], row["std"], int(row["n"]), MARKER if row["significant"] else ""))
+        average = long[(long.method == method.name) & (long.task == AVERAGE)].iloc[0]["mean"]
+        reference = float(np.mean([teacher[t] for t in sweep.tasks_of(method)]))
+        kept = 100 * average / reference if reference and not math.isnan(reference) else float("nan")
+        cells.append("–" if math.isnan(kept) else f"{kept:.1f}")
+        wide_rows[method.label] = cells
+    wide = pd.DataFrame.from_dict(wide_rows, orient="index", columns=columns)
+    wide.index.name = "Model"
+    caption = (
+        f"{sweep.description or sweep.table}. Dev-set scores ×100 (the task's primary GLUE metric), "
+        f"mean ± std over seeds (n = seeds). Selection: best grid point per (method, task, seed) on "
+        f"{'the dev set itself (as the papers did)' if sweep.selection == 'dev' else 'a slice held out of the training set'}. "
+        f"{NOT_RUN} = not part of this table; % of teacher = Average / the teacher's average on the same tasks. "
+        f"{MARKER} = gain over {_baselines(sweep)} "
+        f"significant (paired bootstrap over dev examples, seeds pooled, {resamples} resamples, p < {alpha})."
+        + (f" Note: {sweep.notes}" if sweep.notes else "")
+    )
+    return SweepReport(long=long, wide=wide, caption=caption)
+
+
+def _baselines(sweep: SweepSpec) -> str:
+    labels = {m.name: m.label for m in sweep.methods}
+    pairs = {}
+    for m in sweep.methods:
+        base = sweep.baseline_of(m)
+        if base != m.name:
+            pairs.setdefault(labels.get(base, base), []).append(m.label)
+    if len(pairs) <= 1:
+        return next(iter(pairs), labels.get(sweep.baseline, sweep.baseline))
+    return "; ".join(f"{base} (for {', '.join(rows)})" for base, rows in pairs.items())
+
+
+def _plain(value: float) -> str:
+    return "–" if math.isnan(value) else f"{100 * value:.2f}"
+
+
+def _point(params: Mapping) -> str:
+    return ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(params.items())) or "default"
+
+
+def _significance(sweep, grouped, method, task, resamples, seed):
+    baseline = sweep.baseline_of(method)
+    if method.name == baseline:
+        return None
+    mine, base = grouped.get((method.name, task), {}), grouped.get((baseline, task), {})
+    common = sorted(set(mine) & set(base))
+    runs = [(mine[s].result, base[s].result) for s in common]
+    runs = [(a, b) for a, b in runs if a.get("dev_predictions") is not None and b.get("dev_predictions") is not None]
+    if not runs:
+        return None
+    return paired_bootstrap(
+        task, [(a["dev_predictions"], a["dev_labels"]) for a, _ in runs],
+        [(b["dev_predictions"], b["dev_labels"]) for _, b in runs], resamples=resamples, seed=seed,
+    )
+
+
+def markdown(report: SweepReport) -> str:
+    header = "| " + " | ".join([report.wide.index.name] + list(report.wide.columns)) + " |"
+    rule = "|" + "|".join(["---"] + ["---:"] * len(report.wide.columns)) + "|"
+    body = ["| " + " | ".join([str(name)] + [str(v) for v in row]) + " |" for name, row in report.wide.iterrows()]
+    return "\n".join([header, rule, *body, "", report.caption, ""])
+
+
+def bars_figure(report: SweepReport, title: str = ""):
+    """One panel per task (+ Average): methods sorted by mean, std error bars, y-axis zoomed to
+    the data, the teacher as a dashed line."""
+    tasks = list(dict.fromkeys(report.long.task))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(2.0 + 2.6 * len(tasks), 3.6), squeeze=False)
+    teacher_row = report.wide.loc["Teacher"]
+    for ax, task in zip(axes[0], tasks):
+        data = report.long[(report.long.task == task) & (report.long.n > 0)].sort_values("mean")
+        means, stds = 100 * data["mean"].to_numpy(), 100 * np.nan_to_num(data["std"].to_numpy())
+        ax.bar(range(len(data)), means, yerr=stds, capsize=3,
+               color=[SIGNIFICANT if s else UNTESTED if np.isnan(p) else NOT_SIGNIFICANT
+                      for s, p in zip(data["significant"], data["p_value"])])
+        ax.set_xticks(range(len(data)), list(data["label"]), rotation=45, ha="right", fontsize=8)
+        label = AVERAGE if task == AVERAGE else _task_label(task)
+        reference = _number(teacher_row.get(label))
+        low = np.min(means - stds) if len(means) else 0.0
+        high = np.max(means + stds) if len(means) else 1.0
+        if reference is not None:
+            ax.axhline(reference, color="black", linestyle="--", linewidth=1, label="teacher")
+            high = max(high, reference)
+        margin = max(0.5, 0.1 * (high - low))
+        ax.set_ylim(low - margin, high + margin)
+        ax.set_title(label)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("dev score ×100 (mean ± std over seeds)")
+    handles = [Patch(color=SIGNIFICANT, label="significant gain over its baseline"),
+               Patch(color=NOT_SIGNIFICANT, label="not significant"),
+               Patch(color=UNTESTED, label="baseline / not tested"), Line2D([], [], color="black", linestyle="--", label="teacher")]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def _number(text) -> float | None:
+    try:
+        return float(str(text).split()[0])
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_report(report: SweepReport, directory: str | Path, name: str) -> dict[str, Path]:
+    """``<name>.csv`` (long), ``<name>.md`` (paper-shaped + caption), ``<name>.png`` (bars)."""
+    directory = Path(directory)
+    paths = {"csv": directory / f"{name}.csv", "md": directory / f"{name}.md", "png": directory / f"{name}.png"}
+    _atomic_write(paths["csv"], lambda p: report.long.to_csv(p, index=False))
+    _atomic_write(paths["md"], lambda p: Path(p).write_text(markdown(report), encoding="utf-8"))
+    fig = bars_figure(report, title=name)
+    try:
+        _atomic_write(paths["png"], lambda p: fig.savefig(p, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
+    return paths

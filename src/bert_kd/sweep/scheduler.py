@@ -1,0 +1,239 @@
+"""Run a sweep's trials through one Optuna study (GridSampler + RDB storage + heartbeats).
+
+Every trial of the sweep is one value of a single categorical grid parameter ``trial`` (its
+:attr:`TrialSpec.key`), so a ``GridSampler`` covers methods × tasks × seeds × grid points even
+when methods have different grids. Workers — processes here or ``kedro run`` on other machines —
+call :func:`run_sweep` with the same storage URL; Optuna hands them disjoint trials, and a
+worker that dies stops sending heartbeats so its trial is failed and retried
+(``RetryHeartbeatStaleTrialCallback``) by the next worker that asks for a trial.
+
+The result of each trial is stored with the trial (``user_attrs``), so a re-run skips finished
+trials without calling ``run_trial`` at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import math
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+from bert_kd.sweep.spec import SweepSpec, TrialSpec
+
+log = logging.getLogger(__name__)
+
+GRID_PARAM = "trial"
+RESULT_ATTR = "result"
+KEY_ATTR = "key"
+RunTrial = Callable[[TrialSpec], Mapping[str, Any]]
+
+
+class SweepTrialError(ValueError):
+    """``run_trial`` returned something the sweep cannot report."""
+
+
+def check_result(result: Mapping[str, Any], spec: TrialSpec) -> dict:
+    """Validate a ``run_trial`` result (the contract the job path implements).
+
+    Required: ``dev_metric`` (float, the task's primary metric). Optional: ``dev_metrics``
+    (dict), ``heldout_metric`` (float; required for ``selection: heldout``),
+    ``dev_predictions`` + ``dev_labels`` (equal-length lists, for the paired bootstrap),
+    ``teacher_dev_metric`` (float), ``run_id`` / ``model_key`` (str).
+    """
+    if not isinstance(result, Mapping):
+        raise SweepTrialError(f"run_trial({spec.key}) returned {type(result).__name__}, expected a dict")
+    result = dict(result)
+    for name in ("dev_metric", "heldout_metric", "teacher_dev_metric"):
+        value = result.get(name)
+        if value is None:
+            if name == "dev_metric":
+                raise SweepTrialError(f"run_trial({spec.key}) returned no dev_metric")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SweepTrialError(f"run_trial({spec.key}): {name} must be a number, got {value!r}")
+        result[name] = float(value)
+    predictions, labels = result.get("dev_predictions"), result.get("dev_labels")
+    if (predictions is None) != (labels is None):
+        raise SweepTrialError(f"run_trial({spec.key}): give both dev_predictions and dev_labels or neither")
+    if predictions is not None:
+        result["dev_predictions"], result["dev_labels"] = _plain_list(predictions), _plain_list(labels)
+        if len(result["dev_predictions"]) != len(result["dev_labels"]):
+            raise SweepTrialError(
+                f"run_trial({spec.key}): {len(result['dev_predictions'])} dev_predictions but "
+                f"{len(result['dev_labels'])} dev_labels"
+            )
+    return result
+
+
+PER_EXAMPLE = ("dev_predictions", "dev_labels")
+
+
+def _pack(result: dict) -> dict:
+    """Per-example class ids 0..9 as one digit string (≈1 byte per dev example in the study)."""
+    packed = dict(result)
+    for name in PER_EXAMPLE:
+        values = packed.get(name)
+        if values is not None and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 9 for v in values):
+            packed[name] = {"digits": "".join(map(str, values))}
+    return packed
+
+
+def _unpack(result: dict) -> dict:
+    unpacked = dict(result)
+    for name in PER_EXAMPLE:
+        values = unpacked.get(name)
+        if isinstance(values, dict) and "digits" in values:
+            unpacked[name] = [int(c) for c in values["digits"]]
+    return unpacked
+
+
+def _plain_list(values) -> list:
+    """numpy arrays / tensors -> JSON-able Python ints and floats."""
+    values = values.tolist() if hasattr(values, "tolist") else list(values)
+    return [v.item() if hasattr(v, "item") else v for v in values]
+
+
+def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int | None = 180,
+                 max_retry: int = 2) -> RDBStorage:
+    """RDB storage with heartbeats; a ``sqlite:///relative/path.db`` gets its folder created."""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(
+            url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+        )
+
+
+def study_name_for(sweep: SweepSpec) -> str:
+    """One study per sweep table (restricted runs share it, so their trials are reused); a
+    changed table definition gets a new study (the trial parameter's choices changed)."""
+    return f"reproduce-{sweep.table}-{sweep.fingerprint}"
+
+
+def _completed(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
+    """Key -> first COMPLETE trial holding a result."""
+    done = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        key = t.user_attrs.get(KEY_ATTR)
+        if key is not None and RESULT_ATTR in t.user_attrs and key not in done:
+            done[key] = t
+    return done
+
+
+class _KeyOf:
+    """A trial's grid point (trial key), known as soon as the trial exists: from its parameter,
+    its queued parameters (``enqueue_trial`` / heartbeat retries), the grid id the GridSampler
+    gave it, or — in the instant between its creation and that grid id — the id it will get
+    (trial number n < grid size gets grid id n)."""
+
+    def __init__(self, sampler: optuna.samplers.GridSampler, keys: Sequence[str]):
+        # GridSampler shuffles its grid; its (private, Optuna 5.0.0 pinned) list maps grid id -> point.
+        self.by_grid_id = {i: point[0] for i, point in enumerate(sampler._all_grids)}
+        self.search_space = {GRID_PARAM: list(keys)}
+
+    def __call__(self, t: optuna.trial.FrozenTrial) -> str | None:
+        if GRID_PARAM in t.params:
+            return t.params[GRID_PARAM]
+        fixed = t.system_attrs.get("fixed_params") or {}
+        if GRID_PARAM in fixed:
+            return fixed[GRID_PARAM]
+        if "grid_id" in t.system_attrs:
+            if t.system_attrs.get("search_space") == self.search_space:
+                return self.by_grid_id.get(t.system_attrs["grid_id"])
+            return None
+        if t.state == TrialState.RUNNING and t.number < len(self.by_grid_id):
+            # Created a moment ago, grid id not written yet: GridSampler will give trial n grid id n.
+            return self.by_grid_id[t.number]
+        return None
+
+
+def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_trial: RunTrial, selection: str,
+               key_of: _KeyOf):
+    def objective(trial: optuna.Trial) -> float:
+        key = trial.suggest_categorical(GRID_PARAM, list(universe))
+        trial.set_user_attr(KEY_ATTR, key)
+        study = trial.study
+        done = _completed(study).get(key)
+        if done is not None:  # another worker (or an earlier run) finished it: reuse, don't train
+            trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
+            trial.set_user_attr("reused_from", done.number)
+            return done.value
+        others = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number != trial.number]
+        trial.set_user_attr("seen_running", [[t.number, key_of(t)] for t in others])  # to diagnose a duplicate
+        running = [t for t in others if t.number < trial.number and key_of(t) == key]
+        if running:  # the grid is handed out and another worker owns this point: leave it to it
+            log.info("trial %s is running in trial #%d; this worker stops", key, running[0].number)
+            study.stop()
+            raise optuna.TrialPruned(f"duplicate of running trial #{running[0].number}")
+        spec = specs[key]
+        result = check_result(run_trial(spec), spec)
+        trial.set_user_attr(RESULT_ATTR, _pack(result))
+        value = result["dev_metric"] if selection == "dev" else result.get("heldout_metric")
+        if value is None:
+            raise SweepTrialError(f"run_trial({key}) returned no heldout_metric but the table selects on heldout")
+        return value if math.isfinite(value) else float("-inf")
+
+    return objective
+
+
+def run_sweep(
+    sweep: SweepSpec,
+    run_trial: RunTrial,
+    storage: str | optuna.storages.BaseStorage = "sqlite:///data/09_sweeps/optuna.db",
+    *,
+    study_name: str | None = None,
+    heartbeat_interval: int = 60,
+    grace_period: int | None = 180,
+    catch_errors: bool = True,
+) -> dict[str, dict]:
+    """Run (this worker's share of) ``sweep`` and return ``{trial key: result}`` for every
+    finished trial of the sweep, whoever ran it.
+
+    Finished trials are never re-run; trials that raised are retried on the next call. With
+    ``catch_errors`` a failing trial is logged and the worker moves on (the failure stays in
+    the study as a FAIL trial with its message).
+    """
+    specs = {t.key: t for t in sweep.trials()}
+    keys = sorted(specs)
+    if isinstance(storage, str):
+        storage = make_storage(storage, heartbeat_interval, grace_period)
+    name = study_name or study_name_for(sweep)
+    sampler = optuna.samplers.GridSampler({GRID_PARAM: keys}, seed=0)
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
+                                load_if_exists=True)
+    key_of = _KeyOf(sampler, keys)
+    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection, key_of)
+    catch = (Exception,) if catch_errors else ()
+    previous_missing = None
+    while True:
+        missing = [k for k in keys if k not in _completed(study)]
+        if not missing or missing == previous_missing:
+            break
+        previous_missing = missing
+        busy = {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))}
+        # Points that failed earlier count as visited for the GridSampler: queue them again.
+        failed = {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED))}
+        for key in missing:
+            if key in failed and key not in busy:
+                study.enqueue_trial({GRID_PARAM: key}, skip_if_exists=False)
+        study.optimize(objective, n_trials=None, catch=catch, gc_after_trial=False)
+    results = collect_results(study, keys)
+    if len(results) < len(keys):
+        unfinished = [k for k in keys if k not in results]
+        log.warning("%d of %d trials of %s have no result yet (failed, or running in another worker), e.g. %s; "
+                    "run the sweep again to retry them", len(unfinished), len(keys), name, unfinished[0])
+    return results
+
+
+def collect_results(study: optuna.Study, keys: Sequence[str] | None = None) -> dict[str, dict]:
+    done = _completed(study)
+    wanted = done if keys is None else [k for k in keys if k in done]
+    return {k: _unpack(done[k].user_attrs[RESULT_ATTR]) for k in wanted}

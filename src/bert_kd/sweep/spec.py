@@ -1,0 +1,307 @@
+"""What a sweep is: methods × tasks × seeds × a grid of parameter values, parsed from the
+``reproduce`` parameters block (``conf/base/parameters_reproduce.yml``).
+
+A table entry names its methods; each method points at an existing recipe
+(``distill_methods.pkd``, ``ted_methods.lwd``, ``multi_teacher_configs.okd``) plus ``set``
+overrides, and says which of the table's grid parameters apply to it. Grid parameters are
+dotted paths: ``method.<key>`` changes the method recipe (``method.weights.kd`` = η),
+``training.<key>`` the student's training settings (``training.learning_rate``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from bert_kd.data.glue import normalize_task
+
+#: Recipe namespaces and the job kind (training pipeline) a trial of that namespace is.
+RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_teacher_configs": "multi_teacher"}
+GRID_PREFIXES = ("method.", "training.")
+SELECTIONS = ("dev", "heldout")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One training job of a sweep: everything the job path needs to run it."""
+
+    table: str
+    method: str
+    label: str
+    job: str  # distill | ted | multi_teacher
+    task: str
+    seed: int
+    params: dict  # the grid point: dotted path -> value
+    recipe: dict  # the method recipe with overrides and method.* grid values applied
+    training: dict  # training overrides (table-level, then training.* grid values)
+    settings: dict = field(default_factory=dict)  # table-level student / teacher / data settings
+
+    @property
+    def key(self) -> str:
+        """Stable, human-readable identity of the trial inside its sweep (the grid value)."""
+        return trial_key(self.method, self.task, self.seed, self.params)
+
+    def as_dict(self) -> dict:
+        """Plain, JSON-able description (for the job path's content key and for MLflow params)."""
+        return {"table": self.table, "method": self.method, "label": self.label, "job": self.job, "task": self.task,
+                "seed": self.seed, "params": dict(self.params), "recipe": copy.deepcopy(self.recipe),
+                "training": copy.deepcopy(self.training), "settings": copy.deepcopy(self.settings), "key": self.key}
+
+    @property
+    def group(self) -> tuple[str, str, int]:
+        """(method, task, seed): the grid points of one group compete in model selection."""
+        return (self.method, self.task, self.seed)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    label: str
+    job: str
+    recipe: dict
+    grid: dict  # dotted path -> list of values
+    tasks: tuple[str, ...] | None = None  # None = every task of the table
+    baseline: str | None = None  # None = the table's baseline
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed, restricted sweep table."""
+
+    table: str
+    description: str
+    methods: tuple[MethodSpec, ...]
+    tasks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    selection: str
+    baseline: str
+    constraints: tuple[dict, ...]
+    settings: dict
+    notes: str = ""
+    universe: tuple[str, ...] = ()  # trial keys of the unrestricted table (one Optuna study holds them all)
+
+    def trials(self) -> list[TrialSpec]:
+        """Every (method, task, seed, grid point), grid points violating a constraint excluded."""
+        result = []
+        for method in self.methods:
+            for point in grid_points(method.grid, self.constraints):
+                for task in self.tasks_of(method):
+                    for seed in self.seeds:
+                        result.append(_make_trial(self, method, task, seed, point))
+        return result
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the unrestricted table's trial keys: editing the table starts a new study."""
+        return hashlib.sha256("\n".join(self.universe).encode()).hexdigest()[:8]
+
+    def tasks_of(self, method: MethodSpec) -> tuple[str, ...]:
+        return self.tasks if method.tasks is None else tuple(t for t in self.tasks if t in method.tasks)
+
+    def baseline_of(self, method: MethodSpec) -> str:
+        return method.baseline or self.baseline
+
+    def method(self, name: str) -> MethodSpec:
+        for method in self.methods:
+            if method.name == name:
+                return method
+        raise KeyError(name)
+
+
+def trial_key(method: str, task: str, seed: int, params: Mapping[str, Any]) -> str:
+    point = ",".join(f"{k}={json.dumps(params[k])}" for k in sorted(params))
+    return f"{method}|{task}|seed={seed}|{point}"
+
+
+def _make_trial(sweep: SweepSpec, method: MethodSpec, task: str, seed: int, point: dict) -> TrialSpec:
+    recipe = copy.deepcopy(method.recipe)
+    training = copy.deepcopy(sweep.settings.get("training", {}))
+    for path, value in point.items():
+        head, _, rest = path.partition(".")
+        _set_dotted(recipe if head == "method" else training, rest, value)
+    settings = {k: copy.deepcopy(v) for k, v in sweep.settings.items() if k != "training"}
+    data = settings.pop("data", {}) or {}
+    settings["data"] = copy.deepcopy(data.get(task, data.get("default", {})))
+    return TrialSpec(
+        table=sweep.table, method=method.name, label=method.label, job=method.job, task=task, seed=seed,
+        params=dict(point), recipe=recipe, training=training, settings=settings,
+    )
+
+
+def _set_dotted(target: dict, path: str, value: Any) -> None:
+    parts = path.split(".")
+    for part in parts[:-1]:
+        nxt = target.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ValueError(f"grid parameter path {path!r}: {part!r} is not a mapping in the recipe")
+        target = nxt
+    target[parts[-1]] = value
+
+
+def grid_points(grid: Mapping[str, Sequence], constraints: Iterable[dict] = ()) -> list[dict]:
+    """Cartesian product of ``grid`` (sorted keys) minus points that break a constraint.
+
+    A constraint ``{sum_at_most: 1.0, of: [method.weights.kd, method.weights.layer]}`` keeps
+    points whose listed values sum to at most the bound (ALP-KD: β = 1 − η − λ ≥ 0); it is
+    ignored for grids that do not contain all its parameters.
+    """
+    keys = sorted(grid)
+    points = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    for constraint in constraints:
+        names = constraint["of"]
+        if all(name in grid for name in names):
+            bound = float(constraint["sum_at_most"])
+            points = [p for p in points if sum(float(p[n]) for n in names) <= bound + 1e-12]
+    return points
+
+
+def parse_restriction(value: Any, name: str, valid: Sequence, convert=str) -> list | None:
+    """``"nkd alp"`` / ``["nkd", "alp"]`` / ``"1 2"`` -> a list; ``None``/``""`` -> no restriction.
+
+    Raises ``ValueError`` naming ``name`` and the valid values when an entry is unknown.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items = value.replace(",", " ").split()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        items = [value]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ValueError(f"{name} must be a space-separated string or a list, got {value!r}")
+    if not items:
+        return None
+    result = []
+    for item in items:
+        try:
+            converted = convert(item)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{name}: {item!r} is not valid ({error}); valid: {' '.join(map(str, valid))}") from None
+        if converted not in valid:
+            raise ValueError(f"{name}: unknown {item!r}; valid: {' '.join(map(str, valid))}")
+        if converted not in result:
+            result.append(converted)
+    return result
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("a seed must be an integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError("a seed must be an integer")
+    return int(value)
+
+
+def resolve_recipe(reference: str, recipes: Mapping[str, Mapping], where: str) -> tuple[str, dict]:
+    """``"distill_methods.pkd"`` -> (job kind, a copy of that recipe)."""
+    namespace, _, name = str(reference).partition(".")
+    if namespace not in RECIPE_NAMESPACES:
+        raise ValueError(f"{where}: recipe {reference!r} must start with one of {', '.join(RECIPE_NAMESPACES)}")
+    available = recipes.get(namespace) or {}
+    if name not in available:
+        raise ValueError(f"{where}: recipe {reference!r} not found; {namespace} has {', '.join(available) or 'nothing'}")
+    return RECIPE_NAMESPACES[namespace], copy.deepcopy(dict(available[name]))
+
+
+def _check_grid(grid: Any, where: str) -> dict:
+    if not isinstance(grid, Mapping):
+        raise ValueError(f"{where} must be a mapping of parameter path -> list of values, got {grid!r}")
+    result = {}
+    for path, values in grid.items():
+        if not str(path).startswith(GRID_PREFIXES):
+            raise ValueError(f"{where}: parameter {path!r} must start with one of {', '.join(GRID_PREFIXES)}")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+            raise ValueError(f"{where}.{path} must be a non-empty list of values, got {values!r}")
+        for value in values:
+            if not (value is None or isinstance(value, (str, int, float, bool))):
+                raise ValueError(f"{where}.{path}: grid values must be scalars, got {value!r}")
+        result[str(path)] = list(values)
+    return result
+
+
+def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec:
+    """Parse the ``reproduce`` block: pick ``reproduce.table`` from ``reproduce.tables`` and
+    apply the ``tasks`` / ``methods`` / ``seeds`` restrictions.
+
+    ``recipes`` maps recipe namespaces (``distill_methods``, ``ted_methods``,
+    ``multi_teacher_configs``) to their parameter blocks.
+    """
+    tables = reproduce.get("tables") or {}
+    name = reproduce.get("table")
+    if name not in tables:
+        raise ValueError(f"reproduce.table: unknown table {name!r}; valid: {' '.join(tables)}")
+    table = tables[name]
+    where = f"reproduce.tables.{name}"
+    table_grid = _check_grid(table.get("grid") or {}, f"{where}.grid")
+
+    methods = []
+    for method_name, entry in (table.get("methods") or {}).items():
+        method_where = f"{where}.methods.{method_name}"
+        if not isinstance(entry, Mapping) or "recipe" not in entry:
+            raise ValueError(f"{method_where} must be a mapping with a 'recipe' (e.g. distill_methods.pkd)")
+        job, recipe = resolve_recipe(entry["recipe"], recipes, method_where)
+        for path, value in (entry.get("set") or {}).items():
+            _set_dotted(recipe, str(path), copy.deepcopy(value))
+        grid_entry = entry.get("grid")
+        if grid_entry is None:
+            grid = dict(table_grid)
+        elif isinstance(grid_entry, Mapping):
+            grid = _check_grid(grid_entry, f"{method_where}.grid")
+        elif isinstance(grid_entry, (list, tuple)):
+            unknown = [p for p in grid_entry if p not in table_grid]
+            if unknown:
+                raise ValueError(f"{method_where}.grid names {unknown} not in {where}.grid ({', '.join(table_grid)})")
+            grid = {p: table_grid[p] for p in grid_entry}
+        else:
+            raise ValueError(f"{method_where}.grid must be a list of {where}.grid names or a mapping, got {grid_entry!r}")
+        method_tasks = entry.get("tasks")
+        if method_tasks is not None:
+            method_tasks = tuple(normalize_task(t) for t in method_tasks)
+            unknown = [t for t in method_tasks if t not in [normalize_task(x) for x in table.get("tasks") or []]]
+            if unknown:
+                raise ValueError(f"{method_where}.tasks {unknown} are not among {where}.tasks")
+        methods.append(MethodSpec(method_name, str(entry.get("label", method_name)), job, recipe, grid,
+                                  method_tasks, entry.get("baseline")))
+    if not methods:
+        raise ValueError(f"{where}.methods is empty")
+
+    method_names = [m.name for m in methods]
+    for m in methods:
+        if m.baseline is not None and m.baseline not in method_names:
+            raise ValueError(f"{where}.methods.{m.name}.baseline {m.baseline!r} is not one of {' '.join(method_names)}")
+    tasks = [normalize_task(t) for t in table.get("tasks") or []]
+    seeds = [_as_int(s) for s in table.get("seeds") or []]
+    if not tasks or not seeds:
+        raise ValueError(f"{where} needs non-empty tasks and seeds")
+    baseline = table.get("baseline", method_names[0])
+    if baseline not in method_names:
+        raise ValueError(f"{where}.baseline {baseline!r} is not one of its methods ({' '.join(method_names)})")
+
+    keep_methods = parse_restriction(reproduce.get("methods"), "reproduce.methods", method_names)
+    keep_tasks = parse_restriction(reproduce.get("tasks"), "reproduce.tasks", tasks, convert=normalize_task)
+    keep_seeds = parse_restriction(reproduce.get("seeds"), "reproduce.seeds", seeds, convert=_as_int)
+    selection = str(table.get("selection", "dev"))
+    if selection not in SELECTIONS:
+        raise ValueError(f"{where}.selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+    constraints = tuple(table.get("constraints") or ())
+    for i, constraint in enumerate(constraints):
+        if not isinstance(constraint, Mapping) or set(constraint) != {"sum_at_most", "of"}:
+            raise ValueError(f"{where}.constraints[{i}] must be {{sum_at_most: <bound>, of: [<grid paths>]}}")
+    settings = {k: copy.deepcopy(table[k]) for k in ("student", "teacher", "teachers", "training", "data", "heldout") if k in table}
+    full = SweepSpec(
+        table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
+        seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,
+        notes=str(table.get("notes", "")).strip(),
+    )
+    return dataclasses.replace(
+        full,
+        methods=tuple(m for m in methods if keep_methods is None or m.name in keep_methods),
+        tasks=tuple(keep_tasks or tasks), seeds=tuple(keep_seeds or seeds),
+        universe=tuple(sorted(t.key for t in full.trials())),
+    )

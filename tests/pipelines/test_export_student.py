@@ -1,0 +1,29 @@
+"""End to end: export_student distils the ALP student, exports it to ONNX and times it."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from tests.pipelines.conftest import latest_version, mlflow_runs
+
+
+def test_export_student_writes_onnx_files_report_and_latency_table(run_pipeline):
+    _, root, uri = run_pipeline("export_student", export_student={"quantize_int8": True, "batch_sizes": [1, 4],
+                                                                   "max_batches": 2, "repeats": 1})
+    files = latest_version(root / "data/06_models/exported_student")
+    assert sorted(p.name for p in files.iterdir()) == ["student.int8.onnx", "student.onnx"]
+    report = json.loads(latest_version(root / "data/08_reporting/export_student.json").read_text())
+    fp32 = next(v for v in report["verification"] if v["name"] == "onnx_fp32")
+    assert fp32["within_tolerance"] and fp32["agreement"] == 1.0 and fp32["max_abs_logit_diff"] < 1e-3
+    table = pd.read_csv(root / "data/08_reporting/export_latency.csv")
+    models = {"teacher (PyTorch fp32)", "student (PyTorch fp32)", "student (PyTorch bf16)", "student (ONNX fp32)",
+              "student (ONNX int8)"}
+    assert set(table["model"]) == models and sorted(set(table["batch_size"])) == [1, 4]
+    assert (table["ms_per_batch"] > 0).all() and table["dev_score"].between(0, 1).all()
+    assert (root / "data/08_reporting/export_latency.md").read_text().startswith("| model |")
+    runs = mlflow_runs(uri)
+    export = runs[runs["tags.mlflow.runName"] == "export_student:rte"]
+    assert len(export) == 1 and export.iloc[0]["params.num_processes"] == "1"
+    assert "metrics.export/ms_b1/student_ONNX_fp32" in runs.columns

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import re
+
+from bert_kd.sweep.report import build_report, markdown, write_report
+from bert_kd.sweep.spec import build_sweep
+from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+
+CELL = re.compile(r"^\d+\.\d\d ± \d+\.\d\d \(\d\)\*?$")
+
+
+def test_table_has_mean_std_n_teacher_average_and_marks_the_better_method(tmp_path):
+    sweep = build_sweep(tiny_reproduce(), RECIPES)
+    results = {t.key: fake_run_trial(t) for t in sweep.trials()}
+    report = build_report(sweep, results, resamples=200)
+    assert list(report.wide.columns) == ["RTE", "SST-2", "Average", "% of teacher"]
+    assert list(report.wide.index) == ["Teacher", "NKD", "ALP"]
+    assert report.wide.loc["Teacher", "RTE"] == "95.00"
+    for label in ("NKD", "ALP"):
+        for column in ("RTE", "SST-2", "Average"):
+            assert CELL.match(report.wide.loc[label, column]), report.wide.loc[label, column]
+            assert "(2)" in report.wide.loc[label, column]
+    assert report.wide.loc["ALP", "RTE"].endswith("*") and not report.wide.loc["NKD", "RTE"].endswith("*")
+    alp_rte = report.long[(report.long.method == "alp") & (report.long.task == "rte")].iloc[0]
+    assert alp_rte["n"] == 2 and alp_rte["p_value"] < 0.05 and "learning_rate=5e-05" in alp_rte["chosen"]
+    assert "on the dev set itself" in report.caption and "gain over NKD" in report.caption
+
+    paths = write_report(report, tmp_path, "tiny")
+    assert paths["png"].stat().st_size > 1000 and paths["png"].read_bytes()[:4] == b"\x89PNG"
+    assert "| Model | RTE | SST-2 | Average | % of teacher |" in paths["md"].read_text()
+    assert paths["csv"].read_text().startswith("method,label,task,mean,std,n")
+    assert markdown(report).count("\n| ") == 3
+
+
+def test_missing_seed_shows_in_n():
+    sweep = build_sweep(tiny_reproduce(), RECIPES)
+    results = {t.key: fake_run_trial(t) for t in sweep.trials() if not (t.method == "alp" and t.seed == 2)}
+    report = build_report(sweep, results, resamples=50)
+    assert "(1)" in report.wide.loc["ALP", "RTE"] and "(2)" in report.wide.loc["NKD", "RTE"]

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from bert_kd.sweep.scheduler import (
+    SweepTrialError, check_result, collect_results, make_storage, run_sweep, study_name_for,
+)
+from bert_kd.sweep.spec import build_sweep
+from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _sweep(**restrict):
+    return build_sweep(tiny_reproduce(**restrict), RECIPES)
+
+
+def test_sweep_runs_every_trial_once_and_a_rerun_reuses_all(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(_sweep(), run_trial, storage)
+    keys = {t.key for t in _sweep().trials()}
+    assert sorted(calls) == sorted(keys) and set(results) == keys
+    assert results[calls[0]]["run_id"] == calls[0]
+
+    def must_not_run(spec):
+        raise AssertionError(f"re-ran {spec.key}")
+
+    again = run_sweep(_sweep(), must_not_run, storage)
+    assert again == results
+
+
+def test_restricted_rerun_reuses_the_trials_of_a_full_run(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    run_sweep(_sweep(methods="nkd"), fake_run_trial, storage)
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(_sweep(), run_trial, storage)
+    assert len(results) == 16 and len(calls) == 8 and all(k.startswith("alp|") for k in calls)
+
+
+def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    sweep = _sweep(methods="alp", tasks="rte", seeds="1")
+
+    def flaky(spec):
+        raise RuntimeError("out of memory")
+
+    assert run_sweep(sweep, flaky, storage) == {}
+    study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
+    assert {t.state for t in study.trials} == {optuna.trial.TrialState.FAIL}
+    results = run_sweep(sweep, fake_run_trial, storage)
+    assert len(results) == 2
+
+
+def _worker(storage: str, log_dir: str, name: str) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    log = Path(log_dir) / f"{name}.txt"
+
+    def run_trial(spec):
+        with log.open("a") as f:
+            f.write(spec.key + "\n")
+        time.sleep(0.05)  # let the other worker interleave
+        return fake_run_trial(spec)
+
+    run_sweep(build_sweep(tiny_reproduce(), RECIPES), run_trial, storage, heartbeat_interval=5, grace_period=30)
+
+
+def test_two_worker_processes_run_disjoint_trials(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    make_storage(storage)  # create the schema once, before two processes race for it
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_worker, args=(storage, str(tmp_path), f"w{i}")) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=300)
+        assert w.exitcode == 0
+    ran = [set(p.read_text().split()) if p.exists() else set() for p in (tmp_path / "w0.txt", tmp_path / "w1.txt")]
+    lines = sum(len(p.read_text().split()) for p in tmp_path.glob("w*.txt"))
+    keys = {t.key for t in _sweep().trials()}
+    assert ran[0] | ran[1] == keys
+    study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
+    twice = ran[0] & ran[1]
+    history = [(t.number, t.state.name, t.system_attrs.get("grid_id"), sorted(t.system_attrs), t.user_attrs.get("reused_from"),
+                t.user_attrs.get("seen_running"), str(t.datetime_start))
+               for t in study.trials if t.params.get("trial") in twice]
+    assert not twice and lines == len(keys), history  # no trial ran twice
+    assert ran[0] and ran[1]  # both workers took part
+    study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
+    assert set(collect_results(study)) == keys
+
+
+def test_result_contract_is_checked():
+    spec = _sweep().trials()[0]
+    with pytest.raises(SweepTrialError, match="no dev_metric"):
+        check_result({"heldout_metric": 0.5}, spec)
+    with pytest.raises(SweepTrialError, match="3 dev_predictions but 2 dev_labels"):
+        check_result({"dev_metric": 0.5, "dev_predictions": [0, 1, 1], "dev_labels": [0, 1]}, spec)
+    with pytest.raises(SweepTrialError, match="both dev_predictions and dev_labels"):
+        check_result({"dev_metric": 0.5, "dev_predictions": [0, 1]}, spec)
+
+
+def _hanging_worker(storage: str, started: str) -> None:
+    """Runs one trial that never ends (it is killed with SIGKILL mid-trial)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def run_trial(spec):
+        Path(started).write_text(spec.key)
+        time.sleep(3600)
+
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
+    run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+
+
+def test_a_killed_workers_trial_is_retried(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    make_storage(storage)
+    started = tmp_path / "started.txt"
+    worker = multiprocessing.get_context("spawn").Process(target=_hanging_worker, args=(storage, str(started)))
+    worker.start()
+    while not started.exists() and worker.is_alive():
+        time.sleep(0.2)
+    worker.kill()  # SIGKILL: no cleanup, the trial stays RUNNING with a stale heartbeat
+    worker.join()
+    killed_key = started.read_text()
+    time.sleep(3)  # let the heartbeat go stale (grace period 2 s)
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+    assert len(results) == 2 and killed_key in calls
+    study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
+    states = sorted(t.state.name for t in study.trials)
+    assert "FAIL" in states and "RUNNING" not in states
+
+
+def test_per_example_predictions_round_trip_through_the_study(tmp_path):
+    import numpy as np
+
+    sweep = _sweep(methods="nkd", tasks="rte", seeds="1")
+
+    def run_trial(spec):
+        result = fake_run_trial(spec)
+        result["dev_predictions"] = np.asarray(result["dev_predictions"])  # numpy is accepted too
+        return result
+
+    results = run_sweep(sweep, run_trial, f"sqlite:///{tmp_path}/optuna.db")
+    for key, result in results.items():
+        expected = fake_run_trial(next(t for t in sweep.trials() if t.key == key))
+        assert result["dev_predictions"] == expected["dev_predictions"] and result["dev_labels"] == expected["dev_labels"]

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bert_kd.sweep.spec import build_sweep, grid_points, parse_restriction
+from tests.sweep.conftest import RECIPES, tiny_reproduce
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "base"
+
+
+def test_tiny_sweep_is_methods_times_tasks_times_seeds_times_grid():
+    sweep = build_sweep(tiny_reproduce(), RECIPES)
+    trials = sweep.trials()
+    assert len(trials) == 2 * 2 * 2 * 2
+    assert len({t.key for t in trials}) == 16
+    alp = next(t for t in trials if t.method == "alp" and t.params["training.learning_rate"] == 5e-5)
+    assert alp.training == {"learning_rate": 5e-5}
+    assert alp.recipe["weights"] == {"kd": 0.5, "layer": 0.2} and alp.job == "distill"
+
+
+def test_restriction_strings_and_lists_restrict_the_table():
+    sweep = build_sweep(tiny_reproduce(tasks="SST-2", methods="alp nkd", seeds="2"), RECIPES)
+    assert sweep.tasks == ("sst2",) and sweep.seeds == (2,) and [m.name for m in sweep.methods] == ["nkd", "alp"]
+    assert len(sweep.trials()) == 2 * 2
+    assert parse_restriction([1, "2"], "reproduce.seeds", [1, 2], convert=int) == [1, 2]
+    assert parse_restriction("", "reproduce.tasks", ["rte"]) is None
+
+
+def test_unknown_method_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"reproduce.methods: unknown 'tinybert'; valid: nkd alp"):
+        build_sweep(tiny_reproduce(methods="nkd tinybert"), RECIPES)
+    with pytest.raises(ValueError, match=r"reproduce.seeds.*valid: 1 2"):
+        build_sweep(tiny_reproduce(seeds="3"), RECIPES)
+    with pytest.raises(ValueError, match=r"reproduce.table: unknown table 'nope'; valid: tiny"):
+        build_sweep({**tiny_reproduce(), "table": "nope"}, RECIPES)
+
+
+def test_unknown_recipe_is_named():
+    reproduce = tiny_reproduce()
+    reproduce["tables"]["tiny"]["methods"]["ckd"] = {"recipe": "distill_methods.ckd"}
+    with pytest.raises(ValueError, match=r"tiny.methods.ckd: recipe 'distill_methods.ckd' not found"):
+        build_sweep(reproduce, RECIPES)
+
+
+def test_constraint_drops_grid_points_with_negative_ce_weight():
+    grid = {"method.weights.kd": [0, 0.2, 0.5, 0.7], "method.weights.layer": [0, 0.2, 0.5, 0.7]}
+    points = grid_points(grid, [{"sum_at_most": 1.0, "of": ["method.weights.kd", "method.weights.layer"]}])
+    assert len(points) == 16 - 3  # (0.5, 0.7), (0.7, 0.5), (0.7, 0.7) make β < 0
+    assert all(p["method.weights.kd"] + p["method.weights.layer"] <= 1.0 for p in points)
+
+
+def _conf_recipes():
+    recipes = {}
+    for name in ("parameters.yml", "parameters_distill.yml", "parameters_ted.yml", "parameters_multi_teacher.yml"):
+        recipes.update(yaml.safe_load((CONF / name).read_text()))
+    return recipes
+
+
+@pytest.mark.parametrize("table", ["alp_kd_table1", "alp_kd_table2", "alp_kd_table3", "ted_table4",
+                                   "multi_teacher_tables", "cpu_protocol"])
+def test_every_configured_table_parses(table):
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": table}, _conf_recipes())
+    trials = sweep.trials()
+    assert trials and len({t.key for t in trials}) == len(trials)
+    assert sweep.baseline in [m.name for m in sweep.methods]
+
+
+def test_alp_kd_table1_rows_and_pkd_map():
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": "alp_kd_table1"}, _conf_recipes())
+    assert [m.label for m in sweep.methods] == ["NKD", "RKD", "PKD", "CKD-NO", "CKD-PO", "ALP-NO", "ALP-PO", "ALP"]
+    assert sweep.method("pkd").recipe["mapping"] == "bucket_first"
+    assert sweep.settings["student"]["num_layers"] == 4
+    lrs = {t.params["training.learning_rate"] for t in sweep.trials()}
+    assert lrs == {1e-5, 2e-5, 5e-5}
+
+
+def _pkd_maps(table):
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": table}, _conf_recipes())
+    return {m.label: m.recipe["mapping"] for m in sweep.methods if m.recipe.get("method") == "pkd"}
+
+
+def test_pkd_maps_connect_the_papers_teacher_layers():
+    from bert_kd.distill.mapping import STRATEGIES, layer_map
+
+    table3 = _pkd_maps("alp_kd_table3")  # 12 -> 2: PKD-l distils teacher layer l into student layer 1
+    assert {label: layer_map(m, 12, 2) for label, m in table3.items()} == {
+        "PKD-1": [[1], []], "PKD-6": [[6], []], "PKD-12": [[12], []]}
+    cpu = _pkd_maps("cpu_protocol")  # MiniLM-L6 (6 layers) -> 2: first, middle, last
+    assert {label: layer_map(m, 6, 2) for label, m in cpu.items()} == {
+        "PKD-1": [[1], []], "PKD-3": [[3], []], "PKD-6": [[6], []]}
+    assert _pkd_maps("alp_kd_table1") == {"PKD": "bucket_first"}
+    if "bucket_first" not in STRATEGIES:
+        pytest.skip("layer_map('bucket_first') lands with the faithful-baselines branch")
+    assert layer_map("bucket_first", 12, 4) == [[1], [5], [9], []]  # ALP-KD Sec. 4: A(1..3) = h1, h5, h9
+
+
+def test_trial_spec_as_dict_is_json_and_carries_everything_a_job_needs():
+    import json
+
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": "cpu_protocol", "methods": "pkd_3", "tasks": "sst2", "seeds": "1"},
+                        _conf_recipes())
+    trial = sweep.trials()[0]
+    spec = json.loads(json.dumps(trial.as_dict()))
+    assert spec["job"] == "distill" and spec["recipe"]["mapping"] == [[3], []]
+    assert spec["training"] == {"epochs": 5, "batch_size": 32, "learning_rate": trial.params["training.learning_rate"]}
+    assert spec["settings"]["teacher"] == {"model": "minilm-l6"} and spec["settings"]["data"] == {"max_train_samples": 10000}
+    assert spec["key"] == trial.key
+
+
+def test_the_reproduce_block_passes_the_parameter_schema_and_parses():
+    from kedro.config import OmegaConfigLoader
+
+    from bert_kd.schema import validate_parameters
+    from bert_kd.settings import CONFIG_LOADER_ARGS
+
+    params = OmegaConfigLoader(str(CONF.parent), **CONFIG_LOADER_ARGS)["parameters"]
+    assert validate_parameters(params).reproduce.table == "cpu_protocol"
+    assert len(build_sweep(params["reproduce"], params).trials()) == 216
