@@ -18,7 +18,6 @@ def run_pipeline(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
     monkeypatch.delenv("GLUE_DIR", raising=False)
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # kedro-mlflow sets it in-process; undone after the test
     import shutil
 
     # A scratch copy of the project's configuration: catalog paths resolve inside tmp_path.
