@@ -306,8 +306,17 @@ class Reproduce(Strict):
     grace_period: PositiveInt | None = None
     bootstrap: dict[str, Any] = {}
     output_dir: str | None = None
+    results_dir: str | None = None  # per-trial result JSONs under <results_dir>/<table> (committed; read first)
     grids: dict[str, dict[str, Any]] = {}
     tables: dict[str, dict[str, Any]] = {}  # parsed and checked by bert_kd.sweep.spec.build_sweep
+
+
+class Evaluate(Strict):
+    """``evaluate`` pipeline: a model directory or MLflow model URI on ``task``'s dev set(s)."""
+
+    model: str | None = None
+    max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
+    batch_size: PositiveInt = 64
 
 
 # --------------------------------------------------------------------------- the whole tree
@@ -336,6 +345,7 @@ class Parameters(Strict):
     multi_teacher_configs: dict[str, AnyRecipe] = {}
     reproduce: Reproduce | None = None
     export_student: ExportStudent | None = None
+    evaluate: Evaluate | None = None
 
     @field_validator("task")
     @classmethod

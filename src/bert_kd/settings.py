@@ -9,8 +9,9 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 from bert_kd.hooks import ValidateParametersHook  # noqa: E402
 from bert_kd.run_status import RunStatusHook  # noqa: E402
 from bert_kd.tracking_hooks import ParentRunHook  # noqa: E402
+from bert_kd.pipelines.reproduce.nodes import CliParamsHook  # noqa: E402
 
-HOOKS = (ValidateParametersHook(), ParentRunHook(), RunStatusHook())
+HOOKS = (ValidateParametersHook(), ParentRunHook(), RunStatusHook(), CliParamsHook())
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

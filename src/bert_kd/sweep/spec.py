@@ -127,6 +127,7 @@ def _make_trial(sweep: SweepSpec, method: MethodSpec, task: str, seed: int, poin
     settings = {k: copy.deepcopy(v) for k, v in sweep.settings.items() if k != "training"}
     data = settings.pop("data", {}) or {}
     settings["data"] = copy.deepcopy(data.get(task, data.get("default", {})))
+    settings["selection"] = sweep.selection  # heldout: the job path cuts a slice of the training set
     return TrialSpec(
         table=sweep.table, method=method.name, label=method.label, job=method.job, task=task, seed=seed,
         params=dict(point), recipe=recipe, training=training, settings=settings,

@@ -1,0 +1,13 @@
+"""``kedro run --pipeline=evaluate --params "evaluate.model=<dir or runs:/…/model>,task=rte"``."""
+
+from kedro.pipeline import Pipeline, node
+
+from .nodes import evaluate_model_source
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline([
+        node(evaluate_model_source,
+             ["params:evaluate", "params:task", "params:glue_dir", "params:max_eval_samples", "params:seed", "params:tracking"],
+             "evaluation_metrics", name="evaluate_model_source"),
+    ])

@@ -1,0 +1,71 @@
+"""Node of ``reproduce``: a thin call of :func:`bert_kd.sweep.run.reproduce` with the job-path
+``run_trial`` (:mod:`bert_kd.sweep.trial`), plus the parent MLflow run's table."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from kedro.framework.hooks import hook_impl
+
+from bert_kd.sweep.report import bars_figure, markdown
+from bert_kd.sweep.run import reproduce
+from bert_kd.sweep.spec import RECIPE_NAMESPACES
+from bert_kd.sweep.trial import TrialRunner
+from bert_kd.tracking import is_main_process, metric_key
+
+log = logging.getLogger(__name__)
+
+#: Catalog entry holding the ``--params`` of this ``kedro run`` (filled by :class:`CliParamsHook`).
+CLI_PARAMS = "reproduce_cli_params"
+DATA_KEYS = ("max_train_samples", "max_eval_samples")
+
+
+class CliParamsHook:
+    """Hand the command line's ``--params`` to the ``reproduce`` node: a ``max_train_samples``
+    given there replaces the table's per-task sizes, the one of ``parameters.yml`` does not."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        if CLI_PARAMS in pipeline.inputs():
+            catalog.save(CLI_PARAMS, dict(run_params.get("runtime_params") or {}))
+
+
+def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict | None):
+    """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
+
+    Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per
+    trial), the tables also go there; the parent MLflow run gets the Markdown as its description
+    and one ``compare/<method>/<task>`` metric per cell.
+    """
+    cli_params = cli_params or {}
+    table = reproduce_params.get("table")
+    results_root = reproduce_params.get("results_dir")
+    results_dir = Path(results_root) / str(table) if results_root else None
+    runner = TrialRunner(parameters, data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
+                         results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]))
+    recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
+    output_dir = reproduce_params.get("output_dir") or (results_dir / "tables" if results_dir else None)
+    report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir)
+    text = markdown(report)
+    log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
+    _log_to_parent_run(report, text, paths)
+    return report.long, text, bars_figure(report, title=str(table))
+
+
+def _log_to_parent_run(report, text: str, paths: dict) -> None:
+    try:
+        import mlflow
+    except ImportError:  # pragma: no cover
+        return
+    if mlflow.active_run() is None or not is_main_process():
+        return
+    mlflow.set_tag("mlflow.note.content", text)
+    metrics = {f"compare/{metric_key(row.method)}/{metric_key(row.task)}": float(row.mean)
+               for row in report.long.itertuples() if row.n > 0}
+    if metrics:
+        mlflow.log_metrics(metrics)
+    for path in paths.values():
+        mlflow.log_artifact(str(path), "reproduce")

@@ -1,0 +1,113 @@
+"""The job-path ``run_trial``: a tiny 2 × 2 × 2 sweep through real teachers and students."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bert_kd.sweep.run import reproduce
+from bert_kd.sweep.spec import build_sweep
+from bert_kd.sweep.trial import TrialRunner, cut_heldout
+
+TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
+RECIPES = {
+    "distill_methods": {"nkd": {"method": "nkd"},
+                        "alp": {"method": "alp", "mapping": "all", "temperature": 5.0, "weights": {"kd": 0.5, "layer": 0.2}}},
+    "ted_methods": {"ted": {"method": "ted", "temperature": 2.0, "weights": {"ce": 1.0, "pred": 1.0, "ted": 100.0}}},
+    "multi_teacher_configs": {"two": {"method": "multi_teacher", "alpha": 0.2, "beta": 0.5, "temperature": 5.0}},
+}
+
+
+def project_params(teacher_dir, glue_dir) -> dict:
+    return {
+        "glue_dir": str(glue_dir), "seed": 42,
+        "teacher": {"model": str(teacher_dir), "max_seq_length": 32, "training": TINY},
+        "student": {"num_layers": 2, "layer_selection": "first", "training": {**TINY, "aux_learning_rate": 1e-3}},
+        "ted": {"mapping": "distilbert", "filters": {"arch": "linear", "student_filters": "copy", "training": TINY}},
+        "ted_student": {"num_layers": 2, "layer_selection": "distilbert", "training": {**TINY, "aux_learning_rate": 1e-3}},
+        "multi_teachers": [{"name": "a", "model": str(teacher_dir), "seed": 42, "max_seq_length": 32, "training": TINY},
+                           {"name": "b", "model": str(teacher_dir), "seed": 7, "max_seq_length": 32, "training": TINY}],
+        "multi_student": {"num_layers": 2, "layer_selection": "first", "init_from_teacher": 0,
+                          "training": {**TINY, "aux_learning_rate": 1e-3}},
+        "teacher_cache": {"enabled": True, "batch_size": 16, "directory": "data/07_model_output/teacher_cache"},
+        "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
+        "tracking": {"enabled": False},
+    }
+
+
+def tiny_table(methods=None, selection="dev", **extra) -> dict:
+    return {
+        "table": "tiny", "storage": "sqlite:///optuna.db", **extra,
+        "tables": {"tiny": {
+            "tasks": ["rte", "sst2"], "seeds": [1, 2], "baseline": "nkd", "selection": selection,
+            "student": {"num_layers": 2}, "data": {"rte": {"max_train_samples": 40}},
+            "grid": {"training.learning_rate": [1.0e-4]},
+            "methods": methods or {"nkd": {"recipe": "distill_methods.nkd"}, "alp": {"recipe": "distill_methods.alp"}},
+        }},
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the job store (data/06_models/store) is relative to the project root
+    return tmp_path
+
+
+def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch):
+    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="abc")
+    report, paths = reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables")
+    files = sorted((workdir / "results").glob("*.json"))
+    assert len(files) == 8
+    record = json.loads(files[0].read_text())
+    assert record["commit"] == "abc" and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
+    assert record["spec"]["data"]["max_train_samples"] in (40, None)
+    teachers = list((workdir / "data/06_models/store/teacher").iterdir())
+    assert len(teachers) == 2  # one per task: the teacher seed is not the trial seed
+    rows = report.long[report.long.task != "Average"]
+    assert set(rows.n) == {2} and rows["std"].notna().all()
+    assert "±" in paths["md"].read_text() and "(2)" in paths["md"].read_text()
+
+    # A rerun on the same study trains nothing; a fresh study (other machine, no db) reads the results folder.
+    monkeypatch.setattr(TrialRunner, "train_and_evaluate", lambda self, spec: pytest.fail(f"retrained {spec.key}"))
+    reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables")
+    (workdir / "optuna.db").unlink()
+    again, _ = reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables2")
+    assert list(again.long["mean"]) == pytest.approx(list(report.long["mean"]), nan_ok=True)
+
+
+def test_cli_sizes_replace_the_tables_and_change_the_key(tiny_teacher_dir, tiny_glue_dir):
+    spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
+    params = project_params(tiny_teacher_dir, tiny_glue_dir)
+    table_sized, cli_sized = TrialRunner(params, commit=""), TrialRunner(params, data_overrides={"max_train_samples": 16}, commit="")
+    assert table_sized.data_sizes(spec)["max_train_samples"] == 40
+    assert cli_sized.data_sizes(spec)["max_train_samples"] == 16
+    assert table_sized.content_key(spec) != cli_sized.content_key(spec)
+    assert table_sized.teacher_seed(spec) == 42 and spec.seed != 42
+
+
+def test_heldout_slice_leaves_train_and_is_listed_first():
+    import pandas as pd
+
+    train = pd.DataFrame({"idx": range(20), "label": [0, 1] * 10})
+    validation = pd.DataFrame({"idx": range(5), "label": [0] * 5, "split": "validation"})
+    rest, with_heldout = cut_heldout(train, validation, {"fraction": 0.25}, seed=0)
+    held = with_heldout[with_heldout.split == "heldout"]
+    assert len(held) == 5 and len(rest) == 15 and with_heldout.split.iloc[0] == "heldout"
+    assert set(held.idx).isdisjoint(rest.idx)
+    with pytest.raises(ValueError, match="heldout.fraction"):
+        cut_heldout(train, validation, {"fraction": 1.5}, seed=0)
+
+
+def test_ted_and_multi_teacher_trials_and_heldout_selection(workdir, tiny_teacher_dir, tiny_glue_dir):
+    methods = {"nkd": {"recipe": "distill_methods.nkd"}, "ted": {"recipe": "ted_methods.ted", "baseline": "nkd"},
+               "two": {"recipe": "multi_teacher_configs.two", "tasks": ["rte"]}}
+    table = tiny_table(methods, selection="heldout", tasks="rte", seeds="1")
+    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), commit="")
+    results = {}
+    for spec in build_sweep(table, RECIPES).trials():
+        results[spec.method] = runner(spec)
+    assert set(results) == {"nkd", "ted", "two"}
+    for result in results.values():
+        assert 0.0 <= result["heldout_metric"] <= 1.0 and len(result["dev_predictions"]) == 24
+    assert (workdir / "data/06_models/store/ted_filters").is_dir()
