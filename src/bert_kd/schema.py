@@ -298,6 +298,7 @@ class Reproduce(Strict):
     tasks: SpaceSeparated | None = None
     methods: SpaceSeparated | None = None
     seeds: SpaceSeparated | None = None
+    grid: str | dict[str, Any] | None = None  # e.g. "training.learning_rate=1e-4": only those grid values
     selection: str | None = None
     storage: str | None = None
     workers: PositiveInt | None = None

@@ -191,6 +191,45 @@ def parse_restriction(value: Any, name: str, valid: Sequence, convert=str) -> li
     return result
 
 
+def parse_grid_restriction(value: Any) -> dict[str, list[float | str]]:
+    """``reproduce.grid``: ``"training.learning_rate=1e-4"`` (space-separated; ``|`` between several
+    values of one path) or a mapping of path -> value(s) -> {path: [values]}."""
+    if value in (None, "", {}):
+        return {}
+    if isinstance(value, Mapping):
+        items = {str(k): v if isinstance(v, (list, tuple)) else [v] for k, v in value.items()}
+    elif isinstance(value, str):
+        items = {}
+        for part in value.split():
+            path, sep, values = part.partition("=")
+            if not sep or not values:
+                raise ValueError(f"reproduce.grid: {part!r} must look like training.learning_rate=1e-4")
+            items[path] = values.split("|")
+    else:
+        raise ValueError(f"reproduce.grid must be a string like 'training.learning_rate=1e-4' or a mapping, got {value!r}")
+    return {path: [_grid_value(v) for v in values] for path, values in items.items()}
+
+
+def _grid_value(value: Any):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _restrict_grid(method: MethodSpec, keep: Mapping[str, list], known: set[str]) -> MethodSpec:
+    grid = dict(method.grid)
+    for path, values in keep.items():
+        if path not in known:
+            raise ValueError(f"reproduce.grid: {path!r} is not a grid parameter of the table ({', '.join(sorted(known))})")
+        if path in grid:
+            grid[path] = [v for v in grid[path] if _grid_value(v) in values]
+            if not grid[path]:
+                raise ValueError(f"reproduce.grid: none of {values} is in the grid of {method.name} for {path} "
+                                 f"({method.grid[path]})")
+    return dataclasses.replace(method, grid=grid)
+
+
 def _as_int(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("a seed must be an integer")
@@ -300,9 +339,12 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
         seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,
         notes=str(table.get("notes", "")).strip(),
     )
+    keep_grid = parse_grid_restriction(reproduce.get("grid"))
+    known_paths = {path for m in methods for path in m.grid}
     return dataclasses.replace(
         full,
-        methods=tuple(m for m in methods if keep_methods is None or m.name in keep_methods),
+        methods=tuple(_restrict_grid(m, keep_grid, known_paths) for m in methods
+                      if keep_methods is None or m.name in keep_methods),
         tasks=tuple(keep_tasks or tasks), seeds=tuple(keep_seeds or seeds),
         universe=tuple(sorted(t.key for t in full.trials())),
     )
