@@ -1,0 +1,55 @@
+"""``reproduce`` and ``evaluate`` through a real Kedro session on tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+
+from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
+
+TINY_TABLE = {
+    "tasks": ["rte"], "seeds": [1, 2], "baseline": "nkd", "selection": "dev",
+    "student": {"num_layers": 2}, "data": {"rte": {"max_train_samples": 40}},
+    "grid": {"training.learning_rate": [1.0e-4, 2.0e-4]},
+    "methods": {"nkd": {"recipe": "distill_methods.nkd", "label": "NKD"},
+                "alp": {"recipe": "distill_methods.alp", "label": "ALP"}},
+}
+
+
+def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline):
+    params = {"reproduce": {"table": "tiny", "tables": {"tiny": TINY_TABLE}, "grid": "training.learning_rate=1e-4",
+                            "storage": "sqlite:///data/09_sweeps/optuna.db"},
+              "tracking": {"enabled": True, "log_models": False}}
+    params.pop("max_train_samples", None)
+    outputs, root, uri = run_pipeline("reproduce", **params)
+    table = (root / "data/08_reporting/reproduce/table.md").read_text()
+    assert "| NKD |" in table and "±" in table and "(2)" in table
+    trial_files = sorted((root / "results/tiny").glob("*.json"))
+    assert len(trial_files) == 4  # 2 methods × 2 seeds at the one restricted grid point (the 2×2×2 sweep: tests/sweep)
+    assert json.loads(trial_files[0].read_text())["spec"]["data"]["max_train_samples"] is None  # --params wins
+    assert (root / "results/tiny/tables/tiny.png").exists()
+    runs = mlflow_runs(uri)
+    parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
+    assert parent["tags.mlflow.note.content"].startswith("| Model |")
+    assert "metrics.compare/alp/rte" in runs.columns and "metrics.compare/nkd/Average" in runs.columns
+    trials = runs[runs["tags.role"] == "trial"]
+    assert len(trials) == 4 and set(trials["tags.mlflow.parentRunId"]) == {parent["run_id"]}
+
+
+def test_evaluate_pipeline_on_a_model_directory(run_pipeline, tiny_teacher_dir):
+    outputs, root, uri = run_pipeline("evaluate", evaluate={"model": str(tiny_teacher_dir), "max_seq_length": 32})
+    evaluation = json.loads(latest_version(root / "data/08_reporting/evaluation.json").read_text())
+    assert evaluation["task"] == "rte" and 0.0 <= evaluation["score"] <= 1.0
+    assert evaluation["metrics"]["validation"]["accuracy"] == evaluation["score"]
+    runs = mlflow_runs(uri)
+    assert runs["metrics.final/validation/accuracy"].iloc[0] == evaluation["score"]
+
+
+def test_evaluate_refuses_a_missing_model(run_pipeline, tmp_path):
+    import pytest
+
+    with pytest.raises(Exception, match="evaluate.model"):
+        run_pipeline("evaluate", evaluate={"model": str(tmp_path / "nowhere")})
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
