@@ -53,3 +53,14 @@ def test_evaluate_refuses_a_missing_model(run_pipeline, tmp_path):
         run_pipeline("evaluate", evaluate={"model": str(tmp_path / "nowhere")})
     while mlflow.active_run() is not None:
         mlflow.end_run()
+
+
+def test_evaluate_pipeline_on_an_mlflow_model_uri(run_pipeline, tiny_teacher_dir, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(uri)
+    with mlflow.start_run() as logged:
+        mlflow.log_artifacts(str(tiny_teacher_dir), "model")
+    outputs, root, _ = run_pipeline("evaluate", evaluate={"model": f"runs:/{logged.info.run_id}/model", "max_seq_length": 32})
+    evaluation = json.loads(latest_version(root / "data/08_reporting/evaluation.json").read_text())
+    assert evaluation["model"] == f"runs:/{logged.info.run_id}/model" and evaluation["task"] == "rte"
