@@ -21,6 +21,18 @@ def test_tiny_sweep_is_methods_times_tasks_times_seeds_times_grid():
     assert alp.recipe["weights"] == {"kd": 0.5, "layer": 0.2} and alp.job == "distill"
 
 
+def test_grid_restriction_keeps_the_named_values_and_the_study():
+    full = build_sweep(tiny_reproduce(), RECIPES)
+    sweep = build_sweep(tiny_reproduce(grid="training.learning_rate=5e-5"), RECIPES)
+    assert {t.params["training.learning_rate"] for t in sweep.trials()} == {5e-5} and len(sweep.trials()) == 8
+    assert sweep.fingerprint == full.fingerprint  # same study: restricted runs reuse its trials
+    assert len(build_sweep(tiny_reproduce(grid={"training.learning_rate": [1e-5, 5e-5]}), RECIPES).trials()) == 16
+    with pytest.raises(ValueError, match="reproduce.grid"):
+        build_sweep(tiny_reproduce(grid="training.learning_rate=3e-3"), RECIPES)
+    with pytest.raises(ValueError, match="reproduce.grid"):
+        build_sweep(tiny_reproduce(grid="training.epochs=3"), RECIPES)
+
+
 def test_restriction_strings_and_lists_restrict_the_table():
     sweep = build_sweep(tiny_reproduce(tasks="SST-2", methods="alp nkd", seeds="2"), RECIPES)
     assert sweep.tasks == ("sst2",) and sweep.seeds == (2,) and [m.name for m in sweep.methods] == ["nkd", "alp"]
