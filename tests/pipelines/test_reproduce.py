@@ -56,11 +56,13 @@ def test_evaluate_refuses_a_missing_model(run_pipeline, tmp_path):
 
 
 def test_evaluate_pipeline_on_an_mlflow_model_uri(run_pipeline, tiny_teacher_dir, tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.chdir(tmp_path)
-    mlflow.set_tracking_uri(uri)
-    with mlflow.start_run() as logged:
-        mlflow.log_artifacts(str(tiny_teacher_dir), "model")
-    outputs, root, _ = run_pipeline("evaluate", evaluate={"model": f"runs:/{logged.info.run_id}/model", "max_seq_length": 32})
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # left by an earlier Kedro session (kedro-mlflow)
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.create_run(client.create_experiment("models", artifact_location=(tmp_path / "artifacts").as_uri()))
+    client.log_artifacts(run.info.run_id, str(tiny_teacher_dir), "model")
+    client.set_terminated(run.info.run_id)
+    source = f"runs:/{run.info.run_id}/model"
+    outputs, root, _ = run_pipeline("evaluate", evaluate={"model": source, "max_seq_length": 32})
     evaluation = json.loads(latest_version(root / "data/08_reporting/evaluation.json").read_text())
-    assert evaluation["model"] == f"runs:/{logged.info.run_id}/model" and evaluation["task"] == "rte"
+    assert evaluation["model"] == source and evaluation["task"] == "rte"
