@@ -84,6 +84,14 @@ def test_cli_sizes_replace_the_tables_and_change_the_key(tiny_teacher_dir, tiny_
     assert cli_sized.data_sizes(spec)["max_train_samples"] == 16
     assert table_sized.content_key(spec) != cli_sized.content_key(spec)
     assert table_sized.teacher_seed(spec) == 42 and spec.seed != 42
+    import dataclasses
+
+    relabelled = dataclasses.replace(spec, label="another label")
+    retrain = TrialRunner({**params, "teacher": {**params["teacher"], "retrain": True},
+                           "runtime": {"progress_bar": True}}, commit="")
+    assert retrain.content_key(relabelled) == table_sized.content_key(spec)  # neither changes the result
+    more_epochs = TrialRunner({**params, "student": {**params["student"], "training": {**params["student"]["training"], "epochs": 3}}}, commit="")
+    assert more_epochs.content_key(spec) != table_sized.content_key(spec)
 
 
 def test_heldout_slice_leaves_train_and_is_listed_first():

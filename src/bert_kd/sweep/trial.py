@@ -83,11 +83,12 @@ class TrialRunner:
     def key_material(self, spec: TrialSpec) -> dict:
         """Everything (but the GLUE files and model weights) that determines the trial's result."""
         p = self.params
+        trial = {k: v for k, v in spec.as_dict().items() if k != "label"}  # a relabelled row keeps its results
         return {
-            "schema": TRIAL_SCHEMA, "trial": spec.as_dict(), "data": self.data_sizes(spec),
-            "data_seed": p.get(DATA_SEED_KEY), "teacher": self.teacher_block(spec), "student": self.student_block(spec),
-            "ted": p.get("ted") if spec.job == "ted" else None,
-            "teachers": self.teacher_blocks(spec) if spec.job == "multi_teacher" else None,
+            "schema": TRIAL_SCHEMA, "trial": trial, "data": self.data_sizes(spec),
+            "data_seed": p.get(DATA_SEED_KEY), "teacher": _keyed(self.teacher_block(spec)),
+            "student": _keyed(self.student_block(spec)), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
+            "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
         }
 
@@ -230,6 +231,19 @@ class TrialRunner:
 
     def _runtime(self) -> dict:
         return dict(self.params.get("runtime") or {})
+
+
+def _keyed(block: Mapping | None) -> dict | None:
+    """A parameter block as key material: no ``retrain`` flag, training settings that change weights only."""
+    if block is None:
+        return None
+    result = {k: v for k, v in block.items() if k != "retrain"}
+    for name, value in result.items():
+        if name == "training" and isinstance(value, Mapping):
+            result[name] = jobs.training_spec(value)
+        elif isinstance(value, Mapping):
+            result[name] = _keyed(value)
+    return result
 
 
 def cut_heldout(train, validation, heldout: Mapping, seed: int):
