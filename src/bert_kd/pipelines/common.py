@@ -210,3 +210,71 @@ def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -
         mlflow.log_text(text, name)
     for name, figure in figures.items():
         mlflow.log_figure(figure, name)
+
+
+# ---------------------------------------------------------------- run-wide settings as one input
+#: Parameters every run shares. Nodes read them from the one ``run_settings`` dataset, so the DAG
+#: shows one input instead of ``task``, ``seed``, ``tracking``, ``runtime`` fanned out to every
+#: node; users still set them by their own names (``--params task=rte``).
+RUN_PARAMETERS = ("task", "seed", "tracking", "runtime", "glue_dir", "max_train_samples", "max_eval_samples")
+#: What a training run records about its data (``tracking.log_training_job``).
+DATA_SOURCE = "data_source"
+
+
+def build_run_settings(task: str, seed: int, tracking: dict, runtime: dict, glue_dir, max_train_samples,
+                       max_eval_samples) -> dict:
+    """The run-wide parameters as one dict; ``data_source`` groups where the rows came from."""
+    data = {"glue_dir": glue_dir, "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples}
+    return {"task": task, "seed": seed, "tracking": tracking, "runtime": runtime, **data, DATA_SOURCE: data}
+
+
+def run_settings_node():
+    from kedro.pipeline import node
+
+    return node(build_run_settings, [f"params:{p}" for p in RUN_PARAMETERS], "run_settings", name="build_run_settings",
+                tags=["role.data"])
+
+
+def reads_run_settings(func):
+    """``func`` as a node function whose arguments named like a run setting (``task``, ``seed``,
+    ``tracking``, ``runtime``, ``glue_dir``, ``max_*_samples``, ``data_source``) come from the
+    last input, ``run_settings``; the others are the node's inputs in order.
+
+    ``func`` itself keeps its plain signature (notebooks and tests call it directly).
+    """
+    import functools
+    import inspect
+
+    names = (*RUN_PARAMETERS, DATA_SOURCE)
+    parameters = list(inspect.signature(func).parameters.values())
+    from_settings = [p.name for p in parameters if p.name in names]
+    own = [p for p in parameters if p.name not in names and p.default is inspect.Parameter.empty
+           and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not from_settings:
+        raise ValueError(f"{func.__qualname__} takes none of the run settings {names}")
+
+    def call(*args):
+        *values, settings = args
+        kwargs = {p.name: v for p, v in zip(own, values)}
+        kwargs.update({name: settings[name] for name in from_settings})
+        return func(**kwargs)
+
+    functools.update_wrapper(call, func)  # name, docstring and source shown by kedro-viz are func's
+    call.__signature__ = inspect.Signature(
+        [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in own]
+        + [inspect.Parameter("run_settings", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    )
+    return call
+
+
+def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None):
+    """``node(func, [*inputs, "run_settings"], …)`` with :func:`reads_run_settings`."""
+    from kedro.pipeline import node
+
+    inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+    return node(reads_run_settings(func), [*inputs, "run_settings"], outputs, name=name, tags=tags, namespace=namespace)
+
+
+def tags_for(paper: str | None = None, method: str | None = None, role: str | None = None) -> list[str]:
+    """kedro-viz filter tags: ``paper.alp_kd``, ``method.alp``, ``role.student`` (Kedro allows ``[\\w.-]``)."""
+    return [f"{kind}.{value}" for kind, value in (("paper", paper), ("method", method), ("role", role)) if value]
