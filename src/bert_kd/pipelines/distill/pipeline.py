@@ -75,7 +75,9 @@ def method_pipeline(
 
 
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
-    """The Table-1-style comparison of ``methods`` with the teacher (in the paper's group)."""
+    """The Table-1-style comparison of ``methods`` with the teacher, tagged with the paper; outside the
+    paper's group, which would otherwise read a reporting dataset (``teacher_metrics``) and write
+    models, a cycle that switches kedro-viz's layer view off."""
     return Pipeline(
         [
             node(
@@ -83,7 +85,6 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
                 inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
                 outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                 name=f"compare_{output_prefix}",
-                namespace=paper,
                 tags=tags_for(paper, role="report"),
             )
         ]

@@ -95,7 +95,7 @@ def comparison(configs) -> Pipeline:
         [
             node(compare_multi_teacher, ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
                  ["distill_multi_teacher_baselines_table", "distill_multi_teacher_baselines_table_md",
-                  "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher", namespace=PAPER,
+                  "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher",
                  tags=tags_for(PAPER, role="report"))
         ]
     )
