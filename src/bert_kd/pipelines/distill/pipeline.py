@@ -4,6 +4,8 @@ Each block (``alp_kd.<method>`` in kedro-viz) builds the student from the teache
 the method's recipe (``distill_methods.<method>`` in ``parameters_distill.yml``) and evaluates it.
 """
 
+from functools import partial, update_wrapper
+
 from kedro.pipeline import Pipeline, node, pipeline
 
 from bert_kd.pipelines.common import settings_node, tags_for
@@ -60,6 +62,7 @@ def method_pipeline(
                 [*extra, "teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method", "params:student"],
                 "student_model",
                 name="distill",
+                fixed={"row": method},
             ),
             settings_node(evaluate_model, ["student_model", "student_data"], "student_metrics", name="evaluate_student"),
         ]
@@ -81,7 +84,7 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
     return Pipeline(
         [
             node(
-                compare_methods,
+                update_wrapper(partial(compare_methods, table=output_prefix), compare_methods),
                 inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
                 outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                 name=f"compare_{output_prefix}",
