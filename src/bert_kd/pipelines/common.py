@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import math
 import time
@@ -11,6 +13,7 @@ from typing import Mapping
 
 import numpy as np
 import torch
+from kedro.pipeline import node
 
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
@@ -252,8 +255,6 @@ def build_run_settings(task: str, seed: int, tracking: dict, runtime: dict, glue
 
 
 def run_settings_node():
-    from kedro.pipeline import node
-
     return node(build_run_settings, [f"params:{p}" for p in RUN_PARAMETERS], "run_settings", name="build_run_settings",
                 tags=["role.data"])
 
@@ -266,9 +267,6 @@ def reads_run_settings(func, **fixed):
 
     ``func`` itself keeps its plain signature (notebooks and tests call it directly).
     """
-    import functools
-    import inspect
-
     names = (*RUN_PARAMETERS, DATA_SOURCE)
     parameters = list(inspect.signature(func).parameters.values())
     from_settings = [p.name for p in parameters if p.name in names]
@@ -293,8 +291,6 @@ def reads_run_settings(func, **fixed):
 
 def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None, fixed=None):
     """``node(func, [*inputs, "run_settings"], …)`` with :func:`reads_run_settings` (``fixed``: bound keywords)."""
-    from kedro.pipeline import node
-
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     return node(reads_run_settings(func, **(fixed or {})), [*inputs, "run_settings"], outputs, name=name, tags=tags,
                 namespace=namespace)
