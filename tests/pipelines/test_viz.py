@@ -3,11 +3,14 @@ code is 0 even on failure: check the files)."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -18,7 +21,8 @@ PAPERS = {"alp_kd", "ted", "multi_teacher"}
 
 @pytest.fixture(scope="module")
 def viz_graph(tmp_path_factory):
-    """``build/api/main`` of ``kedro viz build`` over a scratch copy of the project's configuration."""
+    """(``build/api/main``, the command's output, ``build/``) of ``kedro viz build`` over a scratch copy
+    of the project's configuration."""
     root = tmp_path_factory.mktemp("viz")
     shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
     shutil.copytree(REPO_ROOT / "conf" / "base", root / "conf" / "base")
@@ -29,11 +33,11 @@ def viz_graph(tmp_path_factory):
                           timeout=600)
     main = root / "build" / "api" / "main"
     assert main.exists(), f"kedro viz build wrote no build/api/main:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return json.loads(main.read_text()), done.stdout + done.stderr
+    return json.loads(main.read_text()), done.stdout + done.stderr, root / "build"
 
 
 def test_kedro_viz_build_writes_the_dag(viz_graph):
-    graph, _ = viz_graph
+    graph, _, _ = viz_graph
     names = {n["name"] for n in graph["nodes"]}
     assert {"train_teacher", "compare_distill_baselines", "build_run_settings"} <= names
     pipelines = {p["id"] for p in graph["pipelines"]}
@@ -42,7 +46,7 @@ def test_kedro_viz_build_writes_the_dag(viz_graph):
 
 
 def test_three_paper_groups_hold_the_methods(viz_graph):
-    graph, _ = viz_graph
+    graph, _, _ = viz_graph
     groups = set(graph["modular_pipelines"])
     assert PAPERS <= groups
     top_level = {g for g in groups if "." not in g} - {"__root__"}
@@ -54,7 +58,7 @@ def test_three_paper_groups_hold_the_methods(viz_graph):
 
 
 def test_every_dataset_has_a_data_layer_in_order(viz_graph):
-    graph, log = viz_graph
+    graph, log, _ = viz_graph
     datasets = [n for n in graph["nodes"] if n["type"] == "data"]
     assert datasets and not [n["name"] for n in datasets if not n.get("layer")]
     assert graph["layers"] == ["raw", "model_input", "models", "reporting"]
@@ -65,7 +69,7 @@ def test_every_dataset_has_a_data_layer_in_order(viz_graph):
 
 
 def test_nodes_carry_paper_method_and_role_tags(viz_graph):
-    graph, _ = viz_graph
+    graph, _, _ = viz_graph
     tags = {t["id"] for t in graph["tags"]}
     assert {"paper.alp_kd", "paper.ted", "paper.multi_teacher", "method.alp", "method.ted", "role.teacher",
             "role.student", "role.report"} <= tags
@@ -75,9 +79,32 @@ def test_nodes_carry_paper_method_and_role_tags(viz_graph):
 
 def test_run_parameters_reach_the_nodes_through_one_input(viz_graph):
     """``task``/``seed``/``tracking``/``runtime`` feed only ``build_run_settings``, not every node."""
-    graph, _ = viz_graph
+    graph, _, _ = viz_graph
     by_id = {n["id"]: n for n in graph["nodes"]}
     readers = {by_id[e["target"]]["name"] for e in graph["edges"]
                if by_id[e["source"]]["name"] in ("params:task", "params:seed", "params:tracking", "params:runtime")
                and by_id[e["target"]]["type"] == "task"}
     assert readers == {"build_run_settings"}
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
+
+
+def test_built_site_shows_the_three_paper_groups_in_a_browser(viz_graph):
+    """The static site of ``kedro viz build`` rendered by headless Chromium lists the paper groups."""
+    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
+    build = viz_graph[2]
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(build))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000",
+                              "--dump-dom", f"http://127.0.0.1:{server.server_address[1]}/"],
+                             capture_output=True, text=True, timeout=120).stdout
+    finally:
+        server.shutdown()
+    text = dom.lower().replace(" ", "_")  # kedro-viz may show pretty names ("Alp Kd")
+    for group in PAPERS:
+        assert group in text, f"{group} not in the rendered page (not verified on a machine with Chromium)"
