@@ -36,7 +36,8 @@ class ParentRunHook:
         pipeline_name = "+".join([names] if isinstance(names, str) else names)
         task = _param(catalog, "task")
         reproduce = _param(catalog, "reproduce")
-        sweep = reproduce.get("table") if isinstance(reproduce, dict) else None
+        # reproduce.table has a default in conf/base: it names the sweep only for the sweep pipelines
+        sweep = reproduce.get("table") if isinstance(reproduce, dict) and "reproduce" in pipeline_name else None
         try:
             from bert_kd.data.glue import get_task
 
