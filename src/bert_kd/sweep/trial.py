@@ -177,7 +177,7 @@ class TrialRunner:
         block = block if block is not None else self.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
         seed = int(block.get("seed", self.teacher_seed(spec)))
-        teacher = train_teacher(tokenized, task, block, seed, self._tracking(), self._runtime())
+        teacher = train_teacher(tokenized, task, block, seed, self._tracking(), self._runtime(), self._data_source(spec))
         return teacher, tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
@@ -192,14 +192,16 @@ class TrialRunner:
         recipe["weights"] = explicit_weights(recipe)
         if ted:
             filters = ted_nodes.train_ted_filters(teacher, tokenized, task, self.params.get("ted") or {}, student_params,
-                                                  self.teacher_seed(spec), self._tracking(), self._runtime())
+                                                  self.teacher_seed(spec), self._tracking(), self._runtime(),
+                                                  self._data_source(spec))
             student = ted_nodes.ted_student_init(filters, teacher, student_params, task)
         else:
             student = distill.build_student_model(teacher, student_params, task)
         data = distill.prepare_student_data(student, teacher, tokenized, train, validation,
                                             int(self.teacher_block(spec)["max_seq_length"]))
         args = (teacher, student, data, cache, recipe, student_params, task, spec.seed, self._tracking(), self._runtime())
-        trained = ted_nodes.distill_with_filters(filters, *args) if ted else distill.distill_student(*args)
+        named = {"row": spec.method, "data_source": self._data_source(spec)}
+        trained = ted_nodes.distill_with_filters(filters, *args, **named) if ted else distill.distill_student(*args, **named)
         return trained, data, dev_metric(teacher, tokenized, task)
 
     def _ted(self, spec, task, train, validation):
@@ -220,11 +222,15 @@ class TrialRunner:
         data = mt.prepare_multi_teacher_data(bundles, train, validation, blocks, student_params)
         caches = mt.cache_multi_teacher_outputs(bundles, data, self.params.get("teacher_cache") or {}, self._runtime())
         trained = mt.distill_multi_teacher(bundles, data, caches, dict(spec.recipe), student_params, task, spec.seed,
-                                           self._tracking(), self._runtime())
+                                           self._tracking(), self._runtime(), self._data_source(spec))
         chosen = spec.recipe.get("teachers") or list(range(len(bundles)))
         view = {split: data[split].select_columns([c for c in data[split].column_names if not mt.TEACHER_COLUMN.match(c)])
                 for split in data}
         return trained, view, max(teacher_metrics[k] for k in chosen)
+
+    def _data_source(self, spec: TrialSpec) -> dict:
+        """What the MLflow runs record as the data source (not part of any key)."""
+        return {"glue_dir": self.params.get("glue_dir"), **self.data_sizes(spec)}
 
     def _tracking(self) -> dict:
         return dict(self.params.get("tracking") or {})
