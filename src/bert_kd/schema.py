@@ -307,6 +307,7 @@ class Reproduce(Strict):
     grace_period: PositiveInt | None = None
     bootstrap: dict[str, Any] = {}
     output_dir: str | None = None
+    results_only: bool = False  # tables from <results_dir>/<table> alone (in-memory study, nothing trains)
     results_dir: str | None = None  # per-trial result JSONs under <results_dir>/<table> (committed; read first)
     grids: dict[str, dict[str, Any]] = {}
     tables: dict[str, dict[str, Any]] = {}  # parsed and checked by bert_kd.sweep.spec.build_sweep

@@ -119,3 +119,12 @@ def test_ted_and_multi_teacher_trials_and_heldout_selection(workdir, tiny_teache
     for result in results.values():
         assert 0.0 <= result["heldout_metric"] <= 1.0 and len(result["dev_predictions"]) == 24
     assert (workdir / "data/06_models/store/ted_filters").is_dir()
+
+
+def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
+    spec = build_sweep(tiny_table(), RECIPES).trials()[0]
+    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="",
+                         results_only=True)
+    with pytest.raises(LookupError, match="results_only"):
+        runner(spec)
+    assert not (workdir / "data").exists()

@@ -65,13 +65,14 @@ class TrialRunner:
     """
 
     def __init__(self, params: Mapping, *, data_overrides: Mapping | None = None, results_dir: str | Path | None = None,
-                 command: str = "", commit: str | None = None):
+                 command: str = "", commit: str | None = None, results_only: bool = False):
         self.params = copy.deepcopy(dict(params))
         self.data_overrides = {k: v for k, v in (data_overrides or {}).items()
                                if k in ("max_train_samples", "max_eval_samples")}
         self.results_dir = Path(results_dir) if results_dir else None
         self.command = command
         self.commit = commit if commit is not None else git_commit()
+        self.results_only = results_only  # tables from the results folder alone: a missing trial fails, nothing trains
 
     # ------------------------------------------------------------------ identity and results folder
     def data_sizes(self, spec: TrialSpec) -> dict:
@@ -144,6 +145,8 @@ class TrialRunner:
         if stored is not None:
             log.info("trial %s: result read from %s", spec.key, self.result_path(spec))
             return {**stored, "from_results_dir": True}
+        if self.results_only:
+            raise LookupError(f"trial {spec.key}: no result in {self.results_dir} (results_only: nothing is trained)")
         started = _dt.datetime.now()
         tracking = self.params.get("tracking") or {}
         with tracked_run(f"trial:{spec.key}", bool(tracking.get("enabled", True)),

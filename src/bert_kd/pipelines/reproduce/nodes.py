@@ -45,7 +45,10 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
     results_root = reproduce_params.get("results_dir")
     results_dir = Path(results_root) / str(table) if results_root else None
     runner = TrialRunner(parameters, data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
-                         results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]))
+                         results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
+                         results_only=bool(reproduce_params.get("results_only")))
+    if runner.results_only:  # a throw-away study: the shared one must not record these lookups as failures
+        reproduce_params = {**reproduce_params, "storage": "sqlite:///:memory:"}
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     output_dir = reproduce_params.get("output_dir") or (results_dir / "tables" if results_dir else None)
     report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir)
