@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
@@ -47,11 +48,12 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
     runner = TrialRunner(parameters, data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
                          results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
                          results_only=bool(reproduce_params.get("results_only")))
-    if runner.results_only:  # a throw-away study: the shared one must not record these lookups as failures
-        reproduce_params = {**reproduce_params, "storage": "sqlite:///:memory:"}
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     output_dir = reproduce_params.get("output_dir") or (results_dir / "tables" if results_dir else None)
-    report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir)
+    with tempfile.TemporaryDirectory() as scratch:
+        if runner.results_only:  # a throw-away study: the shared one must not record these lookups as failures
+            reproduce_params = {**reproduce_params, "storage": f"sqlite:///{Path(scratch) / 'results_only.db'}"}
+        report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir)
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
     _log_to_parent_run(report, text, paths)
