@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -227,7 +228,7 @@ def read_manifest(directory: Path) -> dict:
 
 
 def _fsync_tree(directory: Path) -> None:
-    for path in [*sorted(directory.rglob("*")), directory]:
+    for path in [*sorted(directory.rglob("*")), directory] if directory.is_dir() else [directory]:
         flags = os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() and hasattr(os, "O_DIRECTORY") else 0)
         try:
             fd = os.open(path, flags)
@@ -268,6 +269,26 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Create file ``path`` all at once: ``write(tmp)`` fills a temporary file next to it, which is
+    fsynced and renamed over ``path``; on any error the temporary file is removed and ``path`` is
+    left as it was (the single-file sibling of :func:`write_atomically`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        _fsync_tree(tmp)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _fsync_dir(directory: Path) -> None:
