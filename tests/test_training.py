@@ -14,6 +14,7 @@ from bert_kd.models import load_classifier, load_tokenizer
 from bert_kd.training import (
     Collator,
     FitResult,
+    LengthGroupedBatchSampler,
     Objective,
     SupervisedObjective,
     TrainingConfig,
@@ -176,6 +177,17 @@ def test_grouped_loader_is_seeded_covers_every_example_and_pads_less():
     grouped = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3, group_by_length=True))
     random_order = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3))
     assert grouped < 1.1 < 1.5 < random_order
+
+
+def test_grouped_batches_come_in_a_shuffled_order_not_longest_to_shortest():
+    data = varied_lengths()  # fewer rows than one mega-batch: everything is sorted together
+    sampler = LengthGroupedBatchSampler([len(row["input_ids"]) for row in data], batch_size=8, seed=5)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == math.ceil(len(data) / 8)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(data)))
+    longest = [max(len(data[i]["input_ids"]) for i in batch) for batch in batches]
+    assert longest != sorted(longest, reverse=True) and longest != sorted(longest)
+    assert list(sampler) == batches and list(LengthGroupedBatchSampler(sampler.lengths, 8, seed=6)) != batches
 
 
 def test_grouped_eval_loader_is_longest_first_and_keeps_labels_with_rows():

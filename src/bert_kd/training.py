@@ -18,7 +18,7 @@ import random
 import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -280,6 +280,39 @@ def sequence_lengths(dataset: Dataset, column: str = "input_ids") -> list[int]:
     return [len(v) for v in values]
 
 
+class LengthGroupedBatchSampler:
+    """Batches of similar length in a random order, deterministic per ``seed``.
+
+    A random permutation is cut into mega-batches of ``mega_batch_batches`` batches; each
+    mega-batch is sorted by length (longest first) and cut into batches; then the order of all
+    batches is shuffled. (transformers' ``LengthGroupedSampler`` keeps each mega-batch's sorted
+    order, so on a small set an epoch runs from the longest to the shortest examples.)
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, mega_batch_batches: int = 50):
+        if batch_size < 1 or mega_batch_batches < 1:
+            raise ValueError(f"batch_size and mega_batch_batches must be ≥ 1, got {batch_size}, {mega_batch_batches}")
+        self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
+        self.mega_batch_size = batch_size * mega_batch_batches
+
+    def __len__(self) -> int:
+        return sum(math.ceil(len(chunk) / self.batch_size) for chunk in self._mega_batches())
+
+    def _mega_batches(self) -> list[range]:
+        return [range(start, min(start + self.mega_batch_size, len(self.lengths)))
+                for start in range(0, len(self.lengths), self.mega_batch_size)]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = torch.Generator().manual_seed(self.seed)
+        order = torch.randperm(len(self.lengths), generator=generator).tolist()
+        batches = []
+        for chunk in self._mega_batches():
+            mega = sorted((order[i] for i in chunk), key=lambda i: -self.lengths[i])
+            batches += [mega[i:i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
+        for position in torch.randperm(len(batches), generator=generator).tolist():
+            yield batches[position]
+
+
 def make_loader(
     dataset: Dataset,
     batch_size: int,
@@ -291,9 +324,9 @@ def make_loader(
 ) -> DataLoader:
     """A DataLoader whose order depends only on ``seed``.
 
-    ``group_by_length`` with ``shuffle``: transformers' :class:`LengthGroupedSampler` (random
-    mega-batches of 50 batches, sorted by length inside); without ``shuffle``: longest first,
-    a fixed order (predictions come out in that order, with their labels).
+    ``group_by_length`` with ``shuffle``: :class:`LengthGroupedBatchSampler` (batches of similar
+    length, shuffled); without ``shuffle``: longest first, a fixed order (predictions come out in
+    that order, with their labels).
     """
     generator = torch.Generator().manual_seed(seed)
     if not group_by_length:
@@ -302,11 +335,8 @@ def make_loader(
     if len(lengths) != len(dataset):
         raise ValueError(f"make_loader: {len(lengths)} lengths for {len(dataset)} examples")
     if shuffle:
-        from transformers.trainer_pt_utils import LengthGroupedSampler
-
-        sampler = LengthGroupedSampler(batch_size, lengths=lengths, generator=generator)
-    else:
-        sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        return DataLoader(dataset, batch_sampler=LengthGroupedBatchSampler(lengths, batch_size, seed), collate_fn=collator)
+    sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collator)
 
 
