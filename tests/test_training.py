@@ -509,6 +509,9 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     assert any(not torch.equal(rank0["state"][k], v) for k, v in state_copy(new_model(tiny_teacher_dir)).items()
                if "classifier" not in k)  # it trained
     assert rank0["history"][0]["n"] == rank1["history"][0]["n"] == 24  # gathered: all dev rows, none twice
+    checkpoint = ddp / "checkpoints" / "last"  # every rank's RNG state is saved, so every rank can resume
+    assert {p.name for p in checkpoint.glob("random_states_*.pkl")} == {"random_states_0.pkl", "random_states_1.pkl"}
+    assert not (ddp / "checkpoints" / "last.staging").exists()
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ddp / 'mlflow.db'}")  # no process-wide URI change
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 1 and runs[0].data.params["num_processes"] == "2"

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import random
 import shutil
 from dataclasses import asdict, dataclass, field, fields
@@ -25,6 +26,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
+
+from bert_kd.jobs import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -393,15 +396,43 @@ def predict_logits(objective: Objective, loader: Iterable, device=None, progress
     return torch.cat(preds).numpy(), torch.cat(labels).numpy()
 
 
-def _atomic_checkpoint(accelerator, objective: Objective, directory: Path, state: dict, best_state) -> None:
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.save_state(str(tmp))
-    if best_state is not None:
-        torch.save(best_state, tmp / "best_trainable_state.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+def save_checkpoint(accelerator, directory: Path, state: dict, best_state) -> None:
+    """Write the resumable state to ``directory`` all at once. Every process calls it: Accelerate's
+    ``save_state`` writes the model, optimizer and scheduler from the main process and each
+    process's RNG state (``random_states_<rank>.pkl``); the main process then publishes the
+    staging directory with :func:`bert_kd.jobs.write_atomically`."""
+    staging = directory.with_name(directory.name + ".staging")
+    if accelerator.is_main_process:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(staging))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        if best_state is not None:
+            torch.save(best_state, staging / "best_trainable_state.pt")
+        (staging / "trainer_state.json").write_text(json.dumps(state, indent=2))
+        write_atomically(directory, lambda target: _move_files(staging, target))
+        staging.rmdir()
+    accelerator.wait_for_everyone()
+
+
+def _move_files(source: Path, target: Path) -> None:
+    for path in source.iterdir():
+        os.replace(path, target / path.name)
+
+
+def load_checkpoint(accelerator, directory: Path) -> tuple[dict, dict | None]:
+    """Restore what :func:`save_checkpoint` wrote (every process); (trainer state, best state).
+    A process without its own RNG state (a checkpoint from another process count) is warned about."""
+    rng_file = directory / f"random_states_{accelerator.process_index}.pkl"
+    if not rng_file.exists():
+        log.warning("%s is missing: process %d resumes without its saved random state (checkpoint written "
+                    "by another number of processes?)", rng_file, accelerator.process_index)
+    accelerator.load_state(str(directory))
+    state = json.loads((directory / "trainer_state.json").read_text())
+    best_file = directory / "best_trainable_state.pt"
+    return state, (torch.load(best_file) if best_file.exists() else None)
 
 
 def _allow_new_precision(mixed_precision: str) -> None:
@@ -471,16 +502,13 @@ def fit(
     ckpt = Path(config.checkpoint_dir) / "last" if config.checkpoint_dir else None
     resumed_from = 0
     if ckpt is not None and (ckpt / "trainer_state.json").exists():
-        accelerator.load_state(str(ckpt))
-        state = json.loads((ckpt / "trainer_state.json").read_text())
-        if (ckpt / "best_trainable_state.pt").exists():
-            best_state = torch.load(ckpt / "best_trainable_state.pt")
+        state, best_state = load_checkpoint(accelerator, ckpt)
         resumed_from = state["global_step"]
         log.info("resuming %s from %s at step %d", description, ckpt, resumed_from)
 
-    def save_checkpoint():
-        if ckpt is not None and accelerator.is_main_process:
-            _atomic_checkpoint(accelerator, objective, ckpt, state, best_state)
+    def checkpoint():
+        if ckpt is not None:
+            save_checkpoint(accelerator, ckpt, state, best_state)
 
     progress = tqdm(
         total=total_steps,
@@ -538,7 +566,7 @@ def fit(
                 running, running_count = {}, 0
                 first_logged_step = state["global_step"] + 1
             if config.checkpoint_every_steps and state["global_step"] % config.checkpoint_every_steps == 0:
-                save_checkpoint()
+                checkpoint()
             if state["global_step"] >= total_steps:
                 break
         state["epoch"] += 1
@@ -564,7 +592,7 @@ def fit(
                 best_state = raw.trainable_state()
             log.info("%s epoch %d: %s", description, state["epoch"], metrics)
         state["history"].append(record)
-        save_checkpoint()
+        checkpoint()
     progress.close()
     padding = padded_tokens / max(int(real_tokens), 1) if padded_tokens else float("nan")
     if log_fn and padded_tokens:
