@@ -105,15 +105,28 @@ def _reset_mlflow_process_state(saved_env: dict[str, str], saved_tracking_uri) -
     os.environ.update(saved_env)
 
 
+def _mlflow_process_state() -> tuple[dict[str, str], str | None]:
+    mlflow = sys.modules.get("mlflow")
+    tracking_uri = mlflow.tracking._tracking_service.utils._tracking_uri if mlflow is not None else None
+    return {key: value for key, value in os.environ.items() if key.startswith("MLFLOW_")}, tracking_uri
+
+
+@pytest.fixture(autouse=True, scope="module")
+def isolated_mlflow_state_per_module():
+    """A test module's fixtures may set an MLflow store for its tests (``set_experiment`` writes
+    ``MLFLOW_EXPERIMENT_ID``); the next module starts without it."""
+    saved = _mlflow_process_state()
+    yield
+    _reset_mlflow_process_state(*saved)
+
+
 @pytest.fixture(autouse=True)
 def isolated_mlflow_state():
-    """Every test starts and ends with the process's MLflow state as it was (in-process Kedro
-    sessions run kedro-mlflow, which sets the tracking URI, the experiment and runs globally)."""
-    saved_env = {key: value for key, value in os.environ.items() if key.startswith("MLFLOW_")}
-    mlflow = sys.modules.get("mlflow")
-    saved_tracking_uri = mlflow.tracking._tracking_service.utils._tracking_uri if mlflow is not None else None
+    """Every test ends with the process's MLflow state as it began (in-process Kedro sessions run
+    kedro-mlflow, which sets the tracking URI, the experiment and runs process-wide)."""
+    saved = _mlflow_process_state()
     yield
-    _reset_mlflow_process_state(saved_env, saved_tracking_uri)
+    _reset_mlflow_process_state(*saved)
 
 
 @pytest.fixture(scope="session")
