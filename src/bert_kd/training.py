@@ -49,7 +49,7 @@ class TrainingConfig:
     max_grad_norm: float = 1.0
     seed: int = 42
     mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default, see NOTES), "fp16", "bf16"
-    group_by_length: bool = False  # batches of similar length (HF LengthGroupedSampler); off: see NOTES (issue 10)
+    group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); off: see NOTES (issue 10)
     teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
     max_steps: int | None = None
