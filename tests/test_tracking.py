@@ -157,3 +157,13 @@ def test_many_params_are_logged_in_batches(store):
         run.log_params({"block": {f"p{i}": i / 3 for i in range(250)}})
     params = store.client.get_run(run.run_id).data.params
     assert len([k for k in params if k.startswith("block.")]) == 250 and params["block.p1"] == "0.333333"
+
+
+def test_child_run_of_a_table_row_is_named_by_the_row(store):
+    """``alp_no`` runs the ``alp`` method: the compare view shows the row, the algorithm beside it."""
+    method = SimpleNamespace(name="alp", weights={"ce": 0.3, "kd": 0.5, "layer": 0.2}, temperature=5.0, mapping=[[1, 2], [3, 4]])
+    with tracking.tracked_run("distill_alp_no:rte") as run:
+        tracking.log_training_job(run, task="rte", seed=1, method=method, name="alp_no")
+    logged = store.client.get_run(run.run_id)
+    assert (logged.data.params["method"], logged.data.params["algorithm"]) == ("alp_no", "alp")
+    assert logged.data.tags["method"] == "alp_no"

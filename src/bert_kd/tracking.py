@@ -308,17 +308,23 @@ def log_training_job(
     dataset_digest: str | None = None,
     n_train: int | None = None,
     model_parameters: int | None = None,
+    name: str | None = None,
 ) -> None:
     """The columns that make child runs comparable: task, seed, method, ``recipe``, ``layer_map``,
     rounded ``weights.*``, data source and sample caps, the train split as an MLflow input, and
-    the parameter count as tags. ``method`` is a built distillation method (or None: fine-tuning)."""
+    the parameter count as tags. ``method`` is a built distillation method (or None: fine-tuning);
+    ``name`` the row it stands for when that differs from the method (``alp_no`` runs ``alp``:
+    ``method`` = ``alp_no``, ``algorithm`` = ``alp``)."""
     if not run.enabled:
         return
     import mlflow
 
     params: dict[str, object] = {"task": task, "seed": seed, **data_params(glue_dir, max_train_samples, max_eval_samples)}
     if method is not None:
-        params["method"] = getattr(method, "name", str(method))
+        algorithm = getattr(method, "name", type(method).__name__)
+        params["method"] = name or algorithm
+        if params["method"] != algorithm:
+            params["algorithm"] = algorithm
         params["recipe"] = recipe_string(method)
         params["temperature"] = getattr(method, "temperature", None)
         params.update({f"weights.{k}": float(v) for k, v in method.weights.items()})

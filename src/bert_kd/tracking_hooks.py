@@ -45,7 +45,9 @@ class ParentRunHook:
         names = run_params.get("pipeline_names") or run_params.get("pipeline_name") or ["__default__"]
         pipeline_name = "+".join([names] if isinstance(names, str) else names)
         task = _param(catalog, "task")
-        reproduce = _param(catalog, "reproduce") if _reads_param(pipeline, "reproduce") else None
+        # reproduce.table has a default in conf/base: it names the sweep only for the sweep pipelines
+        is_sweep = _reads_param(pipeline, "reproduce") or "reproduce" in pipeline_name
+        reproduce = _param(catalog, "reproduce") if is_sweep else None
         sweep = reproduce.get("table") if isinstance(reproduce, dict) else None
         try:
             from bert_kd.data.glue import get_task

@@ -12,8 +12,9 @@ from tests.pipelines.conftest import latest_version, mlflow_runs
 
 
 
-def test_distill_alp_end_to_end(run_pipeline):
+def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     _, root, uri = run_pipeline("distill_alp")
+    tiny_train_rows = len(pd.read_csv(tiny_glue_dir / "RTE" / "train.tsv", sep="\t"))
     metrics = json.loads(latest_version(root / "data/08_reporting/students/alp_metrics.json").read_text())
     student = root / metrics["info"]["store_path"]  # the run's own model in the content-keyed store
     assert student.parent == root / "data/06_models/store/student"
@@ -27,6 +28,15 @@ def test_distill_alp_end_to_end(run_pipeline):
     assert alp["params.method"] == "alp"
     assert alp["params.mapping"] == "1-4→1; none→2"
     assert alp["params.weights.ce"] == "0.3"  # β = 1 − η − λ expanded and rounded, not 0.30000000000000004
+    # the columns that make child runs comparable (tracking.log_training_job)
+    assert alp["params.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
+    assert alp["params.layer_map"] == "1-4→1; none→2"
+    assert (alp["params.max_train_samples"], alp["params.max_eval_samples"]) == ("all", "all")
+    assert alp["params.data.source"] == str(tiny_glue_dir.resolve())
+    assert alp["params.task"] == "rte" and alp["params.seed"] == "42" and alp["tags.parameters"]
+    inputs = mlflow.MlflowClient(uri).get_run(alp["run_id"]).inputs.dataset_inputs
+    assert [i.dataset.name for i in inputs] == [f"glue-rte-train-{tiny_train_rows}"]
+    assert int(alp["params.training.log_every_steps"]) == 1  # a few dozen steps: one loss point per step
     for term in ("ce", "kd", "layer", "loss"):
         assert f"metrics.train/{term}" in runs.columns and alp[f"metrics.train/{term}"] >= 0
     assert 0 <= alp["metrics.final/validation/accuracy"] <= 1
@@ -39,13 +49,16 @@ def test_distill_alp_end_to_end(run_pipeline):
 def test_distill_baselines_writes_table_one(run_pipeline):
     _, root, uri = run_pipeline("distill_baselines")
     table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
-    assert list(table["method"]) == ["teacher", "nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"]
+    rows = ["nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert"]
+    assert list(table["method"]) == ["teacher", *rows]  # ALP-KD Table 1's rows plus the other baselines
     assert table.loc[0, "% of teacher"] == 100.0
     assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")
     runs = mlflow_runs(uri)
     assert "tags.method" in runs.columns, sorted(runs.columns)
     methods = set(runs["tags.method"].dropna())
-    assert {"nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert"} <= methods
+    assert set(rows) <= methods
+    alp_po = runs[runs["tags.mlflow.runName"] == "distill_alp_po:rte"].iloc[0]
+    assert (alp_po["params.method"], alp_po["params.algorithm"]) == ("alp_po", "alp")
     # the kedro run's parent: named after pipeline and task, the comparison as description + metrics
     parent = runs[runs["tags.mlflow.runName"] == "distill_baselines:rte [kedro run]"].iloc[0]
     assert "| method |" in parent["tags.mlflow.note.content"]

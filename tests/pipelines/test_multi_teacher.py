@@ -41,6 +41,7 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     from kedro.runner import SequentialRunner
 
     from bert_kd.data.glue import load_glue_task
+    from bert_kd.pipelines.common import build_run_settings
     from bert_kd.pipelines.multi_teacher.nodes import gather_teachers
     from bert_kd.pipelines.multi_teacher.pipeline import teacher_block
 
@@ -48,13 +49,15 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     splits = load_glue_task("rte", tiny_glue_dir, allow_download=False)
     teachers = _teachers(tiny_teacher_dir)
     blocks = teacher_block(0) + teacher_block(1) + Pipeline(
-        [node(gather_teachers, ["params:multi_teachers", "mt_teacher_0.teacher_model", "mt_teacher_1.teacher_model"],
+        [node(gather_teachers, ["params:multi_teachers", "multi_teacher.teacher_0.teacher_model",
+                                 "multi_teacher.teacher_1.teacher_model"],
               "multi_teacher_models", name="gather")]
     )
-    assert {n.name for n in blocks.nodes} >= {"mt_teacher_0.train_teacher", "mt_teacher_1.train_teacher"}
+    assert {n.name for n in blocks.nodes} >= {"multi_teacher.teacher_0.train_teacher", "multi_teacher.teacher_1.train_teacher"}
     values = {"glue_train": splits["train"], "glue_validation": splits["validation"].assign(split="validation"),
-              "params:multi_teachers": teachers, "params:task": "rte", "params:seed": 0,
-              "params:tracking": {"enabled": False}, "params:runtime": {"progress_bar": False, "checkpoint_every_steps": 0}}
+              "params:multi_teachers": teachers,
+              "run_settings": build_run_settings("rte", 0, {"enabled": False}, {"progress_bar": False, "checkpoint_every_steps": 0},
+                                                 str(tiny_glue_dir), None, None)}
     catalog = DataCatalog({name: MemoryDataset(value, copy_mode="assign") for name, value in values.items()})
     catalog["multi_teacher_models"] = MemoryDataset(copy_mode="assign")
     SequentialRunner().run(blocks, catalog)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 import torch
+from kedro.pipeline import node
 
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd import jobs
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
-from bert_kd.tracking import RunLogger, is_main_process, tracked_run
+from bert_kd.tracking import RunLogger, adaptive_log_every, is_main_process, log_training_job, tracked_run
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
@@ -24,11 +28,14 @@ log = logging.getLogger(__name__)
 STORE_ROOT = Path("data/06_models/store")
 
 
-def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: str, checkpoint_dir: Path | None):
+def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: str, checkpoint_dir: Path | None,
+                    n_train: int | None = None):
     """TrainingConfig from a ``training:`` parameter block plus ``runtime`` settings.
 
     With a ``checkpoint_dir`` the checkpoint is kept after training: the job path removes it
-    once the result is stored.
+    once the result is stored. With ``n_train`` (training rows) and no ``log_every_steps`` set by
+    the user, losses are logged :func:`~bert_kd.tracking.adaptive_log_every` steps apart, so
+    small runs still draw a curve.
     """
     values = dict(section or {})
     values.update({k: v for k, v in (runtime or {}).items() if k in TrainingConfig.__dataclass_fields__})
@@ -37,7 +44,16 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
     if checkpoint_dir is not None:
         values["checkpoint_dir"] = str(checkpoint_dir)
         values["keep_checkpoint"] = True
-    return TrainingConfig.from_dict(values)
+    config = TrainingConfig.from_dict(values)
+    if n_train is not None and values.get("log_every_steps") is None:
+        config.log_every_steps = adaptive_log_every(total_steps(config, n_train))
+    return config
+
+
+def total_steps(config: TrainingConfig, n_train: int) -> int:
+    """Optimizer steps of a run over ``n_train`` rows (``max_steps``, else epochs × steps per epoch)."""
+    per_epoch = math.ceil(n_train / config.batch_size / config.gradient_accumulation_steps)
+    return int(config.max_steps or max(1, math.ceil(per_epoch * config.epochs)))
 
 
 def model_identity(name: str) -> dict:
@@ -70,6 +86,16 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, re
         with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
             run.log_artifacts(outcome.path, "model")
     return bundle
+
+
+def log_job_columns(run: RunLogger, job: jobs.Job, task: str, seed: int, data_source: Mapping | None, n_train: int, model,
+                    method=None, name: str | None = None) -> None:
+    """``tracking.log_training_job`` for one job: recipe, layer map, weights, data source, sample
+    caps, the train split as the run's dataset input (digest = the job's data fingerprint)."""
+    data = data_source or {}
+    log_training_job(run, task=task, seed=seed, glue_dir=data.get("glue_dir"), max_train_samples=data.get("max_train_samples"),
+                     max_eval_samples=data.get("max_eval_samples"), method=method, dataset_digest=job.spec.get("data"),
+                     n_train=n_train, model_parameters=count_parameters(model), name=name)
 
 
 def step_logger(run: RunLogger):
@@ -210,3 +236,66 @@ def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -
         mlflow.log_text(text, name)
     for name, figure in figures.items():
         mlflow.log_figure(figure, name)
+
+
+# ---------------------------------------------------------------- run-wide settings as one input
+#: Parameters every run shares. Nodes read them from the one ``run_settings`` dataset, so the DAG
+#: shows one input instead of ``task``, ``seed``, ``tracking``, ``runtime`` fanned out to every
+#: node; users still set them by their own names (``--params task=rte``).
+RUN_PARAMETERS = ("task", "seed", "tracking", "runtime", "glue_dir", "max_train_samples", "max_eval_samples")
+#: What a training run records about its data (``tracking.log_training_job``).
+DATA_SOURCE = "data_source"
+
+
+def build_run_settings(task: str, seed: int, tracking: dict, runtime: dict, glue_dir, max_train_samples,
+                       max_eval_samples) -> dict:
+    """The run-wide parameters as one dict; ``data_source`` groups where the rows came from."""
+    data = {"glue_dir": glue_dir, "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples}
+    return {"task": task, "seed": seed, "tracking": tracking, "runtime": runtime, **data, DATA_SOURCE: data}
+
+
+def run_settings_node():
+    return node(build_run_settings, [f"params:{p}" for p in RUN_PARAMETERS], "run_settings", name="build_run_settings",
+                tags=["role.data"])
+
+
+def reads_run_settings(func, **fixed):
+    """``func`` as a node function whose arguments named like a run setting (``task``, ``seed``,
+    ``tracking``, ``runtime``, ``glue_dir``, ``max_*_samples``, ``data_source``) come from the
+    last input, ``run_settings``; the others are the node's inputs in order; ``fixed`` keyword
+    arguments are bound when the pipeline is built (e.g. ``row="alp_no"``).
+
+    ``func`` itself keeps its plain signature (notebooks and tests call it directly).
+    """
+    names = (*RUN_PARAMETERS, DATA_SOURCE)
+    parameters = list(inspect.signature(func).parameters.values())
+    from_settings = [p.name for p in parameters if p.name in names]
+    own = [p for p in parameters if p.name not in names and p.name not in fixed and p.default is inspect.Parameter.empty
+           and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not from_settings:
+        raise ValueError(f"{func.__qualname__} takes none of the run settings {names}")
+
+    def call(*args):
+        *values, settings = args
+        kwargs = {p.name: v for p, v in zip(own, values)}
+        kwargs.update({name: settings[name] for name in from_settings})
+        return func(**kwargs, **fixed)
+
+    functools.update_wrapper(call, func)  # name, docstring and source shown by kedro-viz are func's
+    call.__signature__ = inspect.Signature(
+        [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in own]
+        + [inspect.Parameter("run_settings", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    )
+    return call
+
+
+def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None, fixed=None):
+    """``node(func, [*inputs, "run_settings"], …)`` with :func:`reads_run_settings` (``fixed``: bound keywords)."""
+    inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+    return node(reads_run_settings(func, **(fixed or {})), [*inputs, "run_settings"], outputs, name=name, tags=tags,
+                namespace=namespace)
+
+
+def tags_for(paper: str | None = None, method: str | None = None, role: str | None = None) -> list[str]:
+    """kedro-viz filter tags: ``paper.alp_kd``, ``method.alp``, ``role.student`` (Kedro allows ``[\\w.-]``)."""
+    return [f"{kind}.{value}" for kind, value in (("paper", paper), ("method", method), ("role", role)) if value]

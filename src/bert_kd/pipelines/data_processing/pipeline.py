@@ -1,6 +1,8 @@
-"""Ingest the GLUE task and tokenize it for the teacher."""
+"""Ingest the GLUE task and tokenize it for the teacher (plus the run-wide ``run_settings``)."""
 
 from kedro.pipeline import Pipeline, node
+
+from bert_kd.pipelines.common import run_settings_node, settings_node, tags_for
 
 from .nodes import ingest_glue, tokenize_for_model
 
@@ -8,17 +10,15 @@ from .nodes import ingest_glue, tokenize_for_model
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            node(
-                ingest_glue,
-                inputs=["params:task", "params:glue_dir", "params:max_train_samples", "params:max_eval_samples", "params:seed"],
-                outputs=["glue_train", "glue_validation", "glue_data_report"],
-                name="ingest_glue",
-            ),
+            run_settings_node(),
+            settings_node(ingest_glue, [], ["glue_train", "glue_validation", "glue_data_report"], name="ingest_glue",
+                          tags=tags_for(role="data")),
             node(
                 tokenize_for_model,
                 inputs=["glue_train", "glue_validation", "params:teacher"],
                 outputs="teacher_tokenized",
                 name="tokenize_for_teacher",
+                tags=tags_for(role="teacher"),
             ),
         ]
     )

@@ -24,7 +24,7 @@ from bert_kd.distill.objective import (
 from bert_kd.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.plots import attention_heatmap, comparison_bars
+from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import fit, make_loader, resolve_mixed_precision
 
@@ -127,9 +127,13 @@ def distill_student(
     tracking: dict,
     runtime: dict,
     upstream: dict | None = None,
+    row: str | None = None,
+    data_source: dict | None = None,
 ) -> ModelBundle:
     """Distil ``teacher`` into ``student`` with the method's recipe through the shared loop
-    (``upstream``: keys of other jobs the recipe reads, e.g. TED's Stage I filters)."""
+    (``upstream``: keys of other jobs the recipe reads, e.g. TED's Stage I filters; ``row``: the
+    recipe's name in its table, e.g. ``alp_no``, default the method; ``data_source``: glue_dir and
+    sample caps, recorded on the MLflow run)."""
     spec = get_task(task)
     check_teacher(teacher, task)
     config = common.training_config(student_params.get("training"), runtime, seed, spec.name, None)
@@ -142,12 +146,14 @@ def distill_student(
 
     train = partial(_distill, teacher=teacher, student=student, student_data=student_data, teacher_cache=teacher_cache,
                     method_config=method_config, student_params=student_params, spec=spec, seed=seed, tracking=tracking,
-                    runtime=runtime, job=job)
-    return common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
+                    runtime=runtime, job=job, row=row or method_config["method"], data_source=data_source or {})
+    bundle = common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
+    bundle.info["method"] = row or method_config["method"]  # a stored result may have been trained under another name
+    return bundle
 
 
 def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, method_config, student_params, spec, seed,
-             tracking, runtime, job) -> ModelBundle:
+             tracking, runtime, job, row, data_source) -> ModelBundle:
     """Train one student from ``student``'s initial weights (a copy) and record the run."""
     name = method_config["method"]
     model = copy.deepcopy(student.model)  # the in-memory init stays untouched for reruns
@@ -161,46 +167,49 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
         )
     source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
     objective = DistillationObjective(model, [source], method, method.weights)
-    settings = common.training_config(student_params.get("training"), runtime, seed, spec.name, checkpoint_dir)
+    settings = common.training_config(student_params.get("training"), runtime, seed, spec.name, checkpoint_dir,
+                                      n_train=len(student_data["train"]))
     collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
     eval_split = common.evaluation_split(student_data)
-    with common.tracked_run(f"distill_{name}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
+    with common.tracked_run(f"distill_{row}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": row, "task": spec.name}) as run:
+        common.log_job_columns(run, job, spec.name, seed, data_source, len(student_data["train"]), model, method=method, name=row)
         run.log_params({
-            "task": spec.name, "method": name, "mapping": getattr(method, "mapping", None), "weights": method.weights,
+            "mapping": getattr(method, "mapping", None), "weights": method.weights,
             "temperature": method.temperature,
             "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
             "teacher_cache": objective.uses_cache(0), "student": student_params,
             "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
             "student_parameters": count_parameters(model), "teacher_parameters": count_parameters(teacher.model),
-            "training": vars(settings), "seed": seed, "key": job.key,
+            "training": vars(settings), "key": job.key,
         })
         result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
         diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))
         if "alp_attention" in diagnostics:
-            run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α on {spec.name} dev"), "alp_attention.png")
+            run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α ({row}) on {spec.name} dev",
+                                             mapping=getattr(method, "mapping", None)), "alp_attention.png")
             run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
     return ModelBundle(model, student.tokenizer, {
-        "role": "student", "method": name, "task": spec.name, "teacher_key": teacher.info.get("key"), "key": job.key,
+        "role": "student", "method": row, "algorithm": name, "task": spec.name, "teacher_key": teacher.info.get("key"), "key": job.key,
         "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
         "diagnostics": diagnostics, "mlflow_run_id": run.run_id,
     })
 
 
-def compare_methods(teacher_metrics: dict, *student_metrics: dict):
-    """A Table-1-style comparison: one row per method plus the teacher, % of teacher kept."""
+def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | None = None):
+    """A Table-1-style comparison: one row per method plus the teacher, % of teacher kept
+    (``table``: its name, e.g. ``distill_baselines``, used in the chart's title)."""
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
     rows += [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
-    table = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
     metric = teacher_metrics["primary_metric"]
-    figure = comparison_bars(
-        [r["method"] for r in rows[1:]], [r[metric] for r in rows[1:]], teacher_metrics["score"], metric,
-        f"{teacher_metrics['task']} dev: students vs teacher",
-    )
-    markdown = markdown_table(table)
+    title = comparison_title(table, teacher_metrics["task"], metric)
+    figure = comparison_bars([r["method"] for r in rows[1:]], [r[metric] for r in rows[1:]], teacher_metrics["score"], metric, title)
+    markdown = markdown_table(frame)
     common.log_to_active_run({"comparison.md": markdown}, {"comparison.png": figure})
-    log_comparison_to_parent(table, metric, markdown=markdown, title=f"{teacher_metrics['task']} dev: students vs teacher", teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
-    return table, markdown, figure
+    log_comparison_to_parent(frame, metric, markdown=markdown, title=title,
+                             teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
+    return frame, markdown, figure
 
 
 def _row(name: str, evaluation: dict, teacher: dict) -> dict:

@@ -1,33 +1,36 @@
 """``distill_<method>`` pipelines: one namespaced block per method over a shared teacher.
 
-Each block builds the student from the teacher, distils it with the method's recipe
-(``distill_methods.<method>`` in ``parameters_distill.yml``) and evaluates it.
+Each block (``alp_kd.<method>`` in kedro-viz) builds the student from the teacher, distils it with
+the method's recipe (``distill_methods.<method>`` in ``parameters_distill.yml``) and evaluates it.
 """
+
+from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node, pipeline
 
+from bert_kd.pipelines.common import settings_node, tags_for
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
 from .nodes import build_student_model, cache_teacher_outputs, compare_methods, distill_student, prepare_student_data
 
-#: Methods of the ALP-KD comparison (Table 1 of the paper) in table order.
-ALP_FAMILY = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert")
+#: The paper group (kedro-viz modular pipeline) of the ALP-KD comparison.
+PAPER = "alp_kd"
+#: Methods of the ALP-KD comparison in table order: Table 1's rows (``pkd`` = ALP-KD's PKD with
+#: ``bucket_first``, ``ckd`` = CKD-NO, ``ckd_po``, ``alp_no``, ``alp_po``, ``alp``) and the
+#: other baselines (NKD, RKD, logits-MSE, TinyBERT).
+ALP_FAMILY = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert")
 
-SHARED_INPUTS = ("teacher_model", "teacher_tokenized", "teacher_output_cache", "glue_train", "glue_validation")
-SHARED_PARAMS = ("task", "seed", "tracking", "runtime", "student")
+SHARED_INPUTS = ("teacher_model", "teacher_tokenized", "teacher_output_cache", "glue_train", "glue_validation", "run_settings")
+
+
+def block_name(paper: str, method: str) -> str:
+    """The namespace of one method's block: ``alp_kd.alp``, ``ted.kd``, ``multi_teacher.okd``."""
+    return f"{paper}.{method}"
 
 
 def teacher_cache_pipeline() -> Pipeline:
-    return Pipeline(
-        [
-            node(
-                cache_teacher_outputs,
-                inputs=["teacher_model", "teacher_tokenized", "params:teacher_cache", "params:runtime"],
-                outputs="teacher_output_cache",
-                name="cache_teacher_outputs",
-            )
-        ]
-    )
+    return Pipeline([settings_node(cache_teacher_outputs, ["teacher_model", "teacher_tokenized", "params:teacher_cache"],
+                                   "teacher_output_cache", name="cache_teacher_outputs", tags=tags_for(role="teacher"))])
 
 
 def method_pipeline(
@@ -37,8 +40,9 @@ def method_pipeline(
     build_student=build_student_model,
     distill=distill_student,
     extra_inputs: tuple[str, ...] = (),
+    paper: str = PAPER,
 ) -> Pipeline:
-    """Student construction → distillation → evaluation for one method, namespaced ``method``.
+    """Student construction → distillation → evaluation for one method, namespaced ``<paper>.<method>``.
 
     ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student`` and
     ``distill``; ``methods_key``/``student_key`` name the parameter blocks to read.
@@ -46,42 +50,45 @@ def method_pipeline(
     extra = list(extra_inputs)
     template = Pipeline(
         [
-            node(build_student, [*extra, "teacher_model", "params:student", "params:task"], "student_init", name="build_student"),
+            settings_node(build_student, [*extra, "teacher_model", "params:student"], "student_init", name="build_student"),
             node(
                 prepare_student_data,
                 ["student_init", "teacher_model", "teacher_tokenized", "glue_train", "glue_validation", "params:teacher.max_seq_length"],
                 "student_data",
                 name="prepare_student_data",
             ),
-            node(
+            settings_node(
                 distill,
-                [
-                    *extra, "teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method",
-                    "params:student", "params:task", "params:seed", "params:tracking", "params:runtime",
-                ],
+                [*extra, "teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method", "params:student"],
                 "student_model",
                 name="distill",
+                fixed={"row": method},
             ),
-            node(evaluate_model, ["student_model", "student_data", "params:task", "params:tracking"], "student_metrics", name="evaluate_student"),
+            settings_node(evaluate_model, ["student_model", "student_data"], "student_metrics", name="evaluate_student"),
         ]
     )
-    parameters = {f"params:{p}": f"params:{p}" for p in SHARED_PARAMS}
-    parameters["params:teacher.max_seq_length"] = "params:teacher.max_seq_length"
-    parameters["params:student"] = f"params:{student_key}"
-    parameters["params:method"] = f"params:{methods_key}.{method}"
+    parameters = {
+        "params:teacher.max_seq_length": "params:teacher.max_seq_length",
+        "params:student": f"params:{student_key}",
+        "params:method": f"params:{methods_key}.{method}",
+    }
     inputs = {i: i for i in (*SHARED_INPUTS, *extra)}
-    return pipeline(template, namespace=method, inputs=inputs, parameters=parameters)
+    return pipeline(template, namespace=block_name(paper, method), inputs=inputs, parameters=parameters,
+                    tags=tags_for(paper, method, "student"))
 
 
-def comparison_pipeline(methods, output_prefix: str) -> Pipeline:
-    """The Table-1-style comparison of ``methods`` with the teacher."""
+def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
+    """The Table-1-style comparison of ``methods`` with the teacher, tagged with the paper; outside the
+    paper's group, which would otherwise read a reporting dataset (``teacher_metrics``) and write
+    models, a cycle that switches kedro-viz's layer view off."""
     return Pipeline(
         [
             node(
-                compare_methods,
-                inputs=["teacher_metrics", *[f"{m}.student_metrics" for m in methods]],
+                update_wrapper(partial(compare_methods, table=output_prefix), compare_methods),
+                inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
                 outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                 name=f"compare_{output_prefix}",
+                tags=tags_for(paper, role="report"),
             )
         ]
     )

@@ -1,18 +1,12 @@
 """Evaluate the fine-tuned teacher on the task's dev set(s)."""
 
-from kedro.pipeline import Pipeline, node
+from kedro.pipeline import Pipeline
+
+from bert_kd.pipelines.common import settings_node, tags_for
 
 from .nodes import evaluate_model
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
-        [
-            node(
-                evaluate_model,
-                inputs=["teacher_model", "teacher_tokenized", "params:task", "params:tracking"],
-                outputs="teacher_metrics",
-                name="evaluate_teacher",
-            )
-        ]
-    )
+    return Pipeline([settings_node(evaluate_model, ["teacher_model", "teacher_tokenized"], "teacher_metrics",
+                                   name="evaluate_teacher", tags=tags_for(role="teacher"))])

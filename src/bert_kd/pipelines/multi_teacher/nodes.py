@@ -17,7 +17,7 @@ from bert_kd.models import ModelBundle, build_student, count_parameters
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher, markdown_table
-from bert_kd.plots import comparison_bars
+from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import fit
 
@@ -106,8 +106,9 @@ def _unprefixed(dataset, prefix: str):
 
 
 def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config: dict, student: dict, task: str,
-                          seed: int, tracking: dict, runtime: dict) -> ModelBundle:
-    """Distil the chosen teachers (``teachers: [indices]``, default all) into a fresh student."""
+                          seed: int, tracking: dict, runtime: dict, data_source: dict | None = None) -> ModelBundle:
+    """Distil the chosen teachers (``teachers: [indices]``, default all) into a fresh student
+    (``data_source``: glue_dir and sample caps, recorded on the MLflow run)."""
     spec = get_task(task)
     config = dict(config)
     chosen = config.pop("teachers", None) or list(range(len(bundles)))
@@ -125,23 +126,25 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     })
     train = partial(_distill_from_teachers, bundles=bundles, data=data, caches=caches, config=config, student=student,
                     chosen=chosen, names=names, init=init, spec=spec, seed=seed, tracking=tracking, runtime=runtime, job=job,
-                    run_name=f"distill_multi_teacher:{config['method']}[{','.join(names)}]:{spec.name}")
+                    data_source=data_source or {}, run_name=f"distill_multi_teacher:{config['method']}[{','.join(names)}]:{spec.name}")
     return common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
 
 
 def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, student, chosen, names, init, spec, seed,
-                           tracking, runtime, job, run_name) -> ModelBundle:
+                           tracking, runtime, job, run_name, data_source) -> ModelBundle:
     """Build the student from teacher ``init``, distil the ``chosen`` teachers into it and record the run."""
     name = config["method"]
     model, kept = build_student(bundles[init].model, int(student["num_layers"]), student.get("layer_selection", "first"))
     teachers = [Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)]
     method = build_method(config, model, [t.model for t in teachers], regression=spec.is_regression)
     objective = DistillationObjective(model, teachers, method, method.weights)
-    settings = common.training_config(student.get("training"), runtime, seed, spec.name, checkpoint_dir)
+    settings = common.training_config(student.get("training"), runtime, seed, spec.name, checkpoint_dir,
+                                      n_train=len(data["train"]))
     collator = common.collator_for(bundles[init].tokenizer, {teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)})
     with common.tracked_run(run_name, common.tracking_enabled(tracking), {"role": "student", "method": name, "task": spec.name}) as run:
-        run.log_params({"task": spec.name, "method": name, "teachers": names, "weights": method.weights,
-                        "temperature": method.temperature, "config": config, "student": student, "seed": seed,
+        common.log_job_columns(run, job, spec.name, seed, data_source, len(data["train"]), model, method=method)
+        run.log_params({"teachers": names, "weights": method.weights,
+                        "temperature": method.temperature, "config": config, "student": student,
                         "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
                         "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
         run.log_dict(method.alignment_report(), "alignment_before.json")
@@ -185,7 +188,8 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     markdown = "## Table 2: by teachers\n\n" + markdown_table(by_teachers) + "\n## Table 3: by strategy\n\n" + markdown_table(by_strategy)
     students_only = table[table["method"] != "teacher"]
     figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
-                             list(students_only[metric]), best_teacher["score"], metric, "multi-teacher students vs best teacher")
+                             list(students_only[metric]), best_teacher["score"], metric,
+                             comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric))
     common.log_to_active_run({"multi_teacher_comparison.md": markdown}, {"multi_teacher_comparison.png": figure})
-    log_comparison_to_parent(table, metric, markdown=markdown, title=f"{best_teacher['task']} dev: multi-teacher students", teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
+    log_comparison_to_parent(table, metric, markdown=markdown, title=comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric), teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure

@@ -1,14 +1,16 @@
 """Multi-teacher distillation with one-to-many layer mapping and its baselines.
 
 Each of the K teachers of ``multi_teachers`` is its own namespaced ``train_teacher`` block
-(``mt_teacher_<k>``: select → tokenize → train), so the DAG shows every teacher.
+(``multi_teacher.teacher_<k>``: select → tokenize → train), so the DAG shows every teacher.
 """
 
 from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node, pipeline
 
+from bert_kd.pipelines.common import settings_node, tags_for
 from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
+from bert_kd.pipelines.distill.pipeline import block_name
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
 from .nodes import (
@@ -26,71 +28,75 @@ from .nodes import (
 #: (Table 2: by teachers; Table 3: by strategy).
 BASELINE_CONFIGS = ("multi_teacher", "single_teacher", "single_teacher_2", "okd", "multi_pkd", "rse_kd")
 
+#: The paper group (kedro-viz modular pipeline).
+PAPER = "multi_teacher"
+
 #: Teacher blocks when the configuration cannot be read (the paper's two-teacher setting).
 DEFAULT_TEACHER_COUNT = 2
 
 
 def teacher_namespace(slot: int) -> str:
-    return f"mt_teacher_{slot}"
+    return f"{PAPER}.teacher_{slot}"
 
 
 def teacher_block(slot: int) -> Pipeline:
-    """``multi_teachers[slot]`` → its own tokenization → ``train_teacher``, namespaced ``mt_teacher_<slot>``."""
+    """``multi_teachers[slot]`` → its own tokenization → ``train_teacher``, namespaced ``multi_teacher.teacher_<slot>``."""
     select = update_wrapper(partial(select_teacher, slot=slot), select_teacher)
     template = Pipeline(
         [
             node(select, "params:multi_teachers", "teacher_params", name="select_teacher"),
             node(tokenize_for_model, ["glue_train", "glue_validation", "teacher_params"], "teacher_tokenized",
                  name="tokenize_for_teacher"),
-            node(train_teacher, ["teacher_tokenized", "params:task", "teacher_params", "params:seed", "params:tracking",
-                                 "params:runtime"], "teacher_model", name="train_teacher"),
+            settings_node(train_teacher, ["teacher_tokenized", "teacher_params"], "teacher_model", name="train_teacher"),
         ]
     )
-    shared_params = {f"params:{p}": f"params:{p}" for p in ("multi_teachers", "task", "seed", "tracking", "runtime")}
-    return pipeline(template, namespace=teacher_namespace(slot), inputs={"glue_train", "glue_validation"},
-                    parameters=shared_params)
+    return pipeline(template, namespace=teacher_namespace(slot), inputs={"glue_train", "glue_validation", "run_settings"},
+                    parameters={"params:multi_teachers": "params:multi_teachers"},
+                    tags=tags_for(PAPER, role="teacher"))
 
 
 def teachers_pipeline(count: int = DEFAULT_TEACHER_COUNT) -> Pipeline:
     common_inputs = ["glue_train", "glue_validation", "params:multi_teachers"]
     models = [f"{teacher_namespace(k)}.teacher_model" for k in range(count)]
+    tags = tags_for(PAPER, role="teacher")
     return sum((teacher_block(k) for k in range(count)), Pipeline([])) + Pipeline(
         [
             node(gather_teachers, ["params:multi_teachers", *models], "multi_teacher_models", name="gather_multi_teachers"),
-            node(evaluate_multi_teachers, ["multi_teacher_models", *common_inputs, "params:task", "params:tracking"],
-                 "multi_teacher_metrics", name="evaluate_multi_teachers"),
+            settings_node(evaluate_multi_teachers, ["multi_teacher_models", *common_inputs], "multi_teacher_metrics",
+                          name="evaluate_multi_teachers"),
             node(prepare_multi_teacher_data, ["multi_teacher_models", *common_inputs, "params:multi_student"],
                  "multi_teacher_data", name="prepare_multi_teacher_data"),
-            node(cache_multi_teacher_outputs, ["multi_teacher_models", "multi_teacher_data", "params:teacher_cache", "params:runtime"],
-                 "multi_teacher_caches", name="cache_multi_teacher_outputs"),
-        ]
+            settings_node(cache_multi_teacher_outputs, ["multi_teacher_models", "multi_teacher_data", "params:teacher_cache"],
+                          "multi_teacher_caches", name="cache_multi_teacher_outputs"),
+        ],
+        namespace=PAPER, tags=tags, prefix_datasets_with_namespace=False,
     )
 
 
 def configuration_pipeline(name: str) -> Pipeline:
-    """Distil and evaluate one configuration of ``multi_teacher_configs``, namespaced ``mt_<name>``."""
+    """Distil and evaluate one configuration of ``multi_teacher_configs``, namespaced ``multi_teacher.<name>``."""
     template = Pipeline(
         [
-            node(distill_multi_teacher,
-                 ["multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "params:config", "params:multi_student",
-                  "params:task", "params:seed", "params:tracking", "params:runtime"],
-                 "student_model", name="distill"),
-            node(evaluate_multi_student, ["student_model", "multi_teacher_data", "params:task", "params:tracking"],
-                 "student_metrics", name="evaluate_student"),
+            settings_node(distill_multi_teacher,
+                          ["multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "params:config",
+                           "params:multi_student"], "student_model", name="distill"),
+            settings_node(evaluate_multi_student, ["student_model", "multi_teacher_data"], "student_metrics",
+                          name="evaluate_student"),
         ]
     )
-    shared = ("multi_teacher_models", "multi_teacher_data", "multi_teacher_caches")
-    parameters = {f"params:{p}": f"params:{p}" for p in ("multi_student", "task", "seed", "tracking", "runtime")}
-    parameters["params:config"] = f"params:multi_teacher_configs.{name}"
-    return pipeline(template, namespace=f"mt_{name}", inputs={s: s for s in shared}, parameters=parameters)
+    shared = ("multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "run_settings")
+    parameters = {"params:multi_student": "params:multi_student", "params:config": f"params:multi_teacher_configs.{name}"}
+    return pipeline(template, namespace=block_name(PAPER, name), inputs={s: s for s in shared}, parameters=parameters,
+                    tags=tags_for(PAPER, name, "student"))
 
 
 def comparison(configs) -> Pipeline:
     return Pipeline(
         [
-            node(compare_multi_teacher, ["multi_teacher_metrics", *[f"mt_{c}.student_metrics" for c in configs]],
+            node(compare_multi_teacher, ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
                  ["distill_multi_teacher_baselines_table", "distill_multi_teacher_baselines_table_md",
-                  "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher")
+                  "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher",
+                 tags=tags_for(PAPER, role="report"))
         ]
     )
 

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted_student: dict, seed: int,
-                      tracking: dict, runtime: dict) -> dict:
+                      tracking: dict, runtime: dict, data_source: dict | None = None) -> dict:
     """TED Stage I (Eq. 4–5): filters on the frozen teacher at layers M(k); student filters copied
     from them (``student_filters: copy``, App. A.4 Case 2.2) or trained on a fine-tuned student
     (``train``). Reused from the store when already trained from the same content."""
@@ -42,7 +42,8 @@ def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted
     })
 
     train = partial(_stage_one, teacher=teacher, tokenized=tokenized, task=spec.name, mapping=mapping, arch=arch, route=route,
-                    config=config, ted_student=ted_student, student_config=student_config, tracking=tracking, key=job.key)
+                    config=config, ted_student=ted_student, student_config=student_config, tracking=tracking, job=job,
+                    seed=seed, data_source=data_source)
     outcome = jobs.run_job(job, train, lambda result, d: save_ted_filters(result, d / "stage1"),
                            lambda d: load_ted_filters(d / "stage1"), recompute=common.recompute(runtime),
                            writer=common.is_main_process(),
@@ -65,11 +66,12 @@ def _filter_options(ted: dict) -> tuple[str, str, dict]:
 
 
 def _stage_one(_checkpoint_dir, *, teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config,
-               tracking, key) -> dict:
+               tracking, job, seed, data_source) -> dict:
     """Stage I in its own MLflow run (filters train in one short pass: no checkpoints)."""
     with common.tracked_run(f"train_ted_filters:{task}", common.tracking_enabled(tracking), {"role": "ted_filters", "task": task}) as run:
-        run.log_params({"task": task, "mapping": mapping, "arch": arch, "student_filters": route, "training": vars(config),
-                        "teacher_key": teacher.info.get("key"), "key": key})
+        common.log_job_columns(run, job, task, seed, data_source, len(tokenized["train"]), teacher.model)
+        run.log_params({"mapping": mapping, "arch": arch, "student_filters": route, "training": vars(config),
+                        "teacher_key": teacher.info.get("key"), "key": job.key})
         result = _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run)
         result["report"]["mlflow_run_id"] = run.run_id
     return result
@@ -124,8 +126,9 @@ def ted_student_init(ted_filters: dict, teacher: ModelBundle, student: dict, tas
 
 def distill_with_filters(ted_filters: dict, teacher: ModelBundle, student: ModelBundle, student_data, cache,
                          method_config: dict, student_params: dict, task: str, seed: int, tracking: dict,
-                         runtime: dict) -> ModelBundle:
-    """Stage II (Eq. 7): hand the Stage I filters to TED methods, then the generic distillation."""
+                         runtime: dict, row: str | None = None, data_source: dict | None = None) -> ModelBundle:
+    """Stage II (Eq. 7): hand the Stage I filters to TED methods, then the generic distillation
+    (``row``, ``data_source``: see :func:`distill_student`)."""
     config = dict(method_config)
     if config["method"] in ("ted", "ted_kl"):
         expected = parameters_fingerprint(teacher.model)
@@ -138,4 +141,4 @@ def distill_with_filters(ted_filters: dict, teacher: ModelBundle, student: Model
         config.setdefault("student_filters", ted_filters["student"] if ted_filters["student"] is not None else "copy")
         config.setdefault("task", get_task(task).name)
     return distill_student(teacher, student, student_data, cache, config, student_params, task, seed, tracking, runtime,
-                           upstream={"ted_filters": ted_filters.get("key")})
+                           upstream={"ted_filters": ted_filters.get("key")}, row=row, data_source=data_source)

@@ -11,8 +11,10 @@ from bert_kd.pipelines import common
 from bert_kd.training import SupervisedObjective, fit
 
 
-def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict, runtime: dict) -> ModelBundle:
-    """Fine-tune ``teacher.model`` on the task (AdamW, warm-up, clipping, best dev epoch kept).
+def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict, runtime: dict,
+                  data_source: dict | None = None) -> ModelBundle:
+    """Fine-tune ``teacher.model`` on the task (AdamW, warm-up, clipping, best dev epoch kept;
+    ``data_source``: glue_dir and sample caps, recorded on the MLflow run).
 
     Reused from the store when a teacher with the same rows, model, tokenizer, settings and seed
     exists, unless ``teacher.retrain`` or ``runtime.recompute`` is true.
@@ -24,18 +26,21 @@ def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
     })
     train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, seed=seed, tracking=tracking, runtime=runtime,
-                    key=job.key)
+                    job=job, data_source=data_source or {})
     return common.run_model_job(job, train, tracking, recompute=bool(teacher.get("retrain")) or common.recompute(runtime))
 
 
 def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: dict, seed: int, tracking: dict, runtime: dict,
-               key: str) -> ModelBundle:
+               job, data_source: dict) -> ModelBundle:
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``) in its own MLflow run."""
     tokenizer = load_tokenizer(teacher["model"])
     model = load_classifier(teacher["model"], spec.num_labels, is_regression=spec.is_regression)
-    settings = common.training_config(teacher.get("training"), runtime, seed, spec.name, checkpoint_dir)
+    settings = common.training_config(teacher.get("training"), runtime, seed, spec.name, checkpoint_dir,
+                                      n_train=len(tokenized["train"]))
+    key = job.key
     with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
-        run.log_params({"task": spec.name, "teacher": teacher, "seed": seed, "training": vars(settings), "key": key})
+        common.log_job_columns(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
+        run.log_params({"teacher": teacher, "training": vars(settings), "key": key})
         result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
                      collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
                      log_fn=common.step_logger(run), description=f"teacher {spec.name}")

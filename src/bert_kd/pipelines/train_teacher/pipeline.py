@@ -1,18 +1,12 @@
 """Fine-tune the teacher (``kedro run --pipeline=train_teacher`` adds ingestion and evaluation)."""
 
-from kedro.pipeline import Pipeline, node
+from kedro.pipeline import Pipeline
+
+from bert_kd.pipelines.common import settings_node, tags_for
 
 from .nodes import train_teacher
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
-        [
-            node(
-                train_teacher,
-                inputs=["teacher_tokenized", "params:task", "params:teacher", "params:seed", "params:tracking", "params:runtime"],
-                outputs="teacher_model",
-                name="train_teacher",
-            )
-        ]
-    )
+    return Pipeline([settings_node(train_teacher, ["teacher_tokenized", "params:teacher"], "teacher_model",
+                                   name="train_teacher", tags=tags_for(role="teacher"))])

@@ -1,0 +1,47 @@
+"""Shared node glue: run settings as one node input, adaptive loss-logging interval."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from bert_kd.pipelines import common
+
+
+def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, row=None):
+    return tokenized, task, teacher, seed, tracking, runtime, data_source, row
+
+
+SETTINGS = common.build_run_settings("rte", 7, {"enabled": False}, {"progress_bar": False}, "glue", 100, None)
+
+
+def test_run_settings_node_reads_its_arguments_by_name():
+    node_fn = common.reads_run_settings(_train, row="alp_no")
+    assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]
+    assert node_fn("rows", {"model": "m"}, SETTINGS) == (
+        "rows", "rte", {"model": "m"}, 7, {"enabled": False}, {"progress_bar": False},
+        {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}, "alp_no")
+    assert node_fn.__wrapped__ is _train and node_fn.__name__ == "_train"  # kedro-viz shows _train's code
+
+
+def test_settings_node_is_a_kedro_node_with_one_settings_input():
+    node = common.settings_node(_train, ["tokenized", "params:teacher"], "model", name="train", tags=common.tags_for("alp_kd", "alp", "student"))
+    assert node.inputs == ["tokenized", "params:teacher", "run_settings"]
+    assert node.tags == {"paper.alp_kd", "method.alp", "role.student"}
+
+
+def test_a_function_without_run_settings_is_refused():
+    with pytest.raises(ValueError, match="takes none of the run settings"):
+        common.reads_run_settings(lambda a, b: a)
+
+
+@pytest.mark.parametrize(("section", "rows", "expected"), [
+    ({"epochs": 1, "batch_size": 8}, 48, 1),          # 6 steps: every step
+    ({"epochs": 3, "batch_size": 32}, 3000, 5),       # 282 steps: every 5
+    ({"epochs": 3, "batch_size": 32}, 67349, 10),     # capped at 10
+    ({"epochs": 1, "batch_size": 8, "log_every_steps": 4}, 48, 4),  # the user's choice wins
+])
+def test_loss_logging_interval_adapts_to_the_run_length(section, rows, expected):
+    config = common.training_config(section, None, 0, "rte", None, n_train=rows)
+    assert config.log_every_steps == expected
