@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,46 @@ def write_tiny_glue(root: Path, task_dir: str = "RTE", n_train: int = 48, n_dev:
                 lines.append(f"{i}\t{s1}\t{s2}\t{'entailment' if entail else 'not_entailment'}")
         (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     return root
+
+
+def _reset_mlflow_process_state(saved_env: dict[str, str], saved_tracking_uri) -> None:
+    """End runs left active, forget the fluent API's active experiment and tracking URI, and put
+    the ``MLFLOW_*`` environment back (``mlflow.set_experiment`` writes ``MLFLOW_EXPERIMENT_ID``
+    into ``os.environ``; later subprocesses would inherit an experiment id of another store)."""
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.tracking.fluent._active_experiment_id = None
+        mlflow.tracking._tracking_service.utils._tracking_uri = saved_tracking_uri
+    for key in [key for key in os.environ if key.startswith("MLFLOW_")]:
+        if key not in saved_env:
+            del os.environ[key]
+    os.environ.update(saved_env)
+
+
+def _mlflow_process_state() -> tuple[dict[str, str], str | None]:
+    mlflow = sys.modules.get("mlflow")
+    tracking_uri = mlflow.tracking._tracking_service.utils._tracking_uri if mlflow is not None else None
+    return {key: value for key, value in os.environ.items() if key.startswith("MLFLOW_")}, tracking_uri
+
+
+@pytest.fixture(autouse=True, scope="module")
+def isolated_mlflow_state_per_module():
+    """A test module's fixtures may set an MLflow store for its tests (``set_experiment`` writes
+    ``MLFLOW_EXPERIMENT_ID``); the next module starts without it."""
+    saved = _mlflow_process_state()
+    yield
+    _reset_mlflow_process_state(*saved)
+
+
+@pytest.fixture(autouse=True)
+def isolated_mlflow_state():
+    """Every test ends with the process's MLflow state as it began (in-process Kedro sessions run
+    kedro-mlflow, which sets the tracking URI, the experiment and runs process-wide)."""
+    saved = _mlflow_process_state()
+    yield
+    _reset_mlflow_process_state(*saved)
 
 
 @pytest.fixture(scope="session")

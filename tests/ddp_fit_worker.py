@@ -5,7 +5,7 @@
 
 Trains the tiny BERT of conftest (dropout off, so one batch of 2B equals two of B) for a few
 steps through ``fit`` inside ``tracked_run`` and writes this rank's final weights to
-``OUT_DIR/rank<RANK>.pt``.
+``OUT_DIR/rank<RANK>.pt`` (the last checkpoint stays in ``OUT_DIR/checkpoints/last``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def main(teacher_dir: str, glue_dir: str, out_dir: str, batch_size: int) -> None
             module.p = 0.0
     config = TrainingConfig(epochs=1, batch_size=batch_size, eval_batch_size=8, learning_rate=1e-3,
                             warmup_ratio=0.0, seed=3, progress_bar=False, cpu=True, mixed_precision="no",
-                            group_by_length=False)  # the grouped order depends on the per-process batch size
+                            group_by_length=False,  # the grouped order depends on the per-process batch size
+                            checkpoint_dir=str(Path(out_dir) / "checkpoints"), keep_checkpoint=True)
     with tracked_run("ddp-test", enabled=True) as run:
         result = fit(SupervisedObjective(model), data["train"], data["validation"], config,
                      collator=Collator({"": tokenizer.pad_token_id}),

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from bert_kd import jobs
-from bert_kd.jobs import Job, content_key, run_job, write_atomically
+from bert_kd.jobs import Job, content_key, run_job, write_atomically, write_file_atomically
 from tests.conftest import REPO_ROOT
 
 BASE_SPEC = {
@@ -148,6 +148,22 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
     with pytest.raises(RuntimeError, match="disk full"):
         write_atomically(tmp_path / "x", broken)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_write_file_atomically_replaces_the_file_or_leaves_it_as_it_was(tmp_path):
+    target = tmp_path / "out" / "table.csv"
+    write_file_atomically(target, lambda tmp: tmp.write_text("one"))
+    write_file_atomically(target, lambda tmp: tmp.write_text("two"))
+    assert target.read_text() == "two"
+
+    def broken(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_file_atomically(target, broken)
+    assert target.read_text() == "two"
+    assert [p.name for p in target.parent.iterdir()] == ["table.csv"]
 
 
 def _text_job(tmp_path, spec=None):

@@ -14,6 +14,7 @@ from bert_kd.models import load_classifier, load_tokenizer
 from bert_kd.training import (
     Collator,
     FitResult,
+    LengthGroupedBatchSampler,
     Objective,
     SupervisedObjective,
     TrainingConfig,
@@ -176,6 +177,17 @@ def test_grouped_loader_is_seeded_covers_every_example_and_pads_less():
     grouped = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3, group_by_length=True))
     random_order = padding_ratio(make_loader(data, 8, Collator(), shuffle=True, seed=3))
     assert grouped < 1.1 < 1.5 < random_order
+
+
+def test_grouped_batches_come_in_a_shuffled_order_not_longest_to_shortest():
+    data = varied_lengths()  # fewer rows than one mega-batch: everything is sorted together
+    sampler = LengthGroupedBatchSampler([len(row["input_ids"]) for row in data], batch_size=8, seed=5)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == math.ceil(len(data) / 8)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(data)))
+    longest = [max(len(data[i]["input_ids"]) for i in batch) for batch in batches]
+    assert longest != sorted(longest, reverse=True) and longest != sorted(longest)
+    assert list(sampler) == batches and list(LengthGroupedBatchSampler(sampler.lengths, 8, seed=6)) != batches
 
 
 def test_grouped_eval_loader_is_longest_first_and_keeps_labels_with_rows():
@@ -497,6 +509,9 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     assert any(not torch.equal(rank0["state"][k], v) for k, v in state_copy(new_model(tiny_teacher_dir)).items()
                if "classifier" not in k)  # it trained
     assert rank0["history"][0]["n"] == rank1["history"][0]["n"] == 24  # gathered: all dev rows, none twice
+    checkpoint = ddp / "checkpoints" / "last"  # every rank's RNG state is saved, so every rank can resume
+    assert {p.name for p in checkpoint.glob("random_states_*.pkl")} == {"random_states_0.pkl", "random_states_1.pkl"}
+    assert not (ddp / "checkpoints" / "last.staging").exists()
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ddp / 'mlflow.db'}")  # no process-wide URI change
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 1 and runs[0].data.params["num_processes"] == "2"

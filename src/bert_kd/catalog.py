@@ -12,12 +12,34 @@ from typing import Any
 from kedro.io import AbstractVersionedDataset
 from kedro.io.core import Version
 
-from bert_kd.jobs import write_atomically
+from bert_kd.jobs import MANIFEST, write_atomically
 from bert_kd.distill.ted import load_ted_filters, save_ted_filters
 from bert_kd.models import ModelBundle, directory_size_bytes, load_bundle, save_bundle
 
 
-class HFModelDataset(AbstractVersionedDataset[ModelBundle, ModelBundle]):
+class _VersionedFolder(AbstractVersionedDataset):
+    """A versioned folder; it exists when :attr:`marker` (a file or folder inside it) does."""
+
+    marker = "."
+
+    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
+        super().__init__(PurePosixPath(filepath), version)
+        self.metadata = metadata
+
+    def _folder(self, load: bool = True) -> Path:
+        return Path(str(self._get_load_path() if load else self._get_save_path()))
+
+    def _exists(self) -> bool:
+        try:
+            return (self._folder() / self.marker).exists()
+        except Exception:
+            return False
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "version": self._version}
+
+
+class HFModelDataset(_VersionedFolder):
     """A :class:`~bert_kd.models.ModelBundle` as a versioned HF directory
     (``save_pretrained``, safetensors, tokenizer, provenance in ``bert_kd.json``).
 
@@ -29,113 +51,61 @@ class HFModelDataset(AbstractVersionedDataset[ModelBundle, ModelBundle]):
     ```
     """
 
-    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
-        super().__init__(PurePosixPath(filepath), version)
-        self.metadata = metadata
+    marker = "config.json"
 
     def load(self) -> ModelBundle:
-        return load_bundle(Path(str(self._get_load_path())))
+        return load_bundle(self._folder())
 
     def save(self, data: ModelBundle) -> None:
         if not isinstance(data, ModelBundle):
             raise TypeError(f"HFModelDataset saves ModelBundle objects, got {type(data).__name__}")
-        save_bundle(data, Path(str(self._get_save_path())))
-
-    def _exists(self) -> bool:
-        try:
-            return (Path(str(self._get_load_path())) / "config.json").exists()
-        except Exception:
-            return False
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
+        save_bundle(data, self._folder(load=False))
 
     def size_bytes(self) -> int:
         return directory_size_bytes(str(self._get_load_path()))
 
 
-class TokenizedDataset(AbstractVersionedDataset):
+class TokenizedDataset(_VersionedFolder):
     """A tokenized ``datasets.DatasetDict`` stored with ``save_to_disk`` (Arrow), versioned."""
-
-    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
-        super().__init__(PurePosixPath(filepath), version)
-        self.metadata = metadata
 
     def load(self):
         from datasets import load_from_disk
 
-        return load_from_disk(str(self._get_load_path()))
+        return load_from_disk(str(self._folder()))
 
     def save(self, data) -> None:
-        write_atomically(Path(str(self._get_save_path())), lambda directory: data.save_to_disk(str(directory)))
-
-    def _exists(self) -> bool:
-        try:
-            return Path(str(self._get_load_path())).exists()
-        except Exception:
-            return False
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
+        write_atomically(self._folder(load=False), lambda directory: data.save_to_disk(str(directory)))
 
 
-class TEDFiltersDataset(AbstractVersionedDataset):
+class TEDFiltersDataset(_VersionedFolder):
     """TED Stage I output as a versioned folder: ``teacher/`` filters, optional ``student/``
     filters and, for the ``train`` route, the fine-tuned ``student_model/`` they were trained on."""
 
-    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
-        super().__init__(PurePosixPath(filepath), version)
-        self.metadata = metadata
+    marker = "teacher"
 
     def load(self) -> dict:
-        return load_ted_filters(Path(str(self._get_load_path())))
+        return load_ted_filters(self._folder())
 
     def save(self, data: dict) -> None:
-        save_ted_filters(data, Path(str(self._get_save_path())))
-
-    def _exists(self) -> bool:
-        try:
-            return (Path(str(self._get_load_path())) / "teacher").exists()
-        except Exception:
-            return False
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
+        save_ted_filters(data, self._folder(load=False))
 
 
-class FilesDataset(AbstractVersionedDataset):
-    """A versioned folder of named binary files (``{"student.onnx": bytes, ...}``), written to
-    ``<folder>.partial`` first."""
-
-    def __init__(self, filepath: str, version: Version | None = None, metadata: dict | None = None):
-        super().__init__(PurePosixPath(filepath), version)
-        self.metadata = metadata
+class FilesDataset(_VersionedFolder):
+    """A versioned folder of named binary files (``{"student.onnx": bytes, ...}``), written
+    atomically (:func:`bert_kd.jobs.write_atomically`; its ``manifest.json`` is not one of them)."""
 
     def load(self) -> dict[str, bytes]:
-        path = Path(str(self._get_load_path()))
-        return {f.name: f.read_bytes() for f in sorted(path.iterdir()) if f.is_file()}
+        return {f.name: f.read_bytes() for f in sorted(self._folder().iterdir()) if f.is_file() and f.name != MANIFEST}
 
     def save(self, data: dict[str, bytes]) -> None:
-        import shutil
-
         if not isinstance(data, dict) or not all(isinstance(v, bytes) for v in data.values()):
             raise TypeError("FilesDataset saves a dict of file name -> bytes")
-        path = Path(str(self._get_save_path()))
-        tmp = path.with_name(path.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for name, content in data.items():
-            (tmp / Path(name).name).write_bytes(content)
-        tmp.rename(path)
 
-    def _exists(self) -> bool:
-        try:
-            return Path(str(self._get_load_path())).is_dir()
-        except Exception:
-            return False
+        def write(directory: Path) -> None:
+            for name, content in data.items():
+                (directory / Path(name).name).write_bytes(content)
 
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
+        write_atomically(self._folder(load=False), write)
 
 
 def rank_zero_catalog_class():

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bert_kd.jobs import write_file_atomically
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.training import Collator, make_loader
 
@@ -47,7 +48,7 @@ def export_onnx(model: nn.Module, path: str | Path, opset: int = 17) -> Path:
     """Write ``model`` (eval mode, fp32, CPU) to ``path`` with dynamic batch and sequence axes.
 
     Uses the TorchScript-based ``torch.onnx.export(dynamo=False)``: the dynamo exporter needs
-    ``onnxscript``, which this project does not install. Written to ``<path>.partial`` first.
+    ``onnxscript``, which this project does not install. Written atomically (:func:`bert_kd.jobs.write_file_atomically`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,15 +56,16 @@ def export_onnx(model: nn.Module, path: str | Path, opset: int = 17) -> Path:
     model = model.to("cpu", torch.float32).eval()
     example = tuple(torch.ones(2, 8, dtype=torch.long) if n != "token_type_ids" else torch.zeros(2, 8, dtype=torch.long)
                     for n in names)
-    tmp = path.with_name(path.name + ".partial")
-    with torch.no_grad():
-        torch.onnx.export(
-            _LogitsOnly(model), example, str(tmp), dynamo=False, input_names=names, output_names=["logits"],
-            dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "logits": {0: "batch"}},
-            opset_version=opset,
-        )
-    tmp.replace(path)
-    return path
+
+    def write(tmp: Path) -> None:
+        with torch.no_grad():
+            torch.onnx.export(
+                _LogitsOnly(model), example, str(tmp), dynamo=False, input_names=names, output_names=["logits"],
+                dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "logits": {0: "batch"}},
+                opset_version=opset,
+            )
+
+    return write_file_atomically(path, write)
 
 
 def quantize_int8(onnx_path: str | Path, path: str | Path) -> Path:
@@ -71,10 +73,7 @@ def quantize_int8(onnx_path: str | Path, path: str | Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    quantize_dynamic(str(onnx_path), str(tmp), weight_type=QuantType.QInt8)
-    tmp.replace(path)
-    return path
+    return write_file_atomically(path, lambda tmp: quantize_dynamic(str(onnx_path), str(tmp), weight_type=QuantType.QInt8))
 
 
 class OnnxClassifier:

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -227,19 +228,24 @@ def read_manifest(directory: Path) -> dict:
     return json.loads((Path(directory) / MANIFEST).read_text())
 
 
+def _fsync(path: Path) -> None:
+    """Flush one file or directory entry to disk (best effort where the platform refuses)."""
+    flags = os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() and hasattr(os, "O_DIRECTORY") else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
 def _fsync_tree(directory: Path) -> None:
-    for path in [*sorted(directory.rglob("*")), directory]:
-        flags = os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() and hasattr(os, "O_DIRECTORY") else 0)
-        try:
-            fd = os.open(path, flags)
-        except OSError:  # pragma: no cover - platforms without directory fds
-            continue
-        try:
-            os.fsync(fd)
-        except OSError:  # pragma: no cover
-            pass
-        finally:
-            os.close(fd)
+    for path in [*sorted(directory.rglob("*")), directory] if directory.is_dir() else [directory]:
+        _fsync(path)
 
 
 def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], None],
@@ -253,7 +259,6 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
     tmp.mkdir()
     try:
         write(tmp)
-        fault_point("store_write")
         payload = {**(manifest or {}), "files": _file_entries(tmp)}
         (tmp / MANIFEST).write_text(json.dumps(payload, indent=2, default=str))
         _fsync_tree(tmp)
@@ -262,7 +267,7 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
             old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(target, old)
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        _fsync(target.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
@@ -271,17 +276,24 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
     return target
 
 
-def _fsync_dir(directory: Path) -> None:
+def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Create file ``path`` all at once: ``write(tmp)`` fills a temporary file next to it, which is
+    fsynced and renamed over ``path``; on any error the temporary file is removed and ``path`` is
+    left as it was (the single-file sibling of :func:`write_atomically`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+        write(tmp)
+        _fsync_tree(tmp)
+        os.replace(tmp, path)
+        _fsync(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def move_aside(directory: Path, reason: str) -> Path:
@@ -397,7 +409,12 @@ def run_job(
         }
         manifest = {"kind": job.kind, "key": job.key, "schema_version": SCHEMA_VERSIONS[job.kind],
                     "spec": _plain(job.spec), "provenance": provenance}
-        write_atomically(job.store_dir, lambda directory: save_fn(value, directory), manifest)
+
+        def write(directory: Path) -> None:
+            save_fn(value, directory)
+            fault_point("store_write")  # files written, manifest not yet (crash tests)
+
+        write_atomically(job.store_dir, write, manifest)
         fault_point("before_checkpoint_removal")
         shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # only now: the result is safe
         log.info("stored the %s at %s", job.kind, job.store_dir)

@@ -8,13 +8,14 @@ per ``kedro run`` holding everything that run reported (``.csv``, ``.md`` and ``
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from kedro.io import AbstractDataset
 from kedro.io.core import generate_timestamp
+
+from bert_kd.jobs import write_file_atomically
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,7 @@ class ReportDataset(AbstractDataset):
             legacy.parent.mkdir(parents=True, exist_ok=True)
             log.info("moving the old versioned folder %s to %s", self._filepath, legacy)
             shutil.move(str(self._filepath), str(legacy))
-        tmp = self._filepath.with_name(f".{self._filepath.name}.partial")
-        shutil.copyfile(kept, tmp)
-        os.replace(tmp, self._filepath)
+        write_file_atomically(self._filepath, lambda tmp: shutil.copyfile(kept, tmp))
 
     def _load(self):
         if not self._filepath.is_file():

@@ -18,6 +18,16 @@ def _param(catalog, name: str):
         return None
 
 
+def _reads_param(pipeline, name: str) -> bool:
+    """Whether ``pipeline`` takes ``params:<name>`` or one of its keys as an input (conf/base
+    defines ``reproduce.table`` for every run; only a sweep's parent is named after it)."""
+    try:
+        inputs = pipeline.inputs()
+    except AttributeError:  # not a Kedro pipeline
+        return False
+    return any(i == f"params:{name}" or i.startswith(f"params:{name}.") for i in inputs)
+
+
 class ParentRunHook:
     """After kedro-mlflow opened the run of this ``kedro run`` (plugin hooks run before project
     hooks), rename it ``<pipeline>:<task> [kedro run]`` (``:<sweep>`` with ``reproduce.table``) and describe
@@ -35,9 +45,10 @@ class ParentRunHook:
         names = run_params.get("pipeline_names") or run_params.get("pipeline_name") or ["__default__"]
         pipeline_name = "+".join([names] if isinstance(names, str) else names)
         task = _param(catalog, "task")
-        reproduce = _param(catalog, "reproduce")
         # reproduce.table has a default in conf/base: it names the sweep only for the sweep pipelines
-        sweep = reproduce.get("table") if isinstance(reproduce, dict) and "reproduce" in pipeline_name else None
+        is_sweep = _reads_param(pipeline, "reproduce") or "reproduce" in pipeline_name
+        reproduce = _param(catalog, "reproduce") if is_sweep else None
+        sweep = reproduce.get("table") if isinstance(reproduce, dict) else None
         try:
             from bert_kd.data.glue import get_task
 

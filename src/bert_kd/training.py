@@ -14,17 +14,20 @@ import contextlib
 import json
 import logging
 import math
+import os
 import random
 import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
+
+from bert_kd.jobs import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class TrainingConfig:
     max_grad_norm: float = 1.0
     seed: int = 42
     mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default, see NOTES), "fp16", "bf16"
-    group_by_length: bool = False  # batches of similar length (HF LengthGroupedSampler); off: see NOTES (issue 10)
+    group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); off: see NOTES (issue 10)
     teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
     max_steps: int | None = None
@@ -280,6 +283,39 @@ def sequence_lengths(dataset: Dataset, column: str = "input_ids") -> list[int]:
     return [len(v) for v in values]
 
 
+class LengthGroupedBatchSampler:
+    """Batches of similar length in a random order, deterministic per ``seed``.
+
+    A random permutation is cut into mega-batches of ``mega_batch_batches`` batches; each
+    mega-batch is sorted by length (longest first) and cut into batches; then the order of all
+    batches is shuffled. (transformers' ``LengthGroupedSampler`` keeps each mega-batch's sorted
+    order, so on a small set an epoch runs from the longest to the shortest examples.)
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, mega_batch_batches: int = 50):
+        if batch_size < 1 or mega_batch_batches < 1:
+            raise ValueError(f"batch_size and mega_batch_batches must be ≥ 1, got {batch_size}, {mega_batch_batches}")
+        self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
+        self.mega_batch_size = batch_size * mega_batch_batches
+
+    def __len__(self) -> int:
+        return sum(math.ceil(len(chunk) / self.batch_size) for chunk in self._mega_batches())
+
+    def _mega_batches(self) -> list[range]:
+        return [range(start, min(start + self.mega_batch_size, len(self.lengths)))
+                for start in range(0, len(self.lengths), self.mega_batch_size)]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = torch.Generator().manual_seed(self.seed)
+        order = torch.randperm(len(self.lengths), generator=generator).tolist()
+        batches = []
+        for chunk in self._mega_batches():
+            mega = sorted((order[i] for i in chunk), key=lambda i: -self.lengths[i])
+            batches += [mega[i:i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
+        for position in torch.randperm(len(batches), generator=generator).tolist():
+            yield batches[position]
+
+
 def make_loader(
     dataset: Dataset,
     batch_size: int,
@@ -291,9 +327,9 @@ def make_loader(
 ) -> DataLoader:
     """A DataLoader whose order depends only on ``seed``.
 
-    ``group_by_length`` with ``shuffle``: transformers' :class:`LengthGroupedSampler` (random
-    mega-batches of 50 batches, sorted by length inside); without ``shuffle``: longest first,
-    a fixed order (predictions come out in that order, with their labels).
+    ``group_by_length`` with ``shuffle``: :class:`LengthGroupedBatchSampler` (batches of similar
+    length, shuffled); without ``shuffle``: longest first, a fixed order (predictions come out in
+    that order, with their labels).
     """
     generator = torch.Generator().manual_seed(seed)
     if not group_by_length:
@@ -302,11 +338,8 @@ def make_loader(
     if len(lengths) != len(dataset):
         raise ValueError(f"make_loader: {len(lengths)} lengths for {len(dataset)} examples")
     if shuffle:
-        from transformers.trainer_pt_utils import LengthGroupedSampler
-
-        sampler = LengthGroupedSampler(batch_size, lengths=lengths, generator=generator)
-    else:
-        sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        return DataLoader(dataset, batch_sampler=LengthGroupedBatchSampler(lengths, batch_size, seed), collate_fn=collator)
+    sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collator)
 
 
@@ -363,15 +396,43 @@ def predict_logits(objective: Objective, loader: Iterable, device=None, progress
     return torch.cat(preds).numpy(), torch.cat(labels).numpy()
 
 
-def _atomic_checkpoint(accelerator, objective: Objective, directory: Path, state: dict, best_state) -> None:
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.save_state(str(tmp))
-    if best_state is not None:
-        torch.save(best_state, tmp / "best_trainable_state.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+def save_checkpoint(accelerator, directory: Path, state: dict, best_state) -> None:
+    """Write the resumable state to ``directory`` all at once. Every process calls it: Accelerate's
+    ``save_state`` writes the model, optimizer and scheduler from the main process and each
+    process's RNG state (``random_states_<rank>.pkl``); the main process then publishes the
+    staging directory with :func:`bert_kd.jobs.write_atomically`."""
+    staging = directory.with_name(directory.name + ".staging")
+    if accelerator.is_main_process:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(staging))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        if best_state is not None:
+            torch.save(best_state, staging / "best_trainable_state.pt")
+        (staging / "trainer_state.json").write_text(json.dumps(state, indent=2))
+        write_atomically(directory, lambda target: _move_files(staging, target))
+        staging.rmdir()
+    accelerator.wait_for_everyone()
+
+
+def _move_files(source: Path, target: Path) -> None:
+    for path in source.iterdir():
+        os.replace(path, target / path.name)
+
+
+def load_checkpoint(accelerator, directory: Path) -> tuple[dict, dict | None]:
+    """Restore what :func:`save_checkpoint` wrote (every process); (trainer state, best state).
+    A process without its own RNG state (a checkpoint from another process count) is warned about."""
+    rng_file = directory / f"random_states_{accelerator.process_index}.pkl"
+    if not rng_file.exists():
+        log.warning("%s is missing: process %d resumes without its saved random state (checkpoint written "
+                    "by another number of processes?)", rng_file, accelerator.process_index)
+    accelerator.load_state(str(directory))
+    state = json.loads((directory / "trainer_state.json").read_text())
+    best_file = directory / "best_trainable_state.pt"
+    return state, (torch.load(best_file) if best_file.exists() else None)
 
 
 def _allow_new_precision(mixed_precision: str) -> None:
@@ -441,16 +502,13 @@ def fit(
     ckpt = Path(config.checkpoint_dir) / "last" if config.checkpoint_dir else None
     resumed_from = 0
     if ckpt is not None and (ckpt / "trainer_state.json").exists():
-        accelerator.load_state(str(ckpt))
-        state = json.loads((ckpt / "trainer_state.json").read_text())
-        if (ckpt / "best_trainable_state.pt").exists():
-            best_state = torch.load(ckpt / "best_trainable_state.pt")
+        state, best_state = load_checkpoint(accelerator, ckpt)
         resumed_from = state["global_step"]
         log.info("resuming %s from %s at step %d", description, ckpt, resumed_from)
 
-    def save_checkpoint():
-        if ckpt is not None and accelerator.is_main_process:
-            _atomic_checkpoint(accelerator, objective, ckpt, state, best_state)
+    def checkpoint():
+        if ckpt is not None:
+            save_checkpoint(accelerator, ckpt, state, best_state)
 
     progress = tqdm(
         total=total_steps,
@@ -508,7 +566,7 @@ def fit(
                 running, running_count = {}, 0
                 first_logged_step = state["global_step"] + 1
             if config.checkpoint_every_steps and state["global_step"] % config.checkpoint_every_steps == 0:
-                save_checkpoint()
+                checkpoint()
             if state["global_step"] >= total_steps:
                 break
         state["epoch"] += 1
@@ -534,7 +592,7 @@ def fit(
                 best_state = raw.trainable_state()
             log.info("%s epoch %d: %s", description, state["epoch"], metrics)
         state["history"].append(record)
-        save_checkpoint()
+        checkpoint()
     progress.close()
     padding = padded_tokens / max(int(real_tokens), 1) if padded_tokens else float("nan")
     if log_fn and padded_tokens:

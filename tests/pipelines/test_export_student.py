@@ -13,7 +13,9 @@ def test_export_student_writes_onnx_files_report_and_latency_table(run_pipeline)
     _, root, uri = run_pipeline("export_student", export_student={"quantize_int8": True, "batch_sizes": [1, 4],
                                                                    "max_batches": 2, "repeats": 1})
     files = latest_version(root / "data/06_models/exported_student")
-    assert sorted(p.name for p in files.iterdir()) == ["student.int8.onnx", "student.onnx"]
+    assert sorted(p.name for p in files.iterdir()) == ["manifest.json", "student.int8.onnx", "student.onnx"]
+    manifest = json.loads((files / "manifest.json").read_text())  # written atomically, sizes and sha256 listed
+    assert sorted(manifest["files"]) == ["student.int8.onnx", "student.onnx"]
     report = json.loads(latest_version(root / "data/08_reporting/export_student.json").read_text())
     fp32 = next(v for v in report["verification"] if v["name"] == "onnx_fp32")
     assert fp32["within_tolerance"] and fp32["agreement"] == 1.0 and fp32["max_abs_logit_diff"] < 1e-3

@@ -13,7 +13,6 @@ import csv
 import io
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bert_kd.errors import DataFileError
+from bert_kd.jobs import write_file_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -465,17 +465,14 @@ def _original_rows(spec: TaskSpec, split: str,
 
 def _write_tsv_atomic(path: Path, header: list[str] | None, rows: list[list[str]],
                       bom: bool = False) -> None:
-    """Write a TSV via a temp file in the same directory, then rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
+    """Write a TSV all at once (:func:`bert_kd.jobs.write_file_atomically`)."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
             for row in ([header] if header else []) + rows:
                 fh.write("\t".join(row) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_file_atomically(path, write)
 
 
 def _offline_env() -> list[str]:

@@ -14,9 +14,7 @@ ALP and PKD losses use (:meth:`Features.cls`).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import matplotlib
@@ -31,6 +29,7 @@ from torch import Tensor, nn  # noqa: E402
 from bert_kd.distill.losses import alp_attention  # noqa: E402
 from bert_kd.distill.mapping import layer_map  # noqa: E402
 from bert_kd.distill.outputs import forward_features  # noqa: E402
+from bert_kd.jobs import write_file_atomically  # noqa: E402
 from bert_kd.models import num_layers  # noqa: E402
 
 TEACHER_COLOR, ALP_COLOR, PKD_COLOR = "#55A868", "#C44E52", "#4C72B0"  # as in the paper: green, red, blue
@@ -208,14 +207,8 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
 
 
 def save_figure(fig, path) -> None:
-    """Write ``fig`` as PNG atomically (temp file + rename) and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
+    """Write ``fig`` as PNG atomically (:func:`bert_kd.jobs.write_file_atomically`) and close it."""
     try:
-        fig.savefig(tmp, dpi=120, format="png")
-        os.replace(tmp, path)
+        write_file_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()

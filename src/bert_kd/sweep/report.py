@@ -6,8 +6,6 @@ method's gain over the plain baseline is significant; written as CSV + Markdown 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -22,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bert_kd.data.glue import TASKS  # noqa: E402
+from bert_kd.jobs import write_file_atomically  # noqa: E402
 from bert_kd.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
 from bert_kd.sweep.significance import paired_bootstrap  # noqa: E402
 from bert_kd.sweep.spec import SweepSpec  # noqa: E402
@@ -203,15 +202,7 @@ def _number(text) -> float | None:
 
 
 def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_file_atomically(path, lambda tmp: write(str(tmp)))
 
 
 def write_report(report: SweepReport, directory: str | Path, name: str) -> dict[str, Path]:

@@ -16,7 +16,7 @@ def test_save_load_roundtrip_and_provenance(tmp_path, arch):
     filters = TaskFilters.build(teacher, [1, 4], arch, task="RTE")
     filters.info["note"] = "x"
     path = filters.save(tmp_path / "filters")
-    assert not (tmp_path / "filters.partial").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["filters"]  # no temporary directory left
     loaded = TaskFilters.load(path)
     assert loaded.config == filters.config
     assert loaded.info == {"note": "x"}

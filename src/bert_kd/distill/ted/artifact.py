@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bert_kd.distill.ted.filters import TaskFilters
-from bert_kd.distill.ted.persistence import atomic_directory
+from bert_kd.jobs import write_atomically
 from bert_kd.models import load_bundle, save_bundle
 
 REPORT_FILE = "ted_stage1.json"
@@ -16,14 +16,16 @@ REPORT_FILE = "ted_stage1.json"
 def save_ted_filters(filters: dict, path: Path) -> Path:
     """Write Stage I results atomically (``teacher/``, ``student/``, ``student_model/``, ``ted_stage1.json``)."""
     path = Path(path)
-    with atomic_directory(path) as tmp:
-        filters["teacher"].save(tmp / "teacher")
+
+    def write(directory: Path) -> None:
+        filters["teacher"].save(directory / "teacher")
         if filters.get("student") is not None:
-            filters["student"].save(tmp / "student")
+            filters["student"].save(directory / "student")
         if filters.get("student_model") is not None:
-            save_bundle(filters["student_model"], tmp / "student_model")
-        (tmp / REPORT_FILE).write_text(json.dumps(filters.get("report", {}), indent=2, default=str))
-    return path
+            save_bundle(filters["student_model"], directory / "student_model")
+        (directory / REPORT_FILE).write_text(json.dumps(filters.get("report", {}), indent=2, default=str))
+
+    return write_atomically(path, write)
 
 
 def load_ted_filters(path: Path) -> dict:

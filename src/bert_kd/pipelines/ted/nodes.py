@@ -46,6 +46,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted
                     seed=seed, data_source=data_source)
     outcome = jobs.run_job(job, train, lambda result, d: save_ted_filters(result, d / "stage1"),
                            lambda d: load_ted_filters(d / "stage1"), recompute=common.recompute(runtime),
+                           writer=common.is_main_process(),
                            provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")})
     if not outcome.reused and (tracking or {}).get("log_models", True):
         with common.reopen_run(outcome.value["report"].get("mlflow_run_id"), tracking) as run:
