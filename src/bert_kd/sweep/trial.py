@@ -117,11 +117,7 @@ class TrialRunner:
                   "seconds": round(seconds, 1), "commit": self.commit, "command": self.command,
                   "machine": platform.machine(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.partial")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return jobs.write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
     # ------------------------------------------------------------------ parameter blocks
     def teacher_block(self, spec: TrialSpec) -> dict:
