@@ -358,3 +358,18 @@ def test_truncated_teacher_cache_is_named_and_rebuilt(worker, reference, tmp_pat
     result = json.loads(rerun.stdout.strip().splitlines()[-1])
     assert result["reused"] is True  # the teacher was fine; only the cache was rebuilt
     _assert_same_teacher_and_cache(tmp_path / "run", result, reference)
+
+
+def test_write_file_atomically_gives_the_umask_mode(tmp_path):
+    import os
+    import stat
+
+    from bert_kd.jobs import write_file_atomically
+
+    umask = os.umask(0o022)
+    try:
+        path = write_file_atomically(tmp_path / "result.json", lambda tmp: tmp.write_text("{}"))
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert path.read_text() == "{}"

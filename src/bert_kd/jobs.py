@@ -276,6 +276,13 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
     return target
 
 
+def _default_file_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
     """Create file ``path`` all at once: ``write(tmp)`` fills a temporary file next to it, which is
     fsynced and renamed over ``path``; on any error the temporary file is removed and ``path`` is
@@ -285,6 +292,7 @@ def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], 
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     os.close(fd)
     tmp = Path(name)
+    tmp.chmod(_default_file_mode())  # mkstemp makes 0600; the result should be as readable as any file
     try:
         write(tmp)
         _fsync_tree(tmp)
