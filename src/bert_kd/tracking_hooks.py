@@ -46,7 +46,7 @@ class ParentRunHook:
         pipeline_name = "+".join([names] if isinstance(names, str) else names)
         task = _param(catalog, "task")
         # reproduce.table has a default in conf/base: it names the sweep only for the sweep pipelines
-        is_sweep = _reads_param(pipeline, "reproduce") or "reproduce" in pipeline_name
+        is_sweep = _reads_param(pipeline, "reproduce")
         reproduce = _param(catalog, "reproduce") if is_sweep else None
         sweep = reproduce.get("table") if isinstance(reproduce, dict) else None
         try:
