@@ -123,6 +123,15 @@ class ExportStudent(Strict):
     repeats: PositiveInt = 3
 
 
+class Figures(Strict):
+    """Dev subsets of the qualitative figures (ALP-KD Figures 3 and 4)."""
+
+    alp_attention_examples: PositiveInt = 10
+    alignment_examples: PositiveInt = 100
+    alignment_pairs: list[Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]] | None = None
+    seed: NonNegativeInt = 0
+
+
 class Teacher(Strict):
     model: Annotated[str, Field(min_length=1)]
     max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
@@ -348,6 +357,7 @@ class Parameters(Strict):
     reproduce: Reproduce | None = None
     export_student: ExportStudent | None = None
     evaluate: Evaluate | None = None
+    figures: Figures = Figures()
 
     @field_validator("task")
     @classmethod

@@ -22,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
@@ -41,6 +42,13 @@ def pick_examples(n_available: int, n: int, seed: int = 0) -> np.ndarray:
         raise ValueError("the batch holds no examples")
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(n_available, size=min(n, n_available), replace=False))
+
+
+def dev_examples(dataset, n: int, collator, seed: int = 0) -> tuple[dict[str, Tensor], np.ndarray]:
+    """``n`` random rows of a tokenized split (all when fewer) as one collated batch, and their
+    row indices in ``dataset``: only those rows are padded and run through the models."""
+    index = pick_examples(len(dataset), n, seed)
+    return collator(list(dataset.select(index.tolist()))), index
 
 
 def _select(batch: Mapping[str, Tensor], index: np.ndarray) -> dict[str, Tensor]:
@@ -203,6 +211,52 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
         bottom.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
+    """Figure 3 as rows (example, student layer, teacher layer, α); an unconnected student layer
+    is one row per example with ``connected`` False and α empty, not zeros."""
+    rows = []
+    n_examples, n_student, n_teacher = result.alpha.shape
+    for e, example in enumerate(result.examples):
+        for j in range(n_student):
+            if not result.connected[j]:
+                rows.append({"example": int(example), "student_layer": j + 1, "connected": False,
+                             "teacher_layer": None, "alpha": None})
+                continue
+            rows += [{"example": int(example), "student_layer": j + 1, "connected": True, "teacher_layer": k + 1,
+                      "alpha": round(float(result.alpha[e, j, k]), 6)} for k in range(n_teacher)]
+    return pd.DataFrame(rows, columns=["example", "student_layer", "connected", "teacher_layer", "alpha"])
+
+
+def alignment_table(alignments: Sequence[LayerAlignment], examples: Sequence[int] | None = None) -> pd.DataFrame:
+    """Figure 4 as rows (layer pair, model, example, PC1, PC2, cosine distance to the teacher;
+    empty for the teacher itself); ``examples`` are the dev row indices of the points."""
+    rows = []
+    for a in alignments:
+        for name, xy in a.points.items():
+            distance = a.cosine_distance.get(name)
+            for i, (x, y) in enumerate(xy):
+                rows.append({"student_layer": a.student_layer, "teacher_layer": a.teacher_layer, "model": name,
+                             "example": int(examples[i]) if examples is not None else i, "pc1": round(float(x), 6),
+                             "pc2": round(float(y), 6),
+                             "cosine_distance": None if distance is None else round(float(distance[i]), 6)})
+    return pd.DataFrame(rows)
+
+
+def alignment_pairs(mapping: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """(student layer, teacher layer) of every one-to-one connection of a PKD map (Figure 4 draws
+    ALP-KD's PKD pairs: (2, 5) and (3, 9) of ``bucket_first`` 12→4, besides (1, 1))."""
+    return [(j, entry[0]) for j, entry in enumerate(mapping, start=1) if len(entry) == 1]
+
+
+def unavailable_figure(title: str, reason: str):
+    """A figure saying why it could not be drawn (kept in the report instead of a missing file)."""
+    fig, ax = plt.subplots(figsize=(6.0, 2.0))
+    ax.axis("off")
+    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, fontsize=9, transform=ax.transAxes)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 

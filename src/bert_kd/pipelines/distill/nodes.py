@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from functools import partial
 from pathlib import Path
@@ -13,7 +14,10 @@ import torch
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
+from bert_kd.distill import figures as paper_figures
 from bert_kd.distill.methods import build_method
+from bert_kd.distill.methods.base import hidden_size
+from bert_kd.mapping import layer_map
 from bert_kd.distill.objective import (
     DistillationObjective,
     Teacher,
@@ -21,7 +25,7 @@ from bert_kd.distill.objective import (
     build_teacher_cache,
     collect_diagnostics,
 )
-from bert_kd.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer
+from bert_kd.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer, num_layers
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
@@ -231,3 +235,76 @@ def markdown_table(table: pd.DataFrame) -> str:
     rule = "|" + "|".join("---" for _ in table.columns) + "|"
     body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in table.itertuples(index=False)]
     return "\n".join([header, rule, *body]) + "\n"
+
+
+# ---------------------------------------------------------------- ALP-KD Figures 3 and 4 (issue 11)
+def _dev_batch(student: ModelBundle, teacher: ModelBundle, student_data, n: int, seed: int):
+    """``n`` random dev rows (the model-selection split) collated for the student and, when it
+    reads another vocabulary, the teacher; (batch, row indices, split, teacher column prefix)."""
+    split = common.evaluation_split(student_data)
+    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data[split].column_names else ""
+    collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
+    batch, index = paper_figures.dev_examples(student_data[split], n, collator, seed)
+    return batch, index, split, prefix
+
+
+def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_data, method_config: dict, figures: dict,
+                         task: str, row: str = "alp"):
+    """ALP-KD Figure 3 for one ALP row: α (Eq. 5–6) between each student layer and every teacher
+    layer for ``figures.alp_attention_examples`` random dev examples, one row per example (not
+    averaged); unconnected student layers drawn and listed as such. → (CSV table, figure)."""
+    if method_config.get("method") != "alp":
+        raise ValueError(f"distill_methods.{row}.method: Figure 3 needs an ALP recipe (method: alp), "
+                         f"got {method_config.get('method')!r}")
+    n, seed = int(figures["alp_attention_examples"]), int(figures.get("seed", 0))
+    batch, index, split, prefix = _dev_batch(student, teacher, student_data, n, seed)
+    title = f"ALP-KD Figure 3: α per dev example ({row}, {task} {split}, {len(index)} examples)"
+    if hidden_size(student.model) != hidden_size(teacher.model):
+        reason = (f"student width {hidden_size(student.model)} != teacher width {hidden_size(teacher.model)}: α needs "
+                  "ALP's learned projection, which is not stored with the student")
+        log.warning("Figure 3 (%s) not drawn: %s", row, reason)
+        table, figure = pd.DataFrame([{"row": row, "not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
+    else:
+        result = paper_figures.alp_attention_per_example(
+            student.model, teacher.model, batch, method_config.get("mapping", "all"), n_examples=len(index), seed=seed,
+            teacher_prefix=prefix)
+        result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
+        table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
+    common.log_to_active_run({f"figures/alp_attention_{row}.csv": table.to_csv(index=False)},
+                             {f"figures/alp_attention_{row}.png": figure})
+    return table, figure
+
+
+def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_student: ModelBundle, student_data,
+                           pkd_config: dict, figures: dict, task: str):
+    """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
+    for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
+    to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
+    connections (:func:`~bert_kd.distill.figures.alignment_pairs`). → (CSV table, figure)."""
+    n, seed = int(figures["alignment_examples"]), int(figures.get("seed", 0))
+    pairs = figures.get("alignment_pairs")
+    if pairs:
+        pairs = [tuple(int(v) for v in pair) for pair in pairs]
+    else:
+        mapping = layer_map(pkd_config.get("mapping", "pkd_skip"), num_layers(teacher.model), num_layers(pkd_student.model))
+        pairs = paper_figures.alignment_pairs(mapping)
+    batch, index, split, prefix = _dev_batch(alp_student, teacher, student_data, n, seed)
+    title = f"ALP-KD Figure 4: student vs teacher layers ({task} {split}, {len(index)} examples)"
+    students = {"ALP": alp_student, "PKD": pkd_student}
+    widths = {name: hidden_size(s.model) for name, s in students.items()}
+    reason = None
+    if not pairs:
+        reason = "the PKD map connects no student layer to a single teacher layer: set figures.alignment_pairs"
+    elif any(w != hidden_size(teacher.model) for w in widths.values()):
+        reason = f"student widths {widths} != teacher width {hidden_size(teacher.model)}: no common space to compare"
+    if reason:
+        log.warning("Figure 4 not drawn: %s", reason)
+        table, figure = pd.DataFrame([{"not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
+    else:
+        alignments = paper_figures.layer_alignment(teacher.model, {k: s.model for k, s in students.items()}, batch, pairs,
+                                                   n_examples=len(index), seed=seed, teacher_prefix=prefix)
+        table = paper_figures.alignment_table(alignments, index)
+        figure = paper_figures.layer_alignment_figure(alignments, title)
+    common.log_to_active_run({"figures/layer_alignment.csv": table.to_csv(index=False)},
+                             {"figures/layer_alignment.png": figure})
+    return table, figure

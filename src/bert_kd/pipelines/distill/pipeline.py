@@ -11,7 +11,15 @@ from kedro.pipeline import Pipeline, node, pipeline
 from bert_kd.pipelines.common import settings_node, tags_for
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
-from .nodes import build_student_model, cache_teacher_outputs, compare_methods, distill_student, prepare_student_data
+from .nodes import (
+    alp_attention_report,
+    build_student_model,
+    cache_teacher_outputs,
+    compare_methods,
+    distill_student,
+    layer_alignment_report,
+    prepare_student_data,
+)
 
 #: The paper group (kedro-viz modular pipeline) of the ALP-KD comparison.
 PAPER = "alp_kd"
@@ -19,6 +27,9 @@ PAPER = "alp_kd"
 #: ``bucket_first``, ``ckd`` = CKD-NO, ``ckd_po``, ``alp_no``, ``alp_po``, ``alp``) and the
 #: other baselines (NKD, RKD, logits-MSE, TinyBERT).
 ALP_FAMILY = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert")
+
+#: The ALP rows of Table 1, each with its Figure 3 (α per dev example).
+ALP_ROWS = ("alp_no", "alp_po", "alp")
 
 SHARED_INPUTS = ("teacher_model", "teacher_tokenized", "teacher_output_cache", "glue_train", "glue_validation", "run_settings")
 
@@ -72,9 +83,30 @@ def method_pipeline(
         "params:student": f"params:{student_key}",
         "params:method": f"params:{methods_key}.{method}",
     }
+    outputs = {}
+    if paper == PAPER and method in ALP_ROWS:
+        template += Pipeline([settings_node(
+            alp_attention_report, ["student_model", "teacher_model", "student_data", "params:method", "params:figures"],
+            ["alp_attention_table", "alp_attention_plot"], name="alp_attention_figure", fixed={"row": method},
+            tags=tags_for(role="report"))])
+        parameters["params:figures"] = "params:figures"
+        # data/08_reporting/alp_kd_figure3_<row>.{csv,png} (the "{name}_table" / "{name}_plot" entries)
+        outputs = {"alp_attention_table": f"{paper}_figure3_{method}_table",
+                   "alp_attention_plot": f"{paper}_figure3_{method}_plot"}
     inputs = {i: i for i in (*SHARED_INPUTS, *extra)}
-    return pipeline(template, namespace=block_name(paper, method), inputs=inputs, parameters=parameters,
-                    tags=tags_for(paper, method, "student"))
+    return pipeline(template, namespace=block_name(paper, method), inputs=inputs, outputs=outputs or None,
+                    parameters=parameters, tags=tags_for(paper, method, "student"))
+
+
+def layer_alignment_pipeline(paper: str = PAPER) -> Pipeline:
+    """ALP-KD Figure 4 (ALP vs PKD students against their teacher layers) where both rows run:
+    data/08_reporting/alp_kd_figure4.{csv,png}."""
+    return Pipeline([settings_node(
+        layer_alignment_report,
+        ["teacher_model", f"{block_name(paper, 'alp')}.student_model", f"{block_name(paper, 'pkd')}.student_model",
+         f"{block_name(paper, 'alp')}.student_data", "params:distill_methods.pkd", "params:figures"],
+        [f"{paper}_figure4_table", f"{paper}_figure4_plot"], name="layer_alignment_figure", namespace=paper,
+        tags=tags_for(paper, role="report"))])
 
 
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
@@ -98,4 +130,4 @@ def create_pipeline(**kwargs) -> Pipeline:
     """The ALP-KD distillation blocks (all methods, without the shared teacher part)."""
     return teacher_cache_pipeline() + sum((method_pipeline(m) for m in ALP_FAMILY), Pipeline([])) + comparison_pipeline(
         ALP_FAMILY, "distill_baselines"
-    )
+    ) + layer_alignment_pipeline()
