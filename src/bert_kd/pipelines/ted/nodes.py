@@ -7,7 +7,9 @@ from functools import partial
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
+from bert_kd.distill.ted.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.distill.ted import (
+    evaluate_filters,
     copy_filters_for_student,
     load_ted_filters,
     save_ted_filters,
@@ -142,3 +144,33 @@ def distill_with_filters(ted_filters: dict, teacher: ModelBundle, student: Model
         config.setdefault("task", get_task(task).name)
     return distill_student(teacher, student, student_data, cache, config, student_params, task, seed, tracking, runtime,
                            upstream={"ted_filters": ted_filters.get("key")}, row=row, data_source=data_source)
+
+
+def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_student: dict, task: str):
+    """TED per-layer filter quality (:mod:`bert_kd.distill.ted.quality`): the dev score of each
+    Stage I filter's task head, teacher filters at M(k) next to student filters at k, against the
+    majority class. Teacher (and trained student) scores come from the Stage I report; copied
+    student filters are scored here on the student Stage II starts from. → (CSV table, figure)."""
+    spec = get_task(task)
+    metric = common.primary_metric(spec.name)
+    report = ted_filters.get("report") or {}
+    if "per_layer" not in report or "mapping" not in report:
+        raise ValueError(f"the TED Stage I report in {ted_filters.get('store_path')} has no per-layer scores: "
+                         "retrain the filters (runtime.recompute: true)")
+    per_layer = {"teacher": report["per_layer"]["teacher"]}
+    split = common.evaluation_split(tokenized)
+    if "student" in report["per_layer"]:
+        per_layer["student"] = report["per_layer"]["student"]
+    elif ted_filters.get("student") is not None:
+        student = ted_student_init(ted_filters, teacher, ted_student, spec.name)
+        scores = evaluate_filters(student.model, ted_filters["student"], tokenized[split],
+                                  common.collator_for(student.tokenizer), spec.name)
+        per_layer["student"] = {str(k): v[metric] for k, v in scores.items()}
+    majority = majority_class_score(spec.name, tokenized[split]["labels"])
+    table = filter_quality_table(per_layer, report["mapping"], spec.name, majority)
+    figure = filter_quality_figure(
+        table, spec.name, f"TED Stage I filters: dev {metric} of each layer's head ({spec.name}, student filters: "
+                          f"{report.get('route', '?')})")
+    common.log_to_active_run({"figures/ted_filter_quality.csv": table.to_csv(index=False)},
+                             {"figures/ted_filter_quality.png": figure})
+    return table, figure

@@ -6,7 +6,7 @@ from kedro.pipeline import Pipeline
 from bert_kd.pipelines.common import settings_node, tags_for
 from bert_kd.pipelines.distill.pipeline import comparison_pipeline, method_pipeline
 
-from .nodes import distill_with_filters, ted_student_init, train_ted_filters
+from .nodes import distill_with_filters, ted_filter_quality, ted_student_init, train_ted_filters
 
 PAPER = "ted"
 TED_METHODS = ("kd", "lwd", "ted")  # the paper's Table 4 comparison
@@ -17,6 +17,10 @@ def stage_one_pipeline() -> Pipeline:
     return Pipeline([
         settings_node(train_ted_filters, ["teacher_model", "teacher_tokenized", "params:ted", "params:ted_student"],
                       "ted_filters", name="train_ted_filters", namespace=PAPER, tags=tags_for(PAPER, role="teacher")),
+        # per-layer filter quality: data/08_reporting/ted_filter_quality.{csv,png}
+        settings_node(ted_filter_quality, ["ted_filters", "teacher_model", "teacher_tokenized", "params:ted_student"],
+                      ["ted_filter_quality_table", "ted_filter_quality_plot"], name="ted_filter_quality_figure",
+                      namespace=PAPER, tags=tags_for(PAPER, role="report")),
     ])
 
 
