@@ -11,7 +11,10 @@ import pandas as pd
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
+from bert_kd.distill.figures import unavailable_figure
 from bert_kd.distill.methods import build_method
+from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table, dev_contributions
+from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
 from bert_kd.distill.objective import DistillationObjective, Teacher
 from bert_kd.models import ModelBundle, build_student, count_parameters
 from bert_kd.pipelines import common
@@ -19,7 +22,7 @@ from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher, markdown_table
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
-from bert_kd.training import fit
+from bert_kd.training import fit, make_loader
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +157,17 @@ def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, stu
         if report:
             run.log_dict(report, "alignment.json")
         run.log_metrics(method.alignment_metrics())
+        contributions = None
+        if isinstance(method, MultiTeacherOneToMany):  # per-teacher / per-group loss shares on dev (issue 11)
+            split = common.evaluation_split(data)
+            contributions = dev_contributions(objective, make_loader(data[split], settings.eval_batch_size, collator, shuffle=False))
+            contributions["split"] = split
+            run.log_dict(contributions, "contributions.json")
     return ModelBundle(model, bundles[init].tokenizer, {
         "role": "student", "method": name, "configuration": run_name, "teachers": names, "task": spec.name, "key": job.key,
         "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
         "alignment": report, "mlflow_run_id": run.run_id, "initialised_from_teacher_layers": kept,
+        "contributions": contributions,
     })
 
 
@@ -193,3 +203,25 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     common.log_to_active_run({"multi_teacher_comparison.md": markdown}, {"multi_teacher_comparison.png": figure})
     log_comparison_to_parent(table, metric, markdown=markdown, title=comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric), teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
+
+
+def multi_teacher_contributions(student: ModelBundle, task: str):
+    """Each teacher's and each layer group's share of the MT loss on dev at the end of training
+    (:mod:`bert_kd.distill.methods.multi_teacher.contributions`, recorded by the distillation
+    job in ``info["contributions"]``). → (CSV table, figure)."""
+    contributions = student.info.get("contributions")
+    configuration = student.info.get("configuration", student.info.get("method", "?"))
+    title = f"Multi-teacher: loss share per teacher and layer group ({configuration})"
+    if not contributions:
+        reason = (f"the student of {configuration} has no recorded contributions (method "
+                  f"{student.info.get('method')!r}: only 'multi_teacher' records them; a model stored by an older "
+                  "bert-kd: rerun with runtime.recompute: true)")
+        log.warning("multi-teacher contributions not drawn: %s", reason)
+        table, figure = pd.DataFrame([{"not_drawn": reason}]), unavailable_figure(title, reason)
+    else:
+        table = contributions_table(contributions)
+        figure = contributions_figure(table, f"{title}\n{get_task(task).name} {contributions.get('split', 'dev')}, "
+                                             f"{contributions['examples']} examples, total loss {contributions['total']:.4f}")
+    common.log_to_active_run({"figures/multi_teacher_contributions.csv": table.to_csv(index=False)},
+                             {"figures/multi_teacher_contributions.png": figure})
+    return table, figure

@@ -20,6 +20,7 @@ from .nodes import (
     evaluate_multi_student,
     evaluate_multi_teachers,
     gather_teachers,
+    multi_teacher_contributions,
     prepare_multi_teacher_data,
     select_teacher,
 )
@@ -27,6 +28,9 @@ from .nodes import (
 #: Configurations of ``multi_teacher_configs`` run by ``distill_multi_teacher_baselines``
 #: (Table 2: by teachers; Table 3: by strategy).
 BASELINE_CONFIGS = ("multi_teacher", "single_teacher", "single_teacher_2", "okd", "multi_pkd", "rse_kd")
+
+#: Configurations running the MT method, whose per-teacher / per-group loss shares are reported.
+CONTRIBUTION_CONFIGS = ("multi_teacher",)
 
 #: The paper group (kedro-viz modular pipeline).
 PAPER = "multi_teacher"
@@ -84,10 +88,16 @@ def configuration_pipeline(name: str) -> Pipeline:
                           name="evaluate_student"),
         ]
     )
+    outputs = None
+    if name in CONTRIBUTION_CONFIGS:  # data/08_reporting/<name>_contributions.{csv,png}
+        template += Pipeline([settings_node(multi_teacher_contributions, ["student_model"],
+                                            ["contributions_table", "contributions_plot"], name="contributions_figure",
+                                            tags=tags_for(role="report"))])
+        outputs = {"contributions_table": f"{name}_contributions_table", "contributions_plot": f"{name}_contributions_plot"}
     shared = ("multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "run_settings")
     parameters = {"params:multi_student": "params:multi_student", "params:config": f"params:multi_teacher_configs.{name}"}
-    return pipeline(template, namespace=block_name(PAPER, name), inputs={s: s for s in shared}, parameters=parameters,
-                    tags=tags_for(PAPER, name, "student"))
+    return pipeline(template, namespace=block_name(PAPER, name), inputs={s: s for s in shared}, outputs=outputs,
+                    parameters=parameters, tags=tags_for(PAPER, name, "student"))
 
 
 def comparison(configs) -> Pipeline:

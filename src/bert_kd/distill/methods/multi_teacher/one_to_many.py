@@ -86,9 +86,11 @@ class MultiTeacherOneToMany(MultiTeacherBase):
         return features.cls() if self.sentence_repr == "summary" else features.mean_pooled()
 
     # ------------------------------------------------------------------ per-teacher distances
-    def hidden_distance(self, k: int, student: Features, teacher: Features, aligned: bool) -> Tensor:
+    def hidden_distance(self, k: int, student: Features, teacher: Features, aligned: bool,
+                        groups: list[list[int]] | None = None) -> Tensor:
         """D_k^h (Eq. 2–4): Σ_i mean_{j ∈ I_{k,i}} MSE(h_i^S W_{h,k}, h_j^{T,k}); token-level when
-        aligned, else on per-layer sentence vectors."""
+        aligned, else on per-layer sentence vectors (``groups``: another grouping, e.g. one group
+        kept and the others emptied, for a per-group contribution)."""
         project = self.hidden_projections[k]
         if aligned:
             s_states = [project(h) for h in student.hidden_states[1:]]
@@ -98,12 +100,12 @@ class MultiTeacherOneToMany(MultiTeacherBase):
             s_states = list(project(self.sentence_states(student)[:, 1:]).unbind(1))
             t_states = list(self.sentence_states(teacher)[:, 1:].unbind(1))
             mask = None
-        return losses.group_mean_mse(s_states, t_states, self.groups[k], mask, kind="hidden")
+        return losses.group_mean_mse(s_states, t_states, self.groups[k] if groups is None else groups, mask, kind="hidden")
 
-    def attention_distance(self, k: int, student: Features, teacher: Features) -> Tensor:
+    def attention_distance(self, k: int, student: Features, teacher: Features, groups: list[list[int]] | None = None) -> Tensor:
         """D_k^a (Eq. 6–9): Σ_i mean_{j ∈ I_{k,i}} head-averaged MSE of QKᵀ/√δ (aligned only)."""
         return losses.group_mean_mse(
-            list(student.attention_scores), list(teacher.attention_scores), self.groups[k],
+            list(student.attention_scores), list(teacher.attention_scores), self.groups[k] if groups is None else groups,
             student.attention_mask, kind="attention",
         )
 
