@@ -58,3 +58,32 @@ def test_figure4_pca_and_cosine_distance(models, batch, tmp_path):
     assert path.stat().st_size > 1000
     with pytest.raises(ValueError, match="teacher layer 9 outside 1..4"):
         layer_alignment(teacher, students, batch, [(1, 9)], n_examples=5)
+
+
+def test_dev_examples_collates_only_the_drawn_rows(rte):
+    from bert_kd.distill.figures import dev_examples
+
+    _, datasets, collator = rte
+    batch, index = dev_examples(datasets["validation"], 5, collator, seed=3)
+    assert batch["input_ids"].shape[0] == 5 and len(set(index)) == 5 and list(index) == sorted(index)
+    assert batch["idx"].tolist() == [datasets["validation"][int(i)]["idx"] for i in index]
+    _, everything = dev_examples(datasets["validation"], 1000, collator)
+    assert list(everything) == list(range(len(datasets["validation"])))
+
+
+def test_tables_list_unconnected_layers_and_every_pca_point(models, batch):
+    from bert_kd.distill.figures import alignment_pairs, alignment_table, alpha_table
+
+    teacher, students = models
+    result = alp_attention_per_example(students["ALP"], teacher, batch, "all", n_examples=3)
+    table = alpha_table(result)
+    assert len(table) == 3 * 4 + 3  # 4 teacher layers for layer 1, one "not connected" row for layer 2
+    unconnected = table[table["student_layer"] == 2]
+    assert (~unconnected["connected"]).all() and unconnected["alpha"].isna().all()
+    assert table.groupby("example")["alpha"].sum().round(5).eq(1.0).all()
+    alignments = layer_alignment(teacher, students, batch, [(1, 1)], n_examples=7)
+    points = alignment_table(alignments, examples=list(range(100, 107)))
+    assert len(points) == 3 * 7 and set(points["example"]) == set(range(100, 107))
+    assert points.loc[points["model"] == "teacher", "cosine_distance"].isna().all()
+    assert alignment_pairs([[1], [5], [9], []]) == [(1, 1), (2, 5), (3, 9)]
+    assert alignment_pairs([[1, 2], [3]]) == [(2, 3)]
