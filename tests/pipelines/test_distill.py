@@ -44,6 +44,16 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert (runs["tags.mlflow.runName"] == "train_teacher:rte").sum() == 1
     artifacts = mlflow.MlflowClient(uri).list_artifacts(alp["run_id"], "model")  # students are logged too
     assert "model/model.safetensors" in {a.path for a in artifacts}
+    # ALP-KD Figure 3: 10 random dev examples, one row each (not averaged), layer 2 marked unconnected
+    figure3 = pd.read_csv(root / "data/08_reporting/alp_kd_figure3_alp.csv")
+    assert figure3["example"].nunique() == 10 and len(figure3) == 10 * 4 + 10
+    assert not figure3.loc[figure3["student_layer"] == 2, "connected"].any()
+    assert figure3.loc[figure3["student_layer"] == 2, "alpha"].isna().all()
+    assert figure3[figure3["connected"]].groupby("example")["alpha"].sum().round(4).eq(1.0).all()
+    assert (root / "data/08_reporting/alp_kd_figure3_alp.png").read_bytes()[:4] == b"\x89PNG"
+    parent = runs[runs["tags.mlflow.runName"] == "distill_alp:rte [kedro run]"].iloc[0]
+    logged = {a.path for a in mlflow.MlflowClient(uri).list_artifacts(parent["run_id"], "figures")}
+    assert {"figures/alp_attention_alp.png", "figures/alp_attention_alp.csv"} <= logged
 
 
 def test_distill_baselines_writes_table_one(run_pipeline):
@@ -66,6 +76,16 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
     assert parent["tags.best_method"] in methods and parent["tags.teacher_run_id"]
     assert len(list((root / "data/08_reporting/history").rglob("distill_baselines.*"))) == 3  # csv, md, png
+    # ALP-KD Figure 3 for every ALP row; Figure 4: PKD's pair (bucket_first(4, 2) = [[1], []]), every
+    # dev example (24 < 100) for teacher, ALP and PKD, cosine distance for the two students
+    for row in ("alp_no", "alp_po", "alp"):
+        assert (root / f"data/08_reporting/alp_kd_figure3_{row}.png").stat().st_size > 1000
+    figure4 = pd.read_csv(root / "data/08_reporting/alp_kd_figure4.csv")
+    assert set(zip(figure4["student_layer"], figure4["teacher_layer"])) == {(1, 1)}
+    assert figure4.groupby("model").size().to_dict() == {"ALP": 24, "PKD": 24, "teacher": 24}
+    students = figure4[figure4["model"] != "teacher"]
+    assert students["cosine_distance"].between(0, 2).all() and figure4.loc[figure4["model"] == "teacher", "cosine_distance"].isna().all()
+    assert (root / "data/08_reporting/alp_kd_figure4.png").stat().st_size > 1000
 
 
 def test_bad_method_weight_fails_before_training(run_pipeline):

@@ -32,6 +32,14 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     assert parent["metrics.teacher/a/accuracy"] == pytest.approx(table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0])
     assert 0 <= parent["metrics.compare/multi_teacher_a_b/accuracy"] <= 1
     assert "Table 2" in parent["tags.mlflow.note.content"]
+    # per-teacher / per-group loss shares of the MT student on dev (one configuration: multi_teacher)
+    shares = pd.read_csv(root / "data/08_reporting/multi_teacher_contributions.csv")
+    assert shares["share_%"].sum() == pytest.approx(100.0, abs=0.1)
+    assert set(shares["teacher"].dropna()) == {"a", "b"} and set(shares["term"]) == {"ce", "pred", "hidden", "attn", "emb"}
+    groups = shares[shares["term"] == "hidden"]
+    assert list(zip(groups["teacher"], groups["student_layer"], groups["teacher_layers"])) == [
+        ("a", 1, "1-2"), ("a", 2, "3-4"), ("b", 1, "1-2"), ("b", 2, "3-4")]
+    assert (root / "data/08_reporting/multi_teacher_contributions.png").stat().st_size > 1000
 
 
 def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):

@@ -18,6 +18,14 @@ def test_train_ted_filters_then_distill_ted(run_pipeline):
     stage1 = runs[runs["tags.mlflow.runName"] == "train_ted_filters:rte"].iloc[0]
     assert "metrics.filters/teacher/layer_1/accuracy" in runs.columns  # distilbert(4, 2) = [1, 4]
     assert 0 <= stage1["metrics.filters/teacher/layer_4/accuracy"] <= 1
+    # per-layer filter quality: teacher filters at M(k) = [1, 4], the copied student filters at k = 1, 2
+    quality = pd.read_csv(root / "data/08_reporting/ted_filter_quality.csv")
+    assert list(zip(quality["filters"], quality["k"], quality["model_layer"])) == [
+        ("teacher", 1, 1), ("teacher", 2, 4), ("student", 1, 1), ("student", 2, 2)]
+    assert quality.loc[quality["filters"] == "teacher", "accuracy"].tolist() == [
+        round(stage1[f"metrics.filters/teacher/layer_{k}/accuracy"], 4) for k in (1, 4)]
+    assert quality["accuracy"].between(0, 1).all() and quality["majority_class"].between(0.5, 1).all()
+    assert (root / "data/08_reporting/ted_filter_quality.png").stat().st_size > 1000
 
     _, root, uri = run_pipeline("distill_ted", ted_student=TED_STUDENT)
     runs = mlflow_runs(uri)
