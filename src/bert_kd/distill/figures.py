@@ -193,7 +193,7 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
         for name in a.points:
             if name not in colors:
                 colors[name] = ALP_COLOR if "alp" in name.lower() else PKD_COLOR if "pkd" in name.lower() else next(palette)
-    fig, axes = plt.subplots(2, len(alignments), figsize=(0.5 + 4.0 * len(alignments), 6.4), squeeze=False)
+    fig, axes = plt.subplots(2, len(alignments), figsize=(max(6.5, 0.5 + 4.0 * len(alignments)), 6.4), squeeze=False)
     for col, a in enumerate(alignments):
         top, bottom = axes[0][col], axes[1][col]
         for name, xy in a.points.items():
@@ -203,8 +203,9 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
         top.set_xlabel(f"PC1 ({100 * a.explained_variance[0]:.0f}%)")
         top.set_ylabel(f"PC2 ({100 * a.explained_variance[1]:.0f}%)")
         top.legend(fontsize=7)
+        top.ticklabel_format(style="sci", scilimits=(-2, 3))
         for name, d in a.cosine_distance.items():
-            bottom.plot(range(len(d)), d, color=colors[name], linewidth=1, label=f"{name} (mean {d.mean():.3f})")
+            bottom.plot(range(len(d)), d, color=colors[name], linewidth=1, label=f"{name} (mean {d.mean():.3g})")
         bottom.set_xlabel("example")
         bottom.set_ylabel("cosine distance to teacher")
         bottom.legend(fontsize=7)
