@@ -19,6 +19,7 @@ import pandas as pd
 
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
+from bert_kd.plots import per_layer_metric
 
 
 def majority_class_score(task: str, labels: Sequence[int]) -> float | None:
@@ -52,8 +53,6 @@ def filter_quality_table(per_layer: Mapping[str, Mapping], mapping: Sequence[int
 
 def filter_quality_figure(table: pd.DataFrame, task: str, title: str):
     """Grouped bars per k (teacher filter at M(k) next to student filter at k), majority class dashed."""
-    from bert_kd.plots import per_layer_metric
-
     metric = primary_metric(task)
     values = {f"{role} filters": dict(zip(group["model_layer"], group[metric])) for role, group in table.groupby("filters", sort=False)}
     fig = per_layer_metric(values, metric, title)

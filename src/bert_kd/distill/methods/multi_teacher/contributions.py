@@ -16,15 +16,19 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping
 
-import numpy as np
-import pandas as pd
-import torch
-from torch import Tensor
+import matplotlib
 
-from bert_kd.distill import losses
-from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
-from bert_kd.distill.outputs import Features
-from bert_kd.training import task_loss
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from bert_kd.distill import losses  # noqa: E402
+from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany  # noqa: E402
+from bert_kd.distill.outputs import Features  # noqa: E402
+from bert_kd.training import task_loss  # noqa: E402
 
 #: The MT terms in plotting order (``ce`` is the student's own task loss, not a teacher's).
 TERMS = ("ce", "pred", "hidden", "attn", "emb")
@@ -115,8 +119,6 @@ def contributions_table(contributions: Mapping) -> pd.DataFrame:
 def contributions_figure(table: pd.DataFrame, title: str):
     """Left: share of the loss per teacher, stacked by term (the student's CE as its own bar);
     right: share per (teacher, student layer) group of the hidden + attention terms."""
-    import matplotlib.pyplot as plt
-
     teachers = [t for t in dict.fromkeys(table["teacher"].dropna())]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8), gridspec_kw={"width_ratios": [1.1, 1.0]})
     bars = ["student CE", *teachers]
