@@ -3,12 +3,21 @@
 # MiniLM-L6 teacher, 2-layer students, seeds 1 2 3, the protocol grid restricted to lr 1e-4.
 # Each command is one `kedro run` on the same Optuna study; trial results land in results/cpu_protocol/
 # (one JSON per trial) and the tables in results/cpu_protocol/tables/. Rerunning skips finished trials.
+# WORKERS=2 starts two `kedro run`s per method group on the same study (disjoint trials; on 2 cores
+# give each OMP_NUM_THREADS=1). RUN_GROUPS="..." (';'-separated) overrides the method groups.
 set -u
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
+WORKERS=${WORKERS:-1}
 COMMON="reproduce.table=cpu_protocol,reproduce.tasks=mrpc,reproduce.seeds=1 2 3,reproduce.grid=training.learning_rate=1e-4,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"
-for methods in "nkd rkd pkd_1 pkd_3 pkd_6 alp" "ckd tinybert" "kd lwd ted"; do
-  echo "=== $(date -u +%FT%TZ) methods: $methods"
-  $PY -m kedro run --pipeline=reproduce --params "$COMMON,reproduce.methods=$methods" || echo "=== failed: $methods"
+IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd_1 pkd_3 pkd_6 alp;kd lwd ted;single_teacher two_teachers;ckd tinybert}"
+for methods in "${METHOD_GROUPS[@]}"; do
+  echo "=== $(date -u +%FT%TZ) methods: $methods (workers: $WORKERS)"
+  for worker in $(seq "$WORKERS"); do
+    $PY -m kedro run --pipeline=reproduce --params "$COMMON,reproduce.methods=$methods" > "run_worker$worker.log" 2>&1 \
+      || echo "=== failed: $methods (worker $worker, see run_worker$worker.log)" &
+    sleep 20   # let the first worker create the study before the next one opens it
+  done
+  wait
 done
 echo "=== $(date -u +%FT%TZ) done"

@@ -57,6 +57,27 @@ def test_unknown_recipe_is_named():
         build_sweep(reproduce, RECIPES)
 
 
+def test_a_row_may_override_the_student_and_other_rows_keep_their_settings():
+    reproduce = tiny_reproduce()
+    table = reproduce["tables"]["tiny"]
+    table["student"] = {"num_layers": 2, "layer_selection": "first"}
+    before = {t.key: t.as_dict() for t in build_sweep(reproduce, RECIPES).trials()}
+    table["methods"]["alp"]["student"] = {"layer_selection": "distilbert"}
+    after = build_sweep(reproduce, RECIPES).trials()
+    for trial in after:
+        if trial.method == "alp":
+            assert trial.settings["student"] == {"num_layers": 2, "layer_selection": "distilbert"}
+        else:  # unchanged, so their content keys (and stored results) are too
+            assert trial.as_dict() == before[trial.key]
+
+
+def test_unknown_method_entry_key_is_named_with_the_valid_ones():
+    reproduce = tiny_reproduce()
+    reproduce["tables"]["tiny"]["methods"]["alp"]["studnet"] = {"num_layers": 2}
+    with pytest.raises(ValueError, match=r"tiny.methods.alp: unknown key\(s\) studnet; valid: baseline, grid"):
+        build_sweep(reproduce, RECIPES)
+
+
 def test_constraint_drops_grid_points_with_negative_ce_weight():
     grid = {"method.weights.kd": [0, 0.2, 0.5, 0.7], "method.weights.layer": [0, 0.2, 0.5, 0.7]}
     points = grid_points(grid, [{"sum_at_most": 1.0, "of": ["method.weights.kd", "method.weights.layer"]}])
@@ -79,6 +100,14 @@ def test_every_configured_table_parses(table):
     trials = sweep.trials()
     assert trials and len({t.key for t in trials}) == len(trials)
     assert sweep.baseline in [m.name for m in sweep.methods]
+
+
+def test_cpu_protocol_ted_rows_start_from_layers_m_k_and_the_others_from_the_first_layers():
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    sweep = build_sweep({**reproduce, "table": "cpu_protocol"}, _conf_recipes())
+    selection = {t.method: t.settings["student"]["layer_selection"] for t in sweep.trials()}
+    assert {m: s for m, s in selection.items() if s == "distilbert"}.keys() == {"kd", "lwd", "ted"}
+    assert selection["alp"] == selection["pkd_1"] == selection["nkd"] == "first"
 
 
 def test_alp_kd_table1_rows_and_pkd_map():

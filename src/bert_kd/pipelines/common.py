@@ -198,12 +198,23 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
     return result
 
 
+def _model_files(folder: Path) -> list[Path]:
+    """The files ``save_pretrained`` writes for a model: its config and (sharded) safetensors weights."""
+    return [f for f in folder.iterdir() if f.is_file()
+            and (f.name == "config.json" or f.name.startswith("model") and ".safetensors" in f.name)]
+
+
 def _saved_size(bundle: ModelBundle) -> int:
+    """Bytes of the model's config + weights: read from its store entry when the job path wrote one
+    (the in-memory model is that entry), else measured by saving it to a temporary folder."""
     import tempfile
 
+    stored = Path(bundle.info.get("store_path") or "")
+    if bundle.info.get("store_path") and stored.is_dir() and any(f.suffix == ".safetensors" for f in _model_files(stored)):
+        return sum(f.stat().st_size for f in _model_files(stored))
     with tempfile.TemporaryDirectory() as tmp:
         bundle.model.save_pretrained(tmp, safe_serialization=True)
-        return sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
+        return sum(f.stat().st_size for f in _model_files(Path(tmp)))
 
 
 def flat_eval_metrics(evaluation: dict) -> dict[str, float]:

@@ -106,14 +106,23 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
     wide.index.name = "Model"
     caption = (
         f"{sweep.description or sweep.table}. Dev-set scores ×100 (the task's primary GLUE metric), "
-        f"mean ± std over seeds (n = seeds). Selection: best grid point per (method, task, seed) on "
-        f"{'the dev set itself (as the papers did)' if sweep.selection == 'dev' else 'a slice held out of the training set'}. "
+        f"mean ± std over seeds (n = seeds). {_selection_sentence(sweep, chosen)} "
         f"{NOT_RUN} = not part of this table; % of teacher = Average / the teacher's average on the same tasks. "
         f"{MARKER} = gain over {_baselines(sweep)} "
         f"significant (paired bootstrap over dev examples, seeds pooled, {resamples} resamples, p < {alpha})."
         + (f" Note: {sweep.notes}" if sweep.notes else "")
     )
     return SweepReport(long=long, wide=wide, caption=caption)
+
+
+def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str:
+    """Say how the reported grid point was chosen — or that there was nothing to choose from."""
+    most = max((selected.candidates for selected in chosen.values()), default=0)
+    if most <= 1:
+        return ("Selection: none — one finished grid point per (method, task, seed), "
+                "listed in the CSV's `chosen` column.")
+    where = "the dev set itself (as the papers did)" if sweep.selection == "dev" else "a slice held out of the training set"
+    return f"Selection: best of up to {most} grid points per (method, task, seed) on {where}."
 
 
 def _baselines(sweep: SweepSpec) -> str:

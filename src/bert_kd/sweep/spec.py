@@ -24,6 +24,8 @@ from bert_kd.data.glue import normalize_task
 RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_teacher_configs": "multi_teacher"}
 GRID_PREFIXES = ("method.", "training.")
 SELECTIONS = ("dev", "heldout")
+#: What a table's method entry may say.
+METHOD_KEYS = frozenset({"recipe", "label", "set", "grid", "tasks", "baseline", "student"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class MethodSpec:
     grid: dict  # dotted path -> list of values
     tasks: tuple[str, ...] | None = None  # None = every task of the table
     baseline: str | None = None  # None = the table's baseline
+    student: dict = field(default_factory=dict)  # overrides of the table's student settings for this row
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ def _make_trial(sweep: SweepSpec, method: MethodSpec, task: str, seed: int, poin
         head, _, rest = path.partition(".")
         _set_dotted(recipe if head == "method" else training, rest, value)
     settings = {k: copy.deepcopy(v) for k, v in sweep.settings.items() if k != "training"}
+    if method.student:  # a row-specific student (e.g. TED's layers M(k)); other rows' keys are unchanged
+        settings["student"] = {**(settings.get("student") or {}), **copy.deepcopy(method.student)}
     data = settings.pop("data", {}) or {}
     settings["data"] = copy.deepcopy(data.get(task, data.get("default", {})))
     settings["selection"] = sweep.selection  # heldout: the job path cuts a slice of the training set
@@ -285,6 +290,12 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
         method_where = f"{where}.methods.{method_name}"
         if not isinstance(entry, Mapping) or "recipe" not in entry:
             raise ValueError(f"{method_where} must be a mapping with a 'recipe' (e.g. distill_methods.pkd)")
+        unknown_keys = sorted(set(entry) - METHOD_KEYS)
+        if unknown_keys:
+            raise ValueError(f"{method_where}: unknown key(s) {', '.join(unknown_keys)}; valid: {', '.join(sorted(METHOD_KEYS))}")
+        student = entry.get("student") or {}
+        if not isinstance(student, Mapping):
+            raise ValueError(f"{method_where}.student must be a mapping of student settings, got {student!r}")
         job, recipe = resolve_recipe(entry["recipe"], recipes, method_where)
         for path, value in (entry.get("set") or {}).items():
             _set_dotted(recipe, str(path), copy.deepcopy(value))
@@ -307,7 +318,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
             if unknown:
                 raise ValueError(f"{method_where}.tasks {unknown} are not among {where}.tasks")
         methods.append(MethodSpec(method_name, str(entry.get("label", method_name)), job, recipe, grid,
-                                  method_tasks, entry.get("baseline")))
+                                  method_tasks, entry.get("baseline"), copy.deepcopy(dict(student))))
     if not methods:
         raise ValueError(f"{where}.methods is empty")
 
