@@ -38,6 +38,7 @@ class SweepReport:
     long: pd.DataFrame
     wide: pd.DataFrame
     caption: str
+    provenance: str = ""  # the command and commit that wrote the tables (a line under the caption)
 
 
 def _task_label(task: str) -> str:
@@ -165,7 +166,8 @@ def markdown(report: SweepReport) -> str:
     header = "| " + " | ".join([report.wide.index.name] + list(report.wide.columns)) + " |"
     rule = "|" + "|".join(["---"] + ["---:"] * len(report.wide.columns)) + "|"
     body = ["| " + " | ".join([str(name)] + [str(v) for v in row]) + " |" for name, row in report.wide.iterrows()]
-    return "\n".join([header, rule, *body, "", report.caption, ""])
+    footer = [report.caption, *([f"", report.provenance] if report.provenance else [])]
+    return "\n".join([header, rule, *body, "", *footer, ""])
 
 
 def bars_figure(report: SweepReport, title: str = ""):

@@ -4,6 +4,7 @@ select, test and write the report. The Kedro ``reproduce`` node will be a thin c
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Mapping
 
@@ -24,9 +25,11 @@ def reproduce(
     recipes: Mapping[str, Mapping],
     run_trial: RunTrial = unwired_run_trial,
     output_dir: str | Path | None = None,
+    provenance: str = "",
 ) -> tuple[SweepReport, dict[str, Path]]:
     """Run ``reproduce.table`` (restricted by ``reproduce.tasks/methods/seeds``) and write
-    ``<output_dir>/<table>.{csv,md,png}`` from every finished trial of the sweep."""
+    ``<output_dir>/<table>.{csv,md,png}`` from every finished trial of the sweep; ``provenance``
+    (the command and commit) is written under the Markdown table's caption."""
     sweep = build_sweep(reproduce_params, recipes)
     results = run_sweep(
         sweep, run_trial, reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db",
@@ -37,5 +40,6 @@ def reproduce(
     bootstrap = dict(reproduce_params.get("bootstrap") or {})
     report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
+    report = dataclasses.replace(report, provenance=provenance)
     directory = output_dir or reproduce_params.get("output_dir") or "data/08_reporting/reproduce"
     return report, write_report(report, directory, sweep.table)

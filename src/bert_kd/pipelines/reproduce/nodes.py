@@ -53,11 +53,17 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
     with tempfile.TemporaryDirectory() as scratch:
         if runner.results_only:  # a throw-away study: the shared one must not record these lookups as failures
             reproduce_params = {**reproduce_params, "storage": f"sqlite:///{Path(scratch) / 'results_only.db'}"}
-        report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir)
+        report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir,
+                                  provenance=provenance(runner.command, runner.commit))
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
     _log_to_parent_run(report, text, paths)
     return report.long, text, bars_figure(report, title=str(table))
+
+
+def provenance(command: str, commit: str | None) -> str:
+    """The line under a committed table that says how to make it again."""
+    return f"Made by: `{command}` at commit `{commit or 'unknown'}`."
 
 
 def _log_to_parent_run(report, text: str, paths: dict) -> None:

@@ -1,0 +1,74 @@
+"""The committed result tables (``results/<table>/tables/<table>.md``) are what the committed
+trial JSONs give with today's code and configuration — so a fresh checkout rebuilds them, and a
+change that silently alters trial content keys (the JSONs would no longer be found) fails here."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+from kedro.config import OmegaConfigLoader
+from kedro.framework.cli.utils import _split_params
+
+from bert_kd.pipelines.reproduce.nodes import DATA_KEYS
+from bert_kd.settings import CONFIG_LOADER_ARGS
+from bert_kd.sweep.report import build_report, markdown
+from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+from bert_kd.sweep.trial import TrialRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+MADE_BY = re.compile(r"^Made by: `(?P<command>kedro [^`]+)`", re.MULTILINE)
+COMMITTED = sorted(p for p in ROOT.glob("results/*/tables/*.md") if MADE_BY.search(p.read_text(encoding="utf-8")))
+
+
+def cli_params(command: str) -> dict:
+    """The ``--params`` of a recorded ``kedro run`` command, parsed as Kedro parses them."""
+    words = shlex.split(command)
+    for i, word in enumerate(words):
+        if word == "--params":
+            value = words[i + 1]
+            break
+        if word.startswith("--params="):
+            value = word.split("=", 1)[1]
+            break
+    else:
+        return {}
+    return _split_params(click.Context(click.Command("run")), click.Option(["--params"]), value)
+
+
+def project_params(runtime: dict) -> dict:
+    args = {**CONFIG_LOADER_ARGS, "default_run_env": "base"}  # conf/local is a user's, not the record's
+    return OmegaConfigLoader(str(ROOT / "conf"), runtime_params=runtime, **args)["parameters"]
+
+
+def table_lines(text: str) -> list[str]:
+    """The Markdown table and its caption, without the provenance line."""
+    return [line for line in text.splitlines() if line and not line.startswith("Made by:")]
+
+
+def test_there_is_a_committed_table():
+    assert COMMITTED, "results/*/tables/*.md with a 'Made by:' line"
+
+
+@pytest.mark.parametrize("table_md", COMMITTED, ids=lambda p: p.stem)
+def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
+    committed = table_md.read_text(encoding="utf-8")
+    runtime = cli_params(MADE_BY.search(committed)["command"])
+    params = project_params(runtime)
+    reproduce = params["reproduce"]
+    sweep = build_sweep(reproduce, {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
+    assert sweep.table == table_md.stem
+    runner = TrialRunner(params, data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
+                         results_dir=table_md.parents[1], commit="test", results_only=True)
+    results = {t.key: r for t in sweep.trials() if (r := runner.stored_result(t)) is not None}
+    stored = sorted(p.stem for p in table_md.parents[1].glob("*.json"))
+    assert len(results) == len(stored), (
+        f"{len(stored)} trial files in {table_md.parents[1]} but only {len(results)} match a trial of the recorded "
+        "command: a change altered the trials' content keys (TrialRunner.key_material) or the table")
+    bootstrap = dict(reproduce.get("bootstrap") or {})
+    report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
+                          seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
+    assert table_lines(markdown(report)) == table_lines(committed)
