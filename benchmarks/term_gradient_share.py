@@ -180,6 +180,18 @@ def term_gradients(students: Sequence[nn.Module], teacher: nn.Module, recipe: di
     return rows
 
 
+def share_at(rows: Sequence[TermGradient], term: str, weight: float) -> float:
+    """``term``'s share of Σ‖g‖ had its weight been ``weight`` (the other weights kept)."""
+    norms = {r.term: (weight if r.term == term else r.weight) * r.unweighted_norm for r in rows if r.term != "total"}
+    total = sum(norms.values())
+    return norms[term] / total if total else 0.0
+
+
+def layer_terms(rows: Sequence[TermGradient]) -> list[TermGradient]:
+    """The intermediate-layer terms of a recipe (not the task, prediction or total rows)."""
+    return [r for r in rows if r.term not in PREDICTION_TERMS + TASK_TERMS + ("total",)]
+
+
 # ---------------------------------------------------------------- report
 def number(value: float | None, digits: int = 3) -> str:
     if value is None:
@@ -201,12 +213,23 @@ def markdown(results: list[tuple[str, str, list[TermGradient]]]) -> str:
     return "\n".join(lines)
 
 
+def what_if(results: list[tuple[str, str, list[TermGradient]]], weights: Sequence[float]) -> str:
+    """Each layer term's share of Σ‖g‖ at other weights (the other terms' weights kept)."""
+    lines = ["| recipe | point | term | " + " | ".join(f"share at {number(w)}" for w in weights) + " |",
+             "|---|---|---|" + "---:|" * len(weights)]
+    for recipe, point, rows in results:
+        for r in layer_terms(rows):
+            if r.unweighted_norm > 0:
+                lines.append(f"| {recipe} | {point} | {r.term} | "
+                             + " | ".join(f"{100 * share_at(rows, r.term, w):.1f}%" for w in weights) + " |")
+    return "\n".join(lines)
+
+
 def summary(results: list[tuple[str, str, list[TermGradient]]]) -> str:
     """One line: the intermediate-layer terms' share and parity weight at each point (init, trained)."""
     parts = []
     for kind in ("init", "trained"):
-        layer = [r for _, point, rows in results if point.startswith(kind) for r in rows
-                 if r.term not in PREDICTION_TERMS + TASK_TERMS + ("total",) and r.weight > 0]
+        layer = [r for _, point, rows in results if point.startswith(kind) for r in layer_terms(rows) if r.weight > 0]
         if not layer:
             continue
         shares = [r.share for r in layer]
@@ -229,6 +252,8 @@ def main() -> None:
     parser.add_argument("--recipes", default=" ".join(ROWS), help=f"space-separated {TABLE} rows")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--eval-mode", action="store_true", help="dropout off in the student")
+    parser.add_argument("--what-if", default="0.2 0.7 2 20 200",
+                        help="space-separated layer-term weights for the second table (other weights kept)")
     args = parser.parse_args()
 
     task = get_task(args.task)
@@ -263,6 +288,8 @@ def main() -> None:
         students = [load_bundle(d).model for d in directories]
         results.append((name, f"trained (n={len(students)})", term_gradients(students, teacher.model, recipe, batches, **options)))
     print(markdown(results))
+    print()
+    print(what_if(results, [float(w) for w in args.what_if.split()]))
     print(summary(results))
 
 

@@ -73,3 +73,14 @@ def test_protocol_recipes_are_the_cpu_protocol_rows_with_explicit_weights(script
     assert recipes["tinybert"]["weights"]["pred"] == 1.0
     with pytest.raises(ValueError, match="ted"):
         script.protocol_recipes(["ted"])
+
+
+def test_share_at_the_recipe_weight_is_the_measured_share(script, setup):
+    teacher, student, batches = setup
+    recipe = {"method": "pkd", "mapping": [[3], []], "temperature": 5.0, "weights": {"ce": 0.3, "kd": 0.5, "layer": 0.2}}
+    rows = script.term_gradients([student], teacher.model, recipe, batches, seed=0)
+    layer = by_term(rows)["layer"]
+    assert [r.term for r in script.layer_terms(rows)] == ["layer"]
+    assert math.isclose(script.share_at(rows, "layer", 0.2), layer.share, rel_tol=1e-9)
+    assert script.share_at(rows, "layer", 0.0) == 0.0 < script.share_at(rows, "layer", 2.0) < script.share_at(rows, "layer", 20.0) < 1.0
+    assert "share at 20" in script.what_if([("pkd", "init", rows)], [0.2, 20.0])
