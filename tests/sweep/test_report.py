@@ -23,7 +23,7 @@ def test_table_has_mean_std_n_teacher_average_and_marks_the_better_method(tmp_pa
     assert report.wide.loc["ALP", "RTE"].endswith("*") and not report.wide.loc["NKD", "RTE"].endswith("*")
     alp_rte = report.long[(report.long.method == "alp") & (report.long.task == "rte")].iloc[0]
     assert alp_rte["n"] == 2 and alp_rte["p_value"] < 0.05 and "learning_rate=5e-05" in alp_rte["chosen"]
-    assert "best of up to 2 grid points per (method, task, seed) on the dev set itself" in report.caption and "gain over NKD" in report.caption
+    assert "best epoch on the dev set itself" in report.caption and "the best of up to 2 grid points per (method, task, seed)" in report.caption and "gain over NKD" in report.caption
 
     paths = write_report(report, tmp_path, "tiny")
     assert paths["png"].stat().st_size > 1000 and paths["png"].read_bytes()[:4] == b"\x89PNG"
@@ -45,6 +45,6 @@ def test_caption_says_there_was_no_selection_when_one_grid_point_finished():
     for t in sweep.trials():
         one_point.setdefault(t.group, t)  # the first grid point of every (method, task, seed)
     report = build_report(sweep, {t.key: fake_run_trial(t) for t in one_point.values()}, resamples=50)
-    assert "Selection: none" in report.caption and "on the dev set itself" not in report.caption
+    assert "Grid selection: none" in report.caption and "best epoch on the dev set itself" in report.caption
     full = build_report(sweep, {t.key: fake_run_trial(t) for t in sweep.trials()}, resamples=50)
-    assert "best of up to 2 grid points" in full.caption
+    assert "the best of up to 2 grid points" in full.caption

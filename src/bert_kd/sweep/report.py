@@ -117,13 +117,14 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
 
 
 def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str:
-    """Say how the reported grid point was chosen — or that there was nothing to choose from."""
+    """Say how the reported number was chosen: the epoch (training keeps its best epoch on the
+    evaluation split) and the grid point — or that there was no grid point to choose from."""
+    where = "the dev set itself (as the papers did)" if sweep.selection == "dev" else "a slice held out of the training set"
+    epoch = f"Each trial keeps its best epoch on {where}."
     most = max((selected.candidates for selected in chosen.values()), default=0)
     if most <= 1:
-        return ("Selection: none — one finished grid point per (method, task, seed), "
-                "listed in the CSV's `chosen` column.")
-    where = "the dev set itself (as the papers did)" if sweep.selection == "dev" else "a slice held out of the training set"
-    return f"Selection: best of up to {most} grid points per (method, task, seed) on {where}."
+        return f"{epoch} Grid selection: none — one finished grid point per (method, task, seed), in the CSV's `chosen` column."
+    return f"{epoch} Grid selection: the best of up to {most} grid points per (method, task, seed), on the same split."
 
 
 def _baselines(sweep: SweepSpec) -> str:
