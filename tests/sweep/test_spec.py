@@ -134,7 +134,7 @@ def test_pkd_maps_connect_the_papers_teacher_layers():
         "PKD-1": [[1], []], "PKD-6": [[6], []], "PKD-12": [[12], []]}
     cpu = _pkd_maps("cpu_protocol")  # MiniLM-L6 (6 layers) -> 2: first, middle, last
     assert {label: layer_map(m, 6, 2) for label, m in cpu.items()} == {
-        "PKD-1": [[1], []], "PKD-3": [[3], []], "PKD-6": [[6], []]}
+        "PKD-1": [[1], []], "PKD-3": [[3], []], "PKD-6": [[6], []], "PKD-1 (λ=2)": [[1], []], "PKD-6 (λ=2)": [[6], []]}
     assert _pkd_maps("alp_kd_table1") == {"PKD": "bucket_first"}
     if "bucket_first" not in STRATEGIES:
         pytest.skip("layer_map('bucket_first') lands with the faithful-baselines branch")
@@ -163,4 +163,4 @@ def test_the_reproduce_block_passes_the_parameter_schema_and_parses():
 
     params = OmegaConfigLoader(str(CONF.parent), **CONFIG_LOADER_ARGS)["parameters"]
     assert validate_parameters(params).reproduce.table == "cpu_protocol"
-    assert len(build_sweep(params["reproduce"], params).trials()) == 216
+    assert len(build_sweep(params["reproduce"], params).trials()) == 270  # 14 rows × 2 tasks × 3 seeds × 3 lr + one and two teachers on MRPC
