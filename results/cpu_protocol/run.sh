@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 WORKERS=${WORKERS:-1}
 COMMON="reproduce.table=cpu_protocol,reproduce.tasks=mrpc,reproduce.seeds=1 2 3,reproduce.grid=training.learning_rate=1e-4,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"
-IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd_1 pkd_3 pkd_6 alp;kd lwd ted;single_teacher two_teachers;ckd tinybert}"
+IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd_1 pkd_3 pkd_6 alp;pkd_1_l2 pkd_6_l2 alp_l2;kd lwd ted;single_teacher two_teachers;ckd tinybert}"
 for methods in "${METHOD_GROUPS[@]}"; do
   echo "=== $(date -u +%FT%TZ) methods: $methods (workers: $WORKERS)"
   for worker in $(seq "$WORKERS"); do
