@@ -179,12 +179,23 @@ class Ted(Strict):
 # --------------------------------------------------------------------------- method recipes
 
 
+class RecipeStage(Strict):
+    """One stage of a staged recipe: its weights (absent terms 0) for ``epochs`` epochs or a
+    ``fraction`` of the run's epochs (rounded to the nearest epoch); the last stage runs to the end."""
+
+    epochs: PositiveInt | None = None
+    fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
+    weights: dict[str, NonNegativeFloat]
+
+
 class Recipe(Strict):
-    """Shared recipe fields: L = Σ weights[term] · term (see the module docstring)."""
+    """Shared recipe fields: L = Σ weights[term] · term (see the module docstring); with
+    ``stages`` the weights change per epoch (:class:`bert_kd.distill.objective.WeightSchedule`)."""
 
     method: str
     temperature: PositiveFloat | None = None
     weights: dict[str, NonNegativeFloat] | None = None
+    stages: Annotated[list[RecipeStage], Field(min_length=1)] | None = None
 
     def method_config(self) -> dict:
         """The dict the method classes read (unset keys left to their defaults)."""
@@ -454,7 +465,7 @@ def valid_keys(loc: tuple) -> list[str]:
 
 
 #: A method-level message (``check_method_config``) → the recipe option it is about.
-_OPTION_WORDS = (("layer-mapping", "mapping"), ("mapping", "mapping"), ("loss term", "weights"),
+_OPTION_WORDS = (("stages", "stages"), ("layer-mapping", "mapping"), ("mapping", "mapping"), ("loss term", "weights"),
                  ("weight", "weights"), ("temperature", "temperature"), ("alpha", "alpha"), ("beta", "beta"))
 
 
@@ -591,7 +602,7 @@ def cross_check(params: Parameters, used: set[str]) -> None:
     from bert_kd.distill.ted import ted_layer_map
     from bert_kd.models import select_student_layers
 
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = list(_stage_problems(params, used))
     teacher_conf = model_config(params.teacher.model, "teacher.model") if params.teacher and "teacher" in used else None
     students = {"student": params.student, "ted_student": params.ted_student}
     for key, student in students.items():
@@ -642,3 +653,35 @@ def cross_check(params: Parameters, used: set[str]) -> None:
                                  f"{student.num_layers} exceeds the {depth} layers of multi_teachers[{student.init_from_teacher}]"))
     if problems:
         raise ParameterError(problems)
+
+
+#: The student block whose ``training.epochs`` a recipe block's stages are laid out over.
+_STUDENT_OF_BLOCK = {"distill_methods": "student", "ted_methods": "ted_student", "multi_teacher_configs": "multi_student"}
+
+
+def _stage_problems(params: Parameters, used: set[str]) -> list[tuple[str, str]]:
+    """Staged recipes of the used blocks whose stages do not fit their student's training epochs."""
+    import math
+
+    import bert_kd.distill.methods  # noqa: F401  (registers every method)
+    from bert_kd.distill.methods.base import method_class
+    from bert_kd.distill.objective import WeightSchedule
+
+    problems = []
+    for block, student_key in _STUDENT_OF_BLOCK.items():
+        student = getattr(params, student_key)
+        for name, recipe in getattr(params, block).items():
+            if recipe.stages is None or f"{block}.{name}" not in used or student is None:
+                continue
+            training = student.training
+            if training.max_steps is not None:
+                continue  # a step budget: the epoch count is known only to the loop (checked there)
+            epochs = training.epochs if training.epochs is not None else 3.0  # TrainingConfig's default
+            n_epochs = math.ceil(epochs)
+            config = recipe.method_config()
+            schedule = WeightSchedule.parse(config["stages"], method_class(config).term_names)
+            try:
+                schedule.stage_lengths(n_epochs)
+            except ValueError as exc:
+                problems.append((f"{block}.{name}.stages", f"{exc} ({student_key}.training.epochs={epochs:g})"))
+    return problems

@@ -179,6 +179,12 @@ class Objective(nn.Module):
             getattr(self, name).eval()
         return self
 
+    def set_epoch(self, epoch: int, n_epochs: int) -> Mapping[str, float]:
+        """Called by :func:`fit` before every epoch (0-based ``epoch`` of ``n_epochs``, again after a
+        resume), for objectives whose settings depend on the epoch only; returns metrics to log
+        as ``train/<name>`` (none by default)."""
+        return {}
+
     def forward(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The training step, so a DDP wrapper's forward (which synchronises gradients) runs it."""
         return self.training_step(batch)
@@ -528,6 +534,10 @@ def fit(
             make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed + state["epoch"],
                         group_by_length=config.group_by_length, lengths=train_lengths)
         )
+        set_epoch = getattr(raw, "set_epoch", None)  # per-epoch settings, re-applied after a resume
+        epoch_metrics = set_epoch(state["epoch"], n_epochs) if set_epoch else None
+        if epoch_metrics and log_fn:
+            log_fn({f"train/{k}": v for k, v in epoch_metrics.items()}, state["global_step"])
         skip = state["step_in_epoch"] * config.gradient_accumulation_steps
         batches = accelerator.skip_first_batches(loader, skip) if skip else loader
         for batch in batches:

@@ -7,7 +7,9 @@ or are served from a :class:`TeacherCache` when the recipe only reads logits and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -89,6 +91,19 @@ class DistillationObjective(Objective):
         self.method = method
         method.bind_teachers(teachers)
         self.weights = validate_weights(weights, method.term_names)
+        self.stage: int | None = None  # 0-based stage of a staged recipe, set by set_epoch
+
+    def set_epoch(self, epoch: int, n_epochs: int) -> dict[str, float]:
+        """Told by the training loop at the start of every epoch (0-based, also after a resume):
+        a staged recipe (``stages``) switches to the weights of the stage ``epoch`` falls in.
+        Returns metrics to log (``{"stage": 1-based stage}``), ``{}`` for an unstaged recipe."""
+        schedule = getattr(self.method, "schedule", None)
+        if schedule is None:
+            return {}
+        self.stage = schedule.stage_at(epoch, n_epochs)
+        self.weights = dict(schedule.stages[self.stage].weights)
+        self.method.weights = dict(self.weights)  # Method.wants() follows the active stage
+        return {"stage": float(self.stage + 1)}
 
     @property
     def teachers(self) -> list[nn.Module]:
@@ -167,6 +182,102 @@ def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> 
     if not any(v > 0 for v in weights.values()):
         raise ValueError(f"at least one loss weight must be > 0 (terms: {list(term_names)})")
     return weights
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a staged recipe: its full weights (absent terms 0) and its length, either
+    ``epochs`` (a count) or ``fraction`` (of the run's epochs); the last stage has neither."""
+
+    weights: dict[str, float]
+    epochs: int | None = None
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class WeightSchedule:
+    """Per-epoch loss weights: ``stages`` run one after another, the last one to the end of training.
+
+    Stage lengths: ``epochs: n`` is n epochs; ``fraction: f`` is ``floor(f · E + 0.5)`` epochs of
+    a run of E epochs (the nearest whole epoch, halves up). The stage of an epoch depends only on
+    (epoch, E), so a resumed run is back in the right stage. E.g. TinyBERT's task-specific
+    distillation (Jiao et al., 2020, Sec. 3.2): ``[{fraction: 0.6, weights: {emb: 1, hidden: 1,
+    attn: 1}}, {weights: {pred: 1}}]`` is 3 + 2 epochs of a 5-epoch run.
+    """
+
+    stages: tuple[Stage, ...]
+
+    @classmethod
+    def parse(cls, stages, term_names: Sequence[str], key: str = "stages") -> "WeightSchedule":
+        """Validate a recipe's ``stages`` list; ValueError naming ``key[i].<field>`` otherwise."""
+        if not isinstance(stages, (list, tuple)) or not stages:
+            raise ValueError(f"{key} must be a non-empty list of stages ({{epochs|fraction, weights}}), got {stages!r}")
+        parsed = []
+        for i, stage in enumerate(stages):
+            where = f"{key}[{i}]"
+            if not isinstance(stage, Mapping):
+                raise ValueError(f"{where} must be a mapping {{epochs|fraction, weights}}, got {stage!r}")
+            unknown = sorted(set(stage) - {"epochs", "fraction", "weights"})
+            if unknown:
+                raise ValueError(f"{where}: unknown key(s) {unknown}; a stage has epochs or fraction, and weights")
+            last = i == len(stages) - 1
+            epochs, fraction = stage.get("epochs"), stage.get("fraction")
+            if last and (epochs is not None or fraction is not None):
+                raise ValueError(f"{where} is the last stage and runs to the end of training: drop its "
+                                 f"{'epochs' if epochs is not None else 'fraction'}")
+            if not last and (epochs is None) == (fraction is None):
+                raise ValueError(f"{where} needs exactly one of epochs (a count) or fraction (of the run's epochs)")
+            if epochs is not None:
+                if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 1 \
+                        or not float(epochs).is_integer():
+                    raise ValueError(f"{where}.epochs must be a whole number >= 1, got {epochs!r}")
+                epochs = int(epochs)
+            if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                         or not 0 < fraction < 1):
+                raise ValueError(f"{where}.fraction must be a number in (0, 1), got {fraction!r}")
+            given = stage.get("weights")
+            if not isinstance(given, Mapping) or not given:
+                raise ValueError(f"{where}.weights must be a mapping term → weight (absent terms are 0), got {given!r}")
+            try:
+                weights = validate_weights(dict(given), tuple(term_names))
+            except ValueError as exc:
+                raise ValueError(f"{where}.weights: {exc}") from None
+            full = {term: round(weights.get(term, 0.0), 10) for term in term_names}
+            parsed.append(Stage(full, epochs, float(fraction) if fraction is not None else None))
+        fractions = sum(s.fraction or 0.0 for s in parsed)
+        if fractions >= 1:
+            raise ValueError(f"{key}: the fractions sum to {fractions:g} >= 1, leaving nothing for the last stage")
+        return cls(tuple(parsed))
+
+    def stage_lengths(self, n_epochs: int) -> list[int]:
+        """Epochs of every stage in a run of ``n_epochs``; ValueError naming ``stages`` when a stage
+        would get no epoch."""
+        lengths = [s.epochs if s.epochs is not None else math.floor(s.fraction * n_epochs + 0.5) for s in self.stages[:-1]]
+        lengths.append(n_epochs - sum(lengths))
+        empty = [i for i, n in enumerate(lengths) if n < 1]
+        if empty:
+            raise ValueError(
+                f"stages: with {n_epochs} training epoch(s) the stages get {lengths} epochs, so stage(s) {empty} "
+                f"would never run; give more training epochs or shorter stages"
+            )
+        return lengths
+
+    def stage_at(self, epoch: int, n_epochs: int) -> int:
+        """The 0-based stage of 0-based ``epoch`` in a run of ``n_epochs``."""
+        end = 0
+        for i, length in enumerate(self.stage_lengths(n_epochs)):
+            end += length
+            if epoch < end:
+                return i
+        return len(self.stages) - 1
+
+    def weights_at(self, epoch: int, n_epochs: int) -> dict[str, float]:
+        return dict(self.stages[self.stage_at(epoch, n_epochs)].weights)
+
+    def describe(self, n_epochs: int) -> list[dict]:
+        """The schedule of a run of ``n_epochs`` for logging: per stage its epochs and non-zero weights."""
+        return [{"epochs": n, "weights": {k: v for k, v in s.weights.items() if v}}
+                for s, n in zip(self.stages, self.stage_lengths(n_epochs))]
 
 
 @torch.no_grad()

@@ -13,7 +13,7 @@ from typing import Callable
 from torch import Tensor, nn
 
 from bert_kd.distill import losses
-from bert_kd.distill.objective import validate_weights
+from bert_kd.distill.objective import WeightSchedule, validate_weights
 from bert_kd.distill.outputs import Features
 from bert_kd.training import task_loss
 
@@ -58,17 +58,21 @@ class Method(nn.Module):
     def __init__(self, config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False):
         super().__init__()
         self.weights = self.check_config(config)
+        #: per-epoch weights of a staged recipe (``stages``), applied by ``DistillationObjective.set_epoch``
+        self.schedule = WeightSchedule.parse(config["stages"], self.term_names) if config.get("stages") else None
         self.config = config
         self.regression = regression
         self.temperature = float(config.get("temperature", 1.0))
 
     @classmethod
     def check_config(cls, config: dict) -> dict[str, float]:
-        """Validate a recipe without any model (options, temperature, weights); return the weights.
+        """Validate a recipe without any model (options, temperature, weights, ``stages``); return the
+        recipe's weights (a staged recipe trains with its stages' weights instead, see
+        :class:`~bert_kd.distill.objective.WeightSchedule`).
 
         Called before anything trains (see ``bert_kd.hooks``) and again by ``__init__``.
         """
-        options = {k: v for k, v in config.items() if k not in ("method", "weights")}
+        options = {k: v for k, v in config.items() if k not in ("method", "weights", "stages")}
         unknown = sorted(set(options) - set(cls.known_options) - {"temperature"})
         if unknown:
             raise ValueError(
@@ -78,6 +82,8 @@ class Method(nn.Module):
         if not isinstance(temperature, (int, float)) or temperature <= 0:
             raise ValueError(f"temperature of method {cls.name!r} must be a number > 0, got {temperature!r}")
         weights = validate_weights(cls.resolve_weights(config), cls.term_names)
+        if config.get("stages") is not None:
+            WeightSchedule.parse(config["stages"], cls.term_names)
         return {term: round(value, 10) for term, value in weights.items()}  # 0.3, not 0.30000000000000004
 
     @classmethod

@@ -185,6 +185,7 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
             "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
             "student_parameters": count_parameters(model), "teacher_parameters": count_parameters(teacher.model),
             "training": vars(settings), "key": job.key,
+            **({"stages": method_config["stages"]} if method_config.get("stages") else {}),  # per-epoch weights
         })
         result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
