@@ -11,9 +11,11 @@ from bert_kd.data.glue import load_glue_task
 from bert_kd.data.tokenize import tokenize_splits
 from bert_kd.distill import losses
 from bert_kd.distill.methods import METHODS, build_method
+from bert_kd.distill.methods.base import check_method_config
 from bert_kd.distill.objective import (
     DistillationObjective,
     Teacher,
+    WeightSchedule,
     build_teacher_cache,
     validate_weights,
 )
@@ -322,3 +324,123 @@ def test_teachers_can_run_in_bf16_apart_from_the_student(teacher, data):
     bf16 = build_teacher_cache(teacher, ds["train"], collator=collator, progress=False, autocast_dtype=torch.bfloat16)
     assert bf16.logits.dtype == torch.float32 and torch.allclose(bf16.logits, fp32.logits, atol=0.1)
     assert torch.equal(bf16.row_of_idx, fp32.row_of_idx)
+
+
+# --------------------------------------------------------------------------- staged recipes (issue 11)
+
+TINYBERT_TERMS = ("ce", "pred", "emb", "hidden", "attn", "cos")
+INTERMEDIATE = {"emb": 1.0, "hidden": 1.0, "attn": 1.0}
+TWO_STAGES = [{"epochs": 1, "weights": INTERMEDIATE}, {"weights": {"pred": 1.0}}]
+
+
+def test_weight_schedule_lays_stages_over_the_run():
+    schedule = WeightSchedule.parse([{"fraction": 0.6, "weights": INTERMEDIATE}, {"weights": {"pred": 1.0}}],
+                                    TINYBERT_TERMS)
+    assert schedule.stage_lengths(5) == [3, 2] and schedule.stage_lengths(3) == [2, 1]  # 1.8 → 2
+    assert [schedule.stage_at(e, 5) for e in range(5)] == [0, 0, 0, 1, 1]
+    # a term absent from a stage has weight 0 there
+    assert schedule.weights_at(0, 5) == {"ce": 0.0, "pred": 0.0, "emb": 1.0, "hidden": 1.0, "attn": 1.0, "cos": 0.0}
+    assert schedule.weights_at(4, 5) == {"ce": 0.0, "pred": 1.0, "emb": 0.0, "hidden": 0.0, "attn": 0.0, "cos": 0.0}
+    three = WeightSchedule.parse([{"epochs": 2, "weights": {"attn": 1}}, {"fraction": 0.25, "weights": {"emb": 1}},
+                                  {"weights": {"pred": 1}}], TINYBERT_TERMS)
+    assert three.stage_lengths(8) == [2, 2, 4]
+    assert three.describe(8)[1] == {"epochs": 2, "weights": {"emb": 1.0}}
+
+
+@pytest.mark.parametrize("stages, words", [
+    ([{"epochs": 1, "weights": {"attn": 1}}, {"weights": {"pred": 1, "logits": 1}}],
+     r"stages\[1\]\.weights: unknown loss term\(s\) \['logits'\]"),
+    ([{"epochs": 0, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]\.epochs must be a whole number >= 1"),
+    ([{"epochs": 1.5, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]\.epochs must be a whole number"),
+    ([{"fraction": 1.2, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]\.fraction must be a number in \(0, 1\)"),
+    ([{"weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\] needs exactly one of epochs .* or fraction"),
+    ([{"epochs": 1, "weights": {"attn": 1}}, {"epochs": 2, "weights": {"pred": 1}}], r"stages\[1\] is the last stage"),
+    ([{"epochs": 1, "weights": {"attn": 0}}, {"weights": {"pred": 1}}], r"stages\[0\]\.weights: at least one loss weight"),
+    ([{"epochs": 1, "epoch": 2, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]: unknown key\(s\) \['epoch'\]"),
+    ([{"fraction": 0.5, "weights": {"attn": 1}}, {"fraction": 0.5, "weights": {"emb": 1}}, {"weights": {"pred": 1}}],
+     r"stages: the fractions sum to 1 >= 1"),
+    ([], r"stages must be a non-empty list"),
+])
+def test_stage_errors_name_the_stage_and_field(stages, words):
+    with pytest.raises(ValueError, match=words):
+        check_method_config({"method": "tinybert", "stages": stages})
+
+
+def test_stages_longer_than_the_run_say_so():
+    schedule = WeightSchedule.parse([{"epochs": 3, "weights": INTERMEDIATE}, {"weights": {"pred": 1}}], TINYBERT_TERMS)
+    with pytest.raises(ValueError, match=r"with 3 training epoch\(s\) the stages get \[3, 0\] epochs, so stages\[1\] would never run"):
+        schedule.stage_lengths(3)
+
+
+def staged_tinybert(teacher, stages=TWO_STAGES):
+    student, _ = build_student(teacher, 2)
+    method = build_method({"method": "tinybert", "temperature": 1.0, "stages": stages}, student, [teacher])
+    return DistillationObjective(student, [Teacher(teacher)], method, method.weights)
+
+
+def gradients_after_step(objective, batch) -> tuple[dict, dict]:
+    objective.zero_grad(set_to_none=True)
+    terms = objective.training_step(batch)
+    terms["loss"].backward()
+    grads = {name: (p.grad.abs().sum().item() if p.grad is not None else 0.0) for name, p in objective.named_parameters()}
+    return terms, grads
+
+
+def test_staged_tinybert_switches_terms_at_the_stage_boundary(teacher, data):
+    objective = staged_tinybert(teacher)
+    batch = first_batch(data)
+    assert objective.set_epoch(0, 2) == {"stage": 1.0}
+    terms, grads = gradients_after_step(objective, batch)
+    torch.testing.assert_close(terms["loss"], terms["emb"] + terms["hidden"] + terms["attn"])
+    assert grads["model.classifier.weight"] == 0.0  # the prediction term has no gradient in stage 1
+    assert grads["method.hidden_projection.weight"] > 0 and grads["model.bert.encoder.layer.0.attention.self.query.weight"] > 0
+
+    assert objective.set_epoch(1, 2) == {"stage": 2.0}
+    assert objective.weights["attn"] == objective.weights["hidden"] == objective.weights["emb"] == 0.0
+    assert objective.method.wants("pred") and not objective.method.wants("attn")
+    terms, grads = gradients_after_step(objective, batch)
+    torch.testing.assert_close(terms["loss"], terms["pred"])  # the attention term no longer counts
+    assert grads["method.hidden_projection.weight"] == grads["method.embedding_projection.weight"] == 0.0
+    assert grads["model.classifier.weight"] > 0
+
+
+def test_an_unstaged_recipe_ignores_the_epoch(teacher):
+    student, _ = build_student(teacher, 2)
+    method = build_method({"method": "tinybert"}, student, [teacher])
+    objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
+    before = dict(objective.weights)
+    assert method.schedule is None and objective.set_epoch(3, 5) == {} and objective.weights == before
+
+
+class CrashingStaged(DistillationObjective):
+    """A staged distillation objective that records its weights per step and can die like a killed job."""
+
+    def __init__(self, *args, crash_after=None):
+        super().__init__(*args)
+        self.crash_after, self.seen = crash_after, []
+
+    def training_step(self, batch):
+        if self.crash_after is not None and len(self.seen) >= self.crash_after:
+            raise KeyboardInterrupt("simulated crash")
+        self.seen.append((self.stage, self.weights["attn"], self.weights["pred"]))
+        return super().training_step(batch)
+
+
+def test_a_run_resumed_in_stage_two_trains_with_stage_two(teacher, data, tmp_path):
+    ds, collator = data
+    config = TrainingConfig(epochs=2, batch_size=8, learning_rate=1e-3, warmup_ratio=0.0, progress_bar=False, cpu=True,
+                            seed=3, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every_steps=1)
+    steps_per_epoch = math.ceil(len(ds["train"]) / 8)
+
+    def objective(crash_after=None):
+        staged = staged_tinybert(teacher)
+        return CrashingStaged(staged.model, [Teacher(teacher)], staged.method, staged.method.weights, crash_after=crash_after)
+
+    with pytest.raises(KeyboardInterrupt):  # dies two steps into epoch 2 (stage 2)
+        fit(objective(crash_after=steps_per_epoch + 2), ds["train"], None, config, collator=collator)
+    logged = []
+    resumed = objective()
+    result = fit(resumed, ds["train"], None, config, collator=collator, log_fn=lambda m, step: logged.append((m, step)))
+    assert result.resumed_from_step == steps_per_epoch + 2
+    assert resumed.seen and set(resumed.seen) == {(1, 0.0, 1.0)}  # every resumed step ran stage 2's weights
+    assert ({"train/stage": 2.0}, steps_per_epoch + 2) in logged

@@ -257,8 +257,8 @@ class WeightSchedule:
         empty = [i for i, n in enumerate(lengths) if n < 1]
         if empty:
             raise ValueError(
-                f"stages: with {n_epochs} training epoch(s) the stages get {lengths} epochs, so stage(s) {empty} "
-                f"would never run; give more training epochs or shorter stages"
+                f"stages: with {n_epochs} training epoch(s) the stages get {lengths} epochs, so "
+                f"{', '.join(f'stages[{i}]' for i in empty)} would never run; give more training epochs or shorter stages"
             )
         return lengths
 
