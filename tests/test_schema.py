@@ -70,7 +70,12 @@ def test_paper_states_only_differences_and_the_papers_set_ups():
         3, 3e-5, 32, 0.0)
     assert [t["model"] for t in paper["multi_teachers"]] == ["bert-base-uncased", "roberta-base", "xlnet-base-cased"]
     assert paper["multi_student"]["num_layers"] == 3
-    assert "distill_methods" not in (REPO_ROOT / "conf" / "paper" / "parameters.yml").read_text()
+    import yaml
+
+    stated = yaml.safe_load((REPO_ROOT / "conf" / "paper" / "parameters.yml").read_text())
+    # recipes come from conf/base; only TinyBERT's stage lengths (the paper's 20 : 3 epochs) differ
+    assert {name: set(recipe) for name, recipe in stated["distill_methods"].items()} == {"tinybert": {"stages"}}
+    assert paper["distill_methods"]["tinybert"]["mapping"] == "uniform"  # merged from conf/base
 
 
 def test_alp_shorthand_expands_to_rounded_explicit_weights():
@@ -233,3 +238,43 @@ def test_schema_module_is_kedro_free():
     code = "import sys, bert_kd.schema; print(json.dumps(sorted(m for m in sys.modules if m.startswith('kedro'))))"
     out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+# --------------------------------------------------------------------------- staged recipes (issue 11)
+
+
+def test_stage_errors_name_the_recipe_stage_key(base):
+    params = copy.deepcopy(base)
+    params["distill_methods"]["tinybert"]["stages"] = [{"epochs": 0, "weights": {"attn": 1}}, {"weights": {"pred": 1}}]
+    params["distill_methods"]["pkd"]["stages"] = [{"epochs": 1, "weights": {"layer": 1}}, {"weights": {"kd": 1, "attn": 1}}]
+    params["distill_methods"]["alp"]["stages"] = [{"epoch": 1, "weights": {"layer": 1}}, {"weights": {"kd": 1}}]
+    problems = problems_of(params)
+    assert "greater than or equal to 1" in problems["distill_methods.tinybert.stages[0].epochs"]
+    assert "stages[1].weights: unknown loss term(s) ['attn']" in problems["distill_methods.pkd.stages"]
+    assert "did you mean 'distill_methods.alp.stages[0].epochs'" in problems["distill_methods.alp.stages[0].epoch"]
+
+
+def test_conf_tinybert_is_two_stage_and_the_one_stage_row_stays(base):
+    from bert_kd.distill.methods.tinybert import TinyBERT
+    from bert_kd.distill.objective import WeightSchedule
+
+    typed = validate_parameters(base).distill_methods
+    schedule = WeightSchedule.parse(typed["tinybert"].method_config()["stages"], TinyBERT.term_names)
+    assert schedule.stage_lengths(5) == [3, 2] and schedule.stage_lengths(3) == [2, 1]  # CPU protocol; conf/base
+    first, second = (stage.weights for stage in schedule.stages)
+    assert {k for k, v in first.items() if v} == {"emb", "hidden", "attn"} and {k for k, v in second.items() if v} == {"pred"}
+    assert typed["tinybert_one_stage"].stages is None
+    assert explicit_weights(base["distill_methods"]["tinybert_one_stage"])["attn"] == 1.0
+
+
+def test_cross_check_stages_must_fit_the_students_epochs(base):
+    params = copy.deepcopy(base)
+    params["student"]["training"]["epochs"] = 1
+    typed = validate_parameters(params)  # the recipe alone is fine
+    cross_check(typed, {"student", "distill_methods", "distill_methods.nkd"})  # tinybert is not run
+    with pytest.raises(ParameterError) as err:
+        cross_check(typed, {"student", "distill_methods", "distill_methods.tinybert"})
+    message = dict(err.value.problems)["distill_methods.tinybert.stages"]
+    assert "stages[1] would never run" in message and "student.training.epochs=1" in message
+    params["student"]["training"]["epochs"] = 2
+    cross_check(validate_parameters(params), {"student", "distill_methods", "distill_methods.tinybert"})

@@ -382,6 +382,32 @@ def test_fit_resumes_after_a_crash_and_matches_an_uninterrupted_run(tiny_teacher
     assert_states_close(state_copy(model), state_copy(reference_model), atol=1e-6)
 
 
+class EpochAwareObjective(CrashingObjective):
+    """Records what fit tells it before every epoch and asks for one metric to be logged."""
+
+    def __init__(self, model, crash_after=None):
+        super().__init__(model, crash_after)
+        self.told: list[tuple[int, int]] = []
+
+    def set_epoch(self, epoch, n_epochs):
+        self.told.append((epoch, n_epochs))
+        return {"phase": float(epoch)}
+
+
+def test_fit_tells_the_objective_its_epoch_also_after_a_resume(tiny_teacher_dir, sst2, tmp_path):
+    ds, tokenizer = sst2
+    collator = Collator({"": tokenizer.pad_token_id})
+    config = base_config(epochs=3, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every_steps=1)  # 6 steps an epoch
+    first = EpochAwareObjective(new_model(tiny_teacher_dir), crash_after=8)
+    with pytest.raises(KeyboardInterrupt):  # dies in the middle of the second epoch
+        fit(first, ds["train"], None, config, collator=collator)
+    assert first.told == [(0, 3), (1, 3)]
+    resumed, logged = EpochAwareObjective(new_model(tiny_teacher_dir)), []
+    fit(resumed, ds["train"], None, config, collator=collator, log_fn=lambda m, step: logged.append((m, step)))
+    assert resumed.told == [(1, 3), (2, 3)]  # the interrupted epoch is announced again before its remaining steps
+    assert [entry for entry in logged if "train/phase" in entry[0]] == [({"train/phase": 1.0}, 8), ({"train/phase": 2.0}, 12)]
+
+
 def test_fit_extends_max_steps_from_a_checkpoint(tiny_teacher_dir, sst2, tmp_path):
     ds, tokenizer = sst2
     collator = Collator({"": tokenizer.pad_token_id})
