@@ -466,7 +466,8 @@ def fit(
     """Train ``objective`` on ``train_dataset``; evaluate each epoch; restore the best state.
 
     With ``config.checkpoint_dir`` a checkpoint is written every ``checkpoint_every_steps``
-    (and at each epoch end); a re-run with the same directory resumes from it.
+    (and at each epoch end); a re-run with the same directory resumes from it. Before every epoch
+    (also a resumed one) ``objective.set_epoch(epoch, n_epochs)`` runs and its metrics are logged.
     """
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from transformers import get_linear_schedule_with_warmup

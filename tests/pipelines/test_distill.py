@@ -8,7 +8,7 @@ import mlflow
 import pandas as pd
 import pytest
 
-from tests.pipelines.conftest import latest_version, mlflow_runs
+from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
 
 
 
@@ -57,7 +57,9 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
 
 
 def test_distill_baselines_writes_table_one(run_pipeline):
-    _, root, uri = run_pipeline("distill_baselines")
+    # 2 student epochs: the two-stage TinyBERT row needs one epoch per stage (1 + 1 at fraction 0.6)
+    _, root, uri = run_pipeline("distill_baselines",
+                                student={"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2, "aux_learning_rate": 1e-3}})
     table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
     rows = ["nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert"]
     assert list(table["method"]) == ["teacher", *rows]  # ALP-KD Table 1's rows plus the other baselines
@@ -67,6 +69,8 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert "tags.method" in runs.columns, sorted(runs.columns)
     methods = set(runs["tags.method"].dropna())
     assert set(rows) <= methods
+    tinybert = runs[runs["tags.mlflow.runName"] == "distill_tinybert:rte"].iloc[0]
+    assert tinybert["metrics.train/stage"] == 2.0 and "pred" in tinybert["params.stages"]  # ended in stage 2
     alp_po = runs[runs["tags.mlflow.runName"] == "distill_alp_po:rte"].iloc[0]
     assert (alp_po["params.method"], alp_po["params.algorithm"]) == ("alp_po", "alp")
     # the kedro run's parent: named after pipeline and task, the comparison as description + metrics
