@@ -366,6 +366,14 @@ def test_stage_errors_name_the_stage_and_field(stages, words):
         check_method_config({"method": "tinybert", "stages": stages})
 
 
+def test_recipe_weights_beside_stages_are_an_error_not_ignored():
+    stages = [{"epochs": 1, "weights": INTERMEDIATE}, {"weights": {"pred": 1}}]
+    with pytest.raises(ValueError, match=r"stages: the recipe's weights \{'pred': 2\} would not train"):
+        check_method_config({"method": "tinybert", "weights": {"pred": 2}, "stages": stages})
+    defaults = check_method_config({"method": "tinybert", "stages": stages})  # what the hook writes back is fine
+    assert check_method_config({"method": "tinybert", "weights": defaults, "stages": stages}) == defaults
+
+
 def test_stages_longer_than_the_run_say_so():
     schedule = WeightSchedule.parse([{"epochs": 3, "weights": INTERMEDIATE}, {"weights": {"pred": 1}}], TINYBERT_TERMS)
     with pytest.raises(ValueError, match=r"with 3 training epoch\(s\) the stages get \[3, 0\] epochs, so stages\[1\] would never run"):

@@ -84,6 +84,11 @@ class Method(nn.Module):
         weights = validate_weights(cls.resolve_weights(config), cls.term_names)
         if config.get("stages") is not None:
             WeightSchedule.parse(config["stages"], cls.term_names)
+            unstated = validate_weights(cls.resolve_weights({k: v for k, v in config.items() if k != "weights"}),
+                                        cls.term_names)
+            if any(abs(weights.get(t, 0.0) - unstated.get(t, 0.0)) > 1e-9 for t in set(weights) | set(unstated)):
+                raise ValueError(f"stages: the recipe's weights {config.get('weights')} would not train, each stage's "
+                                 f"weights replace them; put them into the stages")
         return {term: round(value, 10) for term, value in weights.items()}  # 0.3, not 0.30000000000000004
 
     @classmethod
