@@ -344,7 +344,7 @@ def test_weight_schedule_lays_stages_over_the_run():
     three = WeightSchedule.parse([{"epochs": 2, "weights": {"attn": 1}}, {"fraction": 0.25, "weights": {"emb": 1}},
                                   {"weights": {"pred": 1}}], TINYBERT_TERMS)
     assert three.stage_lengths(8) == [2, 2, 4]
-    assert three.describe(8)[1] == {"epochs": 2, "weights": {"emb": 1.0}}
+    assert [three.stage_at(e, 8) for e in range(8)] == [0, 0, 1, 1, 2, 2, 2, 2]
 
 
 @pytest.mark.parametrize("stages, words", [

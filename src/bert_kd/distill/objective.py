@@ -274,11 +274,6 @@ class WeightSchedule:
     def weights_at(self, epoch: int, n_epochs: int) -> dict[str, float]:
         return dict(self.stages[self.stage_at(epoch, n_epochs)].weights)
 
-    def describe(self, n_epochs: int) -> list[dict]:
-        """The schedule of a run of ``n_epochs`` for logging: per stage its epochs and non-zero weights."""
-        return [{"epochs": n, "weights": {k: v for k, v in s.weights.items() if v}}
-                for s, n in zip(self.stages, self.stage_lengths(n_epochs))]
-
 
 @torch.no_grad()
 def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
