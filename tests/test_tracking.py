@@ -167,3 +167,37 @@ def test_child_run_of_a_table_row_is_named_by_the_row(store):
     logged = store.client.get_run(run.run_id)
     assert (logged.data.params["method"], logged.data.params["algorithm"]) == ("alp_no", "alp")
     assert logged.data.tags["method"] == "alp_no"
+
+
+def test_describing_an_experiment_tolerates_another_process_setting_the_tags_first(store):
+    from mlflow.exceptions import MlflowException
+
+    experiment_id = store.client.create_experiment("bert_kd_race")
+
+    class RacingClient:
+        """Another `kedro run` inserts each tag just before this one does (SQLite UNIQUE error)."""
+
+        def __init__(self, client):
+            self.client, self.calls = client, 0
+
+        def get_experiment(self, experiment_id):
+            return self.client.get_experiment(experiment_id)
+
+        def set_experiment_tag(self, experiment_id, key, value):
+            self.calls += 1
+            self.client.set_experiment_tag(experiment_id, key, value)
+            raise MlflowException("UNIQUE constraint failed: experiment_tags.key, experiment_tags.experiment_id")
+
+    racing = RacingClient(store.client)
+    tracking.describe_experiment(experiment_id, client=racing)
+    tags = store.client.get_experiment(experiment_id).tags
+    assert racing.calls == 3 and tags["mlflow.experimentKind"] == "custom_model_development"
+    tracking.describe_experiment(experiment_id, client=racing)  # already described: nothing is written again
+    assert racing.calls == 3
+
+    class BrokenClient(RacingClient):
+        def set_experiment_tag(self, experiment_id, key, value):
+            raise MlflowException("database is read-only")
+
+    with pytest.raises(MlflowException, match="read-only"):
+        tracking.describe_experiment(store.client.create_experiment("bert_kd_broken"), client=BrokenClient(store.client))

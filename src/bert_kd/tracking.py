@@ -401,12 +401,23 @@ def describe_experiment(experiment_id: str, client=None) -> None:
     """Set the experiment's description, mark it a machine-learning (not GenAI) experiment
     (``mlflow.experimentKind``, what the UI's own kind selector writes) and store the comparison
     view (:func:`compare_view_state`)."""
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     client = client or MlflowClient()
-    client.set_experiment_tag(experiment_id, NOTE_TAG, EXPERIMENT_DESCRIPTION)
-    client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, "custom_model_development")
-    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY, json.dumps(compare_view_state()))
+    wanted = {NOTE_TAG: EXPERIMENT_DESCRIPTION, EXPERIMENT_KIND_TAG: "custom_model_development",
+              SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY: json.dumps(compare_view_state())}
+    present = client.get_experiment(experiment_id).tags
+    for key, value in wanted.items():
+        if present.get(key) == value:
+            continue
+        try:
+            client.set_experiment_tag(experiment_id, key, value)
+        except MlflowException:
+            # two `kedro run`s starting together race to insert the same tag (SQLite UNIQUE
+            # constraint): the other process has set it, which is all this needs
+            if key not in client.get_experiment(experiment_id).tags:
+                raise
 
 
 #: Suffix that tells a ``kedro run``'s parent from its training jobs: ``kedro run --pipelines
