@@ -4,7 +4,7 @@ import re
 
 from bert_kd.sweep.report import build_report, markdown, write_report
 from bert_kd.sweep.spec import build_sweep
-from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from tests.sweep.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
 
 CELL = re.compile(r"^\d+\.\d\d ± \d+\.\d\d \(\d\)\*?$")
 
@@ -14,8 +14,10 @@ def test_table_has_mean_std_n_teacher_average_and_marks_the_better_method(tmp_pa
     results = {t.key: fake_run_trial(t) for t in sweep.trials()}
     report = build_report(sweep, results, resamples=200)
     assert list(report.wide.columns) == ["RTE", "SST-2", "Average", "% of teacher"]
-    assert list(report.wide.index) == ["Teacher", "NKD", "ALP"]
+    assert list(report.wide.index) == ["Teacher", "Majority class", "NKD", "ALP"]
     assert report.wide.loc["Teacher", "RTE"] == "95.00"
+    labels = dev_labels()  # the fake trials' dev labels: the floor is the most frequent label's share
+    assert report.wide.loc["Majority class", "RTE"] == f"{100 * max(labels.mean(), 1 - labels.mean()):.2f}"
     for label in ("NKD", "ALP"):
         for column in ("RTE", "SST-2", "Average"):
             assert CELL.match(report.wide.loc[label, column]), report.wide.loc[label, column]
@@ -29,7 +31,7 @@ def test_table_has_mean_std_n_teacher_average_and_marks_the_better_method(tmp_pa
     assert paths["png"].stat().st_size > 1000 and paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert "| Model | RTE | SST-2 | Average | % of teacher |" in paths["md"].read_text()
     assert paths["csv"].read_text().startswith("method,label,task,mean,std,n")
-    assert markdown(report).count("\n| ") == 3
+    assert markdown(report).count("\n| ") == 4
 
 
 def test_missing_seed_shows_in_n():

@@ -21,6 +21,7 @@ import pandas as pd  # noqa: E402
 
 from bert_kd.data.glue import TASKS  # noqa: E402
 from bert_kd.jobs import write_file_atomically  # noqa: E402
+from bert_kd.metrics import glue_metrics, primary_metric  # noqa: E402
 from bert_kd.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
 from bert_kd.sweep.significance import paired_bootstrap  # noqa: E402
 from bert_kd.sweep.spec import SweepSpec  # noqa: E402
@@ -28,6 +29,7 @@ from bert_kd.sweep.spec import SweepSpec  # noqa: E402
 AVERAGE = "Average"
 MARKER = "*"
 SIGNIFICANT, NOT_SIGNIFICANT, UNTESTED = "#C44E52", "#4C72B0", "#AAAAAA"
+MAJORITY = "Majority class"
 NOT_RUN = "·"  # the table does not run this method on this task ("–" = run, but no finished trial)
 
 
@@ -86,9 +88,14 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
                      "gain": float("nan"), "p_value": float("nan"), "significant": False})
     long = pd.DataFrame(rows)
     teacher_average = float(np.mean([teacher[t] for t in sweep.tasks])) if sweep.tasks else float("nan")
+    majority = {task: majority_class_score(task, grouped) for task in sweep.tasks}
+    majority_average = float(np.mean(list(majority.values()))) if majority else float("nan")
+    majority_kept = 100 * majority_average / teacher_average if teacher_average else float("nan")
 
     columns = [_task_label(t) for t in sweep.tasks] + [AVERAGE, "% of teacher"]
-    wide_rows = {"Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"]}
+    wide_rows = {"Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"],
+                 MAJORITY: [_plain(majority[t]) for t in sweep.tasks] + [_plain(majority_average),
+                                                                         "–" if math.isnan(majority_kept) else f"{majority_kept:.1f}"]}
     for method in sweep.methods:
         cells = []
         for task in sweep.tasks + (AVERAGE,):
@@ -108,7 +115,8 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
     caption = (
         f"{sweep.description or sweep.table}. Dev-set scores ×100 (the task's primary GLUE metric), "
         f"mean ± std over seeds (n = seeds). {_selection_sentence(sweep, chosen)} "
-        f"{NOT_RUN} = not part of this table; % of teacher = Average / the teacher's average on the same tasks. "
+        f"{NOT_RUN} = not part of this table; % of teacher = Average / the teacher's average on the same tasks; "
+        f"{MAJORITY} = every dev example given the most frequent dev label (the floor a student must beat). "
         f"{MARKER} = gain over {_baselines(sweep)} "
         f"significant (paired bootstrap over dev examples, seeds pooled, {resamples} resamples, p < {alpha})."
         + (f" Note: {sweep.notes}" if sweep.notes else "")
@@ -125,6 +133,18 @@ def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str
     if most <= 1:
         return f"{epoch} Grid selection: none — one finished grid point per (method, task, seed), in the CSV's `chosen` column."
     return f"{epoch} Grid selection: the best of up to {most} grid points per (method, task, seed), on the same split."
+
+
+def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]]) -> float:
+    """The task's primary metric when every dev example gets the most frequent dev label (nan for
+    regression tasks or when no finished trial recorded the dev labels)."""
+    labels = next((selected.result["dev_labels"] for (_, t), seeds in grouped.items() if t == task
+                   for selected in seeds.values() if selected.result.get("dev_labels") is not None), None)
+    if labels is None or TASKS[task].is_regression:
+        return float("nan")
+    labels = np.asarray(labels, dtype=np.int64)
+    constant = np.full_like(labels, np.bincount(labels).argmax())
+    return float(glue_metrics(task, constant, labels)[primary_metric(task)])
 
 
 def _baselines(sweep: SweepSpec) -> str:
@@ -177,6 +197,7 @@ def bars_figure(report: SweepReport, title: str = ""):
     tasks = list(dict.fromkeys(report.long.task))
     fig, axes = plt.subplots(1, len(tasks), figsize=(2.0 + 2.6 * len(tasks), 3.6), squeeze=False)
     teacher_row = report.wide.loc["Teacher"]
+    majority_row = report.wide.loc[MAJORITY] if MAJORITY in report.wide.index else None
     for ax, task in zip(axes[0], tasks):
         data = report.long[(report.long.task == task) & (report.long.n > 0)].sort_values("mean")
         means, stds = 100 * data["mean"].to_numpy(), 100 * np.nan_to_num(data["std"].to_numpy())
@@ -191,6 +212,10 @@ def bars_figure(report: SweepReport, title: str = ""):
         if reference is not None:
             ax.axhline(reference, color="black", linestyle="--", linewidth=1, label="teacher")
             high = max(high, reference)
+        floor = _number(majority_row.get(label)) if majority_row is not None else None
+        if floor is not None:
+            ax.axhline(floor, color="grey", linestyle=":", linewidth=1, label="majority class")
+            low = min(low, floor)
         margin = max(0.5, 0.1 * (high - low))
         ax.set_ylim(low - margin, high + margin)
         ax.set_title(label)
@@ -198,8 +223,9 @@ def bars_figure(report: SweepReport, title: str = ""):
     axes[0][0].set_ylabel("dev score ×100 (mean ± std over seeds)")
     handles = [Patch(color=SIGNIFICANT, label="significant gain over its baseline"),
                Patch(color=NOT_SIGNIFICANT, label="not significant"),
-               Patch(color=UNTESTED, label="baseline / not tested"), Line2D([], [], color="black", linestyle="--", label="teacher")]
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
+               Patch(color=UNTESTED, label="baseline / not tested"), Line2D([], [], color="black", linestyle="--", label="teacher"),
+               Line2D([], [], color="grey", linestyle=":", label="majority class")]
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
