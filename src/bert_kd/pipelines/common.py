@@ -209,9 +209,10 @@ def _saved_size(bundle: ModelBundle) -> int:
     (the in-memory model is that entry), else measured by saving it to a temporary folder."""
     import tempfile
 
-    stored = Path(bundle.info.get("store_path") or "")
-    if bundle.info.get("store_path") and stored.is_dir() and any(f.suffix == ".safetensors" for f in _model_files(stored)):
-        return sum(f.stat().st_size for f in _model_files(stored))
+    stored = bundle.info.get("store_path")
+    files = _model_files(Path(stored)) if stored and Path(stored).is_dir() else []
+    if any(f.suffix == ".safetensors" for f in files):
+        return sum(f.stat().st_size for f in files)
     with tempfile.TemporaryDirectory() as tmp:
         bundle.model.save_pretrained(tmp, safe_serialization=True)
         return sum(f.stat().st_size for f in _model_files(Path(tmp)))

@@ -187,7 +187,7 @@ def markdown(report: SweepReport) -> str:
     header = "| " + " | ".join([report.wide.index.name] + list(report.wide.columns)) + " |"
     rule = "|" + "|".join(["---"] + ["---:"] * len(report.wide.columns)) + "|"
     body = ["| " + " | ".join([str(name)] + [str(v) for v in row]) + " |" for name, row in report.wide.iterrows()]
-    footer = [report.caption, *([f"", report.provenance] if report.provenance else [])]
+    footer = [report.caption, *(["", report.provenance] if report.provenance else [])]
     return "\n".join([header, rule, *body, "", *footer, ""])
 
 
