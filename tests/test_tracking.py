@@ -201,3 +201,32 @@ def test_describing_an_experiment_tolerates_another_process_setting_the_tags_fir
 
     with pytest.raises(MlflowException, match="read-only"):
         tracking.describe_experiment(store.client.create_experiment("bert_kd_broken"), client=BrokenClient(store.client))
+
+
+def test_logging_a_dataset_input_tolerates_another_process_inserting_it_first(store, tmp_path, monkeypatch):
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    real_log_input, calls = mlflow.log_input, []
+
+    def racing_log_input(dataset, context=None):
+        """The other `kedro run` inserts the same data set row between MLflow's lookup and insert."""
+        calls.append(dataset.name)
+        if len(calls) == 1:
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+                                  "datasets.name, datasets.digest")
+        return real_log_input(dataset, context=context)
+
+    monkeypatch.setattr(mlflow, "log_input", racing_log_input)
+    dataset = tracking.glue_dataset("rte", tmp_path, "d1g35t", "train", 48)
+    with tracking.tracked_run("train_teacher:rte") as run:
+        tracking.log_input_once(dataset, context="training")
+    assert calls == ["glue-rte-train-48"] * 2
+    assert [d.dataset.name for d in store.client.get_run(run.run_id).inputs.dataset_inputs] == ["glue-rte-train-48"]
+
+    def broken_log_input(dataset, context=None):
+        raise MlflowException("database is read-only")
+
+    monkeypatch.setattr(mlflow, "log_input", broken_log_input)
+    with tracking.tracked_run("train_teacher:rte"), pytest.raises(MlflowException, match="read-only"):
+        tracking.log_input_once(dataset, context="training")

@@ -338,7 +338,26 @@ def log_training_job(
     if model_parameters is not None:
         tags.update(size_tags({"parameters": model_parameters}))
     run.set_tags(tags)
-    mlflow.log_input(glue_dataset(task, glue_dir, dataset_digest, "train", n_train), context="training")
+    log_input_once(glue_dataset(task, glue_dir, dataset_digest, "train", n_train), context="training")
+
+
+def log_input_once(dataset, context: str, attempts: int = 3) -> None:
+    """``mlflow.log_input`` that survives two processes logging the same data set at once.
+
+    MLflow looks the (experiment, name, digest) row up and inserts it when absent, in two steps;
+    two ``kedro run``s starting together both insert and the second hits SQLite's UNIQUE
+    constraint. Trying again finds the row the other process wrote and only links this run to it.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            mlflow.log_input(dataset, context=context)
+            return
+        except MlflowException as error:
+            if "UNIQUE constraint" not in str(error) or attempt == attempts - 1:
+                raise
 
 
 # ---------------------------------------------------------------- experiment and parent run
