@@ -6,9 +6,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.trial import TrialState
 
 from bert_kd.sweep.scheduler import (
-    SweepTrialError, check_result, collect_results, make_storage, run_sweep, study_name_for,
+    SweepTrialError, TrialClaims, check_result, collect_results, make_storage, run_sweep, study_name_for,
 )
 from bert_kd.sweep.spec import build_sweep
 from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
@@ -70,19 +71,29 @@ def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
 def _worker(storage: str, log_dir: str, name: str) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     log = Path(log_dir) / f"{name}.txt"
+    (Path(log_dir) / f"{name}.ready").touch()
+    deadline = time.monotonic() + 120
+    while len(list(Path(log_dir).glob("*.ready"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # start together: a fast machine would otherwise finish before the other worker starts
 
     def run_trial(spec):
         with log.open("a") as f:
             f.write(spec.key + "\n")
-        time.sleep(0.05)  # let the other worker interleave
+        time.sleep(0.1)  # let the other worker interleave
         return fake_run_trial(spec)
 
     run_sweep(build_sweep(tiny_reproduce(), RECIPES), run_trial, storage, heartbeat_interval=5, grace_period=30)
 
 
-def test_two_worker_processes_run_disjoint_trials(tmp_path):
+@pytest.mark.parametrize("each_point_queued_twice", [False, True], ids=["grid", "duplicates_queued"])
+def test_two_worker_processes_run_disjoint_trials(tmp_path, each_point_queued_twice):
     storage = f"sqlite:///{tmp_path}/optuna.db"
     make_storage(storage)  # create the schema once, before two processes race for it
+    if each_point_queued_twice:  # both workers are handed the same grid point at the same moment
+        study = optuna.create_study(study_name=study_name_for(_sweep()), storage=storage, direction="maximize")
+        for key in sorted(t.key for t in _sweep().trials()):
+            study.enqueue_trial({"trial": key}, skip_if_exists=False)
+            study.enqueue_trial({"trial": key}, skip_if_exists=False)
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=_worker, args=(storage, str(tmp_path), f"w{i}")) for i in range(2)]
     for w in workers:
@@ -97,12 +108,30 @@ def test_two_worker_processes_run_disjoint_trials(tmp_path):
     study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
     twice = ran[0] & ran[1]
     history = [(t.number, t.state.name, t.system_attrs.get("grid_id"), sorted(t.system_attrs), t.user_attrs.get("reused_from"),
-                t.user_attrs.get("seen_running"), str(t.datetime_start))
+                str(t.datetime_start))
                for t in study.trials if t.params.get("trial") in twice]
     assert not twice and lines == len(keys), history  # no trial ran twice
     assert ran[0] and ran[1]  # both workers took part
     study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
     assert set(collect_results(study)) == keys
+
+
+@pytest.mark.parametrize("database", [True, False], ids=["rdb", "in_memory"])
+def test_a_grid_point_is_claimed_by_exactly_one_trial(tmp_path, database):
+    storage = make_storage(f"sqlite:///{tmp_path}/optuna.db") if database else optuna.storages.InMemoryStorage()
+    study = optuna.create_study(study_name="s", storage=storage)
+    a, b, c = (study.ask()._trial_id for _ in range(3))
+    worker_1 = TrialClaims(storage, "s")
+    worker_2 = TrialClaims(storage, "s") if database else worker_1  # in memory: one process
+    assert worker_1.claim("k", a) is None and worker_1.claim("k", a) is None  # ours, and still ours
+    assert worker_2.claim("k", b) == a  # running elsewhere: not ours
+    study.tell(study.trials[0].number, state=TrialState.FAIL)
+    assert worker_2.claim("k", b) is None  # the holder failed: taken over
+    assert worker_1._swap("k", a, c) is False  # a second take-over of a's claim loses (compare-and-swap)
+    assert worker_1.claim("k", c) == b
+    assert worker_1.claim("other", c) is None
+    if database:
+        assert TrialClaims(storage, "another_study").claim("k", c) is None  # claims are per study
 
 
 def test_result_contract_is_checked():

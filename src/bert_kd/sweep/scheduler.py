@@ -9,6 +9,12 @@ worker that dies stops sending heartbeats so its trial is failed and retried
 
 The result of each trial is stored with the trial (``user_attrs``), so a re-run skips finished
 trials without calling ``run_trial`` at all.
+
+GridSampler alone can hand one grid point to two workers that ask at the same moment (Optuna
+says so). Before training, a trial therefore *claims* its grid point in a small table of the same
+database (:class:`TrialClaims`): an INSERT under a primary key, or a compare-and-swap that takes
+over the claim of a failed trial. Exactly one trial wins; the other is pruned and its worker moves
+on. Storages without a database (in-memory) serve one process, and claims are kept in memory.
 """
 
 from __future__ import annotations
@@ -128,11 +134,78 @@ def _completed(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     return done
 
 
+class TrialClaims:
+    """Who runs which grid point: one row ``(study, key) -> trial id`` per grid point.
+
+    :meth:`claim` is atomic across processes and machines that share the storage: the INSERT
+    succeeds for exactly one trial, and a claim held by a trial that failed or was pruned is taken
+    over with an UPDATE that names the old holder (compare-and-swap), so two retries cannot both
+    win it.
+    """
+
+    TABLE = "bert_kd_trial_claims"
+
+    def __init__(self, storage: optuna.storages.BaseStorage, study_name: str):
+        import sqlalchemy as sa
+
+        self.storage, self.study_name = storage, study_name
+        self.engine = getattr(storage, "engine", None)
+        self._memory: dict[str, int] = {}
+        if self.engine is not None:
+            self.table = sa.Table(
+                self.TABLE, sa.MetaData(),
+                sa.Column("study_name", sa.String(512), primary_key=True),
+                sa.Column("trial_key", sa.String(512), primary_key=True),
+                sa.Column("trial_id", sa.Integer, nullable=False),
+            )
+            self.table.create(self.engine, checkfirst=True)
+
+    def claim(self, key: str, trial_id: int) -> int | None:
+        """Claim ``key`` for ``trial_id``: ``None`` when it is ours, else the holder's trial id."""
+        for _ in range(3):
+            holder = self._insert_or_holder(key, trial_id)
+            if holder is None or holder == trial_id:
+                return None
+            if self.storage.get_trial(holder).state not in (TrialState.FAIL, TrialState.PRUNED):
+                return holder  # running (or just finished) in another worker
+            if self._swap(key, holder, trial_id):
+                return None
+        return holder
+
+    def _insert_or_holder(self, key: str, trial_id: int) -> int | None:
+        if self.engine is None:
+            holder = self._memory.setdefault(key, trial_id)
+            return None if holder == trial_id else holder
+        import sqlalchemy as sa
+
+        row = {"study_name": self.study_name, "trial_key": key}
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(self.table.insert().values(**row, trial_id=trial_id))
+            return None
+        except sa.exc.IntegrityError:
+            with self.engine.connect() as connection:
+                return connection.execute(sa.select(self.table.c.trial_id).filter_by(**row)).scalar()
+
+    def _swap(self, key: str, old: int, new: int) -> bool:
+        if self.engine is None:
+            if self._memory.get(key) == old:
+                self._memory[key] = new
+                return True
+            return False
+        with self.engine.begin() as connection:
+            changed = connection.execute(
+                self.table.update().filter_by(study_name=self.study_name, trial_key=key, trial_id=old).values(trial_id=new)
+            )
+        return changed.rowcount == 1
+
+
 class _KeyOf:
     """A trial's grid point (trial key), known as soon as the trial exists: from its parameter,
     its queued parameters (``enqueue_trial`` / heartbeat retries), the grid id the GridSampler
     gave it, or — in the instant between its creation and that grid id — the id it will get
-    (trial number n < grid size gets grid id n)."""
+    (trial number n < grid size gets grid id n). Used to tell which failed points to queue again;
+    who may *run* a point is decided by :class:`TrialClaims`."""
 
     def __init__(self, sampler: optuna.samplers.GridSampler, keys: Sequence[str]):
         # GridSampler shuffles its grid; its (private, Optuna 5.0.0 pinned) list maps grid id -> point.
@@ -155,24 +228,28 @@ class _KeyOf:
         return None
 
 
+def _reuse(trial: optuna.Trial, done: optuna.trial.FrozenTrial) -> float:
+    trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
+    trial.set_user_attr("reused_from", done.number)
+    return done.value
+
+
 def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_trial: RunTrial, selection: str,
-               key_of: _KeyOf):
+               claims: TrialClaims):
     def objective(trial: optuna.Trial) -> float:
         key = trial.suggest_categorical(GRID_PARAM, list(universe))
         trial.set_user_attr(KEY_ATTR, key)
         study = trial.study
         done = _completed(study).get(key)
         if done is not None:  # another worker (or an earlier run) finished it: reuse, don't train
-            trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
-            trial.set_user_attr("reused_from", done.number)
-            return done.value
-        others = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number != trial.number]
-        trial.set_user_attr("seen_running", [[t.number, key_of(t)] for t in others])  # to diagnose a duplicate
-        running = [t for t in others if t.number < trial.number and key_of(t) == key]
-        if running:  # the grid is handed out and another worker owns this point: leave it to it
-            log.info("trial %s is running in trial #%d; this worker stops", key, running[0].number)
-            study.stop()
-            raise optuna.TrialPruned(f"duplicate of running trial #{running[0].number}")
+            return _reuse(trial, done)
+        holder = claims.claim(key, trial._trial_id)
+        if holder is not None:  # another worker owns this grid point: leave it to it
+            done = _completed(study).get(key)
+            if done is not None:  # ... and has finished it since we looked
+                return _reuse(trial, done)
+            log.info("trial %s is claimed by trial id %d in another worker; skipping it here", key, holder)
+            raise optuna.TrialPruned(f"{key} is claimed by trial id {holder}")
         spec = specs[key]
         result = check_result(run_trial(spec), spec)
         trial.set_user_attr(RESULT_ATTR, _pack(result))
@@ -210,7 +287,7 @@ def run_sweep(
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
                                 load_if_exists=True)
     key_of = _KeyOf(sampler, keys)
-    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection, key_of)
+    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name))
     catch = (Exception,) if catch_errors else ()
     previous_missing = None
     while True:
