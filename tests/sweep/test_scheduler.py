@@ -116,6 +116,35 @@ def test_two_worker_processes_run_disjoint_trials(tmp_path, each_point_queued_tw
     assert set(collect_results(study)) == keys
 
 
+def _pop_queued_trials(storage: str, log: str, start_at: float) -> None:
+    study = optuna.load_study(study_name="queue", storage=make_storage(storage))
+    while time.time() < start_at:
+        time.sleep(0.001)
+    popped = []
+    while (trial_id := study._pop_waiting_trial_id()) is not None:  # what study.ask() does first
+        popped.append(trial_id)
+    Path(log).write_text(" ".join(map(str, popped)))
+
+
+def test_two_processes_never_take_the_same_queued_trial(tmp_path):
+    """SQLite ignores Optuna's SELECT … FOR UPDATE; make_storage's BEGIN IMMEDIATE stands in for it."""
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    study = optuna.create_study(study_name="queue", storage=make_storage(storage))
+    for i in range(200):
+        study.enqueue_trial({"x": i})
+    start_at = time.time() + 8  # both processes imported and connected by then
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_pop_queued_trials, args=(storage, str(tmp_path / f"p{i}.txt"), start_at))
+               for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+        assert w.exitcode == 0
+    popped = [[int(x) for x in (tmp_path / f"p{i}.txt").read_text().split()] for i in range(2)]
+    assert sorted(popped[0] + popped[1]) == sorted(t._trial_id for t in study.trials)  # each once, none twice
+
+
 @pytest.mark.parametrize("database", [True, False], ids=["rdb", "in_memory"])
 def test_a_grid_point_is_claimed_by_exactly_one_trial(tmp_path, database):
     storage = make_storage(f"sqlite:///{tmp_path}/optuna.db") if database else optuna.storages.InMemoryStorage()

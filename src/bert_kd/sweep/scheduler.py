@@ -112,10 +112,35 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int | Non
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return RDBStorage(
+        storage = RDBStorage(
             url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
             heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
         )
+    if url.startswith("sqlite"):
+        _serialise_sqlite_transactions(storage.engine)
+    return storage
+
+
+def _serialise_sqlite_transactions(engine) -> None:
+    """Make every transaction ``BEGIN IMMEDIATE`` (SQLAlchemy's recipe for SQLite).
+
+    Optuna takes a queued (WAITING) trial with read-check-write under ``SELECT … FOR UPDATE``,
+    which SQLite ignores: two workers asking at once could both take the same trial, run it, and
+    the second then failed on telling a finished trial (seen in the two-worker test). With
+    ``BEGIN IMMEDIATE`` the write lock is taken when the transaction starts, so the check and the
+    write of one worker cannot interleave with another's. PostgreSQL honours FOR UPDATE already.
+    """
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _let_sqlalchemy_begin(dbapi_connection, connection_record):
+        dbapi_connection.isolation_level = None  # pysqlite would otherwise BEGIN (deferred) by itself
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection):
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened while Optuna created its tables predate the listeners
 
 
 def study_name_for(sweep: SweepSpec) -> str:
