@@ -54,6 +54,23 @@ def test_restricted_rerun_reuses_the_trials_of_a_full_run(tmp_path):
     assert len(results) == 16 and len(calls) == 8 and all(k.startswith("alp|") for k in calls)
 
 
+def test_a_queued_trial_outside_the_restriction_is_left_to_a_run_that_includes_it(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    full = _sweep()
+    other = next(t.key for t in full.trials() if t.method == "alp")
+    study = optuna.create_study(study_name=study_name_for(full), storage=make_storage(storage), direction="maximize")
+    study.enqueue_trial({"trial": other})  # e.g. a heartbeat retry of another worker's trial
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(_sweep(methods="nkd"), run_trial, storage)
+    assert len(results) == 8 and other not in calls and all(k.startswith("nkd|") for k in calls)
+    assert run_sweep(_sweep(methods="alp"), run_trial, storage)[other]["dev_metric"] is not None
+
+
 def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
     storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="alp", tasks="rte", seeds="1")

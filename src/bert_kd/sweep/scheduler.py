@@ -268,6 +268,8 @@ def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_tria
         done = _completed(study).get(key)
         if done is not None:  # another worker (or an earlier run) finished it: reuse, don't train
             return _reuse(trial, done)
+        if key not in specs:  # a queued point of another worker's restriction (e.g. a retry): not ours
+            raise optuna.TrialPruned(f"{key} is outside this run's restriction; a run that includes it queues it again")
         holder = claims.claim(key, trial._trial_id)
         if holder is not None:  # another worker owns this grid point: leave it to it
             done = _completed(study).get(key)
