@@ -66,7 +66,7 @@ def test_a_queued_trial_outside_the_restriction_is_left_to_a_run_that_includes_i
         calls.append(spec.key)
         return fake_run_trial(spec)
 
-    results = run_sweep(_sweep(methods="nkd"), run_trial, storage)
+    results = run_sweep(_sweep(methods="nkd"), run_trial, storage, catch_errors=False)  # no failure either
     assert len(results) == 8 and other not in calls and all(k.startswith("nkd|") for k in calls)
     assert run_sweep(_sweep(methods="alp"), run_trial, storage)[other]["dev_metric"] is not None
 
