@@ -5,19 +5,20 @@
 # (one JSON per trial) and the tables in results/cpu_protocol/tables/. Rerunning skips finished trials.
 # WORKERS=2 starts two `kedro run`s per method group on the same study (disjoint trials; on 2 cores
 # give each OMP_NUM_THREADS=1). RUN_GROUPS="..." (';'-separated) overrides the method groups,
-# TASKS="mrpc" (space-separated) the tasks.
+# TASKS="mrpc" (space-separated) the tasks, LOGS=<prefix> the workers' log names (two run.sh at once).
 set -u
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 WORKERS=${WORKERS:-1}
 TASKS=${TASKS:-mrpc sst2}
+LOGS=${LOGS:-run_worker}
 COMMON="reproduce.table=cpu_protocol,reproduce.tasks=$TASKS,reproduce.seeds=1 2 3,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"
 IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd_1 pkd_3 pkd_6 alp;pkd_1_l2 pkd_6_l2 alp_l2;kd lwd ted;single_teacher two_teachers;ckd tinybert}"
 for methods in "${METHOD_GROUPS[@]}"; do
   echo "=== $(date -u +%FT%TZ) methods: $methods (workers: $WORKERS)"
   for worker in $(seq "$WORKERS"); do
-    $PY -m kedro run --pipeline=reproduce --params "$COMMON,reproduce.methods=$methods" > "run_worker$worker.log" 2>&1 \
-      || echo "=== failed: $methods (worker $worker, see run_worker$worker.log)" &
+    $PY -m kedro run --pipeline=reproduce --params "$COMMON,reproduce.methods=$methods" > "$LOGS$worker.log" 2>&1 \
+      || echo "=== failed: $methods (worker $worker, see $LOGS$worker.log)" &
     sleep 20   # let the first worker create the study before the next one opens it
   done
   wait
