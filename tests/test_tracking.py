@@ -37,6 +37,21 @@ def test_recipe_string_rounds_weights_and_shows_temperature_only_with_a_teacher_
         tracking.recipe_string({"ce": 0.0})
 
 
+def test_a_staged_recipe_is_logged_by_its_stages_not_its_default_weights():
+    from bert_kd.distill.objective import WeightSchedule
+
+    terms = ("ce", "pred", "emb", "hidden", "attn")
+    schedule = WeightSchedule.parse([{"fraction": 0.6, "weights": {"emb": 1, "hidden": 1, "attn": 1}},
+                                     {"weights": {"pred": 1}}], terms)
+    method = SimpleNamespace(weights={"ce": 1.0}, temperature=1.0, schedule=schedule)
+    assert tracking.recipe_string(method) == "emb 1 + hidden 1 + attn 1 (60% of epochs) → pred 1, T=1"
+    assert tracking.weight_params(method) == {"stages.0.emb": 1.0, "stages.0.hidden": 1.0, "stages.0.attn": 1.0,
+                                              "stages.1.pred": 1.0}
+    two_epochs = WeightSchedule.parse([{"epochs": 2, "weights": {"ce": 1}}, {"weights": {"ce": 1}}], terms)
+    assert tracking.recipe_string(SimpleNamespace(weights={}, temperature=2.0, schedule=two_epochs)) == "ce 1 (2 epochs) → ce 1"
+    assert tracking.weight_params(SimpleNamespace(weights={"ce": 0.5}, schedule=None)) == {"weights.ce": 0.5}
+
+
 def test_format_param_and_log_every():
     assert tracking.format_param(0.1 + 0.2) == "0.3"
     assert tracking.format_param(2e-5) == "2e-05"

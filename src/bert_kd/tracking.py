@@ -226,14 +226,37 @@ def recipe_string(weights, temperature: float | None = None) -> str:
     ``.temperature``) or a mapping term → weight."""
     if hasattr(weights, "weights"):
         temperature = getattr(weights, "temperature", temperature) if temperature is None else temperature
+        schedule = getattr(weights, "schedule", None)
+        if schedule is not None:  # a staged recipe trains with its stages' weights, not ``.weights``
+            return " → ".join(_stage_string(stage) for stage in schedule.stages) + _temperature_suffix(
+                temperature, [name for stage in schedule.stages for name, w in stage.weights.items() if w])
         weights = weights.weights
     terms = [(name, float(w)) for name, w in weights.items() if float(w) != 0.0]
     if not terms:
         raise ValueError(f"recipe weights {dict(weights)} are all zero")
-    text = " + ".join(f"{name} {format_number(w, 3)}" for name, w in terms)
-    if temperature is not None and any(name != "ce" for name, _ in terms):
-        text += f", T={format_number(temperature, 3)}"
-    return text
+    return " + ".join(f"{name} {format_number(w, 3)}" for name, w in terms) + _temperature_suffix(
+        temperature, [name for name, _ in terms])
+
+
+def _temperature_suffix(temperature: float | None, terms: Sequence[str]) -> str:
+    return f", T={format_number(temperature, 3)}" if temperature is not None and any(t != "ce" for t in terms) else ""
+
+
+def _stage_string(stage) -> str:
+    """``emb 1 + hidden 1 + attn 1 (60% of epochs)``; the last stage runs to the end."""
+    text = " + ".join(f"{name} {format_number(float(w), 3)}" for name, w in stage.weights.items() if float(w) != 0.0)
+    if stage.epochs is not None:
+        return f"{text} ({stage.epochs} epoch{'s' if stage.epochs != 1 else ''})"
+    return f"{text} ({format_number(100 * stage.fraction, 3)}% of epochs)" if stage.fraction is not None else text
+
+
+def weight_params(method) -> dict[str, float]:
+    """``weights.<term>``, or ``stages.<i>.<term>`` (non-zero) for a staged recipe, whose
+    ``.weights`` are not what it trains with."""
+    schedule = getattr(method, "schedule", None)
+    if schedule is None:
+        return {f"weights.{k}": float(v) for k, v in method.weights.items()}
+    return {f"stages.{i}.{k}": float(v) for i, stage in enumerate(schedule.stages) for k, v in stage.weights.items() if v}
 
 
 def size_tags(values: Mapping[str, float]) -> dict[str, str]:
@@ -311,7 +334,7 @@ def log_training_job(
     name: str | None = None,
 ) -> None:
     """The columns that make child runs comparable: task, seed, method, ``recipe``, ``layer_map``,
-    rounded ``weights.*``, data source and sample caps, the train split as an MLflow input, and
+    rounded ``weights.*`` (``stages.<i>.*`` for a staged recipe), data source and sample caps, the train split as an MLflow input, and
     the parameter count as tags. ``method`` is a built distillation method (or None: fine-tuning);
     ``name`` the row it stands for when that differs from the method (``alp_no`` runs ``alp``:
     ``method`` = ``alp_no``, ``algorithm`` = ``alp``)."""
@@ -327,7 +350,7 @@ def log_training_job(
             params["algorithm"] = algorithm
         params["recipe"] = recipe_string(method)
         params["temperature"] = getattr(method, "temperature", None)
-        params.update({f"weights.{k}": float(v) for k, v in method.weights.items()})
+        params.update(weight_params(method))
         mapping = mapping if mapping is not None else getattr(method, "mapping", None)
     if mapping is not None and _is_layer_map(mapping):
         params["layer_map"] = layer_map_string(mapping)
