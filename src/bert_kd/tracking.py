@@ -231,11 +231,14 @@ def recipe_string(weights, temperature: float | None = None) -> str:
             return " → ".join(_stage_string(stage) for stage in schedule.stages) + _temperature_suffix(
                 temperature, [name for stage in schedule.stages for name, w in stage.weights.items() if w])
         weights = weights.weights
-    terms = [(name, float(w)) for name, w in weights.items() if float(w) != 0.0]
-    if not terms:
+    if not any(float(w) != 0.0 for w in weights.values()):
         raise ValueError(f"recipe weights {dict(weights)} are all zero")
-    return " + ".join(f"{name} {format_number(w, 3)}" for name, w in terms) + _temperature_suffix(
-        temperature, [name for name, _ in terms])
+    return _terms_string(weights) + _temperature_suffix(temperature, [n for n, w in weights.items() if float(w) != 0.0])
+
+
+def _terms_string(weights: Mapping[str, float]) -> str:
+    """``ce 0.3 + kd 0.5``: the non-zero terms of one set of weights."""
+    return " + ".join(f"{name} {format_number(float(w), 3)}" for name, w in weights.items() if float(w) != 0.0)
 
 
 def _temperature_suffix(temperature: float | None, terms: Sequence[str]) -> str:
@@ -244,7 +247,7 @@ def _temperature_suffix(temperature: float | None, terms: Sequence[str]) -> str:
 
 def _stage_string(stage) -> str:
     """``emb 1 + hidden 1 + attn 1 (60% of epochs)``; the last stage runs to the end."""
-    text = " + ".join(f"{name} {format_number(float(w), 3)}" for name, w in stage.weights.items() if float(w) != 0.0)
+    text = _terms_string(stage.weights)
     if stage.epochs is not None:
         return f"{text} ({stage.epochs} epoch{'s' if stage.epochs != 1 else ''})"
     return f"{text} ({format_number(100 * stage.fraction, 3)}% of epochs)" if stage.fraction is not None else text

@@ -14,7 +14,8 @@ GridSampler alone can hand one grid point to two workers that ask at the same mo
 says so). Before training, a trial therefore *claims* its grid point in a small table of the same
 database (:class:`TrialClaims`): an INSERT under a primary key, or a compare-and-swap that takes
 over the claim of a failed trial. Exactly one trial wins; the other is pruned and its worker moves
-on. Storages without a database (in-memory) serve one process, and claims are kept in memory.
+on. Storages without a database (in-memory) serve one process; their claims go to an in-memory
+SQLite table with the same code.
 """
 
 from __future__ import annotations
@@ -175,15 +176,16 @@ class TrialClaims:
 
         self.storage, self.study_name = storage, study_name
         self.engine = getattr(storage, "engine", None)
-        self._memory: dict[str, int] = {}
-        if self.engine is not None:
-            self.table = sa.Table(
-                self.TABLE, sa.MetaData(),
-                sa.Column("study_name", sa.String(512), primary_key=True),
-                sa.Column("trial_key", sa.String(512), primary_key=True),
-                sa.Column("trial_id", sa.Integer, nullable=False),
-            )
-            self.table.create(self.engine, checkfirst=True)
+        if self.engine is None:  # in-memory storage (one process): one shared in-memory database
+            self.engine = sa.create_engine("sqlite://", poolclass=sa.pool.StaticPool,
+                                           connect_args={"check_same_thread": False})
+        self.table = sa.Table(
+            self.TABLE, sa.MetaData(),
+            sa.Column("study_name", sa.String(512), primary_key=True),
+            sa.Column("trial_key", sa.String(512), primary_key=True),
+            sa.Column("trial_id", sa.Integer, nullable=False),
+        )
+        self.table.create(self.engine, checkfirst=True)
 
     def claim(self, key: str, trial_id: int) -> int | None:
         """Claim ``key`` for ``trial_id``: ``None`` when it is ours, else the holder's trial id."""
@@ -198,9 +200,6 @@ class TrialClaims:
         return holder
 
     def _insert_or_holder(self, key: str, trial_id: int) -> int | None:
-        if self.engine is None:
-            holder = self._memory.setdefault(key, trial_id)
-            return None if holder == trial_id else holder
         import sqlalchemy as sa
 
         row = {"study_name": self.study_name, "trial_key": key}
@@ -213,11 +212,6 @@ class TrialClaims:
                 return connection.execute(sa.select(self.table.c.trial_id).filter_by(**row)).scalar()
 
     def _swap(self, key: str, old: int, new: int) -> bool:
-        if self.engine is None:
-            if self._memory.get(key) == old:
-                self._memory[key] = new
-                return True
-            return False
         with self.engine.begin() as connection:
             changed = connection.execute(
                 self.table.update().filter_by(study_name=self.study_name, trial_key=key, trial_id=old).values(trial_id=new)
