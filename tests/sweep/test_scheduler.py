@@ -71,6 +71,46 @@ def test_a_queued_trial_outside_the_restriction_is_left_to_a_run_that_includes_i
     assert run_sweep(_sweep(methods="alp"), run_trial, storage)[other]["dev_metric"] is not None
 
 
+def test_a_run_takes_its_own_queued_retry_even_after_pruning_another_runs_queued_trial(tmp_path):
+    """Seen in the CPU protocol: a run whose grid was otherwise done popped another run's queued
+    retry first (pruned: outside its restriction), GridSampler then stopped the study, and the run
+    ended with its own retry still queued, which the other run later popped and pruned."""
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    ours = _sweep(methods="nkd")
+    lost = sorted(t.key for t in ours.trials())[0]
+
+    def fails_on_lost(spec):
+        if spec.key == lost:
+            raise RuntimeError("killed")
+        return fake_run_trial(spec)
+
+    assert lost not in run_sweep(ours, fails_on_lost, storage)  # its grid is now visited
+    study = optuna.load_study(study_name=study_name_for(ours), storage=storage)
+    other = next(t.key for t in _sweep().trials() if t.method == "alp")
+    study.enqueue_trial({"trial": other})  # queued first: another restriction's heartbeat retry
+    study.enqueue_trial({"trial": lost})   # then our own retry
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(ours, run_trial, storage)
+    assert calls == [lost] and len(results) == 8
+
+
+def test_a_retry_pruned_by_another_runs_restriction_is_queued_again(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    ours = _sweep(methods="nkd")
+    lost = sorted(t.key for t in ours.trials())[0]
+    run_sweep(ours, lambda spec: fake_run_trial(spec) if spec.key != lost else 1 / 0, storage)
+    study = optuna.load_study(study_name=study_name_for(ours), storage=storage)
+    study.enqueue_trial({"trial": lost})
+    run_sweep(_sweep(methods="alp"), fake_run_trial, storage)  # pops our retry first and prunes it
+    assert [t.state for t in study.get_trials() if t.user_attrs.get("key") == lost][-1] == TrialState.PRUNED
+    assert lost in run_sweep(ours, fake_run_trial, storage)
+
+
 def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
     storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="alp", tasks="rte", seeds="1")

@@ -247,6 +247,31 @@ class _KeyOf:
         return None
 
 
+# How often one run queues a grid point again: a point that *failed* once more in this run is
+# left for the next run (it would likely fail again); a point *pruned* because another run's
+# restriction popped it from the shared queue is queued again (bounded, so a run always ends).
+MAX_REQUEUES = {TrialState.FAIL: 1, TrialState.PRUNED: 20}
+
+
+def _points_to_queue_again(study: optuna.Study, key_of: "_KeyOf", missing: Sequence[str],
+                           requeued: Mapping[str, int]) -> list[str]:
+    """Missing points whose latest trial failed or was pruned and which no trial holds now.
+
+    GridSampler counts such points as visited, so only the queue brings them back."""
+    trials = study.get_trials(deepcopy=False)
+    busy = {key_of(t) for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)}
+    latest: dict[str, TrialState] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        if t.state in (TrialState.FAIL, TrialState.PRUNED):
+            latest[key_of(t)] = t.state
+    return [k for k in missing
+            if k in latest and k not in busy and requeued.get(k, 0) < MAX_REQUEUES[latest[k]]]
+
+
+def _queued_keys(study: optuna.Study, key_of: "_KeyOf") -> set[str | None]:
+    return {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
+
+
 def _reuse(trial: optuna.Trial, done: optuna.trial.FrozenTrial) -> float:
     trial.set_user_attr(RESULT_ATTR, done.user_attrs[RESULT_ATTR])
     trial.set_user_attr("reused_from", done.number)
@@ -310,18 +335,20 @@ def run_sweep(
     key_of = _KeyOf(sampler, keys)
     objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name))
     catch = (Exception,) if catch_errors else ()
+    requeued: dict[str, int] = {}
     previous_missing = None
     while True:
         missing = [k for k in keys if k not in _completed(study)]
-        if not missing or missing == previous_missing:
+        if not missing:
             break
+        retry = _points_to_queue_again(study, key_of, missing, requeued)
+        ours_queued = _queued_keys(study, key_of) & set(missing)
+        if missing == previous_missing and not retry and not ours_queued:
+            break  # no progress, nothing of ours queued: the rest is running elsewhere or failed again
         previous_missing = missing
-        busy = {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))}
-        # Points that failed earlier count as visited for the GridSampler: queue them again.
-        failed = {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED))}
-        for key in missing:
-            if key in failed and key not in busy:
-                study.enqueue_trial({GRID_PARAM: key}, skip_if_exists=False)
+        for key in retry:
+            study.enqueue_trial({GRID_PARAM: key}, skip_if_exists=False)
+            requeued[key] = requeued.get(key, 0) + 1
         study.optimize(objective, n_trials=None, catch=catch, gc_after_trial=False)
     results = collect_results(study, keys)
     if len(results) < len(keys):
