@@ -57,3 +57,53 @@ def test_sigterm_marks_parent_and_nested_runs_killed(tmp_path):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert (_status(uri, parent_id), _status(uri, nested_id)) == ("KILLED", "KILLED")
+
+
+ORPHAN_SCRIPT = r"""
+import sys, mlflow
+from bert_kd.tracking import owner_tags, tracked_run
+mlflow.set_tracking_uri(sys.argv[1])
+mlflow.set_experiment("orphans")
+with mlflow.start_run(run_name="kedro run", tags=owner_tags()) as parent:
+    with tracked_run("train_student:mrpc") as child:
+        print(parent.info.run_id, child.run_id, flush=True)
+        sys.stdin.readline()  # wait to be killed
+"""
+
+
+def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_path):
+    import mlflow
+
+    from bert_kd.run_status import RunStatusHook
+    from bert_kd.tracking import HOST_TAG, PID_TAG, STARTED_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, uri], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    parent_id, child_id = proc.stdout.readline().split()
+    proc.kill()  # SIGKILL: no handler runs
+    proc.communicate(timeout=60)
+    assert (_status(uri, parent_id), _status(uri, child_id)) == ("RUNNING", "RUNNING")
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.tracking.fluent._active_experiment_id = None
+    mlflow.set_experiment("orphans")
+    other_host = mlflow.MlflowClient().create_run(
+        mlflow.get_experiment_by_name("orphans").experiment_id,
+        tags={HOST_TAG: "another-machine", PID_TAG: "1", STARTED_TAG: "0.00"}).info.run_id
+    hook = RunStatusHook()
+    mlflow.start_run(run_name="next kedro run")  # what kedro-mlflow opens before the hook's wrapper resumes
+    wrapper = hook.before_pipeline_run(run_params={}, pipeline=None, catalog=None)
+    next(wrapper)
+    try:
+        wrapper.send(type("Outcome", (), {"excinfo": None})())
+    except StopIteration:
+        pass
+    current = mlflow.active_run().info.run_id
+    mlflow.end_run()
+    assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")
+    assert _status(uri, other_host) == "RUNNING"  # another host's process: not ours to judge
+    assert mlflow.MlflowClient(uri).get_run(current).data.tags[PID_TAG] == str(os.getpid())
+    assert "was gone" in mlflow.MlflowClient(uri).get_run(child_id).data.tags["bert_kd.ended_by"]

@@ -3,6 +3,11 @@ SIGTERM/SIGINT — the nested training runs and the parent ``kedro run`` run ali
 
 Without this, a killed ``kedro run`` leaves its runs ``RUNNING`` forever (Kedro calls
 ``on_pipeline_error`` for exceptions only, and SIGTERM ends the process without unwinding).
+
+SIGKILL (the OOM killer, ``kill -9``, a lost machine) cannot be caught. Every run therefore
+carries its owner process (:func:`owner_tags`: host, pid, process start time), and the next
+``kedro run`` on the same host ends the ``RUNNING`` runs whose process is gone as ``KILLED``
+(:func:`end_orphaned_runs`). Runs owned by other hosts are left to those hosts.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import signal
 import threading
 
 from kedro.framework.hooks import hook_impl
+
+from bert_kd.tracking import end_orphaned_runs, owner_tags
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +70,29 @@ class RunStatusHook:
         only for errors inside the runner)."""
         self.install_signal_handlers()
         outcome = yield
-        if outcome.excinfo is not None:
+        if outcome.excinfo is None:
+            self._own_active_run()
+        else:
             ended = end_active_runs("FAILED")
             if ended:
                 log.info("MLflow run(s) %s marked FAILED (%s before the run)", ", ".join(ended), outcome.excinfo[0].__name__)
             self._restore()
+
+    @staticmethod
+    def _own_active_run() -> None:
+        """Tag the ``kedro run``'s run with its owner process and end orphans of killed processes."""
+        try:
+            import mlflow
+        except ImportError:  # pragma: no cover
+            return
+        active = mlflow.active_run()
+        if active is None:
+            return
+        mlflow.set_tags(owner_tags())
+        ended = end_orphaned_runs([active.info.experiment_id])
+        if ended:
+            log.warning("MLflow run(s) %s were RUNNING but their process is gone (killed): marked KILLED",
+                        ", ".join(ended))
 
     @hook_impl(hookwrapper=True)
     def after_pipeline_run(self, run_params, pipeline, catalog):

@@ -22,6 +22,7 @@ import math
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,48 @@ def _is_number(value) -> bool:
         return False
 
 
+# ---------------------------------------------------------------- runs of killed processes
+HOST_TAG, PID_TAG, STARTED_TAG = "bert_kd.host", "bert_kd.pid", "bert_kd.process_started"
+ENDED_BY_TAG = "bert_kd.ended_by"
+
+
+def owner_tags(pid: int | None = None) -> dict[str, str]:
+    """Host, pid and start time of the process that owns a run (pid and start time together
+    name one process: a pid may be reused)."""
+    import psutil
+
+    process = psutil.Process(pid)
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(process.pid), STARTED_TAG: f"{process.create_time():.2f}"}
+
+
+def _process_alive(pid: str, started: str) -> bool:
+    import psutil
+
+    try:
+        return f"{psutil.Process(int(pid)).create_time():.2f}" == started
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def end_orphaned_runs(experiment_ids: list[str], client=None) -> list[str]:
+    """End as ``KILLED`` the ``RUNNING`` runs of ``experiment_ids`` owned by a process of this host
+    that no longer exists (killed with SIGKILL, or a crashed machine's restart); their ids."""
+    import mlflow
+
+    client = client or mlflow.MlflowClient()
+    host = socket.gethostname().replace("'", "")
+    runs = client.search_runs(experiment_ids, f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{host}'")
+    ended = []
+    for run in runs:
+        pid, started = run.data.tags.get(PID_TAG, ""), run.data.tags.get(STARTED_TAG, "")
+        if _process_alive(pid, started):
+            continue
+        client.set_tag(run.info.run_id, ENDED_BY_TAG, f"bert-kd: its process (pid {pid} on {host}) was gone")
+        client.set_terminated(run.info.run_id, "KILLED")
+        ended.append(run.info.run_id)
+    return ended
+
+
 @contextlib.contextmanager
 def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None = None) -> Iterator[RunLogger]:
     """Open an MLflow run called ``name`` (nested when a run is already active).
@@ -161,7 +204,7 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
     with mlflow.start_run(run_name=name, nested=nested) as run:
         logger = RunLogger(True)
         logger.run_id = run.info.run_id
-        logger.set_tags({**environment_info(), **(tags or {})})
+        logger.set_tags({**environment_info(), **owner_tags(), **(tags or {})})
         logger.log_params({"num_processes": num_processes()})
         yield logger
 
