@@ -39,6 +39,7 @@ from bert_kd.training import (  # noqa: E402
     TrainingConfig,
     fit,
     make_loader,
+    make_optimizer,
     padding_ratio,
     sequence_lengths,
 )
@@ -52,7 +53,7 @@ def plain_loop(objective, dataset, collator, config: TrainingConfig, lengths) ->
     """The reference: one epoch of ``objective.training_step`` with AdamW, nothing else.
     Returns seconds per phase (data = fetching and collating the next batch)."""
     torch.manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate)
+    optimizer = make_optimizer(objective, config, torch.device("cpu"))  # the same AdamW as fit's
     total = len(dataset) // config.batch_size
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
     loader = make_loader(dataset, config.batch_size, collator, shuffle=True, seed=config.seed,

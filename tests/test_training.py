@@ -22,6 +22,7 @@ from bert_kd.training import (
     fit,
     cpu_has_bf16,
     make_loader,
+    make_optimizer,
     padding_ratio,
     predict_logits,
     resolve_mixed_precision,
@@ -103,6 +104,7 @@ def test_from_dict_rejects_unknown_keys_naming_them():
         ("batch_size", "large"),  # wrong types must name the key too, not fail inside int()/<=
         ("learning_rate", "fast"),
         ("epochs", None),
+        ("fused_optimizer", "yes"),
     ],
 )
 def test_from_dict_rejects_bad_values_naming_the_key(key, value):
@@ -247,6 +249,15 @@ def test_objective_forward_is_the_training_step(tiny_teacher_dir, sst2):
     objective = SupervisedObjective(new_model(tiny_teacher_dir)).eval()
     batch = next(iter(make_loader(ds["train"], 4, Collator({"": tokenizer.pad_token_id}), shuffle=False)))
     assert torch.equal(objective(batch)["loss"], objective.training_step(batch)["loss"])
+
+
+@pytest.mark.parametrize("setting, device, fused", [("auto", "cpu", True), ("auto", "cuda", None),
+                                                     (False, "cpu", None), (True, "cpu", True)])
+def test_make_optimizer_fuses_adamw_on_cpu_by_default(tiny_teacher_dir, setting, device, fused):
+    objective = SupervisedObjective(new_model(tiny_teacher_dir))
+    optimizer = make_optimizer(objective, TrainingConfig.from_dict({"fused_optimizer": setting}), torch.device(device))
+    assert optimizer.defaults["fused"] is fused
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(objective.parameters()))
 
 
 # --------------------------------------------------------------------------- fit

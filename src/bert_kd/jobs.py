@@ -48,7 +48,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
 
 #: Training settings that do not change the trained weights (excluded from keys).
 VOLATILE_TRAINING_SETTINGS = ("checkpoint_dir", "checkpoint_every_steps", "keep_checkpoint", "progress_bar",
-                              "log_every_steps")
+                              "log_every_steps", "fused_optimizer")  # fused: same weights to float rounding
 
 #: ``BERT_KD_FAULT=<point>[:<n>]`` sends SIGKILL to this process the n-th time (default 1st) the
 #: job path reaches ``<point>`` (``step``, ``store_write``, ``before_checkpoint_removal``) — for

@@ -89,6 +89,7 @@ class Runtime(Strict):
     eval_batch_size: PositiveInt | None = None
     cpu: bool = False
     recompute: bool = False  # retrain every job of the run instead of reusing the content-keyed store
+    fused_optimizer: bool | Literal["auto"] = "auto"  # fused AdamW kernel ("auto": on CPU)
 
     @field_validator("mixed_precision", mode="before")
     @classmethod

@@ -61,6 +61,7 @@ class TrainingConfig:
     greater_is_better: bool = True
     progress_bar: bool = True
     cpu: bool = False
+    fused_optimizer: bool | str = "auto"  # one fused AdamW kernel: "auto" = on CPU (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
 
     @classmethod
     def from_dict(cls, values: Mapping | None) -> "TrainingConfig":
@@ -88,9 +89,20 @@ class TrainingConfig:
         if config.teacher_mixed_precision not in ("same", *MIXED_PRECISIONS):
             raise ValueError(f"training.teacher_mixed_precision must be 'same' or one of {MIXED_PRECISIONS}, "
                              f"got {config.teacher_mixed_precision!r}")
+        if config.fused_optimizer not in ("auto", True, False):
+            raise ValueError(f"training.fused_optimizer must be auto, true or false, got {config.fused_optimizer!r}")
         if not isinstance(config.group_by_length, bool):
             raise ValueError(f"training.group_by_length must be true or false, got {config.group_by_length!r}")
         return config
+
+
+def make_optimizer(objective, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over the objective's parameter groups; on CPU (``fused_optimizer: auto``) PyTorch's
+    fused kernel: the per-tensor loop spent a quarter of a 2-layer student's CPU step updating
+    the 11.7M-entry word embedding. Fused and per-tensor AdamW agree to float rounding (≈ 1e-7),
+    not bit for bit, so the setting is an engineering one (not part of job keys)."""
+    fused = device.type == "cpu" if config.fused_optimizer == "auto" else bool(config.fused_optimizer)
+    return torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate, fused=fused or None)
 
 
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
@@ -488,7 +500,7 @@ def fit(
     steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size / config.gradient_accumulation_steps)
     total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
     n_epochs = math.ceil(total_steps / max(1, steps_per_epoch))
-    optimizer = torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate)
+    optimizer = make_optimizer(objective, config, accelerator.device)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
     raw = accelerator.unwrap_model(objective)
