@@ -163,10 +163,10 @@ def test_the_reproduce_block_passes_the_parameter_schema_and_parses():
 
     params = OmegaConfigLoader(str(CONF.parent), **CONFIG_LOADER_ARGS)["parameters"]
     assert validate_parameters(params).reproduce.table == "cpu_protocol"
-    # 14 rows × 2 tasks × 3 seeds at lr 1e-4 + one and two teachers on MRPC
+    # (11 rows × 2 tasks + 3 λ = 2 rows on MRPC) × 3 seeds at lr 1e-4 + one and two teachers on MRPC
     protocol = build_sweep(params["reproduce"], params)
-    assert len(protocol.trials()) == 90 and {t.params["training.learning_rate"] for t in protocol.trials()} == {1e-4}
+    assert len(protocol.trials()) == 81 and {t.params["training.learning_rate"] for t in protocol.trials()} == {1e-4}
     # the same table with the lr grid (a YAML merge of cpu_protocol): 3× the trials, one of its grid points the protocol's
     with_grid = build_sweep({**params["reproduce"], "table": "cpu_protocol_lr_grid"}, params)
-    assert len(with_grid.trials()) == 270
+    assert len(with_grid.trials()) == 243
     assert {t.key for t in protocol.trials()} <= {t.key for t in with_grid.trials()}
