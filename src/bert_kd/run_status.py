@@ -18,7 +18,7 @@ import threading
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.tracking import end_orphaned_runs, owner_tags
+from bert_kd.tracking import active_run, end_orphaned_runs, owner_tags
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +81,11 @@ class RunStatusHook:
     @staticmethod
     def _own_active_run() -> None:
         """Tag the ``kedro run``'s run with its owner process and end orphans of killed processes."""
-        try:
-            import mlflow
-        except ImportError:  # pragma: no cover
-            return
-        active = mlflow.active_run()
+        active = active_run()
         if active is None:
             return
+        import mlflow
+
         mlflow.set_tags(owner_tags())
         ended = end_orphaned_runs([active.info.experiment_id])
         if ended:

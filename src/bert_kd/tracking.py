@@ -147,6 +147,15 @@ def _is_number(value) -> bool:
         return False
 
 
+def active_run():
+    """The active MLflow run of this thread, or ``None`` (none open, or MLflow not installed)."""
+    try:
+        import mlflow
+    except ImportError:  # pragma: no cover
+        return None
+    return mlflow.active_run()
+
+
 # ---------------------------------------------------------------- runs of killed processes
 HOST_TAG, PID_TAG, STARTED_TAG = "bert_kd.host", "bert_kd.pid", "bert_kd.process_started"
 ENDED_BY_TAG = "bert_kd.ended_by"

@@ -35,11 +35,7 @@ class ParentRunHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        try:
-            import mlflow
-        except ImportError:  # pragma: no cover
-            return
-        active = mlflow.active_run()
+        active = tracking.active_run()
         if active is None:
             return
         names = run_params.get("pipeline_names") or run_params.get("pipeline_name") or ["__default__"]
