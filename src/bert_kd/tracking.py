@@ -281,16 +281,21 @@ def recipe_string(weights, temperature: float | None = None) -> str:
         schedule = getattr(weights, "schedule", None)
         if schedule is not None:  # a staged recipe trains with its stages' weights, not ``.weights``
             return " → ".join(_stage_string(stage) for stage in schedule.stages) + _temperature_suffix(
-                temperature, [name for stage in schedule.stages for name, w in stage.weights.items() if w])
+                temperature, [name for stage in schedule.stages for name in _nonzero_terms(stage.weights)])
         weights = weights.weights
-    if not any(float(w) != 0.0 for w in weights.values()):
+    terms = _nonzero_terms(weights)
+    if not terms:
         raise ValueError(f"recipe weights {dict(weights)} are all zero")
-    return _terms_string(weights) + _temperature_suffix(temperature, [n for n, w in weights.items() if float(w) != 0.0])
+    return _terms_string(weights) + _temperature_suffix(temperature, terms)
+
+
+def _nonzero_terms(weights: Mapping[str, float]) -> list[str]:
+    return [name for name, w in weights.items() if float(w) != 0.0]
 
 
 def _terms_string(weights: Mapping[str, float]) -> str:
     """``ce 0.3 + kd 0.5``: the non-zero terms of one set of weights."""
-    return " + ".join(f"{name} {format_number(float(w), 3)}" for name, w in weights.items() if float(w) != 0.0)
+    return " + ".join(f"{name} {format_number(float(weights[name]), 3)}" for name in _nonzero_terms(weights))
 
 
 def _temperature_suffix(temperature: float | None, terms: Sequence[str]) -> str:

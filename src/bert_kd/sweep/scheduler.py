@@ -253,12 +253,11 @@ class _KeyOf:
 MAX_REQUEUES = {TrialState.FAIL: 1, TrialState.PRUNED: 20}
 
 
-def _points_to_queue_again(study: optuna.Study, key_of: "_KeyOf", missing: Sequence[str],
+def _points_to_queue_again(trials: Sequence[optuna.trial.FrozenTrial], key_of: "_KeyOf", missing: Sequence[str],
                            requeued: Mapping[str, int]) -> list[str]:
     """Missing points whose latest trial failed or was pruned and which no trial holds now.
 
     GridSampler counts such points as visited, so only the queue brings them back."""
-    trials = study.get_trials(deepcopy=False)
     busy = {key_of(t) for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)}
     latest: dict[str, TrialState] = {}
     for t in sorted(trials, key=lambda t: t.number):
@@ -266,10 +265,6 @@ def _points_to_queue_again(study: optuna.Study, key_of: "_KeyOf", missing: Seque
             latest[key_of(t)] = t.state
     return [k for k in missing
             if k in latest and k not in busy and requeued.get(k, 0) < MAX_REQUEUES[latest[k]]]
-
-
-def _queued_keys(study: optuna.Study, key_of: "_KeyOf") -> set[str | None]:
-    return {key_of(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
 
 
 def _reuse(trial: optuna.Trial, done: optuna.trial.FrozenTrial) -> float:
@@ -341,8 +336,9 @@ def run_sweep(
         missing = [k for k in keys if k not in _completed(study)]
         if not missing:
             break
-        retry = _points_to_queue_again(study, key_of, missing, requeued)
-        ours_queued = _queued_keys(study, key_of) & set(missing)
+        trials = study.get_trials(deepcopy=False)
+        retry = _points_to_queue_again(trials, key_of, missing, requeued)
+        ours_queued = {key_of(t) for t in trials if t.state == TrialState.WAITING} & set(missing)
         if missing == previous_missing and not retry and not ours_queued:
             break  # no progress, nothing of ours queued: the rest is running elsewhere or failed again
         previous_missing = missing
