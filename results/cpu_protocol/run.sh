@@ -5,7 +5,8 @@
 # (one JSON per trial) and the tables in results/cpu_protocol/tables/. Rerunning skips finished trials.
 # WORKERS=2 starts two `kedro run`s per method group on the same study (disjoint trials; on 2 cores
 # give each OMP_NUM_THREADS=1). RUN_GROUPS="..." (';'-separated) overrides the method groups,
-# TASKS="mrpc" (space-separated) the tasks, LOGS=<prefix> the workers' log names (two run.sh at once).
+# TASKS="mrpc" (space-separated) the tasks, LOGS=<prefix> the workers' log names (two run.sh at once;
+# each group's output is appended, so a failed group's traceback stays).
 set -u
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
@@ -17,7 +18,8 @@ IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd_1 pkd_3 pkd_6 al
 for methods in "${METHOD_GROUPS[@]}"; do
   echo "=== $(date -u +%FT%TZ) methods: $methods (workers: $WORKERS)"
   for worker in $(seq "$WORKERS"); do
-    $PY -m kedro run --pipeline=reproduce --params "$COMMON,reproduce.methods=$methods" > "$LOGS$worker.log" 2>&1 \
+    echo "=== $(date -u +%FT%TZ) methods: $methods" >> "$LOGS$worker.log"
+    $PY -m kedro run --pipeline=reproduce --params "$COMMON,reproduce.methods=$methods" >> "$LOGS$worker.log" 2>&1 \
       || echo "=== failed: $methods (worker $worker, see $LOGS$worker.log)" &
     sleep 20   # let the first worker create the study before the next one opens it
   done

@@ -111,6 +111,27 @@ def test_a_retry_pruned_by_another_runs_restriction_is_queued_again(tmp_path):
     assert lost in run_sweep(ours, fake_run_trial, storage)
 
 
+def test_a_queued_retry_finishing_with_one_grid_point_left_does_not_end_the_run(tmp_path):
+    """Seen in the CPU protocol: Optuna's GridSampler raised KeyError('grid_id') when a queued
+    trial (which has no grid id) finished while exactly one grid point was unvisited."""
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    sweep = _sweep(methods="alp", tasks="rte", seeds="1")  # two grid points
+
+    def killed(spec):
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):  # the run dies in its first trial: one point failed, one unvisited
+        run_sweep(sweep, killed, storage, catch_errors=False)
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(sweep, run_trial, storage, catch_errors=False)  # the retry is queued and runs first
+    assert len(calls) == 2 and set(results) == {t.key for t in sweep.trials()}
+
+
 def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
     storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="alp", tasks="rte", seeds="1")

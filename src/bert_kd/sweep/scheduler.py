@@ -247,6 +247,21 @@ class _KeyOf:
         return None
 
 
+class _GridSampler(optuna.samplers.GridSampler):
+    """Optuna's GridSampler, minus a crash: its ``after_trial`` reads the finished trial's
+    ``grid_id``, which queued trials (``enqueue_trial``, our re-queued points) do not have, so a
+    queued trial finishing while exactly one grid point is unvisited raised ``KeyError('grid_id')``
+    out of ``study.optimize`` and ended the run (seen in the CPU protocol; optuna/optuna#6844)."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        unvisited = self._get_unvisited_grid_ids(study)
+        if not unvisited:
+            study.stop()
+        elif len(unvisited) == 1:
+            if study._storage.get_trial_system_attrs(trial._trial_id).get("grid_id") == unvisited[0]:
+                study.stop()
+
+
 # How often one run queues a grid point again: a point that *failed* once more in this run is
 # left for the next run (it would likely fail again); a point *pruned* because another run's
 # restriction popped it from the shared queue is queued again (bounded, so a run always ends).
@@ -324,7 +339,7 @@ def run_sweep(
     if isinstance(storage, str):
         storage = make_storage(storage, heartbeat_interval, grace_period)
     name = study_name or study_name_for(sweep)
-    sampler = optuna.samplers.GridSampler({GRID_PARAM: keys}, seed=0)
+    sampler = _GridSampler({GRID_PARAM: keys}, seed=0)
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
                                 load_if_exists=True)
     key_of = _KeyOf(sampler, keys)
