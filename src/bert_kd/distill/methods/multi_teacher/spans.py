@@ -132,7 +132,7 @@ class SpanPooling:
     @classmethod
     def from_ids(cls, student_ids: Tensor, teacher_ids: Tensor) -> "SpanPooling":
         """From seated span ids (``(B, L_s)``, ``(B, L_t)``, :data:`NO_SPAN` outside spans)."""
-        n_spans = int(max(student_ids.max(), teacher_ids.max(), -1)) + 1
+        n_spans = max(int(max(student_ids.max(), teacher_ids.max())) + 1, 1)  # ≥ 1: a batch may share none
         student, teacher = _assignment(student_ids, n_spans), _assignment(teacher_ids, n_spans)
         mask = (student.sum(-1) > 0) & (teacher.sum(-1) > 0)
         if not torch.equal(mask, student.sum(-1) > 0) or not torch.equal(mask, teacher.sum(-1) > 0):
