@@ -257,3 +257,36 @@ def test_span_attention_rows_are_probabilities(minilm_batch):
         expected.append(torch.stack([token_probs[pairs[0] == span].sum() for span in range(n_spans)]))
     assert len(expected) == 2
     assert torch.allclose(probs[b, h, 0, :n_spans], (expected[0] + expected[1]) / 2, atol=1e-5)
+
+
+def test_an_xlnet_style_teacher_trains_a_bert_student_on_shared_spans(mrpc, student_tokenizer):
+    """Tiny random XLNet (unigram ▁-tokenizer, specials at the end) + BERT student (MiniLM's
+    WordPiece) on MRPC rows: two training steps, every MT term of the teacher non-zero and finite."""
+    from transformers import XLNetConfig, XLNetForSequenceClassification
+
+    from bert_kd.distill.methods.multi_teacher import build_multi_teacher_objective
+    from bert_kd.distill.objective import Teacher
+    from bert_kd.training import make_loader
+
+    corpus, small = mrpc
+    teacher_tokenizer = metaspace_unigram(corpus)
+    data = merge_tokenized(tokenize_splits(small, student_tokenizer, 48, with_offsets=True),
+                           {"t0_": tokenize_splits(small, teacher_tokenizer, 48, with_offsets=True)})
+    torch.manual_seed(0)
+    teacher = XLNetForSequenceClassification(XLNetConfig(
+        vocab_size=len(teacher_tokenizer), d_model=24, n_layer=3, n_head=3, d_inner=48, num_labels=2,
+        pad_token_id=teacher_tokenizer.pad_token_id, attn_implementation="eager")).eval()
+    student = tiny_bert(2, 16, 2, vocab=30522, seed=1)
+    objective = build_multi_teacher_objective(student, [Teacher(teacher, "t0_", name="xlnet")],
+                                              {"method": "multi_teacher", "alpha": 0.5, "beta": 0.5})
+    objective.train()
+    collator = Collator({"": student_tokenizer.pad_token_id, "t0_": teacher_tokenizer.pad_token_id})
+    optimizer = torch.optim.SGD([p for p in objective.parameters() if p.requires_grad], lr=1e-3)
+    for batch in list(make_loader(data["train"], 8, collator, shuffle=False))[:2]:
+        out = objective.training_step(batch)
+        for term in ("hidden_t0", "attn_t0", "emb_t0", "span_aligned_t0"):
+            assert 0 < float(out[term]) < float("inf"), term
+        optimizer.zero_grad()
+        out["loss"].backward()
+        optimizer.step()
+    assert objective.method.alignment_report()["xlnet"]["hidden_level"] == "span"
