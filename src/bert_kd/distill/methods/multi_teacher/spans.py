@@ -158,7 +158,9 @@ def pool_states(states: Tensor, assignment: Tensor) -> Tensor:
 
 def _key_pooled(scores: Tensor, assignment: Tensor) -> Tensor:
     """``log Σ_{j ∈ span} exp(a_ij)`` per token query and key span: ``(B, H, L, L)`` → ``(B, H, L, S)``.
-    Only keys inside a span enter the row maximum, so padding and special keys never matter."""
+    Only keys inside a span enter the row maximum, so padding and special keys never matter.
+    Computed as a matmul after subtracting the row maximum: a span whose scores all lie more
+    than ~87 (float32) below it underflows and is clamped to ``log(tiny)`` (no gradient)."""
     in_span = assignment.sum(1).bool()[:, None, None, :]  # (B, 1, 1, L) keys inside some span
     masked = scores.masked_fill(~in_span, float("-inf"))
     peak = masked.amax(-1, keepdim=True).detach()
