@@ -16,7 +16,6 @@ from bert_kd.distill.methods.multi_teacher.spans import (
     NO_SPAN,
     SPAN_PAD,
     SpanPooling,
-    pool_attention_scores,
     seat_span_ids,
     shared_span_ids,
     span_attention_probabilities,
