@@ -289,3 +289,21 @@ def test_an_xlnet_style_teacher_trains_a_bert_student_on_shared_spans(mrpc, stud
         out["loss"].backward()
         optimizer.step()
     assert objective.method.alignment_report()["xlnet"]["hidden_level"] == "span"
+
+
+def test_the_multi_teacher_pipeline_data_carries_spans_only_for_other_tokenizers(mrpc, student_tokenizer):
+    """``prepare_multi_teacher_data``: span ids for the teacher whose tokenizer differs, none for the
+    one sharing the student's; the per-teacher cache view keeps only the teacher's own tokens."""
+    from types import SimpleNamespace
+
+    from bert_kd.pipelines.multi_teacher.nodes import _unprefixed, prepare_multi_teacher_data
+
+    corpus, small = mrpc
+    validation = small["validation"].assign(split="validation")
+    bundles = [SimpleNamespace(tokenizer=student_tokenizer), SimpleNamespace(tokenizer=byte_level_bpe(corpus))]
+    specs = [{"name": "same", "max_seq_length": 48}, {"name": "bpe", "max_seq_length": 48}]
+    data = prepare_multi_teacher_data(bundles, small["train"], validation, specs, {"init_from_teacher": 0})
+    columns = set(data["train"].column_names)
+    assert {"t1_span_ids", "t1_student_span_ids"} <= columns and not any(c.startswith("t0_span") for c in columns)
+    assert "char_offsets" not in columns
+    assert set(_unprefixed(data["train"], "t1_").column_names) == {"idx", "labels", "input_ids", "attention_mask"}
