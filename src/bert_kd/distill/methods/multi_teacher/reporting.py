@@ -55,7 +55,8 @@ def one_to_many_report(method) -> dict:
 
 
 def alignment_metrics(report: dict) -> dict[str, float]:
-    """``align/<teacher>/<field>`` numbers of a report: the token-aligned fraction, layers, width, heads."""
+    """``align/<teacher>/<field>`` numbers of a report: token- and span-aligned fractions, shared spans per
+    example, layers, width, heads."""
     metrics = {}
     for name, info in report.items():
         for key in ("token_aligned_fraction", "span_aligned_fraction", "shared_spans_per_example"):
