@@ -278,7 +278,9 @@ class MultiTeacherMT(MultiTeacherRecipe):
     method: Literal["multi_teacher"]
     alpha: UnitFloat | None = None
     sentence_repr: Literal["mean", "summary"] | None = None
-    alignment: Literal["auto", "sentence"] | None = None
+    # token (default): token-level terms, on shared character spans where a teacher's tokens differ
+    # from the student's; sentence: sentence vectors, no attention term. Unset = default, not in keys.
+    alignment: Literal["token", "sentence"] | None = None
     projection: Union[bool, Literal["always", "auto"]] | None = None
 
 

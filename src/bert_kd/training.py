@@ -263,7 +263,8 @@ def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 class Collator:
-    """Pads every ``[prefix]input_ids`` group of a batch with its own tokenizer's pad id."""
+    """Pads every ``[prefix]input_ids`` group of a batch with its own tokenizer's pad id (and
+    ``*span_ids`` columns with -2, :data:`~bert_kd.distill.methods.multi_teacher.spans.SPAN_PAD`)."""
 
     def __init__(self, pad_ids: Mapping[str, int] | None = None):
         self.pad_ids = dict(pad_ids or {})
@@ -276,6 +277,9 @@ class Collator:
                 pad = self.pad_ids.get(_prefix_of(key), 0) if key.endswith("input_ids") else 0
                 longest = max(len(v) for v in values)
                 batch[key] = torch.tensor([list(v) + [pad] * (longest - len(v)) for v in values])
+            elif key.endswith("span_ids"):  # multi-teacher shared spans: one id per real token, -2 pads
+                longest = max(len(v) for v in values)
+                batch[key] = torch.tensor([list(v) + [-2] * (longest - len(v)) for v in values], dtype=torch.long)
             elif key in ("labels", "label"):
                 batch["labels"] = torch.tensor(values)
             elif key == "idx":

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
-from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
+from bert_kd.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.distill.figures import unavailable_figure
 from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table, dev_contributions
@@ -83,9 +83,9 @@ def prepare_multi_teacher_data(bundles: list[ModelBundle], train, validation, te
     init = int(student.get("init_from_teacher", 0))
     frames = split_frames(train, validation)
     max_length = int(student.get("max_seq_length", specs[init]["max_seq_length"]))
-    own = tokenize_splits(frames, bundles[init].tokenizer, max_length)
-    others = {
-        teacher_prefix(k): tokenize_splits(frames, bundle.tokenizer, int(spec["max_seq_length"]))
+    own = tokenize_splits(frames, bundles[init].tokenizer, max_length, with_offsets=True)
+    others = {  # character offsets → shared-span ids for teachers whose tokens differ (MT alignment: token)
+        teacher_prefix(k): tokenize_splits(frames, bundle.tokenizer, int(spec["max_seq_length"]), with_offsets=True)
         for k, (bundle, spec) in enumerate(zip(bundles, specs))
     }
     return merge_tokenized(own, others)
@@ -102,8 +102,9 @@ def cache_multi_teacher_outputs(bundles: list[ModelBundle], data, cache: dict, r
 
 
 def _unprefixed(dataset, prefix: str):
-    """A view of ``dataset`` where teacher ``prefix``'s token columns are the main ones."""
-    keep = ["idx", "labels"] + [c for c in dataset.column_names if c.startswith(prefix)]
+    """A view of ``dataset`` where teacher ``prefix``'s token columns are the main ones (its
+    span-id columns, which depend on the student's tokenizer, left out)."""
+    keep = ["idx", "labels"] + [prefix + c for c in TOKEN_COLUMNS if prefix + c in dataset.column_names]
     view = dataset.select_columns(keep)
     return view.rename_columns({c: c[len(prefix):] for c in keep if c.startswith(prefix)})
 

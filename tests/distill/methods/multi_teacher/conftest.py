@@ -26,7 +26,7 @@ from tests.distill.methods.multi_teacher.helpers import (
 @pytest.fixture(scope="module")
 def hand_setup():
     """Student N=2 (d=8, 2 heads); teacher 0 M=3 (d=12, 3 heads) aligned (student columns);
-    teacher 1 M=5 (d=8, 2 heads) reads its own, different tokenization ``t1_``."""
+    teacher 1 M=5 (d=8, 2 heads) reads its own, different tokenization ``t1_`` (with shared spans)."""
     torch.manual_seed(0)
     models = SimpleNamespace(student=tiny_bert(2, 8, 2), t0=tiny_bert(3, 12, 3), t1=tiny_bert(5, 8, 2))
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
@@ -38,6 +38,10 @@ def hand_setup():
         "input_ids": torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]]), "attention_mask": mask,
         "labels": torch.tensor([0, 1]),
         "t1_input_ids": torch.tensor([[0, 9, 8, 7, 2], [0, 6, 2, 1, 1]]), "t1_attention_mask": mask1,
+        # shared spans: row 0 student tokens 1 | 2 ↔ teacher tokens 1+2 | 3; row 1 student 1 ↔ teacher 1
+        # (one id per real token, -1 = special, -2 = padding of the column)
+        "t1_student_span_ids": torch.tensor([[-1, 0, 1, -1], [-1, 0, -1, -2]]),
+        "t1_span_ids": torch.tensor([[-1, 0, 0, 1, -1], [-1, 0, -2, -2, -2]]),
     }
     return SimpleNamespace(models=models, student=student, teachers={0: teacher0, 1: teacher1}, batch=batch,
                            mask=mask, mask1=mask1)
@@ -62,8 +66,8 @@ def hetero(tmp_path_factory):
     write_tiny_glue(root / "glue", "RTE", n_train=32, n_dev=16)
     splits = load_glue_task("rte", root / "glue", allow_download=False)
     ds = merge_tokenized(
-        tokenize_splits(splits, tok_s, 32),
-        {p: tokenize_splits(splits, tok, 32) for p, tok in (("t0_", tok0), ("t1_", tok1), ("t2_", tok2))},
+        tokenize_splits(splits, tok_s, 32, with_offsets=True),
+        {p: tokenize_splits(splits, tok, 32, with_offsets=True) for p, tok in (("t0_", tok0), ("t1_", tok1), ("t2_", tok2))},
     )
     collator = Collator({"": tok_s.pad_token_id, "t0_": tok0.pad_token_id, "t1_": tok1.pad_token_id,
                          "t2_": tok2.pad_token_id})
@@ -72,6 +76,8 @@ def hetero(tmp_path_factory):
     row = ds["train"][0]
     assert row["input_ids"] == row["t0_input_ids"]  # same vocabulary, separately loaded tokenizer
     assert row["input_ids"] != row["t1_input_ids"] and row["input_ids"] != row["t2_input_ids"]
+    assert "t0_span_ids" not in ds["train"].column_names  # identical tokens: no spans needed
+    assert {"t1_span_ids", "t1_student_span_ids", "t2_span_ids"} <= set(ds["train"].column_names)
     return SimpleNamespace(
         root=root, ds=ds, collator=collator, teachers=teachers, pad_ids=collator.pad_ids,
         student=lambda: load_classifier(str(root / "student"), 2),

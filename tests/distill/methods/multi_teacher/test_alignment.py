@@ -34,3 +34,26 @@ def test_student_columns_align_by_definition_and_missing_columns_are_named():
     assert tokens_aligned({"input_ids": torch.zeros(1, 2)}, "")
     with pytest.raises(KeyError, match="u_input_ids"):
         tokens_aligned(batch([[2]], [[1]]), "u_")
+
+
+def test_the_alignment_option_is_checked_by_the_parameter_schema():
+    import copy
+
+    from kedro.config import OmegaConfigLoader
+
+    from bert_kd import settings
+    from bert_kd.errors import ParameterError
+    from bert_kd.schema import validate_parameters
+    from tests.conftest import REPO_ROOT
+
+    params = OmegaConfigLoader(str(REPO_ROOT / "conf"), env="local", **settings.CONFIG_LOADER_ARGS)["parameters"]
+    for value in ("token", "sentence"):
+        ok = copy.deepcopy(params)
+        ok["multi_teacher_configs"]["multi_teacher"]["alignment"] = value
+        validate_parameters(ok)
+    bad = copy.deepcopy(params)
+    bad["multi_teacher_configs"]["multi_teacher"]["alignment"] = "auto"  # the pre-issue-19 name
+    with pytest.raises(ParameterError) as err:
+        validate_parameters(bad)
+    (key, message), = dict(err.value.problems).items()
+    assert key == "multi_teacher_configs.multi_teacher.alignment" and "'token'" in message and "'sentence'" in message

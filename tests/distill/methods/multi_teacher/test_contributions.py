@@ -34,7 +34,7 @@ def test_pieces_add_up_to_the_training_loss(contributions):
     assert sum(r["loss"] for r in result["rows"]) == pytest.approx(loss, rel=1e-5)
 
 
-def test_one_row_per_teacher_and_group_attention_only_for_the_aligned_teacher(contributions):
+def test_one_row_per_teacher_and_group_attention_for_token_and_span_aligned_teachers(contributions):
     result, _, objective = contributions
     rows = result["rows"]
     names = objective.method.teacher_names
@@ -42,9 +42,17 @@ def test_one_row_per_teacher_and_group_attention_only_for_the_aligned_teacher(co
     # student N=2; teacher 0 has 4 layers → groups [1,2],[3,4]; teacher 1 (RoBERTa) 3 layers → [1,2],[3]
     assert hidden == [(names[0], 1, [1, 2]), (names[0], 2, [3, 4]), (names[1], 1, [1, 2]), (names[1], 2, [3])]
     attention = {r["teacher"] for r in rows if r["term"] == "attn"}
-    assert attention == {names[0]}  # the BPE teacher is not token-aligned: no attention term
+    assert attention == {names[0], names[1]}  # the BPE teacher on shared spans (alignment: token)
     assert [r["teacher"] for r in rows if r["term"] == "pred"] == names
     assert [r["term"] for r in rows if r["teacher"] is None] == ["ce"]
+
+
+def test_sentence_alignment_leaves_out_the_attention_of_other_tokenizers(hetero):
+    objective = build_multi_teacher_objective(hetero.student(), hetero.teachers[:2],
+                                              {"method": "multi_teacher", "alignment": "sentence"})
+    dev = hetero.ds["validation"]
+    result = dev_contributions(objective, make_loader(dev, len(dev), hetero.collator, shuffle=False))
+    assert not [r for r in result["rows"] if r["term"] == "attn"]
 
 
 def test_table_shares_sum_to_100_and_figure(contributions, tmp_path):

@@ -46,15 +46,22 @@ def test_method_builds_one_group_set_per_teacher():
     assert report["teacher_0"]["token_aligned"] is None  # nothing seen yet
 
 
-@pytest.mark.parametrize("sentence_repr", ["mean", "summary"])
-def test_each_term_matches_the_formulas(hand_setup, sentence_repr):
+def manual_span_scores(a, spans):
+    """Hand span pooling of one row's (H, L, L) scores: query mean of key log-Σ-exp."""
+    return torch.stack([torch.stack([
+        torch.stack([torch.logsumexp(a[:, i, kspan], dim=-1) for i in qspan]).mean(0) for kspan in spans
+    ], dim=-1) for qspan in spans], dim=-2)  # (H, S, S)
+
+
+def test_each_term_matches_the_formulas(hand_setup):
     s = hand_setup
-    config = {"method": "multi_teacher", "alpha": 0.1, "beta": 0.7, "temperature": 5.0,
-              "sentence_repr": sentence_repr, "teacher_prefixes": ["", "t1_"]}
+    config = {"method": "multi_teacher", "alpha": 0.1, "beta": 0.7, "temperature": 5.0, "teacher_prefixes": ["", "t1_"]}
     method = build_method(config, s.models.student, [s.models.t0, s.models.t1])
     terms = method.terms(s.student, s.teachers, s.batch)
     st, t0, t1 = s.student, s.teachers[0], s.teachers[1]
     Wh, We = method.hidden_projections, method.embedding_projections
+    # shared spans of teacher 1 (conftest): (row, student tokens, teacher tokens)
+    spans = [(0, [1], [1, 2]), (0, [2], [3]), (1, [1], [1])]
     with torch.no_grad():
         # Eq. 1: mean over teachers of soft-CE at temperature, times τ² (scale_by_t2 default)
         pred = 25.0 * (soft_ce(st.logits, t0.logits, 5.0) + soft_ce(st.logits, t1.logits, 5.0)) / 2
@@ -63,26 +70,33 @@ def test_each_term_matches_the_formulas(hand_setup, sentence_repr):
         hidden0 = (manual_masked_mse(h[1], t0.hidden_states[1], s.mask)
                    + manual_masked_mse(h[1], t0.hidden_states[2], s.mask)) / 2 \
             + manual_masked_mse(h[2], t0.hidden_states[3], s.mask)
-        # teacher 1 is misaligned: sentence vectors, groups [[1, 2, 3], [4, 5]]
-        if sentence_repr == "mean":
-            sv = [manual_mean_pool(x, s.mask) for x in st.hidden_states]
-            tv = [manual_mean_pool(x, s.mask1) for x in t1.hidden_states]
-        else:
-            sv = [x[:, 0] for x in st.hidden_states]
-            tv = [x[:, 0] for x in t1.hidden_states]
-        d = lambda i, j: ((Wh[1](sv[i]) - tv[j]) ** 2).mean()  # noqa: E731
+        # teacher 1 tokenizes differently: sub-token states averaged per shared span, groups [[1, 2, 3], [4, 5]]
+        def span_mse(s_states, t_states, project):
+            return sum(((project(s_states[r, ss].mean(0)) - t_states[r, ts].mean(0)) ** 2).mean()
+                       for r, ss, ts in spans) / len(spans)
+        d = lambda i, j: span_mse(st.hidden_states[i], t1.hidden_states[j], Wh[1])  # noqa: E731
         hidden1 = (d(1, 1) + d(1, 2) + d(1, 3)) / 3 + (d(2, 4) + d(2, 5)) / 2
-        # Eq. 6-9 teacher 0 only (3 heads vs 2: head-averaged), padding entries (1e4) ignored
+        # Eq. 6-9 (3 heads vs 2: head-averaged), padding entries (1e4) ignored
         a = lambda i, j: manual_attention_mse(st.attention_scores[i - 1], t0.attention_scores[j - 1], s.mask)  # noqa: E731
         attn0 = (a(1, 1) + a(1, 2)) / 2 + a(2, 3)
-        # Eq. 11: token level for teacher 0, mean-pooled embeddings for teacher 1
+
+        def span_attention(i, j):  # same heads (2): mean over heads and the 4 + 1 span pairs
+            errors = []
+            for row, rows_spans in ((0, spans[:2]), (1, spans[2:])):
+                ps = manual_span_scores(st.attention_scores[i - 1][row], [ss for _, ss, _ in rows_spans])
+                pt = manual_span_scores(t1.attention_scores[j - 1][row], [ts for _, _, ts in rows_spans])
+                errors.append(((ps - pt) ** 2).flatten(1))
+            return torch.cat(errors, dim=1).mean()
+        attn1 = (span_attention(1, 1) + span_attention(1, 2) + span_attention(1, 3)) / 3 \
+            + (span_attention(2, 4) + span_attention(2, 5)) / 2
+        # Eq. 11: token level for teacher 0, span level for teacher 1
         emb0 = manual_masked_mse(We[0](st.hidden_states[0]), t0.hidden_states[0], s.mask)
-        emb1 = ((We[1](manual_mean_pool(st.hidden_states[0], s.mask))
-                 - manual_mean_pool(t1.hidden_states[0], s.mask1)) ** 2).mean()
+        emb1 = span_mse(st.hidden_states[0], t1.hidden_states[0], We[1])
         ce = F.cross_entropy(st.logits, s.batch["labels"])
-    expected = {"ce": ce, "pred": pred, "hidden": (hidden0 + hidden1) / 2, "attn": attn0, "emb": (emb0 + emb1) / 2,
-                "hidden_t0": hidden0, "hidden_t1": hidden1, "attn_t0": attn0, "attn_t1": 0.0,
-                "emb_t0": emb0, "emb_t1": emb1, "aligned_t0": 1.0, "aligned_t1": 0.0}
+    expected = {"ce": ce, "pred": pred, "hidden": (hidden0 + hidden1) / 2, "attn": (attn0 + attn1) / 2,
+                "emb": (emb0 + emb1) / 2, "hidden_t0": hidden0, "hidden_t1": hidden1, "attn_t0": attn0,
+                "attn_t1": attn1, "emb_t0": emb0, "emb_t1": emb1, "aligned_t0": 1.0, "aligned_t1": 0.0,
+                "span_aligned_t0": 0.0, "span_aligned_t1": 1.0}
     for name, value in expected.items():
         assert float(torch.as_tensor(terms[name]).detach()) == pytest.approx(float(value), rel=1e-5, abs=1e-6), name
     # Eq. 12-13 expressed as weights: L = β(αH + A + E + (1−α)P) + (1−β)CE
@@ -91,22 +105,42 @@ def test_each_term_matches_the_formulas(hand_setup, sentence_repr):
     total = sum(w[k] * terms[k] for k in w)
     paper = 0.7 * (0.1 * terms["hidden"] + terms["attn"] + terms["emb"] + 0.9 * terms["pred"]) + 0.3 * terms["ce"]
     assert float(total.detach()) == pytest.approx(float(paper.detach()), rel=1e-6)
-    assert method.alignment_report()["teacher_1"]["attention"] == "skipped"
+    report = method.alignment_report()["teacher_1"]
+    assert report["attention"] == "used" and report["hidden_level"] == "span"
+    assert report["shared_spans_per_example"] == pytest.approx(1.5)
 
 
-def test_alignment_sentence_forces_the_sentence_path(hand_setup):
+@pytest.mark.parametrize("sentence_repr", ["mean", "summary"])
+def test_sentence_alignment_formulas(hand_setup, sentence_repr):
     s = hand_setup
-    config = {"method": "multi_teacher", "alignment": "sentence", "teacher_prefixes": ["", "t1_"]}
+    config = {"method": "multi_teacher", "alignment": "sentence", "sentence_repr": sentence_repr,
+              "teacher_prefixes": ["", "t1_"]}
     method = build_method(config, s.models.student, [s.models.t0, s.models.t1])
     assert not method.student_needs.get("attention") and not method.teacher_needs.get("attention")
     terms = method.terms(s.student, s.teachers, s.batch)
-    assert float(terms["aligned_t0"]) == 0.0 and float(terms["attn"]) == 0.0
+    st, t1 = s.student, s.teachers[1]
+    Wh, We = method.hidden_projections, method.embedding_projections
     with torch.no_grad():
-        sv = [manual_mean_pool(x, s.mask) for x in s.student.hidden_states]
-        tv = [manual_mean_pool(x, s.mask) for x in s.teachers[0].hidden_states]
-        d = lambda i, j: ((method.hidden_projections[0](sv[i]) - tv[j]) ** 2).mean()  # noqa: E731
-        expected = (d(1, 1) + d(1, 2)) / 2 + d(2, 3)
-    assert float(terms["hidden_t0"]) == pytest.approx(float(expected), rel=1e-5)
+        if sentence_repr == "mean":
+            sv = [manual_mean_pool(x, s.mask) for x in st.hidden_states]
+            tv = [manual_mean_pool(x, s.mask1) for x in t1.hidden_states]
+        else:
+            sv = [x[:, 0] for x in st.hidden_states]
+            tv = [x[:, 0] for x in t1.hidden_states]
+        d = lambda i, j: ((Wh[1](sv[i]) - tv[j]) ** 2).mean()  # noqa: E731
+        hidden1 = (d(1, 1) + d(1, 2) + d(1, 3)) / 3 + (d(2, 4) + d(2, 5)) / 2
+        emb1 = ((We[1](manual_mean_pool(st.hidden_states[0], s.mask))
+                 - manual_mean_pool(t1.hidden_states[0], s.mask1)) ** 2).mean()
+    assert float(terms["hidden_t1"]) == pytest.approx(float(hidden1), rel=1e-5)
+    assert float(terms["emb_t1"]) == pytest.approx(float(emb1), rel=1e-5)
+    assert float(terms["attn"]) == 0.0 and float(terms["aligned_t0"]) == 0.0
+    assert method.alignment_report()["teacher_1"]["attention"] == "skipped"
+
+
+def test_invalid_alignment_is_a_clear_error(hand_setup):
+    s = hand_setup
+    with pytest.raises(ValueError, match="alignment of method 'multi_teacher' must be one of \\('token', 'sentence'\\)"):
+        build_method({"method": "multi_teacher", "alignment": "auto"}, s.models.student, [s.models.t0])
 
 
 def test_regression_prediction_term_is_mse_to_each_teacher():

@@ -42,30 +42,39 @@ Heterogeneous teachers (architecture, depth, width, heads, tokenizer)
 Each teacher reads the batch columns of its own tokenization (``{prefix}input_ids`` …, made by
 :func:`~bert_kd.data.tokenize.merge_tokenized`); the student reads the unprefixed columns.
 
-*Alignment rule* (``alignment: auto``, the default): token-level terms of teacher k (attention,
-full-sequence hidden states, token embeddings) are used for a batch iff its positions align
-with the student's, decided **per batch** and exactly: the teacher's ``input_ids`` and
-``attention_mask`` have the student's shape, the masks are equal and the ids are equal on
-every valid (unmasked) position. A teacher reading the student's own columns (prefix ``""``)
-is aligned by definition. Padding ids may differ (they are masked out of every loss).
-``alignment: sentence`` forces the sentence-level path for every teacher (and then no
-attention scores are computed at all).
+*Alignment rule* (``alignment: token``, the default), decided **per batch and per teacher**:
 
-*Fallback* for a misaligned batch: hidden terms compare per-layer sentence vectors with the
-same one-to-many groups and the same projection W_{h,k}: ``sentence_repr: mean`` (default;
-masked mean over valid tokens — defined identically for every tokenizer and architecture) or
+* ``token`` — the teacher's positions are the student's: its ``input_ids`` and
+  ``attention_mask`` have the student's shape, the masks are equal and the ids are equal on every
+  valid position (a teacher reading the student's own columns, prefix ``""``, always is). The
+  terms compare tokens exactly as the paper writes them (padding ids may differ; padding is
+  masked out of every loss).
+* ``span`` — otherwise (another tokenizer, or another max length): the terms run on the
+  **shared character spans** of the two tokenizations (:mod:`.spans`): each side's sub-tokens
+  are averaged per span (hidden states, Eq. 2–4, and embeddings, Eq. 11), and the attention
+  maps are pooled to span × span (:func:`~.spans.pool_attention_scores`: key side log-Σ-exp,
+  the pre-softmax score of attending to the span; query side mean), then Eq. 6–9 as for
+  tokens. Special tokens, padding, whitespace and spans only one side covers (truncation) are
+  left out; both sentences of a pair are aligned. The span ids come with the batch
+  (``{prefix}span_ids``, ``{prefix}student_span_ids``, made at tokenization time from fast
+  tokenizers' character offsets by :func:`~bert_kd.data.tokenize.merge_tokenized`); a batch
+  that needs spans and lacks them is an error naming this option.
+
+``alignment: sentence`` compares per-layer sentence vectors for every teacher and skips the
+attention term (no attention scores are computed): hidden terms use the same one-to-many groups
+and projection W_{h,k} on ``sentence_repr: mean`` (default; masked mean over valid tokens) or
 ``summary`` (each model's own summary token via ``Features.cls()``: first token for
-BERT/RoBERTa, last real token for XLNet). The attention term is skipped for that teacher.
-The embedding term compares masked-mean-pooled embedding-layer outputs through W_{e,k}
-(always mean pooling: the summary token's embedding output is the same vector for every
-input of a BERT-like model, so it carries no sentence information).
+BERT/RoBERTa, last real token for XLNet); the embedding term compares masked-mean-pooled
+embedding-layer outputs through W_{e,k} (the summary token's embedding output is the same
+vector for every input of a BERT-like model, so it carries no sentence information). This was
+the only path for teachers with another tokenizer before issue 19.
 
 Each term is averaged over the teachers that contribute to it in the batch (= 1/K Σ_k as in
-the paper when every teacher is aligned); with no aligned teacher the attention term is 0.
+the paper, with ``alignment: token`` every teacher contributes to every term).
 Different head counts: :func:`~bert_kd.distill.losses.attention_score_mse` compares
 head-averaged scores. Different widths: the per-teacher projections. What was chosen per
 teacher is exposed by :meth:`MultiTeacherOneToMany.alignment_report` (and logged as per-batch
-terms ``aligned_t{k}``, ``hidden_t{k}``, ``attn_t{k}``, ``emb_t{k}``, which carry no weight).
+terms ``aligned_t{k}``, ``span_aligned_t{k}``, ``hidden_t{k}``, ``attn_t{k}``, ``emb_t{k}``, which carry no weight).
 
 Teacher prefixes reach the method either through the ``teacher_prefixes`` option (one per
 teacher, YAML-friendly) or :meth:`MultiTeacherBase.bind_teachers` with the
@@ -74,11 +83,11 @@ Without either, a batch that carries prefixed token columns is an error (the met
 know which columns a teacher read).
 
 Modules: :mod:`.base` (validation, α/β, teacher binding), :mod:`.alignment` (the alignment
-rule), :mod:`.one_to_many` (MT terms), :mod:`.baselines` (OKD, multi-PKD, RSE-KD),
+rule), :mod:`.spans` (shared character spans and span pooling), :mod:`.one_to_many` (MT terms), :mod:`.baselines` (OKD, multi-PKD, RSE-KD),
 :mod:`.reporting` (alignment report and metrics), :mod:`.objective` (wiring).
 """
 
-from bert_kd.distill.methods.multi_teacher.alignment import ALIGNMENT_MODES, SENTENCE_REPRS, tokens_aligned
+from bert_kd.distill.methods.multi_teacher.alignment import ALIGNMENT_MODES, SENTENCE_REPRS, TeacherAlignment, tokens_aligned
 from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, check_unit_interval
 from bert_kd.distill.methods.multi_teacher.baselines import MultiPKD, OnlineKD, RandomSingleTeacherKD
 from bert_kd.distill.methods.multi_teacher.objective import build_multi_teacher_objective

@@ -3,7 +3,7 @@ per-teacher/group contributions").
 
 The MT objective (Eq. 12–13) is a weighted sum of per-teacher pieces: the soft-label term of
 Eq. 1 averages K per-teacher terms, L_hidden (Eq. 5) and L_emb (Eq. 11) average per-teacher
-distances, L_attn (Eq. 10) averages the token-aligned teachers' distances, and each hidden /
+distances, L_attn (Eq. 10) averages the token- or span-aligned teachers' distances, and each hidden /
 attention distance is a sum over student layers i of the group I_{k,i} (Eq. 3/8). So the loss
 splits exactly into pieces (term, teacher k, student layer i) — weight × piece / (number of
 teachers averaged) — which add up to the training loss. Their mean over the dev split at the
@@ -49,8 +49,8 @@ def batch_contributions(method: MultiTeacherOneToMany, weights: Mapping[str, flo
     out: dict[tuple, float] = {}
     if w["ce"]:
         out[("ce", None, None)] = w["ce"] * float(task_loss(student.logits, batch["labels"]))
-    aligned = {k: method.token_aligned(k, batch) for k in order}
-    n_aligned = sum(aligned.values())
+    alignment = {k: method.alignment_of(k, batch) for k in order}
+    n_positional = sum(a.level != "sentence" for a in alignment.values())
     for k in order:
         teacher = teachers[k]
         if w["pred"]:
@@ -58,15 +58,16 @@ def batch_contributions(method: MultiTeacherOneToMany, weights: Mapping[str, flo
                                                        method.regression, scale_by_t2=method.scale_by_t2)
             out[("pred", k, None)] = w["pred"] * float(own) / n
         if w["emb"]:
-            out[("emb", k, None)] = w["emb"] * float(method.embedding_distance(k, student, teacher, aligned[k])) / n
+            out[("emb", k, None)] = w["emb"] * float(method.embedding_distance(k, student, teacher, alignment[k])) / n
         for i, group in enumerate(method.groups[k]):
             if not group:
                 continue
             only = _only_group(method.groups[k], i)
             if w["hidden"]:
-                out[("hidden", k, i + 1)] = w["hidden"] * float(method.hidden_distance(k, student, teacher, aligned[k], only)) / n
-            if w["attn"] and aligned[k]:
-                out[("attn", k, i + 1)] = w["attn"] * float(method.attention_distance(k, student, teacher, only)) / n_aligned
+                out[("hidden", k, i + 1)] = w["hidden"] * float(method.hidden_distance(k, student, teacher, alignment[k], only)) / n
+            if w["attn"] and alignment[k].level != "sentence":
+                out[("attn", k, i + 1)] = (w["attn"] * float(method.attention_distance(k, student, teacher, alignment[k], only))
+                                           / n_positional)
     return out
 
 

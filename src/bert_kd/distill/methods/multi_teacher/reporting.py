@@ -11,31 +11,36 @@ def describe_projection(module: nn.Module, d_s: int, d_t: int) -> str:
     return "identity" if isinstance(module, nn.Identity) else f"linear {d_s}->{d_t}"
 
 
+def _level(counts: dict[str, int]) -> str | None:
+    used = [level for level, n in counts.items() if n]
+    return None if not used else used[0] if len(used) == 1 else "mixed"
+
+
 def one_to_many_report(method) -> dict:
     """Per teacher of a :class:`~bert_kd.distill.methods.multi_teacher.MultiTeacherOneToMany`
-    (keyed by name): token alignment seen so far (``token_aligned`` is True / False when every /
-    no training batch aligned, ``"mixed"`` otherwise, None before the first batch), its fraction,
-    the levels the terms ran at, heads, width, depth, groups and projections."""
+    (keyed by name): the alignment seen so far — ``token_aligned`` True / False when every / no
+    training batch had the student's token positions, ``"mixed"`` otherwise, None before the first
+    batch; the batch counts per level (``token``, ``span`` = shared character spans,
+    ``sentence``) and the level the terms ran at (``mixed`` when it changed); the mean number of
+    shared spans per example; heads, width, depth, groups and projections."""
     report = {}
     for k, name in enumerate(method.teacher_names):
-        seen, aligned = method._seen[k], method._aligned[k]
-        fraction = aligned / seen if seen else None
-        if fraction is None:
-            flag, level = None, None
-        elif fraction == 1.0:
-            flag, level = True, "token"
-        elif fraction == 0.0:
-            flag, level = False, "sentence"
-        else:
-            flag, level = "mixed", "mixed"
+        seen, counts = method._seen[k], dict(method._levels[k])
+        fraction = counts["token"] / seen if seen else None
+        flag = None if fraction is None else True if fraction == 1.0 else False if fraction == 0.0 else "mixed"
+        level = _level(counts)
+        span_batches = counts["span"]
         info = method.describe_teacher(k)
         d_s, d_t = method.student_width, method.teacher_widths[k]
         info.update(
             token_aligned=flag,
             token_aligned_fraction=fraction,
+            span_aligned_fraction=span_batches / seen if seen else None,
             batches=seen,
+            batches_per_level=counts,
+            shared_spans_per_example=method._spans[k] / span_batches if span_batches else None,
             hidden_level=level,
-            attention="used" if flag is True else ("skipped" if flag is False else flag),
+            attention=None if level is None else "skipped" if level == "sentence" else "used" if not counts["sentence"] else "mixed",
             embedding_level=level,
             sentence_repr=method.sentence_repr,
             alignment_rule=method.alignment,
@@ -50,11 +55,13 @@ def one_to_many_report(method) -> dict:
 
 
 def alignment_metrics(report: dict) -> dict[str, float]:
-    """``align/<teacher>/<field>`` numbers of a report: the token-aligned fraction, layers, width, heads."""
+    """``align/<teacher>/<field>`` numbers of a report: token- and span-aligned fractions, shared spans per
+    example, layers, width, heads."""
     metrics = {}
     for name, info in report.items():
-        if info.get("token_aligned_fraction") is not None:
-            metrics[f"align/{name}/token_aligned_fraction"] = float(info["token_aligned_fraction"])
+        for key in ("token_aligned_fraction", "span_aligned_fraction", "shared_spans_per_example"):
+            if info.get(key) is not None:
+                metrics[f"align/{name}/{key}"] = float(info[key])
         for key in ("layers", "width", "heads"):
             if info.get(key) is not None:
                 metrics[f"align/{name}/{key}"] = float(info[key])
