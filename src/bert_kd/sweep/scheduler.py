@@ -231,7 +231,7 @@ class _Ledger:
                         "recomputed", len(no_file), name, no_file[0])
 
 
-def _this_process() -> dict:
+def owner_of_this_process() -> dict:
     import psutil
 
     process = psutil.Process()
@@ -419,7 +419,7 @@ def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_tria
         trial.set_user_attr(KEY_ATTR, key)
         if key not in specs:  # a queued point of another worker's restriction (e.g. a retry): not ours
             raise optuna.TrialPruned(f"{key} is outside this run's restriction; a run that includes it queues it again")
-        trial.set_user_attr(OWNER_ATTR, _this_process())
+        trial.set_user_attr(OWNER_ATTR, owner_of_this_process())
         identity = ledger.identity(key)
         trial.set_user_attr(IDENTITY_ATTR, identity)
         study = trial.study
