@@ -198,13 +198,13 @@ class _Ledger:
 
     def results(self, study: optuna.Study, keys: Sequence[str]) -> dict[str, dict]:
         done: dict[str, dict] = {}
-        wanted = {key: self.identity(key) for key in keys}
         if self.stored is not None:  # the folder decides: no valid file = not finished
             for key in keys:
                 result = self.stored(self.specs[key])
                 if result is not None:
                     done[key] = dict(result)
             return done
+        wanted = {key: self.identity(key) for key in keys}
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             key = t.user_attrs.get(KEY_ATTR)
             if (key in wanted and key not in done and RESULT_ATTR in t.user_attrs
