@@ -232,6 +232,7 @@ class _Ledger:
 
 
 def owner_of_this_process() -> dict:
+    """Host, pid and start time: together they name one process (a pid alone may be reused)."""
     import psutil
 
     process = psutil.Process()
