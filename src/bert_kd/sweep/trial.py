@@ -158,7 +158,7 @@ class TrialRunner:
                           f"hashes to {recorded[:12]}…), not trial {spec.key!r} with key {path.stem[:12]}…")
         try:
             return check_result(record["result"], spec), None
-        except SweepTrialError as error:
+        except (SweepTrialError, TypeError, ValueError) as error:  # e.g. "dev_predictions": 5
             return None, f"holds an unusable result ({error})"
 
     def write_result(self, spec: TrialSpec, result: Mapping, seconds: float) -> Path | None:
