@@ -17,18 +17,26 @@ TINY_TABLE = {
 }
 
 
-def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline):
+def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_path):
+    """A restricted, resized run (one grid value; all training rows instead of the table's 40)
+    writes its own table and cannot change the committed one (issue 18)."""
+    committed = tmp_path / "results/tiny/tables"
+    committed.mkdir(parents=True)
+    (committed / "tiny.md").write_text("| Model | RTE |\nthe committed table\n")
     params = {"reproduce": {"table": "tiny", "tables": {"tiny": TINY_TABLE}, "grid": "training.learning_rate=1e-4",
                             "storage": "sqlite:///data/09_sweeps/optuna.db"},
               "tracking": {"enabled": True, "log_models": False}}
-    params.pop("max_train_samples", None)
-    outputs, root, uri = run_pipeline("reproduce", **params)
+    outputs, root, uri = run_pipeline("reproduce", **params)  # max_train_samples=None on the command line
     table = (root / "data/08_reporting/reproduce/table.md").read_text()
     assert "| NKD |" in table and "±" in table and "(2)" in table
     trial_files = sorted((root / "results/tiny").glob("*.json"))
     assert len(trial_files) == 4  # 2 methods × 2 seeds at the one restricted grid point (the 2×2×2 sweep: tests/sweep)
     assert json.loads(trial_files[0].read_text())["spec"]["data"]["max_train_samples"] is None  # --params wins
-    assert (root / "results/tiny/tables/tiny.png").exists()
+    assert (committed / "tiny.md").read_text() == "| Model | RTE |\nthe committed table\n"
+    assert sorted(p.name for p in committed.iterdir()) == ["tiny.md"]
+    # named after its restriction and its data: the fixture's GLUE files (not the release) and all training rows
+    own, = (root / "data/08_reporting/reproduce").glob("tiny__grid-training.learning_rate=1e-4__glue-*__max_train_samples-all.md")
+    assert own.read_text() == table and own.with_name(own.name.replace(".md", ".png")).exists()
     runs = mlflow_runs(uri)
     parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
     assert parent["tags.mlflow.note.content"].startswith("| Model |")

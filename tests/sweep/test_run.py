@@ -1,17 +1,43 @@
 from __future__ import annotations
 
-import pytest
-
-from bert_kd.sweep.run import reproduce
+from bert_kd.sweep.run import reproduce, table_name
+from bert_kd.sweep.spec import build_sweep
 from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 
 def test_reproduce_writes_the_table_files(tmp_path):
-    params = {**tiny_reproduce(seeds="1"), "storage": f"sqlite:///{tmp_path}/optuna.db",
-              "bootstrap": {"resamples": 50, "seed": 0}}
+    params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/optuna.db", "bootstrap": {"resamples": 50, "seed": 0}}
     report, paths = reproduce(params, RECIPES, fake_run_trial, tmp_path / "out")
     assert sorted(p.name for p in paths.values()) == ["tiny.csv", "tiny.md", "tiny.png"]
-    assert "(1)" in report.wide.loc["ALP", "RTE"]
+    assert "(2)" in report.wide.loc["ALP", "RTE"]
+
+
+def test_a_restricted_run_writes_its_own_table_never_the_committed_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "results/tiny/tables"
+    committed.mkdir(parents=True)
+    (committed / "tiny.md").write_text("the committed table\n")
+    params = {**tiny_reproduce(seeds="1", methods="nkd"), "storage": f"sqlite:///{tmp_path}/optuna.db",
+              "bootstrap": {"resamples": 50, "seed": 0}}
+    for output_dir in (None, committed):  # not even when told to write there
+        _, paths = reproduce(params, RECIPES, fake_run_trial, output_dir, committed_dir=committed)
+        assert paths["md"].resolve() == tmp_path / "data/08_reporting/reproduce/tiny__methods-nkd__seeds-1.md"
+    assert (committed / "tiny.md").read_text() == "the committed table\n"
+    assert sorted(p.name for p in committed.iterdir()) == ["tiny.md"]
+    _, paths = reproduce({**params, "seeds": None, "methods": None}, RECIPES, fake_run_trial, committed_dir=committed)
+    assert paths["md"] == committed / "tiny.md" and "the committed table" not in paths["md"].read_text()
+
+
+def test_table_name_says_the_restriction_and_the_data_changes():
+    full = build_sweep(tiny_reproduce(), RECIPES)
+    assert table_name(full, tiny_reproduce()) == "tiny"
+    assert table_name(build_sweep(tiny_reproduce(tasks="rte sst2"), RECIPES), tiny_reproduce(tasks="rte sst2")) == "tiny"
+    assert table_name(full, tiny_reproduce(), {"max_train_samples": 64}) == "tiny__max_train_samples-64"
+    restricted = tiny_reproduce(tasks="rte", grid="training.learning_rate=1e-5|5e-5", methods=["alp"])
+    assert table_name(build_sweep(restricted, RECIPES), restricted, {"glue": "0a1b2c3d"}) == (
+        "tiny__tasks-rte__methods-alp__glue-0a1b2c3d")  # the grid names every value: not a restriction, not named
+    one_lr = tiny_reproduce(grid="training.learning_rate=1e-5")
+    assert table_name(build_sweep(one_lr, RECIPES), one_lr) == "tiny__grid-training.learning_rate=1e-5"
 
 
 def test_unwired_runner_says_what_to_pass(tmp_path):

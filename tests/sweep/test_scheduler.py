@@ -9,7 +9,8 @@ import pytest
 from optuna.trial import TrialState
 
 from bert_kd.sweep.scheduler import (
-    SweepTrialError, TrialClaims, check_result, collect_results, make_storage, run_sweep, study_name_for,
+    SweepTrialError, TrialClaims, owner_of_this_process, check_result, collect_results, fail_trials_of_dead_owners, make_storage,
+    run_sweep, study_name_for,
 )
 from bert_kd.sweep.spec import build_sweep
 from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
@@ -303,3 +304,87 @@ def test_per_example_predictions_round_trip_through_the_study(tmp_path):
     for key, result in results.items():
         expected = fake_run_trial(next(t for t in sweep.trials() if t.key == key))
         assert result["dev_predictions"] == expected["dev_predictions"] and result["dev_labels"] == expected["dev_labels"]
+
+
+def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_path, caplog):
+    """Finding 1: a sweep at other data sizes must not hand back the trials of a resized run."""
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    sweep = _sweep(methods="nkd", tasks="rte")
+    small = run_sweep(sweep, fake_run_trial, storage, identity=lambda spec: f"64 examples|{spec.key}")
+    calls = []
+
+    def full_size(spec):
+        calls.append(spec.key)
+        return {**fake_run_trial(spec), "dev_metric": 0.123}
+
+    with caplog.at_level("WARNING"):
+        full = run_sweep(sweep, full_size, storage, identity=lambda spec: f"all examples|{spec.key}")
+    assert sorted(calls) == sorted(small) and {r["dev_metric"] for r in full.values()} == {0.123}
+    assert sum("made under another identity" in r.message for r in caplog.records) == 1
+    again = run_sweep(sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage,
+                      identity=lambda spec: f"all examples|{spec.key}")
+    assert again == full
+    back = run_sweep(sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage,
+                     identity=lambda spec: f"64 examples|{spec.key}")
+    assert back == small  # both sizes stay in the study, each under its own identity
+
+
+def test_with_a_results_folder_a_trial_without_its_file_is_recomputed(tmp_path):
+    """Finding 2: the study still holds the trial, but its results file was deleted."""
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    sweep = _sweep(methods="nkd", tasks="rte", seeds="1")
+    folder: dict[str, dict] = {}
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        folder[spec.key] = fake_run_trial(spec)
+        return folder[spec.key]
+
+    run_sweep(sweep, run_trial, storage, stored=lambda spec: folder.get(spec.key))
+    deleted = sorted(folder)[0]
+    del folder[deleted]
+    calls.clear()
+    results = run_sweep(sweep, run_trial, storage, stored=lambda spec: folder.get(spec.key))
+    assert calls == [deleted] and deleted in folder and len(results) == 2
+
+
+def test_a_dead_owners_trial_is_retried_at_once(tmp_path):
+    """Finding 10: the owner (host, pid, start time) of the running trial is gone from this host,
+    so the next run fails and retries its trial without waiting for the grace period."""
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    make_storage(storage)
+    started = tmp_path / "started.txt"
+    worker = multiprocessing.get_context("spawn").Process(target=_hanging_worker, args=(storage, str(started)))
+    worker.start()
+    while not started.exists() and worker.is_alive():
+        time.sleep(0.2)
+    worker.kill()
+    worker.join()
+    killed_key = started.read_text()
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
+    calls = []
+
+    def run_trial(spec):
+        calls.append(spec.key)
+        return fake_run_trial(spec)
+
+    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=60, grace_period=3600)
+    assert len(results) == 2 and killed_key in calls
+    study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
+    assert "RUNNING" not in {t.state.name for t in study.trials}
+
+
+def test_a_live_owners_trial_is_left_running(tmp_path):
+    storage = make_storage(f"sqlite:///{tmp_path}/optuna.db")
+    study = optuna.create_study(study_name="s", storage=storage)
+    trial = study.ask()
+    trial.set_user_attr("key", "k")
+    trial.set_user_attr("owner", owner_of_this_process())  # this very process: alive
+    other_host = study.ask()
+    other_host.set_user_attr("owner", {**owner_of_this_process(), "host": "another-host", "pid": 999999})
+    assert fail_trials_of_dead_owners(study) == []
+    dead = study.ask()
+    dead.set_user_attr("key", "d")
+    dead.set_user_attr("owner", {**owner_of_this_process(), "started": 0.0})  # same pid, another start time: pid reused
+    assert fail_trials_of_dead_owners(study) == ["d"]

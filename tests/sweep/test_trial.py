@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from bert_kd.sweep.run import reproduce
 from bert_kd.sweep.spec import build_sweep
 from bert_kd.sweep.trial import TrialRunner, cut_heldout
+from tests.conftest import SHARED_GLUE
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
 RECIPES = {
@@ -128,3 +130,126 @@ def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
     with pytest.raises(LookupError, match="results_only"):
         runner(spec)
     assert not (workdir / "data").exists()
+
+
+# ---------------------------------------------------------------- identity of stored results (issue 18)
+needs_real_glue = pytest.mark.skipif(not (SHARED_GLUE / "RTE" / "dev.tsv").is_file(), reason="needs ../shared/glue")
+
+
+def real_rte_table(seeds=(1, 2), **extra) -> dict:
+    """nkd on real RTE rows at the table's own sizes (40 train, 32 dev examples), one trial per seed."""
+    return {"table": "real", "storage": "sqlite:///optuna.db", "bootstrap": {"resamples": 20}, **extra,
+            "tables": {"real": {
+                "tasks": ["rte"], "seeds": list(seeds), "baseline": "nkd", "selection": "dev",
+                "student": {"num_layers": 2}, "data": {"rte": {"max_train_samples": 40, "max_eval_samples": 32}},
+                "grid": {"training.learning_rate": [1.0e-4]}, "methods": {"nkd": {"recipe": "distill_methods.nkd"}}}}}
+
+
+@pytest.fixture
+def quick_training(monkeypatch):
+    """``train_and_evaluate`` without training: reads the trial's real dev rows and predicts class
+    ``seed % 2`` for each (a result per trial, quickly); the keys it ran, in order."""
+    calls = []
+
+    def train_and_evaluate(self, spec):
+        from bert_kd.pipelines.data_processing.nodes import ingest_glue
+
+        sizes = self.data_sizes(spec)
+        _, dev, _ = ingest_glue(spec.task, self.params["glue_dir"], sizes["max_train_samples"], sizes["max_eval_samples"], 42)
+        calls.append(spec.key)
+        labels = [int(v) for v in dev["label"]]
+        predictions = [spec.seed % 2] * len(labels)
+        return {"dev_metric": sum(p == y for p, y in zip(predictions, labels)) / len(labels),
+                "dev_predictions": predictions, "dev_labels": labels, "teacher_dev_metric": 0.9}
+
+    monkeypatch.setattr(TrialRunner, "train_and_evaluate", train_and_evaluate)
+    return calls
+
+
+def _two_trials(workdir, teacher_dir):
+    runner = TrialRunner(project_params(teacher_dir, SHARED_GLUE), results_dir=workdir / "results", commit="")
+    reproduce(real_rte_table(), RECIPES, runner, output_dir=workdir / "tables")
+    first, second = build_sweep(real_rte_table(), RECIPES).trials()
+    return runner, first, second
+
+
+@needs_real_glue
+def test_a_resized_sweep_trains_again_and_only_the_full_run_writes_the_table(workdir, tiny_teacher_dir, monkeypatch):
+    """Finding 1: the trials of a run at max_train_samples=16 are not the table's (40 examples)."""
+    params = project_params(tiny_teacher_dir, SHARED_GLUE)
+    committed = workdir / "results/tables"
+    trained = []
+    original = TrialRunner.train_and_evaluate
+    monkeypatch.setattr(TrialRunner, "train_and_evaluate", lambda self, spec: trained.append(spec.key) or original(self, spec))
+    resized = TrialRunner(params, data_overrides={"max_train_samples": 16}, results_dir=workdir / "results", commit="")
+    _, small_paths = reproduce(real_rte_table(seeds=[1]), RECIPES, resized, committed_dir=committed)
+    assert small_paths["md"].name == "real__max_train_samples-16.md" and not committed.exists()
+    full = TrialRunner(params, results_dir=workdir / "results", commit="")
+    report, paths = reproduce(real_rte_table(seeds=[1]), RECIPES, full, committed_dir=committed)
+    assert trained == ["nkd|rte|seed=1|training.learning_rate=0.0001"] * 2  # trained at each size
+    assert paths["md"] == committed / "real.md"
+    sizes = sorted(json.loads(p.read_text())["spec"]["data"]["max_train_samples"] for p in (workdir / "results").glob("*.json"))
+    assert sizes == [16, 40]
+
+
+@needs_real_glue
+def test_a_results_file_under_another_trials_name_is_not_reused(workdir, tiny_teacher_dir, quick_training, caplog):
+    """Finding 3: a JSON copied over another trial's name is refused (one warning line) and recomputed."""
+    runner, first, second = _two_trials(workdir, tiny_teacher_dir)
+    shutil.copy(runner.result_path(first), runner.result_path(second))
+    looker = TrialRunner(runner.params, results_dir=workdir / "results", commit="", results_only=True)
+    with caplog.at_level("WARNING"):
+        assert looker.stored_result(second) is None and looker.stored_result(first) is not None
+        report, _ = reproduce(real_rte_table(), RECIPES, looker, output_dir=workdir / "tables", results_only=True)
+    assert report.long.set_index("task").loc["rte", "n"] == 1  # the refused file's trial is missing
+    refused = [r.message for r in caplog.records if str(runner.result_path(second)) in r.message]
+    assert len(refused) == 1 and "not trial" in refused[0] and "\n" not in refused[0]
+    quick_training.clear()
+    reproduce(real_rte_table(), RECIPES, TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+              output_dir=workdir / "tables")
+    assert quick_training == [second.key]
+    assert json.loads(runner.result_path(second).read_text())["trial"] == second.key
+
+
+@needs_real_glue
+def test_a_corrupt_results_file_is_named_once_and_recomputed(workdir, tiny_teacher_dir, quick_training, caplog):
+    runner, first, second = _two_trials(workdir, tiny_teacher_dir)
+    runner.result_path(second).write_text('{"key": "truncated', encoding="utf-8")
+    looker = TrialRunner(runner.params, results_dir=workdir / "results", commit="", results_only=True)
+    with caplog.at_level("WARNING"):
+        report, _ = reproduce(real_rte_table(), RECIPES, looker, output_dir=workdir / "tables", results_only=True)
+        quick_training.clear()
+        reproduce(real_rte_table(), RECIPES, TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+                  output_dir=workdir / "tables")
+    named = [r for r in caplog.records if str(runner.result_path(second)) in r.message]
+    assert [r.message.split(";")[-1].strip() for r in named] == [
+        "shown as missing (results_only)", "not reused: the trial is recomputed and the file replaced"]
+    assert "not valid JSON" in named[0].message and not any(r.exc_info for r in caplog.records)
+    assert quick_training == [second.key] and json.loads(runner.result_path(second).read_text())["trial"] == second.key
+
+
+@needs_real_glue
+def test_deleting_a_results_file_recomputes_its_trial(workdir, tiny_teacher_dir, quick_training):
+    """Finding 2: the Optuna study still holds the trial; the deleted file decides."""
+    runner, first, second = _two_trials(workdir, tiny_teacher_dir)
+    runner.result_path(second).unlink()
+    quick_training.clear()
+    reproduce(real_rte_table(), RECIPES, TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+              output_dir=workdir / "tables")
+    assert quick_training == [second.key] and runner.result_path(second).is_file()
+
+
+def test_other_glue_files_get_their_own_key_the_release_keeps_the_old_one(tmp_path, tiny_teacher_dir, tiny_glue_dir):
+    spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
+    on_tiny = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), commit="")
+    assert "RTE/train.tsv" in on_tiny.key_material(spec)["source"]
+    if (SHARED_GLUE / "RTE" / "dev.tsv").is_file():
+        on_release = TrialRunner(project_params(tiny_teacher_dir, SHARED_GLUE), commit="")
+        assert "source" not in on_release.key_material(spec)
+        copy = tmp_path / "glue"
+        shutil.copytree(SHARED_GLUE / "RTE", copy / "RTE")
+        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(spec) == on_release.content_key(spec)
+        with (copy / "RTE" / "dev.tsv").open("a") as handle:
+            handle.write("9999\tedited\trow\tentailment\n")
+        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(spec) != on_release.content_key(spec)
+    assert on_tiny.data_changes([spec]).keys() == {"glue"}

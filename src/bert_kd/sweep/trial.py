@@ -9,8 +9,11 @@ Teachers (and TED filters, teacher caches) depend on the task, the data and the 
 task shares them.
 
 A results folder (``reproduce.results_dir``/<table>, e.g. ``results/cpu_protocol``) holds one small
-JSON per finished trial named by the trial's content key (the parameters that determine it); it is
-read before anything is trained, so a fresh checkout reproduces the tables without retraining.
+JSON per finished trial named by the trial's content key (the parameters that determine it, the
+data sizes and the GLUE files' fingerprint when they are not the release: :mod:`.identity`); it is
+read before anything is trained, so a fresh checkout reproduces the tables without retraining. A
+file is used only when it proves it is the trial asked for (its recorded key, trial and spec hash
+all match); anything else is named in one warning line and recomputed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
+from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
+from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
 from bert_kd.tracking import tracked_run
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
@@ -73,13 +78,30 @@ class TrialRunner:
         self.command = command
         self.commit = commit if commit is not None else git_commit()
         self.results_only = results_only  # tables from the results folder alone: a missing trial fails, nothing trains
+        self._verified: dict[Path, tuple[tuple, dict | None]] = {}  # result file -> (stat, result or None)
 
     # ------------------------------------------------------------------ identity and results folder
-    def data_sizes(self, spec: TrialSpec) -> dict:
+    def table_sizes(self, spec: TrialSpec) -> dict:
+        """The data sizes the table gives the trial (``data:`` per task), before command-line sizes."""
         sizes = {"max_train_samples": None, "max_eval_samples": None}
         sizes.update({k: v for k, v in (spec.settings.get("data") or {}).items() if k in sizes})
-        sizes.update(self.data_overrides)
         return sizes
+
+    def data_sizes(self, spec: TrialSpec) -> dict:
+        return {**self.table_sizes(spec), **self.data_overrides}
+
+    def data_changes(self, trials) -> dict:
+        """How the data of this run's ``trials`` differ from their table's own: command-line sizes
+        that change some trial's sizes, and GLUE files that are not the release (``glue``: a short
+        hash of their fingerprints). Empty: the table's own data."""
+        trials = list(trials)
+        changes = {name: value for name, value in self.data_overrides.items()
+                   if any(self.table_sizes(t)[name] != value for t in trials)}
+        sources = {t.task: source for t in trials
+                   if (source := keyed_source(t.task, self.params.get("glue_dir"))) is not None}
+        if sources:
+            changes["glue"] = short_hash(sources)
+        return changes
 
     def key_material(self, spec: TrialSpec) -> dict:
         """Everything (but the GLUE files and model weights) that determines the trial's result."""
@@ -91,6 +113,8 @@ class TrialRunner:
             "student": _keyed(self.student_block(spec)), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
+            # GLUE files other than the release's (absent for the release: the committed keys stay valid)
+            **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
         }
 
     def content_key(self, spec: TrialSpec) -> str:
@@ -100,14 +124,42 @@ class TrialRunner:
         return self.results_dir / f"{self.content_key(spec)}.json" if self.results_dir else None
 
     def stored_result(self, spec: TrialSpec) -> dict | None:
+        """The result in the results folder when its file proves it is this trial (recorded key =
+        file name = hash of the recorded spec = the key asked for, recorded trial = ``spec.key``,
+        a valid result); else ``None``, and a file that exists but fails is named in one warning
+        line (once per file version)."""
         path = self.result_path(spec)
-        if path is None or not path.exists():
+        if path is None or not path.is_file():
             return None
+        stat = path.stat()
+        signature = (stat.st_size, stat.st_mtime_ns, spec.key)
+        cached = self._verified.get(path)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        result, problem = self._verify(path, spec)
+        if problem:
+            then = ("shown as missing (results_only)" if self.results_only
+                    else "not reused: the trial is recomputed and the file replaced")
+            log.warning("results file %s %s; %s", path, problem, then)
+        self._verified[path] = (signature, result)
+        return result
+
+    @staticmethod
+    def _verify(path: Path, spec: TrialSpec) -> tuple[dict | None, str | None]:
         try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            return stored["result"]
-        except (json.JSONDecodeError, KeyError) as error:
-            raise ValueError(f"{path}: not a trial result file ({error}); delete it to recompute the trial") from None
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            return None, f"is not valid JSON ({type(error).__name__}: {error})"
+        if not isinstance(record, dict) or not isinstance(record.get("spec"), dict) or "result" not in record:
+            return None, "is not a trial result file (no 'spec' and 'result')"
+        recorded = jobs.content_key("trial", record["spec"])
+        if record.get("key") != path.stem or recorded != path.stem or record.get("trial") != spec.key:
+            return None, (f"records trial {record.get('trial')!r} with key {str(record.get('key'))[:12]}… (its spec "
+                          f"hashes to {recorded[:12]}…), not trial {spec.key!r} with key {path.stem[:12]}…")
+        try:
+            return check_result(record["result"], spec), None
+        except (SweepTrialError, TypeError, ValueError) as error:  # e.g. "dev_predictions": 5
+            return None, f"holds an unusable result ({error})"
 
     def write_result(self, spec: TrialSpec, result: Mapping, seconds: float) -> Path | None:
         path = self.result_path(spec)
@@ -143,17 +195,32 @@ class TrialRunner:
             return {**stored, "from_results_dir": True}
         if self.results_only:
             raise LookupError(f"trial {spec.key}: no result in {self.results_dir} (results_only: nothing is trained)")
+        if self._fetch_missing_source(spec) and (stored := self.stored_result(spec)) is not None:
+            return {**stored, "from_results_dir": True}  # the downloaded files named a key that has a result
         started = _dt.datetime.now()
         tracking = self.params.get("tracking") or {}
+        key = self.content_key(spec)
         with tracked_run(f"trial:{spec.key}", bool(tracking.get("enabled", True)),
-                         {"role": "trial", "method": spec.method, "task": spec.task, "table": spec.table}) as run:
+                         {"role": "trial", "method": spec.method, "task": spec.task, "table": spec.table,
+                          "content_key": key}) as run:
             run.log_params({"trial": spec.key, "seed": spec.seed, **{f"grid.{k}": v for k, v in spec.params.items()},
-                            "recipe": spec.recipe, "training": spec.training, "content_key": self.content_key(spec)})
+                            "recipe": spec.recipe, "training": spec.training, "content_key": key})
             result = self.train_and_evaluate(spec)
             result["run_id"] = run.run_id
             run.log_metrics({k: v for k, v in result.items() if k.endswith("_metric") and v is not None})
         self.write_result(spec, result, (_dt.datetime.now() - started).total_seconds())
         return result
+
+    def _fetch_missing_source(self, spec: TrialSpec) -> bool:
+        """Download the task's GLUE files when they are absent (as the data loader would), so the
+        trial's key names the files it is trained on; ``True`` when that happened."""
+        if source_fingerprint(spec.task, self.params.get("glue_dir")) is not None:
+            return False
+        from bert_kd.data.glue import load_glue_task, resolve_glue_dir
+
+        root, user_named = resolve_glue_dir(self.params.get("glue_dir"))
+        load_glue_task(get_task(spec.task).name, root, allow_download=not user_named)
+        return True
 
     def train_and_evaluate(self, spec: TrialSpec) -> dict:
         from bert_kd.pipelines.data_processing.nodes import ingest_glue

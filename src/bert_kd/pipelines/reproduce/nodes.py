@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
@@ -38,8 +37,10 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
     """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
 
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per
-    trial), the tables also go there; the parent MLflow run gets the Markdown as its description
-    and one ``compare/<method>/<task>`` metric per cell.
+    trial); the tables go to ``<results_dir>/<table>/tables`` when the run covers the whole table
+    at its own data sizes, else to ``data/08_reporting/reproduce/<table>__<restriction>.*``
+    (:func:`bert_kd.sweep.run.table_name`); the parent MLflow run gets the Markdown as its
+    description and one ``compare/<method>/<task>`` metric per cell.
     """
     cli_params = cli_params or {}
     table = reproduce_params.get("table")
@@ -49,12 +50,10 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
                          results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
                          results_only=bool(reproduce_params.get("results_only")))
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
-    output_dir = reproduce_params.get("output_dir") or (results_dir / "tables" if results_dir else None)
-    with tempfile.TemporaryDirectory() as scratch:
-        if runner.results_only:  # a throw-away study: the shared one must not record these lookups as failures
-            reproduce_params = {**reproduce_params, "storage": f"sqlite:///{Path(scratch) / 'results_only.db'}"}
-        report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir,
-                                  provenance=provenance(runner.command, runner.commit))
+    report, paths = reproduce(reproduce_params, recipes, runner, output_dir=reproduce_params.get("output_dir"),
+                              provenance=provenance(runner.command, runner.commit),
+                              committed_dir=results_dir / "tables" if results_dir else None,
+                              results_only=runner.results_only)
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
     _log_to_parent_run(report, text, paths)
