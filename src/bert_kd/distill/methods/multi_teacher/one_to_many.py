@@ -3,17 +3,27 @@ attention, embedding and soft-label terms, with the sentence-level fallback for 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 
 from bert_kd.distill import losses
 from bert_kd.distill.methods.base import register_method
 from bert_kd.distill.methods.multi_teacher.alignment import ALIGNMENT_MODES, SENTENCE_REPRS, tokens_aligned
-from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase
+from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, MultiTeacherOptions
 from bert_kd.distill.methods.multi_teacher.reporting import alignment_metrics, one_to_many_report
 from bert_kd.distill.outputs import Features
 from bert_kd.mapping import layer_map
+from bert_kd.schema import UnitFloat
 from bert_kd.training import task_loss
+
+
+class OneToManyOptions(MultiTeacherOptions):
+    alpha: UnitFloat | None = None
+    sentence_repr: Literal[SENTENCE_REPRS] | None = None
+    alignment: Literal[ALIGNMENT_MODES] | None = None
+    projection: Literal[PROJECTION_MODES] | None = None
 
 
 @register_method("multi_teacher")
@@ -28,7 +38,7 @@ class MultiTeacherOneToMany(MultiTeacherBase):
 
     term_names = ("ce", "pred", "hidden", "attn", "emb")
     uses_alpha = True
-    known_options = ("alpha", "beta", "teacher_prefixes", "scale_by_t2", "sentence_repr", "alignment", "projection")
+    Options = OneToManyOptions
     student_needs = {"hidden": True, "attention": True}
     teacher_needs = {"hidden": True, "attention": True}
 
