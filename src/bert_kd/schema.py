@@ -31,6 +31,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -432,10 +433,10 @@ def _recipe_option(loc: tuple, message: str) -> tuple:
     return ()
 
 
-def _problems(error: ValidationError) -> list[tuple[str, str]]:
+def _problems(error: ValidationError, prefix: tuple = ()) -> list[tuple[str, str]]:
     problems = []
     for item in error.errors():
-        loc, kind = tuple(item["loc"]), item["type"]
+        loc, kind = prefix + tuple(item["loc"]), item["type"]
         if kind == "extra_forbidden":
             valid = valid_keys(loc[:-1])
             key = str(loc[-1])
@@ -463,6 +464,19 @@ def validate_parameters(params: Mapping) -> Parameters:
         return parameters_model().model_validate(dict(params))
     except ValidationError as error:
         raise ParameterError(_problems(error)) from None
+
+
+def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:
+    """Problems of one recipe outside the parameter tree (a sweep row's), as ``(dotted key, message)``
+    under ``where``, worded like :func:`validate_parameters`' (unknown keys with the closest one)."""
+    try:
+        TypeAdapter(recipe_union()).validate_python(dict(recipe))
+        return []
+    except ValidationError as error:
+        slot = (RECIPE_BLOCKS[0], "_")  # where a recipe sits in the tree, for valid keys and wording
+        placeholder = ".".join(slot)
+        return [(where + key[len(placeholder):], message.replace(f"'{placeholder}", f"'{where}"))
+                for key, message in _problems(error, prefix=slot)]
 
 
 def explicit_weights(recipe: Mapping) -> dict[str, float]:
