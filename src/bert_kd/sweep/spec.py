@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from bert_kd.data.glue import normalize_task
+from bert_kd.schema import recipe_problems
 
 #: Recipe namespaces and the job kind (training pipeline) a trial of that namespace is.
 RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_teacher_configs": "multi_teacher"}
@@ -259,8 +260,6 @@ def check_method_recipe(entry: Mapping, recipe: Mapping, grid: Mapping[str, Sequ
     """A row's recipe after its ``set`` and at every ``method.*`` grid point must be a valid recipe of a
     registered method (:func:`bert_kd.schema.recipe_problems`): ValueError naming each bad key under
     the row's ``set``, ``grid`` or the referenced recipe."""
-    from bert_kd.schema import recipe_problems
-
     set_keys = {str(path).split(".")[0] for path in (entry.get("set") or {})}
     method_grid = {path: values for path, values in grid.items() if path.startswith("method.")}
     grid_keys = {path.split(".")[1] for path in method_grid}
