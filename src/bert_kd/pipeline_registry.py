@@ -19,7 +19,7 @@ from bert_kd.pipelines import evaluate, reproduce
 from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
 from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.distill.pipeline import row_pipeline, teacher_cache_pipeline
-from bert_kd.pipelines.ted.pipeline import TED_METHODS, TED_VARIANTS, stage_one_pipeline, ted_method_pipeline
+from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +41,17 @@ def configured_teacher_count(parameters: dict | None = None) -> int:
     return len(parameters.get("multi_teachers") or []) or DEFAULT_TEACHER_COUNT
 
 
-def distill_recipes(parameters: dict | None = None) -> dict:
-    """The recipe rows of ``distill_methods`` (``parameters_distill.yml``): one ``distill_<row>`` pipeline each."""
+def recipe_rows(parameters: dict | None = None, block: str = "distill_methods") -> dict:
+    """The recipe rows of ``block`` (``distill_methods`` in ``parameters_distill.yml``, ``ted_methods``
+    in ``parameters_ted.yml``): one ``distill_<row>`` pipeline each."""
     parameters = project_parameters() if parameters is None else parameters
-    return dict(parameters.get("distill_methods") or {})
+    return dict(parameters.get(block) or {})
 
 
 def register_pipelines() -> dict[str, Pipeline]:
     """``train_teacher``, ``distill_<row>`` (one per row of ``distill_methods``), ``distill_baselines`` … (see README)."""
     parameters = project_parameters()
-    recipes = distill_recipes(parameters)
+    recipes = recipe_rows(parameters, "distill_methods")
     teacher = data_processing.create_pipeline() + train_teacher.create_pipeline() + evaluate_teacher.create_pipeline()
     pipelines: dict[str, Pipeline] = {"data_processing": data_processing.create_pipeline(), "train_teacher": teacher}
     for row in recipes:
@@ -59,7 +60,7 @@ def register_pipelines() -> dict[str, Pipeline]:
     if "distill_alp" in pipelines:
         pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
     pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
-    for method in (*TED_METHODS, *TED_VARIANTS):
+    for method in recipe_rows(parameters, "ted_methods"):
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
     pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
     ingest = data_processing.create_pipeline()
