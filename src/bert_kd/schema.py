@@ -361,7 +361,10 @@ def parameters_model() -> type[Parameters]:
     global _RECIPES_BUILT
     models = _registered_recipes()
     if models != _RECIPES_BUILT:
-        Parameters.model_rebuild(force=True, _types_namespace={"AnyRecipe": recipe_union()})
+        entry = recipe_union()
+        for block in RECIPE_BLOCKS:  # once resolved, a forward reference is not looked up again
+            Parameters.model_fields[block].annotation = dict[str, entry]
+        Parameters.model_rebuild(force=True, _types_namespace={"AnyRecipe": entry})
         _RECIPES_BUILT = models
     return Parameters
 

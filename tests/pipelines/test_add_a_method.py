@@ -45,7 +45,9 @@ def toy_method(tmp_path_factory, monkeypatch):
     """``toy_kd`` registered from a temporary module of the methods package; unregistered after."""
     from bert_kd.distill import methods
     from bert_kd.distill.methods import METHODS, discover_methods
+    from bert_kd.schema import parameters_model
 
+    parameters_model()  # the schema was built before the module arrived (as in a long-lived process)
     folder = tmp_path_factory.mktemp("methods_plugin")
     (folder / "toy.py").write_text(TOY_MODULE)
     monkeypatch.setattr(methods, "__path__", [*methods.__path__, str(folder)])
