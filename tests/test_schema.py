@@ -165,6 +165,19 @@ def test_newer_keys_are_accepted(base):
         "reproduce.tabel": "unknown key; did you mean 'reproduce.table'?"}
 
 
+def test_recipe_options_are_the_methods_own(base):
+    """One declaration per option: what the method reads is what the schema accepts, with its values."""
+    params = copy.deepcopy(base)
+    params["ted_methods"]["ted"].update(task="rte", allow_filter_mismatch=True)  # read by TED, once refused here
+    validate_parameters(params)
+    params["multi_teacher_configs"]["multi_pkd"].update(projection=True, mapping="all")  # once passed, then failed to build
+    params["multi_teacher_configs"]["multi_teacher"]["projection"] = False
+    problems = problems_of(params)
+    assert problems["multi_teacher_configs.multi_pkd.projection"].startswith("Input should be 'always' or 'auto'")
+    assert problems["multi_teacher_configs.multi_pkd.mapping"].startswith("Input should be 'pkd_skip' or 'pkd_last'")
+    assert "'always' or 'auto'" in problems["multi_teacher_configs.multi_teacher.projection"]
+
+
 def test_unquoted_yaml_no_means_no_mixed_precision(base):
     assert validate_parameters({**base, "runtime": {"mixed_precision": False}}).runtime.mixed_precision == "no"
 

@@ -18,36 +18,53 @@ from bert_kd.pipelines import data_processing, distill, evaluate_teacher, export
 from bert_kd.pipelines import evaluate, reproduce
 from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
 from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
-from bert_kd.pipelines.distill.pipeline import ALP_FAMILY, method_pipeline, teacher_cache_pipeline
-from bert_kd.pipelines.ted.pipeline import TED_METHODS, TED_VARIANTS, stage_one_pipeline, ted_method_pipeline
+from bert_kd.pipelines.distill.pipeline import row_pipeline, teacher_cache_pipeline
+from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 
 log = logging.getLogger(__name__)
 
 
-def configured_teacher_count() -> int:
-    """``len(multi_teachers)`` in the project's configuration: one ``train_teacher`` block each."""
+def project_parameters() -> dict:
+    """The project's configured parameters (``conf/base`` + the run's environment), ``{}`` when there
+    is no readable configuration here (e.g. imported from a notebook outside the project)."""
     try:
         loader = OmegaConfigLoader(settings.CONF_SOURCE, env=os.environ.get("KEDRO_ENV"), **settings.CONFIG_LOADER_ARGS)
-        return len(loader["parameters"].get("multi_teachers") or []) or DEFAULT_TEACHER_COUNT
-    except Exception as exc:  # no project configuration here (e.g. imported from a notebook)
-        log.debug("multi_teachers not readable (%s): %d teacher blocks", exc, DEFAULT_TEACHER_COUNT)
-        return DEFAULT_TEACHER_COUNT
+        return dict(loader["parameters"])
+    except Exception as exc:  # noqa: BLE001 - no project configuration here
+        log.debug("parameters not readable (%s)", exc)
+        return {}
+
+
+def configured_teacher_count(parameters: dict | None = None) -> int:
+    """``len(multi_teachers)`` in the project's configuration: one ``train_teacher`` block each."""
+    parameters = project_parameters() if parameters is None else parameters
+    return len(parameters.get("multi_teachers") or []) or DEFAULT_TEACHER_COUNT
+
+
+def recipe_rows(parameters: dict | None = None, block: str = "distill_methods") -> dict:
+    """The recipe rows of ``block`` (``distill_methods`` in ``parameters_distill.yml``, ``ted_methods``
+    in ``parameters_ted.yml``): one ``distill_<row>`` pipeline each."""
+    parameters = project_parameters() if parameters is None else parameters
+    return dict(parameters.get(block) or {})
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    """``train_teacher``, ``distill_<method>``, ``distill_baselines`` … (see README)."""
+    """``train_teacher``, ``distill_<row>`` (one per row of ``distill_methods``), ``distill_baselines`` … (see README)."""
+    parameters = project_parameters()
+    recipes = recipe_rows(parameters, "distill_methods")
     teacher = data_processing.create_pipeline() + train_teacher.create_pipeline() + evaluate_teacher.create_pipeline()
     pipelines: dict[str, Pipeline] = {"data_processing": data_processing.create_pipeline(), "train_teacher": teacher}
-    for method in ALP_FAMILY:
-        pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + method_pipeline(method)
-    pipelines["distill_baselines"] = teacher + distill.create_pipeline()
-    pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
+    for row in recipes:
+        pipelines[f"distill_{row}"] = teacher + teacher_cache_pipeline() + row_pipeline(row, recipes)
+    pipelines["distill_baselines"] = teacher + distill.create_pipeline(recipes)
+    if "distill_alp" in pipelines:
+        pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
     pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
-    for method in (*TED_METHODS, *TED_VARIANTS):
+    for method in recipe_rows(parameters, "ted_methods"):
         pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
     pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
     ingest = data_processing.create_pipeline()
-    count = configured_teacher_count()
+    count = configured_teacher_count(parameters)
     pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))

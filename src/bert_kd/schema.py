@@ -31,6 +31,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -211,102 +212,38 @@ class Recipe(Strict):
         return self
 
 
-class NKD(Recipe):
-    method: Literal["nkd"]
+# The per-method recipe models (the options each method declares as ``Options``) live with the
+# methods; the union of ``distill_methods`` / ``ted_methods`` / ``multi_teacher_configs`` entries
+# and the method names are derived from the registry (bert_kd.distill.methods.METHODS).
 
-
-class RKD(Recipe):
-    method: Literal["rkd"]
-
-
-class LogitsMSE(Recipe):
-    method: Literal["logits_mse"]
-
-
-class Layerwise(Recipe):
-    mapping: LayerMapping | None = None
-    projection: Union[bool, Literal["auto"]] | None = None
-
-
-class PKD(Layerwise):
-    method: Literal["pkd"]
-
-
-class CKD(Layerwise):
-    method: Literal["ckd"]
-
-
-class ALP(Layerwise):
-    method: Literal["alp"]
-
-
-class TinyBERT(Recipe):
-    method: Literal["tinybert"]
-    mapping: LayerMapping | None = None
-
-
-class KD(Recipe):
-    method: Literal["kd"]
-
-
-class LWD(Recipe):
-    method: Literal["lwd"]
-    mapping: LayerMapping | None = None
-
-
-class TED(Recipe):
-    method: Literal["ted"]
-    mapping: LayerMapping | None = None
-    student_filters: Any = None  # set by the TED pipeline (copy | train | filters)
-    allow_filter_mismatch: bool | None = None
-
-
-class TEDKL(TED):
-    method: Literal["ted_kl"]
-
-
-class MultiTeacherRecipe(Recipe):
-    """Shared multi-teacher fields; ``teachers`` = indices into ``multi_teachers`` (default all)."""
-
-    beta: UnitFloat | None = None
-    teachers: list[NonNegativeInt] | None = None
-    teacher_prefixes: list[str] | None = None
-    scale_by_t2: bool | None = None
-
-
-class MultiTeacherMT(MultiTeacherRecipe):
-    method: Literal["multi_teacher"]
-    alpha: UnitFloat | None = None
-    sentence_repr: Literal["mean", "summary"] | None = None
-    # token (default): token-level terms, on shared character spans where a teacher's tokens differ
-    # from the student's; sentence: sentence vectors, no attention term. Unset = default, not in keys.
-    alignment: Literal["token", "sentence"] | None = None
-    projection: Union[bool, Literal["always", "auto"]] | None = None
-
-
-class OKD(MultiTeacherRecipe):
-    method: Literal["okd"]
-
-
-class MultiPKD(MultiTeacherRecipe):
-    method: Literal["multi_pkd"]
-    alpha: UnitFloat | None = None
-    mapping: LayerMapping | None = None
-    projection: Union[bool, Literal["auto"]] | None = None
-
-
-class RSEKD(MultiTeacherRecipe):
-    method: Literal["rse_kd"]
-    seed: NonNegativeInt | None = None
-
-
-AnyRecipe = Annotated[
-    Union[NKD, RKD, LogitsMSE, PKD, CKD, ALP, TinyBERT, KD, LWD, TED, TEDKL, MultiTeacherMT, OKD, MultiPKD, RSEKD],
-    Field(discriminator="method"),
-]
-METHOD_NAMES = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert", "kd", "lwd", "ted", "ted_kl",
-                "multi_teacher", "okd", "multi_pkd", "rse_kd")
 RECIPE_BLOCKS = ("distill_methods", "ted_methods", "multi_teacher_configs")
+
+
+def _registered_recipes() -> tuple[type[Recipe], ...]:
+    import bert_kd.distill.methods  # noqa: F401  (discovers and registers every method)
+    from bert_kd.distill.methods.base import recipe_models
+
+    return recipe_models()
+
+
+def method_names() -> tuple[str, ...]:
+    """Names of the registered distillation methods (the tags of the recipe union)."""
+    return tuple(typing.get_args(model.model_fields["method"].annotation)[0] for model in _registered_recipes())
+
+
+def recipe_union() -> Any:
+    """A recipe entry: the registered methods' recipe models, told apart by ``method``."""
+    models = _registered_recipes()
+    return Annotated[Union[models], Field(discriminator="method")] if len(models) > 1 else models[0]
+
+
+def __getattr__(name: str) -> Any:
+    """``AnyRecipe`` and ``METHOD_NAMES``, computed from the method registry when first asked."""
+    if name == "AnyRecipe":
+        return recipe_union()
+    if name == "METHOD_NAMES":
+        return method_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- sweeps (issue 11)
@@ -415,6 +352,23 @@ class Parameters(Strict):
         return self
 
 
+_RECIPES_BUILT: tuple = ()
+
+
+def parameters_model() -> type[Parameters]:
+    """:class:`Parameters` with its recipe entries typed by the registered methods (rebuilt when
+    the registry has changed since, e.g. after a method module was added)."""
+    global _RECIPES_BUILT
+    models = _registered_recipes()
+    if models != _RECIPES_BUILT:
+        entry = recipe_union()
+        for block in RECIPE_BLOCKS:  # once resolved, a forward reference is not looked up again
+            Parameters.model_fields[block].annotation = dict[str, entry]
+        Parameters.model_rebuild(force=True, _types_namespace={"AnyRecipe": entry})
+        _RECIPES_BUILT = models
+    return Parameters
+
+
 # --------------------------------------------------------------------------- errors by dotted key
 
 
@@ -422,7 +376,7 @@ def dotted(loc: tuple) -> str:
     """``('multi_teachers', 0, 'model')`` → ``multi_teachers[0].model``; drops union tags."""
     parts: list[str] = []
     items = list(loc)
-    if len(items) >= 3 and items[0] in RECIPE_BLOCKS and items[2] in METHOD_NAMES:
+    if len(items) >= 3 and items[0] in RECIPE_BLOCKS and items[2] in method_names():
         del items[2]
     for item in items:
         if isinstance(item, int):
@@ -450,7 +404,7 @@ def _model_in(annotation: Any) -> Any:
 
 def valid_keys(loc: tuple) -> list[str]:
     """Field names of the model found at ``loc`` in :class:`Parameters` (for suggestions)."""
-    node: Any = Parameters
+    node: Any = parameters_model()
     for item in loc:
         node = _model_in(node)
         if isinstance(node, list):  # a discriminated union: ``item`` is the method tag
@@ -474,7 +428,7 @@ _OPTION_WORDS = (("stages", "stages"), ("layer-mapping", "mapping"), ("mapping",
 
 def _recipe_option(loc: tuple, message: str) -> tuple:
     """``('mapping',)`` when a recipe-level message is about its mapping, etc.; else ``()``."""
-    if len(loc) == 3 and loc[0] in RECIPE_BLOCKS and loc[2] in METHOD_NAMES:
+    if len(loc) == 3 and loc[0] in RECIPE_BLOCKS and loc[2] in method_names():
         lowered = message.lower()
         for word, option in _OPTION_WORDS:
             if word in lowered:
@@ -482,10 +436,10 @@ def _recipe_option(loc: tuple, message: str) -> tuple:
     return ()
 
 
-def _problems(error: ValidationError) -> list[tuple[str, str]]:
+def _problems(error: ValidationError, prefix: tuple = ()) -> list[tuple[str, str]]:
     problems = []
     for item in error.errors():
-        loc, kind = tuple(item["loc"]), item["type"]
+        loc, kind = prefix + tuple(item["loc"]), item["type"]
         if kind == "extra_forbidden":
             valid = valid_keys(loc[:-1])
             key = str(loc[-1])
@@ -510,9 +464,22 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
 def validate_parameters(params: Mapping) -> Parameters:
     """The typed parameter tree; :class:`ParameterError` naming every bad key otherwise."""
     try:
-        return Parameters.model_validate(dict(params))
+        return parameters_model().model_validate(dict(params))
     except ValidationError as error:
         raise ParameterError(_problems(error)) from None
+
+
+def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:
+    """Problems of one recipe outside the parameter tree (a sweep row's), as ``(dotted key, message)``
+    under ``where``, worded like :func:`validate_parameters`' (unknown keys with the closest one)."""
+    try:
+        TypeAdapter(recipe_union()).validate_python(dict(recipe))
+        return []
+    except ValidationError as error:
+        slot = (RECIPE_BLOCKS[0], "_")  # where a recipe sits in the tree, for valid keys and wording
+        placeholder = ".".join(slot)
+        return [(where + key[len(placeholder):], message.replace(f"'{placeholder}", f"'{where}"))
+                for key, message in _problems(error, prefix=slot)]
 
 
 def explicit_weights(recipe: Mapping) -> dict[str, float]:
@@ -601,7 +568,8 @@ def _width(config: dict) -> int | None:
 def cross_check(params: Parameters, used: set[str]) -> None:
     """Checks needing the models' ``config.json`` for the parameter blocks in ``used`` (names
     like ``student``, ``distill_methods.alp``); :class:`ParameterError` listing the problems."""
-    from bert_kd.distill.mapping import layer_map
+    import bert_kd.distill.methods  # noqa: F401  (registers every method)
+    from bert_kd.distill.methods.base import method_class
     from bert_kd.distill.ted import ted_layer_map
     from bert_kd.models import select_student_layers
 
@@ -629,11 +597,8 @@ def cross_check(params: Parameters, used: set[str]) -> None:
                     continue
                 mapping = getattr(recipe, "mapping", None)
                 if mapping is not None and n_teacher and n_student:
-                    check = {"pkd": layer_map, "ckd": layer_map, "alp": layer_map,
-                             "lwd": ted_layer_map, "ted": ted_layer_map, "ted_kl": ted_layer_map}.get(recipe.method)
-                    try:
-                        if check is not None:  # TinyBERT's maps are its own (uniform, last …)
-                            check(mapping, n_teacher, n_student)
+                    try:  # each method checks its own maps (TinyBERT's uniform, last … are its own)
+                        method_class({"method": recipe.method}).check_layer_map(mapping, n_teacher, n_student)
                     except ValueError as exc:
                         problems.append((f"{block}.{name}.mapping", f"{exc} (teacher {n_teacher} layers, student {n_student})"))
                 projection = getattr(recipe, "projection", None)

@@ -23,7 +23,17 @@ from bert_kd.distill.outputs import forward_features
 from bert_kd.models import build_student, load_classifier, load_tokenizer
 from bert_kd.training import Collator, TrainingConfig, fit, make_loader
 
-ALP_FAMILY = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "alp", "tinybert")
+def _distill_methods() -> tuple[str, ...]:
+    """The methods the ``distill_methods`` recipes of ``conf/base`` run (single teacher, one each)."""
+    import yaml
+
+    from tests.conftest import REPO_ROOT
+
+    recipes = yaml.safe_load((REPO_ROOT / "conf" / "base" / "parameters_distill.yml").read_text())["distill_methods"]
+    return tuple(dict.fromkeys(recipe["method"] for recipe in recipes.values()))
+
+
+CONF_METHODS = _distill_methods()
 CACHEABLE = ("rkd", "logits_mse", "pkd", "ckd", "alp")
 
 
@@ -70,9 +80,9 @@ def count_calls(module) -> list[int]:
 # --------------------------------------------------------------------------- registry / weights
 
 
-def test_registry_holds_the_alp_family():
-    assert set(ALP_FAMILY) <= set(METHODS)
-    for name in ALP_FAMILY:
+def test_registry_holds_every_method_of_the_conf_recipes():
+    assert set(CONF_METHODS) <= set(METHODS)
+    for name in CONF_METHODS:
         assert METHODS[name].name == name
 
 
@@ -80,7 +90,7 @@ def test_unknown_method_lists_the_available_ones(teacher):
     student, _ = build_student(teacher, 2)
     with pytest.raises(ValueError, match="unknown distillation method 'alpkd'") as info:
         build_method({"method": "alpkd"}, student, [teacher])
-    for name in ALP_FAMILY:
+    for name in CONF_METHODS:
         assert repr(name) in str(info.value)
     with pytest.raises(ValueError, match="available"):
         build_method({}, student, [teacher])
@@ -129,7 +139,7 @@ def test_objective_validates_its_weights(teacher):
 
 
 @pytest.mark.parametrize("kind", ["shallow", "narrow"])
-@pytest.mark.parametrize("name", ALP_FAMILY)
+@pytest.mark.parametrize("name", CONF_METHODS)
 def test_training_step_and_fit_keep_the_teacher_frozen(teacher, data, name, kind):
     student = make_student(teacher, kind)
     method = build_method({"method": name}, student, [teacher])

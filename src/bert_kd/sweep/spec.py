@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from bert_kd.data.glue import normalize_task
+from bert_kd.schema import recipe_problems
 
 #: Recipe namespaces and the job kind (training pipeline) a trial of that namespace is.
 RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_teacher_configs": "multi_teacher"}
@@ -254,6 +255,33 @@ def resolve_recipe(reference: str, recipes: Mapping[str, Mapping], where: str) -
     return RECIPE_NAMESPACES[namespace], copy.deepcopy(dict(available[name]))
 
 
+def check_method_recipe(entry: Mapping, recipe: Mapping, grid: Mapping[str, Sequence], constraints: Iterable[dict],
+                        where: str) -> None:
+    """A row's recipe after its ``set`` and at every ``method.*`` grid point must be a valid recipe of a
+    registered method (:func:`bert_kd.schema.recipe_problems`): ValueError naming each bad key under
+    the row's ``set``, ``grid`` or the referenced recipe."""
+    set_keys = {str(path).split(".")[0] for path in (entry.get("set") or {})}
+    method_grid = {path: values for path, values in grid.items() if path.startswith("method.")}
+    grid_keys = {path.split(".")[1] for path in method_grid}
+    problems: dict[str, str] = {}
+    for point in grid_points(method_grid, constraints) or [{}]:
+        candidate = copy.deepcopy(dict(recipe))
+        for path, value in point.items():
+            _set_dotted(candidate, path.partition(".")[2], value)
+        for key, message in recipe_problems(candidate, ""):
+            head = key.lstrip(".").split(".")[0].split("[")[0] or "method"
+            if head in grid_keys:
+                source = f"{where}.grid.method"
+            elif head in set_keys:
+                source = f"{where}.set"
+            else:
+                source = str(entry["recipe"])
+            problems.setdefault(source + (key or (".method" if source.endswith(".set") else "")),
+                                message.replace("'.", f"'{source}."))
+    if problems:
+        raise ValueError("; ".join(f"{key}: {message}" for key, message in problems.items()))
+
+
 def _check_grid(grid: Any, where: str) -> dict:
     if not isinstance(grid, Mapping):
         raise ValueError(f"{where} must be a mapping of parameter path -> list of values, got {grid!r}")
@@ -317,6 +345,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
             unknown = [t for t in method_tasks if t not in [normalize_task(x) for x in table.get("tasks") or []]]
             if unknown:
                 raise ValueError(f"{method_where}.tasks {unknown} are not among {where}.tasks")
+        check_method_recipe(entry, recipe, grid, table.get("constraints") or (), method_where)
         methods.append(MethodSpec(method_name, str(entry.get("label", method_name)), job, recipe, grid,
                                   method_tasks, entry.get("baseline"), copy.deepcopy(dict(student))))
     if not methods:

@@ -8,8 +8,8 @@ import torch
 from bert_kd.distill import losses
 from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.base import check_method_config
-from bert_kd.distill.methods.layerwise import ALP_KD_TABLE_ROWS
 from bert_kd.distill.outputs import Features
+from tests.conftest import REPO_ROOT
 from tests.distill.ted.helpers import tiny_bert
 
 #: Teacher layers each connected student layer reads, per Table 1 row, for a 12-layer teacher
@@ -24,6 +24,19 @@ TABLE1_12_TO_4 = {
 }
 
 
+def table_recipe(table: str, row: str) -> dict:
+    """The recipe of ``row`` of sweep table ``table`` (``parameters_reproduce.yml``): the referenced
+    ``distill_methods`` recipe with the row's ``set`` applied, as the sweep builds it."""
+    import yaml
+
+    from bert_kd.sweep.spec import build_sweep
+
+    conf = REPO_ROOT / "conf" / "base"
+    reproduce = yaml.safe_load((conf / "parameters_reproduce.yml").read_text())["reproduce"]
+    recipes = yaml.safe_load((conf / "parameters_distill.yml").read_text())
+    return dict(build_sweep({**reproduce, "table": table, "methods": row}, recipes).method(row).recipe)
+
+
 @pytest.fixture(scope="module")
 def models():
     return tiny_bert(layers=12, hidden=8), tiny_bert(layers=4, hidden=8, seed=1), tiny_bert(layers=2, hidden=8, seed=2)
@@ -32,7 +45,7 @@ def models():
 @pytest.mark.parametrize("row", sorted(TABLE1_12_TO_4))
 def test_table1_rows_build_with_the_papers_maps(models, row):
     teacher, student, _ = models
-    method = build_method(dict(ALP_KD_TABLE_ROWS[row]), student, [teacher])
+    method = build_method(table_recipe("alp_kd_table1", row), student, [teacher])
     assert method.mapping == TABLE1_12_TO_4[row]
     assert method.connected == [1, 2, 3]
     if method.name == "ckd":  # one combiner per bucket, reading the concatenated bucket
@@ -42,7 +55,7 @@ def test_table1_rows_build_with_the_papers_maps(models, row):
 @pytest.mark.parametrize("row, layer", [("pkd_1", 1), ("pkd_6", 6), ("pkd_12", 12)])
 def test_table3_pkd_rows_read_one_teacher_layer(models, row, layer):
     teacher, _, student = models
-    method = build_method(dict(ALP_KD_TABLE_ROWS[row]), student, [teacher])
+    method = build_method(table_recipe("alp_kd_table3", row), student, [teacher])
     assert method.mapping == [[layer], []]
     g = torch.Generator().manual_seed(0)
     s_cls, t_cls = torch.randn(3, 3, 8, generator=g), torch.randn(3, 13, 8, generator=g)
@@ -70,6 +83,6 @@ def test_sun_et_al_skip_map_stays_the_pkd_default(models):
 
 
 def test_mapping_typos_fail_before_any_model():
-    assert check_method_config(dict(ALP_KD_TABLE_ROWS["pkd_6"]))["layer"] > 0
+    assert check_method_config(table_recipe("alp_kd_table3", "pkd_6"))["layer"] > 0
     with pytest.raises(ValueError, match="unknown layer-mapping strategy 'bucket_frist'"):
         check_method_config({"method": "pkd", "mapping": "bucket_frist"})

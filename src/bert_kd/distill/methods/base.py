@@ -1,36 +1,56 @@
 """A distillation method is a recipe: named loss terms, what they read, and their modules.
 
-Subclass :class:`Method`, list ``term_names`` and ``default_weights``, say what the terms need
-from the student and the teachers (``cls``, ``hidden``, ``attention``), create trainable
-auxiliary modules (projections, attention, filters) in ``__init__``, and return the unweighted
-terms from :meth:`Method.terms`. Register it with :func:`register_method` — one file per method.
+Subclass :class:`Method`, list ``term_names`` and ``default_weights``, declare its recipe options
+as a pydantic model (``Options``, a subclass of :class:`~bert_kd.schema.Recipe`), say what the
+terms need from the student and the teachers (``cls``, ``hidden``, ``attention``), create
+trainable auxiliary modules (projections, attention, filters) in ``__init__``, and return the
+unweighted terms from :meth:`Method.terms`. Register it with :func:`register_method`.
+
+The registry is the single source of truth: every module under ``bert_kd.distill.methods`` is
+imported by :func:`bert_kd.distill.methods.discover_methods`, and the parameter schema's recipe
+union (:func:`recipe_models`) and method names are built from :data:`METHODS`.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar, Literal
 
+from pydantic import create_model
 from torch import Tensor, nn
 
 from bert_kd.distill import losses
 from bert_kd.distill.objective import WeightSchedule, validate_weights
 from bert_kd.distill.outputs import Features
+from bert_kd.schema import Recipe
 from bert_kd.training import task_loss
 
 METHODS: dict[str, type["Method"]] = {}
+#: Recipe keys every method has (:class:`~bert_kd.schema.Recipe`); the others are the method's options.
+SHARED_RECIPE_KEYS = frozenset(Recipe.model_fields)
 
 
 def register_method(name: str) -> Callable[[type["Method"]], type["Method"]]:
-    """Class decorator: make a method available by ``name`` (torchdistill-style registry)."""
+    """Class decorator: make a method available by ``name`` (torchdistill-style registry) and
+    build its recipe model: the class's ``Options`` with ``method: Literal[name]`` (the tag of
+    the schema's recipe union)."""
 
     def decorate(cls: type["Method"]) -> type["Method"]:
         if name in METHODS:
-            raise ValueError(f"method {name!r} is registered twice")
+            raise ValueError(f"method {name!r} is registered twice ({METHODS[name].__module__}, {cls.__module__})")
+        if not (isinstance(cls.Options, type) and issubclass(cls.Options, Recipe)):
+            raise TypeError(f"{cls.__name__}.Options must subclass bert_kd.schema.Recipe")
         cls.name = name
+        cls.recipe_model = create_model(f"{cls.__name__}Recipe", __base__=cls.Options, __module__=cls.__module__,
+                                        method=(Literal[name], ...))
         METHODS[name] = cls
         return cls
 
     return decorate
+
+
+def recipe_models() -> tuple[type[Recipe], ...]:
+    """The recipe model of every registered method (registration order)."""
+    return tuple(cls.recipe_model for cls in METHODS.values())
 
 
 class Method(nn.Module):
@@ -48,7 +68,11 @@ class Method(nn.Module):
     student_needs: dict[str, bool] = {}
     teacher_needs: dict[str, bool] = {}
     uses_teachers = True
-    known_options: tuple[str, ...] = ()
+    #: The recipe's options (pydantic; unknown keys are errors); ``method``, ``temperature``,
+    #: ``weights`` and ``stages`` come from :class:`~bert_kd.schema.Recipe`.
+    Options: ClassVar[type[Recipe]] = Recipe
+    #: ``Options`` with ``method: Literal[<name>]``, made by :func:`register_method`.
+    recipe_model: ClassVar[type[Recipe]]
     #: The method reads each teacher's own tokenization (batch columns ``{prefix}input_ids`` …),
     #: told by :meth:`bind_teachers`; single-teacher token-level methods cannot.
     reads_teacher_prefixes = False
@@ -72,11 +96,10 @@ class Method(nn.Module):
 
         Called before anything trains (see ``bert_kd.hooks``) and again by ``__init__``.
         """
-        options = {k: v for k, v in config.items() if k not in ("method", "weights", "stages")}
-        unknown = sorted(set(options) - set(cls.known_options) - {"temperature"})
+        unknown = sorted(set(config) - set(cls.Options.model_fields))
         if unknown:
             raise ValueError(
-                f"unknown option(s) {unknown} for method {cls.name!r}; valid: {sorted(cls.known_options + ('temperature',))}"
+                f"unknown option(s) {unknown} for method {cls.name!r}; valid: {sorted(cls.option_names() | {'temperature'})}"
             )
         temperature = config.get("temperature", 1.0)
         if not isinstance(temperature, (int, float)) or temperature <= 0:
@@ -90,6 +113,15 @@ class Method(nn.Module):
                 raise ValueError(f"stages: the recipe's weights {config.get('weights')} would not train, each stage's "
                                  f"weights replace them; put them into the stages")
         return {term: round(value, 10) for term, value in weights.items()}  # 0.3, not 0.30000000000000004
+
+    @classmethod
+    def option_names(cls) -> set[str]:
+        """The method's own recipe options (those of ``Options`` beyond the shared recipe keys)."""
+        return set(cls.Options.model_fields) - SHARED_RECIPE_KEYS
+
+    @classmethod
+    def check_layer_map(cls, mapping, n_teacher: int, n_student: int) -> None:
+        """Check a recipe's ``mapping`` against the models' depths (ValueError); nothing by default."""
 
     @classmethod
     def resolve_weights(cls, config: dict) -> dict[str, float]:

@@ -1,10 +1,12 @@
 """[CLS]-level intermediate-layer methods of the ALP-KD paper: PKD, CKD and ALP (Eq. 3–7).
 
-The rows of ALP-KD Table 1 / Table 3 are these methods with a layer mapping
-(:data:`ALP_KD_TABLE_ROWS`); weights and temperature come from the recipe (YAML).
+The rows of ALP-KD Tables 1–3 are these methods with a layer mapping: the recipe rows of
+``distill_methods`` (``parameters_distill.yml``) and the sweep tables (``parameters_reproduce.yml``).
 """
 
 from __future__ import annotations
+
+from typing import Literal, Union
 
 import torch
 from torch import nn
@@ -13,22 +15,16 @@ from bert_kd.distill import losses
 from bert_kd.mapping import check_strategy, connected_layers, layer_map
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.models import num_layers
+from bert_kd.schema import LayerMapping, Recipe
 
 
-#: Layer mappings of the intermediate-layer rows of ALP-KD Tables 1 and 3 (Passban et al. 2021,
-#: Sec. 4): PKD takes the first layer of each bucket, PKD-l one teacher layer, CKD/ALP -NO/-PO
-#: the no-overlap / partial-overlap buckets, ALP all teacher layers.
-ALP_KD_TABLE_ROWS: dict[str, dict] = {
-    "pkd": {"method": "pkd", "mapping": "bucket_first"},
-    "pkd_1": {"method": "pkd", "mapping": "teacher_layer:1"},
-    "pkd_6": {"method": "pkd", "mapping": "teacher_layer:6"},
-    "pkd_12": {"method": "pkd", "mapping": "teacher_layer:12"},
-    "ckd_no": {"method": "ckd", "mapping": "buckets_no"},
-    "ckd_po": {"method": "ckd", "mapping": "buckets_po"},
-    "alp_no": {"method": "alp", "mapping": "buckets_no"},
-    "alp_po": {"method": "alp", "mapping": "buckets_po"},
-    "alp": {"method": "alp", "mapping": "all"},
-}
+class LayerwiseOptions(Recipe):
+    """``mapping``: a layer-map strategy or explicit teacher layers per student layer
+    (:func:`bert_kd.mapping.layer_map`); ``projection``: a learned student → teacher width map
+    (``auto``: when the widths differ)."""
+
+    mapping: LayerMapping | None = None
+    projection: Union[bool, Literal["auto"]] | None = None
 
 
 class CLSLayerMethod(Method):
@@ -39,13 +35,17 @@ class CLSLayerMethod(Method):
     ce_is_complement = True
     student_needs = {"cls": True}
     teacher_needs = {"cls": True}
-    known_options = ("mapping", "projection")
+    Options = LayerwiseOptions
     default_mapping = "pkd_skip"
 
     @classmethod
     def check_config(cls, config: dict) -> dict[str, float]:
         check_strategy(config.get("mapping", cls.default_mapping))
         return super().check_config(config)
+
+    @classmethod
+    def check_layer_map(cls, mapping, n_teacher: int, n_student: int) -> None:
+        layer_map(mapping, n_teacher, n_student)
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)

@@ -1,4 +1,5 @@
-"""Prediction-layer methods: NKD (no KD), RKD (Hinton KD) and Tang et al.'s logits MSE."""
+"""Prediction-layer methods: NKD (no KD), RKD (Hinton KD) and Tang et al.'s logits MSE
+(options: the shared recipe keys only)."""
 
 from __future__ import annotations
 

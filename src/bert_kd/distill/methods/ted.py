@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,6 +43,7 @@ from bert_kd.distill import losses
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.distill.ted import TaskFilters, copy_filters_for_student, ted_layer_map
 from bert_kd.models import num_layers, parameters_fingerprint
+from bert_kd.schema import LayerMapping, Recipe
 
 #: The paper's GLUE search grid (Sec. 5.3): α1 (D_pred), α2 (D_TED) and the fixed temperature.
 TED_GRID: dict[str, tuple[float, ...]] = {
@@ -54,6 +56,22 @@ TED_GRID: dict[str, tuple[float, ...]] = {
 DEFAULT_TEMPERATURE = 2.0
 
 
+class LayerMappingOptions(Recipe):
+    """``mapping``: M(k), a :func:`~bert_kd.distill.ted.ted_layer_map` strategy or list of teacher layers."""
+
+    mapping: LayerMapping | None = None
+
+
+class TEDOptions(LayerMappingOptions):
+    """TED's filters and their provenance check (module docstring). The TED pipeline fills
+    ``teacher_filters``, ``student_filters`` and ``task`` from Stage I unless the recipe sets them."""
+
+    teacher_filters: Any = None  # TaskFilters or the path of saved ones
+    student_filters: Any = None  # copy (default) | random | TaskFilters | the path of saved ones
+    task: str | None = None
+    allow_filter_mismatch: bool | None = None
+
+
 class _TEDFamily(Method):
     """Shared: T = 2 by default and D_pred = KL(teacher/T ‖ student/T) (MSE for regression)."""
 
@@ -61,8 +79,12 @@ class _TEDFamily(Method):
     default_weights = {"ce": 1.0, "pred": 1.0}
     student_needs = {"hidden": True}
     teacher_needs = {"hidden": True}
-    known_options = ("mapping",)
+    Options = LayerMappingOptions
     single_teacher = True
+
+    @classmethod
+    def check_layer_map(cls, mapping, n_teacher: int, n_student: int) -> None:
+        ted_layer_map(mapping, n_teacher, n_student)
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
@@ -99,7 +121,7 @@ class TEDKD(_TEDFamily):
 
     student_needs: dict[str, bool] = {}
     teacher_needs: dict[str, bool] = {}
-    known_options = ()
+    Options = Recipe
     single_teacher = False
 
 
@@ -146,7 +168,7 @@ class TaskAwareDistillation(_TEDFamily):
 
     term_names = ("ce", "pred", "ted")
     default_weights = {"ce": 1.0, "pred": 1.0, "ted": 100.0}
-    known_options = ("mapping", "teacher_filters", "student_filters", "task", "allow_filter_mismatch")
+    Options = TEDOptions
     uses_heads = False
 
     def __init__(self, config, student, teachers, regression=False):

@@ -8,11 +8,18 @@ from bert_kd.distill import losses
 from bert_kd.mapping import layer_map
 from bert_kd.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.models import num_layers
+from bert_kd.schema import LayerMapping, Recipe
 
 
 def uniform_map(n_teacher: int, n_student: int) -> list[list[int]]:
     """TinyBERT's g(m) = m · N/M: student layer m learns from teacher layer m·N/M (last to last)."""
     return [[max(1, round(m * n_teacher / n_student))] for m in range(1, n_student + 1)]
+
+
+class TinyBERTOptions(Recipe):
+    """``mapping``: ``uniform`` (g(m) = m·N/M, the default) or any :func:`bert_kd.mapping.layer_map`."""
+
+    mapping: LayerMapping | None = None
 
 
 @register_method("tinybert")
@@ -25,7 +32,7 @@ class TinyBERT(Method):
     default_weights = {"ce": 0.0, "pred": 1.0, "emb": 1.0, "hidden": 1.0, "attn": 1.0, "cos": 0.0}
     student_needs = {"hidden": True, "attention": True}
     teacher_needs = {"hidden": True, "attention": True}
-    known_options = ("mapping",)
+    Options = TinyBERTOptions
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)

@@ -1,10 +1,12 @@
-"""``distill_<method>`` pipelines: one namespaced block per method over a shared teacher.
+"""``distill_<row>`` pipelines: one namespaced block per recipe row over a shared teacher.
 
-Each block (``alp_kd.<method>`` in kedro-viz) builds the student from the teacher, distils it with
-the method's recipe (``distill_methods.<method>`` in ``parameters_distill.yml``) and evaluates it.
+The rows are the keys of ``distill_methods`` in ``parameters_distill.yml`` (read by the pipeline
+registry): each block (``alp_kd.<row>`` in kedro-viz) builds the student from the teacher, distils
+it with the row's recipe (``distill_methods.<row>``) and evaluates it.
 """
 
 from functools import partial, update_wrapper
+from typing import Mapping, Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
@@ -23,13 +25,8 @@ from .nodes import (
 
 #: The paper group (kedro-viz modular pipeline) of the ALP-KD comparison.
 PAPER = "alp_kd"
-#: Methods of the ALP-KD comparison in table order: Table 1's rows (``pkd`` = ALP-KD's PKD with
-#: ``bucket_first``, ``ckd`` = CKD-NO, ``ckd_po``, ``alp_no``, ``alp_po``, ``alp``) and the
-#: other baselines (NKD, RKD, logits-MSE, TinyBERT).
-ALP_FAMILY = ("nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert")
-
-#: The ALP rows of Table 1, each with its Figure 3 (α per dev example).
-ALP_ROWS = ("alp_no", "alp_po", "alp")
+#: Rows whose recipe runs this method get ALP-KD's Figure 3 (α per dev example).
+FIGURE3_METHOD = "alp"
 
 SHARED_INPUTS = ("teacher_model", "teacher_tokenized", "teacher_output_cache", "glue_train", "glue_validation", "run_settings")
 
@@ -52,11 +49,13 @@ def method_pipeline(
     distill=distill_student,
     extra_inputs: tuple[str, ...] = (),
     paper: str = PAPER,
+    figure3: bool = False,
 ) -> Pipeline:
-    """Student construction → distillation → evaluation for one method, namespaced ``<paper>.<method>``.
+    """Student construction → distillation → evaluation for one recipe row, namespaced ``<paper>.<method>``.
 
     ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student`` and
-    ``distill``; ``methods_key``/``student_key`` name the parameter blocks to read.
+    ``distill``; ``methods_key``/``student_key`` name the parameter blocks to read; ``figure3``
+    adds ALP-KD's Figure 3 (an ALP recipe).
     """
     extra = list(extra_inputs)
     template = Pipeline(
@@ -84,7 +83,7 @@ def method_pipeline(
         "params:method": f"params:{methods_key}.{method}",
     }
     outputs = {}
-    if paper == PAPER and method in ALP_ROWS:
+    if figure3:
         template += Pipeline([settings_node(
             alp_attention_report, ["student_model", "teacher_model", "student_data", "params:method", "params:figures"],
             ["alp_attention_table", "alp_attention_plot"], name="alp_attention_figure", fixed={"row": method},
@@ -126,8 +125,24 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
     )
 
 
-def create_pipeline(**kwargs) -> Pipeline:
-    """The ALP-KD distillation blocks (all methods, without the shared teacher part)."""
-    return teacher_cache_pipeline() + sum((method_pipeline(m) for m in ALP_FAMILY), Pipeline([])) + comparison_pipeline(
-        ALP_FAMILY, "distill_baselines"
-    ) + layer_alignment_pipeline()
+def figure3_rows(recipes: Mapping[str, Mapping]) -> tuple[str, ...]:
+    """The rows of ``recipes`` (``distill_methods``) that run ALP, each with its Figure 3."""
+    return tuple(row for row, recipe in recipes.items() if (recipe or {}).get("method") == FIGURE3_METHOD)
+
+
+def row_pipeline(row: str, recipes: Mapping[str, Mapping]) -> Pipeline:
+    """The block of one ``distill_methods`` row (with Figure 3 for an ALP recipe)."""
+    return method_pipeline(row, figure3=row in figure3_rows(recipes))
+
+
+def create_pipeline(recipes: Mapping[str, Mapping] | None = None, **kwargs) -> Pipeline:
+    """The ALP-KD distillation blocks, one per row of ``recipes`` (``distill_methods``, YAML order),
+    their comparison and, where rows ``alp`` and ``pkd`` both run, Figure 4 (without the shared
+    teacher part)."""
+    recipes = dict(recipes or {})
+    rows: Sequence[str] = tuple(recipes)
+    if not rows:
+        return teacher_cache_pipeline()
+    blocks = sum((row_pipeline(row, recipes) for row in rows), Pipeline([]))
+    figure4 = layer_alignment_pipeline() if {"alp", "pkd"} <= set(rows) else Pipeline([])
+    return teacher_cache_pipeline() + blocks + comparison_pipeline(rows, "distill_baselines") + figure4

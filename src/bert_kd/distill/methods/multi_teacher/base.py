@@ -11,6 +11,7 @@ from bert_kd.distill import losses
 from bert_kd.distill.methods.base import Method, hidden_size
 from bert_kd.distill.outputs import Features
 from bert_kd.models import num_layers
+from bert_kd.schema import NonNegativeInt, Recipe, UnitFloat
 
 #: ``projection`` option: a learned map for every teacher, or identity when the widths match.
 PROJECTION_MODES = ("always", "auto")
@@ -46,6 +47,16 @@ def _num_labels(model: nn.Module) -> int | None:
     return None if value is None else int(value)
 
 
+class MultiTeacherOptions(Recipe):
+    """Shared multi-teacher options; ``teachers`` = indices into ``multi_teachers`` (default all),
+    read by the pipeline, not by the method."""
+
+    beta: UnitFloat | None = None
+    teachers: list[NonNegativeInt] | None = None
+    teacher_prefixes: list[str] | None = None
+    scale_by_t2: bool | None = None
+
+
 class MultiTeacherBase(Method):
     """Shared set-up of the multi-teacher methods: validation, α/β weights, teacher binding.
 
@@ -56,7 +67,7 @@ class MultiTeacherBase(Method):
 
     uses_alpha = False
     reads_teacher_prefixes = True
-    known_options: tuple[str, ...] = ("beta", "teacher_prefixes", "scale_by_t2")
+    Options = MultiTeacherOptions
     default_alpha = 0.2
     default_beta = 0.5
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 
 from bert_kd.distill import losses
 from bert_kd.distill.methods.base import register_method
-from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase
+from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, MultiTeacherOptions
 from bert_kd.distill.methods.multi_teacher.reporting import describe_projection
 from bert_kd.distill.outputs import Features
 from bert_kd.mapping import layer_map
+from bert_kd.schema import NonNegativeInt, UnitFloat
 from bert_kd.training import task_loss
 
 
@@ -27,6 +30,12 @@ class OnlineKD(MultiTeacherBase):
         return {name: dict(self.describe_teacher(k), level="prediction") for k, name in enumerate(self.teacher_names)}
 
 
+class MultiPKDOptions(MultiTeacherOptions):
+    alpha: UnitFloat | None = None
+    mapping: Literal["pkd_skip", "pkd_last"] | None = None
+    projection: Literal[PROJECTION_MODES] | None = None
+
+
 @register_method("multi_pkd")
 class MultiPKD(MultiTeacherBase):
     """Multi-teacher PKD: per teacher, a one-to-one [CLS] mapping (``pkd_skip`` by default,
@@ -38,7 +47,7 @@ class MultiPKD(MultiTeacherBase):
 
     term_names = ("ce", "pred", "layer")
     uses_alpha = True
-    known_options = ("alpha", "beta", "teacher_prefixes", "scale_by_t2", "mapping", "projection")
+    Options = MultiPKDOptions
     student_needs = {"cls": True}
     teacher_needs = {"cls": True}
 
@@ -87,6 +96,10 @@ class MultiPKD(MultiTeacherBase):
         }
 
 
+class RSEKDOptions(MultiTeacherOptions):
+    seed: NonNegativeInt | None = None  # of the per-batch teacher draw
+
+
 @register_method("rse_kd")
 class RandomSingleTeacherKD(MultiTeacherBase):
     """RSE-KD (Fukuda et al. 2017): each training mini-batch distils from ONE teacher drawn
@@ -99,7 +112,7 @@ class RandomSingleTeacherKD(MultiTeacherBase):
     """
 
     term_names = ("ce", "pred")
-    known_options = ("beta", "teacher_prefixes", "scale_by_t2", "seed")
+    Options = RSEKDOptions
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)

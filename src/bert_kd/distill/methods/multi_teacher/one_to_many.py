@@ -4,6 +4,8 @@ another tokenizer (:mod:`.spans`), or on sentence vectors (``alignment: sentence
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 
@@ -19,12 +21,20 @@ from bert_kd.distill.methods.multi_teacher.alignment import (
     span_pooling,
     tokens_aligned,
 )
-from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase
+from bert_kd.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, MultiTeacherOptions
 from bert_kd.distill.methods.multi_teacher.reporting import alignment_metrics, one_to_many_report
 from bert_kd.distill.methods.multi_teacher.spans import pool_attention_scores
 from bert_kd.distill.outputs import Features
 from bert_kd.mapping import layer_map
+from bert_kd.schema import UnitFloat
 from bert_kd.training import task_loss
+
+
+class OneToManyOptions(MultiTeacherOptions):
+    alpha: UnitFloat | None = None
+    sentence_repr: Literal[SENTENCE_REPRS] | None = None
+    alignment: Literal[ALIGNMENT_MODES] | None = None
+    projection: Literal[PROJECTION_MODES] | None = None
 
 
 @register_method("multi_teacher")
@@ -40,7 +50,7 @@ class MultiTeacherOneToMany(MultiTeacherBase):
 
     term_names = ("ce", "pred", "hidden", "attn", "emb")
     uses_alpha = True
-    known_options = ("alpha", "beta", "teacher_prefixes", "scale_by_t2", "sentence_repr", "alignment", "projection")
+    Options = OneToManyOptions
     student_needs = {"hidden": True, "attention": True}
     teacher_needs = {"hidden": True, "attention": True}
 

@@ -1,0 +1,55 @@
+"""The project's pipelines come from its recipe rows: one ``distill_<row>`` per row (pipeline_registry)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A scratch project (pyproject + conf/base) bootstrapped in ``tmp_path``."""
+    from kedro.framework.startup import bootstrap_project
+
+    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(REPO_ROOT / "conf" / "base", tmp_path / "conf" / "base")
+    (tmp_path / "conf" / "local").mkdir()
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path)
+    bootstrap_project(tmp_path)
+    return tmp_path
+
+
+def conf_rows(root, name: str, block: str) -> list[str]:
+    return list(yaml.safe_load((root / "conf" / "base" / name).read_text())[block])
+
+
+def test_every_recipe_row_has_its_pipeline(project):
+    from bert_kd.pipeline_registry import register_pipelines
+
+    pipelines = register_pipelines()
+    distill_rows = conf_rows(project, "parameters_distill.yml", "distill_methods")
+    ted_rows = conf_rows(project, "parameters_ted.yml", "ted_methods")
+    assert "tinybert_one_stage" in distill_rows  # a row that once had no pipeline
+    for row in distill_rows + ted_rows:
+        assert f"distill_{row}" in pipelines, row
+    compared = {n.name.split(".")[1] for n in pipelines["distill_baselines"].nodes if n.name.endswith(".distill")}
+    assert compared == set(distill_rows)
+    figure3 = {n.name.split(".")[1] for n in pipelines["distill_baselines"].nodes if n.name.endswith(".alp_attention_figure")}
+    assert figure3 == {"alp", "alp_no", "alp_po"}  # the rows whose recipe runs ALP
+
+
+def test_a_removed_row_takes_its_pipeline_with_it(project):
+    from bert_kd.pipeline_registry import register_pipelines
+
+    path = project / "conf" / "base" / "parameters_distill.yml"
+    parameters = yaml.safe_load(path.read_text())
+    del parameters["distill_methods"]["ckd_po"]
+    path.write_text(yaml.safe_dump(parameters, sort_keys=False))
+    pipelines = register_pipelines()
+    assert "distill_ckd_po" not in pipelines and "distill_ckd" in pipelines
+    assert not any(".ckd_po." in n.name for n in pipelines["distill_baselines"].nodes)
