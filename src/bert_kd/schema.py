@@ -100,6 +100,9 @@ class Runtime(Strict):
 class Tracking(Strict):
     enabled: bool = True
     log_models: bool = True
+    gradient_share_batches: NonNegativeInt = 2  # batches measuring each loss term's gradient share (0 = off)
+    registered_model: str | None = None  # name the best student is registered under; None = bert_kd-<task>-student
+    register_best: bool = True  # register the best student of a comparison pipeline (not when all tie)
 
 
 class TeacherCache(Strict):

@@ -98,6 +98,18 @@ def log_job_columns(run: RunLogger, job: jobs.Job, task: str, seed: int, data_so
                      n_train=n_train, model_parameters=count_parameters(model), name=name)
 
 
+def log_gradient_shares(run: RunLogger, objective, train_dataset, collator, settings: TrainingConfig,
+                        tracking: Mapping | None, name: str):
+    """Each weighted loss term's share of the student's gradient on the first
+    ``tracking.gradient_share_batches`` training batches (default 2; 0 = off), logged as
+    ``grad_share/<term>`` with a warning for a term below 5% (:mod:`bert_kd.distill.gradient_share`)."""
+    from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log
+
+    batches = int((tracking or {}).get("gradient_share_batches", 2))
+    return measure_and_log(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
+                           seed=settings.seed)
+
+
 def step_logger(run: RunLogger):
     """``run.log_metrics`` that also passes the job path's ``step`` fault point (crash tests)."""
 

@@ -187,6 +187,7 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
             "training": vars(settings), "key": job.key,
             **({"stages": method_config["stages"]} if method_config.get("stages") else {}),  # per-epoch weights
         })
+        common.log_gradient_shares(run, objective, student_data["train"], collator, settings, tracking, f"distill_{row}")
         result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
         diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))

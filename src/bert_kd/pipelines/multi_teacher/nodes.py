@@ -151,6 +151,7 @@ def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, stu
                         "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
                         "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
         run.log_dict(method.alignment_report(), "alignment_before.json")
+        common.log_gradient_shares(run, objective, data["train"], collator, settings, tracking, run_name)
         result = fit(objective, data["train"], data[common.evaluation_split(data)], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
         report = method.alignment_report()
