@@ -21,6 +21,7 @@ from bert_kd import jobs
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
 from bert_kd.tracking import RunLogger, adaptive_log_every, is_main_process, log_training_job, tracked_run
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
+from bert_kd.verdict import majority_class_metrics
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +191,15 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
-    result: dict = {"task": spec.name, "metrics": {}}
+    result: dict = {"task": spec.name, "metrics": {}, "majority_class": {}, "examples": {}}
     for split in [name for name in tokenized if name != "train"]:
         loader = make_loader(tokenized[split], batch_size, collator, shuffle=False)
         predictions, labels = predict_logits(objective, loader)
         result["metrics"][split] = glue_metrics(spec.name, predictions, labels)
+        result["majority_class"][split] = majority_class_metrics(spec.name, labels)  # the floor of every table
+        result["examples"][split] = int(len(labels))
     main = result["metrics"][evaluation_split(tokenized)]
+    result["score_examples"] = result["examples"][evaluation_split(tokenized)]
     result["primary_metric"] = primary_metric(spec.name)
     result["score"] = main[result["primary_metric"]]
     result["parameters"] = count_parameters(bundle.model)

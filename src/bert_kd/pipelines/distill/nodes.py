@@ -30,6 +30,7 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
+from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
 from bert_kd.training import fit, make_loader, resolve_mixed_precision
 
 log = logging.getLogger(__name__)
@@ -203,19 +204,65 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
 
 
 def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | None = None):
-    """A Table-1-style comparison: one row per method plus the teacher, % of teacher kept
-    (``table``: its name, e.g. ``distill_baselines``, used in the chart's title)."""
+    """A Table-1-style comparison: one row per method plus the teacher and the majority class,
+    % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
+    title). When every student ties with the majority class or with each other
+    (:func:`bert_kd.verdict.comparison_verdict`) the log and the parent run say so instead of
+    naming a best student."""
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
-    rows += [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
+    majority = majority_row(teacher_metrics, student_metrics)
+    rows += [majority] if majority else []
+    students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
+    rows += students
     frame = pd.DataFrame(rows)
     metric = teacher_metrics["primary_metric"]
     title = comparison_title(table, teacher_metrics["task"], metric)
-    figure = comparison_bars([r["method"] for r in rows[1:]], [r[metric] for r in rows[1:]], teacher_metrics["score"], metric, title)
-    markdown = markdown_table(frame)
+    figure = comparison_bars([r["method"] for r in students], [r[metric] for r in students], teacher_metrics["score"], metric, title)
+    verdict = table_verdict(students, majority, metric, teacher_metrics)
+    body = markdown_table(frame)
+    markdown = with_verdict(body, verdict, title)
     common.log_to_active_run({"comparison.md": markdown}, {"comparison.png": figure})
-    log_comparison_to_parent(frame, metric, markdown=markdown, title=title,
+    log_comparison_to_parent(frame, metric, markdown=body, title=title, warning=verdict.warning,
                              teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
     return frame, markdown, figure
+
+
+def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
+    """The majority-class row (:data:`bert_kd.verdict.MAJORITY_METHOD`) from the first evaluation
+    that recorded it (same dev rows for every model of a table); None for regression tasks."""
+    for evaluation in (teacher_metrics, *student_metrics):
+        splits = {k: v for k, v in (evaluation.get("majority_class") or {}).items() if v}
+        if splits:
+            break
+    else:
+        return None
+    metric = evaluation["primary_metric"]
+    main = splits.get(common.evaluation_split(splits), next(iter(splits.values())))
+    row = {"method": MAJORITY_METHOD, "task": evaluation["task"]}
+    for split, metrics in splits.items():
+        for key, value in metrics.items():
+            row[key if len(splits) == 1 else f"{split}/{key}"] = round(float(value), 4)
+    row[metric] = round(float(main[metric]), 4)
+    teacher_score = teacher_metrics.get("score")
+    row[kept_column] = round(100.0 * main[metric] / teacher_score, 1) if teacher_score else None
+    return row
+
+
+def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:
+    """``markdown`` headed by the verdict's warning (also logged), or unchanged when a best student exists."""
+    if not verdict.warning:
+        return markdown
+    log.warning("%s: %s", title, verdict.warning)
+    return f"**No best student**: {verdict.warning}.\n\n" + markdown
+
+
+def table_verdict(students: list[dict], majority: dict | None, metric: str, reference: dict, label=None) -> Verdict:
+    """The verdict over ``students`` rows (their ``metric`` column) against the majority row, at the
+    noise of the evaluation split's size (``reference['score_examples']``)."""
+    label = label or (lambda row: row["method"])
+    scores = {label(row): row.get(metric) for row in students}
+    floor = majority.get(metric) if majority else None
+    return comparison_verdict(scores, floor, noise_tolerance(reference.get("score_examples")), metric)
 
 
 def _row(name: str, evaluation: dict, teacher: dict) -> dict:

@@ -19,10 +19,18 @@ from bert_kd.distill.objective import DistillationObjective, Teacher
 from bert_kd.models import ModelBundle, build_student, count_parameters
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher, markdown_table
+from bert_kd.pipelines.distill.nodes import (
+    cache_teacher_outputs,
+    check_teacher,
+    majority_row,
+    markdown_table,
+    table_verdict,
+    with_verdict,
+)
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import fit, make_loader
+from bert_kd.verdict import MAJORITY_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -192,17 +200,26 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
         rows.append({"configuration": info.get("configuration"), "method": info.get("method"),
                      "teachers": "+".join(info.get("teachers", [])), e["primary_metric"]: round(e["score"], 4),
                      "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1)})
+    student_rows = rows[len(teacher_metrics):]
+    majority = majority_row(best_teacher, students, kept_column="% of best teacher")
+    if majority:  # the floor: only the columns of this table
+        rows.insert(len(teacher_metrics), {"configuration": MAJORITY_METHOD, "method": MAJORITY_METHOD, "teachers": "",
+                                           **{k: majority[k] for k in (best_teacher["primary_metric"], "% of best teacher")}})
     table = pd.DataFrame(rows)
     metric = best_teacher["primary_metric"]
-    by_teachers = table[table["method"].isin(["teacher", "multi_teacher"])]
+    by_teachers = table[table["method"].isin(["teacher", MAJORITY_METHOD, "multi_teacher"])]
     by_strategy = table[table["method"] != "teacher"]
-    markdown = "## Table 2: by teachers\n\n" + markdown_table(by_teachers) + "\n## Table 3: by strategy\n\n" + markdown_table(by_strategy)
-    students_only = table[table["method"] != "teacher"]
+    verdict = table_verdict(student_rows, majority, metric, best_teacher, label=lambda r: f"{r['method']}[{r['teachers']}]")
+    body = "## Table 2: by teachers\n\n" + markdown_table(by_teachers) + "\n## Table 3: by strategy\n\n" + markdown_table(by_strategy)
+    title = comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric)
+    markdown = with_verdict(body, verdict, title)
+    students_only = table[~table["method"].isin(["teacher", MAJORITY_METHOD])]
     figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
                              list(students_only[metric]), best_teacher["score"], metric,
                              comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric))
     common.log_to_active_run({"multi_teacher_comparison.md": markdown}, {"multi_teacher_comparison.png": figure})
-    log_comparison_to_parent(table, metric, markdown=markdown, title=comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric), teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
+    log_comparison_to_parent(table, metric, markdown=body, title=title, warning=verdict.warning,
+                             teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
 
 
