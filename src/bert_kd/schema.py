@@ -345,6 +345,16 @@ class Evaluate(Strict):
     batch_size: PositiveInt = 64
 
 
+class PredictGlue(Strict):
+    """``predict_glue`` pipeline: a model's GLUE test-set predictions in the server's format."""
+
+    model: str | None = None
+    output_dir: str = "data/08_reporting/glue_submission"
+    ax_file: str | None = None  # the diagnostic set; None = <glue_dir>/diagnostic/diagnostic.tsv
+    max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
+    batch_size: PositiveInt = 64
+
+
 # --------------------------------------------------------------------------- the whole tree
 
 
@@ -372,6 +382,7 @@ class Parameters(Strict):
     reproduce: Reproduce | None = None
     export_student: ExportStudent | None = None
     evaluate: Evaluate | None = None
+    predict_glue: PredictGlue | None = None
     figures: Figures = Figures()
 
     @field_validator("task")
