@@ -64,7 +64,8 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     rows = ["nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert"]
     assert list(table["method"]) == ["teacher", "majority class", *rows]  # Table 1's rows, other baselines, the floor
     assert table.loc[0, "% of teacher"] == 100.0
-    assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")
+    md = (root / "data/08_reporting/distill_baselines.md").read_text()
+    assert md.startswith("| method |") or md.startswith("**No best student**")  # tiny students may all tie
     runs = mlflow_runs(uri)
     assert "tags.method" in runs.columns, sorted(runs.columns)
     methods = set(runs["tags.method"].dropna())
