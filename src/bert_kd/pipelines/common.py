@@ -75,7 +75,9 @@ def recompute(runtime: Mapping | None) -> bool:
 def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, recompute: bool = False) -> ModelBundle:
     """Reuse or train a model through the job path; the bundle's ``info`` names its store path.
 
-    A freshly trained model is logged as MLflow artifacts from the store when ``tracking.log_models``.
+    A freshly trained model is logged once, as an MLflow LoggedModel of its training run, when
+    ``tracking.log_models`` (:func:`bert_kd.tracking_models.log_model_directory`; its id in
+    ``info["mlflow_model_id"]``).
     """
     outcome = jobs.run_job(
         model_job, train_fn, write_bundle_files, load_bundle, recompute=recompute, writer=is_main_process(),
@@ -85,7 +87,13 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, re
     bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
     if not outcome.reused and (tracking or {}).get("log_models", True):
         with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
-            run.log_artifacts(outcome.path, "model")
+            if run.enabled:
+                from bert_kd.tracking_models import log_model_directory
+
+                regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
+                bundle.info["mlflow_model_id"] = log_model_directory(
+                    outcome.path, task=bundle.info.get("task"), regression=regression,
+                    tags={"role": bundle.info.get("role", ""), "store_key": model_job.key})
     return bundle
 
 

@@ -30,6 +30,8 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
+from bert_kd.tracking_models import default_registered_name
+from bert_kd.tracking_models import register_best_student as register_model_version
 from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
 from bert_kd.training import fit, make_loader, resolve_mixed_precision
 
@@ -246,6 +248,37 @@ def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% o
     teacher_score = teacher_metrics.get("score")
     row[kept_column] = round(100.0 * main[metric] / teacher_score, 1) if teacher_score else None
     return row
+
+
+def register_best_student(table: pd.DataFrame, teacher_metrics: dict, tracking: dict, task: str, *student_metrics: dict,
+                          table_name: str | None = None, label=None) -> dict:
+    """Register the comparison's best student (``tracking.registered_model``, default
+    ``bert_kd-<task>-student``) with its lineage tags, unless every student ties
+    (:func:`table_verdict`), tracking is off or ``tracking.register_best`` is false. → what was
+    done (``registered``, ``uri`` or ``reason``), also tagged on the parent run."""
+    label = label or (lambda info: info.get("method", "?"))
+    if not common.tracking_enabled(tracking) or not (tracking or {}).get("register_best", True) or not common.is_main_process():
+        return {"registered": False, "reason": "tracking.enabled or tracking.register_best is false"}
+    metric = teacher_metrics["primary_metric"] if isinstance(teacher_metrics, dict) else None
+    rows = table.to_dict("records")
+    majority = next((r for r in rows if r.get("method") == MAJORITY_METHOD), None)
+    students = [r for r in rows if r.get("method") not in ("teacher", MAJORITY_METHOD)]
+    row_label = (lambda r: f"{r['method']}[{r['teachers']}]") if "teachers" in table.columns else None
+    verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label)
+    if verdict.best is None:
+        log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
+        return {"registered": False, "reason": verdict.warning}
+    best = next(e for e in student_metrics if label(e["info"]) == verdict.best)
+    name = (tracking or {}).get("registered_model") or default_registered_name(get_task(task).name)
+    version = register_model_version(best["info"], teacher_metrics.get("info"), name, extra_tags={
+        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or ""})
+    uri = f"models:/{name}/{version.version}"
+    log.info("%s: best student %s registered as %s", table_name or "comparison", verdict.best, uri)
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.set_tags({"registered_model": uri, "registered_method": verdict.best})
+    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best}
 
 
 def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:

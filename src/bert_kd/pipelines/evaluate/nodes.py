@@ -22,7 +22,9 @@ def resolve_model_source(source: str) -> Path:
     if source.startswith(MLFLOW_SCHEMES):
         import mlflow
 
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=source))
+        from bert_kd.tracking_models import bundle_directory
+
+        local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
         log.info("evaluate.model %s downloaded to %s", source, local)
         return local
     path = Path(source)

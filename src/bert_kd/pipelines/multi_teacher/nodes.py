@@ -24,6 +24,7 @@ from bert_kd.pipelines.distill.nodes import (
     check_teacher,
     majority_row,
     markdown_table,
+    register_best_student,
     table_verdict,
     with_verdict,
 )
@@ -221,6 +222,16 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     log_comparison_to_parent(table, metric, markdown=body, title=title, warning=verdict.warning,
                              teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
+
+
+def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], tracking: dict, task: str,
+                                *students: dict) -> dict:
+    """:func:`~bert_kd.pipelines.distill.nodes.register_best_student` for Tables 2–3 (rows named
+    ``<method>[<teachers>]``; the best teacher is the reference)."""
+    best_teacher = max(teacher_metrics, key=lambda e: e["score"])
+    return register_best_student(table, best_teacher, tracking, task, *students,
+                                 table_name="distill_multi_teacher_baselines",
+                                 label=lambda info: f"{info.get('method')}[{'+'.join(info.get('teachers', []))}]")
 
 
 def multi_teacher_contributions(student: ModelBundle, task: str):
