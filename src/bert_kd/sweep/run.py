@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Mapping
 
+from bert_kd.sweep.budget import write_budget
 from bert_kd.sweep.report import SweepReport, build_report, write_report
 from bert_kd.sweep.scheduler import RunTrial, run_sweep
 from bert_kd.sweep.spec import TrialSpec, build_sweep
@@ -42,4 +43,6 @@ def reproduce(
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
     report = dataclasses.replace(report, provenance=provenance)
     directory = output_dir or reproduce_params.get("output_dir") or "data/08_reporting/reproduce"
-    return report, write_report(report, directory, sweep.table)
+    paths = write_report(report, directory, sweep.table)
+    paths.update(write_budget(sweep, results, directory, sweep.table))  # expected best score vs trials, with a grid
+    return report, paths
