@@ -91,7 +91,9 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     else:
         assert parent["tags.best_method"] in methods
     assert parent["metrics.majority/accuracy"] == pytest.approx(table.loc[1, "accuracy"])
-    assert all(0 <= s <= 1 for s in runs.filter(like="metrics.grad_share/").stack())  # every run: gradient shares
+    shares = runs.filter(like="metrics.grad_share/").to_numpy(dtype=float).ravel()
+    shares = shares[~pd.isna(shares)]
+    assert len(shares) and ((shares >= 0) & (shares <= 1 + 1e-9)).all(), shares  # every student run: gradient shares
     assert runs.loc[runs["tags.method"].isin(rows), "metrics.grad_share/ce"].notna().all()
     # every student (and the teacher) is a LoggedModel; the best one registered unless all tie
     client = mlflow.MlflowClient(uri)

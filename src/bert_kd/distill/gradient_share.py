@@ -18,6 +18,8 @@ from typing import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from bert_kd.training import make_loader
+
 log = logging.getLogger(__name__)
 
 #: Below this share a term with weight > 0 is reported as (nearly) inert.
@@ -131,8 +133,6 @@ def inert_warnings(measured: Sequence[tuple[str, Sequence[TermShare]]], name: st
 
 def first_batches(dataset, batch_size: int, collator, n: int) -> list[dict[str, Tensor]]:
     """The first ``n`` batches of ``dataset`` in order (no shuffling: the same rows every run)."""
-    from bert_kd.training import make_loader
-
     if n <= 0 or len(dataset) == 0:
         return []
     loader = make_loader(dataset.select(range(min(len(dataset), n * batch_size))), batch_size, collator, shuffle=False)

@@ -19,8 +19,10 @@ from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd import jobs
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
+from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log_gradient_shares
 from bert_kd.tracking import RunLogger, adaptive_log_every, is_main_process, log_training_job, tracked_run
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
+from bert_kd.tracking_models import log_model_directory
 from bert_kd.verdict import majority_class_metrics
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,6 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, re
     if not outcome.reused and (tracking or {}).get("log_models", True):
         with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
             if run.enabled:
-                from bert_kd.tracking_models import log_model_directory
-
                 regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
                 bundle.info["mlflow_model_id"] = log_model_directory(
                     outcome.path, task=bundle.info.get("task"), regression=regression,
@@ -112,10 +112,8 @@ def log_gradient_shares(run: RunLogger, objective, train_dataset, collator, sett
     """Each weighted loss term's share of the student's gradient on the first
     ``tracking.gradient_share_batches`` training batches (default 2; 0 = off), logged as
     ``grad_share/<term>`` with a warning for a term below 5% (:mod:`bert_kd.distill.gradient_share`)."""
-    from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log
-
     batches = int((tracking or {}).get("gradient_share_batches", 2))
-    return measure_and_log(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
+    return measure_and_log_gradient_shares(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
                            seed=settings.seed)
 
 

@@ -9,6 +9,7 @@ from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsam
 from bert_kd.data.tokenize import tokenize_splits
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
+from bert_kd.tracking_models import bundle_directory
 
 log = logging.getLogger(__name__)
 
@@ -21,8 +22,6 @@ def resolve_model_source(source: str) -> Path:
         raise ValueError("evaluate.model is empty: give a model directory or an MLflow URI (runs:/<id>/model)")
     if source.startswith(MLFLOW_SCHEMES):
         import mlflow
-
-        from bert_kd.tracking_models import bundle_directory
 
         local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
         log.info("evaluate.model %s downloaded to %s", source, local)

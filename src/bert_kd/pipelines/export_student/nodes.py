@@ -14,6 +14,7 @@ from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, mar
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common
+from bert_kd.tracking_models import log_onnx_model
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,6 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
 
 def _log_onnx_student(onnx_bytes: bytes, student: ModelBundle, task: str) -> str:
     """The fp32 ONNX student as a LoggedModel (``student_onnx``) of the export run."""
-    from bert_kd.tracking_models import log_onnx_model
-
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "student.onnx"
         path.write_bytes(onnx_bytes)
