@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from functools import partial
+from functools import partial, update_wrapper
 from pathlib import Path
 
 import pandas as pd
@@ -279,6 +279,18 @@ def register_best_student(table: pd.DataFrame, teacher_metrics: dict, tracking: 
     if mlflow.active_run() is not None:
         mlflow.set_tags({"registered_model": uri, "registered_method": verdict.best})
     return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best}
+
+
+def registration_node(table_name: str, label=None):
+    """:func:`register_best_student` as a node function over ``(table, teacher_metrics,
+    *student_metrics, run_settings)``: tracking and task come from the run settings."""
+
+    def register(table, teacher_metrics, *students_and_settings):
+        *students, settings = students_and_settings
+        return register_best_student(table, teacher_metrics, settings["tracking"], settings["task"], *students,
+                                     table_name=table_name, label=label)
+
+    return update_wrapper(register, register_best_student)
 
 
 def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:

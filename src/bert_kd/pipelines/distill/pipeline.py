@@ -19,7 +19,7 @@ from .nodes import (
     distill_student,
     layer_alignment_report,
     prepare_student_data,
-    register_best_student,
+    registration_node,
 )
 
 #: The paper group (kedro-viz modular pipeline) of the ALP-KD comparison.
@@ -124,9 +124,9 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
                 tags=tags_for(paper, role="report"),
             ),
             node(  # the best student as a registered MLflow model version (not when every student ties)
-                update_wrapper(partial(register_best_student, table_name=output_prefix), register_best_student),
-                inputs=[f"{output_prefix}_table", "teacher_metrics", "params:tracking", "params:task",
-                        *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
+                registration_node(output_prefix),
+                inputs=[f"{output_prefix}_table", "teacher_metrics",
+                        *[f"{block_name(paper, m)}.student_metrics" for m in methods], "run_settings"],
                 outputs=f"{output_prefix}_registered_model",
                 name=f"register_{output_prefix}",
                 tags=tags_for(paper, role="report"),

@@ -224,10 +224,11 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     return table, markdown, figure
 
 
-def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], tracking: dict, task: str,
-                                *students: dict) -> dict:
+def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], *students_and_settings) -> dict:
     """:func:`~bert_kd.pipelines.distill.nodes.register_best_student` for Tables 2–3 (rows named
-    ``<method>[<teachers>]``; the best teacher is the reference)."""
+    ``<method>[<teachers>]``; the best teacher is the reference); the last input is ``run_settings``."""
+    *students, settings = students_and_settings
+    tracking, task = settings["tracking"], settings["task"]
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
     return register_best_student(table, best_teacher, tracking, task, *students,
                                  table_name="distill_multi_teacher_baselines",

@@ -109,8 +109,8 @@ def comparison(configs) -> Pipeline:
                   "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher",
                  tags=tags_for(PAPER, role="report")),
             node(register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
-                 ["distill_multi_teacher_baselines_table", "multi_teacher_metrics", "params:tracking", "params:task",
-                  *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
+                 ["distill_multi_teacher_baselines_table", "multi_teacher_metrics",
+                  *[f"{block_name(PAPER, c)}.student_metrics" for c in configs], "run_settings"],
                  "distill_multi_teacher_baselines_registered_model", name="register_multi_teacher_student",
                  tags=tags_for(PAPER, role="report")),
         ]
