@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import tokenize_frame
 from bert_kd.distill.methods import build_method
+from bert_kd.distill.gradient_share import batch_term_gradients, flat_gradient  # noqa: F401 (the package's measurement)
 from bert_kd.distill.objective import DistillationObjective, Teacher
 from bert_kd.models import ModelBundle, load_bundle
 from bert_kd.pipelines.common import collator_for
@@ -126,14 +127,6 @@ def training_batches(teacher: ModelBundle, task: str, glue_dir: str | None, batc
 
 
 # ---------------------------------------------------------------- the measurement
-def flat_gradient(value: Tensor, params: list[nn.Parameter]) -> Tensor:
-    """∂value/∂params as one flat vector (zeros where the value does not depend on a parameter)."""
-    if not value.requires_grad:
-        return torch.zeros(sum(p.numel() for p in params))
-    grads = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
-    return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for g, p in zip(grads, params)])
-
-
 def term_gradients(students: Sequence[nn.Module], teacher: nn.Module, recipe: dict, batches: Sequence[dict],
                    *, regression: bool = False, seed: int = 0, dropout: bool = True) -> list[TermGradient]:
     """Per-term gradient norms, shares and cosines of ``recipe`` over ``students`` × ``batches``
@@ -145,13 +138,9 @@ def term_gradients(students: Sequence[nn.Module], teacher: nn.Module, recipe: di
         method = build_method(dict(recipe), student, [teacher], regression=regression)
         objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
         objective.train(dropout)
-        params = [p for p in student.parameters() if p.requires_grad]
         for i, batch in enumerate(batches):
             torch.manual_seed(seed + i)  # the same dropout masks for every recipe
-            features = objective.student_features(batch)
-            teachers = {0: objective.teacher_features(0, batch, allow_cache=False)}
-            terms = method.terms(features, teachers, batch)
-            grads = {name: flat_gradient(value, params) for name, value in terms.items()}
+            grads = batch_term_gradients(objective, batch, allow_cache=False)
             reference = next((grads[t] for t in PREDICTION_TERMS if t in grads), None)
             total = sum(method.weights.get(name, 0.0) * g for name, g in grads.items())
             for name, g in grads.items():

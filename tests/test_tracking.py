@@ -245,3 +245,18 @@ def test_logging_a_dataset_input_tolerates_another_process_inserting_it_first(st
     monkeypatch.setattr(mlflow, "log_input", broken_log_input)
     with tracking.tracked_run("train_teacher:rte"), pytest.raises(MlflowException, match="read-only"):
         tracking.log_input_once(dataset, context="training")
+
+
+def test_a_tied_comparison_names_no_best_student_and_logs_the_floor(store):
+    import mlflow
+
+    rows = [{"method": "teacher", "accuracy": 0.9}, {"method": "majority class", "accuracy": 0.527},
+            {"method": "nkd", "accuracy": 0.527}, {"method": "alp", "accuracy": 0.527}]
+    with mlflow.start_run() as parent:
+        metrics = tracking.log_comparison_to_parent(rows, "accuracy", warning="every student ties with the majority class")
+    run = store.client.get_run(parent.info.run_id)
+    assert "best_method" not in run.data.tags and "best/accuracy" not in metrics
+    assert metrics["majority/accuracy"] == 0.527 and "compare/majority_class/accuracy" not in metrics
+    assert run.data.tags["comparison.warning"] == "every student ties with the majority class"
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("**No best student**: every student ties") and "Best student" not in note

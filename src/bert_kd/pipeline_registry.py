@@ -15,7 +15,7 @@ from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
 from bert_kd.pipelines import data_processing, distill, evaluate_teacher, export_student, multi_teacher, ted, train_teacher
-from bert_kd.pipelines import evaluate, reproduce
+from bert_kd.pipelines import evaluate, predict_glue, reproduce
 from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
 from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.distill.pipeline import row_pipeline, teacher_cache_pipeline
@@ -69,4 +69,5 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
     pipelines["reproduce"], pipelines["evaluate"] = reproduce.create_pipeline(), evaluate.create_pipeline()  # not in __default__
+    pipelines["predict_glue"] = predict_glue.create_pipeline()  # not in __default__: needs a model
     return pipelines

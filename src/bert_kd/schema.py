@@ -101,6 +101,9 @@ class Runtime(Strict):
 class Tracking(Strict):
     enabled: bool = True
     log_models: bool = True
+    gradient_share_batches: NonNegativeInt = 2  # batches measuring each loss term's gradient share (0 = off)
+    registered_model: str | None = None  # name the best student is registered under; None = bert_kd-<task>-student
+    register_best: bool = True  # register the best student of a comparison pipeline (not when all tie)
 
 
 class TeacherCache(Strict):
@@ -281,6 +284,16 @@ class Evaluate(Strict):
     batch_size: PositiveInt = 64
 
 
+class PredictGlue(Strict):
+    """``predict_glue`` pipeline: a model's GLUE test-set predictions in the server's format."""
+
+    model: str | None = None
+    output_dir: str = "data/08_reporting/glue_submission"
+    ax_file: str | None = None  # the diagnostic set; None = <glue_dir>/diagnostic/diagnostic.tsv
+    max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
+    batch_size: PositiveInt = 64
+
+
 # --------------------------------------------------------------------------- the whole tree
 
 
@@ -308,6 +321,7 @@ class Parameters(Strict):
     reproduce: Reproduce | None = None
     export_student: ExportStudent | None = None
     evaluate: Evaluate | None = None
+    predict_glue: PredictGlue | None = None
     figures: Figures = Figures()
 
     @field_validator("task")

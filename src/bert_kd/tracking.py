@@ -593,13 +593,16 @@ def log_comparison_to_parent(
     teacher_run_id: str | None = None,
     label: Callable[[Mapping], str] = row_label,
     run_id: str | None = None,
+    warning: str | None = None,
 ) -> dict[str, float]:
     """Put a comparison on the parent run: its table as the run's description, every numeric cell
     as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the best student as tag
     ``best_method`` and metric ``best/<primary_metric>``, and a link to the teacher's run.
 
     ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
-    rows). Logs to ``run_id`` or the active run (kedro-mlflow's); returns the metrics (also when
+    rows, ``"majority class"`` the floor, logged as ``majority/<column>``). With ``warning`` (every
+    student ties, :mod:`bert_kd.verdict`) the description says so and no best student is named.
+    Logs to ``run_id`` or the active run (kedro-mlflow's); returns the metrics (also when
     there is no run, so callers and tests can inspect them).
     """
     if hasattr(rows, "to_dict"):
@@ -608,8 +611,11 @@ def log_comparison_to_parent(
     if primary_metric and rows and not any(primary_metric in r for r in rows):
         raise ValueError(f"primary_metric {primary_metric!r} is not a column of the comparison ({sorted(rows[0])})")
     teachers = [r for r in rows if r.get("method") == "teacher"]
-    students = [r for r in rows if r.get("method") != "teacher"]
+    floors = [r for r in rows if r.get("method") == FLOOR_METHOD]
+    students = [r for r in rows if r.get("method") not in ("teacher", FLOOR_METHOD)]
     metrics: dict[str, float] = {}
+    for row in floors:
+        metrics.update({f"majority/{k}": v for k, v in _numeric_items(row).items()})
     for row in teachers:
         prefix = "teacher" if len(teachers) == 1 else f"teacher/{metric_key(label(row))}"
         metrics.update({f"{prefix}/{k}": v for k, v in _numeric_items(row).items()})
@@ -618,6 +624,9 @@ def log_comparison_to_parent(
     scored = [r for r in students if _is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
     best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
     tags = {"comparison.primary_metric": primary_metric}
+    if warning:  # every student ties (bert_kd.verdict): no best student is named
+        best = None
+        tags["comparison.warning"] = warning
     if best is not None:
         metrics[f"best/{metric_key(primary_metric)}"] = float(best[primary_metric])
         tags["best_method"] = label(best)
@@ -640,7 +649,7 @@ def log_comparison_to_parent(
         except Exception as exc:  # a teacher trained against another tracking store
             log.warning("teacher run %s not found in this tracking store (%s)", teacher_run_id, exc)
             tags["teacher_run_id"] = teacher_run_id
-    best_line = ""
+    best_line = f"**No best student**: {warning}\n\n" if warning else ""
     if best is not None:
         best_line = f"Best student: **{label(best)}** ({primary_metric} {format_number(best[primary_metric], 4)})\n\n"
     body = markdown if markdown is not None else _markdown(rows)
@@ -656,6 +665,10 @@ def log_comparison_to_parent(
         client.log_batch(run_id, metrics=entries[start:start + 1000],
                          tags=[RunTag(k, str(v)) for k, v in tags.items()] if start == 0 else [])
     return metrics
+
+
+#: ``method`` of the majority-class row of a comparison (``bert_kd.verdict.MAJORITY_METHOD``).
+FLOOR_METHOD = "majority class"
 
 
 def _markdown(rows: Sequence[Mapping]) -> str:

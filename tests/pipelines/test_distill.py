@@ -43,8 +43,13 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert 0 <= alp["metrics.final/validation/accuracy"] <= 1
     # the teacher run sits next to it in the same experiment
     assert (runs["tags.mlflow.runName"] == "train_teacher:rte").sum() == 1
-    artifacts = mlflow.MlflowClient(uri).list_artifacts(alp["run_id"], "model")  # students are logged too
-    assert "model/model.safetensors" in {a.path for a in artifacts}
+    # students are logged too, as a LoggedModel of their run holding the store entry (weights, tokenizer)
+    from bert_kd.tracking_models import find_logged_model
+
+    model_id = find_logged_model(alp["run_id"], mlflow.MlflowClient(uri))
+    assert model_id == metrics["info"]["mlflow_model_id"]
+    files = {a.path for a in mlflow.MlflowClient(uri).list_logged_model_artifacts(model_id, f"data/{student.name}")}
+    assert {f"data/{student.name}/model.safetensors", f"data/{student.name}/tokenizer.json"} <= files
     # ALP-KD Figure 3: 10 random dev examples, one row each (not averaged), layer 2 marked unconnected
     figure3 = pd.read_csv(root / "data/08_reporting/alp_kd_figure3_alp.csv")
     assert figure3["example"].nunique() == 10 and len(figure3) == 10 * 4 + 10
@@ -59,14 +64,15 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
 
 def test_distill_baselines_writes_table_one(run_pipeline):
     # 2 student epochs: the two-stage TinyBERT row needs one epoch per stage (1 + 1 at fraction 0.6)
-    _, root, uri = run_pipeline("distill_baselines",
+    outputs, root, uri = run_pipeline("distill_baselines",
                                 student={"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2, "aux_learning_rate": 1e-3}})
     table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
     rows = list(yaml.safe_load((root / "conf/base/parameters_distill.yml").read_text())["distill_methods"])
     assert rows[:10] == ["nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert"]
-    assert list(table["method"]) == ["teacher", *rows]  # every recipe row: ALP-KD Table 1's and the other baselines
+    assert list(table["method"]) == ["teacher", "majority class", *rows]  # every recipe row, then the floor
     assert table.loc[0, "% of teacher"] == 100.0
-    assert (root / "data/08_reporting/distill_baselines.md").read_text().startswith("| method |")
+    md = (root / "data/08_reporting/distill_baselines.md").read_text()
+    assert md.startswith("| method |") or md.startswith("**No best student**")  # tiny students may all tie
     runs = mlflow_runs(uri)
     assert "tags.method" in runs.columns, sorted(runs.columns)
     methods = set(runs["tags.method"].dropna())
@@ -80,7 +86,29 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert "| method |" in parent["tags.mlflow.note.content"]
     assert parent["metrics.compare/alp/accuracy"] == pytest.approx(table.loc[table["method"] == "alp", "accuracy"].iloc[0])
     assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
-    assert parent["tags.best_method"] in methods and parent["tags.teacher_run_id"]
+    assert parent["tags.teacher_run_id"]
+    # tiny students: either a best student, or the note says why there is none (bert_kd.verdict)
+    if isinstance(parent.get("tags.comparison.warning"), str):
+        assert pd.isna(parent.get("tags.best_method")) and "No best student" in parent["tags.mlflow.note.content"]
+    else:
+        assert parent["tags.best_method"] in methods
+    assert parent["metrics.majority/accuracy"] == pytest.approx(table.loc[1, "accuracy"])
+    shares = runs.filter(like="metrics.grad_share/").to_numpy(dtype=float).ravel()
+    shares = shares[~pd.isna(shares)]
+    assert len(shares) and ((shares >= 0) & (shares <= 1 + 1e-9)).all(), shares  # every student run: gradient shares
+    students = runs[runs["tags.method"].isin(rows) & (runs["tags.role"] == "student")]
+    assert students.filter(like="metrics.grad_share/").notna().any(axis=1).all()  # every student run
+    assert tinybert["metrics.grad_share/stage2/pred"] == 1.0  # staged: per stage; stage 2 has one term
+    # every student (and the teacher) is a LoggedModel; the best one registered unless all tie
+    client = mlflow.MlflowClient(uri)
+    logged = client.search_logged_models(experiment_ids=[runs["experiment_id"].iloc[0]])
+    assert len({m.source_run_id for m in logged if m.name == "model"}) == len(rows) + 1
+    registered = outputs["distill_baselines_registered_model"].load()  # a MemoryDataset
+    if isinstance(parent.get("tags.comparison.warning"), str):
+        assert not registered["registered"] and registered["reason"] == parent["tags.comparison.warning"]
+    else:
+        version = client.get_model_version("bert_kd-rte-student", registered["version"])
+        assert version.tags["bert_kd.method"] == parent["tags.best_method"] and version.tags["bert_kd.data_digest"]
     assert len(list((root / "data/08_reporting/history").rglob("distill_baselines.*"))) == 3  # csv, md, png
     # ALP-KD Figure 3 for every ALP row; Figure 4: PKD's pair (bucket_first(4, 2) = [[1], []]), every
     # dev example (24 < 100) for teacher, ALP and PKD, cosine distance for the two students

@@ -29,3 +29,11 @@ def test_export_student_writes_onnx_files_report_and_latency_table(run_pipeline)
     export = runs[runs["tags.mlflow.runName"] == "export_student:rte"]
     assert len(export) == 1 and export.iloc[0]["params.num_processes"] == "1"
     assert "metrics.export/ms_b1/student_ONNX_fp32" in runs.columns
+    # the fp32 ONNX student is a LoggedModel of the export run (onnx flavour)
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    onnx_models = [m for m in client.search_logged_models(experiment_ids=[export.iloc[0]["experiment_id"]])
+                   if m.name == "student_onnx"]
+    assert [m.source_run_id for m in onnx_models] == [export.iloc[0]["run_id"]]
+    assert "onnx" in mlflow.models.get_model_info(f"models:/{onnx_models[0].model_id}").flavors

@@ -20,7 +20,7 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     student = {"num_layers": 2, "init_from_teacher": 0, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
     _, root, uri = run_pipeline("distill_multi_teacher_baselines", multi_teachers=_teachers(tiny_teacher_dir), multi_student=student)
     table = pd.read_csv(root / "data/08_reporting/distill_multi_teacher_baselines.csv")
-    assert set(table["method"]) == {"teacher", "multi_teacher", "okd", "multi_pkd", "rse_kd"}
+    assert set(table["method"]) == {"teacher", "majority class", "multi_teacher", "okd", "multi_pkd", "rse_kd"}
     assert set(table.loc[table["method"] == "multi_teacher", "teachers"]) == {"a+b", "a", "b"}
     markdown = (root / "data/08_reporting/distill_multi_teacher_baselines.md").read_text()
     assert "Table 2" in markdown and "Table 3" in markdown

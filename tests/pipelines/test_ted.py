@@ -37,4 +37,4 @@ def test_train_ted_filters_then_distill_ted(run_pipeline):
 def test_distill_ted_baselines_table(run_pipeline):
     _, root, _ = run_pipeline("distill_ted_baselines", ted_student=TED_STUDENT)
     table = pd.read_csv(root / "data/08_reporting/distill_ted_baselines.csv")
-    assert list(table["method"]) == ["teacher", "kd", "lwd", "ted"]
+    assert list(table["method"]) == ["teacher", "majority class", "kd", "lwd", "ted"]

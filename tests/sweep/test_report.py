@@ -50,3 +50,25 @@ def test_caption_says_there_was_no_selection_when_one_grid_point_finished():
     assert "Grid selection: none" in report.caption and "best epoch on the dev set itself" in report.caption
     full = build_report(sweep, {t.key: fake_run_trial(t) for t in sweep.trials()}, resamples=50)
     assert "the best of up to 2 grid points" in full.caption
+
+
+def test_a_sweep_where_every_method_predicts_the_majority_class_says_so():
+    import numpy as np
+
+    from bert_kd.sweep.report import build_report
+    from bert_kd.sweep.spec import build_sweep
+    from tests.sweep.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
+
+    sweep = build_sweep(tiny_reproduce(), RECIPES)
+    labels = dev_labels()
+    majority = int(np.bincount(labels).argmax())
+
+    def majority_only(spec):
+        return {**fake_run_trial(spec), "dev_metric": float(np.mean(labels == majority)),
+                "dev_predictions": [majority] * len(labels)}
+
+    tied = build_report(sweep, {s.key: majority_only(s) for s in sweep.trials()}, resamples=20)
+    assert len(tied.warnings) == 2 and all("ties with the majority class" in w for w in tied.warnings)
+    assert tied.warnings[0].startswith("RTE: ")
+    clear = build_report(sweep, {s.key: fake_run_trial(s) for s in sweep.trials()}, resamples=20)
+    assert clear.warnings == ()  # ALP is 20 points above NKD here

@@ -8,7 +8,8 @@ from tests.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
 def test_reproduce_writes_the_table_files(tmp_path):
     params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/optuna.db", "bootstrap": {"resamples": 50, "seed": 0}}
     report, paths = reproduce(params, RECIPES, fake_run_trial, tmp_path / "out")
-    assert sorted(p.name for p in paths.values()) == ["tiny.csv", "tiny.md", "tiny.png"]
+    # the table has a learning-rate grid: the expected-best-score-vs-trials curve is written beside it
+    assert sorted(p.name for p in paths.values()) == ["tiny.csv", "tiny.md", "tiny.png", "tiny_budget.csv", "tiny_budget.png"]
     assert "(2)" in report.wide.loc["ALP", "RTE"]
 
 

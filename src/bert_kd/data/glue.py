@@ -418,6 +418,13 @@ def _clean(text: str) -> str:
     return text.replace("\t", " ").replace("\r", " ").replace("\n", " ")
 
 
+def tsv_label_names(task: str) -> list[str] | None:
+    """How the task's files spell class id ``i`` (``["0", "1"]``, ``["entailment", "not_entailment"]``…);
+    the GLUE server takes predictions in the same spelling. None for STS-B (a score)."""
+    labels = _LAYOUTS[get_task(task).name].tsv_labels
+    return list(labels) if labels is not None else None
+
+
 def _label_text(spec: TaskSpec, label: Any) -> str:
     layout = _LAYOUTS[spec.name]
     if layout.tsv_labels is None:

@@ -19,8 +19,11 @@ from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd import jobs
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
+from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log_gradient_shares
 from bert_kd.tracking import RunLogger, adaptive_log_every, is_main_process, log_training_job, tracked_run
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
+from bert_kd.tracking_models import log_model_directory
+from bert_kd.verdict import majority_class_metrics
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,9 @@ def recompute(runtime: Mapping | None) -> bool:
 def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, recompute: bool = False) -> ModelBundle:
     """Reuse or train a model through the job path; the bundle's ``info`` names its store path.
 
-    A freshly trained model is logged as MLflow artifacts from the store when ``tracking.log_models``.
+    A freshly trained model is logged once, as an MLflow LoggedModel of its training run, when
+    ``tracking.log_models`` (:func:`bert_kd.tracking_models.log_model_directory`; its id in
+    ``info["mlflow_model_id"]``).
     """
     outcome = jobs.run_job(
         model_job, train_fn, write_bundle_files, load_bundle, recompute=recompute, writer=is_main_process(),
@@ -84,7 +89,11 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, re
     bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
     if not outcome.reused and (tracking or {}).get("log_models", True):
         with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
-            run.log_artifacts(outcome.path, "model")
+            if run.enabled:
+                regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
+                bundle.info["mlflow_model_id"] = log_model_directory(
+                    outcome.path, task=bundle.info.get("task"), regression=regression,
+                    tags={"role": bundle.info.get("role", ""), "store_key": model_job.key})
     return bundle
 
 
@@ -96,6 +105,16 @@ def log_job_columns(run: RunLogger, job: jobs.Job, task: str, seed: int, data_so
     log_training_job(run, task=task, seed=seed, glue_dir=data.get("glue_dir"), max_train_samples=data.get("max_train_samples"),
                      max_eval_samples=data.get("max_eval_samples"), method=method, dataset_digest=job.spec.get("data"),
                      n_train=n_train, model_parameters=count_parameters(model), name=name)
+
+
+def log_gradient_shares(run: RunLogger, objective, train_dataset, collator, settings: TrainingConfig,
+                        tracking: Mapping | None, name: str):
+    """Each weighted loss term's share of the student's gradient on the first
+    ``tracking.gradient_share_batches`` training batches (default 2; 0 = off), logged as
+    ``grad_share/<term>`` with a warning for a term below 5% (:mod:`bert_kd.distill.gradient_share`)."""
+    batches = int((tracking or {}).get("gradient_share_batches", 2))
+    return measure_and_log_gradient_shares(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
+                           seed=settings.seed)
 
 
 def step_logger(run: RunLogger):
@@ -178,12 +197,15 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
-    result: dict = {"task": spec.name, "metrics": {}}
+    result: dict = {"task": spec.name, "metrics": {}, "majority_class": {}, "examples": {}}
     for split in [name for name in tokenized if name != "train"]:
         loader = make_loader(tokenized[split], batch_size, collator, shuffle=False)
         predictions, labels = predict_logits(objective, loader)
         result["metrics"][split] = glue_metrics(spec.name, predictions, labels)
+        result["majority_class"][split] = majority_class_metrics(spec.name, labels)  # the floor of every table
+        result["examples"][split] = int(len(labels))
     main = result["metrics"][evaluation_split(tokenized)]
+    result["score_examples"] = result["examples"][evaluation_split(tokenized)]
     result["primary_metric"] = primary_metric(spec.name)
     result["score"] = main[result["primary_metric"]]
     result["parameters"] = count_parameters(bundle.model)

@@ -41,6 +41,7 @@ class SweepReport:
     wide: pd.DataFrame
     caption: str
     provenance: str = ""  # the command and commit that wrote the tables (a line under the caption)
+    warnings: tuple[str, ...] = ()  # per task: every method ties (bert_kd.verdict); not part of the tables
 
 
 def _task_label(task: str) -> str:
@@ -121,7 +122,27 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
         f"significant (paired bootstrap over dev examples, seeds pooled, {resamples} resamples, p < {alpha})."
         + (f" Note: {sweep.notes}" if sweep.notes else "")
     )
-    return SweepReport(long=long, wide=wide, caption=caption)
+    return SweepReport(long=long, wide=wide, caption=caption, warnings=tie_warnings(sweep, long, majority, grouped))
+
+
+def tie_warnings(sweep: SweepSpec, long: pd.DataFrame, majority: Mapping[str, float], grouped) -> tuple[str, ...]:
+    """``<task>: every student ties …`` for each task whose methods' means all tie with the
+    majority class or with each other within the dev set's noise (:mod:`bert_kd.verdict`)."""
+    from bert_kd.verdict import comparison_verdict, noise_tolerance
+
+    lines = []
+    for task in sweep.tasks:
+        rows = long[(long.task == task) & (long.n > 0)]
+        if rows.empty:
+            continue
+        labels = next((s.result["dev_labels"] for (_, t), seeds in grouped.items() if t == task
+                       for s in seeds.values() if s.result.get("dev_labels") is not None), None)
+        floor = majority.get(task)
+        verdict = comparison_verdict(dict(zip(rows["label"], rows["mean"])), None if floor is None or math.isnan(floor) else floor,
+                                     noise_tolerance(len(labels) if labels is not None else None), primary_metric(task))
+        if verdict.warning:
+            lines.append(f"{_task_label(task)}: {verdict.warning}")
+    return tuple(lines)
 
 
 def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str:

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from bert_kd.sweep.budget import write_budget
 from bert_kd.sweep.report import SweepReport, build_report, write_report
 from bert_kd.sweep.scheduler import RunTrial, run_sweep
 from bert_kd.sweep.spec import SweepSpec, TrialSpec, build_sweep
@@ -117,4 +118,6 @@ def reproduce(
             directory = DEFAULT_OUTPUT_DIR  # the committed folder holds only tables of whole runs
         log.info("reproduce %s: a restricted or resized run; its table is %s (the table itself is written only by "
                  "a run of all its trials at its own data sizes)", sweep.table, name)
-    return report, write_report(report, directory, name)
+    paths = write_report(report, directory, name)
+    paths.update(write_budget(sweep, results, directory, name))  # expected best score vs trials, with a grid
+    return report, paths

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from functools import partial
+from functools import partial, update_wrapper
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +30,9 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
+from bert_kd.tracking_models import default_registered_name
+from bert_kd.tracking_models import register_best_student as register_model_version
+from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
 from bert_kd.training import fit, make_loader, resolve_mixed_precision
 
 log = logging.getLogger(__name__)
@@ -187,6 +190,7 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
             "training": vars(settings), "key": job.key,
             **({"stages": method_config["stages"]} if method_config.get("stages") else {}),  # per-epoch weights
         })
+        common.log_gradient_shares(run, objective, student_data["train"], collator, settings, tracking, f"distill_{row}")
         result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
         diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))
@@ -202,19 +206,108 @@ def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, m
 
 
 def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | None = None):
-    """A Table-1-style comparison: one row per method plus the teacher, % of teacher kept
-    (``table``: its name, e.g. ``distill_baselines``, used in the chart's title)."""
+    """A Table-1-style comparison: one row per method plus the teacher and the majority class,
+    % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
+    title). When every student ties with the majority class or with each other
+    (:func:`bert_kd.verdict.comparison_verdict`) the log and the parent run say so instead of
+    naming a best student."""
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
-    rows += [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
+    majority = majority_row(teacher_metrics, student_metrics)
+    rows += [majority] if majority else []
+    students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
+    rows += students
     frame = pd.DataFrame(rows)
     metric = teacher_metrics["primary_metric"]
     title = comparison_title(table, teacher_metrics["task"], metric)
-    figure = comparison_bars([r["method"] for r in rows[1:]], [r[metric] for r in rows[1:]], teacher_metrics["score"], metric, title)
-    markdown = markdown_table(frame)
+    figure = comparison_bars([r["method"] for r in students], [r[metric] for r in students], teacher_metrics["score"], metric, title)
+    verdict = table_verdict(students, majority, metric, teacher_metrics)
+    body = markdown_table(frame)
+    markdown = with_verdict(body, verdict, title)
     common.log_to_active_run({"comparison.md": markdown}, {"comparison.png": figure})
-    log_comparison_to_parent(frame, metric, markdown=markdown, title=title,
+    log_comparison_to_parent(frame, metric, markdown=body, title=title, warning=verdict.warning,
                              teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
     return frame, markdown, figure
+
+
+def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
+    """The majority-class row (:data:`bert_kd.verdict.MAJORITY_METHOD`) from the first evaluation
+    that recorded it (same dev rows for every model of a table); None for regression tasks."""
+    for evaluation in (teacher_metrics, *student_metrics):
+        splits = {k: v for k, v in (evaluation.get("majority_class") or {}).items() if v}
+        if splits:
+            break
+    else:
+        return None
+    metric = evaluation["primary_metric"]
+    main = splits.get(common.evaluation_split(splits), next(iter(splits.values())))
+    row = {"method": MAJORITY_METHOD, "task": evaluation["task"]}
+    for split, metrics in splits.items():
+        for key, value in metrics.items():
+            row[key if len(splits) == 1 else f"{split}/{key}"] = round(float(value), 4)
+    row[metric] = round(float(main[metric]), 4)
+    teacher_score = teacher_metrics.get("score")
+    row[kept_column] = round(100.0 * main[metric] / teacher_score, 1) if teacher_score else None
+    return row
+
+
+def register_best_student(table: pd.DataFrame, teacher_metrics: dict, tracking: dict, task: str, *student_metrics: dict,
+                          table_name: str | None = None, label=None) -> dict:
+    """Register the comparison's best student (``tracking.registered_model``, default
+    ``bert_kd-<task>-student``) with its lineage tags, unless every student ties
+    (:func:`table_verdict`), tracking is off or ``tracking.register_best`` is false. → what was
+    done (``registered``, ``uri`` or ``reason``), also tagged on the parent run."""
+    label = label or (lambda info: info.get("method", "?"))
+    if not common.tracking_enabled(tracking) or not (tracking or {}).get("register_best", True) or not common.is_main_process():
+        return {"registered": False, "reason": "tracking.enabled or tracking.register_best is false"}
+    metric = teacher_metrics["primary_metric"] if isinstance(teacher_metrics, dict) else None
+    rows = table.to_dict("records")
+    majority = next((r for r in rows if r.get("method") == MAJORITY_METHOD), None)
+    students = [r for r in rows if r.get("method") not in ("teacher", MAJORITY_METHOD)]
+    row_label = (lambda r: f"{r['method']}[{r['teachers']}]") if "teachers" in table.columns else None
+    verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label)
+    if verdict.best is None:
+        log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
+        return {"registered": False, "reason": verdict.warning}
+    best = next(e for e in student_metrics if label(e["info"]) == verdict.best)
+    name = (tracking or {}).get("registered_model") or default_registered_name(get_task(task).name)
+    version = register_model_version(best["info"], teacher_metrics.get("info"), name, extra_tags={
+        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or ""})
+    uri = f"models:/{name}/{version.version}"
+    log.info("%s: best student %s registered as %s", table_name or "comparison", verdict.best, uri)
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.set_tags({"registered_model": uri, "registered_method": verdict.best})
+    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best}
+
+
+def registration_node(table_name: str, label=None):
+    """:func:`register_best_student` as a node function over ``(table, teacher_metrics,
+    *student_metrics, run_settings)``: tracking and task come from the run settings."""
+
+    def register(table, teacher_metrics, *students_and_settings):
+        *students, settings = students_and_settings
+        return register_best_student(table, teacher_metrics, settings["tracking"], settings["task"], *students,
+                                     table_name=table_name, label=label)
+
+    return update_wrapper(register, register_best_student)
+
+
+def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:
+    """``markdown`` headed by the verdict's warning (also logged), or unchanged when a best student exists."""
+    if not verdict.warning:
+        return markdown
+    log.warning("%s: %s", title, verdict.warning)
+    return f"**No best student**: {verdict.warning}.\n\n" + markdown
+
+
+def table_verdict(students: list[dict], majority: dict | None, metric: str, reference: dict, label=None) -> Verdict:
+    """The verdict over ``students`` rows (their ``metric`` column) against the majority row, at the
+    noise of the evaluation split's size (``reference['score_examples']``)."""
+    label = label or (lambda row: row["method"])
+    scores = {label(row): row.get(metric) for row in students}
+    floor = majority.get(metric) if majority else None
+    return comparison_verdict(scores, floor, noise_tolerance(reference.get("score_examples")), metric)
 
 
 def _row(name: str, evaluation: dict, teacher: dict) -> dict:

@@ -21,6 +21,7 @@ from .nodes import (
     distill_student,
     layer_alignment_report,
     prepare_student_data,
+    registration_node,
 )
 
 #: The paper group (kedro-viz modular pipeline) of the ALP-KD comparison.
@@ -120,7 +121,15 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
                 outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                 name=f"compare_{output_prefix}",
                 tags=tags_for(paper, role="report"),
-            )
+            ),
+            node(  # the best student as a registered MLflow model version (not when every student ties)
+                registration_node(output_prefix),
+                inputs=[f"{output_prefix}_table", "teacher_metrics",
+                        *[f"{block_name(paper, m)}.student_metrics" for m in methods], "run_settings"],
+                outputs=f"{output_prefix}_registered_model",
+                name=f"register_{output_prefix}",
+                tags=tags_for(paper, role="report"),
+            ),
         ]
     )
 

@@ -9,6 +9,7 @@ from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsam
 from bert_kd.data.tokenize import tokenize_splits
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
+from bert_kd.tracking_models import bundle_directory
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ def resolve_model_source(source: str) -> Path:
     if source.startswith(MLFLOW_SCHEMES):
         import mlflow
 
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=source))
+        local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
         log.info("evaluate.model %s downloaded to %s", source, local)
         return local
     path = Path(source)

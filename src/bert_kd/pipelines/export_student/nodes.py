@@ -14,6 +14,7 @@ from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, mar
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common
+from bert_kd.tracking_models import log_onnx_model
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,19 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
         run.log_metrics({f"export/ms_b{r['batch_size']}/{_metric_key(r['model'])}": r["ms_per_batch"] for r in rows})
         run.log_metrics({f"export/size_bytes/{k}": v for k, v in report["files"].items()})
         run.log_dict(report, "export_student.json")
+        if run.enabled and (tracking or {}).get("log_models", True):
+            _log_onnx_student(files[paths["onnx_fp32"].name], student, spec.name)
     table = pd.DataFrame(rows)
     return files, report, table, markdown_table(rows)
+
+
+def _log_onnx_student(onnx_bytes: bytes, student: ModelBundle, task: str) -> str:
+    """The fp32 ONNX student as a LoggedModel (``student_onnx``) of the export run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "student.onnx"
+        path.write_bytes(onnx_bytes)
+        return log_onnx_model(path, tags={"task": task, "role": "student_onnx", "store_key": student.info.get("key", ""),
+                                          "student_run_id": student.info.get("mlflow_run_id") or ""})
 
 
 def _metric_key(name: str) -> str:

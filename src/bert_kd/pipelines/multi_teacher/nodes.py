@@ -19,10 +19,19 @@ from bert_kd.distill.objective import DistillationObjective, Teacher
 from bert_kd.models import ModelBundle, build_student, count_parameters
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.pipelines.distill.nodes import cache_teacher_outputs, check_teacher, markdown_table
+from bert_kd.pipelines.distill.nodes import (
+    cache_teacher_outputs,
+    check_teacher,
+    majority_row,
+    markdown_table,
+    register_best_student,
+    table_verdict,
+    with_verdict,
+)
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.tracking import log_comparison_to_parent
 from bert_kd.training import fit, make_loader
+from bert_kd.verdict import MAJORITY_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +161,7 @@ def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, stu
                         "student_parameters": count_parameters(model), "training": vars(settings), "key": job.key,
                         "teacher_cache": [objective.uses_cache(k) for k in range(len(teachers))]})
         run.log_dict(method.alignment_report(), "alignment_before.json")
+        common.log_gradient_shares(run, objective, data["train"], collator, settings, tracking, run_name)
         result = fit(objective, data["train"], data[common.evaluation_split(data)], settings, collator=collator,
                      evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
         report = method.alignment_report()
@@ -192,18 +202,38 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
         rows.append({"configuration": info.get("configuration"), "method": info.get("method"),
                      "teachers": "+".join(info.get("teachers", [])), e["primary_metric"]: round(e["score"], 4),
                      "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1)})
+    student_rows = rows[len(teacher_metrics):]
+    majority = majority_row(best_teacher, students, kept_column="% of best teacher")
+    if majority:  # the floor: only the columns of this table
+        rows.insert(len(teacher_metrics), {"configuration": MAJORITY_METHOD, "method": MAJORITY_METHOD, "teachers": "",
+                                           **{k: majority[k] for k in (best_teacher["primary_metric"], "% of best teacher")}})
     table = pd.DataFrame(rows)
     metric = best_teacher["primary_metric"]
-    by_teachers = table[table["method"].isin(["teacher", "multi_teacher"])]
+    by_teachers = table[table["method"].isin(["teacher", MAJORITY_METHOD, "multi_teacher"])]
     by_strategy = table[table["method"] != "teacher"]
-    markdown = "## Table 2: by teachers\n\n" + markdown_table(by_teachers) + "\n## Table 3: by strategy\n\n" + markdown_table(by_strategy)
-    students_only = table[table["method"] != "teacher"]
+    verdict = table_verdict(student_rows, majority, metric, best_teacher, label=lambda r: f"{r['method']}[{r['teachers']}]")
+    body = "## Table 2: by teachers\n\n" + markdown_table(by_teachers) + "\n## Table 3: by strategy\n\n" + markdown_table(by_strategy)
+    title = comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric)
+    markdown = with_verdict(body, verdict, title)
+    students_only = table[~table["method"].isin(["teacher", MAJORITY_METHOD])]
     figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
                              list(students_only[metric]), best_teacher["score"], metric,
                              comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric))
     common.log_to_active_run({"multi_teacher_comparison.md": markdown}, {"multi_teacher_comparison.png": figure})
-    log_comparison_to_parent(table, metric, markdown=markdown, title=comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric), teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
+    log_comparison_to_parent(table, metric, markdown=body, title=title, warning=verdict.warning,
+                             teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
+
+
+def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], *students_and_settings) -> dict:
+    """:func:`~bert_kd.pipelines.distill.nodes.register_best_student` for Tables 2–3 (rows named
+    ``<method>[<teachers>]``; the best teacher is the reference); the last input is ``run_settings``."""
+    *students, settings = students_and_settings
+    tracking, task = settings["tracking"], settings["task"]
+    best_teacher = max(teacher_metrics, key=lambda e: e["score"])
+    return register_best_student(table, best_teacher, tracking, task, *students,
+                                 table_name="distill_multi_teacher_baselines",
+                                 label=lambda info: f"{info.get('method')}[{'+'.join(info.get('teachers', []))}]")
 
 
 def multi_teacher_contributions(student: ModelBundle, task: str):

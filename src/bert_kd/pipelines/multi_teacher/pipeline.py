@@ -22,6 +22,7 @@ from .nodes import (
     gather_teachers,
     multi_teacher_contributions,
     prepare_multi_teacher_data,
+    register_best_multi_student,
     select_teacher,
 )
 
@@ -106,7 +107,12 @@ def comparison(configs) -> Pipeline:
             node(compare_multi_teacher, ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
                  ["distill_multi_teacher_baselines_table", "distill_multi_teacher_baselines_table_md",
                   "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher",
-                 tags=tags_for(PAPER, role="report"))
+                 tags=tags_for(PAPER, role="report")),
+            node(register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
+                 ["distill_multi_teacher_baselines_table", "multi_teacher_metrics",
+                  *[f"{block_name(PAPER, c)}.student_metrics" for c in configs], "run_settings"],
+                 "distill_multi_teacher_baselines_registered_model", name="register_multi_teacher_student",
+                 tags=tags_for(PAPER, role="report")),
         ]
     )
 

@@ -56,6 +56,8 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
                               results_only=runner.results_only)
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
+    for line in report.warnings:  # every student ties on a task (bert_kd.verdict)
+        log.warning("reproduce %s: no best student on %s", table, line)
     _log_to_parent_run(report, text, paths)
     return report.long, text, bars_figure(report, title=str(table))
 
@@ -72,7 +74,8 @@ def _log_to_parent_run(report, text: str, paths: dict) -> None:
         return
     if mlflow.active_run() is None or not is_main_process():
         return
-    mlflow.set_tag("mlflow.note.content", text)
+    warnings = "".join(f"**No best student** on {line}.\n\n" for line in report.warnings)
+    mlflow.set_tag("mlflow.note.content", (warnings + text)[:8000])
     metrics = {f"compare/{metric_key(row.method)}/{metric_key(row.task)}": float(row.mean)
                for row in report.long.itertuples() if row.n > 0}
     if metrics:

@@ -1,0 +1,12 @@
+"""``kedro run --pipeline=predict_glue --params "predict_glue.model=<dir | runs:/… | models:/name/version>,task=rte"``."""
+
+from kedro.pipeline import Pipeline, node
+
+from .nodes import predict_glue_test
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline([
+        node(predict_glue_test, ["params:predict_glue", "params:task", "params:glue_dir", "params:tracking"],
+             "glue_submission", name="predict_glue_test", tags=["role.report"]),
+    ])

@@ -1,0 +1,248 @@
+"""Models as MLflow 3 LoggedModels (issue 21): what the Models tab, the registry and
+``models:/<name>/<version>`` see.
+
+- :func:`log_model_directory`: a trained teacher or student (the content-keyed store's directory:
+  weights, config, tokenizer, ``bert_kd.json``) as a pyfunc LoggedModel named ``model`` of its
+  training run, linked to the run's training dataset. The store stays the training copy; MLflow's
+  copy is the shipped one, made once, when the job trains (a reused model is not logged again).
+  ``runs:/<run id>/model`` and ``models:/<model id>`` both name it.
+- :func:`register_best_student`: the best student of a comparison as a registered model version
+  (``bert_kd-<task>-student`` by default) tagged with its lineage: teacher run, recipe, data
+  digest, store key.
+- :func:`bundle_directory`: the bert-kd model directory inside a downloaded MLflow model, so
+  ``evaluate``/``predict_glue`` read ``models:/…`` like a store path.
+- :func:`log_onnx_model`: the exported ONNX student as an ``onnx``-flavoured LoggedModel.
+
+Served through pyfunc, a model takes a DataFrame with ``sentence1`` (and ``sentence2`` for
+pair tasks) and returns ``label`` (the task's label name; STS-B: none) and ``score`` (the
+winning class's probability; STS-B: the predicted similarity).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Mapping
+
+log = logging.getLogger(__name__)
+
+#: Name of every LoggedModel of a training run (``runs:/<run id>/model``).
+MODEL_NAME = "model"
+ONNX_MODEL_NAME = "student_onnx"
+#: Manifest the job path writes into each store entry (spec: recipe, data digest, teacher key…).
+MANIFEST = "manifest.json"
+
+
+def default_registered_name(task: str) -> str:
+    return f"bert_kd-{task}-student"
+
+
+def _requirements() -> list[str]:
+    """What loading the model needs (given explicitly: MLflow's inference would load the model)."""
+    import torch
+    import transformers
+
+    return [f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}", "bert-kd"]
+
+
+def _signature(regression: bool):
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    inputs = Schema([ColSpec("string", "sentence1"), ColSpec("string", "sentence2", required=False)])
+    outputs = Schema([ColSpec("double", "score")] if regression else [ColSpec("string", "label"), ColSpec("double", "score")])
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def log_model_directory(directory: str | Path, *, task: str | None = None, regression: bool = False,
+                        tags: Mapping[str, str] | None = None) -> str:
+    """Log the bert-kd model ``directory`` as a LoggedModel of the active run (name ``model``),
+    link the run's training dataset(s) to it, and return its model id."""
+    import warnings
+
+    import mlflow
+
+    with warnings.catch_warnings():  # "no input example": one would make MLflow load and run the model here
+        warnings.filterwarnings("ignore", message=".*input example was not provided.*")
+        info = mlflow.pyfunc.log_model(
+            name=MODEL_NAME, loader_module="bert_kd.tracking_models", data_path=str(directory),
+            pip_requirements=_requirements(), signature=_signature(regression),
+            tags={k: str(v) for k, v in {**({"task": task} if task else {}), **(tags or {})}.items()},
+        )
+    link_training_data(mlflow.active_run().info.run_id, info.model_id)
+    return info.model_id
+
+
+def link_training_data(run_id: str, model_id: str, client=None) -> int:
+    """Link the run's ``training`` dataset inputs to the LoggedModel ``model_id`` (``log_input``
+    with the model: the model page then lists the data it was trained on); how many."""
+    from mlflow import MlflowClient
+    from mlflow.entities import DatasetInput, LoggedModelInput
+
+    client = client or MlflowClient()
+    inputs = [d for d in client.get_run(run_id).inputs.dataset_inputs
+              if any(t.key == "mlflow.data.context" and t.value == "training" for t in d.tags)]
+    if inputs:
+        client.log_inputs(run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in inputs],
+                          models=[LoggedModelInput(model_id)])
+    return len(inputs)
+
+
+def find_logged_model(run_id: str | None, client=None) -> str | None:
+    """The id of the LoggedModel ``model`` a training run logged (None: none, or the run is not
+    in this tracking store)."""
+    if not run_id:
+        return None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = client or MlflowClient()
+    try:
+        experiment_id = client.get_run(run_id).info.experiment_id
+    except MlflowException:
+        return None
+    models = client.search_logged_models(experiment_ids=[experiment_id], filter_string=f"name = '{MODEL_NAME}'")
+    matches = [m for m in models if m.source_run_id == run_id]
+    return max(matches, key=lambda m: m.creation_timestamp).model_id if matches else None
+
+
+def log_model_metrics(model_id: str | None, metrics: Mapping[str, float]) -> None:
+    """Final metrics on the LoggedModel as well as its run (the Models tab's metric columns)."""
+    if not model_id or not metrics:
+        return
+    import mlflow
+
+    mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, model_id=model_id)
+
+
+def store_manifest(store_path: str | Path | None) -> dict:
+    """The job spec of a store entry (``manifest.json`` → ``spec``), ``{}`` when absent."""
+    path = Path(store_path or "") / MANIFEST
+    if not store_path or not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8")).get("spec", {})
+
+
+def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, client=None) -> dict[str, str]:
+    """Tags that say where a registered student comes from: its training run, the teacher's run and
+    store key, the method and its recipe, the data digest (rows' fingerprint) and the store key."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    spec = store_manifest(student_info.get("store_path"))
+    run_id = student_info.get("mlflow_run_id")
+    recipe = None
+    if run_id:
+        try:
+            recipe = (client or MlflowClient()).get_run(run_id).data.params.get("recipe")
+        except MlflowException:
+            pass
+    tags = {
+        "bert_kd.task": student_info.get("task"),
+        "bert_kd.method": student_info.get("method"),
+        "bert_kd.recipe": recipe or json.dumps(spec.get("recipe", {}), sort_keys=True, default=str)[:5000],
+        "bert_kd.data_digest": spec.get("data"),
+        "bert_kd.store_key": student_info.get("key"),
+        "bert_kd.store_path": student_info.get("store_path"),
+        "bert_kd.student_run_id": run_id,
+        "bert_kd.teacher_run_id": (teacher_info or {}).get("mlflow_run_id"),
+        "bert_kd.teacher_key": student_info.get("teacher_key") or spec.get("teacher"),
+    }
+    return {k: str(v) for k, v in tags.items() if v not in (None, "")}
+
+
+def register_best_student(student_info: Mapping, teacher_info: Mapping | None, name: str,
+                          extra_tags: Mapping[str, str] | None = None, client=None):
+    """Register the student's LoggedModel as a new version of ``name`` with its lineage tags (on the
+    version; ``bert_kd.task`` on the registered model too). A student whose model was never logged
+    (``tracking.log_models: false``, another tracking store) is logged first, into the active run.
+    Returns the ModelVersion."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    client = client or MlflowClient()
+    model_id = student_info.get("mlflow_model_id") or find_logged_model(student_info.get("mlflow_run_id"), client)
+    if model_id is None:
+        store_path = student_info.get("store_path")
+        if not store_path or not Path(store_path).is_dir():
+            raise FileNotFoundError(f"the best student has no LoggedModel and no store directory ({store_path!r}) to log")
+        log.info("the best student had no LoggedModel in this tracking store: logging %s into the current run", store_path)
+        model_id = log_model_directory(store_path, task=student_info.get("task"))
+    tags = {**lineage_tags(student_info, teacher_info, client), **(extra_tags or {})}
+    version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
+    if "bert_kd.task" in tags:
+        client.set_registered_model_tag(name, "bert_kd.task", tags["bert_kd.task"])
+    return version
+
+
+def bundle_directory(local: str | Path) -> Path:
+    """The bert-kd model directory in a downloaded MLflow model (its pyfunc ``data``), or ``local``
+    itself when it is not one (a plain directory logged as artifacts by bert-kd < 0.x)."""
+    local = Path(local)
+    mlmodel = local / "MLmodel"
+    if not mlmodel.is_file():
+        return local
+    import yaml
+
+    flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors", {})
+    data = (flavors.get("python_function") or {}).get("data")
+    if data and (local / data).is_dir():
+        return local / data
+    raise FileNotFoundError(f"{local} is an MLflow model without a bert-kd model directory (flavors: {sorted(flavors)})")
+
+
+def log_onnx_model(onnx_path: str | Path, tags: Mapping[str, str] | None = None) -> str:
+    """The exported ONNX student as a LoggedModel (``student_onnx``, onnx flavour) of the active run."""
+    import mlflow
+    import onnx
+
+    info = mlflow.onnx.log_model(onnx.load(str(onnx_path)), name=ONNX_MODEL_NAME,
+                                 pip_requirements=[f"onnx=={onnx.__version__}", "onnxruntime"],
+                                 tags={k: str(v) for k, v in (tags or {}).items()})
+    return info.model_id
+
+
+# ---------------------------------------------------------------- pyfunc loader (MLmodel: loader_module)
+class BertKdPyfunc:
+    """A bert-kd classifier behind MLflow's pyfunc ``predict``."""
+
+    def __init__(self, directory: str | Path):
+        from bert_kd.models import load_bundle
+
+        self.bundle = load_bundle(Path(directory))
+        self.bundle.model.eval()
+
+    def predict(self, model_input, params: Mapping | None = None):
+        import pandas as pd
+        import torch
+
+        frame = pd.DataFrame(model_input)
+        first = frame["sentence1"].astype(str).tolist()
+        second = frame["sentence2"].astype(str).tolist() if "sentence2" in frame and frame["sentence2"].notna().any() else None
+        encoded = self.bundle.tokenizer(first, second, truncation=True, padding=True,
+                                        max_length=int((params or {}).get("max_seq_length", 128)), return_tensors="pt")
+        with torch.no_grad():
+            logits = self.bundle.model(**encoded).logits
+        if logits.shape[-1] == 1:
+            return pd.DataFrame({"score": logits[:, 0].double().numpy()})
+        probabilities = logits.softmax(-1)
+        names = self._label_names(logits.shape[-1])
+        best = probabilities.argmax(-1)
+        return pd.DataFrame({"label": [names[i] for i in best.tolist()],
+                             "score": probabilities.gather(-1, best[:, None])[:, 0].double().numpy()})
+
+    def _label_names(self, n: int) -> list[str]:
+        from bert_kd.data.glue import get_task
+
+        task = self.bundle.info.get("task")
+        try:
+            names = get_task(task).label_names if task else []
+        except ValueError:
+            names = []
+        return list(names) if len(names) == n else [str(i) for i in range(n)]
+
+
+def _load_pyfunc(data_path: str) -> BertKdPyfunc:
+    """MLflow's entry point for ``loader_module: bert_kd.tracking_models``."""
+    return BertKdPyfunc(data_path)

@@ -1,0 +1,85 @@
+"""bert_kd.tracking_models: models as MLflow LoggedModels, registered with their lineage."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from bert_kd import tracking_models
+from bert_kd.tracking import glue_dataset
+
+
+@pytest.fixture()
+def store(tmp_path):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.create_experiment("bert_kd_models", artifact_location=str(tmp_path / "artifacts"))
+    mlflow.set_experiment(experiment_id=experiment)
+    return mlflow.MlflowClient(uri)
+
+
+@pytest.fixture()
+def stored_student(tmp_path, tiny_teacher_dir):
+    """A store-like entry: the tiny model's files, bert_kd.json and the job manifest."""
+    import shutil
+
+    directory = tmp_path / "store" / "student" / "abc123"
+    shutil.copytree(tiny_teacher_dir, directory)
+    (directory / "bert_kd.json").write_text(json.dumps({"task": "rte", "role": "student"}))
+    (directory / "manifest.json").write_text(json.dumps({"spec": {"data": "d1g3st", "teacher": "t-key",
+                                                                  "recipe": {"method": "alp"}}}))
+    return directory
+
+
+def trained_run(directory):
+    import mlflow
+
+    with mlflow.start_run(run_name="distill_alp:rte") as run:
+        mlflow.log_param("recipe", "ce 0.3 + kd 0.5 + layer 0.2, T=5")
+        mlflow.log_input(glue_dataset("rte", directory.parent, "d1g3st", "train", 48), context="training")
+        model_id = tracking_models.log_model_directory(directory, task="rte")
+    with mlflow.start_run(run_id=run.info.run_id):  # the evaluation, later (common.log_evaluation)
+        mlflow.log_metrics({"final/score": 0.61})
+    return run.info.run_id, model_id
+
+
+def test_a_logged_model_is_linked_to_its_run_dataset_and_metrics(store, stored_student):
+    run_id, model_id = trained_run(stored_student)
+    model = store.get_logged_model(model_id)
+    assert model.name == "model" and model.source_run_id == run_id and model.tags["task"] == "rte"
+    assert {m.key: m.value for m in model.metrics} == {"final/score": 0.61}
+    assert [i.model_id for i in store.get_run(run_id).inputs.model_inputs] == [model_id]  # the train data → the model
+    assert tracking_models.find_logged_model(run_id) == model_id
+    assert tracking_models.find_logged_model("0" * 32) is None
+
+
+def test_the_best_student_is_registered_with_its_lineage_and_loads_back(store, stored_student):
+    import mlflow
+
+    run_id, model_id = trained_run(stored_student)
+    with mlflow.start_run(run_name="train_teacher:rte") as teacher:
+        pass
+    info = {"mlflow_run_id": run_id, "task": "rte", "method": "alp", "key": "abc123", "store_path": str(stored_student)}
+    version = tracking_models.register_best_student(info, {"mlflow_run_id": teacher.info.run_id}, "bert_kd-rte-student")
+    tags = store.get_model_version("bert_kd-rte-student", version.version).tags
+    assert tags["bert_kd.teacher_run_id"] == teacher.info.run_id
+    assert tags["bert_kd.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
+    assert (tags["bert_kd.data_digest"], tags["bert_kd.store_key"]) == ("d1g3st", "abc123")
+    assert store.get_registered_model("bert_kd-rte-student").tags["bert_kd.task"] == "rte"
+    assert version.source == f"models:/{model_id}"
+    local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/bert_kd-rte-student/{version.version}")
+    assert (tracking_models.bundle_directory(local) / "manifest.json").is_file()
+    served = mlflow.pyfunc.load_model(f"models:/bert_kd-rte-student/{version.version}")
+    out = served.predict(pd.DataFrame({"sentence1": ["the dog sat", "a cat"], "sentence2": ["yes", "no"]}))
+    assert list(out.columns) == ["label", "score"] and set(out["label"]) <= {"entailment", "not_entailment"}
+
+
+def test_bundle_directory_passes_plain_directories_through(tmp_path):
+    assert tracking_models.bundle_directory(tmp_path) == tmp_path
+    (tmp_path / "MLmodel").write_text("flavors:\n  onnx: {}\n")
+    with pytest.raises(FileNotFoundError, match="onnx"):
+        tracking_models.bundle_directory(tmp_path)
