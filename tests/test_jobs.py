@@ -426,7 +426,8 @@ def _assert_same_teacher_and_cache(workdir: Path, result: dict, reference) -> No
     for name in mine:
         torch.testing.assert_close(mine[name], theirs[name], atol=1e-6, rtol=0)
     cache_dir = "cache/teacher_cache/" + result["cache_key"]
-    ours, theirs = torch.load(workdir / cache_dir / "teacher_cache.pt"), torch.load(ref_dir / cache_dir / "teacher_cache.pt")
+    ours = torch.load(workdir / cache_dir / "teacher_cache.pt", weights_only=True)
+    theirs = torch.load(ref_dir / cache_dir / "teacher_cache.pt", weights_only=True)
     torch.testing.assert_close(ours["logits"], theirs["logits"], atol=1e-6, rtol=0)
 
 
