@@ -71,6 +71,12 @@ class ModelNotFoundError(UserError):
     kind = "model not found"
 
 
+class DamagedModelError(UserError):
+    """A stored model's files do not match its manifest, or its manifest names another job."""
+
+    kind = "damaged model"
+
+
 class StorageError(UserError):
     """A file or folder cannot be written (disk full, read-only, no permission) or a database
     file on disk is damaged; ``where`` names it."""

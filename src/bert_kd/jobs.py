@@ -289,14 +289,11 @@ def manifest_problem(directory: Path, kind: str | None = None, key: str | None =
 
 
 def store_entry_problem(directory: Path) -> str | None:
-    """:func:`manifest_problem` for a folder of the store, read as ``<root>/<kind>/<key>``
-    when its manifest says it is a job's result (a kind the code knows), else files only."""
-    directory = Path(directory)
-    try:
-        recorded_kind = read_manifest(directory).get("kind")
-    except Exception:  # noqa: BLE001 - manifest_problem names what is wrong with it
-        recorded_kind = None
-    if recorded_kind in SCHEMA_VERSIONS or directory.parent.name in SCHEMA_VERSIONS:
+    """:func:`manifest_problem` for a folder given by path (links resolved): inside a store
+    (``<root>/<kind>/<key>``, a kind the code knows) its manifest must name that kind and key;
+    elsewhere (a copy of a model) its files must match."""
+    directory = Path(directory).resolve()
+    if directory.parent.name in SCHEMA_VERSIONS:
         return manifest_problem(directory, directory.parent.name, directory.name)
     return manifest_problem(directory)
 

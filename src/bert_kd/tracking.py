@@ -81,6 +81,40 @@ def environment_info() -> dict[str, str]:
     return info
 
 
+#: Seconds the start-of-run check waits for the tracking server (MLflow's own retries take minutes).
+TRACKING_CHECK_TIMEOUT_S = 10.0
+
+
+def tracking_server_problem(uri: str, timeout: float = TRACKING_CHECK_TIMEOUT_S) -> str | None:
+    """Why the MLflow server at an ``http(s)://`` tracking ``uri`` does not answer within
+    ``timeout`` seconds (name lookup included); None when it answers anything (an HTTP error
+    status is an answer) or ``uri`` is not a server (SQLite, files, Databricks …)."""
+    import concurrent.futures
+    import urllib.error
+    import urllib.request
+
+    if not uri.lower().startswith(("http://", "https://")):
+        return None
+
+    def ask() -> None:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            pass
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(ask).result(timeout=timeout + 1)
+    except urllib.error.HTTPError:
+        return None
+    except concurrent.futures.TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{type(reason).__name__}: {reason}" if not isinstance(reason, str) else reason
+    finally:
+        pool.shutdown(wait=False)
+    return None
+
+
 class RunLogger:
     """Thin wrapper over the active MLflow run; every call is a no-op when tracking is off."""
 
