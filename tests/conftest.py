@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+
+#: Hermetic tests: nothing from the caller's shell decides what a test reads or where it logs.
+#: ``GLUE_DIR`` would replace the tiny fixtures' GLUE folder, ``MLFLOW_TRACKING_URI`` would send
+#: runs to the caller's store or server, ``HF_HOME`` would let a test use (or fill) the caller's
+#: hub cache. A test that needs one sets it itself (monkeypatch); subprocesses inherit these.
+HERMETIC_ROOT = Path(tempfile.mkdtemp(prefix="bert_kd_tests_"))
+os.environ.pop("GLUE_DIR", None)
+os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{HERMETIC_ROOT / 'mlflow.db'}"
+os.environ["HF_HOME"] = str(HERMETIC_ROOT / "hf_home")
+for _name in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE"):
+    os.environ.pop(_name, None)
+atexit.register(shutil.rmtree, HERMETIC_ROOT, ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO_ROOT.parent / "shared" / "glue"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from kedro.framework.hooks import hook_impl
@@ -75,6 +76,33 @@ class PreflightHook:
             check_tracking(_tracking_uri(context))
 
 
+def apply_glue_dir_precedence(run_params, catalog) -> str | None:
+    """``glue_dir`` by precedence ``--params`` > ``GLUE_DIR`` > conf, written back into the
+    catalog (``params:glue_dir`` and ``parameters``) and logged once; the folder in use."""
+    import os
+
+    from bert_kd.data.glue import DEFAULT_GLUE_DIR
+
+    explicit = dict((run_params or {}).get("runtime_params") or {})
+    parameters = catalog.load("parameters")
+    configured = parameters.get("glue_dir")
+    env = os.environ.get("GLUE_DIR", "").strip()
+    if "glue_dir" in explicit:
+        chosen, source = explicit["glue_dir"], "--params"
+        ignored = f"; GLUE_DIR={env} is not used" if env and str(env) != str(chosen) else ""
+    elif env:
+        chosen, source = env, "the GLUE_DIR environment variable"
+        ignored = f"; conf's glue_dir {configured} is not used" if configured and configured != env else ""
+    else:
+        chosen, source, ignored = configured, "conf", ""
+    if chosen != configured:
+        catalog.save("parameters", {**parameters, "glue_dir": chosen})
+        with contextlib.suppress(Exception):  # a pipeline that does not read glue_dir has no entry
+            catalog.save("params:glue_dir", chosen)
+    log.info("glue_dir = %s (from %s%s)", chosen or DEFAULT_GLUE_DIR, source, ignored)
+    return chosen
+
+
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), then hand the
@@ -86,6 +114,7 @@ class ValidateParametersHook:
 
         from bert_kd.preflight import check_sweep_storage
 
+        apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
         typed = validate_parameters(parameters)
         inputs = pipeline.inputs()

@@ -26,9 +26,11 @@ if int(os.environ.get("RANK", "0") or 0) != 0:
     DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
-# Class that manages the KedroSession.
-# from kedro.framework.session import KedroSession
-# SESSION_CLASS = KedroSession
+# Class that manages the KedroSession: its id, the save version of every versioned dataset of the
+# run, gets a per-run unique part, so two runs started in the same millisecond never collide.
+from bert_kd.session import UniqueVersionSession  # noqa: E402
+
+SESSION_CLASS = UniqueVersionSession
 
 # Class that manages storing KedroSession data.
 # from kedro.framework.session.store import BaseSessionStore
