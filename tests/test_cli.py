@@ -259,6 +259,39 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
     assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
 
 
+def _failing_run(monkeypatch, error: BaseException):
+    from click.testing import CliRunner
+
+    from bert_kd import cli as cli_module
+
+    def fail(**_):
+        raise RuntimeError("a node failed") from error
+
+    monkeypatch.setattr(cli_module.kedro_run, "callback", fail)
+    return CliRunner().invoke(cli_module.cli, ["run"])
+
+
+def test_a_full_disk_mid_run_is_one_block_naming_the_file(monkeypatch, tmp_path):
+    import errno
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    target = tmp_path / "data/08_reporting/teacher_metrics.json"
+    result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device", str(target)))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert str(target) in result.stderr and "disk is full" in result.stderr and "free space" in result.stderr
+
+
+def test_a_database_damaged_mid_run_is_named(monkeypatch, tmp_path):
+    import sqlite3
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    database = _damaged_sqlite(tmp_path / "mlflow.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{database}")
+    result = _failing_run(monkeypatch, sqlite3.DatabaseError("database disk image is malformed"))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert str(database) in result.stderr and "mv " in result.stderr
+
+
 def test_user_error_found_in_the_exception_chain():
     from bert_kd.errors import ParameterError, find_user_error
 

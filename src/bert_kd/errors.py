@@ -96,9 +96,10 @@ _STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quo
                    errno.EPERM: "operation not permitted"}
 
 
-def storage_error(exc: BaseException, path) -> StorageError | None:
+def storage_error(exc: BaseException, path, writing: bool = True) -> StorageError | None:
     """A :class:`StorageError` naming ``path`` when ``exc`` (or its cause) is a full disk or a
-    read-only / forbidden folder; None for other errors."""
+    read-only / forbidden folder; None for other errors. ``writing=False``: ``exc`` may come
+    from reading too (a permission error then says "cannot access")."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -111,8 +112,9 @@ def storage_error(exc: BaseException, path) -> StorageError | None:
             full = code in (errno.ENOSPC, errno.EDQUOT)
             fix = (f"free space on the disk holding {path} (df -h {path}; old store entries and "
                    "data/08_reporting/history/ can go) and run again" if full else
-                   f"make {path} writable (ls -ld; chmod u+w) or run from a folder you can write to")
-            return StorageError(f"cannot write {path}: {_STORAGE_ERRNOS[code]}", str(where), fix)
+                   f"make {path} writable (ls -ld; chmod u+w), or run from a folder you can write to")
+            verb = "write" if writing or full or code == errno.EROFS else "access"
+            return StorageError(f"cannot {verb} {path}: {_STORAGE_ERRNOS[code]}", str(where), fix)
         exc = exc.__cause__ or exc.__context__
     return None
 

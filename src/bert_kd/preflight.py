@@ -81,3 +81,31 @@ def check_sweep_storage(reproduce: Mapping | None) -> None:
     storage = (reproduce or {}).get("storage")
     check_sqlite(sqlite_path(storage), "Optuna sweep",
                  " (finished trials are also in the results folder: nothing finished is lost)")
+
+
+#: SQLite files a run may use when the error itself does not say which (checked in this order).
+KNOWN_DATABASES = (("MLflow tracking", "MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
+                   ("Optuna sweep", None, "sqlite:///data/09_sweeps/optuna.db"))
+
+
+def damaged_database_error(exc: BaseException) -> StorageError | None:
+    """A :class:`StorageError` naming the damaged file when ``exc`` (or its cause) is SQLite's
+    "malformed" / "not a database" raised mid-run (the start-of-run check passed, or the run's
+    own database was damaged meanwhile); None for other errors."""
+    import os
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc)
+        if "database disk image is malformed" in text or "file is not a database" in text:
+            for what, variable, default in KNOWN_DATABASES:
+                path = sqlite_path(os.environ.get(variable) if variable else None) or sqlite_path(default)
+                try:
+                    check_sqlite(path, what)
+                except StorageError as error:
+                    return error
+            return StorageError(f"a SQLite database is damaged ({text.splitlines()[0][:200]})", None,
+                                "find the damaged file in the traceback (logs/bert_kd_errors.log), move it aside and run again")
+        exc = exc.__cause__ or exc.__context__
+    return None
