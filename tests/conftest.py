@@ -104,6 +104,21 @@ def write_tiny_glue(root: Path, task_dir: str = "RTE", n_train: int = 48, n_dev:
     return root
 
 
+def make_damaged_sqlite(path: Path) -> Path:
+    """A real SQLite database cut in half (a copy interrupted, a full disk): SQLite says "malformed"."""
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, payload TEXT)")
+        connection.executemany("INSERT INTO runs (payload) VALUES (?)", [("x" * 500,)] * 400)
+    connection.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.truncate(size // 2)
+    return path
+
+
 def _reset_mlflow_process_state(saved_env: dict[str, str], saved_tracking_uri) -> None:
     """End runs left active, forget the fluent API's active experiment and tracking URI, and put
     the ``MLFLOW_*`` environment back (``mlflow.set_experiment`` writes ``MLFLOW_EXPERIMENT_ID``

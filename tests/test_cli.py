@@ -21,7 +21,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, write_tiny_glue
+from tests.conftest import REPO_ROOT, make_damaged_sqlite, write_tiny_glue
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
 
@@ -47,31 +47,16 @@ def _replace_line(path: Path, line: int, text: bytes) -> None:
     path.write_bytes(b"\n".join(lines))
 
 
-def _damaged_sqlite(path: Path) -> Path:
-    """A real SQLite database cut in half (a copy interrupted, a full disk): SQLite says "malformed"."""
-    import sqlite3
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(path) as connection:
-        connection.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, payload TEXT)")
-        connection.executemany("INSERT INTO runs (payload) VALUES (?)", [("x" * 500,)] * 400)
-    connection.close()
-    size = path.stat().st_size
-    with open(path, "r+b") as handle:
-        handle.truncate(size // 2)
-    return path
-
-
 def _tracking_down(tmp: Path) -> dict:
     return {"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # the discard port: nothing listens
 
 
 def _damaged_mlflow_db(tmp: Path) -> dict:
-    return {"MLFLOW_TRACKING_URI": f"sqlite:///{_damaged_sqlite(tmp / 'mlflow.db')}"}
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{make_damaged_sqlite(tmp / 'mlflow.db')}"}
 
 
 def _damaged_optuna_db(tmp: Path) -> dict:
-    _damaged_sqlite(tmp / "optuna.db")
+    make_damaged_sqlite(tmp / "optuna.db")
     return {}
 
 
@@ -285,7 +270,7 @@ def test_a_database_damaged_mid_run_is_named(monkeypatch, tmp_path):
     import sqlite3
 
     monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
-    database = _damaged_sqlite(tmp_path / "mlflow.db")
+    database = make_damaged_sqlite(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{database}")
     result = _failing_run(monkeypatch, sqlite3.DatabaseError("database disk image is malformed"))
     assert result.exit_code == 2 and "Traceback" not in result.stderr
