@@ -303,6 +303,16 @@ def test_manifest_records_kind_key_and_spec_hash(tmp_path):
     assert jobs.store_entry_problem(job.store_dir) is None
 
 
+def test_a_manifest_written_before_spec_sha256_is_still_reused(tmp_path):
+    """Manifests of the job path have always recorded kind, key, spec and schema version: without
+    the newer ``spec_sha256`` their identity is checked from the spec itself."""
+    calls = []
+    job = _text_job(tmp_path)
+    _run_text_job(job, calls)
+    _rewrite_manifest(job.store_dir, lambda m: {k: v for k, v in m.items() if k != "spec_sha256"})
+    assert _run_text_job(job, calls).reused and len(calls) == 1
+
+
 def test_a_full_disk_while_storing_names_the_folder_and_the_fix(tmp_path):
     from bert_kd.errors import StorageError
 
