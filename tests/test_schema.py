@@ -322,6 +322,12 @@ def test_max_seq_length_above_the_models_positions_fails_before_any_node(base, t
         cross_check(validate_parameters(params), {"teacher", "multi_teachers"})
     assert "512 exceeds the 128 positions" in dict(err.value.problems)["multi_teachers[0].max_seq_length"]
 
+    params["multi_teachers"][0]["max_seq_length"] = 100
+    params["multi_student"] = {**params["multi_student"], "model": str(short)}  # 64 positions
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), {"teacher", "multi_teachers", "multi_student"})
+    assert "100 exceeds the 64 positions of multi_student.model" in dict(err.value.problems)["multi_teachers[0].max_seq_length"]
+
 
 def test_max_positions_knows_robertas_padding_offset():
     from bert_kd.schema import max_positions

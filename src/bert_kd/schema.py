@@ -695,6 +695,12 @@ def cross_check(params: Parameters, used: set[str]) -> None:
         configs = [model_config(t.model, f"multi_teachers[{i}].model") for i, t in enumerate(params.multi_teachers)]
         for i, (entry, config) in enumerate(zip(params.multi_teachers, configs)):
             problems += _length_problems(entry.max_seq_length, config, f"multi_teachers[{i}]")
+        student = params.multi_student
+        if student is not None and "multi_student" in used and student.model and student.init_from_teacher < len(configs):
+            init = student.init_from_teacher  # the student reads its initialising teacher's max_seq_length
+            problems += _length_problems(params.multi_teachers[init].max_seq_length,
+                                         model_config(student.model, "multi_student.model"),
+                                         f"multi_teachers[{init}]", "multi_student.model")
         depths = [_depth(config) for config in configs]
         student = params.multi_student
         if student is not None and "multi_student" in used and student.model is None and student.num_layers:
