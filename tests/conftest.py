@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+
+#: Hermetic tests: nothing from the caller's shell decides what a test reads or where it logs.
+#: ``GLUE_DIR`` would replace the tiny fixtures' GLUE folder, ``MLFLOW_TRACKING_URI`` would send
+#: runs to the caller's store or server, ``HF_HOME`` would let a test use (or fill) the caller's
+#: hub cache. A test that needs one sets it itself (monkeypatch); subprocesses inherit these.
+HERMETIC_ROOT = Path(tempfile.mkdtemp(prefix="bert_kd_tests_"))
+os.environ.pop("GLUE_DIR", None)
+os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{HERMETIC_ROOT / 'mlflow.db'}"
+os.environ["HF_HOME"] = str(HERMETIC_ROOT / "hf_home")
+for _name in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE"):
+    os.environ.pop(_name, None)
+atexit.register(shutil.rmtree, HERMETIC_ROOT, ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO_ROOT.parent / "shared" / "glue"
@@ -87,6 +102,21 @@ def write_tiny_glue(root: Path, task_dir: str = "RTE", n_train: int = 48, n_dev:
                 lines.append(f"{i}\t{s1}\t{s2}\t{'entailment' if entail else 'not_entailment'}")
         (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     return root
+
+
+def make_damaged_sqlite(path: Path) -> Path:
+    """A real SQLite database cut in half (a copy interrupted, a full disk): SQLite says "malformed"."""
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, payload TEXT)")
+        connection.executemany("INSERT INTO runs (payload) VALUES (?)", [("x" * 500,)] * 400)
+    connection.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.truncate(size // 2)
+    return path
 
 
 def _reset_mlflow_process_state(saved_env: dict[str, str], saved_tracking_uri) -> None:

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,7 +21,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, write_tiny_glue
+from tests.conftest import REPO_ROOT, make_damaged_sqlite, write_tiny_glue
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
 
@@ -33,6 +34,7 @@ class Case:
     pipeline: str = "distill_alp"
     spoil: Callable[[Path], None] | None = None  # changes the case's GLUE folder
     node_may_run: bool = False  # data-file errors surface in the first node
+    prepare: Callable[[Path], dict] | None = None  # writes files under the case's tmp folder; returns env vars
 
 
 def _rte(glue: Path, split: str = "train") -> Path:
@@ -43,6 +45,33 @@ def _replace_line(path: Path, line: int, text: bytes) -> None:
     lines = path.read_bytes().split(b"\n")
     lines[line - 1] = text
     path.write_bytes(b"\n".join(lines))
+
+
+def _tracking_down(tmp: Path) -> dict:
+    return {"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # the discard port: nothing listens
+
+
+def _damaged_mlflow_db(tmp: Path) -> dict:
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{make_damaged_sqlite(tmp / 'mlflow.db')}"}
+
+
+def _damaged_optuna_db(tmp: Path) -> dict:
+    make_damaged_sqlite(tmp / "optuna.db")
+    return {}
+
+
+def _copied_store_entry(tmp: Path) -> dict:
+    """A tiny teacher stored under one key, copied into another key's folder of a store."""
+    from bert_kd.jobs import Job, write_atomically
+    from tests.conftest import make_tiny_bert
+
+    model = make_tiny_bert(tmp / "model", num_layers=1)
+    seed_7, seed_42 = Job("teacher", {"seed": 7}, tmp / "store"), Job("teacher", {"seed": 42}, tmp / "store")
+    write_atomically(seed_7.store_dir, lambda d: shutil.copytree(model, d, dirs_exist_ok=True),
+                     {"kind": "teacher", "key": seed_7.key, "schema_version": 2, "spec": {"seed": 7}})
+    shutil.copytree(seed_7.store_dir, seed_42.store_dir)
+    (tmp / "entry").symlink_to(seed_42.store_dir)
+    return {}
 
 
 CASES = [
@@ -81,6 +110,25 @@ CASES = [
     Case("bad_filter_arch", "ted.filters.arch=conv", ("ted.filters.arch", "'conv'")),
     Case("negative_ted_weight", "ted_methods.ted.weights.ted=-1", ("ted_methods.ted.weights.ted",)),
     Case("teacher_index", "multi_student.init_from_teacher=5", ("multi_student.init_from_teacher=5",)),
+    Case("seed_too_big", "seed=99999999999999999999999", ("seed", "4294967295")),
+    Case("seq_longer_than_positions", "teacher.max_seq_length=1024",
+         ("teacher.max_seq_length", "exceeds the 128 positions", "use at most 128")),
+    # ---- environment: tracking server, damaged databases (checked before anything runs)
+    Case("tracking_down", "tracking.enabled=true", ("http://127.0.0.1:9", "tracking.enabled=false"),
+         prepare=_tracking_down),
+    Case("damaged_mlflow_db", "tracking.enabled=true", ("mlflow.db", "malformed", "mv ", "tracking.enabled=false"),
+         prepare=_damaged_mlflow_db),
+    Case("damaged_optuna_db", "reproduce.storage=sqlite:///{tmp}/optuna.db,reproduce.table=cpu_protocol",
+         ("optuna.db", "malformed", "mv "), pipeline="reproduce", prepare=_damaged_optuna_db),
+    # ---- evaluate.model
+    Case("evaluate_missing_model", "evaluate.model=./no/such/model", ("evaluate.model", "does not exist"),
+         pipeline="evaluate", node_may_run=True),
+    Case("evaluate_not_a_model", "evaluate.model={tmp}/glue", ("evaluate.model", "no config.json"),
+         pipeline="evaluate", node_may_run=True),
+    Case("evaluate_bad_run_id", "evaluate.model=runs:/badid/model", ("evaluate.model", "runs:/badid/model"),
+         pipeline="evaluate", node_may_run=True),
+    Case("evaluate_copied_store_entry", "evaluate.model={tmp}/entry", ("evaluate.model", "damaged", "a copied entry"),
+         pipeline="evaluate", node_may_run=True, prepare=_copied_store_entry),
     # ---- data files (glue.py)
     Case("non_utf8", pipeline="data_processing", expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
          spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"), node_may_run=True),
@@ -145,8 +193,10 @@ def run_case(case: Case, project: Path, tmp_path: Path, monkeypatch, runner_args
     monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
     monkeypatch.delenv("GLUE_DIR", raising=False)
     monkeypatch.delenv("BERT_KD_DEBUG", raising=False)
+    for name, value in (case.prepare(tmp_path) if case.prepare else {}).items():
+        monkeypatch.setenv(name, value)
     shutil.rmtree(project / "data", ignore_errors=True)
-    params = ",".join(p for p in (f"glue_dir={glue}", case.params) if p)
+    params = ",".join(p for p in (f"glue_dir={glue}", case.params.format(tmp=tmp_path)) if p)
     args = ["run", f"--pipelines={case.pipeline}", "--params", params]
     result = CliRunner().invoke(cli, args)
     return result
@@ -154,7 +204,10 @@ def run_case(case: Case, project: Path, tmp_path: Path, monkeypatch, runner_args
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_gives_one_block(case, project, tmp_path, monkeypatch):
+    started = time.monotonic()
     result = run_case(case, project, tmp_path, monkeypatch)
+    # a generous bound, not a benchmark: an unreachable tracking server used to retry for 252 s
+    assert time.monotonic() - started < 90, "took minutes: retrying instead of failing fast?"
     assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
     stderr = result.stderr
     assert stderr.count("bert-kd: ") == 1, stderr  # one block
@@ -189,6 +242,39 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
     monkeypatch.setattr(cli_module.kedro_run, "callback", boom)
     result = CliRunner().invoke(cli_module.cli, ["run"])
     assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
+
+
+def _failing_run(monkeypatch, error: BaseException):
+    from click.testing import CliRunner
+
+    from bert_kd import cli as cli_module
+
+    def fail(**_):
+        raise RuntimeError("a node failed") from error
+
+    monkeypatch.setattr(cli_module.kedro_run, "callback", fail)
+    return CliRunner().invoke(cli_module.cli, ["run"])
+
+
+def test_a_full_disk_mid_run_is_one_block_naming_the_file(monkeypatch, tmp_path):
+    import errno
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    target = tmp_path / "data/08_reporting/teacher_metrics.json"
+    result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device", str(target)))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert str(target) in result.stderr and "disk is full" in result.stderr and "free space" in result.stderr
+
+
+def test_a_database_damaged_mid_run_is_named(monkeypatch, tmp_path):
+    import sqlite3
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    database = make_damaged_sqlite(tmp_path / "mlflow.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{database}")
+    result = _failing_run(monkeypatch, sqlite3.DatabaseError("database disk image is malformed"))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert str(database) in result.stderr and "mv " in result.stderr
 
 
 def test_user_error_found_in_the_exception_chain():

@@ -65,3 +65,20 @@ def test_hook_refuses_before_any_node(tiny_teacher_dir):
     with pytest.raises(ParameterError, match="student.num_layers"):
         ValidateParametersHook().before_pipeline_run({}, FakePipeline({"params:teacher", "params:student"}),
                                                      FakeCatalog(params))
+
+
+@pytest.mark.parametrize("cli, env, expected", [
+    ({"glue_dir": "/from/params"}, "/from/env", "/from/params"),  # --params > environment
+    ({}, "/from/env", "/from/env"),  # environment > conf
+    ({}, "", "/from/conf"),  # conf when nothing else says
+])
+def test_glue_dir_precedence_params_then_environment_then_conf(monkeypatch, caplog, cli, env, expected):
+    from bert_kd.hooks import apply_glue_dir_precedence
+
+    monkeypatch.setenv("GLUE_DIR", env)
+    catalog = FakeCatalog({"task": "rte", "glue_dir": cli.get("glue_dir", "/from/conf")})
+    with caplog.at_level("INFO", logger="bert_kd.hooks"):
+        assert apply_glue_dir_precedence({"runtime_params": cli}, catalog) == expected
+    assert catalog.load("params:glue_dir") == expected and catalog.load("parameters")["glue_dir"] == expected
+    lines = [r.getMessage() for r in caplog.records if "glue_dir" in r.getMessage()]
+    assert len(lines) == 1 and expected in lines[0]  # logged once, naming the folder in use

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -223,6 +225,130 @@ def test_damaged_store_is_named_moved_aside_and_recomputed(tmp_path, caplog):
     assert len(aside) == 1 and aside[0].startswith(job.key)
 
 
+def _rewrite_manifest(directory, change):
+    manifest = json.loads((directory / jobs.MANIFEST).read_text())
+    (directory / jobs.MANIFEST).write_text(json.dumps(change(manifest)))
+
+
+def _recomputed_once(job, calls, caplog, expected_reason):
+    """Run ``job`` again: it must be recomputed after exactly one warning naming the reason."""
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bert_kd.jobs"):
+        outcome = _run_text_job(job, calls, value="fresh")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and expected_reason in warnings[0], warnings
+    assert (outcome.reused, outcome.value) == (False, "fresh")
+    assert jobs.manifest_problem(job.store_dir, job.kind, job.key) is None  # healed
+
+
+def test_a_store_entry_copied_under_another_key_is_not_reused(tmp_path, caplog):
+    calls = []
+    seed_7, seed_42 = _text_job(tmp_path, {"seed": 7}), _text_job(tmp_path, {"seed": 42})
+    _run_text_job(seed_7, calls, value="seed 7")
+    shutil.copytree(seed_7.store_dir, seed_42.store_dir)
+    _recomputed_once(seed_42, calls, caplog, "a copied entry")
+
+
+def test_a_copied_entry_with_its_key_edited_is_caught_by_its_spec(tmp_path, caplog):
+    calls = []
+    seed_7, seed_42 = _text_job(tmp_path, {"seed": 7}), _text_job(tmp_path, {"seed": 42})
+    _run_text_job(seed_7, calls, value="seed 7")
+    shutil.copytree(seed_7.store_dir, seed_42.store_dir)
+    _rewrite_manifest(seed_42.store_dir, lambda m: {**m, "key": seed_42.key, "spec_sha256": None})
+    _recomputed_once(seed_42, calls, caplog, "spec hashes to key")
+
+
+def test_an_entry_of_another_kind_is_not_reused(tmp_path, caplog):
+    calls = []
+    student, teacher = _text_job(tmp_path), Job("teacher", {"a": 1}, tmp_path)
+    _run_text_job(student, calls)
+    teacher.store_dir.parent.mkdir(parents=True)
+    shutil.copytree(student.store_dir, teacher.store_dir)
+    _rewrite_manifest(teacher.store_dir, lambda m: {**m, "key": teacher.key})
+    _recomputed_once(teacher, calls, caplog, "says kind 'student'")
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda m: {**m, "files": {}}, "lists no files"),
+    (lambda m: {**m, "files": list(m["files"])}, "lists no files ('files' is list"),
+    (lambda m: {k: v for k, v in m.items() if k != "files"}, "has no 'files'"),
+    (lambda m: [m], "not an object"),
+    (lambda m: {**m, "files": {"../elsewhere.txt": {"size": 1, "sha256": "0" * 64}}}, "outside"),
+    (lambda m: {**m, "files": {"value.txt": "abc"}}, "has no size and sha256"),
+    (lambda m: {k: v for k, v in m.items() if k not in ("kind", "key")}, "written before identity checks"),
+])
+def test_a_malformed_manifest_is_damage_not_a_crash(tmp_path, caplog, damage, reason):
+    calls = []
+    job = _text_job(tmp_path)
+    _run_text_job(job, calls)
+    (job.store_dir / "value.txt").write_text("xx")  # damaged weights an empty file list would hide
+    _rewrite_manifest(job.store_dir, damage)
+    _recomputed_once(job, calls, caplog, reason)
+
+
+def test_a_manifest_that_is_not_json_is_damage(tmp_path, caplog):
+    calls = []
+    job = _text_job(tmp_path)
+    _run_text_job(job, calls)
+    (job.store_dir / jobs.MANIFEST).write_text('{"files": {')
+    _recomputed_once(job, calls, caplog, "unreadable manifest.json")
+
+
+def test_manifest_records_kind_key_and_spec_hash(tmp_path):
+    job = _text_job(tmp_path, {"b": [1, 2.0]})
+    _run_text_job(job, [])
+    manifest = jobs.read_manifest(job.store_dir)
+    assert (manifest["kind"], manifest["key"]) == ("student", job.key)
+    assert manifest["spec_sha256"] == jobs.spec_sha256({"b": [1, 2]})
+    assert jobs.store_entry_problem(job.store_dir) is None
+
+
+def test_a_manifest_written_before_spec_sha256_is_still_reused(tmp_path):
+    """Manifests of the job path have always recorded kind, key, spec and schema version: without
+    the newer ``spec_sha256`` their identity is checked from the spec itself."""
+    calls = []
+    job = _text_job(tmp_path)
+    _run_text_job(job, calls)
+    _rewrite_manifest(job.store_dir, lambda m: {k: v for k, v in m.items() if k != "spec_sha256"})
+    assert _run_text_job(job, calls).reused and len(calls) == 1
+
+
+def test_a_full_disk_while_storing_names_the_folder_and_the_fix(tmp_path):
+    from bert_kd.errors import StorageError
+
+    def save_on_full_disk(value, directory):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def save_safetensors_on_full_disk(value, directory):
+        raise RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull }) (os error 28)")
+
+    for save in (save_on_full_disk, save_safetensors_on_full_disk):
+        job = _text_job(tmp_path, {"save": save.__name__})
+        with pytest.raises(StorageError) as caught:
+            run_job(job, lambda checkpoint: "v", save, lambda d: None)
+        block = caught.value.block()
+        assert str(job.store_dir) in block and "disk is full" in block and "free space" in block
+        assert not job.store_dir.exists() and not list(job.store_dir.parent.glob(".*tmp-*"))
+
+
+@pytest.mark.parametrize("code, words", [(errno.EACCES, "permission denied"), (errno.EROFS, "read-only")])
+def test_a_read_only_store_names_the_folder_and_the_fix(tmp_path, monkeypatch, code, words):
+    from bert_kd.errors import StorageError
+
+    real_mkdir = Path.mkdir
+
+    def refuse_in_store(self, *args, **kwargs):  # chmod 555 does not stop root: refuse like a read-only mount
+        if tmp_path / "store" in self.parents:
+            raise OSError(code, os.strerror(code), str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refuse_in_store)
+    with pytest.raises(StorageError) as caught:
+        _run_text_job(Job("student", {"a": 1}, tmp_path / "store"), [])
+    block = caught.value.block()
+    assert words in block and str(tmp_path / "store") in block and "writable" in block
+
+
 def test_a_second_process_waits_for_the_lock_then_reuses(tmp_path):
     job = _text_job(tmp_path)
     calls, results = [], []
@@ -310,7 +436,8 @@ def _assert_same_teacher_and_cache(workdir: Path, result: dict, reference) -> No
     for name in mine:
         torch.testing.assert_close(mine[name], theirs[name], atol=1e-6, rtol=0)
     cache_dir = "cache/teacher_cache/" + result["cache_key"]
-    ours, theirs = torch.load(workdir / cache_dir / "teacher_cache.pt"), torch.load(ref_dir / cache_dir / "teacher_cache.pt")
+    ours = torch.load(workdir / cache_dir / "teacher_cache.pt", weights_only=True)
+    theirs = torch.load(ref_dir / cache_dir / "teacher_cache.pt", weights_only=True)
     torch.testing.assert_close(ours["logits"], theirs["logits"], atol=1e-6, rtol=0)
 
 

@@ -109,6 +109,8 @@ def test_explicit_weights_reproduce_the_recipe_exactly(base):
         ({"max_train_sample": 10}, "max_train_sample", "did you mean 'max_train_samples'"),
         ({"foo": {"bar": 1}}, "foo", "unknown key"),
         ({"task": "sst3"}, "task", "valid names"),
+        ({"seed": 99999999999999999999999}, "seed", "outside 0 … 4294967295"),
+        ({"seed": 2**32}, "seed", "(2**32 - 1)"),
     ],
 )
 def test_top_level_errors_name_the_key(base, override, key, words):
@@ -291,3 +293,59 @@ def test_cross_check_stages_must_fit_the_students_epochs(base):
     assert "stages[1] would never run" in message and "student.training.epochs=1" in message
     params["student"]["training"]["epochs"] = 2
     cross_check(validate_parameters(params), {"student", "distill_methods", "distill_methods.tinybert"})
+
+
+def test_every_seed_key_is_checked_against_2_to_the_32(base):
+    params = copy.deepcopy(base)
+    params["seed"] = 2**32 - 1  # the largest allowed
+    params["multi_teachers"][0]["seed"] = 2**40
+    params["figures"]["seed"] = 2**33
+    problems = problems_of(params)
+    assert set(problems) == {"multi_teachers[0].seed", "figures.seed"}, problems
+
+
+def test_max_seq_length_above_the_models_positions_fails_before_any_node(base, tiny_teacher_dir, tmp_path):
+    from tests.conftest import make_tiny_bert
+
+    params = copy.deepcopy(base)
+    params["teacher"]["model"] = str(tiny_teacher_dir)  # 128 positions
+    params["teacher"]["max_seq_length"] = 128
+    cross_check(validate_parameters(params), {"teacher", "student"})  # exactly the positions: fine
+    params["teacher"]["max_seq_length"] = 1024
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), {"teacher", "student"})
+    assert "1024 exceeds the 128 positions" in dict(err.value.problems)["teacher.max_seq_length"]
+    assert "use at most 128" in err.value.block()
+
+    short = make_tiny_bert(tmp_path / "short", num_layers=2)
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 64}))
+    params["teacher"]["max_seq_length"] = 100
+    params["student"] = {**params["student"], "model": str(short)}
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), {"teacher", "student"})
+    assert "100 exceeds the 64 positions of student.model" in dict(err.value.problems)["teacher.max_seq_length"]
+
+    params["teacher"]["max_seq_length"] = 32
+    params["student"].pop("model")
+    params["multi_teachers"] = [{**params["multi_teachers"][0], "model": str(tiny_teacher_dir), "max_seq_length": 512}]
+    params["multi_teacher_configs"] = {}
+    params["multi_student"]["init_from_teacher"] = 0
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), {"teacher", "multi_teachers"})
+    assert "512 exceeds the 128 positions" in dict(err.value.problems)["multi_teachers[0].max_seq_length"]
+
+    params["multi_teachers"][0]["max_seq_length"] = 100
+    params["multi_student"] = {**params["multi_student"], "model": str(short)}  # 64 positions
+    with pytest.raises(ParameterError) as err:
+        cross_check(validate_parameters(params), {"teacher", "multi_teachers", "multi_student"})
+    assert "100 exceeds the 64 positions of multi_student.model" in dict(err.value.problems)["multi_teachers[0].max_seq_length"]
+
+
+def test_max_positions_knows_robertas_padding_offset():
+    from bert_kd.schema import max_positions
+
+    assert max_positions({"model_type": "bert", "max_position_embeddings": 512}) == 512
+    assert max_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}) == 512
+    assert max_positions({"model_type": "gpt2", "n_positions": 1024}) == 1024
+    assert max_positions({"model_type": "custom"}) is None

@@ -538,8 +538,8 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     ddp.mkdir(), single.mkdir()
     run_worker([str(tiny_teacher_dir), str(tiny_glue_dir), str(ddp), "4"], ddp, processes=2)
     run_worker([str(tiny_teacher_dir), str(tiny_glue_dir), str(single), "8"], single, processes=1)
-    rank0, rank1 = torch.load(ddp / "rank0.pt"), torch.load(ddp / "rank1.pt")
-    reference = torch.load(single / "rank0.pt")
+    rank0, rank1 = torch.load(ddp / "rank0.pt", weights_only=True), torch.load(ddp / "rank1.pt", weights_only=True)
+    reference = torch.load(single / "rank0.pt", weights_only=True)
     assert rank0["num_processes"] == 2 and reference["num_processes"] == 1
     assert_states_close(rank0["state"], rank1["state"], atol=0.0)
     assert_states_close(rank0["state"], reference["state"], atol=1e-4)

@@ -44,12 +44,30 @@ def report_user_error(error: UserError, exc: BaseException, stream=None) -> None
         print(f"  (traceback in {logged}; BERT_KD_DEBUG=1 prints it here)", file=stream)
 
 
+def environment_error(exc: BaseException) -> UserError | None:
+    """A full or read-only disk, or a damaged SQLite file, met mid-run by code that does not
+    name it itself (Kedro's dataset saves, MLflow, Optuna): one block naming the file and the fix."""
+    from bert_kd.errors import storage_error
+    from bert_kd.preflight import damaged_database_error
+
+    filename = next((getattr(e, "filename", None) for e in _chain(exc) if getattr(e, "filename", None)), None)
+    return storage_error(exc, filename or "a file of this run", writing=False) or damaged_database_error(exc)
+
+
+def _chain(exc: BaseException | None):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
 def run_guarded(**options):
     """Kedro's ``run`` callback; a :class:`UserError` becomes one block and exit status 2."""
     try:
         return kedro_run.callback(**options)
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is a user error
-        error = find_user_error(exc)
+        error = find_user_error(exc) or environment_error(exc)
         if error is None:
             raise
         report_user_error(error, exc)

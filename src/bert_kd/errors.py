@@ -7,7 +7,9 @@ without a traceback and exits with status 2; every other exception keeps its tra
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 
 #: Set to 1 to also print the traceback of user errors on the terminal.
 DEBUG_ENV = "BERT_KD_DEBUG"
@@ -67,6 +69,54 @@ class ModelNotFoundError(UserError):
     """A model parameter names neither a local directory nor a reachable hub model."""
 
     kind = "model not found"
+
+
+class DamagedModelError(UserError):
+    """A stored model's files do not match its manifest, or its manifest names another job."""
+
+    kind = "damaged model"
+
+
+class StorageError(UserError):
+    """A file or folder cannot be written (disk full, read-only, no permission) or a database
+    file on disk is damaged; ``where`` names it."""
+
+    kind = "storage problem"
+
+
+class TrackingUnreachableError(UserError):
+    """The MLflow tracking server does not answer."""
+
+    kind = "tracking server unreachable"
+
+
+#: errno values (and their Rust/safetensors spelling ``os error <n>``) of a full or read-only disk.
+_STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                   errno.EPERM: "operation not permitted"}
+
+
+def storage_error(exc: BaseException, path, writing: bool = True) -> StorageError | None:
+    """A :class:`StorageError` naming ``path`` when ``exc`` (or its cause) is a full disk or a
+    read-only / forbidden folder; None for other errors. ``writing=False``: ``exc`` may come
+    from reading too (a permission error then says "cannot access")."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        code = getattr(exc, "errno", None)
+        if code is None:  # safetensors and tokenizers raise their own errors: "… (os error 28)"
+            match = re.search(r"os error (\d+)", str(exc))
+            code = int(match.group(1)) if match else None
+        if code in _STORAGE_ERRNOS:
+            where = getattr(exc, "filename", None) or path
+            full = code in (errno.ENOSPC, errno.EDQUOT)
+            fix = (f"free space on the disk holding {path} (df -h {path}; old store entries and "
+                   "data/08_reporting/history/ can go) and run again" if full else
+                   f"make {path} writable (ls -ld; chmod u+w), or run from a folder you can write to")
+            verb = "write" if writing or full or code == errno.EROFS else "access"
+            return StorageError(f"cannot {verb} {path}: {_STORAGE_ERRNOS[code]}", str(where), fix)
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def debug_enabled() -> bool:

@@ -1,7 +1,8 @@
-"""Project hooks: check the run's parameters before anything trains."""
+"""Project hooks: check the environment and the run's parameters before anything trains."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from kedro.framework.hooks import hook_impl
@@ -22,6 +23,86 @@ def used_blocks(pipeline_inputs) -> set[str]:
     return used
 
 
+def _tracking_uri(context) -> str:
+    """The tracking URI kedro-mlflow is about to use: ``server.mlflow_tracking_uri`` of
+    ``mlflow.yml`` (which reads ``MLFLOW_TRACKING_URI``), else the variable, else ``mlruns``."""
+    import os
+
+    from kedro.config import MissingConfigException
+
+    loader = context.config_loader
+    if "mlflow" not in loader.config_patterns:  # what kedro-mlflow adds itself
+        loader.config_patterns.update({"mlflow": ["mlflow*", "mlflow*/**", "**/mlflow*"]})
+    try:
+        configured = ((loader["mlflow"] or {}).get("server") or {}).get("mlflow_tracking_uri")
+    except MissingConfigException:
+        configured = None
+    return str(configured or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns")
+
+
+def silence_kedro_mlflow(hook_manager) -> bool:
+    """Take kedro-mlflow out of this session (``tracking.enabled: false``): its hooks are
+    unregistered and its ``after_context_created``, already under way, does nothing — so it
+    neither opens the tracking store nor waits on an unreachable server."""
+    silenced = False
+    for plugin in list(hook_manager.get_plugins()):
+        if not type(plugin).__module__.startswith("kedro_mlflow"):
+            continue
+        for impl in hook_manager.hook.after_context_created.get_hookimpls():
+            if impl.plugin is plugin:
+                impl.function = lambda *args, **kwargs: None
+        hook_manager.unregister(plugin)
+        silenced = True
+    return silenced
+
+
+class PreflightHook:
+    """First thing in a ``kedro run`` (before kedro-mlflow opens its store): with tracking on,
+    the tracking server answers within seconds and a SQLite store is not damaged — else one
+    block naming the URI or file and the fix; with ``tracking.enabled: false`` kedro-mlflow is
+    taken out of the session, so nothing reaches the tracking store at all."""
+
+    @hook_impl(tryfirst=True)
+    def after_context_created(self, context) -> None:
+        from bert_kd.preflight import check_tracking
+        from bert_kd.tracking import is_main_process
+
+        tracking = (context.params or {}).get("tracking") or {}
+        if isinstance(tracking, dict) and tracking.get("enabled", True) is False:
+            if silence_kedro_mlflow(context._hook_manager):
+                log.info("tracking.enabled is false: kedro-mlflow is off for this run, nothing is logged")
+            return
+        if is_main_process():
+            check_tracking(_tracking_uri(context))
+
+
+def apply_glue_dir_precedence(run_params, catalog) -> str | None:
+    """``glue_dir`` by precedence ``--params`` > ``GLUE_DIR`` > conf, written back into the
+    catalog (``params:glue_dir`` and ``parameters``) and logged once; the folder in use."""
+    import os
+
+    from bert_kd.data.glue import DEFAULT_GLUE_DIR
+
+    explicit = dict((run_params or {}).get("runtime_params") or {})
+    parameters = catalog.load("parameters")
+    configured = parameters.get("glue_dir")
+    env = os.environ.get("GLUE_DIR", "").strip()
+    if "glue_dir" in explicit:
+        chosen, source = explicit["glue_dir"], "--params"
+        ignored = f"; GLUE_DIR={env} is not used" if env and str(env) != str(chosen) else ""
+    elif env:
+        chosen, source = env, "the GLUE_DIR environment variable"
+        ignored = f"; conf's glue_dir {configured} is not used" if configured and configured != env else ""
+    else:
+        chosen, source, ignored = configured, "conf", ""
+    if chosen != configured:
+        catalog.save("parameters", {**parameters, "glue_dir": chosen})
+        with contextlib.suppress(Exception):  # a pipeline that does not read glue_dir has no entry
+            catalog.save("params:glue_dir", chosen)
+    log.info("glue_dir = %s (from %s%s)", chosen or DEFAULT_GLUE_DIR, source, ignored)
+    return chosen
+
+
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), then hand the
@@ -31,10 +112,15 @@ class ValidateParametersHook:
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
         from bert_kd.schema import RECIPE_BLOCKS, cross_check, explicit_weights, validate_parameters
 
+        from bert_kd.preflight import check_sweep_storage
+
+        apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
         typed = validate_parameters(parameters)
         inputs = pipeline.inputs()
         cross_check(typed, used_blocks(inputs))
+        if "reproduce" in used_blocks(inputs):
+            check_sweep_storage(parameters.get("reproduce"))
         for name in sorted(inputs):
             block, _, entry = name[len("params:"):].partition(".")
             if name.startswith("params:") and block in RECIPE_BLOCKS and entry and "." not in entry:

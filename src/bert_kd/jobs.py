@@ -7,13 +7,16 @@ determines the result, JSON-serialisable) and functions that train, write and re
     job = Job("teacher", spec, root="data/06_models/store")
     outcome = run_job(job, train_fn, save_fn, load_fn)   # outcome.value, outcome.path, outcome.reused
 
-The store directory ``<root>/<kind>/<key>`` is complete exactly when its ``manifest.json``
-(file list, sizes, sha256; written last) matches its files. Anything else is moved aside to
-``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
+The store directory ``<root>/<kind>/<key>`` is reused exactly when its ``manifest.json``
+(written last) proves it is that job's complete result: it records the folder's kind and key, its
+spec hashes to that key, and its non-empty file list (sizes, sha256, every file inside the folder)
+matches the files. Anything else (a copied entry, a malformed manifest, a damaged file) is moved
+aside to ``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from filelock import FileLock
+
+from bert_kd.errors import storage_error
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +101,11 @@ def content_key(kind: str, spec: Mapping) -> str:
     """sha256 of the kind, its schema version and the canonical JSON of ``spec``."""
     if kind not in SCHEMA_VERSIONS:
         raise ValueError(f"unknown job kind {kind!r}; known: {sorted(SCHEMA_VERSIONS)}")
-    text = canonical_json({"kind": kind, "schema_version": SCHEMA_VERSIONS[kind], "spec": spec})
+    return _key_for(kind, SCHEMA_VERSIONS[kind], spec)
+
+
+def _key_for(kind: str, schema_version: int, spec: Mapping) -> str:
+    text = canonical_json({"kind": kind, "schema_version": schema_version, "spec": spec})
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -203,17 +212,23 @@ def _file_entries(directory: Path) -> dict[str, dict]:
     }
 
 
-def manifest_problem(directory: Path) -> str | None:
-    """Why ``directory`` is not a complete stored result (None when every file matches)."""
-    manifest = directory / MANIFEST
-    if not manifest.is_file():
-        return "no manifest.json (unfinished write)"
-    try:
-        files = json.loads(manifest.read_text())["files"]
-    except (ValueError, KeyError) as exc:
-        return f"unreadable manifest.json ({exc})"
+def spec_sha256(spec: Mapping) -> str:
+    """sha256 of a job spec's canonical JSON (recorded in the manifest as ``spec_sha256``)."""
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
+
+
+def _files_problem(directory: Path, files: Any) -> str | None:
+    """Why the manifest's ``files`` does not describe ``directory`` (None when every file matches)."""
+    if not isinstance(files, Mapping) or not files:
+        return f"manifest.json lists no files ('files' is {type(files).__name__}: {str(files)[:40]})"
+    root = directory.resolve()
     for name, expected in files.items():
         path = directory / name
+        if Path(name).is_absolute() or not path.resolve().is_relative_to(root):
+            return f"manifest.json lists {name!r}, which is outside {directory}"
+        if not (isinstance(expected, Mapping) and isinstance(expected.get("size"), int)
+                and isinstance(expected.get("sha256"), str)):
+            return f"manifest.json entry for {name!r} has no size and sha256"
         if not path.is_file():
             return f"{path} is missing"
         size = path.stat().st_size
@@ -222,6 +237,65 @@ def manifest_problem(directory: Path) -> str | None:
         if file_sha256(path) != expected["sha256"]:
             return f"{path} does not match its sha256 in the manifest"
     return None
+
+
+def _identity_problem(manifest: Mapping, kind: str, key: str) -> str | None:
+    """Why a store entry's manifest is not the result of job ``kind``/``key``: its recorded kind,
+    key and spec (re-hashed with its recorded schema version) must all name that job."""
+    missing = [name for name in ("kind", "key", "spec", "schema_version") if name not in manifest]
+    if missing:
+        return f"manifest.json records no {', '.join(missing)} (written before identity checks)"
+    if manifest["kind"] != kind:
+        return f"manifest.json says kind {manifest['kind']!r}, the folder is a {kind!r} entry"
+    if manifest["key"] != key:
+        return f"manifest.json says key {str(manifest['key'])[:12]}…, the folder is key {key[:12]}… (a copied entry?)"
+    if not isinstance(manifest["spec"], Mapping):
+        return "manifest.json's spec is not an object"
+    recorded = manifest.get("spec_sha256")
+    if recorded is not None and recorded != spec_sha256(manifest["spec"]):
+        return "manifest.json's spec does not match its spec_sha256"
+    try:
+        rehashed = _key_for(kind, manifest["schema_version"], manifest["spec"])
+    except (TypeError, ValueError) as exc:
+        return f"manifest.json's spec cannot be hashed ({exc})"
+    if rehashed != key:
+        return f"manifest.json's spec hashes to key {rehashed[:12]}…, not the folder's {key[:12]}…"
+    return None
+
+
+def manifest_problem(directory: Path, kind: str | None = None, key: str | None = None) -> str | None:
+    """Why ``directory`` is not a complete stored result (None when it is).
+
+    Every listed file must exist inside ``directory`` with its size and sha256, and the list must
+    not be empty. With ``kind`` and ``key`` (a store entry ``<root>/<kind>/<key>``) the manifest
+    must also record that kind and key, and its spec must hash to that key. A manifest that is not
+    valid JSON or has the wrong shape is a problem too, never an exception."""
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        return "no manifest.json (unfinished write)"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"unreadable manifest.json ({exc})"
+    if not isinstance(manifest, Mapping):
+        return f"manifest.json is a JSON {type(manifest).__name__}, not an object"
+    if "files" not in manifest:
+        return "manifest.json has no 'files'"
+    if kind is not None and key is not None:
+        problem = _identity_problem(manifest, kind, key)
+        if problem:
+            return problem
+    return _files_problem(directory, manifest["files"])
+
+
+def store_entry_problem(directory: Path) -> str | None:
+    """:func:`manifest_problem` for a folder given by path (links resolved): inside a store
+    (``<root>/<kind>/<key>``, a kind the code knows) its manifest must name that kind and key;
+    elsewhere (a copy of a model) its files must match."""
+    directory = Path(directory).resolve()
+    if directory.parent.name in SCHEMA_VERSIONS:
+        return manifest_problem(directory, directory.parent.name, directory.name)
+    return manifest_problem(directory)
 
 
 def read_manifest(directory: Path) -> dict:
@@ -254,26 +328,46 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
     it, its files are fsynced and listed in ``manifest.json`` (written last, with ``manifest``'s
     extra fields), then it is renamed to ``target`` (an older ``target`` is replaced)."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
+    with storage_errors(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        tmp.mkdir()
     try:
-        write(tmp)
-        payload = {**(manifest or {}), "files": _file_entries(tmp)}
-        (tmp / MANIFEST).write_text(json.dumps(payload, indent=2, default=str))
-        _fsync_tree(tmp)
-        old = None
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(target, old)
-        os.replace(tmp, target)
-        _fsync(target.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with storage_errors(target):
+            _write_tree(tmp, target, write, manifest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _write_tree(tmp: Path, target: Path, write: Callable[[Path], None], manifest: Mapping | None) -> None:
+    """:func:`write_atomically`'s body: fill ``tmp``, list it in the manifest, rename to ``target``."""
+    write(tmp)
+    payload = {**(manifest or {}), "files": _file_entries(tmp)}
+    (tmp / MANIFEST).write_text(json.dumps(payload, indent=2, default=str))
+    _fsync_tree(tmp)
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(target, old)
+    os.replace(tmp, target)
+    _fsync(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path):
+    """Turn a full disk or a read-only / forbidden folder while writing ``path`` into a
+    :class:`~bert_kd.errors.StorageError` (one block naming ``path`` and the fix)."""
+    try:
+        yield
+    except Exception as exc:
+        error = storage_error(exc, path)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def _default_file_mode() -> int:
@@ -288,16 +382,18 @@ def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], 
     fsynced and renamed over ``path``; on any error the temporary file is removed and ``path`` is
     left as it was (the single-file sibling of :func:`write_atomically`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    with storage_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     os.close(fd)
     tmp = Path(name)
     tmp.chmod(_default_file_mode())  # mkstemp makes 0600; the result should be as readable as any file
     try:
-        write(tmp)
-        _fsync_tree(tmp)
-        os.replace(tmp, path)
-        _fsync(path.parent)
+        with storage_errors(path):
+            write(tmp)
+            _fsync_tree(tmp)
+            os.replace(tmp, path)
+            _fsync(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -355,7 +451,7 @@ def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome |
     store = job.store_dir
     if not store.exists():
         return None
-    problem = manifest_problem(store)
+    problem = manifest_problem(store, job.kind, job.key)
     if problem is None:
         log.info("reusing the stored %s %s", job.kind, store)
         return JobOutcome(load_fn(store), store, True, read_manifest(store).get("provenance", {}))
@@ -389,9 +485,12 @@ def run_job(
             return reused
     if not writer:
         return JobOutcome(train_fn(job.checkpoint_dir), job.store_dir, False)
-    job.lock_path.parent.mkdir(parents=True, exist_ok=True)
-    waited = time.perf_counter()
-    with FileLock(str(job.lock_path)):
+    with storage_errors(job.lock_path):
+        job.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(job.lock_path))
+        waited = time.perf_counter()
+        lock.acquire()
+    try:
         waited = time.perf_counter() - waited
         if not recompute:
             reused = _reuse(job, load_fn, heal=True)
@@ -416,7 +515,7 @@ def run_job(
             **dict(provenance_fn(value) if provenance_fn else {}),
         }
         manifest = {"kind": job.kind, "key": job.key, "schema_version": SCHEMA_VERSIONS[job.kind],
-                    "spec": _plain(job.spec), "provenance": provenance}
+                    "spec_sha256": spec_sha256(job.spec), "spec": _plain(job.spec), "provenance": provenance}
 
         def write(directory: Path) -> None:
             save_fn(value, directory)
@@ -427,3 +526,5 @@ def run_job(
         shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # only now: the result is safe
         log.info("stored the %s at %s", job.kind, job.store_dir)
         return JobOutcome(value, job.store_dir, False, provenance)
+    finally:
+        lock.release()

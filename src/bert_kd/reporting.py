@@ -25,10 +25,12 @@ _RUN_STAMP: str | None = None
 
 
 def run_stamp() -> str:
-    """The timestamp of this process's history folder (Kedro's version format)."""
+    """This process's history folder: a Kedro timestamp with a per-run unique part."""
     global _RUN_STAMP
     if _RUN_STAMP is None:
-        _RUN_STAMP = generate_timestamp()
+        from bert_kd.session import unique_version
+
+        _RUN_STAMP = unique_version()  # two runs started in the same millisecond get their own folder
     return _RUN_STAMP
 
 

@@ -51,10 +51,22 @@ UnitFloat = Annotated[float, Field(ge=0, le=1)]
 LayerMapping = Union[str, list[list[int]], list[int]]
 
 
+#: Largest seed every RNG the runs seed accepts (numpy's ``np.random.seed``: 2³² − 1).
+MAX_SEED = 2**32 - 1
+
+
 class Strict(BaseModel):
     """Base model: unknown keys are errors (reported with the closest valid key)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("seed", mode="after", check_fields=False)
+    @classmethod
+    def _seed_in_range(cls, value: Any) -> Any:
+        """Every ``seed`` key of any block: numpy accepts 0 … 2³² − 1, torch and Python more."""
+        if isinstance(value, int) and not 0 <= value <= MAX_SEED:
+            raise ValueError(f"{value} is outside 0 … {MAX_SEED} (2**32 - 1), the seeds numpy accepts")
+        return value
 
 
 
@@ -576,6 +588,34 @@ def _width(config: dict) -> int | None:
     return None
 
 
+#: Model types whose position ids start after the padding index (``pad_token_id + 1``), so
+#: ``max_position_embeddings`` − (``pad_token_id`` + 1) tokens fit (RoBERTa: 514 − 2 = 512).
+_PADDING_OFFSET_TYPES = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "xmod", "ernie_m")
+
+
+def max_positions(config: dict) -> int | None:
+    """How many tokens a model's position embeddings cover (None when its config does not say)."""
+    for attr in ("max_position_embeddings", "n_positions", "max_seq_len"):
+        if isinstance(config.get(attr), int):
+            positions = config[attr]
+            if config.get("model_type") in _PADDING_OFFSET_TYPES:
+                positions -= int(config.get("pad_token_id") or 0) + 1
+            return positions
+    return None
+
+
+def _length_problems(max_seq_length: int, config: dict, block: str, model_key: str | None = None) -> list[tuple[str, str]]:
+    """``<block>.max_seq_length`` longer than the model's position embeddings: it would crash at
+    the first long batch (``The size of tensor a (…) must match … (512)``), possibly hours in."""
+    positions = max_positions(config)
+    if positions is None or max_seq_length <= positions:
+        return []
+    model = f" of {model_key}" if model_key else ""
+    return [(f"{block}.max_seq_length",
+             f"{max_seq_length} exceeds the {positions} positions{model} ({config.get('model_type', 'model')} "
+             f"config.json max_position_embeddings); use at most {positions}")]
+
+
 # --------------------------------------------------------------------------- cross-checks
 
 
@@ -589,6 +629,13 @@ def cross_check(params: Parameters, used: set[str]) -> None:
 
     problems: list[tuple[str, str]] = list(_stage_problems(params, used))
     teacher_conf = model_config(params.teacher.model, "teacher.model") if params.teacher and "teacher" in used else None
+    if teacher_conf is not None:
+        problems += _length_problems(params.teacher.max_seq_length, teacher_conf, "teacher")
+        for key in ("student", "ted_student"):
+            student = getattr(params, key)
+            if student is not None and key in used and student.model:  # reads the teacher's max_seq_length
+                problems += _length_problems(params.teacher.max_seq_length, model_config(student.model, f"{key}.model"),
+                                             "teacher", f"{key}.model")
     students = {"student": params.student, "ted_student": params.ted_student}
     for key, student in students.items():
         if student is None or key not in used or teacher_conf is None:
@@ -626,7 +673,16 @@ def cross_check(params: Parameters, used: set[str]) -> None:
             except ValueError as exc:
                 problems.append(("ted.mapping", str(exc)))
     if params.multi_teachers and "multi_teachers" in used:
-        depths = [_depth(model_config(t.model, f"multi_teachers[{i}].model")) for i, t in enumerate(params.multi_teachers)]
+        configs = [model_config(t.model, f"multi_teachers[{i}].model") for i, t in enumerate(params.multi_teachers)]
+        for i, (entry, config) in enumerate(zip(params.multi_teachers, configs)):
+            problems += _length_problems(entry.max_seq_length, config, f"multi_teachers[{i}]")
+        student = params.multi_student
+        if student is not None and "multi_student" in used and student.model and student.init_from_teacher < len(configs):
+            init = student.init_from_teacher  # the student reads its initialising teacher's max_seq_length
+            problems += _length_problems(params.multi_teachers[init].max_seq_length,
+                                         model_config(student.model, "multi_student.model"),
+                                         f"multi_teachers[{init}]", "multi_student.model")
+        depths = [_depth(config) for config in configs]
         student = params.multi_student
         if student is not None and "multi_student" in used and student.model is None and student.num_layers:
             depth = depths[student.init_from_teacher]

@@ -6,12 +6,12 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 # from bert_kd.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
-from bert_kd.hooks import ValidateParametersHook  # noqa: E402
+from bert_kd.hooks import PreflightHook, ValidateParametersHook  # noqa: E402
 from bert_kd.run_status import RunStatusHook  # noqa: E402
 from bert_kd.tracking_hooks import ParentRunHook  # noqa: E402
 from bert_kd.pipelines.reproduce.nodes import CliParamsHook  # noqa: E402
 
-HOOKS = (ValidateParametersHook(), ParentRunHook(), RunStatusHook(), CliParamsHook())
+HOOKS = (PreflightHook(), ValidateParametersHook(), ParentRunHook(), RunStatusHook(), CliParamsHook())
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)
@@ -26,9 +26,11 @@ if int(os.environ.get("RANK", "0") or 0) != 0:
     DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
-# Class that manages the KedroSession.
-# from kedro.framework.session import KedroSession
-# SESSION_CLASS = KedroSession
+# Class that manages the KedroSession: its id, the save version of every versioned dataset of the
+# run, gets a per-run unique part, so two runs started in the same millisecond never collide.
+from bert_kd.session import UniqueVersionSession  # noqa: E402
+
+SESSION_CLASS = UniqueVersionSession
 
 # Class that manages storing KedroSession data.
 # from kedro.framework.session.store import BaseSessionStore

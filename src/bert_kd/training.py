@@ -454,7 +454,7 @@ def load_checkpoint(accelerator, directory: Path) -> tuple[dict, dict | None]:
     accelerator.load_state(str(directory))
     state = json.loads((directory / "trainer_state.json").read_text())
     best_file = directory / "best_trainable_state.pt"
-    return state, (torch.load(best_file) if best_file.exists() else None)
+    return state, (torch.load(best_file, weights_only=True) if best_file.exists() else None)
 
 
 def _allow_new_precision(mixed_precision: str) -> None:

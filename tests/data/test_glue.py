@@ -269,8 +269,9 @@ def test_resolve_glue_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert resolve_glue_dir("/x/glue") == (Path("/x/glue"), True)
     assert resolve_glue_dir(None, default="d") == (Path("d"), False)
     monkeypatch.setenv("GLUE_DIR", str(tmp_path))
-    assert resolve_glue_dir("/x/glue") == (tmp_path, True)
+    assert resolve_glue_dir("/x/glue") == (Path("/x/glue"), True)  # a named folder beats the environment
     assert resolve_glue_dir(None) == (tmp_path, True)
+    assert resolve_glue_dir("data/01_raw/glue") == (tmp_path, True)  # the environment replaces the default
     monkeypatch.setenv("GLUE_DIR", "")
     assert resolve_glue_dir(None) == (Path("data/01_raw/glue"), False)
 
@@ -296,8 +297,9 @@ def test_load_glue_task_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_load_glue_task_via_glue_dir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _rte_files(tmp_path / "env_glue")
     monkeypatch.setenv("GLUE_DIR", str(tmp_path / "env_glue"))
-    root, user_named = resolve_glue_dir(str(tmp_path / "param_glue"))
+    root, user_named = resolve_glue_dir(None)
     assert (root, user_named) == (tmp_path / "env_glue", True)
+    assert resolve_glue_dir(str(tmp_path / "param_glue")) == (tmp_path / "param_glue", True)
     assert len(load_glue_task("rte", root, allow_download=not user_named)["train"]) == 2
 
 

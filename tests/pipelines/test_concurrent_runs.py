@@ -1,5 +1,10 @@
 """Two real ``kedro run`` processes at once in one project folder: each reports its own model;
-identical runs train once."""
+identical runs train once.
+
+Both processes of a pair are started with the same Kedro timestamp (a ``sitecustomize`` on their
+path pins ``generate_timestamp``): two runs started in the same millisecond, every time, not only
+when the race happens to be lost. Before versions got a per-run part, the second run failed with
+"Save path … must not exist if versioning is enabled"."""
 
 from __future__ import annotations
 
@@ -25,8 +30,24 @@ def _params(glue_dir, model_dir, learning_rate: float) -> dict:
     }
 
 
-def _run_together(project, uri, envs):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src"), "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+PIN_TIMESTAMP = """
+import os
+
+stamp = os.environ.get("PINNED_KEDRO_TIMESTAMP")
+if stamp:  # every run started with this variable draws the same Kedro version timestamp
+    import kedro.framework.session.session as session
+    import kedro.io.core as core
+
+    core.generate_timestamp = session.generate_timestamp = lambda: stamp
+"""
+
+
+def _run_together(project, uri, envs, timestamp):
+    pin = project.parent / "pin_timestamp"
+    pin.mkdir(exist_ok=True)
+    (pin / "sitecustomize.py").write_text(PIN_TIMESTAMP)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pin), str(REPO_ROOT / "src")]), "MLFLOW_TRACKING_URI": uri,
+           "OMP_NUM_THREADS": "1", "PINNED_KEDRO_TIMESTAMP": timestamp}
     procs = [subprocess.Popen([sys.executable, "-m", "kedro", "run", "--pipeline", "train_teacher", "--env", name],
                               cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for name in envs]
@@ -56,8 +77,10 @@ def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_d
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("bert_kd")  # create the database once, before two processes race for it
 
-    _run_together(project, uri, ["run_a", "run_b"])  # different parameters
+    _run_together(project, uri, ["run_a", "run_b"], "2026-01-01T00.00.00.000Z")  # different parameters
     first = _reports(project)
+    versions = sorted(p.name for p in (project / "data/08_reporting/teacher_metrics.json").iterdir())
+    assert all(v.startswith("2026-01-01T00.00.00.000Z") for v in versions)  # the pin worked: same instant
     assert len(first) == 2 and first[0]["info"]["key"] != first[1]["info"]["key"]
     runs = mlflow_runs(uri).set_index("run_id")
     for report in first:
@@ -66,7 +89,7 @@ def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_d
         assert run["metrics.final/score"] == pytest.approx(report["score"])
     assert {runs.loc[r["info"]["mlflow_run_id"], "params.training.learning_rate"] for r in first} == {"0.0001", "0.0003"}
 
-    _run_together(project, uri, ["run_c", "run_c"])  # identical parameters
+    _run_together(project, uri, ["run_c", "run_c"], "2026-01-01T00.00.01.000Z")  # identical parameters
     second = _reports(project)[2:]
     assert len(second) == 2
     assert second[0]["info"]["key"] == second[1]["info"]["key"]

@@ -339,18 +339,21 @@ def _rows(reader, path: Path):
 
 def resolve_glue_dir(glue_dir: str | os.PathLike[str] | None,
                      default: str = DEFAULT_GLUE_DIR) -> tuple[Path, bool]:
-    """Pick the GLUE root: env ``GLUE_DIR`` (if non-empty) > ``glue_dir`` > ``default``.
+    """Pick the GLUE root: a named ``glue_dir`` > env ``GLUE_DIR`` (if non-empty) > ``default``.
+
+    Explicit beats implicit: ``GLUE_DIR`` only replaces the default folder (``glue_dir`` None,
+    empty or ``default``). A ``kedro run`` applies ``--params`` > ``GLUE_DIR`` > conf before the
+    nodes see ``glue_dir`` (:func:`bert_kd.hooks.apply_glue_dir_precedence`).
 
     Returns ``(path, user_named)``; ``user_named`` is False only when the default is
-    in use (``glue_dir`` None/empty or equal to ``default``), i.e. downloading is allowed.
+    in use, i.e. downloading is allowed.
     """
+    if glue_dir is not None and str(glue_dir).strip() and Path(glue_dir) != Path(default):
+        return Path(glue_dir), True
     env = os.environ.get("GLUE_DIR", "").strip()
     if env:
         return Path(env), True
-    if glue_dir is None or str(glue_dir).strip() == "":
-        return Path(default), False
-    path = Path(glue_dir)
-    return path, path != Path(default)
+    return Path(default), False
 
 
 def _layout_help(spec: TaskSpec, root: Path) -> str:

@@ -102,7 +102,7 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict, runtime:
         torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, directory / CACHE_FILE)
 
     def load(directory: Path) -> TeacherCache:
-        stored = torch.load(directory / CACHE_FILE)
+        stored = torch.load(directory / CACHE_FILE, weights_only=True)
         return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], job.key)
 
     return jobs.run_job(job, build, save, load, recompute=common.recompute(runtime), writer=common.is_main_process()).value

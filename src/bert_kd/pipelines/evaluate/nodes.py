@@ -7,6 +7,8 @@ from pathlib import Path
 
 from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
 from bert_kd.data.tokenize import tokenize_splits
+from bert_kd.errors import DamagedModelError, ModelNotFoundError, UserError
+from bert_kd.jobs import MANIFEST, store_entry_problem
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
 from bert_kd.tracking_models import bundle_directory
@@ -16,31 +18,75 @@ log = logging.getLogger(__name__)
 MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")
 
 
-def resolve_model_source(source: str) -> Path:
-    """A local model directory, or an MLflow URI downloaded to a local directory."""
-    if not source:
-        raise ValueError("evaluate.model is empty: give a model directory or an MLflow URI (runs:/<id>/model)")
-    if source.startswith(MLFLOW_SCHEMES):
-        import mlflow
+#: The parameter every error of this pipeline names.
+MODEL_KEY = "evaluate.model"
 
-        local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
-        log.info("evaluate.model %s downloaded to %s", source, local)
-        return local
-    path = Path(source)
-    if not path.is_dir():
-        raise FileNotFoundError(f"evaluate.model: {source!r} is not a directory nor an MLflow URI ({', '.join(MLFLOW_SCHEMES)})")
+
+def resolve_model_source(source: str) -> Path:
+    """A local model directory (a store entry's manifest verified first), or an MLflow URI
+    downloaded to a local directory; :class:`~bert_kd.errors.UserError` naming ``evaluate.model``."""
+    if not source:
+        raise ModelNotFoundError("evaluate.model is empty", MODEL_KEY,
+                                 "give a model directory or an MLflow URI: --params evaluate.model=runs:/<run id>/model")
+    if source.startswith(MLFLOW_SCHEMES):
+        path = _download(source)
+    else:
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise ModelNotFoundError(f"{source!r} does not exist", MODEL_KEY,
+                                     f"give a model directory or an MLflow URI ({', '.join(MLFLOW_SCHEMES)})")
+        if not path.is_dir():
+            raise ModelNotFoundError(f"{source!r} is a file, not a model directory", MODEL_KEY,
+                                     "give the directory that holds config.json and the weights")
+    _check_store_entry(path)
+    if not (path / "config.json").is_file():
+        raise ModelNotFoundError(f"{str(path)!r} is not a model directory (no config.json)", MODEL_KEY,
+                                 "give a directory written by save_pretrained (a store entry under "
+                                 "data/06_models/store/<kind>/<key>) or runs:/<run id>/model")
     return path
+
+
+def _download(source: str) -> Path:
+    import mlflow
+
+    try:
+        local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
+    except Exception as exc:  # noqa: BLE001 - MlflowException, OSError …: the URI names nothing downloadable
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise ModelNotFoundError(f"{source!r} cannot be downloaded from MLflow ({first_line})", MODEL_KEY,
+                                 f"check the run id in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}); "
+                                 "the run must have logged its model (tracking.log_models: true)") from None
+    log.info("evaluate.model %s downloaded to %s", source, local)
+    return local
+
+
+def _check_store_entry(path: Path) -> None:
+    """A folder with a ``manifest.json`` (a store entry or an atomically written copy) is used
+    only when the manifest proves it whole and, in the store, the result of its own key."""
+    if not (path / MANIFEST).exists():
+        return
+    problem = store_entry_problem(path)
+    if problem is not None:
+        raise DamagedModelError(f"{path} is damaged: {problem}", MODEL_KEY,
+                                "evaluate another model, or re-run the pipeline that trains it (a damaged "
+                                "store entry is then moved aside and retrained)")
 
 
 def evaluate_model_source(evaluate: dict, task: str, glue_dir: str | None, max_eval_samples: int | None, seed: int,
                           tracking: dict) -> dict:
     """Every dev split of ``task`` through the model's own tokenizer; metrics logged to the active run."""
     source = str(evaluate.get("model") or "")
-    bundle = load_bundle(resolve_model_source(source))
+    path = resolve_model_source(source)
+    try:
+        bundle = load_bundle(path)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelNotFoundError(f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
+                                 MODEL_KEY, "give a directory written by save_pretrained with its tokenizer") from exc
     spec = get_task(task)
     labels = int(bundle.model.config.num_labels)
     if labels != spec.num_labels:
-        raise ValueError(f"evaluate.model has {labels} labels but task {spec.name} needs {spec.num_labels}")
+        raise UserError(f"the model has {labels} labels but task {spec.name} needs {spec.num_labels}", MODEL_KEY,
+                        f"evaluate it on a task with {labels} labels, or give a model trained on {spec.name}")
     root, user_named = resolve_glue_dir(glue_dir)
     splits = load_glue_task(spec.name, root, allow_download=not user_named)
     splits.pop("train")
