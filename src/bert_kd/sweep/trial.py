@@ -23,7 +23,6 @@ import datetime as _dt
 import json
 import logging
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -374,11 +373,10 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: float 
 
 
 def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    """The project's own commit (``<sha>``, ``<sha> (dirty)`` or ``unknown (not a git checkout)``)."""
+    from bert_kd.tracking import git_commit_label
+
+    return git_commit_label()
 
 
 def make_run_trial(params: Mapping, **options: Any) -> TrialRunner:
