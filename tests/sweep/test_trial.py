@@ -128,3 +128,21 @@ def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
     with pytest.raises(LookupError, match="results_only"):
         runner(spec)
     assert not (workdir / "data").exists()
+
+
+def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teacher_dir, tiny_glue_dir):
+    """student.init (issue 19): ``teacher`` (= the behaviour before the option) in the table or the
+    project's student block leaves the trial key unchanged; ``pretrained`` changes it."""
+    params = project_params(tiny_teacher_dir, tiny_glue_dir)
+    runner = TrialRunner(params, commit="")
+    before = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
+
+    def table_with(init):
+        table = tiny_table()
+        table["tables"]["tiny"]["student"]["init"] = init
+        return next(t for t in build_sweep(table, RECIPES).trials() if t.task == "rte")
+
+    base_pretrained = TrialRunner({**params, "student": {**params["student"], "init": "pretrained"}}, commit="")
+    assert runner.content_key(table_with("teacher")) == runner.content_key(before)
+    assert base_pretrained.content_key(table_with("teacher")) == runner.content_key(before)
+    assert runner.content_key(table_with("pretrained")) != runner.content_key(before)

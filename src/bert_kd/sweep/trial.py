@@ -29,7 +29,7 @@ import numpy as np
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
-from bert_kd.models import ModelBundle
+from bert_kd.models import ModelBundle, init_key_material
 from bert_kd.sweep.spec import TrialSpec
 from bert_kd.tracking import tracked_run
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
@@ -85,10 +85,12 @@ class TrialRunner:
         """Everything (but the GLUE files and model weights) that determines the trial's result."""
         p = self.params
         trial = {k: v for k, v in spec.as_dict().items() if k != "label"}  # a relabelled row keeps its results
+        if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
+            trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
         return {
             "schema": TRIAL_SCHEMA, "trial": trial, "data": self.data_sizes(spec),
             "data_seed": p.get(DATA_SEED_KEY), "teacher": _keyed(self.teacher_block(spec)),
-            "student": _keyed(self.student_block(spec)), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
+            "student": _keyed(init_key_material(self.student_block(spec))), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
         }
