@@ -1,7 +1,7 @@
 """Paired bootstrap over dev examples of a method's gain over the plain baseline.
 
 Both methods were evaluated on the same dev examples; one resample draws example indices with
-replacement and recomputes the task's primary GLUE metric for every seed of both methods on
+replacement and recomputes the task's metric (the paper's, in sweep tables) for every seed of both methods on
 those indices (seeds pooled: the gain is mean over the method's seeds minus mean over the
 baseline's seeds). The p-value is the share of resamples whose gain is ≤ 0 (one-sided: "is the
 method better than the baseline?").
@@ -39,9 +39,11 @@ def paired_bootstrap(
     baseline_runs: Sequence[tuple[Sequence, Sequence]],
     resamples: int = 1000,
     seed: int = 0,
+    metric: str | None = None,
 ) -> BootstrapResult:
     """Gain of ``method_runs`` over ``baseline_runs`` (each a list of ``(predictions, labels)``,
-    one per seed, all on the same dev examples in the same order)."""
+    one per seed, all on the same dev examples in the same order) in ``metric`` (a key of
+    :func:`~bert_kd.metrics.glue_metrics`; default the task's primary metric)."""
     if not method_runs or not baseline_runs:
         raise ValueError("paired_bootstrap needs at least one run of the method and of the baseline")
     runs = [(np.asarray(p), np.asarray(y)) for p, y in list(method_runs) + list(baseline_runs)]
@@ -51,7 +53,7 @@ def paired_bootstrap(
             raise ValueError(f"paired_bootstrap needs every run on the same {n} dev examples, got {len(labels)}")
         if not np.array_equal(labels, runs[0][1]):
             raise ValueError("paired_bootstrap: runs disagree on the dev labels (not the same examples/order)")
-    metric = primary_metric(task)
+    metric = metric or primary_metric(task)
     k = len(method_runs)
 
     def gain(index: np.ndarray | None) -> float:
