@@ -29,7 +29,7 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert alp["params.mapping"] == "1-4→1; none→2"
     assert alp["params.weights.ce"] == "0.3"  # β = 1 − η − λ expanded and rounded, not 0.30000000000000004
     # the columns that make child runs comparable (tracking.log_training_job)
-    assert alp["params.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
+    assert alp["params.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=1"  # ALP-KD Eq. 2: no temperature
     assert alp["params.layer_map"] == "1-4→1; none→2"
     assert (alp["params.max_train_samples"], alp["params.max_eval_samples"]) == ("all", "all")
     assert alp["params.data.source"] == str(tiny_glue_dir.resolve())

@@ -143,10 +143,10 @@ def student_start_spec(student: ModelBundle, student_params: dict) -> dict:
     or another model's identity."""
     spec = {"num_layers": student_params.get("num_layers"), "layer_selection": student_params.get("layer_selection", "first"),
             "from_job": student.info.get("key")}
-    if not student_params.get("model"):
-        spec.update(init_key_material({"init": student_init(student_params)}))
     if student_params.get("model"):
         spec["model"] = common.model_identity(student_params["model"])
+    else:
+        spec.update(init_key_material({"init": student_init(student_params)}))
     return spec
 
 
