@@ -644,3 +644,9 @@ def test_collator_passes_token_aligned_extras_on_the_groups_padding_side():
     assert batch["t0_offsets"][0, pad:].tolist() == [list(o) for o in short["t0_offsets"]]
     assert batch["t0_input_ids"][0, :pad].tolist() == [tokenizer.pad_token_id] * pad
     assert batch["weight"].tolist() == [0.5, 0.5]
+
+
+def test_collator_refuses_a_ragged_field_that_matches_no_token_group():
+    rows = [{"input_ids": [1, 2], "spans": [[0, 1]]}, {"input_ids": [1], "spans": [[0, 1], [1, 2], [2, 3]]}]
+    with pytest.raises(ValueError, match="'spans'"):
+        Collator()(rows)

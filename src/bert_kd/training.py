@@ -277,7 +277,7 @@ class Collator:
     Other fields pass through: ``label``/``labels`` → ``labels``, ``idx`` → long; a field of a
     group whose rows are as long as that group's ``input_ids`` (e.g. per-token character offsets)
     is padded with zeros on the group's padding side; any other numeric field is stacked as a
-    tensor; text fields are dropped.
+    tensor (a ragged one that matches no group is an error); text fields are dropped.
     """
 
     def __init__(self, pad_ids: Mapping[str, int] | None = None, tokenizers: Mapping[str, object] | None = None):
@@ -311,8 +311,13 @@ class Collator:
                 elif not any(isinstance(v, str) for v in values):
                     try:
                         batch[key] = torch.tensor(values)
-                    except (TypeError, ValueError):  # ragged and not token-aligned: left out, as text is
-                        pass
+                    except (TypeError, ValueError):
+                        if any(isinstance(v, (list, tuple)) for v in values):
+                            raise ValueError(
+                                f"collator: field {key!r} has rows of different lengths that match no input_ids group "
+                                "(name it <prefix><field> with one entry per token of that prefix, or drop the column)"
+                            ) from None
+                        # other non-numeric values (None, objects) are left out, as text is
         return batch
 
     def _side(self, prefix: str) -> str:
