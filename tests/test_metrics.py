@@ -103,3 +103,11 @@ def test_bad_inputs() -> None:
         glue_metrics("rte", np.array([0.3, 0.7]), np.array([0, 1]))
     with pytest.raises(ValueError, match="Unknown GLUE task"):
         glue_metrics("squad", np.zeros(2), np.zeros(2))
+
+
+def test_paper_metric_is_what_the_papers_report():
+    from bert_kd.metrics import paper_metric
+
+    assert paper_metric("cola") == "matthews_correlation"
+    assert paper_metric("STS-B") == "pearson"
+    assert {paper_metric(t) for t in ("mrpc", "qqp", "sst2", "mnli", "qnli", "rte")} == {"accuracy"}

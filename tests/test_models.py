@@ -229,3 +229,38 @@ def test_parameters_fingerprint_tracks_weights(teacher):
     with torch.no_grad():
         teacher.classifier.bias.add_(0.5)
     assert parameters_fingerprint(teacher) != before
+
+
+# --------------------------------------------------------------------------- student.init (issue 19)
+
+
+def test_pretrained_student_takes_the_checkpoints_layers_and_a_fresh_head(tiny_teacher_dir):
+    from bert_kd.models import build_pretrained_student
+
+    checkpoint = load_classifier(str(tiny_teacher_dir), 2)
+    fine_tuned = load_classifier(str(tiny_teacher_dir), 2)
+    with torch.no_grad():  # "fine-tuning" moved every weight away from the checkpoint
+        for p in fine_tuned.parameters():
+            p.add_(0.5)
+    from_teacher, _ = build_student(fine_tuned, 2)
+    student, kept = build_pretrained_student(str(tiny_teacher_dir), 2, "first", 2)
+    assert kept == [1, 2]
+    for i in (0, 1):
+        assert_same_layer(find_layer_stack(student)[2][i], find_layer_stack(checkpoint)[2][i])
+    assert torch.equal(student.bert.pooler.dense.weight, checkpoint.bert.pooler.dense.weight)
+    assert not torch.equal(student.bert.encoder.layer[0].output.dense.weight,
+                           from_teacher.bert.encoder.layer[0].output.dense.weight)
+    assert torch.count_nonzero(student.classifier.bias) == 0  # re-initialised, not the checkpoint's head
+    again, _ = build_pretrained_student(str(tiny_teacher_dir), 2, "first", 2)
+    assert torch.equal(again.classifier.weight, student.classifier.weight)  # seeded: same start every time
+
+
+def test_init_key_material_leaves_teacher_init_out():
+    from bert_kd.models import init_key_material, student_init
+
+    assert init_key_material({"num_layers": 2, "init": "teacher"}) == {"num_layers": 2}
+    assert init_key_material({"num_layers": 2}) == {"num_layers": 2}
+    assert init_key_material({"num_layers": 2, "init": "pretrained"}) == {"num_layers": 2, "init": "pretrained"}
+    assert student_init({}) == "teacher"
+    with pytest.raises(ValueError, match="student.init"):
+        student_init({"init": "random"})

@@ -552,3 +552,101 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ddp / 'mlflow.db'}")  # no process-wide URI change
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 1 and runs[0].data.params["num_processes"] == "2"
+
+
+# --------------------------------------------------------------------------- padding by the tokenizer's rules (issue 19)
+
+XLNET_WORDS = "the a movie film was great good bad not very dog sat on mat and it fun".split()
+
+
+def tiny_xlnet_tokenizer():
+    from transformers import XLNetTokenizer
+
+    specials = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>"]
+    vocab = [(t, 0.0) for t in specials] + [("▁" + w, -1.0) for w in XLNET_WORDS]
+    vocab += [(c, -5.0) for c in "abcdefghijklmnopqrstuvwxyz"]
+    return XLNetTokenizer(vocab=vocab, unk_id=0)
+
+
+def tiny_xlnet(vocab_size: int):
+    from transformers import XLNetConfig, XLNetForSequenceClassification
+
+    torch.manual_seed(0)
+    config = XLNetConfig(vocab_size=vocab_size, d_model=32, n_layer=2, n_head=4, d_inner=64, num_labels=2)
+    return XLNetForSequenceClassification(config).eval()
+
+
+def logits_of(model, collator, rows):
+    batch = collator([dict(row) for row in rows])
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+    with torch.no_grad():
+        return model(**inputs).logits
+
+
+def encoded_rows(tokenizer, texts):
+    return [dict(tokenizer(text)) for text in texts]
+
+
+@pytest.mark.parametrize("family", ["bert", "xlnet"])
+def test_predictions_do_not_depend_on_batch_composition(family, tiny_teacher_dir):
+    """A short row gives the same logits alone and padded next to a longer one (tiny random models)."""
+    from bert_kd.models import load_classifier, load_tokenizer
+    from bert_kd.pipelines.common import collator_for
+
+    if family == "bert":
+        tokenizer, model = load_tokenizer(str(tiny_teacher_dir)), load_classifier(str(tiny_teacher_dir), 2).eval()
+    else:
+        tokenizer = tiny_xlnet_tokenizer()
+        model = tiny_xlnet(len(tokenizer))
+    short, long = encoded_rows(tokenizer, ["the movie was great", "a dog sat on the mat and it was very very fun"])
+    collator = collator_for(tokenizer)
+    alone = logits_of(model, collator, [short])
+    beside = logits_of(model, collator, [short, long])[0:1]
+    torch.testing.assert_close(beside, alone, rtol=1e-4, atol=1e-5)
+
+
+def test_right_padding_changes_xlnet_logits():
+    """The failure the tokenizer's padding fixes: XLNet right-padded reads a pad as its last token."""
+    tokenizer = tiny_xlnet_tokenizer()
+    model = tiny_xlnet(len(tokenizer))
+    short, long = encoded_rows(tokenizer, ["the movie was great", "a dog sat on the mat and it was very very fun"])
+    right_padded = Collator({"": tokenizer.pad_token_id})
+    assert not torch.allclose(logits_of(model, right_padded, [short, long])[0:1], logits_of(model, right_padded, [short]), atol=1e-4)
+
+
+def test_bert_padding_is_unchanged_by_the_tokenizer_collator(tiny_teacher_dir):
+    from bert_kd.models import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_teacher_dir))
+    rows = [{**dict(tokenizer(a, b)), "idx": i, "label": i % 2} for i, (a, b) in
+            enumerate([("the movie", "was great"), ("a dog sat on the mat", "and it was fun"), ("bad", "no")])]
+    by_tokenizer = Collator(tokenizers={"": tokenizer})(rows)
+    by_hand = Collator({"": tokenizer.pad_token_id})(rows)
+    assert by_tokenizer.keys() == by_hand.keys()
+    for key in by_hand:
+        assert torch.equal(by_tokenizer[key], by_hand[key]), key
+        assert by_tokenizer[key].dtype == by_hand[key].dtype
+
+
+def test_collator_passes_token_aligned_extras_on_the_groups_padding_side():
+    """Per-token extra fields (e.g. a teacher's character offsets) are padded with their group."""
+    tokenizer = tiny_xlnet_tokenizer()
+    short, long = encoded_rows(tokenizer, ["bad", "the movie was great"])
+    for row in (short, long):
+        row["t0_input_ids"], row["t0_attention_mask"] = row["input_ids"], row["attention_mask"]
+        row["t0_offsets"] = [(i, i + 1) for i in range(len(row["input_ids"]))]
+        row["weight"] = 0.5
+    batch = Collator(tokenizers={"": tokenizer, "t0_": tokenizer})([short, long])
+    width = len(long["input_ids"])
+    assert batch["t0_offsets"].shape == (2, width, 2)
+    pad = width - len(short["input_ids"])
+    assert batch["t0_offsets"][0, :pad].tolist() == [[0, 0]] * pad  # left, like XLNet's input_ids
+    assert batch["t0_offsets"][0, pad:].tolist() == [list(o) for o in short["t0_offsets"]]
+    assert batch["t0_input_ids"][0, :pad].tolist() == [tokenizer.pad_token_id] * pad
+    assert batch["weight"].tolist() == [0.5, 0.5]
+
+
+def test_collator_refuses_a_ragged_field_that_matches_no_token_group():
+    rows = [{"input_ids": [1, 2], "spans": [[0, 1]]}, {"input_ids": [1], "spans": [[0, 1], [1, 2], [2, 3]]}]
+    with pytest.raises(ValueError, match="'spans'"):
+        Collator()(rows)

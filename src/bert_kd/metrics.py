@@ -23,6 +23,24 @@ def primary_metric(task: str) -> str:
     return TASKS[normalize_task(task)].primary_metric
 
 
+#: The number the papers report (and select on) per task, where it is not accuracy: ALP-KD Table 1
+#: ("MCC for CoLA, Pearson for STS-B, accuracy for the rest"); TED Table 14 lists Matthews for CoLA,
+#: Acc/F1 for MRPC/QQP, Pearson/Spearman for STS-B and accuracy elsewhere (its first number is the one
+#: taken here); the multi-teacher paper reports accuracy on QNLI, SST-2 and MNLI-m.
+PAPER_METRICS = {"cola": "matthews_correlation", "stsb": "pearson"}
+
+
+def paper_metric(task: str) -> str:
+    """The metric the reproduced papers report on ``task`` (what sweep tables select and report)."""
+    return PAPER_METRICS.get(normalize_task(task), "accuracy")
+
+
+def metric_label(name: str) -> str:
+    """Human name of a metric key (for captions)."""
+    return {"matthews_correlation": "MCC", "pearson": "Pearson", "spearmanr": "Spearman", "accuracy": "accuracy",
+            "f1": "F1", "combined": "combined"}.get(name, name)
+
+
 def _as_predictions(predictions: ArrayLike, is_regression: bool) -> np.ndarray:
     """Logits (N, C) -> argmax ids; (N, 1) or (N,) scores -> flat array."""
     p = np.asarray(predictions)

@@ -147,6 +147,69 @@ def build_student(
     return student, kept
 
 
+#: How a copied student starts (``student.init``): ``pretrained`` = the selected layers of the
+#: pre-trained checkpoint the teacher was fine-tuned from, with a fresh classifier (PKD, Sun et al.
+#: 2019, followed by ALP-KD); ``teacher`` = the selected layers of the fine-tuned teacher, head
+#: included (TED's M(k) students, App. A.2.4). A block without ``init`` means ``teacher``.
+STUDENT_INITS = ("pretrained", "teacher")
+DEFAULT_STUDENT_INIT = "teacher"
+#: Seed of the fresh classifier of a ``pretrained`` student (fixed: the student's start is then
+#: determined by its job key alone; the training seed still changes data order and dropout).
+HEAD_INIT_SEED = 0
+
+
+def student_init(block) -> str:
+    """The ``init`` of a student parameter block (absent = ``teacher``), checked."""
+    value = (block or {}).get("init") or DEFAULT_STUDENT_INIT
+    if value not in STUDENT_INITS:
+        raise ValueError(f"student.init must be one of {', '.join(STUDENT_INITS)}, got {value!r}")
+    return value
+
+
+def init_key_material(block) -> dict:
+    """A student block as key material: ``init: teacher`` (the behaviour before ``init`` existed)
+    is left out, so every key computed before the option keeps its value."""
+    result = dict(block or {})
+    if result.get("init", DEFAULT_STUDENT_INIT) == DEFAULT_STUDENT_INIT:
+        result.pop("init", None)
+    return result
+
+
+@torch.no_grad()
+def reset_classification_head(model: nn.Module, seed: int = HEAD_INIT_SEED) -> list[str]:
+    """Re-initialise every module outside the encoder (BERT's ``classifier``, RoBERTa's
+    ``classifier``, XLNet's ``sequence_summary`` and ``logits_proj``) as BERT initialises
+    weights: N(0, initializer_range) linear weights, zero biases, unit LayerNorms. Returns their names."""
+    std = float(getattr(model.config, "initializer_range", None) or 0.02)
+    encoder = getattr(model, "base_model_prefix", "")
+    generator = torch.Generator().manual_seed(seed)
+    reset = []
+    for name, child in model.named_children():
+        if name == encoder or not any(True for _ in child.parameters()):
+            continue
+        for module in child.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+        reset.append(name)
+    return reset
+
+
+def build_pretrained_student(
+    base_model: str, n_student: int, selection: str | Sequence[int], num_labels: int, *, is_regression: bool = False
+) -> tuple[nn.Module, list[int]]:
+    """``student.init: pretrained``: the selected layers of the pre-trained checkpoint ``base_model``
+    (the one the teacher was fine-tuned from), its embeddings (and pooler, when it has one, as PKD's
+    BERT_k), and a freshly initialised classifier (seeded with :data:`HEAD_INIT_SEED`)."""
+    source = load_classifier(base_model, num_labels, is_regression=is_regression)
+    reset_classification_head(source)
+    return build_student(source, n_student, selection)
+
+
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of (trainable) parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -166,6 +166,9 @@ class MultiTeacher(Teacher):
 class Student(Strict):
     num_layers: PositiveInt | None = None
     layer_selection: Union[Literal["first", "distilbert"], list[PositiveInt]] = "first"
+    #: pretrained: layers of the checkpoint the teacher was fine-tuned from + a fresh classifier
+    #: (PKD, ALP-KD); teacher: layers of the fine-tuned teacher, head included (TED). Absent = teacher.
+    init: Literal["pretrained", "teacher"] = "teacher"
     model: str | None = None
     training: Training = Training()
 

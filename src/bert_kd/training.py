@@ -262,36 +262,98 @@ def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
 # --------------------------------------------------------------------------- data
 
 
-class Collator:
-    """Pads every ``[prefix]input_ids`` group of a batch with its own tokenizer's pad id (and
-    ``*span_ids`` columns with -2, :data:`~bert_kd.distill.methods.multi_teacher.spans.SPAN_PAD`)."""
+#: Value that pads multi-teacher span-id columns (``*span_ids``) in a batch; not a token of the row.
+SPAN_PAD = -2
+#: Token-level model inputs a tokenizer pads itself (``tokenizer.pad``).
+PADDED_BY_TOKENIZER = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask")
 
-    def __init__(self, pad_ids: Mapping[str, int] | None = None):
+
+class Collator:
+    """Pads every ``[prefix]input_ids`` group of a batch by its own tokenizer's rules.
+
+    ``tokenizers``: prefix → tokenizer (``""`` = the main inputs, ``"t0_"`` = a teacher's own
+    tokenization). A group with a tokenizer is padded by ``tokenizer.pad``: its padding side (XLNet
+    pads on the left, so its sequence summary reads the last real token), pad id and token-type pad
+    id. A group without one is right-padded with ``pad_ids[prefix]`` (default 0), masks with 0.
+
+    Other fields pass through: ``label``/``labels`` → ``labels``, ``idx`` → long; a field of a
+    group whose rows are as long as that group's ``input_ids`` (e.g. per-token character offsets)
+    is padded with zeros on the group's padding side; any other numeric field is stacked as a
+    tensor (a ragged one that matches no group is an error); text fields are dropped.
+    """
+
+    def __init__(self, pad_ids: Mapping[str, int] | None = None, tokenizers: Mapping[str, object] | None = None):
         self.pad_ids = dict(pad_ids or {})
+        self.tokenizers = dict(tokenizers or {})
+        for tokenizer in self.tokenizers.values():  # padding pre-tokenized rows is what pad() is for
+            warned = getattr(tokenizer, "deprecation_warnings", None)
+            if isinstance(warned, dict):
+                warned["Asking-to-pad-a-fast-tokenizer"] = True
 
     def __call__(self, rows: Sequence[Mapping]) -> dict[str, Tensor]:
+        first = rows[0]
+        prefixes = sorted((key[: -len("input_ids")] for key in first if key.endswith("input_ids")), key=len, reverse=True)
         batch: dict[str, Tensor] = {}
-        for key in rows[0]:
+        for prefix in prefixes:
+            batch.update(self._pad_group(rows, prefix))
+        for key in first:
+            if key in batch:
+                continue
             values = [row[key] for row in rows]
-            if key.endswith(("input_ids", "attention_mask", "token_type_ids")):
-                pad = self.pad_ids.get(_prefix_of(key), 0) if key.endswith("input_ids") else 0
-                longest = max(len(v) for v in values)
-                batch[key] = torch.tensor([list(v) + [pad] * (longest - len(v)) for v in values])
-            elif key.endswith("span_ids"):  # multi-teacher shared spans: one id per real token, -2 pads
-                longest = max(len(v) for v in values)
-                batch[key] = torch.tensor([list(v) + [-2] * (longest - len(v)) for v in values], dtype=torch.long)
-            elif key in ("labels", "label"):
+            if key in ("labels", "label"):
                 batch["labels"] = torch.tensor(values)
             elif key == "idx":
                 batch["idx"] = torch.tensor(values, dtype=torch.long)
+            elif key.endswith("span_ids"):  # multi-teacher shared spans: one id per real token; the method re-places them
+                longest = max(len(v) for v in values)
+                batch[key] = torch.tensor([list(v) + [SPAN_PAD] * (longest - len(v)) for v in values], dtype=torch.long)
+            else:
+                group = next((p for p in prefixes if key.startswith(p)), None)
+                aligned = group is not None and all(
+                    isinstance(row[key], (list, tuple)) and len(row[key]) == len(row[group + "input_ids"]) for row in rows)
+                if aligned:
+                    batch[key] = _pad_aligned(values, max(len(row[group + "input_ids"]) for row in rows), self._side(group))
+                elif not any(isinstance(v, str) for v in values):
+                    try:
+                        batch[key] = torch.tensor(values)
+                    except (TypeError, ValueError):
+                        if any(isinstance(v, (list, tuple)) for v in values):
+                            raise ValueError(
+                                f"collator: field {key!r} has rows of different lengths that match no input_ids group "
+                                "(name it <prefix><field> with one entry per token of that prefix, or drop the column)"
+                            ) from None
+                        # other non-numeric values (None, objects) are left out, as text is
         return batch
 
+    def _side(self, prefix: str) -> str:
+        tokenizer = self.tokenizers.get(prefix)
+        return getattr(tokenizer, "padding_side", "right") if tokenizer is not None else "right"
 
-def _prefix_of(key: str) -> str:
-    for suffix in ("input_ids", "attention_mask", "token_type_ids"):
-        if key.endswith(suffix):
-            return key[: -len(suffix)]
-    return ""
+    def _pad_group(self, rows: Sequence[Mapping], prefix: str) -> dict[str, Tensor]:
+        keys = [prefix + name for name in PADDED_BY_TOKENIZER if prefix + name in rows[0]]
+        tokenizer = self.tokenizers.get(prefix)
+        if tokenizer is not None:
+            padded = tokenizer.pad([{key[len(prefix):]: row[key] for key in keys} for row in rows],
+                                   padding=True, return_tensors="pt")
+            return {prefix + name: torch.as_tensor(value) for name, value in padded.items()}
+        longest = max(len(row[prefix + "input_ids"]) for row in rows)
+        result = {}
+        for key in keys:
+            pad = self.pad_ids.get(prefix, 0) if key.endswith("input_ids") else 0
+            result[key] = torch.tensor([list(row[key]) + [pad] * (longest - len(row[key])) for row in rows])
+        return result
+
+
+def _pad_aligned(values: Sequence[Sequence], longest: int, side: str) -> Tensor:
+    """Zero-pad token-aligned per-row sequences (scalars or tuples per token) to ``longest``."""
+    tensors = [torch.as_tensor(v) for v in values]
+    out = torch.zeros((len(tensors), longest, *tensors[0].shape[1:]), dtype=tensors[0].dtype)
+    for i, t in enumerate(tensors):
+        if side == "left":
+            out[i, longest - len(t):] = t
+        else:
+            out[i, : len(t)] = t
+    return out
 
 
 def sequence_lengths(dataset: Dataset, column: str = "input_ids") -> list[int]:

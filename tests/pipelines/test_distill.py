@@ -30,7 +30,7 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert alp["params.mapping"] == "1-4→1; none→2"
     assert alp["params.weights.ce"] == "0.3"  # β = 1 − η − λ expanded and rounded, not 0.30000000000000004
     # the columns that make child runs comparable (tracking.log_training_job)
-    assert alp["params.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
+    assert alp["params.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=1"  # ALP-KD Eq. 2: no temperature
     assert alp["params.layer_map"] == "1-4→1; none→2"
     assert (alp["params.max_train_samples"], alp["params.max_eval_samples"]) == ("all", "all")
     assert alp["params.data.source"] == str(tiny_glue_dir.resolve())
@@ -139,3 +139,31 @@ def test_bad_recipe_is_refused_before_the_teacher_trains(run_pipeline, caplog):
 def test_unknown_task_is_refused(run_pipeline):
     with pytest.raises(Exception, match="valid"):
         run_pipeline("train_teacher", task="sst3")
+
+
+def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teacher_dir):
+    """student.init: pretrained copies the checkpoint the teacher was fine-tuned from (issue 19);
+    init: teacher copies the fine-tuned teacher and keeps the job key it had before the option."""
+    import torch
+
+    from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
+    from bert_kd.pipelines.distill.nodes import build_student_model, student_start_spec
+
+    fine_tuned = load_classifier(str(tiny_teacher_dir), 2)
+    with torch.no_grad():
+        for p in fine_tuned.parameters():
+            p.add_(0.5)
+    teacher = ModelBundle(fine_tuned, load_tokenizer(str(tiny_teacher_dir)), {"task": "rte", "base_model": str(tiny_teacher_dir)})
+    checkpoint = load_classifier(str(tiny_teacher_dir), 2)
+    block = {"num_layers": 2, "layer_selection": "first"}
+    pretrained = build_student_model(teacher, {**block, "init": "pretrained"}, "rte")
+    copied = build_student_model(teacher, {**block, "init": "teacher"}, "rte")
+    layer = lambda m: m.bert.encoder.layer[1].attention.self.query.weight  # noqa: E731
+    assert torch.equal(layer(pretrained.model), layer(checkpoint))
+    assert torch.equal(layer(copied.model), layer(fine_tuned))
+    assert torch.equal(copied.model.classifier.weight, fine_tuned.classifier.weight)
+    assert not torch.equal(pretrained.model.classifier.weight, fine_tuned.classifier.weight)
+    assert student_start_spec(copied, {**block, "init": "teacher"}) == student_start_spec(copied, block)
+    assert student_start_spec(pretrained, {**block, "init": "pretrained"})["init"] == "pretrained"
+    with pytest.raises(ValueError, match="base_model"):
+        build_student_model(ModelBundle(fine_tuned, teacher.tokenizer, {"task": "rte"}), {**block, "init": "pretrained"}, "rte")

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bert_kd.sweep.report import build_report, markdown, write_report
 from bert_kd.sweep.spec import build_sweep
 from tests.sweep.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
@@ -72,3 +74,24 @@ def test_a_sweep_where_every_method_predicts_the_majority_class_says_so():
     assert tied.warnings[0].startswith("RTE: ")
     clear = build_report(sweep, {s.key: fake_run_trial(s) for s in sweep.trials()}, resamples=20)
     assert clear.warnings == ()  # ALP is 20 points above NKD here
+
+
+def test_report_states_the_metric_and_keeps_the_combined_score():
+    """Issue 19: cells in the paper's metric (MRPC: accuracy), caption says so, CSV keeps (acc + F1)/2."""
+    table = tiny_reproduce(seeds="1")
+    table["tables"]["tiny"]["tasks"] = ["mrpc"]
+    sweep = build_sweep(table, RECIPES)
+    results = {}
+    for trial in sweep.trials():
+        result = fake_run_trial(trial)
+        accuracy = result["dev_metric"]
+        result["dev_metrics"] = {"accuracy": accuracy, "f1": 0.9, "combined": (accuracy + 0.9) / 2}
+        result["dev_metric"] = result["dev_metrics"]["combined"]
+        result["teacher_dev_metrics"] = {"accuracy": 0.8, "f1": 0.9, "combined": 0.85}
+        results[trial.key] = result
+    report = build_report(sweep, results, resamples=50)
+    assert "MRPC: accuracy" in report.caption
+    assert report.wide.loc["Teacher", "MRPC"] == "80.00"
+    row = report.long[(report.long.method == "alp") & (report.long.task == "mrpc")].iloc[0]
+    assert row["metric"] == "accuracy" and row["combined_metric"] == "combined"
+    assert row["combined_mean"] == pytest.approx((row["mean"] + 0.9) / 2)

@@ -42,3 +42,28 @@ def test_summary_is_mean_std_and_n():
     summary = summarize([0.5, 0.7, 0.6])
     assert summary.n == 3 and math.isclose(summary.mean, 0.6) and math.isclose(summary.std, 0.1)
     assert math.isnan(summarize([0.5]).std) and summarize([]).n == 0
+
+
+def _mrpc_sweep():
+    table = tiny_reproduce(methods="nkd", seeds="1")
+    table["tables"]["tiny"]["tasks"] = ["mrpc"]
+    return build_sweep(table, RECIPES)
+
+
+def test_selection_and_report_use_the_papers_metric_not_the_combined_score():
+    """MRPC (issue 19): ALP-KD reports accuracy; the grid point with the better (acc + F1)/2 loses."""
+    sweep = _mrpc_sweep()
+    low_lr, high_lr = sorted(sweep.trials(), key=lambda t: t.params["training.learning_rate"])
+    results = {
+        low_lr.key: {"dev_metric": 0.80, "dev_metrics": {"accuracy": 0.70, "f1": 0.90, "combined": 0.80}},
+        high_lr.key: {"dev_metric": 0.78, "dev_metrics": {"accuracy": 0.74, "f1": 0.82, "combined": 0.78}},
+    }
+    (selected,) = select_best(sweep, results).values()
+    assert selected.spec == high_lr and selected.dev_metric == 0.74 and selected.combined_metric == 0.78
+
+
+def test_a_trial_without_the_papers_metric_is_named():
+    sweep = _mrpc_sweep()
+    results = {t.key: {"dev_metric": 0.8} for t in sweep.trials()}  # only the combined score
+    with pytest.raises(ValueError, match="no dev accuracy"):
+        select_best(sweep, results)

@@ -253,3 +253,21 @@ def test_other_glue_files_get_their_own_key_the_release_keeps_the_old_one(tmp_pa
             handle.write("9999\tedited\trow\tentailment\n")
         assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(spec) != on_release.content_key(spec)
     assert on_tiny.data_changes([spec]).keys() == {"glue"}
+
+
+def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teacher_dir, tiny_glue_dir):
+    """student.init (issue 19): ``teacher`` (= the behaviour before the option) in the table or the
+    project's student block leaves the trial key unchanged; ``pretrained`` changes it."""
+    params = project_params(tiny_teacher_dir, tiny_glue_dir)
+    runner = TrialRunner(params, commit="")
+    before = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
+
+    def table_with(init):
+        table = tiny_table()
+        table["tables"]["tiny"]["student"]["init"] = init
+        return next(t for t in build_sweep(table, RECIPES).trials() if t.task == "rte")
+
+    base_pretrained = TrialRunner({**params, "student": {**params["student"], "init": "pretrained"}}, commit="")
+    assert runner.content_key(table_with("teacher")) == runner.content_key(before)
+    assert base_pretrained.content_key(table_with("teacher")) == runner.content_key(before)
+    assert runner.content_key(table_with("pretrained")) != runner.content_key(before)

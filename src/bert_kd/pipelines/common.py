@@ -128,11 +128,9 @@ def step_logger(run: RunLogger):
 
 
 def collator_for(tokenizer, extra: Mapping[str, object] | None = None) -> Collator:
-    """Collator padding the main inputs with ``tokenizer``'s pad id (and each prefixed extra)."""
-    pad_ids = {"": tokenizer.pad_token_id or 0}
-    for prefix, other in (extra or {}).items():
-        pad_ids[prefix] = other.pad_token_id or 0
-    return Collator(pad_ids)
+    """Collator padding the main inputs by ``tokenizer``'s rules and each prefixed group (``extra``:
+    prefix → tokenizer, e.g. a teacher's ``t0_``) by its own tokenizer's (side, pad ids)."""
+    return Collator(tokenizers={"": tokenizer, **dict(extra or {})})
 
 
 def evaluation_split(tokenized) -> str:

@@ -1,6 +1,10 @@
 """Tables shaped like the papers' (task columns + Average, a teacher row, % of the teacher kept),
 each cell ``mean ± std (n)`` over seeds of the selected grid point, with a marker when the
 method's gain over the plain baseline is significant; written as CSV + Markdown + PNG.
+
+Every number is in the papers' metric for the task (:func:`bert_kd.metrics.paper_metric`: MCC
+for CoLA, Pearson for STS-B, accuracy elsewhere); the long CSV adds the GLUE ``combined`` score
+((acc + F1)/2 for MRPC/QQP, (Pearson + Spearman)/2 for STS-B) and MNLI's mismatched score.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import pandas as pd  # noqa: E402
 
 from bert_kd.data.glue import TASKS  # noqa: E402
 from bert_kd.jobs import write_file_atomically  # noqa: E402
-from bert_kd.metrics import glue_metrics, primary_metric  # noqa: E402
+from bert_kd.metrics import glue_metrics, metric_label, paper_metric, primary_metric  # noqa: E402
 from bert_kd.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
 from bert_kd.sweep.significance import paired_bootstrap  # noqa: E402
 from bert_kd.sweep.spec import SweepSpec  # noqa: E402
@@ -63,8 +67,8 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
     rows = []
     teacher = {}
     for task in sweep.tasks:  # the teacher's dev score as reported by the trials of this task
-        scores = [s.result["teacher_dev_metric"] for (_, t), seeds in grouped.items() if t == task
-                  for s in seeds.values() if s.result.get("teacher_dev_metric") is not None]
+        scores = [teacher_score(s.result, task) for (_, t), seeds in grouped.items() if t == task for s in seeds.values()]
+        scores = [v for v in scores if v is not None]
         teacher[task] = float(np.mean(scores)) if scores else float("nan")
     for method in sweep.methods:
         per_seed_task: dict[int, dict[str, float]] = {}
@@ -75,18 +79,24 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
             for s, selected in seeds.items():
                 per_seed_task.setdefault(s, {})[task] = selected.dev_metric
             test = _significance(sweep, grouped, method, task, resamples, seed)
+            combined = summarize([seeds[s].combined_metric for s in sorted(seeds)])
+            mismatched = summarize([seeds[s].result["dev_metrics_mismatched"][paper_metric(task)] for s in sorted(seeds)
+                                    if "dev_metrics_mismatched" in seeds[s].result])
             rows.append({
-                "method": method.name, "label": method.label, "task": task, "mean": summary.mean,
-                "std": summary.std, "n": summary.n, "seeds": " ".join(map(str, sorted(seeds))),
+                "method": method.name, "label": method.label, "task": task, "mean": summary.mean, "std": summary.std, "n": summary.n, "seeds": " ".join(map(str, sorted(seeds))),
                 "chosen": "; ".join(f"seed {s}: {_point(seeds[s].spec.params)}" for s in sorted(seeds)),
                 "gain": test.gain if test else float("nan"), "p_value": test.p_value if test else float("nan"),
-                "significant": bool(test and test.significant(alpha)),
+                "significant": bool(test and test.significant(alpha)), "metric": paper_metric(task),
+                "combined_metric": primary_metric(task), "combined_mean": combined.mean, "combined_std": combined.std,
+                "mismatched_mean": mismatched.mean, "mismatched_std": mismatched.std,
             })
         complete = [s for s, per_task in per_seed_task.items() if all(t in per_task for t in method_tasks)]
         average = summarize([np.mean([per_seed_task[s][t] for t in method_tasks]) for s in sorted(complete)])
         rows.append({"method": method.name, "label": method.label, "task": AVERAGE, "mean": average.mean,
                      "std": average.std, "n": average.n, "seeds": " ".join(map(str, sorted(complete))), "chosen": "",
-                     "gain": float("nan"), "p_value": float("nan"), "significant": False})
+                     "gain": float("nan"), "p_value": float("nan"), "significant": False, "metric": "",
+                     "combined_metric": "", "combined_mean": float("nan"), "combined_std": float("nan"),
+                     "mismatched_mean": float("nan"), "mismatched_std": float("nan")})
     long = pd.DataFrame(rows)
     teacher_average = float(np.mean([teacher[t] for t in sweep.tasks])) if sweep.tasks else float("nan")
     majority = {task: majority_class_score(task, grouped) for task in sweep.tasks}
@@ -114,7 +124,8 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
     wide = pd.DataFrame.from_dict(wide_rows, orient="index", columns=columns)
     wide.index.name = "Model"
     caption = (
-        f"{sweep.description or sweep.table}. Dev-set scores ×100 (the task's primary GLUE metric), "
+        f"{sweep.description or sweep.table}. Dev-set scores ×100 in the papers' metric "
+        f"({_metric_sentence(sweep.tasks)}; ALP-KD Table 1, TED Table 14; the CSV adds the GLUE combined score), "
         f"mean ± std over seeds (n = seeds). {_selection_sentence(sweep, chosen)} "
         f"{NOT_RUN} = not part of this table; % of teacher = Average / the teacher's average on the same tasks; "
         f"{MAJORITY} = every dev example given the most frequent dev label (the floor a student must beat). "
@@ -145,6 +156,22 @@ def tie_warnings(sweep: SweepSpec, long: pd.DataFrame, majority: Mapping[str, fl
     return tuple(lines)
 
 
+def _metric_sentence(tasks) -> str:
+    """``MRPC: accuracy, STS-B: Pearson``: the metric of each task of the table, selection included."""
+    return ", ".join(f"{_task_label(t)}: {metric_label(paper_metric(t))}" for t in tasks) + ", also for selection"
+
+
+def teacher_score(result: Mapping, task: str) -> float | None:
+    """The teacher's dev score in the paper's metric from one trial result (None when the trial
+    stored only the teacher's primary metric and that is another one)."""
+    metrics = result.get("teacher_dev_metrics") or {}
+    if paper_metric(task) in metrics:
+        return float(metrics[paper_metric(task)])
+    if paper_metric(task) == primary_metric(task) and result.get("teacher_dev_metric") is not None:
+        return float(result["teacher_dev_metric"])
+    return None
+
+
 def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str:
     """Say how the reported number was chosen: the epoch (training keeps its best epoch on the
     evaluation split) and the grid point — or that there was no grid point to choose from."""
@@ -157,7 +184,7 @@ def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str
 
 
 def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]]) -> float:
-    """The task's primary metric when every dev example gets the most frequent dev label (nan for
+    """The task's paper metric when every dev example gets the most frequent dev label (nan for
     regression tasks or when no finished trial recorded the dev labels)."""
     labels = next((selected.result["dev_labels"] for (_, t), seeds in grouped.items() if t == task
                    for selected in seeds.values() if selected.result.get("dev_labels") is not None), None)
@@ -165,7 +192,7 @@ def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]
         return float("nan")
     labels = np.asarray(labels, dtype=np.int64)
     constant = np.full_like(labels, np.bincount(labels).argmax())
-    return float(glue_metrics(task, constant, labels)[primary_metric(task)])
+    return float(glue_metrics(task, constant, labels)[paper_metric(task)])
 
 
 def _baselines(sweep: SweepSpec) -> str:
@@ -201,6 +228,7 @@ def _significance(sweep, grouped, method, task, resamples, seed):
     return paired_bootstrap(
         task, [(a["dev_predictions"], a["dev_labels"]) for a, _ in runs],
         [(b["dev_predictions"], b["dev_labels"]) for _, b in runs], resamples=resamples, seed=seed,
+        metric=paper_metric(task),
     )
 
 

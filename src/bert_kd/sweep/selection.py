@@ -1,7 +1,8 @@
 """Model selection as the papers did: the best grid point per (method, task, seed), then
 mean ± std over seeds.
 
-``selection="dev"`` picks on the dev metric and reports that same number (ALP-KD, TED and the
+Every number is the task's metric in the papers (:func:`bert_kd.metrics.paper_metric`: MCC for
+CoLA, Pearson for STS-B, accuracy elsewhere). ``selection="dev"`` picks on the dev metric and reports that same number (ALP-KD, TED and the
 multi-teacher paper all do this, which flatters every method a little); ``"heldout"`` picks on
 a slice held out of the training set and reports the dev metric of the chosen point.
 """
@@ -14,7 +15,22 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from bert_kd.metrics import paper_metric, primary_metric
 from bert_kd.sweep.spec import SweepSpec, TrialSpec
+
+
+def trial_metric(result: Mapping, task: str, split: str = "dev") -> float:
+    """A finished trial's score in its paper's metric (:func:`bert_kd.metrics.paper_metric`) on
+    ``split`` (``dev`` or ``heldout``): from ``<split>_metrics`` when the trial stored every metric,
+    else the stored ``<split>_metric`` when that already is the paper's metric (the task's primary)."""
+    name = paper_metric(task)
+    metrics = result.get(f"{split}_metrics") or {}
+    if name in metrics:
+        return float(metrics[name])
+    if name == primary_metric(task) and result.get(f"{split}_metric") is not None:
+        return float(result[f"{split}_metric"])
+    raise ValueError(f"trial result has no {split} {name} (only {sorted(metrics) or split + '_metric'}); "
+                     "delete its JSON to recompute the trial")
 
 
 @dataclass(frozen=True)
@@ -28,7 +44,13 @@ class Selected:
 
     @property
     def dev_metric(self) -> float:
-        return self.result["dev_metric"]
+        """The dev score in the paper's metric for the task (what tables report)."""
+        return trial_metric(self.result, self.spec.task)
+
+    @property
+    def combined_metric(self) -> float:
+        """The dev score in the task's GLUE primary metric ((acc + F1)/2 for MRPC/QQP, …)."""
+        return float(self.result["dev_metric"])
 
 
 @dataclass(frozen=True)
@@ -56,11 +78,11 @@ def select_best(sweep: SweepSpec, results: Mapping[str, dict], selection: str | 
         best = None
         for spec, result in candidates:
             if selection == "dev":
-                value = result["dev_metric"]
+                value = trial_metric(result, spec.task)
             elif selection == "heldout":
-                value = result.get("heldout_metric")
-                if value is None:
+                if result.get("heldout_metric") is None and not result.get("heldout_metrics"):
                     raise ValueError(f"selection: heldout but trial {spec.key} has no heldout_metric")
+                value = trial_metric(result, spec.task, "heldout")
             else:
                 raise ValueError(f"selection must be 'dev' or 'heldout', got {selection!r}")
             value = float(value)

@@ -31,7 +31,7 @@ import numpy as np
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
-from bert_kd.models import ModelBundle
+from bert_kd.models import ModelBundle, init_key_material
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
@@ -106,10 +106,12 @@ class TrialRunner:
         """Everything (but the GLUE files and model weights) that determines the trial's result."""
         p = self.params
         trial = {k: v for k, v in spec.as_dict().items() if k != "label"}  # a relabelled row keeps its results
+        if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
+            trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
         return {
             "schema": TRIAL_SCHEMA, "trial": trial, "data": self.data_sizes(spec),
             "data_seed": p.get(DATA_SEED_KEY), "teacher": _keyed(self.teacher_block(spec)),
-            "student": _keyed(self.student_block(spec)), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
+            "student": _keyed(init_key_material(self.student_block(spec))), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
@@ -267,7 +269,7 @@ class TrialRunner:
         args = (teacher, student, data, cache, recipe, student_params, task, spec.seed, self._tracking(), self._runtime())
         named = {"row": spec.method, "data_source": self._data_source(spec)}
         trained = ted_nodes.distill_with_filters(filters, *args, **named) if ted else distill.distill_student(*args, **named)
-        return trained, data, dev_metric(teacher, tokenized, task)
+        return trained, data, dev_metrics(teacher, tokenized, task)
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
@@ -281,7 +283,7 @@ class TrialRunner:
             block = merged(self.params.get("teacher"), mt.select_teacher(blocks, slot))
             bundle, tokenized = self._teacher(spec, task, train, validation, block)
             bundles.append(bundle)
-            teacher_metrics.append(dev_metric(bundle, tokenized, task))
+            teacher_metrics.append(dev_metrics(bundle, tokenized, task))
         bundles = mt.gather_teachers(blocks, *bundles)
         student_params = self.student_block(spec)
         data = mt.prepare_multi_teacher_data(bundles, train, validation, blocks, student_params)
@@ -291,7 +293,7 @@ class TrialRunner:
         chosen = spec.recipe.get("teachers") or list(range(len(bundles)))
         view = {split: data[split].select_columns([c for c in data[split].column_names if not mt.TEACHER_COLUMN.match(c)])
                 for split in data}
-        return trained, view, max(teacher_metrics[k] for k in chosen)
+        return trained, view, max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
 
     def _data_source(self, spec: TrialSpec) -> dict:
         """What the MLflow runs record as the data source (not part of any key)."""
@@ -347,17 +349,26 @@ def dev_split(data) -> str:
     return "validation_matched" if "validation_matched" in names else names[0]
 
 
-def dev_metric(bundle: ModelBundle, data, task: str) -> float:
+def dev_metrics(bundle: ModelBundle, data, task: str) -> dict[str, float]:
+    """Every GLUE metric of ``bundle`` on the dev split (MNLI: matched)."""
     logits, labels = predict(bundle, data[dev_split(data)])
-    return float(glue_metrics(task, logits, labels)[primary_metric(task)])
+    return {k: float(v) for k, v in glue_metrics(task, logits, labels).items()}
 
 
-def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: float | None) -> dict:
+def dev_metric(bundle: ModelBundle, data, task: str) -> float:
+    return dev_metrics(bundle, data, task)[primary_metric(task)]
+
+
+def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mapping | float | None) -> dict:
     """The ``run_trial`` result (``scheduler.check_result``): dev metric(s), per-example dev
-    predictions and labels, the held-out metric when there is a held-out split."""
+    predictions and labels, the held-out metrics when there is a held-out split, MNLI's
+    mismatched dev metrics, and the teacher's dev metrics (``teacher_metric``: all, or the primary)."""
     spec = get_task(task)
     logits, labels = predict(student, data[dev_split(data)])
     metrics = glue_metrics(task, logits, labels)
+    teacher_metrics = dict(teacher_metric) if isinstance(teacher_metric, Mapping) else None
+    if teacher_metrics is not None:
+        teacher_metric = teacher_metrics[primary_metric(task)]
     if spec.is_regression:
         predictions = [round(float(v), 4) for v in np.asarray(logits).reshape(len(labels), -1)[:, 0]]
         labels_list = [round(float(v), 4) for v in labels]
@@ -366,9 +377,15 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: float 
     result = {"dev_metric": float(metrics[primary_metric(task)]), "dev_metrics": {k: float(v) for k, v in metrics.items()},
               "dev_predictions": predictions, "dev_labels": labels_list, "teacher_dev_metric": teacher_metric,
               "model_key": student.info.get("key"), "best_epoch": student.info.get("best_epoch")}
+    if teacher_metrics is not None:
+        result["teacher_dev_metrics"] = teacher_metrics
+    if "validation_mismatched" in data:  # MNLI: both dev sets scored (the papers report m and mm)
+        mm_logits, mm_labels = predict(student, data["validation_mismatched"])
+        result["dev_metrics_mismatched"] = {k: float(v) for k, v in glue_metrics(task, mm_logits, mm_labels).items()}
     if HELDOUT_SPLIT in data:
         held_logits, held_labels = predict(student, data[HELDOUT_SPLIT])
-        result["heldout_metric"] = float(glue_metrics(task, held_logits, held_labels)[primary_metric(task)])
+        held = {k: float(v) for k, v in glue_metrics(task, held_logits, held_labels).items()}
+        result["heldout_metric"], result["heldout_metrics"] = held[primary_metric(task)], held
     return result
 
 

@@ -25,7 +25,17 @@ from bert_kd.distill.objective import (
     build_teacher_cache,
     collect_diagnostics,
 )
-from bert_kd.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer, num_layers
+from bert_kd.models import (
+    ModelBundle,
+    build_pretrained_student,
+    build_student,
+    count_parameters,
+    init_key_material,
+    load_classifier,
+    load_tokenizer,
+    num_layers,
+    student_init,
+)
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
@@ -52,20 +62,37 @@ def check_teacher(teacher: ModelBundle, task: str) -> None:
         raise ValueError(f"teacher was fine-tuned on {trained_for!r}, not on {spec.name!r}")
 
 
+def shallow_student(teacher: ModelBundle, student: dict, task: str, default_selection: str = "first"):
+    """(model, 1-based layers kept) of a ``student.num_layers``-layer student whose layers
+    (``student.layer_selection``) come from the fine-tuned teacher (``student.init: teacher``) or
+    from the pre-trained checkpoint the teacher was fine-tuned from (``pretrained``, fresh classifier)."""
+    n_student, selection = int(student["num_layers"]), student.get("layer_selection", default_selection)
+    if student_init(student) == "pretrained":
+        base = teacher.info.get("base_model")
+        if not base:
+            raise ValueError("student.init: pretrained needs the checkpoint the teacher was fine-tuned from, "
+                             "but the teacher's bert_kd.json names no base_model; use student.init: teacher")
+        spec = get_task(task)
+        return build_pretrained_student(base, n_student, selection, spec.num_labels, is_regression=spec.is_regression)
+    return build_student(teacher.model, n_student, selection)
+
+
 def build_student_model(teacher: ModelBundle, student: dict, task: str) -> ModelBundle:
-    """A shallower copy of the teacher (``student.num_layers``, ``student.layer_selection``) or,
-    with ``student.model``, any HF model/config sized for the task."""
+    """A shallower copy of the teacher's layers or of its pre-trained checkpoint's
+    (``student.num_layers``, ``layer_selection``, ``init``) or, with ``student.model``, any HF
+    model/config sized for the task."""
     check_teacher(teacher, task)
     spec = get_task(task)
     if student.get("model"):
         model = load_classifier(student["model"], spec.num_labels, is_regression=spec.is_regression)
         tokenizer, kept = load_tokenizer(student["model"]), None
     else:
-        model, kept = build_student(teacher.model, int(student["num_layers"]), student.get("layer_selection", "first"))
+        model, kept = shallow_student(teacher, student, task)
         tokenizer = teacher.tokenizer
     info = {
         "role": "student_init",
         "task": spec.name,
+        "init": None if student.get("model") else student_init(student),
         "initialised_from_teacher_layers": kept,
         "parameters": count_parameters(model),
         "teacher_parameters": count_parameters(teacher.model),
@@ -114,11 +141,15 @@ def recipe_spec(method_config: dict) -> dict:
 
 
 def student_start_spec(student: ModelBundle, student_params: dict) -> dict:
-    """What the student starts from: the teacher copy's layer selection, or another model's identity."""
+    """What the student starts from: the teacher copy's layer selection (``init: pretrained``: from
+    the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
+    or another model's identity."""
     spec = {"num_layers": student_params.get("num_layers"), "layer_selection": student_params.get("layer_selection", "first"),
             "from_job": student.info.get("key")}
     if student_params.get("model"):
         spec["model"] = common.model_identity(student_params["model"])
+    else:
+        spec.update(init_key_material({"init": student_init(student_params)}))
     return spec
 
 

@@ -16,7 +16,7 @@ from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table, dev_contributions
 from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
 from bert_kd.distill.objective import DistillationObjective, Teacher
-from bert_kd.models import ModelBundle, build_student, count_parameters
+from bert_kd.models import ModelBundle, count_parameters, init_key_material
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
@@ -25,6 +25,7 @@ from bert_kd.pipelines.distill.nodes import (
     majority_row,
     markdown_table,
     register_best_student,
+    shallow_student,
     table_verdict,
     with_verdict,
 )
@@ -134,7 +135,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     train_cfg = common.training_config(student.get("training"), runtime, seed, spec.name, None)
     job = common.job("multi_teacher_student", {
         "task": spec.name, "recipe": config, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
-        "student": {k: v for k, v in student.items() if k != "training"}, "training": jobs.training_spec(vars(train_cfg)),
+        "student": init_key_material({k: v for k, v in student.items() if k != "training"}), "training": jobs.training_spec(vars(train_cfg)),
         "seed": seed, "data": jobs.dataset_fingerprint(data),
     })
     train = partial(_distill_from_teachers, bundles=bundles, data=data, caches=caches, config=config, student=student,
@@ -147,7 +148,7 @@ def _distill_from_teachers(checkpoint_dir, *, bundles, data, caches, config, stu
                            tracking, runtime, job, run_name, data_source) -> ModelBundle:
     """Build the student from teacher ``init``, distil the ``chosen`` teachers into it and record the run."""
     name = config["method"]
-    model, kept = build_student(bundles[init].model, int(student["num_layers"]), student.get("layer_selection", "first"))
+    model, kept = shallow_student(bundles[init], student, spec.name)
     teachers = [Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)]
     method = build_method(config, model, [t.model for t in teachers], regression=spec.is_regression)
     objective = DistillationObjective(model, teachers, method, method.weights)

@@ -16,9 +16,9 @@ from bert_kd.distill.ted import (
     ted_layer_map,
     train_filters,
 )
-from bert_kd.models import ModelBundle, build_student, num_layers, parameters_fingerprint
+from bert_kd.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
 from bert_kd.pipelines import common
-from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, distill_student
+from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, distill_student, shallow_student
 from bert_kd.plots import per_layer_metric
 from bert_kd.training import SupervisedObjective, fit
 
@@ -38,7 +38,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, task: str, ted: dict, ted
     student_config = common.training_config(ted_student.get("training"), runtime, seed, spec.name, None)
     job = common.job("ted_filters", {
         "task": spec.name, "teacher": teacher.info.get("key"), "mapping": mapping, "arch": arch, "route": route,
-        "training": jobs.training_spec(vars(config)), "student": {k: v for k, v in ted_student.items() if k != "training"},
+        "training": jobs.training_spec(vars(config)), "student": init_key_material({k: v for k, v in ted_student.items() if k != "training"}),
         "student_training": jobs.training_spec(vars(student_config)) if route == "train" else None,
         "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
     })
@@ -110,7 +110,7 @@ def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted
 
 def _fine_tuned_student(teacher, tokenized, task, ted_student, config, run) -> ModelBundle:
     """The shallow student fine-tuned on the task alone (the model its Stage I filters read)."""
-    model, kept = build_student(teacher.model, int(ted_student["num_layers"]), ted_student.get("layer_selection", "distilbert"))
+    model, kept = shallow_student(teacher, ted_student, task, default_selection="distilbert")
     fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], config,
         collator=common.collator_for(teacher.tokenizer), evaluate_fn=common.evaluate_fn(task),
         log_fn=lambda m, s: run.log_metrics({f"student_finetune/{k}": v for k, v in m.items()}, s),

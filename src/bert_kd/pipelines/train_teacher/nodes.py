@@ -21,13 +21,21 @@ def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict
     """
     spec, seed = get_task(task), int(teacher.get("seed", seed))
     config = common.training_config(teacher.get("training"), runtime, seed, spec.name, None)
-    job = common.job("teacher", {
+    material = {
         "task": spec.name, "model": common.model_identity(teacher["model"]), "max_seq_length": int(teacher["max_seq_length"]),
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
-    })
+    }
+    if padding_side(teacher["model"]) == "left":  # batches padded on the left since issue 19 (XLNet): a new result
+        material["padding_side"] = "left"
+    job = common.job("teacher", material)
     train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, seed=seed, tracking=tracking, runtime=runtime,
                     job=job, data_source=data_source or {})
     return common.run_model_job(job, train, tracking, recompute=bool(teacher.get("retrain")) or common.recompute(runtime))
+
+
+def padding_side(model: str) -> str:
+    """The side ``model``'s tokenizer pads on (the collator pads by it); right-padded teachers keep their keys."""
+    return str(getattr(load_tokenizer(model), "padding_side", "right"))
 
 
 def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: dict, seed: int, tracking: dict, runtime: dict,

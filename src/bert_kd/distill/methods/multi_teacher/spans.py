@@ -27,10 +27,10 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from bert_kd.training import SPAN_PAD  # the collator pads span-id columns with it (any side)
+
 #: Span id of a token that belongs to no shared span (special, whitespace, one-sided).
 NO_SPAN = -1
-#: Value that pads span-id columns in a batch (any side); not a token of the row.
-SPAN_PAD = -2
 #: ``(sentence, start, end)`` of a token that covers no text.
 NO_CHARS = (-1, 0, 0)
 

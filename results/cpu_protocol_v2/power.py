@@ -1,0 +1,88 @@
+"""How many seeds CPU protocol v2 needs: a power calculation from the 81 v1 trials (issue 19).
+
+    PYTHONPATH=src python results/cpu_protocol_v2/power.py            # Markdown to stdout
+
+For every v1 row and its baseline (NKD; KD for LWD/TED; one teacher for two teachers) the v1
+JSONs' per-example dev predictions give, in accuracy (v2's metric on MRPC and SST-2, ALP-KD
+Table 1):
+  * the row's standard deviation across its 3 seeds (``seed sd``);
+  * the paired-bootstrap standard error of the pooled gain with 1 seed per row (averaged over the
+    9 seed pairs) and with all 3 seeds pooled — the test ``bert_kd.sweep.significance.paired_bootstrap``
+    runs (1,000 resamples of the dev examples);
+and :class:`bert_kd.sweep.significance.PowerModel` fits SE(n)² = floor² + per-seed²/n, takes the
+observed gain's seed scatter as sd·√(2/n), and asks for the fewest seeds n ≥ 5 at which a true
+1-point gain is significant (one-sided p < 0.05) with 80% power.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bert_kd.sweep.significance import PowerModel, pooled_bootstrap_se
+
+V1 = Path(__file__).resolve().parents[1] / "cpu_protocol"
+BASELINE = {"lwd": "kd", "ted": "kd", "two_teachers": "single_teacher"}  # others: nkd (as the v1 table)
+EFFECT, ALPHA, POWER, AT_LEAST = 0.01, 0.05, 0.8, 5
+
+
+def load_correctness(directory: Path = V1) -> dict[tuple[str, str], dict[int, np.ndarray]]:
+    """(task, row) → seed → 0/1 correctness of every dev example."""
+    runs: dict[tuple[str, str], dict[int, np.ndarray]] = collections.defaultdict(dict)
+    for path in sorted(directory.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        spec, result = record["spec"]["trial"], record["result"]
+        correct = np.asarray(result["dev_predictions"]) == np.asarray(result["dev_labels"])
+        runs[(spec["task"], spec["method"])][int(spec["seed"])] = correct.astype(float)
+    return dict(runs)
+
+
+def row_model(method: dict[int, np.ndarray], baseline: dict[int, np.ndarray]) -> tuple[PowerModel, dict]:
+    seeds = sorted(set(method) & set(baseline))
+    se_one = float(np.sqrt(np.mean([pooled_bootstrap_se(method[a], baseline[b]) ** 2 for a in seeds for b in seeds])))
+    se_all = pooled_bootstrap_se(np.stack([method[s] for s in seeds]), np.stack([baseline[s] for s in seeds]))
+    sd = float(np.sqrt((np.var([method[s].mean() for s in seeds], ddof=1)
+                        + np.var([baseline[s].mean() for s in seeds], ddof=1)) / 2))
+    return PowerModel.from_se(se_one, se_all, len(seeds), sd), {"seeds": len(seeds), "se_one": se_one, "se_all": se_all}
+
+
+def main(out=sys.stdout) -> dict[str, int | None]:
+    runs = load_correctness()
+    lines = ["| task | row (vs baseline) | v1 seeds | seed sd | SE 1 seed | SE 3 seeds | SE floor | SE per seed | "
+             "seeds for 1 pt | detectable at 5 / 10 seeds |", "|" + "---|" * 10]
+    pooled: dict[str, list] = collections.defaultdict(list)
+    for (task, row) in sorted(runs):
+        base = BASELINE.get(row, "nkd")
+        if row == base or (task, base) not in runs:
+            continue
+        model, info = row_model(runs[(task, row)], runs[(task, base)])
+        pooled[task].append((model, info))
+        needed = model.seeds_needed(EFFECT, ALPHA, POWER, AT_LEAST)
+        lines.append(f"| {task} | {row} ({base}) | {info['seeds']} | {100 * model.seed_sd:.2f} | {100 * info['se_one']:.2f} | "
+                     f"{100 * info['se_all']:.2f} | {100 * model.se_floor:.2f} | {100 * model.se_seed:.2f} | "
+                     f"{needed if needed else 'unreachable'} | {100 * model.detectable_effect(5):.2f} / "
+                     f"{100 * model.detectable_effect(10):.2f} |")
+    lines += ["", "Per task (rows pooled: mean of the squared SEs and variances):", "",
+              "| task | rows | seed sd | SE floor | SE per seed | seeds for 1 pt | power at 1 pt with 5 / 8 / 10 seeds | detectable at 5 / 8 / 10 seeds |",
+              "|" + "---|" * 8]
+    verdict: dict[str, int | None] = {}
+    for task, models in pooled.items():
+        rms = lambda values: float(np.sqrt(np.mean(np.square(values))))  # noqa: E731
+        model = PowerModel(rms([m.se_floor for m, _ in models]), rms([m.se_seed for m, _ in models]),
+                           rms([m.seed_sd for m, _ in models]))
+        verdict[task] = needed = model.seeds_needed(EFFECT, ALPHA, POWER, AT_LEAST)
+        lines.append(f"| {task} | {len(models)} | {100 * model.seed_sd:.2f} | {100 * model.se_floor:.2f} | {100 * model.se_seed:.2f} | "
+                     f"{needed if needed else 'unreachable'} | "
+                     + " / ".join(f"{model.power(EFFECT, n, ALPHA):.2f}" for n in (5, 8, 10)) + " | "
+                     + " / ".join(f"{100 * model.detectable_effect(n):.2f}" for n in (5, 8, 10)) + " |")
+    lines += ["", "All figures in accuracy points (×100). Effect 1 point, one-sided α = 0.05, power 0.8, at least 5 seeds."]
+    out.write("\n".join(lines) + "\n")
+    return verdict
+
+
+if __name__ == "__main__":
+    main()
