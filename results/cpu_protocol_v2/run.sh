@@ -9,6 +9,7 @@
 # each OMP_NUM_THREADS=1). RUN_GROUPS="..." (';'-separated) overrides the method groups, TASKS="sst2"
 # (space-separated) the tasks, SEEDS="1 2 3 4 5" the seeds, LOGS=<prefix> the workers' log names (each
 # group's output is appended, so a failed group's traceback stays).
+# Batches in random order (runtime.group_by_length=false, as v1): pinned, so a changed default cannot mix regimes.
 # Order: seeds in rounds (1–5 for every row first, then 6–8), so a cut-off run still gives a balanced table.
 set -u
 cd "$(dirname "$0")/../.."
@@ -19,7 +20,7 @@ LOGS=${LOGS:-run_v2_worker}
 IFS=';' read -r -a SEED_ROUNDS <<< "${SEEDS:-1 2 3 4 5;6 7 8}"
 IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd ckd alp;kd lwd ted;single_teacher two_teachers}"
 for seeds in "${SEED_ROUNDS[@]}"; do
-  COMMON="reproduce.table=cpu_protocol_v2,reproduce.tasks=$TASKS,reproduce.seeds=$seeds,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"
+  COMMON="reproduce.table=cpu_protocol_v2,reproduce.tasks=$TASKS,reproduce.seeds=$seeds,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false,runtime.group_by_length=false"
   for methods in "${METHOD_GROUPS[@]}"; do
     echo "=== $(date -u +%FT%TZ) seeds: $seeds methods: $methods (workers: $WORKERS)"
     for worker in $(seq "$WORKERS"); do

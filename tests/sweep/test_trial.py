@@ -271,3 +271,15 @@ def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teache
     assert runner.content_key(table_with("teacher")) == runner.content_key(before)
     assert base_pretrained.content_key(table_with("teacher")) == runner.content_key(before)
     assert runner.content_key(table_with("pretrained")) != runner.content_key(before)
+
+
+def test_length_grouped_batches_get_their_own_trial_key(tiny_teacher_dir, tiny_glue_dir):
+    """runtime.group_by_length changes the batch order: a trial trained with it is another result;
+    off (the setting every committed trial ran with) keeps the key it had before the option."""
+    params = project_params(tiny_teacher_dir, tiny_glue_dir)
+    spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
+    before = TrialRunner(params, commit="").content_key(spec)
+    off = {**params, "runtime": {**(params.get("runtime") or {}), "group_by_length": False}}
+    on = {**params, "runtime": {**(params.get("runtime") or {}), "group_by_length": True}}
+    assert TrialRunner(off, commit="").content_key(spec) == before
+    assert TrialRunner(on, commit="").content_key(spec) != before

@@ -114,6 +114,8 @@ class TrialRunner:
             "student": _keyed(init_key_material(self.student_block(spec))), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
+            # length-grouped batches change the batch order, hence the weights (absent when off, as before the option)
+            **({"batching": "length_grouped"} if (p.get("runtime") or {}).get("group_by_length") else {}),
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
             **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
         }
