@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
+from bert_kd.distributed import check_process_group, use_cpu_backend
 from bert_kd.jobs import write_atomically
 
 log = logging.getLogger(__name__)
@@ -488,16 +489,26 @@ def fit(
         raise ValueError(f"{description}: the training set is empty")
     seed_everything(config.seed)
     collator = collator or Collator()
-    mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=config.cpu)
+    cpu = use_cpu_backend(config.cpu)
+    mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=cpu)
     _allow_new_precision(mixed_precision)
     accelerator = Accelerator(
         mixed_precision=mixed_precision,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
-        cpu=config.cpu,
+        cpu=cpu,
+        # the scheduler counts this process's optimizer steps (fit steps it only when gradients sync),
+        # not Accelerate's default of num_processes scheduler steps per optimizer step
+        step_scheduler_with_optimizer=False,
         # methods that pick teachers per step (or skip a module) leave some parameters unused
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
-    steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size / config.gradient_accumulation_steps)
+    check_process_group(accelerator)
+    train_lengths = sequence_lengths(train_dataset) if config.group_by_length else None
+    # Each process reads every num_processes-th batch (Accelerate pads the last round): one
+    # optimizer step per round, so N processes with batch B step like one process with batch N·B.
+    batches = len(make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed,
+                              group_by_length=config.group_by_length, lengths=train_lengths))
+    steps_per_epoch = math.ceil(math.ceil(batches / accelerator.num_processes) / config.gradient_accumulation_steps)
     total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
     n_epochs = math.ceil(total_steps / max(1, steps_per_epoch))
     optimizer = make_optimizer(objective, config, accelerator.device)
@@ -514,7 +525,6 @@ def fit(
         if eval_dataset is not None and evaluate_fn is not None
         else None
     )
-    train_lengths = sequence_lengths(train_dataset) if config.group_by_length else None
 
     state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best_metric": None, "best_epoch": -1, "history": []}
     best_state = None
@@ -564,7 +574,8 @@ def fit(
                 if accelerator.sync_gradients and config.max_grad_norm:
                     accelerator.clip_grad_norm_(objective.parameters(), config.max_grad_norm)
                 optimizer.step()
-                scheduler.step()
+                if accelerator.sync_gradients and not optimizer.step_was_skipped:
+                    scheduler.step()
                 optimizer.zero_grad()
             for key, value in terms.items():
                 value = value.detach()
