@@ -152,3 +152,33 @@ def test_a_killed_two_process_run_resumes_from_its_checkpoint(two_process_alp, t
     (uninterrupted,) = stored(two_process_alp, "teacher")
     assert entry.name == uninterrupted.name  # the same job (checkpoint and logging settings are not part of it)
     assert_weights_close(weights(entry), weights(uninterrupted), atol=1e-5)
+
+
+TINY_TABLE = """
+reproduce:
+  tables:
+    tiny:
+      tasks: [rte]
+      seeds: [1]
+      baseline: alp
+      selection: dev
+      student: {num_layers: 2}
+      grid: {training.learning_rate: [1.0e-3]}
+      methods:
+        alp: {recipe: distill_methods.alp, label: ALP}
+"""
+
+
+def test_a_reproduce_trial_runs_on_two_processes(tmp_path, dropout_free_teacher, glue_dir):
+    project = new_project(tmp_path / "sweep")
+    (project / "conf" / "local" / "parameters_tiny_table.yml").write_text(TINY_TABLE)
+    params = tiny_params(dropout_free_teacher, glue_dir, batch_size=8, **{"reproduce.table": "tiny"})
+    kedro_run(project, "reproduce", params, processes=2)
+    (result,) = (project / "results" / "tiny").glob("*.json")  # written once, by rank 0
+    assert json.loads(result.read_text())["result"]["dev_metric"] is not None
+    runs = training_runs(project)
+    roles = sorted(r.data.tags.get("role") for r in runs)
+    assert roles == ["student", "teacher", "trial"]  # one run per job: the trial, its teacher and its student
+    assert {r.data.params["num_processes"] for r in runs} == {"2"}
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert (project / "results" / "tiny" / "tables" / "tiny.md").exists()

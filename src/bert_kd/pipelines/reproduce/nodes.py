@@ -15,6 +15,7 @@ from bert_kd.sweep.report import bars_figure, markdown
 from bert_kd.sweep.run import reproduce
 from bert_kd.sweep.spec import RECIPE_NAMESPACES
 from bert_kd.sweep.trial import TrialRunner
+from bert_kd.distributed import broadcast_from_rank_zero, launched_processes
 from bert_kd.tracking import is_main_process, metric_key
 
 log = logging.getLogger(__name__)
@@ -50,15 +51,42 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
                          results_only=bool(reproduce_params.get("results_only")))
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     output_dir = reproduce_params.get("output_dir") or (results_dir / "tables" if results_dir else None)
+    if launched_processes() > 1 and not is_main_process():
+        report = follow_trials(runner)
+        return report.long, markdown(report), bars_figure(report, title=str(table))
+    run_trial = lead_trials(runner) if launched_processes() > 1 else runner
     with tempfile.TemporaryDirectory() as scratch:
         if runner.results_only:  # a throw-away study: the shared one must not record these lookups as failures
             reproduce_params = {**reproduce_params, "storage": f"sqlite:///{Path(scratch) / 'results_only.db'}"}
-        report, paths = reproduce(reproduce_params, recipes, runner, output_dir=output_dir,
+        report, paths = reproduce(reproduce_params, recipes, run_trial, output_dir=output_dir,
                                   provenance=provenance(runner.command, runner.commit))
+    if launched_processes() > 1:
+        broadcast_from_rank_zero(None)  # no more trials
+        broadcast_from_rank_zero(report)
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
     _log_to_parent_run(report, text, paths)
     return report.long, text, bars_figure(report, title=str(table))
+
+
+def lead_trials(runner: TrialRunner):
+    """Rank 0's ``run_trial`` under torchrun: Optuna (rank 0 only) picks the trials; each one that
+    trains is first sent to the other processes, which train it alongside (:func:`follow_trials`)."""
+
+    def run_trial(spec):
+        if runner.stored_result(spec) is None and not runner.results_only:
+            broadcast_from_rank_zero(spec)
+        return runner(spec)
+
+    return run_trial
+
+
+def follow_trials(runner: TrialRunner):
+    """The other ranks: train every trial rank 0 sends (no MLflow, no result files: rank 0 writes
+    them) until it sends ``None``; then return rank 0's report."""
+    while (spec := broadcast_from_rank_zero(None)) is not None:
+        runner.train_and_evaluate(spec)
+    return broadcast_from_rank_zero(None)
 
 
 def provenance(command: str, commit: str | None) -> str:
