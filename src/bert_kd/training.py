@@ -465,6 +465,16 @@ def _allow_new_precision(mixed_precision: str) -> None:
         AcceleratorState._reset_state(reset_partial_state=False)
 
 
+def release(accelerator) -> None:
+    """Drop the accelerator's references to the model, optimizer, scheduler and loaders (what
+    ``Accelerator.free_memory`` does, without its full ``gc.collect()``: 0.1–0.6 s per fit here,
+    6% of a 20-step student run; reference counting frees these objects)."""
+    for name in ("_models", "_optimizers", "_schedulers", "_dataloaders"):
+        getattr(accelerator, name, []).clear()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def fit(
     objective: Objective,
     train_dataset: Dataset,
@@ -636,7 +646,7 @@ def fit(
     if best_state is not None:
         raw.load_state_dict(best_state, strict=False)
     best_metrics = next((r for r in state["history"] if r["epoch"] == state["best_epoch"]), {})
-    accelerator.free_memory()
+    release(accelerator)
     return FitResult(
         best_metrics=dict(best_metrics),
         best_epoch=state["best_epoch"],
