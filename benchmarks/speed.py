@@ -171,6 +171,7 @@ def main(argv=None) -> None:
             order = (("fit", time_fit), ("plain", time_plain))
             for how, timer in order if repeat % 2 == 0 else order[::-1]:  # alternate which goes first
                 elapsed, elapsed_cpu, spent = timer(make, run_config)
+                print(f"repeat {repeat + 1} {name} {how}: {elapsed:.2f} s wall, {elapsed_cpu:.2f} s cpu", flush=True)
                 seconds[(name, how)].append(elapsed)
                 cpu_seconds[(name, how)].append(elapsed_cpu)
                 if spent:
