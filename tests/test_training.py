@@ -251,13 +251,27 @@ def test_objective_forward_is_the_training_step(tiny_teacher_dir, sst2):
     assert torch.equal(objective(batch)["loss"], objective.training_step(batch)["loss"])
 
 
-@pytest.mark.parametrize("setting, device, fused", [("auto", "cpu", True), ("auto", "cuda", None),
+@pytest.mark.parametrize("setting, device, fused", [("auto", "cpu", True), ("auto", "cuda", True), ("auto", "meta", None),
                                                      (False, "cpu", None), (True, "cpu", True)])
-def test_make_optimizer_fuses_adamw_on_cpu_by_default(tiny_teacher_dir, setting, device, fused):
+def test_make_optimizer_fuses_adamw_on_cpu_and_cuda_by_default(tiny_teacher_dir, setting, device, fused):
     objective = SupervisedObjective(new_model(tiny_teacher_dir))
     optimizer = make_optimizer(objective, TrainingConfig.from_dict({"fused_optimizer": setting}), torch.device(device))
     assert optimizer.defaults["fused"] is fused
     assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(objective.parameters()))
+
+
+def test_loaders_use_workers_and_pinned_memory_only_on_a_gpu(tiny_teacher_dir, sst2, monkeypatch):
+    from bert_kd.training import use_device_loading
+
+    data, tokenizer = sst2
+    ds = data["train"]
+    collator = Collator({"": tokenizer.pad_token_id})
+    on_cpu = use_device_loading(make_loader(ds, 4, collator, shuffle=True), torch.device("cpu"))
+    assert on_cpu.num_workers == 0 and not on_cpu.pin_memory
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    on_gpu = use_device_loading(make_loader(ds, 4, collator, shuffle=True), torch.device("cuda"))
+    assert on_gpu.num_workers == 4 and on_gpu.pin_memory
 
 
 # --------------------------------------------------------------------------- fit

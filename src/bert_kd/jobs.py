@@ -460,6 +460,21 @@ def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome |
     return None
 
 
+def _multi_process() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
+
+
+def _follow_rank_zero(trains: bool | None) -> bool | None:
+    """Several processes (torchrun): rank 0 decides under the lock whether the job trains or a
+    stored result is reused, and every rank follows; deciding apart, a rank could start training
+    (and wait in its collectives for ever) while rank 0 reuses a result another run just stored."""
+    if not _multi_process():
+        return trains
+    from bert_kd.distributed import broadcast_from_rank_zero
+
+    return bool(broadcast_from_rank_zero(trains))
+
+
 def run_job(
     job: Job,
     train_fn: Callable[[Path], Any],
@@ -476,12 +491,21 @@ def run_job(
     checkpoint; ``save_fn(value, directory)`` writes the result's files; ``load_fn(directory)``
     reads them back. ``recompute`` retrains even when a result is stored (and drops the old
     checkpoint). ``provenance_fn(value)`` adds fields (e.g. the MLflow run id) to the manifest.
-    ``writer=False`` (the non-zero ranks of a multi-GPU job) trains alongside rank 0 without the
-    lock (a lock would block the collective operations) and never writes.
+    ``writer=False`` (the non-zero ranks of a multi-process job) never takes the lock (it would
+    block the collective operations) and never writes: it follows rank 0's decision
+    (:func:`_follow_rank_zero`), training alongside it or reading the result rank 0 found.
     """
+    if not writer and _multi_process():
+        if _follow_rank_zero(None):
+            return JobOutcome(train_fn(job.checkpoint_dir), job.store_dir, False)
+        reused = _reuse(job, load_fn, heal=False)
+        if reused is None:
+            raise RuntimeError(f"rank 0 reused the stored {job.kind} {job.store_dir}, which this process cannot read")
+        return reused
     if not recompute:
         reused = _reuse(job, load_fn, heal=False)
         if reused is not None:
+            _follow_rank_zero(False)
             return reused
     if not writer:
         return JobOutcome(train_fn(job.checkpoint_dir), job.store_dir, False)
@@ -495,11 +519,13 @@ def run_job(
         if not recompute:
             reused = _reuse(job, load_fn, heal=True)
             if reused is not None:
+                _follow_rank_zero(False)
                 return reused
         elif job.checkpoint_dir.exists():
             shutil.rmtree(job.checkpoint_dir)
         for stale in job.store_dir.parent.glob(f".{job.key}.tmp-*"):  # writes killed half-way (we hold the lock)
             shutil.rmtree(stale, ignore_errors=True)
+        _follow_rank_zero(True)
         started = time.time()
         resumed = job.checkpoint_dir.exists()
         value = train_fn(job.checkpoint_dir)

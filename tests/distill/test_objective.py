@@ -462,3 +462,29 @@ def test_a_run_resumed_in_stage_two_trains_with_stage_two(teacher, data, tmp_pat
     assert result.resumed_from_step == steps_per_epoch + 2
     assert resumed.seen and set(resumed.seen) == {(1, 0.0, 1.0)}  # every resumed step ran stage 2's weights
     assert ({"train/stage": 2.0}, steps_per_epoch + 2) in logged
+
+
+def test_teacher_forward_runs_sdpa_attention_and_restores_eager(tiny_teacher_dir, monkeypatch):
+    """A teacher forward that reads no attention maps runs PyTorch's fused attention (same logits);
+    the model stays eager for forwards that need the maps."""
+    import torch
+
+    from bert_kd.distill.objective import attention_implementation
+    from bert_kd.models import load_classifier
+
+    model = load_classifier(str(tiny_teacher_dir), 2).eval()
+    fused_calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, **k: fused_calls.append(1) or fused(*a, **k))
+    ids = torch.randint(5, 50, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[0, 5:] = 0
+    with torch.no_grad():
+        eager = model(input_ids=ids, attention_mask=mask).logits
+        assert not fused_calls
+        with attention_implementation(model, "sdpa"):
+            sdpa = model(input_ids=ids, attention_mask=mask).logits
+    assert len(fused_calls) == model.config.num_hidden_layers
+    assert model.config._attn_implementation == "eager"
+    assert torch.allclose(eager, sdpa, atol=1e-5)

@@ -7,6 +7,7 @@ or are served from a :class:`TeacherCache` when the recipe only reads logits and
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -121,12 +122,15 @@ class DistillationObjective(Objective):
         needs = self.method.teacher_needs
         if allow_cache and self.uses_cache(k):
             return spec.cache.lookup(batch["idx"])
-        with torch.no_grad(), self.frozen_autocast():  # teachers may run in bf16 apart from the student
+        attention = bool(needs.get("attention"))
+        # no_grad, not inference_mode: the losses save teacher tensors for backward, which inference
+        # tensors refuse, and the copy that would need costs what inference_mode saves (NOTES, issue 20)
+        with torch.no_grad(), self.frozen_autocast(), attention_implementation(self.teachers[k], "eager" if attention else "sdpa"):
             features = forward_features(
                 self.teachers[k],
                 batch,
                 hidden_states=bool(needs.get("hidden") or needs.get("cls")),
-                attention_scores=bool(needs.get("attention")),
+                attention_scores=attention,
                 prefix=spec.prefix,
             )
         return features if self.frozen_precision == "same" else as_float32(features)
@@ -152,6 +156,25 @@ class DistillationObjective(Objective):
         result = {"loss": total}
         result.update({name: value.detach() for name, value in terms.items()})
         return result
+
+
+@contextlib.contextmanager
+def attention_implementation(model: nn.Module, name: str):
+    """Run ``model``'s attention with ``name`` ("sdpa": PyTorch's fused kernel, "eager") inside the
+    block, for models whose attention is chosen per forward from ``config._attn_implementation``
+    (BERT and other models that declare SDPA support); others are left as they are. Teachers
+    are loaded eager (attention maps for the methods that read them); a teacher forward that
+    reads no attention maps needs none of that."""
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if current is None or current == name or (name == "sdpa" and not getattr(model, "_supports_sdpa", False)):
+        yield
+        return
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = current
 
 
 def as_float32(features: Features) -> Features:

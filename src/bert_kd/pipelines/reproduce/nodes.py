@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
+from bert_kd.distributed import broadcast_from_rank_zero, launched_processes
 from bert_kd.sweep.report import bars_figure, markdown
 from bert_kd.sweep.run import reproduce
 from bert_kd.sweep.spec import RECIPE_NAMESPACES
@@ -50,16 +51,48 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
                          results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
                          results_only=bool(reproduce_params.get("results_only")))
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
-    report, paths = reproduce(reproduce_params, recipes, runner, output_dir=reproduce_params.get("output_dir"),
+    if launched_processes() > 1 and not is_main_process():
+        report = follow_trials(runner)
+        return report.long, markdown(report), bars_figure(report, title=str(table))
+    run_trial = LeadTrials(runner) if launched_processes() > 1 else runner
+    report, paths = reproduce(reproduce_params, recipes, run_trial, output_dir=reproduce_params.get("output_dir"),
                               provenance=provenance(runner.command, runner.commit),
                               committed_dir=results_dir / "tables" if results_dir else None,
                               results_only=runner.results_only)
+    if launched_processes() > 1:
+        broadcast_from_rank_zero(None)  # no more trials
+        broadcast_from_rank_zero(report)
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
     for line in report.warnings:  # every student ties on a task (bert_kd.verdict)
         log.warning("reproduce %s: no best student on %s", table, line)
     _log_to_parent_run(report, text, paths)
     return report.long, text, bars_figure(report, title=str(table))
+
+
+class LeadTrials:
+    """Rank 0's ``run_trial`` under torchrun: Optuna (rank 0 only) picks the trials; each one that
+    trains is first sent to the other processes, which train it alongside (:func:`follow_trials`).
+    Everything else (results folder, identity checks, data changes) is the runner's own."""
+
+    def __init__(self, runner: TrialRunner):
+        self.runner = runner
+
+    def __getattr__(self, name: str):
+        return getattr(self.runner, name)
+
+    def __call__(self, spec):
+        if self.runner.stored_result(spec) is None and not self.runner.results_only:
+            broadcast_from_rank_zero(spec)
+        return self.runner(spec)
+
+
+def follow_trials(runner: TrialRunner):
+    """The other ranks: train every trial rank 0 sends (no MLflow, no result files: rank 0 writes
+    them) until it sends ``None``; then return rank 0's report."""
+    while (spec := broadcast_from_rank_zero(None)) is not None:
+        runner.train_and_evaluate(spec)
+    return broadcast_from_rank_zero(None)
 
 
 def provenance(command: str, commit: str | None) -> str:

@@ -1,0 +1,267 @@
+"""What the papers' set-ups cost on the GPU this runs on (Kedro-free; random weights, no downloads).
+
+Builds randomly initialised teachers and students of the papers' shapes — BERT-base (12 × 768)
+→ 4 and 6 layers (ALP-KD Tables 1/2, TED), MiniLM-L6 (6 × 384) → 2 layers (the CPU protocol) —
+and times, in fp32 and bf16 (autocast, where the device has it):
+
+- teacher fine-tuning steps (forward, backward, fused AdamW),
+- ALP distillation steps with a live teacher (the teacher's forward with all hidden states),
+- distillation steps with a cached teacher (logits and [CLS] states looked up, KD + CE),
+
+printing examples/s and peak memory; then estimates the GPU-hours of every table of
+``conf/base/parameters_reproduce.yml`` (trials from the sweep definitions, GLUE training-set
+sizes, each trial's epochs) from those rates. ``--tiny`` runs tiny shapes on the CPU (CI).
+
+    PYTHONPATH=src python benchmarks/gpu_check.py [--tiny] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: GLUE training-set sizes (examples), as the GLUE distribution ships them.
+GLUE_TRAIN_SIZES = {"cola": 8551, "sst2": 67349, "mrpc": 3668, "stsb": 5749, "qqp": 363846, "mnli": 392702,
+                    "qnli": 104743, "rte": 2490, "wnli": 635}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An encoder shape (BERT layout)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    vocab: int = 30522
+
+
+BERT_BASE = Shape(12, 768, 12, 3072)
+MINILM_L6 = Shape(6, 384, 12, 1536)
+TINY = Shape(4, 32, 4, 64, vocab=200)
+
+#: (name, teacher shape, student layers, max length) — the papers' pairs; tiny: one CPU pair.
+PAIRS = {"bert-base 12→4": (BERT_BASE, 4, 128), "bert-base 12→6": (BERT_BASE, 6, 128), "minilm-l6 6→2": (MINILM_L6, 2, 64)}
+TINY_PAIRS = {"tiny 4→2": (TINY, 2, 16)}
+
+
+@dataclass
+class Timing:
+    """One kind of step on one pair in one precision."""
+
+    pair: str
+    work: str  # teacher_finetune | live_distill | cached_distill
+    precision: str  # fp32 | bf16
+    examples_per_s: float
+    peak_memory_GiB: float | None  # None on CPU
+
+
+# --------------------------------------------------------------------------- models and steps
+
+
+def build_pair(shape: Shape, student_layers: int, device: torch.device):
+    """A random BERT classifier of ``shape`` and a student of its first ``student_layers`` layers."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from bert_kd.models import build_student
+
+    config = BertConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+                        num_attention_heads=shape.heads, intermediate_size=shape.intermediate, num_labels=2,
+                        attn_implementation="eager")
+    teacher = BertForSequenceClassification(config).to(device)
+    student, _ = build_student(teacher, student_layers)
+    return teacher, student.to(device)
+
+
+def random_batch(shape: Shape, batch_size: int, length: int, device: torch.device) -> dict:
+    return {"input_ids": torch.randint(5, shape.vocab, (batch_size, length), device=device),
+            "attention_mask": torch.ones(batch_size, length, dtype=torch.long, device=device),
+            "token_type_ids": torch.zeros(batch_size, length, dtype=torch.long, device=device),
+            "labels": torch.randint(0, 2, (batch_size,), device=device),
+            "idx": torch.arange(batch_size, device=device)}
+
+
+def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.device) -> dict:
+    """The three kinds of work as :class:`bert_kd.training.Objective` s (the project's own code)."""
+    import copy
+
+    from bert_kd.distill.methods import build_method
+    from bert_kd.distill.objective import DistillationObjective, Teacher, TeacherCache
+    from bert_kd.training import SupervisedObjective
+
+    cache = TeacherCache(logits=torch.randn(batch_size, 2), cls=torch.randn(batch_size, shape.layers + 1, shape.hidden),
+                         row_of_idx=torch.arange(batch_size), key="gpu_check")
+
+    def live():
+        fresh = copy.deepcopy(student)
+        method = build_method({"method": "alp"}, fresh, [teacher])
+        return DistillationObjective(fresh, [Teacher(teacher)], method, method.weights)
+
+    def cached():
+        fresh = copy.deepcopy(student)
+        method = build_method({"method": "rkd"}, fresh, [teacher])  # logits only: served from the cache
+        return DistillationObjective(fresh, [Teacher(teacher, cache=cache)], method, method.weights)
+
+    return {"teacher_finetune": lambda: SupervisedObjective(copy.deepcopy(teacher).requires_grad_(True).train()),
+            "live_distill": live, "cached_distill": cached}
+
+
+def time_steps(objective, batch: dict, device: torch.device, precision: str, steps: int, warmup: int = 2) -> tuple[float, float | None]:
+    """Seconds per training step (median) and peak memory (GiB, CUDA only) of ``objective``."""
+    from bert_kd.training import TrainingConfig, make_optimizer
+
+    objective = objective.to(device).train()
+    optimizer = make_optimizer(objective, TrainingConfig(), device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    seconds = []
+    for step in range(warmup + steps):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        with autocast:
+            loss = objective.training_step(batch)["loss"]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.requires_grad], 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if step >= warmup:
+            seconds.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    return statistics.median(seconds), peak
+
+
+def precisions(device: torch.device) -> list[str]:
+    if device.type == "cuda":
+        return ["fp32", "bf16"] if torch.cuda.is_bf16_supported() else ["fp32"]
+    from bert_kd.training import cpu_has_bf16
+
+    return ["fp32", "bf16"] if cpu_has_bf16() else ["fp32"]
+
+
+def measure(pairs: Mapping, device: torch.device, batch_size: int, steps: int) -> list[Timing]:
+    timings = []
+    for name, (shape, student_layers, length) in pairs.items():
+        teacher, student = build_pair(shape, student_layers, device)
+        batch = random_batch(shape, batch_size, length, device)
+        for precision in precisions(device):
+            for work, make in objectives(teacher, student, shape, batch_size, device).items():
+                seconds, peak = time_steps(make(), batch, device, precision, steps)
+                timings.append(Timing(name, work, precision, batch_size / seconds, peak))
+                print(f"{name:16s} {work:16s} {precision}: {batch_size / seconds:9.1f} examples/s"
+                      + (f", peak {peak:.2f} GiB" if peak is not None else ""), flush=True)
+        del teacher, student
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return timings
+
+
+# --------------------------------------------------------------------------- GPU-hours
+
+
+#: Methods whose teacher terms read only logits (and [CLS] states): served from the teacher cache.
+CACHED_METHODS = {"nkd", "rkd", "kd", "logits_mse"}
+
+
+def pair_for(table_settings: Mapping, pairs: Mapping) -> str:
+    """The measured pair closest to a table's teacher and student (12 → 2 / 3 use 12 → 4: an upper bound)."""
+    teacher = str((table_settings.get("teacher") or {}).get("model", ""))
+    layers = int((table_settings.get("student") or {}).get("num_layers", 4))
+    if len(pairs) == 1:
+        return next(iter(pairs))
+    if "minilm" in teacher:
+        return "minilm-l6 6→2"
+    return "bert-base 12→6" if layers >= 6 else "bert-base 12→4"
+
+
+def trial_hours(examples: int, epochs: float, examples_per_s: float) -> float:
+    return examples * epochs / examples_per_s / 3600.0
+
+
+def estimate_table(trials: Iterable, table_settings: Mapping, rates: Mapping[tuple[str, str], float], pairs: Mapping,
+                   teacher_epochs: float = 3.0, default_epochs: float = 3.0,
+                   train_sizes: Mapping[str, int] = GLUE_TRAIN_SIZES) -> dict:
+    """GPU-hours of one table: every trial's student training (live or cached rate by method,
+    its epochs × the task's training set) plus one teacher fine-tuning per task. ``rates`` maps
+    (pair, work) to examples/s."""
+    pair = pair_for(table_settings, pairs)
+    student_hours, tasks, n_trials = 0.0, set(), 0
+    sizes = ((table_settings.get("data") or {}))
+    for trial in trials:
+        n_trials += 1
+        tasks.add(trial.task)
+        examples = int((sizes.get(trial.task) or {}).get("max_train_samples") or train_sizes[trial.task])
+        epochs = float(trial.training.get("epochs", default_epochs))
+        work = "cached_distill" if trial.recipe.get("method") in CACHED_METHODS else "live_distill"
+        student_hours += trial_hours(examples, epochs, rates[(pair, work)])
+    teacher_hours = sum(trial_hours(int((sizes.get(t) or {}).get("max_train_samples") or train_sizes[t]), teacher_epochs,
+                                    rates[(pair, "teacher_finetune")]) for t in tasks)
+    return {"pair": pair, "trials": n_trials, "teacher_hours": teacher_hours, "student_hours": student_hours,
+            "total_hours": teacher_hours + student_hours}
+
+
+def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str) -> dict[str, dict]:
+    """:func:`estimate_table` for every table of ``conf/base/parameters_reproduce.yml``."""
+    import yaml
+
+    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+
+    params: dict = {}
+    for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):
+        params.update(yaml.safe_load(path.read_text()) or {})
+    recipes = {namespace: params.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
+    reproduce = params["reproduce"]
+    rates = {(t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision}
+    estimates = {}
+    for table, definition in reproduce["tables"].items():
+        sweep = build_sweep({**reproduce, "table": table}, recipes)
+        trials = sweep.trials()
+        estimates[table] = estimate_table(trials, {**definition, **sweep.settings}, rates, pairs)
+    return estimates
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes on the CPU (CI): checks the code path only")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--json", type=Path, help="write timings and estimates here")
+    args = parser.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
+    pairs = TINY_PAIRS if args.tiny else PAIRS
+    batch_size, steps = (4, 2) if args.tiny else (args.batch_size, args.steps)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device: {name}; batch {batch_size}; {steps} timed steps after 2 warm-up steps")
+    timings = measure(pairs, device, batch_size, steps)
+    precision = "bf16" if "bf16" in precisions(device) else "fp32"
+    estimates = estimate_paper_tables(timings, pairs, precision)
+    print(f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if args.tiny else ''}):")
+    print("| table | pair | trials | teacher h | students h | total h |\n|---|---|---|---|---|---|")
+    for table, e in estimates.items():
+        print(f"| {table} | {e['pair']} | {e['trials']} | {e['teacher_hours']:.1f} | {e['student_hours']:.1f} | "
+              f"{e['total_hours']:.1f} |")
+    report = {"device": name, "tiny": args.tiny, "precision_for_estimate": precision,
+              "timings": [asdict(t) for t in timings], "estimates": estimates}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()

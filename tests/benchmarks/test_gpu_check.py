@@ -1,0 +1,63 @@
+"""benchmarks/gpu_check.py: the tiny CPU mode end to end, and the GPU-hours arithmetic on fake timings."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "benchmarks" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check, tmp_path):
+    out = tmp_path / "gpu_check.json"
+    gpu_check.main(["--tiny", "--json", str(out)])
+    report = json.loads(out.read_text())
+    works = {(t["work"], t["precision"]) for t in report["timings"]}
+    assert {w for w, _ in works} == {"teacher_finetune", "live_distill", "cached_distill"}
+    assert all(t["examples_per_s"] > 0 for t in report["timings"])
+    assert {"alp_kd_table1", "ted_table4", "multi_teacher_tables", "cpu_protocol"} <= set(report["estimates"])
+    assert report["estimates"]["cpu_protocol"]["trials"] == 81
+    assert all(e["total_hours"] > 0 for e in report["estimates"].values())
+
+
+def trial(task, method, epochs=None):
+    return SimpleNamespace(task=task, recipe={"method": method}, training={} if epochs is None else {"epochs": epochs})
+
+
+def test_gpu_hours_from_fake_rates(gpu_check):
+    pairs = gpu_check.PAIRS
+    rates = {("bert-base 12→4", "teacher_finetune"): 100.0, ("bert-base 12→4", "live_distill"): 200.0,
+             ("bert-base 12→4", "cached_distill"): 400.0}
+    settings = {"teacher": {"model": "bert-base-uncased"}, "student": {"num_layers": 4}}
+    sizes = {"rte": 3600, "mrpc": 7200}
+    trials = [trial("rte", "alp"), trial("rte", "nkd"), trial("mrpc", "pkd", epochs=1)]
+    estimate = gpu_check.estimate_table(trials, settings, rates, pairs, teacher_epochs=2, default_epochs=3,
+                                        train_sizes=sizes)
+    # students: rte ALP 3600·3/200 s, rte NKD (cached rate) 3600·3/400 s, mrpc PKD 7200·1/200 s
+    assert estimate["student_hours"] == pytest.approx((54 + 27 + 36) / 3600)
+    # one teacher per task: (3600 + 7200)·2/100 s
+    assert estimate["teacher_hours"] == pytest.approx(216 / 3600)
+    assert estimate["trials"] == 3 and estimate["pair"] == "bert-base 12→4"
+
+
+def test_tables_pick_the_nearest_measured_pair(gpu_check):
+    pairs = gpu_check.PAIRS
+    assert gpu_check.pair_for({"teacher": {"model": "minilm-l6"}, "student": {"num_layers": 2}}, pairs) == "minilm-l6 6→2"
+    assert gpu_check.pair_for({"teacher": {"model": "bert-base-uncased"}, "student": {"num_layers": 6}}, pairs) == "bert-base 12→6"
+    assert gpu_check.pair_for({"student": {"num_layers": 3}}, pairs) == "bert-base 12→4"
