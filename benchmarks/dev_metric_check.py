@@ -109,10 +109,16 @@ def main() -> None:
     parser.add_argument("--variants", default="grouped,random")
     parser.add_argument("--csv", default="benchmarks/results/grouping_check.csv")
     parser.add_argument("--summary", action="store_true", help="print the paired table from --csv and stop")
+    parser.add_argument("--markdown", default=None, help="with --summary: also write the table to this file")
     args = parser.parse_args()
     path = Path(args.csv)
     if args.summary:
-        print(paired_summary(read_rows(path)))
+        table = paired_summary(read_rows(path))
+        print(table)
+        if args.markdown:
+            Path(args.markdown).write_text(
+                f"Made by `python benchmarks/dev_metric_check.py --summary --csv {args.csv} --markdown {args.markdown}`"
+                f" from the runs in `{args.csv}`.\n\n{table}\n", encoding="utf-8")
         return
 
     import torch
@@ -140,8 +146,8 @@ def main() -> None:
                 for variant in args.variants.split(","):
                     row = dict(task=task, model=model, seed=seed, variant=variant, rows=n_rows, epochs=args.epochs,
                                max_length=max_length, learning_rate=LEARNING_RATE[model])
-                    if run_key(row) in done:
-                        continue
+                    if run_key(row) in done or run_key(row) in {run_key(r) for r in read_rows(path)}:
+                        continue  # (re-read: another worker on the same CSV may have finished it)
                     torch.manual_seed(seed)  # the same head initialisation for both variants of a seed
                     network = load_classifier("minilm-l6", 2)
                     if model == "student":
