@@ -66,6 +66,21 @@ def append_row(path: Path, row: dict) -> None:
         os.fsync(handle.fileno())
 
 
+def claim(path: Path, row: dict) -> bool:
+    """Mark ``row`` as running by this process (a file next to the CSV holding its pid); False when a
+    live process holds it. Lets several workers share one CSV without running a pair twice."""
+    folder = path.parent / f".{path.stem}.running"
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / "_".join(str(part) for part in run_key(row))
+    try:
+        holder = int(marker.read_text())
+        os.kill(holder, 0)  # raises when that process is gone
+        return holder == os.getpid()
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        marker.write_text(str(os.getpid()))
+        return True
+
+
 def paired_summary(rows: list[dict], treated: str = "grouped", control: str = "random") -> str:
     """Markdown: per (task, model) the mean dev accuracy of each variant and the paired difference
     (treated − control, same seed) with a 95% t interval over seeds."""
@@ -148,6 +163,8 @@ def main() -> None:
                                max_length=max_length, learning_rate=LEARNING_RATE[model])
                     if run_key(row) in done or run_key(row) in {run_key(r) for r in read_rows(path)}:
                         continue  # (re-read: another worker on the same CSV may have finished it)
+                    if not claim(path, row):
+                        continue  # another live worker is running it
                     torch.manual_seed(seed)  # the same head initialisation for both variants of a seed
                     network = load_classifier("minilm-l6", 2)
                     if model == "student":
