@@ -54,7 +54,7 @@ def test_every_environment_and_recipe_validates(env):
 def test_one_training_block_is_shared_through_interpolation(base):
     shared = base["training"]
     assert base["teacher"]["training"] == shared
-    assert base["student"]["training"] == {**shared, "aux_learning_rate": 1e-3}
+    assert base["student"]["training"] == {**shared, "learning_rate": 1e-4, "epochs": 4, "aux_learning_rate": 1e-3}
     assert base["multi_student"]["training"]["learning_rate"] == 2e-4
     assert base["ted"]["filters"]["training"]["epochs"] == 1
     text = "".join(p.read_text() for p in (REPO_ROOT / "conf" / "base").glob("parameters*.yml"))
@@ -64,6 +64,7 @@ def test_one_training_block_is_shared_through_interpolation(base):
 def test_paper_states_only_differences_and_the_papers_set_ups():
     paper = load_parameters("paper")
     assert paper["teacher"]["training"]["weight_decay"] == 0.01  # merged from conf/base
+    assert paper["student"]["training"]["learning_rate"] == 5e-5  # not conf/base's CPU-protocol 1e-4
     assert paper["ted_student"]["num_layers"] == 6 and paper["ted_student"]["layer_selection"] == "distilbert"
     stage_one = paper["ted"]["filters"]["training"]
     assert (stage_one["epochs"], stage_one["learning_rate"], stage_one["batch_size"], stage_one["weight_decay"]) == (
@@ -349,3 +350,9 @@ def test_max_positions_knows_robertas_padding_offset():
     assert max_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}) == 512
     assert max_positions({"model_type": "gpt2", "n_positions": 1024}) == 1024
     assert max_positions({"model_type": "custom"}) is None
+
+
+def test_length_grouped_batches_are_the_default(base):
+    """On by default since the paired check (benchmarks/results/grouping_check.md)."""
+    assert base["runtime"]["group_by_length"] is True
+    assert validate_parameters({**base, "runtime": {}}).runtime.group_by_length is True

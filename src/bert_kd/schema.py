@@ -96,7 +96,7 @@ class Runtime(Strict):
     checkpoint_every_steps: NonNegativeInt = 0  # 0 = at the end of each epoch only
     keep_checkpoint: bool = False
     progress_bar: bool = True
-    group_by_length: bool = False
+    group_by_length: bool = True  # conf/base default too (benchmarks/results/grouping_check.md)
     teacher_mixed_precision: Literal["same", "no", "fp16", "bf16", "auto"] = "same"
     log_every_steps: PositiveInt | None = None
     eval_batch_size: PositiveInt | None = None
