@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping
 
 from filelock import FileLock
 
+from bert_kd.distributed import broadcast_from_rank_zero
 from bert_kd.errors import storage_error
 
 log = logging.getLogger(__name__)
@@ -470,8 +471,6 @@ def _follow_rank_zero(trains: bool | None) -> bool | None:
     (and wait in its collectives for ever) while rank 0 reuses a result another run just stored."""
     if not _multi_process():
         return trains
-    from bert_kd.distributed import broadcast_from_rank_zero
-
     return bool(broadcast_from_rank_zero(trains))
 
 

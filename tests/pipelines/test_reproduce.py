@@ -39,7 +39,8 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     assert own.read_text() == table and own.with_name(own.name.replace(".md", ".png")).exists()
     runs = mlflow_runs(uri)
     parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
-    assert parent["tags.mlflow.note.content"].startswith("| Model |")
+    note = parent["tags.mlflow.note.content"]
+    assert note.startswith(("| Model |", "**No best student** on RTE")) and "\n| Model |" in "\n" + note  # tiny students may tie
     assert "metrics.compare/alp/rte" in runs.columns and "metrics.compare/nkd/Average" in runs.columns
     trials = runs[runs["tags.role"] == "trial"]
     assert len(trials) == 4 and set(trials["tags.mlflow.parentRunId"]) == {parent["run_id"]}

@@ -35,7 +35,7 @@ from bert_kd.models import ModelBundle, init_key_material
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
-from bert_kd.tracking import tracked_run
+from bert_kd.tracking import git_commit_label, tracked_run
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
@@ -393,8 +393,6 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mappin
 
 def git_commit() -> str:
     """The project's own commit (``<sha>``, ``<sha> (dirty)`` or ``unknown (not a git checkout)``)."""
-    from bert_kd.tracking import git_commit_label
-
     return git_commit_label()
 
 

@@ -22,52 +22,52 @@ MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")
 MODEL_KEY = "evaluate.model"
 
 
-def resolve_model_source(source: str) -> Path:
+def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
     """A local model directory (a store entry's manifest verified first), or an MLflow URI
-    downloaded to a local directory; :class:`~bert_kd.errors.UserError` naming ``evaluate.model``."""
+    downloaded to a local directory; :class:`~bert_kd.errors.UserError` naming the parameter ``key``."""
     if not source:
-        raise ModelNotFoundError("evaluate.model is empty", MODEL_KEY,
-                                 "give a model directory or an MLflow URI: --params evaluate.model=runs:/<run id>/model")
+        raise ModelNotFoundError(f"{key} is empty", key,
+                                 f"give a model directory or an MLflow URI: --params {key}=runs:/<run id>/model")
     if source.startswith(MLFLOW_SCHEMES):
-        path = _download(source)
+        path = _download(source, key)
     else:
         path = Path(source).expanduser()
         if not path.exists():
-            raise ModelNotFoundError(f"{source!r} does not exist", MODEL_KEY,
+            raise ModelNotFoundError(f"{source!r} does not exist", key,
                                      f"give a model directory or an MLflow URI ({', '.join(MLFLOW_SCHEMES)})")
         if not path.is_dir():
-            raise ModelNotFoundError(f"{source!r} is a file, not a model directory", MODEL_KEY,
+            raise ModelNotFoundError(f"{source!r} is a file, not a model directory", key,
                                      "give the directory that holds config.json and the weights")
-    _check_store_entry(path)
+    _check_store_entry(path, key)
     if not (path / "config.json").is_file():
-        raise ModelNotFoundError(f"{str(path)!r} is not a model directory (no config.json)", MODEL_KEY,
+        raise ModelNotFoundError(f"{str(path)!r} is not a model directory (no config.json)", key,
                                  "give a directory written by save_pretrained (a store entry under "
                                  "data/06_models/store/<kind>/<key>) or runs:/<run id>/model")
     return path
 
 
-def _download(source: str) -> Path:
+def _download(source: str, key: str) -> Path:
     import mlflow
 
     try:
         local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
     except Exception as exc:  # noqa: BLE001 - MlflowException, OSError …: the URI names nothing downloadable
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelNotFoundError(f"{source!r} cannot be downloaded from MLflow ({first_line})", MODEL_KEY,
+        raise ModelNotFoundError(f"{source!r} cannot be downloaded from MLflow ({first_line})", key,
                                  f"check the run id in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}); "
                                  "the run must have logged its model (tracking.log_models: true)") from None
-    log.info("evaluate.model %s downloaded to %s", source, local)
+    log.info("%s %s downloaded to %s", key, source, local)
     return local
 
 
-def _check_store_entry(path: Path) -> None:
+def _check_store_entry(path: Path, key: str) -> None:
     """A folder with a ``manifest.json`` (a store entry or an atomically written copy) is used
     only when the manifest proves it whole and, in the store, the result of its own key."""
     if not (path / MANIFEST).exists():
         return
     problem = store_entry_problem(path)
     if problem is not None:
-        raise DamagedModelError(f"{path} is damaged: {problem}", MODEL_KEY,
+        raise DamagedModelError(f"{path} is damaged: {problem}", key,
                                 "evaluate another model, or re-run the pipeline that trains it (a damaged "
                                 "store entry is then moved aside and retrained)")
 

@@ -29,11 +29,7 @@ def predict_glue_test(predict_glue: dict, task: str, glue_dir: str | None, track
         raise UserError("no model given", "predict_glue.model",
                         "--params predict_glue.model=<store dir | runs:/<id>/model | models:/<name>/<version>>")
     spec = get_task(task)
-    try:
-        bundle = load_bundle(resolve_model_source(source))
-    except FileNotFoundError as exc:
-        raise UserError(str(exc).replace("evaluate.model: ", ""), "predict_glue.model",
-                        "a model directory, runs:/<id>/model or models:/<name>/<version>") from exc
+    bundle = load_bundle(resolve_model_source(source, "predict_glue.model"))
     if int(bundle.model.config.num_labels) != spec.num_labels:
         raise UserError(f"the model has {bundle.model.config.num_labels} labels but {spec.name} needs {spec.num_labels}",
                         "predict_glue.model", "give a model fine-tuned on this task, or set task=")
