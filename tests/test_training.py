@@ -192,6 +192,19 @@ def test_grouped_batches_come_in_a_shuffled_order_not_longest_to_shortest():
     assert list(sampler) == batches and list(LengthGroupedBatchSampler(sampler.lengths, 8, seed=6)) != batches
 
 
+def test_grouped_batches_of_n_processes_are_the_global_batches_of_one():
+    """Accelerate gives process r every N-th batch: N consecutive parts must make up exactly the
+    batch one process with batch N·B would draw (else N processes train on other batches)."""
+    lengths = [(7 * i) % 23 + 1 for i in range(203)]  # several mega-batches and a short last batch
+    one = list(LengthGroupedBatchSampler(lengths, batch_size=6, seed=4, mega_batch_batches=5))
+    parts = LengthGroupedBatchSampler(lengths, batch_size=3, seed=4, mega_batch_batches=5, processes=2)
+    it, rebuilt = iter(list(parts)), []
+    for batch in one:
+        rebuilt.append([i for _ in range(math.ceil(len(batch) / 3)) for i in next(it)])
+    assert rebuilt == one and next(it, None) is None and len(parts) == len(list(parts))
+    assert list(LengthGroupedBatchSampler(lengths, 6, seed=4, mega_batch_batches=5, processes=1)) == one
+
+
 def test_grouped_eval_loader_is_longest_first_and_keeps_labels_with_rows():
     data = [{"idx": i, "labels": i, "input_ids": [1] * (i % 7 + 1)} for i in range(30)]
     assert sequence_lengths(data) == [i % 7 + 1 for i in range(30)]

@@ -375,16 +375,30 @@ class LengthGroupedBatchSampler:
     mega-batch is sorted by length (longest first) and cut into batches; then the order of all
     batches is shuffled. (transformers' ``LengthGroupedSampler`` keeps each mega-batch's sorted
     order, so on a small set an epoch runs from the longest to the shortest examples.)
+
+    ``processes`` > 1 (several training processes, each reading every ``processes``-th batch, as
+    Accelerate shards a batch sampler): the batches are formed at the global size
+    ``batch_size × processes`` exactly as one process would form them, and each is yielded as
+    ``processes`` consecutive parts of ``batch_size`` — so N processes step on the same global
+    batches as one process with batch N·B.
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, mega_batch_batches: int = 50):
-        if batch_size < 1 or mega_batch_batches < 1:
-            raise ValueError(f"batch_size and mega_batch_batches must be ≥ 1, got {batch_size}, {mega_batch_batches}")
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, mega_batch_batches: int = 50,
+                 processes: int = 1):
+        if batch_size < 1 or mega_batch_batches < 1 or processes < 1:
+            raise ValueError(f"batch_size, mega_batch_batches and processes must be ≥ 1, "
+                             f"got {batch_size}, {mega_batch_batches}, {processes}")
         self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
-        self.mega_batch_size = batch_size * mega_batch_batches
+        self.global_batch_size = batch_size * processes
+        self.mega_batch_size = self.global_batch_size * mega_batch_batches
 
     def __len__(self) -> int:
-        return sum(math.ceil(len(chunk) / self.batch_size) for chunk in self._mega_batches())
+        return sum(math.ceil(len(part) / self.batch_size) for part in self._global_batches())
+
+    def _global_batches(self) -> Iterator[range]:
+        for chunk in self._mega_batches():
+            for start in range(0, len(chunk), self.global_batch_size):
+                yield range(start, min(start + self.global_batch_size, len(chunk)))
 
     def _mega_batches(self) -> list[range]:
         return [range(start, min(start + self.mega_batch_size, len(self.lengths)))
@@ -396,9 +410,11 @@ class LengthGroupedBatchSampler:
         batches = []
         for chunk in self._mega_batches():
             mega = sorted((order[i] for i in chunk), key=lambda i: -self.lengths[i])
-            batches += [mega[i:i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
+            batches += [mega[i:i + self.global_batch_size] for i in range(0, len(mega), self.global_batch_size)]
         for position in torch.randperm(len(batches), generator=generator).tolist():
-            yield batches[position]
+            batch = batches[position]
+            for start in range(0, len(batch), self.batch_size):  # one part per process
+                yield batch[start:start + self.batch_size]
 
 
 def make_loader(
@@ -409,12 +425,14 @@ def make_loader(
     seed: int = 0,
     group_by_length: bool = False,
     lengths: Sequence[int] | None = None,
+    processes: int = 1,
 ) -> DataLoader:
     """A DataLoader whose order depends only on ``seed``.
 
     ``group_by_length`` with ``shuffle``: :class:`LengthGroupedBatchSampler` (batches of similar
-    length, shuffled); without ``shuffle``: longest first, a fixed order (predictions come out in
-    that order, with their labels).
+    length, shuffled; formed at the global batch size of ``processes`` training processes);
+    without ``shuffle``: longest first, a fixed order (predictions come out in that order, with
+    their labels).
     """
     generator = torch.Generator().manual_seed(seed)
     if not group_by_length:
@@ -423,7 +441,8 @@ def make_loader(
     if len(lengths) != len(dataset):
         raise ValueError(f"make_loader: {len(lengths)} lengths for {len(dataset)} examples")
     if shuffle:
-        return DataLoader(dataset, batch_sampler=LengthGroupedBatchSampler(lengths, batch_size, seed), collate_fn=collator)
+        sampler = LengthGroupedBatchSampler(lengths, batch_size, seed, processes=processes)
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collator)
     sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collator)
 
@@ -594,7 +613,8 @@ def fit(
     # Each process reads every num_processes-th batch (Accelerate pads the last round): one
     # optimizer step per round, so N processes with batch B step like one process with batch N·B.
     batches = len(make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed,
-                              group_by_length=config.group_by_length, lengths=train_lengths))
+                              group_by_length=config.group_by_length, lengths=train_lengths,
+                              processes=accelerator.num_processes))
     steps_per_epoch = math.ceil(math.ceil(batches / accelerator.num_processes) / config.gradient_accumulation_steps)
     total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
     n_epochs = math.ceil(total_steps / max(1, steps_per_epoch))
@@ -642,7 +662,8 @@ def fit(
     while state["global_step"] < total_steps and (config.max_steps or state["epoch"] < n_epochs):
         loader = accelerator.prepare(use_device_loading(
             make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=config.seed + state["epoch"],
-                        group_by_length=config.group_by_length, lengths=train_lengths), accelerator.device))
+                        group_by_length=config.group_by_length, lengths=train_lengths,
+                        processes=accelerator.num_processes), accelerator.device))
         set_epoch = getattr(raw, "set_epoch", None)  # per-epoch settings, re-applied after a resume
         epoch_metrics = set_epoch(state["epoch"], n_epochs) if set_epoch else None
         if epoch_metrics and log_fn:
