@@ -55,7 +55,7 @@ def test_other_ranks_follow_rank_zeros_decision_to_reuse(tmp_path, monkeypatch):
 
     def rank_zero_reused(value):  # meanwhile another run stored the result, and rank 0 found it
         decisions.append(value)
-        jobs.write_atomically(job.store_dir, lambda d: save("stored", d))
+        jobs.write_atomically(job.store_dir, lambda d: save("stored", d), jobs.identity_manifest(job))
         return False
 
     monkeypatch.setattr(distributed, "broadcast_from_rank_zero", rank_zero_reused)
@@ -68,7 +68,7 @@ def test_other_ranks_train_when_rank_zero_trains(tmp_path, monkeypatch):
     job = jobs.Job("teacher", {"x": 2}, tmp_path)
     trained: list = []
     train, save, load = store_functions(trained)
-    jobs.write_atomically(job.store_dir, lambda d: save("stored", d))  # e.g. rank 0 was told to recompute
+    jobs.write_atomically(job.store_dir, lambda d: save("stored", d), jobs.identity_manifest(job))  # e.g. rank 0 was told to recompute
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(distributed, "broadcast_from_rank_zero", lambda value: True)
     outcome = jobs.run_job(job, train, save, load, writer=False)

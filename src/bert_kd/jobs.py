@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from filelock import FileLock
 
-from bert_kd.distributed import broadcast_from_rank_zero
+from bert_kd import distributed
 from bert_kd.errors import storage_error
 
 log = logging.getLogger(__name__)
@@ -461,6 +461,13 @@ def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome |
     return None
 
 
+def identity_manifest(job: Job) -> dict:
+    """The manifest fields that tie a store entry to its job (kind, key, schema version, spec and
+    its hash): what :func:`manifest_problem` checks against the folder the entry sits in."""
+    return {"kind": job.kind, "key": job.key, "schema_version": SCHEMA_VERSIONS[job.kind],
+            "spec_sha256": spec_sha256(job.spec), "spec": _plain(job.spec)}
+
+
 def _multi_process() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
 
@@ -471,7 +478,7 @@ def _follow_rank_zero(trains: bool | None) -> bool | None:
     (and wait in its collectives for ever) while rank 0 reuses a result another run just stored."""
     if not _multi_process():
         return trains
-    return bool(broadcast_from_rank_zero(trains))
+    return bool(distributed.broadcast_from_rank_zero(trains))
 
 
 def run_job(
@@ -539,8 +546,7 @@ def run_job(
             "pid": os.getpid(),
             **dict(provenance_fn(value) if provenance_fn else {}),
         }
-        manifest = {"kind": job.kind, "key": job.key, "schema_version": SCHEMA_VERSIONS[job.kind],
-                    "spec_sha256": spec_sha256(job.spec), "spec": _plain(job.spec), "provenance": provenance}
+        manifest = {**identity_manifest(job), "provenance": provenance}
 
         def write(directory: Path) -> None:
             save_fn(value, directory)
