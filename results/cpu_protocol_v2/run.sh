@@ -9,7 +9,7 @@
 # each OMP_NUM_THREADS=1). RUN_GROUPS="..." (';'-separated) overrides the method groups, TASKS="sst2"
 # (space-separated) the tasks, SEEDS="1 2 3 4 5" the seeds, LOGS=<prefix> the workers' log names (each
 # group's output is appended, so a failed group's traceback stays).
-# Batches in random order (runtime.group_by_length=false, as v1): pinned, so a changed default cannot mix regimes.
+# Batches in random order, as v1: the table's own `group_by_length` (default false) decides, not the runtime default.
 # Order: seeds in rounds (1–5 for every row first, then 6–8), so a cut-off run still gives a balanced table.
 set -u
 cd "$(dirname "$0")/../.."

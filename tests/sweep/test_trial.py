@@ -273,13 +273,20 @@ def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teache
     assert runner.content_key(table_with("pretrained")) != runner.content_key(before)
 
 
-def test_length_grouped_batches_get_their_own_trial_key(tiny_teacher_dir, tiny_glue_dir):
-    """runtime.group_by_length changes the batch order: a trial trained with it is another result;
-    off (the setting every committed trial ran with) keeps the key it had before the option."""
+def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, tiny_glue_dir):
+    """Batches are part of a table's protocol: ``group_by_length`` in the table (default false, the
+    setting every committed trial ran with, kept out of keys) decides the training batches and the
+    key; ``runtime.group_by_length`` (the project default, now true) changes neither."""
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
     spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
     before = TrialRunner(params, commit="").content_key(spec)
-    off = {**params, "runtime": {**(params.get("runtime") or {}), "group_by_length": False}}
     on = {**params, "runtime": {**(params.get("runtime") or {}), "group_by_length": True}}
-    assert TrialRunner(off, commit="").content_key(spec) == before
-    assert TrialRunner(on, commit="").content_key(spec) != before
+    runner = TrialRunner(on, commit="")
+    assert runner.content_key(spec) == before and runner._runtime(spec)["group_by_length"] is False
+    grouped_table = tiny_table()
+    grouped_table["tables"]["tiny"]["group_by_length"] = True
+    grouped = next(t for t in build_sweep(grouped_table, RECIPES).trials() if t.task == "rte")
+    assert runner.content_key(grouped) != before and runner._runtime(grouped)["group_by_length"] is True
+    grouped_table["tables"]["tiny"]["group_by_length"] = "yes"
+    with pytest.raises(ValueError, match="group_by_length must be true or false"):
+        build_sweep(grouped_table, RECIPES)

@@ -374,6 +374,11 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
         if not isinstance(constraint, Mapping) or set(constraint) != {"sum_at_most", "of"}:
             raise ValueError(f"{where}.constraints[{i}] must be {{sum_at_most: <bound>, of: [<grid paths>]}}")
     settings = {k: copy.deepcopy(table[k]) for k in ("student", "teacher", "teachers", "training", "data", "heldout") if k in table}
+    group_by_length = table.get("group_by_length", False)
+    if not isinstance(group_by_length, bool):
+        raise ValueError(f"{where}.group_by_length must be true or false, got {group_by_length!r}")
+    if group_by_length:  # a table's batching is part of its protocol (random batches, the default, stay out of keys)
+        settings["group_by_length"] = True
     full = SweepSpec(
         table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
         seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,

@@ -71,6 +71,7 @@ class TrialRunner:
     def __init__(self, params: Mapping, *, data_overrides: Mapping | None = None, results_dir: str | Path | None = None,
                  command: str = "", commit: str | None = None, results_only: bool = False):
         self.params = copy.deepcopy(dict(params))
+        self._said_batching = False
         self.data_overrides = {k: v for k, v in (data_overrides or {}).items()
                                if k in ("max_train_samples", "max_eval_samples")}
         self.results_dir = Path(results_dir) if results_dir else None
@@ -114,8 +115,6 @@ class TrialRunner:
             "student": _keyed(init_key_material(self.student_block(spec))), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
-            # length-grouped batches change the batch order, hence the weights (absent when off, as before the option)
-            **({"batching": "length_grouped"} if (p.get("runtime") or {}).get("group_by_length") else {}),
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
             **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
         }
@@ -246,7 +245,7 @@ class TrialRunner:
         block = block if block is not None else self.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
         seed = int(block.get("seed", self.teacher_seed(spec)))
-        teacher = train_teacher(tokenized, task, block, seed, self._tracking(), self._runtime(), self._data_source(spec))
+        teacher = train_teacher(tokenized, task, block, seed, self._tracking(), self._runtime(spec), self._data_source(spec))
         return teacher, tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
@@ -256,19 +255,19 @@ class TrialRunner:
 
         teacher, tokenized = self._teacher(spec, task, train, validation)
         student_params = self.student_block(spec)
-        cache = distill.cache_teacher_outputs(teacher, tokenized, self.params.get("teacher_cache") or {}, self._runtime())
+        cache = distill.cache_teacher_outputs(teacher, tokenized, self.params.get("teacher_cache") or {}, self._runtime(spec))
         recipe = dict(spec.recipe)
         recipe["weights"] = explicit_weights(recipe)
         if ted:
             filters = ted_nodes.train_ted_filters(teacher, tokenized, task, self.params.get("ted") or {}, student_params,
-                                                  self.teacher_seed(spec), self._tracking(), self._runtime(),
+                                                  self.teacher_seed(spec), self._tracking(), self._runtime(spec),
                                                   self._data_source(spec))
             student = ted_nodes.ted_student_init(filters, teacher, student_params, task)
         else:
             student = distill.build_student_model(teacher, student_params, task)
         data = distill.prepare_student_data(student, teacher, tokenized, train, validation,
                                             int(self.teacher_block(spec)["max_seq_length"]))
-        args = (teacher, student, data, cache, recipe, student_params, task, spec.seed, self._tracking(), self._runtime())
+        args = (teacher, student, data, cache, recipe, student_params, task, spec.seed, self._tracking(), self._runtime(spec))
         named = {"row": spec.method, "data_source": self._data_source(spec)}
         trained = ted_nodes.distill_with_filters(filters, *args, **named) if ted else distill.distill_student(*args, **named)
         return trained, data, dev_metrics(teacher, tokenized, task)
@@ -289,9 +288,9 @@ class TrialRunner:
         bundles = mt.gather_teachers(blocks, *bundles)
         student_params = self.student_block(spec)
         data = mt.prepare_multi_teacher_data(bundles, train, validation, blocks, student_params)
-        caches = mt.cache_multi_teacher_outputs(bundles, data, self.params.get("teacher_cache") or {}, self._runtime())
+        caches = mt.cache_multi_teacher_outputs(bundles, data, self.params.get("teacher_cache") or {}, self._runtime(spec))
         trained = mt.distill_multi_teacher(bundles, data, caches, dict(spec.recipe), student_params, task, spec.seed,
-                                           self._tracking(), self._runtime(), self._data_source(spec))
+                                           self._tracking(), self._runtime(spec), self._data_source(spec))
         chosen = spec.recipe.get("teachers") or list(range(len(bundles)))
         view = {split: data[split].select_columns([c for c in data[split].column_names if not mt.TEACHER_COLUMN.match(c)])
                 for split in data}
@@ -304,8 +303,16 @@ class TrialRunner:
     def _tracking(self) -> dict:
         return dict(self.params.get("tracking") or {})
 
-    def _runtime(self) -> dict:
-        return dict(self.params.get("runtime") or {})
+    def _runtime(self, spec: TrialSpec) -> dict:
+        """The run's runtime settings, but batching as the table says (``group_by_length``, default
+        random batches): a protocol's batches must not follow the project's runtime default."""
+        runtime = dict(self.params.get("runtime") or {})
+        table_grouping = bool(spec.settings.get("group_by_length", False))
+        if runtime.get("group_by_length", table_grouping) != table_grouping and not self._said_batching:
+            log.info("reproduce: batches as table %s says (group_by_length: %s), not runtime.group_by_length",
+                     spec.table, str(table_grouping).lower())
+            self._said_batching = True
+        return {**runtime, "group_by_length": table_grouping}
 
 
 def _keyed(block: Mapping | None) -> dict | None:
