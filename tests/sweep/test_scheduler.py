@@ -264,7 +264,9 @@ def _hanging_worker(storage: str, started: str) -> None:
     run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
 
 
-def test_a_killed_workers_trial_is_retried(tmp_path):
+def _sigkilled_worker_trial(tmp_path) -> tuple[str, str]:
+    """(storage, trial key) after a worker process took a trial and was SIGKILLed: no cleanup, the
+    trial stays RUNNING with its heartbeat going stale."""
     storage = f"sqlite:///{tmp_path}/optuna.db"
     make_storage(storage)
     started = tmp_path / "started.txt"
@@ -272,10 +274,13 @@ def test_a_killed_workers_trial_is_retried(tmp_path):
     worker.start()
     while not started.exists() and worker.is_alive():
         time.sleep(0.2)
-    worker.kill()  # SIGKILL: no cleanup, the trial stays RUNNING with a stale heartbeat
+    worker.kill()
     worker.join()
-    killed_key = started.read_text()
-    time.sleep(3)  # let the heartbeat go stale (grace period 2 s)
+    return storage, started.read_text()
+
+
+def _rerun_alp_rte(storage: str, **timing) -> tuple[list, dict]:
+    """The keys a new run trains (in order) and its results."""
     sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
     calls = []
 
@@ -283,7 +288,14 @@ def test_a_killed_workers_trial_is_retried(tmp_path):
         calls.append(spec.key)
         return fake_run_trial(spec)
 
-    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+    return calls, run_sweep(sweep, run_trial, storage, **timing)
+
+
+def test_a_killed_workers_trial_is_retried(tmp_path):
+    storage, killed_key = _sigkilled_worker_trial(tmp_path)
+    time.sleep(3)  # let the heartbeat go stale (grace period 2 s)
+    calls, results = _rerun_alp_rte(storage, heartbeat_interval=1, grace_period=2)
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
     assert len(results) == 2 and killed_key in calls
     study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
     states = sorted(t.state.name for t in study.trials)
@@ -352,24 +364,9 @@ def test_with_a_results_folder_a_trial_without_its_file_is_recomputed(tmp_path):
 def test_a_dead_owners_trial_is_retried_at_once(tmp_path):
     """Finding 10: the owner (host, pid, start time) of the running trial is gone from this host,
     so the next run fails and retries its trial without waiting for the grace period."""
-    storage = f"sqlite:///{tmp_path}/optuna.db"
-    make_storage(storage)
-    started = tmp_path / "started.txt"
-    worker = multiprocessing.get_context("spawn").Process(target=_hanging_worker, args=(storage, str(started)))
-    worker.start()
-    while not started.exists() and worker.is_alive():
-        time.sleep(0.2)
-    worker.kill()
-    worker.join()
-    killed_key = started.read_text()
+    storage, killed_key = _sigkilled_worker_trial(tmp_path)
+    calls, results = _rerun_alp_rte(storage, heartbeat_interval=60, grace_period=3600)
     sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
-    calls = []
-
-    def run_trial(spec):
-        calls.append(spec.key)
-        return fake_run_trial(spec)
-
-    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=60, grace_period=3600)
     assert len(results) == 2 and killed_key in calls
     study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
     assert "RUNNING" not in {t.state.name for t in study.trials}
