@@ -10,7 +10,6 @@ from .nodes import distill_with_filters, ted_filter_quality, ted_student_init, t
 
 PAPER = "ted"
 TED_METHODS = ("kd", "lwd", "ted")  # the paper's Table 4 comparison
-TED_VARIANTS = ("ted_kl",)
 
 
 def stage_one_pipeline() -> Pipeline:
