@@ -20,7 +20,7 @@ LOGS=${LOGS:-run_v2_worker}
 IFS=';' read -r -a SEED_ROUNDS <<< "${SEEDS:-1 2 3 4 5;6 7 8}"
 IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd ckd alp;kd lwd ted;single_teacher two_teachers}"
 for seeds in "${SEED_ROUNDS[@]}"; do
-  COMMON="reproduce.table=cpu_protocol_v2,reproduce.tasks=$TASKS,reproduce.seeds=$seeds,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false,runtime.group_by_length=false"
+  COMMON="reproduce.table=cpu_protocol_v2,reproduce.tasks=$TASKS,reproduce.seeds=$seeds,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"
   for methods in "${METHOD_GROUPS[@]}"; do
     echo "=== $(date -u +%FT%TZ) seeds: $seeds methods: $methods (workers: $WORKERS)"
     for worker in $(seq "$WORKERS"); do
