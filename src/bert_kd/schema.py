@@ -498,6 +498,18 @@ def validate_parameters(params: Mapping) -> Parameters:
         raise ParameterError(_problems(error)) from None
 
 
+def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
+    """``value`` as an instance of the schema ``model``: returned as is when it already is one (what
+    the validation hook hands nodes), else validated (a dict from a notebook, a test or a sweep
+    trial) — a bad key raises :class:`ParameterError` naming ``where`` (e.g. ``student``)."""
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(dict(value or {}))
+    except ValidationError as error:
+        raise ParameterError(_problems(error, (where,) if where else ())) from None
+
+
 def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:
     """Problems of one recipe outside the parameter tree (a sweep row's), as ``(dotted key, message)``
     under ``where``, worded like :func:`validate_parameters`' (unknown keys with the closest one)."""
