@@ -72,3 +72,16 @@ def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
     report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
     assert table_lines(markdown(report)) == table_lines(committed)
+
+
+def test_v2_paper_gap_reading_matches_the_committed_trials():
+    """results/cpu_protocol_v2/tables/paper_gap.md is what paper_gap.py renders from the committed JSONs
+    (commit new trials, the table and this reading together)."""
+    import importlib.util
+
+    script = ROOT / "results" / "cpu_protocol_v2" / "paper_gap.py"
+    spec = importlib.util.spec_from_file_location("paper_gap", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    committed = (script.parent / "tables" / "paper_gap.md").read_text(encoding="utf-8")
+    assert module.render() == committed, "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py"

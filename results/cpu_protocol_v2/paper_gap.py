@@ -1,0 +1,139 @@
+"""The paper-gap reading of CPU protocol v2 (issue 19), from the trial JSONs of this folder alone.
+
+    PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py            # writes tables/paper_gap.md
+
+For every row: the paper's number (its regime stated), ours as mean ± 95% CI (t-interval over the
+seeds) with n, in dev accuracy ×100 (the metric ALP-KD Table 1 and TED Table 14 report for MRPC and
+SST-2). For every ordering claim of the papers (ALP-KD Table 3, TED Table 4, multi-teacher Table 2):
+the gain here (seeds pooled, only seeds both rows have), its paired-bootstrap 95% interval and
+one-sided p-value (``bert_kd.sweep.significance.paired_bootstrap``, 1,000 resamples of the dev
+examples — the test the tables use) and the verdict: ``holds`` (p < 0.05), ``same direction, not
+significant``, ``no difference``, ``reversed`` (gain < 0; ``reversed, significant`` when the opposite claim
+has p < 0.05),
+or ``not run yet``. Rerun after new trials land; the table is rewritten whole.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bert_kd.sweep.significance import paired_bootstrap
+
+HERE = Path(__file__).resolve().parent
+TASKS = ("mrpc", "sst2")
+LABELS = {"nkd": "NKD", "rkd": "RKD", "pkd": "PKD", "ckd": "CKD", "alp": "ALP", "kd": "KD (TED set-up)",
+          "lwd": "LWD", "ted": "TED", "single_teacher": "one teacher", "two_teachers": "two teachers"}
+#: (MRPC, SST-2) dev accuracy ×100 reported by the papers, and the regime.
+PAPER = {
+    "teacher": ((86.76, 92.67), "ALP-KD T_BERT, 12 layers"),
+    "nkd": ((72.06, 85.89), "ALP-KD Table 3: BERT-12 → 2 layers, full data, grid"),
+    "rkd": ((73.53, 87.39), "ALP-KD Table 3"),
+    "pkd": ((72.55, 88.76), "ALP-KD Table 3, PKD with v2's map"),
+    "ckd": ((73.04, 88.65), "ALP-KD Table 3"),
+    "alp": ((73.53, 88.88), "ALP-KD Table 3"),
+    "kd": ((None, 90.8), "TED Table 4: BERT-12 → BERT-6 from layers M(k)"),
+    "lwd": ((None, 90.9), "TED Table 4"),
+    "ted": ((None, 91.7), "TED Table 4"),
+    "single_teacher": ((None, 86.3), "multi-teacher Table 2: BERT-3 student, best single teacher; no MRPC"),
+    "two_teachers": ((None, 89.2), "multi-teacher Table 2: BERT + RoBERTa teachers"),
+}
+#: (claim, better row, worse row, tasks): the papers' ordering claims tested one-sided here.
+CLAIMS = [
+    *[(f"{LABELS[row]} > NKD (ALP-KD Table 3)", row, "nkd", TASKS) for row in ("rkd", "pkd", "ckd", "alp")],
+    ("ALP > CKD (ALP-KD Table 3)", "alp", "ckd", TASKS),
+    ("CKD > PKD (ALP-KD Table 3, SST-2 reversed there: 88.65 < 88.76)", "ckd", "pkd", TASKS),
+    ("ALP > PKD (ALP-KD Table 3)", "alp", "pkd", TASKS),
+    ("ALP > RKD (ALP-KD Table 3)", "alp", "rkd", TASKS),
+    ("TED > LWD (TED Table 4)", "ted", "lwd", TASKS),
+    ("LWD > KD (TED Table 4)", "lwd", "kd", TASKS),
+    ("TED > KD (TED Table 4)", "ted", "kd", TASKS),
+    ("two teachers > one (multi-teacher Table 2)", "two_teachers", "single_teacher", ("mrpc",)),
+]
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+
+
+def load_runs(directory: Path = HERE) -> tuple[dict, dict]:
+    """(row, task) → seed → result, and task → teacher dev accuracy (from any trial of the task)."""
+    runs: dict[tuple[str, str], dict[int, dict]] = collections.defaultdict(dict)
+    teacher: dict[str, float] = {}
+    for path in sorted(directory.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        trial, result = record["spec"]["trial"], record["result"]
+        runs[(trial["method"], trial["task"])][int(trial["seed"])] = result
+        accuracy = (result.get("teacher_dev_metrics") or {}).get("accuracy")
+        if accuracy is not None:
+            teacher[trial["task"]] = float(accuracy)
+    return dict(runs), teacher
+
+
+def accuracy(result: dict) -> float:
+    return float(np.mean(np.asarray(result["dev_predictions"]) == np.asarray(result["dev_labels"])))
+
+
+def mean_ci(values: list[float]) -> str:
+    """``mean ± half-width (n)`` in points; the t-interval needs n ≥ 2."""
+    if not values:
+        return "–"
+    mean = 100 * float(np.mean(values))
+    if len(values) < 2:
+        return f"{mean:.2f} (1)"
+    half = T975[len(values) - 2] * 100 * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return f"{mean:.2f} ± {half:.2f} ({len(values)})"
+
+
+def verdict(better: dict[int, dict], worse: dict[int, dict], task: str) -> tuple[str, str]:
+    """(gain cell, verdict) for the claim ``better > worse`` on ``task``, over the seeds both have."""
+    seeds = sorted(set(better) & set(worse))
+    if not seeds:
+        return "–", "not run yet"
+    pairs = lambda rows: [(rows[s]["dev_predictions"], rows[s]["dev_labels"]) for s in seeds]  # noqa: E731
+    test = paired_bootstrap(task, pairs(better), pairs(worse), metric="accuracy")
+    cell = f"{100 * test.gain:+.2f} [{100 * test.low:+.2f}, {100 * test.high:+.2f}] p={test.p_value:.3f} (n={len(seeds)})"
+    if test.gain == 0:
+        return cell, "no difference"
+    if test.gain > 0:
+        return cell, "holds" if test.p_value < 0.05 else "same direction, not significant"
+    reverse = paired_bootstrap(task, pairs(worse), pairs(better), metric="accuracy")
+    return cell, "reversed, significant" if reverse.p_value < 0.05 else "reversed, not significant"
+
+
+def render(directory: Path = HERE) -> str:
+    runs, teacher = load_runs(directory)
+    lines = ["| row | paper MRPC / SST-2 (regime) | ours MRPC | ours SST-2 |", "|---|---|---|---|"]
+    (paper_mrpc, paper_sst2), regime = PAPER["teacher"]
+    ours = [f"{100 * teacher[t]:.2f} (seed 42)" if t in teacher else "–" for t in TASKS]
+    lines.append(f"| teacher | {paper_mrpc} / {paper_sst2} ({regime}) | {ours[0]} | {ours[1]} |")
+    for row, label in LABELS.items():
+        (paper_mrpc, paper_sst2), regime = PAPER[row]
+        cells = [mean_ci([accuracy(r) for r in runs.get((row, t), {}).values()]) for t in TASKS]
+        if row.endswith("teacher") or row.endswith("teachers"):
+            cells[1] = "· (MRPC only here)"
+        lines.append(f"| {label} | {paper_mrpc or '–'} / {paper_sst2} ({regime}) | {cells[0]} | {cells[1]} |")
+    lines += ["", "| claim | task | gain here, points [95% bootstrap CI] p (seeds) | verdict |", "|---|---|---|---|"]
+    for claim, better, worse, tasks in CLAIMS:
+        for task in tasks:
+            cell, said = verdict(runs.get((better, task), {}), runs.get((worse, task), {}), task)
+            lines.append(f"| {claim} | {task.upper().replace('SST2', 'SST-2')} | {cell} | {said} |")
+    finished = sum(len(seeds) for seeds in runs.values())
+    lines += ["", f"{finished} of 144 trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    text = render()
+    target = HERE / "tables" / "paper_gap.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".md.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
