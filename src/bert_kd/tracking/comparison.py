@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
+from bert_kd.markdown import markdown_table
 from bert_kd.tracking.format import format_number, is_number, metric_key
 from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG, run_url
 
@@ -100,7 +101,7 @@ def log_comparison_to_parent(
     best_line = f"**No best student**: {warning}\n\n" if warning else ""
     if best is not None:
         best_line = f"Best student: **{label(best)}** ({primary_metric} {format_number(best[primary_metric], 4)})\n\n"
-    body = markdown if markdown is not None else _markdown(rows)
+    body = markdown if markdown is not None else markdown_table(rows)
     note = (f"### {title}\n\n" if title else "") + best_line + teacher_link + body
     if len(note) > MAX_NOTE_CHARS:  # MLflow refuses tag values over 8000 characters
         note = note[: MAX_NOTE_CHARS - 80].rsplit("\n", 1)[0] + "\n\n… (truncated: the full table is in the run's artifacts)\n"
@@ -117,10 +118,3 @@ def log_comparison_to_parent(
 
 #: ``method`` of the majority-class row of a comparison (``bert_kd.verdict.MAJORITY_METHOD``).
 FLOOR_METHOD = "majority class"
-
-
-def _markdown(rows: Sequence[Mapping]) -> str:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join("" if r.get(c) is None else str(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
