@@ -4,7 +4,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from bert_kd.tracking.format import adaptive_log_every, format_param, layer_map_string, metric_key, recipe_string, weight_params
+from bert_kd.tracking.format import (
+    adaptive_log_every,
+    format_param,
+    layer_map_string,
+    metric_key,
+    recipe_string,
+    weight_params,
+)
 
 
 def test_layer_map_string_compresses_ranges_and_names_unconnected_layers():

@@ -1,4 +1,4 @@
-"""The MLflow UI: the experiment's description and views, parent-run names, URLs and ``python -m bert_kd.tracking ui``."""
+"""The MLflow UI: the experiment's description and views, parent-run names, URLs, ``python -m bert_kd.tracking ui``."""
 
 from __future__ import annotations
 
