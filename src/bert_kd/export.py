@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from bert_kd.jobs import write_file_atomically
+from bert_kd.markdown import markdown_table  # noqa: F401  (re-exported: the latency rows as Markdown, export_student)
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.training import Collator, make_loader
 
@@ -219,14 +220,3 @@ def latency_table(candidates: Mapping[str, tuple[Callable[[Mapping], np.ndarray]
                 "dev_score": None if scores is None else scores.get(name),
             })
     return rows
-
-
-def markdown_table(rows: Sequence[Mapping]) -> str:
-    """The rows of :func:`latency_table` as a Markdown table."""
-    if not rows:
-        return ""
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    for row in rows:
-        lines.append("| " + " | ".join("" if row[k] is None else str(row[k]) for k in keys) + " |")
-    return "\n".join(lines) + "\n"

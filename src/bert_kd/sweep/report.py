@@ -25,6 +25,7 @@ import pandas as pd  # noqa: E402
 
 from bert_kd.data.glue import TASKS  # noqa: E402
 from bert_kd.jobs import write_file_atomically  # noqa: E402
+from bert_kd.markdown import markdown_table  # noqa: E402
 from bert_kd.metrics import glue_metrics, metric_label, paper_metric, primary_metric  # noqa: E402
 from bert_kd.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
 from bert_kd.sweep.significance import paired_bootstrap  # noqa: E402
@@ -233,11 +234,11 @@ def _significance(sweep, grouped, method, task, resamples, seed):
 
 
 def markdown(report: SweepReport) -> str:
-    header = "| " + " | ".join([report.wide.index.name] + list(report.wide.columns)) + " |"
-    rule = "|" + "|".join(["---"] + ["---:"] * len(report.wide.columns)) + "|"
-    body = ["| " + " | ".join([str(name)] + [str(v) for v in row]) + " |" for name, row in report.wide.iterrows()]
+    """The wide table (its index, ``Model``, first; score columns right-aligned), then the caption
+    and the provenance line."""
+    table = markdown_table(report.wide.reset_index(), align={name: "right" for name in report.wide.columns})
     footer = [report.caption, *(["", report.provenance] if report.provenance else [])]
-    return "\n".join([header, rule, *body, "", *footer, ""])
+    return table + "\n" + "\n".join(footer) + "\n"
 
 
 def bars_figure(report: SweepReport, title: str = ""):

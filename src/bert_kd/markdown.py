@@ -1,0 +1,65 @@
+"""GitHub-flavoured Markdown tables: the one renderer of comparison, latency and sweep tables."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+#: The rule cell under a header for each alignment (GFM: a colon on the side the text keeps to).
+RULES = {None: "---", "left": ":---", "center": ":---:", "right": "---:"}
+
+
+def markdown_table(
+    rows: pd.DataFrame | Sequence[Mapping],
+    columns: Sequence[str] | None = None,
+    *,
+    align: Mapping[str, str] | None = None,
+) -> str:
+    """``rows`` (a DataFrame, or row dicts) as a GFM table: header, rule, one line per row, a final newline.
+
+    ``columns``: which columns, in order (default: the frame's columns, or every key of the row
+    dicts in first-seen order); a row without a column shows an empty cell. ``align``: column →
+    ``left`` | ``center`` | ``right`` (others get the plain ``---`` rule). Cells are ``str(value)``,
+    empty for None/NaN; ``|`` is escaped and line breaks become ``<br>`` so a cell stays one cell.
+    No columns → ``""``. The index of a frame is not shown (``frame.reset_index()`` shows it).
+    """
+    records = _records(rows)
+    columns = list(columns) if columns is not None else _columns(rows, records)
+    align = dict(align or {})
+    unknown = {name: side for name, side in align.items() if side not in RULES}
+    if unknown:
+        raise ValueError(f"markdown_table: align must be left, center or right, got {unknown}")
+    if not columns:
+        return ""
+    header = _line(str(name) for name in columns)
+    rule = "|" + "|".join(RULES[align.get(name)] for name in columns) + "|"
+    body = [_line(_cell(record.get(name)) for name in columns) for record in records]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def _records(rows) -> list[Mapping]:
+    if isinstance(rows, pd.DataFrame):
+        return [dict(zip(rows.columns, values)) for values in rows.itertuples(index=False, name=None)]
+    return [dict(row) for row in rows]
+
+
+def _columns(rows, records: Sequence[Mapping]) -> list:
+    if isinstance(rows, pd.DataFrame):
+        return list(rows.columns)
+    return list(dict.fromkeys(name for record in records for name in record))
+
+
+def _line(cells) -> str:
+    return "| " + " | ".join(_escape(cell) for cell in cells) + " |"
+
+
+def _cell(value) -> str:
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+        return ""
+    return str(value)
+
+
+def _escape(text: str) -> str:
+    """A pipe would end the cell, a line break the row."""
+    return text.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")

@@ -1,0 +1,99 @@
+"""MLflow tracking: one run per training job, nested under the ``kedro run`` when kedro-mlflow
+opened one, so every method of a comparison pipeline gets its own comparable run.
+
+What a user sees in the MLflow UI is decided here (Kedro-free):
+
+- the experiment: a description and the "machine learning" kind (:func:`describe_experiment`),
+  and the URL of its runs table (:func:`runs_table_url`, ``python -m bert_kd.tracking ui``);
+- the parent run of a ``kedro run``: named ``<pipeline>:<task> [kedro run]`` (:func:`name_parent_run`), with
+  the comparison table as its description and ``compare/<method>/<metric>`` metrics
+  (:func:`log_comparison_to_parent`);
+- each training job's child run: a short recipe, the layer map as ``1-6→1``, rounded weights, the
+  data source and sample caps, the dataset as an MLflow input, model size as tags
+  (:func:`log_training_job`).
+
+The package, by concern: :mod:`.runs` (open, log to and clean up runs), :mod:`.provenance`
+(machine, versions, git commit), :mod:`.format` (values as the UI shows them), :mod:`.data` (a
+training job's data and recipe columns), :mod:`.ui` (experiment, parent run, URLs, the CLI),
+:mod:`.comparison` (a comparison table on the parent run). Every name is re-exported here.
+"""
+
+from bert_kd.tracking.comparison import FLOOR_METHOD, log_comparison_to_parent, row_label
+from bert_kd.tracking.data import (
+    DEFAULT_GLUE_DIR,
+    HUB_GLUE,
+    data_params,
+    data_source,
+    glue_dataset,
+    log_input_once,
+    log_training_job,
+)
+from bert_kd.tracking.format import (
+    SIZE_METRICS,
+    adaptive_log_every,
+    flatten,
+    format_number,
+    format_param,
+    is_layer_map,
+    is_number,
+    layer_map_string,
+    metric_key,
+    recipe_string,
+    size_tags,
+    weight_params,
+)
+from bert_kd.tracking.provenance import (
+    NOT_A_CHECKOUT,
+    environment_info,
+    git_commit_label,
+    git_provenance,
+    project_root,
+)
+from bert_kd.tracking.runs import (
+    ENDED_BY_TAG,
+    HOST_TAG,
+    PID_TAG,
+    STARTED_TAG,
+    TRACKING_CHECK_TIMEOUT_S,
+    RunLogger,
+    active_run,
+    end_orphaned_runs,
+    is_main_process,
+    num_processes,
+    owner_tags,
+    tracked_run,
+    tracking_server_problem,
+)
+from bert_kd.tracking.ui import (
+    COMPARE_VIEW_COLUMNS,
+    COMPARE_VIEW_KEY,
+    EXPERIMENT_DESCRIPTION,
+    EXPERIMENT_KIND_TAG,
+    MAX_NOTE_CHARS,
+    NOTE_TAG,
+    PARENT_SUFFIX,
+    SHARED_VIEW_TAG_PREFIX,
+    compare_view_state,
+    compare_view_url,
+    describe_experiment,
+    main,
+    name_parent_run,
+    open_ui,
+    parent_run_name,
+    run_url,
+    runs_table_url,
+    ui_base_url,
+)
+
+__all__ = [
+    "COMPARE_VIEW_COLUMNS", "COMPARE_VIEW_KEY", "DEFAULT_GLUE_DIR", "ENDED_BY_TAG", "EXPERIMENT_DESCRIPTION",
+    "EXPERIMENT_KIND_TAG", "FLOOR_METHOD", "HOST_TAG", "HUB_GLUE", "MAX_NOTE_CHARS", "NOTE_TAG", "NOT_A_CHECKOUT",
+    "PARENT_SUFFIX", "PID_TAG", "SHARED_VIEW_TAG_PREFIX", "SIZE_METRICS", "STARTED_TAG", "TRACKING_CHECK_TIMEOUT_S",
+    "RunLogger", "active_run", "adaptive_log_every", "compare_view_state", "compare_view_url", "data_params",
+    "data_source", "describe_experiment", "end_orphaned_runs", "environment_info", "flatten", "format_number",
+    "format_param", "git_commit_label", "git_provenance", "glue_dataset", "is_layer_map", "is_main_process",
+    "is_number", "layer_map_string", "log_comparison_to_parent", "log_input_once", "log_training_job", "main",
+    "metric_key", "name_parent_run", "num_processes", "open_ui", "owner_tags", "parent_run_name", "project_root",
+    "recipe_string", "row_label", "run_url", "runs_table_url", "size_tags", "tracked_run", "tracking_server_problem",
+    "ui_base_url", "weight_params",
+]

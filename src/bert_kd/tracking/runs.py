@@ -1,0 +1,186 @@
+"""MLflow runs: open one per training job, log to it, tag its owner, end the orphans of killed processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
+from bert_kd.tracking.provenance import environment_info
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun / ``accelerate launch`` job (or a plain single process): the only
+    process that talks to MLflow, so N processes make one run and one store."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
+def num_processes() -> int:
+    """Processes of this job (``WORLD_SIZE`` set by torchrun / ``accelerate launch``; 1 otherwise)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+#: Seconds the start-of-run check waits for the tracking server (MLflow's own retries take minutes).
+TRACKING_CHECK_TIMEOUT_S = 10.0
+
+
+def tracking_server_problem(uri: str, timeout: float = TRACKING_CHECK_TIMEOUT_S) -> str | None:
+    """Why the MLflow server at an ``http(s)://`` tracking ``uri`` does not answer within
+    ``timeout`` seconds (name lookup included); None when it answers anything (an HTTP error
+    status is an answer) or ``uri`` is not a server (SQLite, files, Databricks …)."""
+    import concurrent.futures
+    import urllib.error
+    import urllib.request
+
+    if not uri.lower().startswith(("http://", "https://")):
+        return None
+
+    def ask() -> None:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            pass
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(ask).result(timeout=timeout + 1)
+    except urllib.error.HTTPError:
+        return None
+    except concurrent.futures.TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{type(reason).__name__}: {reason}" if not isinstance(reason, str) else reason
+    finally:
+        pool.shutdown(wait=False)
+    return None
+
+
+class RunLogger:
+    """Thin wrapper over the active MLflow run; every call is a no-op when tracking is off."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.run_id: str | None = None
+
+    def log_params(self, params: Mapping) -> None:
+        """Flattened params; floats rounded (``0.3``, not ``0.30000000000000004``), layer maps as
+        ``1-6→1; none→2``."""
+        if not self.enabled:
+            return
+        import mlflow
+
+        items = [(key, format_param(value)[:6000]) for key, value in flatten(params).items()]
+        for start in range(0, len(items), 100):  # MLflow's per-request limit
+            mlflow.log_params(dict(items[start:start + 100]))
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Numeric metrics; model-size figures (:data:`SIZE_METRICS`) go to tags instead, since a
+        one-point chart per run says nothing."""
+        if not self.enabled:
+            return
+        import mlflow
+
+        clean = {k.replace("@", "_"): float(v) for k, v in metrics.items() if is_number(v)}
+        sizes = {k: v for k, v in clean.items() if k.rsplit("/", 1)[-1] in SIZE_METRICS}
+        if sizes:
+            mlflow.set_tags(size_tags({k.rsplit("/", 1)[-1]: v for k, v in sizes.items()}))
+        clean = {k: v for k, v in clean.items() if k not in sizes}
+        if clean:
+            mlflow.log_metrics(clean, step=step)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        if self.enabled:
+            import mlflow
+
+            mlflow.set_tags({k: str(v) for k, v in tags.items()})
+
+    def log_dict(self, data: Mapping, name: str) -> None:
+        if self.enabled:
+            import mlflow
+
+            mlflow.log_dict(dict(data), name)
+
+    def log_figure(self, figure, name: str) -> None:
+        if self.enabled:
+            import mlflow
+
+            mlflow.log_figure(figure, name)
+
+    def log_artifacts(self, directory: str | Path, artifact_path: str) -> None:
+        if self.enabled:
+            import mlflow
+
+            mlflow.log_artifacts(str(directory), artifact_path)
+
+
+def active_run():
+    """The active MLflow run of this thread, or ``None`` (none open, or MLflow not installed)."""
+    try:
+        import mlflow
+    except ImportError:  # pragma: no cover
+        return None
+    return mlflow.active_run()
+
+
+# ---------------------------------------------------------------- runs of killed processes
+HOST_TAG, PID_TAG, STARTED_TAG = "bert_kd.host", "bert_kd.pid", "bert_kd.process_started"
+ENDED_BY_TAG = "bert_kd.ended_by"
+
+
+def owner_tags(pid: int | None = None) -> dict[str, str]:
+    """Host, pid and start time of the process that owns a run (pid and start time together
+    name one process: a pid may be reused)."""
+    import psutil
+
+    process = psutil.Process(pid)
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(process.pid), STARTED_TAG: f"{process.create_time():.2f}"}
+
+
+def _process_alive(pid: str, started: str) -> bool:
+    import psutil
+
+    try:
+        return f"{psutil.Process(int(pid)).create_time():.2f}" == started
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def end_orphaned_runs(experiment_ids: list[str], client=None) -> list[str]:
+    """End as ``KILLED`` the ``RUNNING`` runs of ``experiment_ids`` owned by a process of this host
+    that no longer exists (killed with SIGKILL, or a crashed machine's restart); their ids."""
+    import mlflow
+
+    client = client or mlflow.MlflowClient()
+    host = socket.gethostname().replace("'", "")
+    runs = client.search_runs(experiment_ids, f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{host}'")
+    ended = []
+    for run in runs:
+        pid, started = run.data.tags.get(PID_TAG, ""), run.data.tags.get(STARTED_TAG, "")
+        if _process_alive(pid, started):
+            continue
+        client.set_tag(run.info.run_id, ENDED_BY_TAG, f"bert-kd: its process (pid {pid} on {host}) was gone")
+        client.set_terminated(run.info.run_id, "KILLED")
+        ended.append(run.info.run_id)
+    return ended
+
+
+@contextlib.contextmanager
+def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None = None) -> Iterator[RunLogger]:
+    """Open an MLflow run called ``name`` (nested when a run is already active).
+
+    With ``enabled=False``, or on a process other than rank 0, yields a logger that does nothing.
+    """
+    if not enabled or not is_main_process():
+        yield RunLogger(False)
+        return
+    import mlflow
+
+    nested = mlflow.active_run() is not None
+    with mlflow.start_run(run_name=name, nested=nested) as run:
+        logger = RunLogger(True)
+        logger.run_id = run.info.run_id
+        logger.set_tags({**environment_info(), **owner_tags(), **(tags or {})})
+        logger.log_params({"num_processes": num_processes()})
+        yield logger
