@@ -231,12 +231,12 @@ def test_cpu_has_bf16_reads_the_flags_line(flags, expected):
 
 
 def test_resolve_mixed_precision_auto_follows_the_hardware(monkeypatch):
-    import bert_kd.training as training
+    import bert_kd.training.config as training_config
 
     assert resolve_mixed_precision("fp16") == "fp16" and resolve_mixed_precision("no") == "no"
-    monkeypatch.setattr(training, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(training_config, "cpu_has_bf16", lambda: True)
     assert resolve_mixed_precision("auto", cpu=True) == "bf16"
-    monkeypatch.setattr(training, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(training_config, "cpu_has_bf16", lambda: False)
     assert resolve_mixed_precision("auto", cpu=True) == "no"
     with pytest.raises(ValueError, match="mixed_precision"):
         TrainingConfig.from_dict({"mixed_precision": "int8"})
