@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bert_kd.data.glue import load_glue_task
+from bert_kd.errors import ParameterError
 from bert_kd.data.tokenize import tokenize_splits
 from bert_kd.models import load_classifier, load_tokenizer
 from bert_kd.training import (
@@ -103,17 +104,21 @@ def test_from_dict_rejects_unknown_keys_naming_them():
         ("max_steps", -3),  # a negative step budget would silently train nothing
         ("batch_size", "large"),  # wrong types must name the key too, not fail inside int()/<=
         ("learning_rate", "fast"),
-        ("epochs", None),
-        ("fused_optimizer", "yes"),
+        ("warmup_ratio", 1.5),  # the schema's range, unchecked before TrainingConfig followed it
+        ("fused_optimizer", "sometimes"),
     ],
 )
 def test_from_dict_rejects_bad_values_naming_the_key(key, value):
-    with pytest.raises(ValueError, match=key):
+    with pytest.raises(ParameterError, match=key):
         TrainingConfig.from_dict({key: value})
 
 
-def test_from_dict_epochs_zero_is_fine_with_max_steps():
-    assert TrainingConfig.from_dict({"epochs": 0, "max_steps": 5}).max_steps == 5
+def test_from_dict_follows_the_schema_on_epochs():
+    """``epochs: 0`` is refused as the parameter schema refuses it (with ``max_steps``, leave epochs
+    out); ``epochs: null`` is the default, as an unset schema key is."""
+    with pytest.raises(ParameterError, match="epochs"):
+        TrainingConfig.from_dict({"epochs": 0, "max_steps": 5})
+    assert TrainingConfig.from_dict({"epochs": None, "max_steps": 5}).epochs == TrainingConfig().epochs
 
 
 # --------------------------------------------------------------------------- Collator / loader
@@ -238,7 +243,7 @@ def test_resolve_mixed_precision_auto_follows_the_hardware(monkeypatch):
     assert resolve_mixed_precision("auto", cpu=True) == "bf16"
     monkeypatch.setattr(training_config, "cpu_has_bf16", lambda: False)
     assert resolve_mixed_precision("auto", cpu=True) == "no"
-    with pytest.raises(ValueError, match="mixed_precision"):
+    with pytest.raises(ParameterError, match="mixed_precision"):
         TrainingConfig.from_dict({"mixed_precision": "int8"})
 
 
@@ -253,7 +258,7 @@ def test_frozen_autocast_follows_the_teacher_precision(tiny_teacher_dir):
     objective.frozen_precision = "no"
     with torch.autocast("cpu", dtype=torch.bfloat16), objective.frozen_autocast():
         assert (x @ x).dtype == torch.float32  # fp32 teachers under a bf16 student
-    with pytest.raises(ValueError, match="teacher_mixed_precision"):
+    with pytest.raises(ParameterError, match="teacher_mixed_precision"):
         TrainingConfig.from_dict({"teacher_mixed_precision": "int4"})
 
 

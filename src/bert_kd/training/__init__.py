@@ -11,12 +11,11 @@ from bert_kd.training.batching import (
     use_device_loading,
 )
 from bert_kd.training.checkpoints import load_checkpoint, release, save_checkpoint
-from bert_kd.training.config import MIXED_PRECISIONS, TrainingConfig, cpu_has_bf16, make_optimizer, resolve_mixed_precision
+from bert_kd.training.config import TrainingConfig, cpu_has_bf16, make_optimizer, resolve_mixed_precision
 from bert_kd.training.loop import EvaluateFn, FitResult, LogFn, config_fingerprint, fit, predict_logits, seed_everything
 from bert_kd.training.objectives import Objective, SupervisedObjective, task_loss
 
 __all__ = [
-    "MIXED_PRECISIONS",
     "PADDED_BY_TOKENIZER",
     "SPAN_PAD",
     "Collator",

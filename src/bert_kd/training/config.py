@@ -8,6 +8,8 @@ from typing import Mapping
 
 import torch
 
+from bert_kd.schema import MAX_SEED, Runtime, Training, typed
+
 
 @dataclass
 class TrainingConfig:
@@ -38,37 +40,56 @@ class TrainingConfig:
     fused_optimizer: bool | str = "auto"  # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
 
     @classmethod
-    def from_dict(cls, values: Mapping | None) -> "TrainingConfig":
-        """Build from a parameters dict; unknown keys are an error naming them."""
-        values = dict(values or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown training parameter(s) {unknown}; valid: {sorted(known)}")
-        for name, kind in _NUMERIC_FIELDS.items():
-            if name in values and not (values[name] is None and name in _OPTIONAL_FIELDS):
-                values[name] = _coerce_number(name, values[name], kind)
-        config = cls(**values)
-        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps", "log_every_steps"):
-            if int(getattr(config, name)) < 1:
-                raise ValueError(f"training.{name} must be >= 1, got {getattr(config, name)}")
-        if config.max_steps is not None and config.max_steps < 1:
-            raise ValueError(f"training.max_steps must be >= 1 (or null), got {config.max_steps}")
-        if config.epochs <= 0 and not config.max_steps:
-            raise ValueError(f"training.epochs must be > 0, got {config.epochs}")
-        if config.learning_rate <= 0:
-            raise ValueError(f"training.learning_rate must be > 0, got {config.learning_rate}")
-        if config.mixed_precision not in MIXED_PRECISIONS:
-            raise ValueError(f"training.mixed_precision must be one of {MIXED_PRECISIONS}, got {config.mixed_precision!r}")
-        if config.teacher_mixed_precision not in ("same", *MIXED_PRECISIONS):
-            raise ValueError(f"training.teacher_mixed_precision must be 'same' or one of {MIXED_PRECISIONS}, "
-                             f"got {config.teacher_mixed_precision!r}")
-        if config.fused_optimizer not in ("auto", True, False):
-            raise ValueError(f"training.fused_optimizer must be auto, true or false, got {config.fused_optimizer!r}")
-        if not isinstance(config.group_by_length, bool):
-            raise ValueError(f"training.group_by_length must be true or false, got {config.group_by_length!r}")
-        return config
+    def from_schema(cls, training: Training | Mapping | None, runtime: Runtime | Mapping | None = None, *,
+                    seed: int, select_metric: str | None, greater_is_better: bool = True,
+                    checkpoint_dir: str | Path | None = None, where: str = "training") -> "TrainingConfig":
+        """Build from a ``training:`` block (:class:`bert_kd.schema.Training`) and the ``runtime``
+        settings (:class:`bert_kd.schema.Runtime`); dicts are validated through
+        :func:`bert_kd.schema.typed` (a bad key is a ParameterError naming it under ``where``).
 
+        A key the parameters leave out, or set to null, keeps this class's default (so a runtime
+        block without ``group_by_length`` keeps random batches, whatever the schema's default);
+        runtime settings win over the block's (``eval_batch_size``, ``log_every_steps``).
+        """
+        values = typed(Training, training, where).model_dump(exclude_none=True)
+        chosen = typed(Runtime, runtime, "runtime").model_dump(exclude_unset=True)
+        values.update({k: v for k, v in chosen.items() if k in _FIELD_NAMES and v is not None})
+        _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir)
+        values.update(seed=seed, select_metric=select_metric, greater_is_better=greater_is_better,
+                      checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir))
+        return cls(**values)
+
+    @classmethod
+    def from_dict(cls, values: Mapping | None) -> "TrainingConfig":
+        """Build from one flat dict of this class's fields (a notebook's, a test's): the keys of a
+        ``training:`` block and of ``runtime`` are validated by the schema (:meth:`from_schema`);
+        an unknown key is a ValueError naming it."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - _FIELD_NAMES)
+        if unknown:
+            raise ValueError(f"unknown training parameter(s) {unknown}; valid: {sorted(_FIELD_NAMES)}")
+        training = {k: v for k, v in values.items() if k in Training.model_fields}
+        runtime = {k: v for k, v in values.items() if k in Runtime.model_fields and k not in training}
+        run_settings = {"seed": cls.seed, "select_metric": cls.select_metric}  # the dataclass defaults
+        run_settings.update({k: v for k, v in values.items() if k not in training and k not in runtime})
+        return cls.from_schema(training, runtime, **run_settings)
+
+
+#: TrainingConfig's fields: the schema's ``training:`` and ``runtime`` keys, and the settings of one run
+#: (``seed``, ``select_metric``, ``greater_is_better``, ``checkpoint_dir``) that neither block holds.
+_FIELD_NAMES = frozenset(f.name for f in fields(TrainingConfig))
+
+
+def _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir) -> None:
+    """The settings the schema's blocks do not cover: a ValueError naming the one that is wrong."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"training.seed must be an integer in 0 … {MAX_SEED}, got {seed!r}")
+    if select_metric is not None and not isinstance(select_metric, str):
+        raise ValueError(f"training.select_metric must be a metric name or null, got {select_metric!r}")
+    if not isinstance(greater_is_better, bool):
+        raise ValueError(f"training.greater_is_better must be true or false, got {greater_is_better!r}")
+    if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, Path)):
+        raise ValueError(f"training.checkpoint_dir must be a path or null, got {checkpoint_dir!r}")
 
 def make_optimizer(objective, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW over the objective's parameter groups; on CPU and CUDA (``fused_optimizer: auto``)
@@ -77,9 +98,6 @@ def make_optimizer(objective, config: TrainingConfig, device: torch.device) -> t
     not bit for bit, so the setting is an engineering one (not part of job keys)."""
     fused = device.type in ("cpu", "cuda") if config.fused_optimizer == "auto" else bool(config.fused_optimizer)
     return torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate, fused=fused or None)
-
-
-MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
@@ -104,26 +122,3 @@ def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
     if not cpu and torch.cuda.is_available():
         return "bf16" if torch.cuda.is_bf16_supported() else "no"
     return "bf16" if cpu_has_bf16() else "no"
-
-
-_NUMERIC_FIELDS = {
-    "epochs": float, "batch_size": int, "eval_batch_size": int, "learning_rate": float,
-    "aux_learning_rate": float, "weight_decay": float, "warmup_ratio": float, "max_grad_norm": float,
-    "seed": int, "gradient_accumulation_steps": int, "max_steps": int, "log_every_steps": int,
-    "checkpoint_every_steps": int,
-}
-_OPTIONAL_FIELDS = ("aux_learning_rate", "max_steps")
-
-
-def _coerce_number(name: str, value, kind: type):
-    """``value`` as ``kind`` (YAML may give "5e-5" as a string); a ValueError naming the key otherwise."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = float(value)
-        if kind is int and not number.is_integer():
-            raise TypeError
-        return int(number) if kind is int else number
-    except (TypeError, ValueError):
-        raise ValueError(f"training.{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
-
