@@ -39,6 +39,16 @@ def test_keys_the_parameters_leave_out_keep_the_dataclass_defaults():
     assert explicit_nulls == TrainingConfig()
 
 
+def test_every_field_comes_from_the_schema_or_is_a_run_setting():
+    """A new TrainingConfig field needs a schema key (``training:`` or ``runtime``), or a keyword of from_schema."""
+    import inspect
+    from dataclasses import fields
+
+    run_settings = set(inspect.signature(TrainingConfig.from_schema).parameters) - {"training", "runtime", "where"}
+    assert {f.name for f in fields(TrainingConfig)} == (set(Training.model_fields) | set(Runtime.model_fields)
+                                                         | run_settings) - {"recompute"}
+
+
 def test_runtime_settings_win_over_the_training_block():
     config = TrainingConfig.from_schema({"eval_batch_size": 8, "log_every_steps": 5},
                                         {"eval_batch_size": 32, "log_every_steps": 2}, seed=1, select_metric=None)

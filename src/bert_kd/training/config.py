@@ -91,6 +91,7 @@ def _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir) 
     if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, Path)):
         raise ValueError(f"training.checkpoint_dir must be a path or null, got {checkpoint_dir!r}")
 
+
 def make_optimizer(objective, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW over the objective's parameter groups; on CPU and CUDA (``fused_optimizer: auto``)
     PyTorch's fused kernel (one launch for all parameters on a GPU): on CPU the per-tensor loop spent a quarter of a 2-layer student's CPU step updating
