@@ -44,6 +44,7 @@ class FitResult:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global random number generators."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -110,6 +111,7 @@ class _RunningLosses:
         self.first_step = first_step
 
     def add(self, terms: Mapping[str, Tensor]) -> None:
+        """Add one (micro-)batch's loss terms."""
         for key, value in terms.items():
             value = value.detach()
             self.sums[key] = self.sums[key] + value if key in self.sums else value
@@ -155,6 +157,7 @@ class _Run:
         self.losses = _RunningLosses(self.state["global_step"] + 1)
 
     def checkpoint(self) -> None:
+        """Save the resumable state (with ``checkpoint_dir`` only)."""
         if self.checkpoint_path is not None:
             save_checkpoint(self.accelerator, self.checkpoint_path, self.state, self.best_state)
 
