@@ -10,7 +10,7 @@ from bert_kd.training.batching import (
     sequence_lengths,
     use_device_loading,
 )
-from bert_kd.training.checkpoints import load_checkpoint, release, save_checkpoint
+from bert_kd.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
 from bert_kd.training.config import TrainingConfig, cpu_has_bf16, make_optimizer, resolve_mixed_precision
 from bert_kd.training.loop import EvaluateFn, FitResult, LogFn, config_fingerprint, fit, predict_logits, seed_everything
 from bert_kd.training.objectives import Objective, SupervisedObjective, task_loss
@@ -26,6 +26,7 @@ __all__ = [
     "Objective",
     "SupervisedObjective",
     "TrainingConfig",
+    "allow_new_precision",
     "config_fingerprint",
     "cpu_has_bf16",
     "fit",

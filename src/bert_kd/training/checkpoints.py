@@ -54,7 +54,7 @@ def load_checkpoint(accelerator, directory: Path) -> tuple[dict, dict | None]:
     return state, (torch.load(best_file, weights_only=True) if best_file.exists() else None)
 
 
-def _allow_new_precision(mixed_precision: str) -> None:
+def allow_new_precision(mixed_precision: str) -> None:
     """Accelerate keeps one process-wide state and refuses an Accelerator with another precision
     than the first; a later fit with another ``mixed_precision`` resets that state (the process
     group, held apart in PartialState, stays)."""

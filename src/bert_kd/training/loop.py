@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from bert_kd.distributed import check_process_group, use_cpu_backend
 from bert_kd.training.batching import Collator, make_loader, sequence_lengths, use_device_loading
-from bert_kd.training.checkpoints import _allow_new_precision, load_checkpoint, release, save_checkpoint
+from bert_kd.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
 from bert_kd.training.config import TrainingConfig, make_optimizer, resolve_mixed_precision
 from bert_kd.training.objectives import Objective
 
@@ -77,7 +77,7 @@ def make_accelerator(config: TrainingConfig) -> tuple[Any, str]:
 
     cpu = use_cpu_backend(config.cpu)
     mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=cpu)
-    _allow_new_precision(mixed_precision)
+    allow_new_precision(mixed_precision)
     accelerator = Accelerator(
         mixed_precision=mixed_precision,
         gradient_accumulation_steps=config.gradient_accumulation_steps,

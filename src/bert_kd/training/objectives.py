@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from bert_kd.training.config import TrainingConfig
+from bert_kd.training.config import TrainingConfig
 
 
 class Objective(nn.Module):
