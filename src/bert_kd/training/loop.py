@@ -72,7 +72,7 @@ def predict_logits(objective: Objective, loader: Iterable, device=None, progress
 
 def make_accelerator(config: TrainingConfig) -> tuple[Any, str]:
     """(Accelerator, resolved ``mixed_precision``) for ``config``'s device, precision and gradient
-    accumulation; under DDP the process group is checked first."""
+    accumulation; the process group of a DDP run is checked (:func:`bert_kd.distributed.check_process_group`)."""
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
     cpu = use_cpu_backend(config.cpu)
