@@ -40,15 +40,14 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
     the user, losses are logged :func:`~bert_kd.tracking.adaptive_log_every` steps apart, so
     small runs still draw a curve.
     """
-    values = dict(section or {})
-    values.update({k: v for k, v in (runtime or {}).items() if k in TrainingConfig.__dataclass_fields__})
-    values.setdefault("seed", seed)
-    values.setdefault("select_metric", primary_metric(task))
+    from bert_kd.schema import Runtime, Training, typed
+
+    training, runtime = typed(Training, section, "training"), typed(Runtime, runtime, "runtime")
+    config = TrainingConfig.from_schema(training, runtime, seed=seed, select_metric=primary_metric(task),
+                                        checkpoint_dir=checkpoint_dir)
     if checkpoint_dir is not None:
-        values["checkpoint_dir"] = str(checkpoint_dir)
-        values["keep_checkpoint"] = True
-    config = TrainingConfig.from_dict(values)
-    if n_train is not None and values.get("log_every_steps") is None:
+        config.keep_checkpoint = True
+    if n_train is not None and training.log_every_steps is None and runtime.log_every_steps is None:
         config.log_every_steps = adaptive_log_every(total_steps(config, n_train))
     return config
 
