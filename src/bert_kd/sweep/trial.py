@@ -31,7 +31,14 @@ import numpy as np
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
+from bert_kd.distill.job import RunSettings
 from bert_kd.models import ModelBundle, init_key_material
+from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
+from bert_kd.pipelines.distill import nodes as distill_nodes
+from bert_kd.pipelines.multi_teacher import nodes as mt
+from bert_kd.pipelines.ted import nodes as ted_nodes
+from bert_kd.pipelines.train_teacher.nodes import train_teacher
+from bert_kd.schema import explicit_weights
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
@@ -225,8 +232,6 @@ class TrialRunner:
         return True
 
     def train_and_evaluate(self, spec: TrialSpec) -> dict:
-        from bert_kd.pipelines.data_processing.nodes import ingest_glue
-
         task = get_task(spec.task).name
         sizes = self.data_sizes(spec)
         train, validation, _ = ingest_glue(task, self.params.get("glue_dir"), sizes["max_train_samples"],
@@ -238,10 +243,13 @@ class TrialRunner:
         student, data, teacher_metric = runner(spec, task, train, validation)
         return evaluate_trial(student, data, task, teacher_metric)
 
-    def _teacher(self, spec, task, train, validation, block=None):
-        from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
-        from bert_kd.pipelines.train_teacher.nodes import train_teacher
+    def run_settings(self, spec: TrialSpec, task: str) -> RunSettings:
+        """The trial's run settings: its task and seed, the project's tracking, the table's batching
+        (:meth:`_runtime`) and the data source its MLflow runs record."""
+        return RunSettings(task=task, seed=spec.seed, tracking=self._tracking(), runtime=self._runtime(spec),
+                           data_source=self._data_source(spec))
 
+    def _teacher(self, spec, task, train, validation, block=None):
         block = block if block is not None else self.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
         seed = int(block.get("seed", self.teacher_seed(spec)))
@@ -249,48 +257,47 @@ class TrialRunner:
         return teacher, tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
-        from bert_kd.pipelines.distill import nodes as distill
-        from bert_kd.pipelines.ted import nodes as ted_nodes
-        from bert_kd.schema import explicit_weights
-
+        """A ``distill_<row>`` (or TED Stage II) trial: the nodes of :func:`bert_kd.pipelines.distill.pipeline.method_pipeline`
+        in the pipeline's order, with the trial's parameter blocks and its recipe prepared as the
+        validation hook prepares a pipeline's (:func:`bert_kd.schema.explicit_weights`)."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         student_params = self.student_block(spec)
-        cache = distill.cache_teacher_outputs(teacher, tokenized, self.params.get("teacher_cache") or {}, self._runtime(spec))
-        recipe = dict(spec.recipe)
-        recipe["weights"] = explicit_weights(recipe)
+        settings = self.run_settings(spec, task)
+        teacher_settings = RunSettings(task=task, seed=self.teacher_seed(spec), tracking=settings.tracking,
+                                       runtime=settings.runtime, data_source=settings.data_source)
+        cache = distill_nodes.cache_teacher_outputs(teacher, tokenized, self.params.get("teacher_cache") or {}, settings.runtime)
+        recipe = {**spec.recipe, "weights": explicit_weights(spec.recipe)}
         if ted:
-            filters = ted_nodes.train_ted_filters(teacher, tokenized, task, self.params.get("ted") or {}, student_params,
-                                                  self.teacher_seed(spec), self._tracking(), self._runtime(spec),
-                                                  self._data_source(spec))
-            student = ted_nodes.ted_student_init(filters, teacher, student_params, task)
+            filters = ted_nodes.train_ted_filters(teacher, tokenized, self.params.get("ted") or {}, student_params,
+                                                  teacher_settings)
+            student = ted_nodes.ted_student_init(filters, teacher, student_params, settings, row=spec.method)
         else:
-            student = distill.build_student_model(teacher, student_params, task)
-        data = distill.prepare_student_data(student, teacher, tokenized, train, validation,
-                                            int(self.teacher_block(spec)["max_seq_length"]))
-        args = (teacher, student, data, cache, recipe, student_params, task, spec.seed, self._tracking(), self._runtime(spec))
-        named = {"row": spec.method, "data_source": self._data_source(spec)}
-        trained = ted_nodes.distill_with_filters(filters, *args, **named) if ted else distill.distill_student(*args, **named)
+            student = distill_nodes.build_student_model(teacher, student_params, settings, row=spec.method)
+        data = distill_nodes.prepare_student_data(student, teacher, tokenized, train, validation,
+                                                  int(self.teacher_block(spec)["max_seq_length"]))
+        trained = distill_nodes.distill_student(teacher, student, data, cache, recipe, settings)
         return trained, data, dev_metrics(teacher, tokenized, task)
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
 
     def _multi_teacher(self, spec, task, train, validation):
-        from bert_kd.pipelines.multi_teacher import nodes as mt
-
+        """A multi-teacher trial: the nodes of the ``distill_multi_teacher`` pipeline in its order;
+        each teacher slot is the typed ``multi_teachers`` entry alone, as in the pipeline
+        (:func:`~bert_kd.pipelines.multi_teacher.nodes.select_teacher`)."""
         blocks = self.teacher_blocks(spec)
         bundles, teacher_metrics = [], []
         for slot in range(len(blocks)):
-            block = merged(self.params.get("teacher"), mt.select_teacher(blocks, slot))
-            bundle, tokenized = self._teacher(spec, task, train, validation, block)
+            bundle, tokenized = self._teacher(spec, task, train, validation, mt.select_teacher(blocks, slot))
             bundles.append(bundle)
             teacher_metrics.append(dev_metrics(bundle, tokenized, task))
         bundles = mt.gather_teachers(blocks, *bundles)
         student_params = self.student_block(spec)
         data = mt.prepare_multi_teacher_data(bundles, train, validation, blocks, student_params)
         caches = mt.cache_multi_teacher_outputs(bundles, data, self.params.get("teacher_cache") or {}, self._runtime(spec))
-        trained = mt.distill_multi_teacher(bundles, data, caches, dict(spec.recipe), student_params, task, spec.seed,
-                                           self._tracking(), self._runtime(spec), self._data_source(spec))
+        # the recipe as the table gives it (no weights written out): the key of every stored multi-teacher student
+        trained = mt.distill_multi_teacher(bundles, data, caches, dict(spec.recipe), student_params,
+                                           self.run_settings(spec, task))
         chosen = spec.recipe.get("teachers") or list(range(len(bundles)))
         view = {split: data[split].select_columns([c for c in data[split].column_names if not mt.TEACHER_COLUMN.match(c)])
                 for split in data}
