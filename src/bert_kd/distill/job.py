@@ -151,7 +151,8 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
     config = common.training_config(params.get("training"), settings.runtime, settings.seed, task, None)
     store = common.job("student", {
         "task": task, "recipe": recipe_spec(key_recipe), "teacher": teacher.info.get("key"),
-        "start": student_start_spec(student, student.params), "max_seq_length": params.get("max_seq_length"),
+        "start": student_start_spec(student, student.params),
+        "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
         "training": jobs.training_spec(vars(config)), "seed": settings.seed, "data": jobs.dataset_fingerprint(student_data),
         "upstream": student.upstream,
     })

@@ -26,7 +26,7 @@ from bert_kd.distill.job import (
     task_of,
     train_student,
 )
-from bert_kd.distill.methods.base import hidden_size
+from bert_kd.distill.methods.base import hidden_size, method_class
 from bert_kd.mapping import layer_map
 from bert_kd.distill.objective import TeacherCache, build_teacher_cache
 from bert_kd.models import (
@@ -49,7 +49,8 @@ from bert_kd.training import resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunSettings", "StudentStart", "TEACHER_PREFIX", "recipe_spec", "student_start_spec"]  # re-exported
+#: Names of the distillation body kept importable from here (notebooks, benchmarks, tests).
+REEXPORTED = (RunSettings, StudentStart, TEACHER_PREFIX, recipe_spec, student_start_spec)
 
 CACHE_FILE = "teacher_cache.pt"
 
@@ -294,6 +295,11 @@ def _dev_batch(student: ModelBundle, teacher: ModelBundle, student_data, n: int,
     return batch, index, split, prefix
 
 
+def recipe_mapping(recipe: dict):
+    """The recipe's layer mapping, or its method's default (ALP: ``all``, PKD: ``pkd_skip``)."""
+    return recipe.get("mapping") or method_class(recipe).default_mapping
+
+
 def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_data, method_config, figures, settings):
     """ALP-KD Figure 3 for one ALP row (the trained ``student``'s, ``info["method"]``): α (Eq. 5–6)
     between each student layer and every teacher layer for ``figures.alp_attention_examples``
@@ -313,7 +319,7 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
         table, figure = pd.DataFrame([{"row": row, "not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
     else:
         result = paper_figures.alp_attention_per_example(
-            student.model, teacher.model, batch, recipe.get("mapping", "all"), n_examples=len(index), seed=options.seed,
+            student.model, teacher.model, batch, recipe_mapping(recipe), n_examples=len(index), seed=options.seed,
             teacher_prefix=prefix)
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
@@ -331,7 +337,7 @@ def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_s
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]
     else:
-        mapping = layer_map(plain(pkd_config).get("mapping", "pkd_skip"), num_layers(teacher.model), num_layers(pkd_student.model))
+        mapping = layer_map(recipe_mapping(plain(pkd_config)), num_layers(teacher.model), num_layers(pkd_student.model))
         pairs = paper_figures.alignment_pairs(mapping)
     batch, index, split, prefix = _dev_batch(alp_student, teacher, student_data, options.alignment_examples, options.seed)
     title = f"ALP-KD Figure 4: student vs teacher layers ({task} {split}, {len(index)} examples)"
