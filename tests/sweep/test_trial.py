@@ -303,10 +303,19 @@ def store_entries(root) -> set[str]:
             if kind.name not in ("locks", "checkpoints") for entry in kind.iterdir() if entry.is_dir()}
 
 
-@pytest.mark.parametrize(("pipeline", "recipe"), [("distill_alp", "distill_methods.alp"), ("distill_ted", "ted_methods.ted")])
-def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher_dir, tiny_glue_dir, pipeline, recipe):
+#: (pipeline, recipe of the trial, job kinds both must share). A multi-teacher trial hands the
+#: recipe as the table gives it (its committed students' keys), the pipeline's hook writes the
+#: weights out: their students differ by that alone, their teachers and caches must not.
+SAME_JOBS = [("distill_alp", "distill_methods.alp", None), ("distill_ted", "ted_methods.ted", None),
+             ("distill_multi_teacher", "multi_teacher_configs.multi_teacher", {"teacher", "teacher_cache"})]
+
+
+@pytest.mark.parametrize(("pipeline", "recipe", "kinds"), SAME_JOBS, ids=[p for p, _, _ in SAME_JOBS])
+def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher_dir, tiny_glue_dir, pipeline, recipe, kinds):
     """``kedro run --pipeline=distill_<row>`` and a sweep trial of that row with the same parameters
-    build the same teacher, teacher cache, (TED filters) and student jobs: the trial trains nothing new."""
+    build the same teacher(s), teacher caches, (TED filters) and student jobs: the trial trains
+    nothing new. The ``multi_teachers`` entries set no ``training``: each slot is its own entry in
+    both (before issue 22 a trial filled it in from the main ``teacher`` block)."""
     from kedro.framework.session import KedroSession
 
     from bert_kd.sweep.spec import RECIPE_NAMESPACES
@@ -314,6 +323,9 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
     runtime = {"task": "rte", "seed": 42, "glue_dir": str(tiny_glue_dir), "max_train_samples": None,
                "teacher": {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": TINY_TRAINING},
                "student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
+               "multi_teachers": [{"name": "a", "model": str(tiny_teacher_dir), "seed": 1, "max_seq_length": 32},
+                                  {"name": "b", "model": str(tiny_teacher_dir), "seed": 2, "max_seq_length": 32}],
+               "multi_student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
                "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "group_by_length": False},
                "tracking": {"enabled": False}}
     _, root, _ = run_pipeline(pipeline, **runtime)
@@ -324,9 +336,10 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
                                                   "methods": {"row": {"recipe": recipe}}}}}
     spec = build_sweep(table, {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES}).trials()[0]
     result = TrialRunner(params, commit="").train_and_evaluate(spec)
-    assert store_entries(root) == trained_by_pipeline
-    assert f"student/{result['model_key']}" in trained_by_pipeline
-    assert {e.split("/")[0] for e in trained_by_pipeline} >= {"teacher", "teacher_cache", "student"}
+    new = {entry for entry in store_entries(root) - trained_by_pipeline if kinds is None or entry.split("/")[0] in kinds}
+    assert new == set()
+    assert kinds is not None or f"student/{result['model_key']}" in trained_by_pipeline
+    assert {e.split("/")[0] for e in trained_by_pipeline} >= {"teacher", "teacher_cache"}
 
 
 def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher_dir, tiny_glue_dir, monkeypatch):
@@ -344,8 +357,8 @@ def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher
         raise Stop
 
     monkeypatch.setattr(TrialRunner, "_teacher", teacher)
-    methods = {"two": {"recipe": "multi_teacher_configs.two"}}
-    spec = build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials()[0]
+    methods = {"nkd": {"recipe": "distill_methods.nkd"}, "two": {"recipe": "multi_teacher_configs.two"}}
+    spec = next(t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two")
     with pytest.raises(Stop):
         TrialRunner(params, commit="").train_and_evaluate(spec)
     assert blocks[0]["max_seq_length"] == 128 and params["teacher"]["max_seq_length"] == 32
