@@ -9,7 +9,7 @@ from functools import partial
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.distill import records
-from bert_kd.distill.job import RunSettings, StudentStart, plain, recipe_spec, task_of
+from bert_kd.distill.job import RunSettings, StudentStart, plain, task_of
 from bert_kd.distill.ted.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.distill.ted import (
     evaluate_filters,
@@ -119,22 +119,27 @@ class FilteredStudentStart(StudentStart):
     filters: dict = field(default_factory=dict)
 
     def method_inputs(self, recipe, teacher: ModelBundle, task: str) -> tuple[dict, dict]:
-        """The recipe with ``teacher_filters``, ``student_filters`` (``copy`` when Stage I copied
-        none) and ``task`` filled in for ``ted``/``ted_kl`` (what the recipe sets itself wins);
-        the filter objects go beside it, out of the content key."""
-        config = dict(recipe)
-        if config["method"] in FILTER_METHODS:
-            expected = parameters_fingerprint(teacher.model)
-            if self.filters["teacher"].fingerprint not in (None, expected) and not config.get("allow_filter_mismatch"):
-                raise ValueError(
-                    "the TED filters were trained on another teacher than the one being distilled "
-                    "(set allow_filter_mismatch: true to use them anyway)"
-                )
-            config.setdefault("teacher_filters", self.filters["teacher"])
-            config.setdefault("student_filters", self.filters["student"] if self.filters["student"] is not None else "copy")
-            config.setdefault("task", get_task(task).name)
-        spec = recipe_spec(config)
-        return spec, {k: v for k, v in config.items() if k not in spec}
+        """For ``ted``/``ted_kl``: the recipe with ``task`` (and ``student_filters: copy`` when Stage I
+        copied them) filled in, and beside it the Stage I filter modules the recipe does not name
+        itself (``teacher_filters``, trained ``student_filters``), which stay out of the content key."""
+        config, objects = dict(recipe), {}
+        if config["method"] not in FILTER_METHODS:
+            return config, objects
+        expected = parameters_fingerprint(teacher.model)
+        if self.filters["teacher"].fingerprint not in (None, expected) and not config.get("allow_filter_mismatch"):
+            raise ValueError(
+                "the TED filters were trained on another teacher than the one being distilled "
+                "(set allow_filter_mismatch: true to use them anyway)"
+            )
+        if "teacher_filters" not in config:
+            objects["teacher_filters"] = self.filters["teacher"]
+        if "student_filters" not in config:
+            if self.filters["student"] is None:
+                config["student_filters"] = "copy"
+            else:
+                objects["student_filters"] = self.filters["student"]
+        config.setdefault("task", get_task(task).name)
+        return config, objects
 
 
 def ted_student_init(ted_filters: dict, teacher: ModelBundle, student, settings, row: str | None = None) -> FilteredStudentStart:
