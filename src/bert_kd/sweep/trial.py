@@ -31,12 +31,16 @@ import numpy as np
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
-from bert_kd.distill.job import RunSettings
+from kedro.pipeline import Pipeline
+
 from bert_kd.models import ModelBundle, init_key_material
+from bert_kd.pipelines.common import build_run_settings
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
-from bert_kd.pipelines.distill import nodes as distill_nodes
+from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
+from bert_kd.pipelines.distill.pipeline import block_name, method_pipeline, teacher_cache_pipeline
 from bert_kd.pipelines.multi_teacher import nodes as mt
-from bert_kd.pipelines.ted import nodes as ted_nodes
+from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
+from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
 from bert_kd.schema import explicit_weights
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
@@ -243,11 +247,13 @@ class TrialRunner:
         student, data, teacher_metric = runner(spec, task, train, validation)
         return evaluate_trial(student, data, task, teacher_metric)
 
-    def run_settings(self, spec: TrialSpec, task: str) -> RunSettings:
-        """The trial's run settings: its task and seed, the project's tracking, the table's batching
+    def run_settings(self, spec: TrialSpec, task: str, seed: int | None = None) -> dict:
+        """The ``run_settings`` dataset of the trial (built as the pipeline builds it): its task, the
+        trial seed (``seed``: another, e.g. the teacher's), the project's tracking, the table's batching
         (:meth:`_runtime`) and the data source its MLflow runs record."""
-        return RunSettings(task=task, seed=spec.seed, tracking=self._tracking(), runtime=self._runtime(spec),
-                           data_source=self._data_source(spec))
+        source = self._data_source(spec)
+        return build_run_settings(task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec),
+                                  source["glue_dir"], source["max_train_samples"], source["max_eval_samples"])
 
     def _teacher(self, spec, task, train, validation, block=None):
         block = block if block is not None else self.teacher_block(spec)
@@ -257,26 +263,24 @@ class TrialRunner:
         return teacher, tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
-        """A ``distill_<row>`` (or TED Stage II) trial: the nodes of :func:`bert_kd.pipelines.distill.pipeline.method_pipeline`
-        in the pipeline's order, with the trial's parameter blocks and its recipe prepared as the
-        validation hook prepares a pipeline's (:func:`bert_kd.schema.explicit_weights`)."""
+        """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
+        (:func:`~bert_kd.pipelines.distill.pipeline.method_pipeline`) on the trial's parameter
+        blocks, its recipe with the weights written out as the validation hook writes them
+        (:func:`bert_kd.schema.explicit_weights`). The teacher's jobs (cache, TED filters) run with
+        the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         student_params = self.student_block(spec)
-        settings = self.run_settings(spec, task)
-        teacher_settings = RunSettings(task=task, seed=self.teacher_seed(spec), tracking=settings.tracking,
-                                       runtime=settings.runtime, data_source=settings.data_source)
-        cache = distill_nodes.cache_teacher_outputs(teacher, tokenized, self.params.get("teacher_cache") or {}, settings.runtime)
         recipe = {**spec.recipe, "weights": explicit_weights(spec.recipe)}
-        if ted:
-            filters = ted_nodes.train_ted_filters(teacher, tokenized, self.params.get("ted") or {}, student_params,
-                                                  teacher_settings)
-            student = ted_nodes.ted_student_init(filters, teacher, student_params, settings, row=spec.method)
-        else:
-            student = distill_nodes.build_student_model(teacher, student_params, settings, row=spec.method)
-        data = distill_nodes.prepare_student_data(student, teacher, tokenized, train, validation,
-                                                  int(self.teacher_block(spec)["max_seq_length"]))
-        trained = distill_nodes.distill_student(teacher, student, data, cache, recipe, settings)
-        return trained, data, dev_metrics(teacher, tokenized, task)
+        block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
+        namespace = block_name(TED_PAPER if ted else DISTILL_PAPER, spec.method)
+        parameters = {"teacher": self.teacher_block(spec), "teacher_cache": self.params.get("teacher_cache") or {},
+                      "ted": self.params.get("ted") or {}, "student": student_params, "ted_student": student_params,
+                      "distill_methods": {spec.method: recipe}, "ted_methods": {spec.method: recipe}}
+        datasets = {"teacher_model": teacher, "teacher_tokenized": tokenized, "glue_train": train, "glue_validation": validation}
+        teacher_side = teacher_cache_pipeline() + (stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([]))
+        datasets = run_nodes(teacher_side, datasets, parameters, self.run_settings(spec, task, self.teacher_seed(spec)))
+        datasets = run_nodes(block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task))
+        return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], dev_metrics(teacher, tokenized, task)
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
@@ -320,6 +324,27 @@ class TrialRunner:
                      spec.table, str(table_grouping).lower())
             self._said_batching = True
         return {**runtime, "group_by_length": table_grouping}
+
+
+def run_nodes(pipeline: Pipeline, datasets: Mapping[str, Any], parameters: Mapping, run_settings: Mapping) -> dict:
+    """Run ``pipeline``'s nodes in their order on in-memory ``datasets`` (what Kedro's sequential
+    runner does with memory datasets), ``params:<a.b>`` inputs read from the ``parameters`` tree
+    and ``run_settings`` as the pipeline's dataset of that name. → the datasets afterwards."""
+    values = {**datasets, "run_settings": run_settings}
+    for node in pipeline.nodes:
+        values.update(node.run({name: values[name] if name in values else _parameter(parameters, name)
+                                for name in node.inputs}))
+    return values
+
+
+def _parameter(parameters: Mapping, name: str):
+    """``params:teacher.max_seq_length`` → ``parameters["teacher"]["max_seq_length"]``."""
+    if not name.startswith("params:"):
+        raise KeyError(f"a trial has no dataset {name!r} (its pipeline reads more than the trial gives it)")
+    value: Any = parameters
+    for part in name[len("params:"):].split("."):
+        value = value[part]
+    return value
 
 
 def _keyed(block: Mapping | None) -> dict | None:

@@ -49,8 +49,8 @@ from bert_kd.training import resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
-#: Names of the distillation body kept importable from here (notebooks, benchmarks, tests).
-REEXPORTED = (RunSettings, StudentStart, TEACHER_PREFIX, recipe_spec, student_start_spec)
+#: Key-material helpers of the distillation body, still importable from here (notebooks, tests).
+REEXPORTED = (recipe_spec, student_start_spec)
 
 CACHE_FILE = "teacher_cache.pt"
 
