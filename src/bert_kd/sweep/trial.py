@@ -38,7 +38,9 @@ from bert_kd.pipelines.common import build_run_settings
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
 from bert_kd.pipelines.distill.pipeline import block_name, method_pipeline, teacher_cache_pipeline
-from bert_kd.pipelines.multi_teacher import nodes as mt
+from bert_kd.pipelines.multi_teacher.nodes import TEACHER_COLUMN
+from bert_kd.pipelines.multi_teacher.pipeline import PAPER as MT_PAPER
+from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teacher_namespace, teachers_pipeline
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
@@ -286,26 +288,27 @@ class TrialRunner:
         return self._distill(spec, task, train, validation, ted=True)
 
     def _multi_teacher(self, spec, task, train, validation):
-        """A multi-teacher trial: the nodes of the ``distill_multi_teacher`` pipeline in its order;
-        each teacher slot is the typed ``multi_teachers`` entry alone, as in the pipeline
-        (:func:`~bert_kd.pipelines.multi_teacher.nodes.select_teacher`)."""
+        """A multi-teacher trial runs the ``distill_multi_teacher`` pipeline's own nodes: each teacher
+        slot the typed ``multi_teachers`` entry alone (:func:`~bert_kd.pipelines.multi_teacher.nodes.select_teacher`),
+        trained with the teacher seed; the recipe as the table gives it (no weights written out: the
+        key every stored multi-teacher student has)."""
         blocks = self.teacher_blocks(spec)
-        bundles, teacher_metrics = [], []
-        for slot in range(len(blocks)):
-            bundle, tokenized = self._teacher(spec, task, train, validation, mt.select_teacher(blocks, slot))
-            bundles.append(bundle)
-            teacher_metrics.append(dev_metrics(bundle, tokenized, task))
-        bundles = mt.gather_teachers(blocks, *bundles)
-        student_params = self.student_block(spec)
-        data = mt.prepare_multi_teacher_data(bundles, train, validation, blocks, student_params)
-        caches = mt.cache_multi_teacher_outputs(bundles, data, self.params.get("teacher_cache") or {}, self._runtime(spec))
-        # the recipe as the table gives it (no weights written out): the key of every stored multi-teacher student
-        trained = mt.distill_multi_teacher(bundles, data, caches, dict(spec.recipe), student_params,
-                                           self.run_settings(spec, task))
-        chosen = spec.recipe.get("teachers") or list(range(len(bundles)))
-        view = {split: data[split].select_columns([c for c in data[split].column_names if not mt.TEACHER_COLUMN.match(c)])
+        student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
+        parameters = {"multi_teachers": blocks, "multi_student": self.student_block(spec),
+                      "teacher_cache": self.params.get("teacher_cache") or {},
+                      "multi_teacher_configs": {spec.method: dict(spec.recipe)}}
+        datasets = run_nodes(teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
+                             {"glue_train": train, "glue_validation": validation}, parameters,
+                             self.run_settings(spec, task, self.teacher_seed(spec)))
+        datasets = run_nodes(configuration_pipeline(spec.method).to_outputs(student_model), datasets, parameters,
+                             self.run_settings(spec, task))
+        teacher_metrics = [dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
+                           for k, bundle in enumerate(datasets["multi_teacher_models"])]
+        data = datasets["multi_teacher_data"]
+        chosen = spec.recipe.get("teachers") or list(range(len(blocks)))
+        view = {split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
                 for split in data}
-        return trained, view, max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
+        return datasets[student_model], view, max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
 
     def _data_source(self, spec: TrialSpec) -> dict:
         """What the MLflow runs record as the data source (not part of any key)."""
