@@ -43,7 +43,7 @@ from bert_kd.pipelines.multi_teacher.pipeline import PAPER as MT_PAPER
 from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teacher_namespace, teachers_pipeline
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
-from bert_kd.pipelines.train_teacher.nodes import train_teacher
+from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
 from bert_kd.schema import explicit_weights
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.sweep.scheduler import SweepTrialError, check_result
@@ -257,12 +257,14 @@ class TrialRunner:
         return build_run_settings(task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec),
                                   source["glue_dir"], source["max_train_samples"], source["max_eval_samples"])
 
-    def _teacher(self, spec, task, train, validation, block=None):
-        block = block if block is not None else self.teacher_block(spec)
+    def _teacher(self, spec, task, train, validation):
+        """The table's teacher (its block over the project's) through the ``train_teacher`` pipeline's
+        node, with the teacher seed; → (teacher, its tokenization)."""
+        block = self.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
-        seed = int(block.get("seed", self.teacher_seed(spec)))
-        teacher = train_teacher(tokenized, task, block, seed, self._tracking(), self._runtime(spec), self._data_source(spec))
-        return teacher, tokenized
+        trained = run_nodes(train_teacher_pipeline(), {"teacher_tokenized": tokenized}, {"teacher": block},
+                            self.run_settings(spec, task, self.teacher_seed(spec)))
+        return trained["teacher_model"], tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
         """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
