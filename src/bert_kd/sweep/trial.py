@@ -1,8 +1,10 @@
 """``run_trial`` on the real training path (issue 11): one :class:`TrialSpec` → data, teacher(s),
 teacher cache, student, distillation, dev (+ held-out) evaluation, each step a job of
 :mod:`bert_kd.jobs` (content-keyed, locked, reused), so a finished trial is reused and a killed
-sweep continues. No Kedro: the functions called are the pipelines' node functions, which are
-plain Python.
+sweep continues. A trial is the pipeline (issue 22): it runs the nodes of the pipeline its row
+belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory
+datasets (:func:`run_nodes`; no Kedro session or catalog), so a trial and ``kedro run`` with the
+same parameters train the same jobs.
 
 Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed
 (the table's ``teacher.seed`` or the global ``seed``), never on the trial seed, so every trial of a
