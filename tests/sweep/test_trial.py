@@ -343,8 +343,11 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
 
 
 def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher_dir, tiny_glue_dir, monkeypatch):
-    """A ``multi_teachers`` entry without ``max_seq_length`` is the schema's 128 in a trial as in the
-    pipeline, not the main teacher's (issue 22)."""
+    """A ``multi_teachers`` entry without ``max_seq_length`` is tokenized at the schema's 128 in a
+    trial as in the pipeline, not at the main teacher's length (issue 22)."""
+    from bert_kd.pipelines.data_processing import nodes as data_nodes
+    from bert_kd.pipelines.multi_teacher import pipeline as mt_pipeline
+
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
     params["multi_teachers"] = [{"name": "a", "model": str(tiny_teacher_dir), "seed": 42, "training": TINY}]
     blocks = []
@@ -352,11 +355,12 @@ def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher
     class Stop(Exception):
         pass
 
-    def teacher(self, spec, task, train, validation, block=None):
+    def tokenize_for_model(train, validation, block):
         blocks.append(block)
         raise Stop
 
-    monkeypatch.setattr(TrialRunner, "_teacher", teacher)
+    for module in (data_nodes, mt_pipeline):  # where a trial's teacher slots are tokenized, before and after issue 22
+        monkeypatch.setattr(module, "tokenize_for_model", tokenize_for_model)
     methods = {"nkd": {"recipe": "distill_methods.nkd"}, "two": {"recipe": "multi_teacher_configs.two"}}
     spec = next(t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two")
     with pytest.raises(Stop):
