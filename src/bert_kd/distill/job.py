@@ -27,7 +27,7 @@ from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToM
 from bert_kd.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
 from bert_kd.pipelines import common
-from bert_kd.schema import Student, typed
+from bert_kd.schema import Student, explicit_weights, typed
 from bert_kd.training import fit, make_loader
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
@@ -88,6 +88,14 @@ class StudentStart(ModelBundle):
         """(the recipe as key material, live objects handed to the method beside it); a plain
         start adds nothing (TED's Stage II start adds its Stage I filters)."""
         return dict(recipe), {}
+
+
+def with_explicit_weights(recipe) -> dict:
+    """A recipe as a ``distill_<row>`` node receives it: its loss weights written out
+    (:func:`bert_kd.schema.explicit_weights`, what MLflow records). The validation hook prepares a
+    pipeline's recipes so, a sweep trial its row's."""
+    config = plain(recipe)
+    return {**config, "weights": explicit_weights(config)}
 
 
 def recipe_spec(method_config: Mapping) -> dict:

@@ -35,6 +35,7 @@ from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from kedro.pipeline import Pipeline
 
+from bert_kd.distill.job import with_explicit_weights
 from bert_kd.models import ModelBundle, init_key_material
 from bert_kd.pipelines.common import build_run_settings
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
@@ -46,7 +47,6 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
-from bert_kd.schema import explicit_weights
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
@@ -272,11 +272,11 @@ class TrialRunner:
         """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
         (:func:`~bert_kd.pipelines.distill.pipeline.method_pipeline`) on the trial's parameter
         blocks, its recipe with the weights written out as the validation hook writes them
-        (:func:`bert_kd.schema.explicit_weights`). The teacher's jobs (cache, TED filters) run with
+        (:func:`bert_kd.distill.job.with_explicit_weights`). The teacher's jobs (cache, TED filters) run with
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         student_params = self.student_block(spec)
-        recipe = {**spec.recipe, "weights": explicit_weights(spec.recipe)}
+        recipe = with_explicit_weights(spec.recipe)
         block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
         namespace = block_name(TED_PAPER if ted else DISTILL_PAPER, spec.method)
         parameters = {"teacher": self.teacher_block(spec), "teacher_cache": self.params.get("teacher_cache") or {},
