@@ -53,3 +53,42 @@ def test_a_removed_row_takes_its_pipeline_with_it(project):
     pipelines = register_pipelines()
     assert "distill_ckd_po" not in pipelines and "distill_ckd" in pipelines
     assert not any(".ckd_po." in n.name for n in pipelines["distill_baselines"].nodes)
+
+
+#: Node functions over 6 parameters in files of other branches of this session (s8-config:
+#: ``pipelines/common.py``, ``train_teacher``, ``export_student``): to be emptied when they are cut.
+WIDE_ELSEWHERE = {
+    "bert_kd.pipelines.common.build_run_settings",
+    "bert_kd.pipelines.train_teacher.nodes.train_teacher",
+    "bert_kd.pipelines.export_student.nodes.export_student",
+}
+
+
+def node_functions(func):
+    """What a node calls: the function Kedro wraps, and the plain functions behind it (a
+    :func:`~bert_kd.pipelines.common.reads_run_settings` wrapper, a bound ``partial``)."""
+    import functools
+
+    seen = [func]
+    while True:
+        inner = getattr(seen[-1], "__wrapped__", None) or (seen[-1].func if isinstance(seen[-1], functools.partial) else None)
+        if inner is None or inner in seen:
+            return seen
+        seen.append(inner)
+
+
+def test_no_node_takes_more_than_six_arguments(project):
+    """Issue 22: nodes read the run settings as one input; none takes more than 6 parameters."""
+    import inspect
+
+    from bert_kd.pipeline_registry import register_pipelines
+
+    wide = {}
+    for pipeline in register_pipelines().values():
+        for node in pipeline.nodes:
+            for func in node_functions(node.func):
+                count = len(inspect.signature(func, follow_wrapped=False).parameters)
+                name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+                if count > 6 and name not in WIDE_ELSEWHERE:
+                    wide[name] = count
+    assert wide == {}

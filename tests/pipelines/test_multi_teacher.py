@@ -74,3 +74,24 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     assert [m.info["seed"] for m in models] == [1, 2]
     assert models[0].info["key"] != models[1].info["key"]
     assert sorted(p.name for p in (tmp_path / "data/06_models/store/teacher").iterdir()) == sorted(m.info["key"] for m in models)
+
+
+def test_an_entry_without_max_seq_length_reads_the_schema_default(tiny_teacher_dir):
+    """A ``multi_teachers`` entry without ``max_seq_length`` passes validation (default 128): each
+    node reads that typed value instead of failing on the missing key (issue 22)."""
+    from bert_kd.models import ModelBundle, load_tokenizer
+    from bert_kd.pipelines.multi_teacher.nodes import prepare_multi_teacher_data, select_teacher
+    from bert_kd.schema import validate_parameters
+
+    entries = [{"name": "a", "model": str(tiny_teacher_dir)}, {"name": "b", "model": str(tiny_teacher_dir), "max_seq_length": 16}]
+    assert validate_parameters({"task": "rte", "multi_teachers": entries}).multi_teachers[0].max_seq_length == 128
+    assert select_teacher(entries, 0) == {"model": str(tiny_teacher_dir), "max_seq_length": 128}
+    assert select_teacher(entries, 1)["max_seq_length"] == 16
+    words = " ".join(["word"] * 300)
+    train = pd.DataFrame({"idx": [0, 1], "sentence1": [words, "a"], "sentence2": ["b", "c"], "label": [0, 1]})
+    validation = train.assign(split="validation")
+    tokenizer = load_tokenizer(str(tiny_teacher_dir))
+    bundles = [ModelBundle(None, tokenizer, {}), ModelBundle(None, tokenizer, {})]
+    data = prepare_multi_teacher_data(bundles, train, validation, entries, {"num_layers": 2})
+    assert len(data["train"][0]["t0_input_ids"]) == 128 and len(data["train"][0]["t1_input_ids"]) == 16
+    assert len(data["train"][0]["input_ids"]) == 128  # the student reads teacher 0's tokenization

@@ -22,8 +22,8 @@ def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeli
                           {"method": "nkd", "accuracy": 0.5}, {"method": "alp", "accuracy": 0.8}])
     other = {**student, "info": {**student["info"], "method": "nkd"}}
     mlflow.set_tracking_uri(uri)
-    registered = register_best_student(table, teacher, {"enabled": True, "registered_model": "tiny-rte-student"}, "rte",
-                                       other, student, table_name="distill_baselines")
+    settings = {"task": "rte", "seed": 42, "tracking": {"enabled": True, "registered_model": "tiny-rte-student"}}
+    registered = register_best_student(table, teacher, settings, other, student, table_name="distill_baselines")
     assert registered == {"registered": True, "uri": "models:/tiny-rte-student/1", "name": "tiny-rte-student",
                           "version": "1", "method": "alp"}
     version = mlflow.MlflowClient(uri).get_model_version("tiny-rte-student", "1")

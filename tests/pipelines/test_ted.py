@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
 
@@ -38,3 +39,25 @@ def test_distill_ted_baselines_table(run_pipeline):
     _, root, _ = run_pipeline("distill_ted_baselines", ted_student=TED_STUDENT)
     table = pd.read_csv(root / "data/08_reporting/distill_ted_baselines.csv")
     assert list(table["method"]) == ["teacher", "majority class", "kd", "lwd", "ted"]
+
+
+def test_stage_two_start_hands_the_filters_beside_the_recipe(tiny_teacher_dir):
+    """TED's Stage I filters reach the method as objects of the student start, never through the
+    recipe that keys the student (issue 22); the recipe's own settings win."""
+    from types import SimpleNamespace
+
+    from bert_kd.models import ModelBundle, load_classifier, load_tokenizer, parameters_fingerprint
+    from bert_kd.pipelines.ted.nodes import FilteredStudentStart
+
+    teacher = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})
+    filters = {"teacher": SimpleNamespace(fingerprint=parameters_fingerprint(teacher.model)), "student": None}
+    start = FilteredStudentStart(None, None, {}, params={"num_layers": 2}, upstream={"ted_filters": "k"}, filters=filters)
+    spec, objects = start.method_inputs({"method": "ted", "weights": {"ted": 1.0}}, teacher, "RTE")
+    assert spec == {"method": "ted", "weights": {"ted": 1.0}, "student_filters": "copy", "task": "rte"}
+    assert objects == {"teacher_filters": filters["teacher"]}
+    assert start.method_inputs({"method": "kd"}, teacher, "rte") == ({"method": "kd"}, {})
+    other = {**filters, "teacher": SimpleNamespace(fingerprint="another teacher")}
+    with pytest.raises(ValueError, match="allow_filter_mismatch"):
+        FilteredStudentStart(None, None, {}, filters=other).method_inputs({"method": "ted"}, teacher, "rte")
+    assert FilteredStudentStart(None, None, {}, filters=other).method_inputs(
+        {"method": "ted", "allow_filter_mismatch": True}, teacher, "rte")[0]["allow_filter_mismatch"] is True

@@ -290,3 +290,79 @@ def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, 
     grouped_table["tables"]["tiny"]["group_by_length"] = "yes"
     with pytest.raises(ValueError, match="group_by_length must be true or false"):
         build_sweep(grouped_table, RECIPES)
+
+
+# ---------------------------------------------------------------- a trial is the pipeline (issue 22)
+from tests.pipelines.conftest import TINY_TRAINING, run_pipeline  # noqa: E402,F401  (the Kedro session fixture)
+
+
+def store_entries(root) -> set[str]:
+    """``<kind>/<key>`` of every stored job: the model store and the teacher caches."""
+    stores = [root / "data/06_models/store", root / "data/07_model_output/teacher_cache"]
+    return {f"{kind.name}/{entry.name}" for store in stores for kind in store.iterdir()
+            if kind.name not in ("locks", "checkpoints") for entry in kind.iterdir() if entry.is_dir()}
+
+
+#: (pipeline, recipe of the trial, job kinds both must share). A multi-teacher trial hands the
+#: recipe as the table gives it (its committed students' keys), the pipeline's hook writes the
+#: weights out: their students differ by that alone, their teachers and caches must not.
+SAME_JOBS = [("distill_alp", "distill_methods.alp", None), ("distill_ted", "ted_methods.ted", None),
+             ("distill_multi_teacher", "multi_teacher_configs.multi_teacher", {"teacher", "teacher_cache"})]
+
+
+@pytest.mark.parametrize(("pipeline", "recipe", "kinds"), SAME_JOBS, ids=[p for p, _, _ in SAME_JOBS])
+def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher_dir, tiny_glue_dir, pipeline, recipe, kinds):
+    """``kedro run --pipeline=distill_<row>`` and a sweep trial of that row with the same parameters
+    build the same teacher(s), teacher caches, (TED filters) and student jobs: the trial trains
+    nothing new. The ``multi_teachers`` entries set no ``training``: each slot is its own entry in
+    both (before issue 22 a trial filled it in from the main ``teacher`` block)."""
+    from kedro.framework.session import KedroSession
+
+    from bert_kd.sweep.spec import RECIPE_NAMESPACES
+
+    runtime = {"task": "rte", "seed": 42, "glue_dir": str(tiny_glue_dir), "max_train_samples": None,
+               "teacher": {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": TINY_TRAINING},
+               "student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
+               "multi_teachers": [{"name": "a", "model": str(tiny_teacher_dir), "seed": 1, "max_seq_length": 32},
+                                  {"name": "b", "model": str(tiny_teacher_dir), "seed": 2, "max_seq_length": 32}],
+               "multi_student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
+               "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "group_by_length": False},
+               "tracking": {"enabled": False}}
+    _, root, _ = run_pipeline(pipeline, **runtime)
+    trained_by_pipeline = store_entries(root)
+    with KedroSession.create(project_path=root, runtime_params=runtime) as session:
+        params = session.load_context().params  # what the pipeline read (conf + --params)
+    table = {"table": "same", "tables": {"same": {"tasks": ["rte"], "seeds": [42], "baseline": "row", "selection": "dev",
+                                                  "methods": {"row": {"recipe": recipe}}}}}
+    spec = build_sweep(table, {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES}).trials()[0]
+    result = TrialRunner(params, commit="").train_and_evaluate(spec)
+    new = {entry for entry in store_entries(root) - trained_by_pipeline if kinds is None or entry.split("/")[0] in kinds}
+    assert new == set()
+    assert kinds is not None or f"student/{result['model_key']}" in trained_by_pipeline
+    assert {e.split("/")[0] for e in trained_by_pipeline} >= {"teacher", "teacher_cache"}
+
+
+def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher_dir, tiny_glue_dir, monkeypatch):
+    """A ``multi_teachers`` entry without ``max_seq_length`` is tokenized at the schema's 128 in a
+    trial as in the pipeline, not at the main teacher's length (issue 22)."""
+    from bert_kd.pipelines.data_processing import nodes as data_nodes
+    from bert_kd.pipelines.multi_teacher import pipeline as mt_pipeline
+
+    params = project_params(tiny_teacher_dir, tiny_glue_dir)
+    params["multi_teachers"] = [{"name": "a", "model": str(tiny_teacher_dir), "seed": 42, "training": TINY}]
+    blocks = []
+
+    class Stop(Exception):
+        pass
+
+    def tokenize_for_model(train, validation, block):
+        blocks.append(block)
+        raise Stop
+
+    for module in (data_nodes, mt_pipeline):  # where a trial's teacher slots are tokenized, before and after issue 22
+        monkeypatch.setattr(module, "tokenize_for_model", tokenize_for_model)
+    methods = {"nkd": {"recipe": "distill_methods.nkd"}, "two": {"recipe": "multi_teacher_configs.two"}}
+    spec = next(t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two")
+    with pytest.raises(Stop):
+        TrialRunner(params, commit="").train_and_evaluate(spec)
+    assert blocks[0]["max_seq_length"] == 128 and params["teacher"]["max_seq_length"] == 32

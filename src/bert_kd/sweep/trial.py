@@ -1,8 +1,10 @@
 """``run_trial`` on the real training path (issue 11): one :class:`TrialSpec` → data, teacher(s),
 teacher cache, student, distillation, dev (+ held-out) evaluation, each step a job of
 :mod:`bert_kd.jobs` (content-keyed, locked, reused), so a finished trial is reused and a killed
-sweep continues. No Kedro: the functions called are the pipelines' node functions, which are
-plain Python.
+sweep continues. A trial is the pipeline (issue 22): it runs the nodes of the pipeline its row
+belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory
+datasets (:func:`run_nodes`; no Kedro session or catalog), so a trial and ``kedro run`` with the
+same parameters train the same jobs.
 
 Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed
 (the table's ``teacher.seed`` or the global ``seed``), never on the trial seed, so every trial of a
@@ -31,7 +33,20 @@ import numpy as np
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
+from kedro.pipeline import Pipeline
+
+from bert_kd.distill.job import with_explicit_weights
 from bert_kd.models import ModelBundle, init_key_material
+from bert_kd.pipelines.common import build_run_settings
+from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
+from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
+from bert_kd.pipelines.distill.pipeline import block_name, method_pipeline, teacher_cache_pipeline
+from bert_kd.pipelines.multi_teacher.nodes import TEACHER_COLUMN
+from bert_kd.pipelines.multi_teacher.pipeline import PAPER as MT_PAPER
+from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teacher_namespace, teachers_pipeline
+from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
+from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
+from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
 from bert_kd.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
@@ -225,8 +240,6 @@ class TrialRunner:
         return True
 
     def train_and_evaluate(self, spec: TrialSpec) -> dict:
-        from bert_kd.pipelines.data_processing.nodes import ingest_glue
-
         task = get_task(spec.task).name
         sizes = self.data_sizes(spec)
         train, validation, _ = ingest_glue(task, self.params.get("glue_dir"), sizes["max_train_samples"],
@@ -238,63 +251,68 @@ class TrialRunner:
         student, data, teacher_metric = runner(spec, task, train, validation)
         return evaluate_trial(student, data, task, teacher_metric)
 
-    def _teacher(self, spec, task, train, validation, block=None):
-        from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
-        from bert_kd.pipelines.train_teacher.nodes import train_teacher
+    def run_settings(self, spec: TrialSpec, task: str, seed: int | None = None) -> dict:
+        """The ``run_settings`` dataset of the trial (built as the pipeline builds it): its task, the
+        trial seed (``seed``: another, e.g. the teacher's), the project's tracking, the table's batching
+        (:meth:`_runtime`) and the data source its MLflow runs record."""
+        source = self._data_source(spec)
+        return build_run_settings(task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec),
+                                  source["glue_dir"], source["max_train_samples"], source["max_eval_samples"])
 
-        block = block if block is not None else self.teacher_block(spec)
+    def _teacher(self, spec, task, train, validation):
+        """The table's teacher (its block over the project's) through the ``train_teacher`` pipeline's
+        node, with the teacher seed; → (teacher, its tokenization)."""
+        block = self.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
-        seed = int(block.get("seed", self.teacher_seed(spec)))
-        teacher = train_teacher(tokenized, task, block, seed, self._tracking(), self._runtime(spec), self._data_source(spec))
-        return teacher, tokenized
+        trained = run_nodes(train_teacher_pipeline(), {"teacher_tokenized": tokenized}, {"teacher": block},
+                            self.run_settings(spec, task, self.teacher_seed(spec)))
+        return trained["teacher_model"], tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
-        from bert_kd.pipelines.distill import nodes as distill
-        from bert_kd.pipelines.ted import nodes as ted_nodes
-        from bert_kd.schema import explicit_weights
-
+        """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
+        (:func:`~bert_kd.pipelines.distill.pipeline.method_pipeline`) on the trial's parameter
+        blocks, its recipe with the weights written out as the validation hook writes them
+        (:func:`bert_kd.distill.job.with_explicit_weights`). The teacher's jobs (cache, TED filters) run with
+        the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         student_params = self.student_block(spec)
-        cache = distill.cache_teacher_outputs(teacher, tokenized, self.params.get("teacher_cache") or {}, self._runtime(spec))
-        recipe = dict(spec.recipe)
-        recipe["weights"] = explicit_weights(recipe)
-        if ted:
-            filters = ted_nodes.train_ted_filters(teacher, tokenized, task, self.params.get("ted") or {}, student_params,
-                                                  self.teacher_seed(spec), self._tracking(), self._runtime(spec),
-                                                  self._data_source(spec))
-            student = ted_nodes.ted_student_init(filters, teacher, student_params, task)
-        else:
-            student = distill.build_student_model(teacher, student_params, task)
-        data = distill.prepare_student_data(student, teacher, tokenized, train, validation,
-                                            int(self.teacher_block(spec)["max_seq_length"]))
-        args = (teacher, student, data, cache, recipe, student_params, task, spec.seed, self._tracking(), self._runtime(spec))
-        named = {"row": spec.method, "data_source": self._data_source(spec)}
-        trained = ted_nodes.distill_with_filters(filters, *args, **named) if ted else distill.distill_student(*args, **named)
-        return trained, data, dev_metrics(teacher, tokenized, task)
+        recipe = with_explicit_weights(spec.recipe)
+        block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
+        namespace = block_name(TED_PAPER if ted else DISTILL_PAPER, spec.method)
+        parameters = {"teacher": self.teacher_block(spec), "teacher_cache": self.params.get("teacher_cache") or {},
+                      "ted": self.params.get("ted") or {}, "student": student_params, "ted_student": student_params,
+                      "distill_methods": {spec.method: recipe}, "ted_methods": {spec.method: recipe}}
+        datasets = {"teacher_model": teacher, "teacher_tokenized": tokenized, "glue_train": train, "glue_validation": validation}
+        teacher_side = teacher_cache_pipeline() + (stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([]))
+        datasets = run_nodes(teacher_side, datasets, parameters, self.run_settings(spec, task, self.teacher_seed(spec)))
+        datasets = run_nodes(block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task))
+        return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], dev_metrics(teacher, tokenized, task)
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
 
     def _multi_teacher(self, spec, task, train, validation):
-        from bert_kd.pipelines.multi_teacher import nodes as mt
-
+        """A multi-teacher trial runs the ``distill_multi_teacher`` pipeline's own nodes: each teacher
+        slot the typed ``multi_teachers`` entry alone (:func:`~bert_kd.pipelines.multi_teacher.nodes.select_teacher`),
+        trained with the teacher seed; the recipe as the table gives it (no weights written out: the
+        key every stored multi-teacher student has)."""
         blocks = self.teacher_blocks(spec)
-        bundles, teacher_metrics = [], []
-        for slot in range(len(blocks)):
-            block = merged(self.params.get("teacher"), mt.select_teacher(blocks, slot))
-            bundle, tokenized = self._teacher(spec, task, train, validation, block)
-            bundles.append(bundle)
-            teacher_metrics.append(dev_metrics(bundle, tokenized, task))
-        bundles = mt.gather_teachers(blocks, *bundles)
-        student_params = self.student_block(spec)
-        data = mt.prepare_multi_teacher_data(bundles, train, validation, blocks, student_params)
-        caches = mt.cache_multi_teacher_outputs(bundles, data, self.params.get("teacher_cache") or {}, self._runtime(spec))
-        trained = mt.distill_multi_teacher(bundles, data, caches, dict(spec.recipe), student_params, task, spec.seed,
-                                           self._tracking(), self._runtime(spec), self._data_source(spec))
-        chosen = spec.recipe.get("teachers") or list(range(len(bundles)))
-        view = {split: data[split].select_columns([c for c in data[split].column_names if not mt.TEACHER_COLUMN.match(c)])
+        student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
+        parameters = {"multi_teachers": blocks, "multi_student": self.student_block(spec),
+                      "teacher_cache": self.params.get("teacher_cache") or {},
+                      "multi_teacher_configs": {spec.method: dict(spec.recipe)}}
+        datasets = run_nodes(teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
+                             {"glue_train": train, "glue_validation": validation}, parameters,
+                             self.run_settings(spec, task, self.teacher_seed(spec)))
+        datasets = run_nodes(configuration_pipeline(spec.method).to_outputs(student_model), datasets, parameters,
+                             self.run_settings(spec, task))
+        teacher_metrics = [dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
+                           for k, bundle in enumerate(datasets["multi_teacher_models"])]
+        data = datasets["multi_teacher_data"]
+        chosen = spec.recipe.get("teachers") or list(range(len(blocks)))
+        view = {split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
                 for split in data}
-        return trained, view, max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
+        return datasets[student_model], view, max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
 
     def _data_source(self, spec: TrialSpec) -> dict:
         """What the MLflow runs record as the data source (not part of any key)."""
@@ -313,6 +331,27 @@ class TrialRunner:
                      spec.table, str(table_grouping).lower())
             self._said_batching = True
         return {**runtime, "group_by_length": table_grouping}
+
+
+def run_nodes(pipeline: Pipeline, datasets: Mapping[str, Any], parameters: Mapping, run_settings: Mapping) -> dict:
+    """Run ``pipeline``'s nodes in their order on in-memory ``datasets`` (what Kedro's sequential
+    runner does with memory datasets), ``params:<a.b>`` inputs read from the ``parameters`` tree
+    and ``run_settings`` as the pipeline's dataset of that name. → the datasets afterwards."""
+    values = {**datasets, "run_settings": run_settings}
+    for node in pipeline.nodes:
+        values.update(node.run({name: values[name] if name in values else _parameter(parameters, name)
+                                for name in node.inputs}))
+    return values
+
+
+def _parameter(parameters: Mapping, name: str):
+    """``params:teacher.max_seq_length`` → ``parameters["teacher"]["max_seq_length"]``."""
+    if not name.startswith("params:"):
+        raise KeyError(f"a trial has no dataset {name!r} (its pipeline reads more than the trial gives it)")
+    value: Any = parameters
+    for part in name[len("params:"):].split("."):
+        value = value[part]
+    return value
 
 
 def _keyed(block: Mapping | None) -> dict | None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
-from functools import partial, update_wrapper
+from functools import update_wrapper
 from pathlib import Path
 
 import pandas as pd
@@ -15,39 +14,44 @@ from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.distill import figures as paper_figures
-from bert_kd.distill.methods import build_method
-from bert_kd.distill.methods.base import hidden_size
-from bert_kd.mapping import layer_map
-from bert_kd.distill.objective import (
-    DistillationObjective,
-    Teacher,
-    TeacherCache,
-    build_teacher_cache,
-    collect_diagnostics,
+from bert_kd.distill import records
+from bert_kd.distill.job import (
+    TEACHER_PREFIX,
+    RunSettings,
+    StudentStart,
+    plain,
+    recipe_spec,
+    single_teacher_job,
+    student_start_spec,
+    task_of,
+    train_student,
 )
+from bert_kd.distill.methods.base import hidden_size, method_class
+from bert_kd.mapping import layer_map
+from bert_kd.distill.objective import TeacherCache, build_teacher_cache
 from bert_kd.models import (
     ModelBundle,
     build_pretrained_student,
     build_student,
     count_parameters,
-    init_key_material,
     load_classifier,
     load_tokenizer,
     num_layers,
-    student_init,
 )
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.plots import attention_heatmap, comparison_bars, comparison_title
-from bert_kd.tracking import log_comparison_to_parent
+from bert_kd.plots import comparison_bars, comparison_title
+from bert_kd.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, typed
 from bert_kd.tracking_models import default_registered_name
 from bert_kd.tracking_models import register_best_student as register_model_version
 from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
-from bert_kd.training import fit, make_loader, resolve_mixed_precision
+from bert_kd.training import resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
-TEACHER_PREFIX = "t0_"
+#: Key-material helpers of the distillation body, still importable from here (notebooks, tests).
+REEXPORTED = (recipe_spec, student_start_spec)
+
 CACHE_FILE = "teacher_cache.pt"
 
 
@@ -62,43 +66,50 @@ def check_teacher(teacher: ModelBundle, task: str) -> None:
         raise ValueError(f"teacher was fine-tuned on {trained_for!r}, not on {spec.name!r}")
 
 
-def shallow_student(teacher: ModelBundle, student: dict, task: str, default_selection: str = "first"):
+def shallow_student(teacher: ModelBundle, student, task: str, default_selection: str = "first"):
     """(model, 1-based layers kept) of a ``student.num_layers``-layer student whose layers
-    (``student.layer_selection``) come from the fine-tuned teacher (``student.init: teacher``) or
-    from the pre-trained checkpoint the teacher was fine-tuned from (``pretrained``, fresh classifier)."""
-    n_student, selection = int(student["num_layers"]), student.get("layer_selection", default_selection)
-    if student_init(student) == "pretrained":
+    (``student.layer_selection``, ``default_selection`` when the block sets none) come from the
+    fine-tuned teacher (``student.init: teacher``) or from the pre-trained checkpoint the teacher
+    was fine-tuned from (``pretrained``, fresh classifier)."""
+    params = typed(Student, student, "student")
+    selection = params.layer_selection if "layer_selection" in params.model_fields_set else default_selection
+    if params.num_layers is None:
+        raise ValueError("student.num_layers is needed to copy the teacher's layers (or give student.model)")
+    if params.init == "pretrained":
         base = teacher.info.get("base_model")
         if not base:
             raise ValueError("student.init: pretrained needs the checkpoint the teacher was fine-tuned from, "
                              "but the teacher's bert_kd.json names no base_model; use student.init: teacher")
         spec = get_task(task)
-        return build_pretrained_student(base, n_student, selection, spec.num_labels, is_regression=spec.is_regression)
-    return build_student(teacher.model, n_student, selection)
+        return build_pretrained_student(base, params.num_layers, selection, spec.num_labels, is_regression=spec.is_regression)
+    return build_student(teacher.model, params.num_layers, selection)
 
 
-def build_student_model(teacher: ModelBundle, student: dict, task: str) -> ModelBundle:
+def build_student_model(teacher: ModelBundle, student, settings, row: str | None = None) -> StudentStart:
     """A shallower copy of the teacher's layers or of its pre-trained checkpoint's
     (``student.num_layers``, ``layer_selection``, ``init``) or, with ``student.model``, any HF
-    model/config sized for the task."""
+    model/config sized for the task (``settings``: the run settings, or the task's name; ``row``:
+    the recipe row the student is for)."""
+    task = task_of(settings)
     check_teacher(teacher, task)
     spec = get_task(task)
-    if student.get("model"):
-        model = load_classifier(student["model"], spec.num_labels, is_regression=spec.is_regression)
-        tokenizer, kept = load_tokenizer(student["model"]), None
+    params = typed(Student, student, "student")
+    if params.model:
+        model = load_classifier(params.model, spec.num_labels, is_regression=spec.is_regression)
+        tokenizer, kept = load_tokenizer(params.model), None
     else:
-        model, kept = shallow_student(teacher, student, task)
+        model, kept = shallow_student(teacher, params, task)
         tokenizer = teacher.tokenizer
     info = {
         "role": "student_init",
         "task": spec.name,
-        "init": None if student.get("model") else student_init(student),
+        "init": None if params.model else params.init,
         "initialised_from_teacher_layers": kept,
         "parameters": count_parameters(model),
         "teacher_parameters": count_parameters(teacher.model),
     }
     log.info("student: %d parameters (teacher %d), layers %s", info["parameters"], info["teacher_parameters"], kept)
-    return ModelBundle(model, tokenizer, info)
+    return StudentStart(model, tokenizer, info, params=student, row=row)
 
 
 def prepare_student_data(student: ModelBundle, teacher: ModelBundle, teacher_tokenized, train, validation, max_seq_length: int):
@@ -110,18 +121,20 @@ def prepare_student_data(student: ModelBundle, teacher: ModelBundle, teacher_tok
     return merge_tokenized(own, {TEACHER_PREFIX: teacher_tokenized})
 
 
-def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict, runtime: dict | None = None) -> TeacherCache | None:
+def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) -> TeacherCache | None:
     """Teacher logits and per-layer [CLS] states of the train split, computed once per
-    (teacher, exact train rows) and reused across epochs, methods and runs."""
-    if not cache.get("enabled", True):
+    (teacher, exact train rows) and reused across epochs, methods and runs (``cache``: the
+    ``teacher_cache`` block)."""
+    block = typed(TeacherCacheBlock, cache, "teacher_cache")
+    if not block.enabled:
         return None
-    root = Path(cache.get("directory", "data/07_model_output/teacher_cache"))
-    precision = resolve_mixed_precision(str(cache.get("mixed_precision", "no")))  # "auto": bf16 where native
+    root = Path(block.directory)
+    precision = resolve_mixed_precision(str(block.mixed_precision))  # "auto": bf16 where native
     job = jobs.Job("teacher_cache", {"teacher": teacher.info.get("key"), "precision": precision,
                                      "data": jobs.dataset_fingerprint({"train": tokenized["train"]})}, root)
 
     def build(_checkpoint_dir):
-        return build_teacher_cache(teacher.model, tokenized["train"], batch_size=int(cache.get("batch_size", 64)), key=job.key,
+        return build_teacher_cache(teacher.model, tokenized["train"], batch_size=block.batch_size, key=job.key,
                                    collator=common.collator_for(teacher.tokenizer),
                                    autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision))
 
@@ -135,105 +148,17 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache: dict, runtime:
     return jobs.run_job(job, build, save, load, recompute=common.recompute(runtime), writer=common.is_main_process()).value
 
 
-def recipe_spec(method_config: dict) -> dict:
-    """The JSON part of a method recipe (objects handed in by nodes are keyed by their upstream job)."""
-    return {k: v for k, v in method_config.items() if v is None or isinstance(v, (str, int, float, bool, list, tuple, dict))}
-
-
-def student_start_spec(student: ModelBundle, student_params: dict) -> dict:
-    """What the student starts from: the teacher copy's layer selection (``init: pretrained``: from
-    the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
-    or another model's identity."""
-    spec = {"num_layers": student_params.get("num_layers"), "layer_selection": student_params.get("layer_selection", "first"),
-            "from_job": student.info.get("key")}
-    if student_params.get("model"):
-        spec["model"] = common.model_identity(student_params["model"])
-    else:
-        spec.update(init_key_material({"init": student_init(student_params)}))
-    return spec
-
-
-def distill_student(
-    teacher: ModelBundle,
-    student: ModelBundle,
-    student_data,
-    teacher_cache: TeacherCache | None,
-    method_config: dict,
-    student_params: dict,
-    task: str,
-    seed: int,
-    tracking: dict,
-    runtime: dict,
-    upstream: dict | None = None,
-    row: str | None = None,
-    data_source: dict | None = None,
-) -> ModelBundle:
-    """Distil ``teacher`` into ``student`` with the method's recipe through the shared loop
-    (``upstream``: keys of other jobs the recipe reads, e.g. TED's Stage I filters; ``row``: the
-    recipe's name in its table, e.g. ``alp_no``, default the method; ``data_source``: glue_dir and
-    sample caps, recorded on the MLflow run)."""
-    spec = get_task(task)
-    check_teacher(teacher, task)
-    config = common.training_config(student_params.get("training"), runtime, seed, spec.name, None)
-    job = common.job("student", {
-        "task": spec.name, "recipe": recipe_spec(method_config), "teacher": teacher.info.get("key"),
-        "start": student_start_spec(student, student_params), "max_seq_length": student_params.get("max_seq_length"),
-        "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(student_data),
-        "upstream": upstream or {},
-    })
-
-    train = partial(_distill, teacher=teacher, student=student, student_data=student_data, teacher_cache=teacher_cache,
-                    method_config=method_config, student_params=student_params, spec=spec, seed=seed, tracking=tracking,
-                    runtime=runtime, job=job, row=row or method_config["method"], data_source=data_source or {})
-    bundle = common.run_model_job(job, train, tracking, recompute=common.recompute(runtime))
-    bundle.info["method"] = row or method_config["method"]  # a stored result may have been trained under another name
-    return bundle
-
-
-def _distill(checkpoint_dir, *, teacher, student, student_data, teacher_cache, method_config, student_params, spec, seed,
-             tracking, runtime, job, row, data_source) -> ModelBundle:
-    """Train one student from ``student``'s initial weights (a copy) and record the run."""
-    name = method_config["method"]
-    model = copy.deepcopy(student.model)  # the in-memory init stays untouched for reruns
-    method = build_method(dict(method_config), model, [teacher.model], regression=spec.is_regression)
-    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
-    token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
-    if prefix and token_level and not method.reads_teacher_prefixes:
-        raise ValueError(
-            f"method {name!r} compares token positions, but student.model uses another tokenizer "
-            "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
-        )
-    source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
-    objective = DistillationObjective(model, [source], method, method.weights)
-    settings = common.training_config(student_params.get("training"), runtime, seed, spec.name, checkpoint_dir,
-                                      n_train=len(student_data["train"]))
-    collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
-    eval_split = common.evaluation_split(student_data)
-    with common.tracked_run(f"distill_{row}:{spec.name}", common.tracking_enabled(tracking), {"role": "student", "method": row, "task": spec.name}) as run:
-        common.log_job_columns(run, job, spec.name, seed, data_source, len(student_data["train"]), model, method=method, name=row)
-        run.log_params({
-            "mapping": getattr(method, "mapping", None), "weights": method.weights,
-            "temperature": method.temperature,
-            "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
-            "teacher_cache": objective.uses_cache(0), "student": student_params,
-            "student_layers_from_teacher": student.info.get("initialised_from_teacher_layers"),
-            "student_parameters": count_parameters(model), "teacher_parameters": count_parameters(teacher.model),
-            "training": vars(settings), "key": job.key,
-            **({"stages": method_config["stages"]} if method_config.get("stages") else {}),  # per-epoch weights
-        })
-        common.log_gradient_shares(run, objective, student_data["train"], collator, settings, tracking, f"distill_{row}")
-        result = fit(objective, student_data["train"], student_data[eval_split], settings, collator=collator,
-                     evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run), description=f"{name} {spec.name}")
-        diagnostics = collect_diagnostics(objective, make_loader(student_data[eval_split], settings.eval_batch_size, collator, shuffle=False))
-        if "alp_attention" in diagnostics:
-            run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α ({row}) on {spec.name} dev",
-                                             mapping=getattr(method, "mapping", None)), "alp_attention.png")
-            run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
-    return ModelBundle(model, student.tokenizer, {
-        "role": "student", "method": row, "algorithm": name, "task": spec.name, "teacher_key": teacher.info.get("key"), "key": job.key,
-        "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-        "diagnostics": diagnostics, "mlflow_run_id": run.run_id,
-    })
+def distill_student(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache: TeacherCache | None,
+                    recipe, settings) -> ModelBundle:
+    """Distil ``teacher`` into ``student`` (built by :func:`build_student_model`, which names its
+    row) with the row's ``recipe`` through the one distillation body
+    (:func:`bert_kd.distill.job.train_student`); ``settings``: the run settings."""
+    run = RunSettings.of(settings)
+    check_teacher(teacher, run.task)
+    if not isinstance(student, StudentStart):
+        raise TypeError("distill_student needs the StudentStart of build_student_model (or TED's ted_student_init), "
+                        f"got {type(student).__name__}")
+    return train_student(single_teacher_job(teacher, student, student_data, teacher_cache, plain(recipe), run))
 
 
 def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | None = None):
@@ -254,9 +179,8 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     verdict = table_verdict(students, majority, metric, teacher_metrics)
     body = markdown_table(frame)
     markdown = with_verdict(body, verdict, title)
-    common.log_to_active_run({"comparison.md": markdown}, {"comparison.png": figure})
-    log_comparison_to_parent(frame, metric, markdown=body, title=title, warning=verdict.warning,
-                             teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
+    records.log_comparison("comparison", markdown, figure, frame, metric, body=body, title=title, warning=verdict.warning,
+                           teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
     return frame, markdown, figure
 
 
@@ -281,14 +205,16 @@ def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% o
     return row
 
 
-def register_best_student(table: pd.DataFrame, teacher_metrics: dict, tracking: dict, task: str, *student_metrics: dict,
+def register_best_student(table: pd.DataFrame, teacher_metrics: dict, settings, *student_metrics: dict,
                           table_name: str | None = None, label=None) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
     ``bert_kd-<task>-student``) with its lineage tags, unless every student ties
-    (:func:`table_verdict`), tracking is off or ``tracking.register_best`` is false. → what was
-    done (``registered``, ``uri`` or ``reason``), also tagged on the parent run."""
+    (:func:`table_verdict`), tracking is off or ``tracking.register_best`` is false (``settings``:
+    the run settings). → what was done (``registered``, ``uri`` or ``reason``), also tagged on the parent run."""
+    run = RunSettings.of(settings)
+    tracking = typed(Tracking, run.tracking, "tracking")
     label = label or (lambda info: info.get("method", "?"))
-    if not common.tracking_enabled(tracking) or not (tracking or {}).get("register_best", True) or not common.is_main_process():
+    if not tracking.enabled or not tracking.register_best or not common.is_main_process():
         return {"registered": False, "reason": "tracking.enabled or tracking.register_best is false"}
     metric = teacher_metrics["primary_metric"] if isinstance(teacher_metrics, dict) else None
     rows = table.to_dict("records")
@@ -300,26 +226,22 @@ def register_best_student(table: pd.DataFrame, teacher_metrics: dict, tracking: 
         log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
         return {"registered": False, "reason": verdict.warning}
     best = next(e for e in student_metrics if label(e["info"]) == verdict.best)
-    name = (tracking or {}).get("registered_model") or default_registered_name(get_task(task).name)
+    name = tracking.registered_model or default_registered_name(run.task)
     version = register_model_version(best["info"], teacher_metrics.get("info"), name, extra_tags={
         "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or ""})
     uri = f"models:/{name}/{version.version}"
     log.info("%s: best student %s registered as %s", table_name or "comparison", verdict.best, uri)
-    import mlflow
-
-    if mlflow.active_run() is not None:
-        mlflow.set_tags({"registered_model": uri, "registered_method": verdict.best})
+    records.tag_parent_run({"registered_model": uri, "registered_method": verdict.best})
     return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best}
 
 
 def registration_node(table_name: str, label=None):
     """:func:`register_best_student` as a node function over ``(table, teacher_metrics,
-    *student_metrics, run_settings)``: tracking and task come from the run settings."""
+    *student_metrics, run_settings)``."""
 
     def register(table, teacher_metrics, *students_and_settings):
         *students, settings = students_and_settings
-        return register_best_student(table, teacher_metrics, settings["tracking"], settings["task"], *students,
-                                     table_name=table_name, label=label)
+        return register_best_student(table, teacher_metrics, settings, *students, table_name=table_name, label=label)
 
     return update_wrapper(register, register_best_student)
 
@@ -373,16 +295,22 @@ def _dev_batch(student: ModelBundle, teacher: ModelBundle, student_data, n: int,
     return batch, index, split, prefix
 
 
-def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_data, method_config: dict, figures: dict,
-                         task: str, row: str = "alp"):
-    """ALP-KD Figure 3 for one ALP row: α (Eq. 5–6) between each student layer and every teacher
-    layer for ``figures.alp_attention_examples`` random dev examples, one row per example (not
-    averaged); unconnected student layers drawn and listed as such. → (CSV table, figure)."""
-    if method_config.get("method") != "alp":
+def recipe_mapping(recipe: dict):
+    """The recipe's layer mapping, or its method's default (ALP: ``all``, PKD: ``pkd_skip``)."""
+    return recipe.get("mapping") or method_class(recipe).default_mapping
+
+
+def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_data, method_config, figures, settings):
+    """ALP-KD Figure 3 for one ALP row (the trained ``student``'s, ``info["method"]``): α (Eq. 5–6)
+    between each student layer and every teacher layer for ``figures.alp_attention_examples``
+    random dev examples, one row per example (not averaged); unconnected student layers drawn and
+    listed as such. → (CSV table, figure)."""
+    row, task = student.info.get("method", "alp"), task_of(settings)
+    recipe, options = plain(method_config), typed(Figures, figures, "figures")
+    if recipe.get("method") != "alp":
         raise ValueError(f"distill_methods.{row}.method: Figure 3 needs an ALP recipe (method: alp), "
-                         f"got {method_config.get('method')!r}")
-    n, seed = int(figures["alp_attention_examples"]), int(figures.get("seed", 0))
-    batch, index, split, prefix = _dev_batch(student, teacher, student_data, n, seed)
+                         f"got {recipe.get('method')!r}")
+    batch, index, split, prefix = _dev_batch(student, teacher, student_data, options.alp_attention_examples, options.seed)
     title = f"ALP-KD Figure 3: α per dev example ({row}, {task} {split}, {len(index)} examples)"
     if hidden_size(student.model) != hidden_size(teacher.model):
         reason = (f"student width {hidden_size(student.model)} != teacher width {hidden_size(teacher.model)}: α needs "
@@ -391,29 +319,27 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
         table, figure = pd.DataFrame([{"row": row, "not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
     else:
         result = paper_figures.alp_attention_per_example(
-            student.model, teacher.model, batch, method_config.get("mapping", "all"), n_examples=len(index), seed=seed,
+            student.model, teacher.model, batch, recipe_mapping(recipe), n_examples=len(index), seed=options.seed,
             teacher_prefix=prefix)
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
-    common.log_to_active_run({f"figures/alp_attention_{row}.csv": table.to_csv(index=False)},
-                             {f"figures/alp_attention_{row}.png": figure})
+    records.log_report(f"figures/alp_attention_{row}", table, figure)
     return table, figure
 
 
 def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_student: ModelBundle, student_data,
-                           pkd_config: dict, figures: dict, task: str):
+                           pkd_config, figures):
     """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
     for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
     to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
     connections (:func:`~bert_kd.distill.figures.alignment_pairs`). → (CSV table, figure)."""
-    n, seed = int(figures["alignment_examples"]), int(figures.get("seed", 0))
-    pairs = figures.get("alignment_pairs")
-    if pairs:
-        pairs = [tuple(int(v) for v in pair) for pair in pairs]
+    options, task = typed(Figures, figures, "figures"), alp_student.info.get("task", "?")
+    if options.alignment_pairs:
+        pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]
     else:
-        mapping = layer_map(pkd_config.get("mapping", "pkd_skip"), num_layers(teacher.model), num_layers(pkd_student.model))
+        mapping = layer_map(recipe_mapping(plain(pkd_config)), num_layers(teacher.model), num_layers(pkd_student.model))
         pairs = paper_figures.alignment_pairs(mapping)
-    batch, index, split, prefix = _dev_batch(alp_student, teacher, student_data, n, seed)
+    batch, index, split, prefix = _dev_batch(alp_student, teacher, student_data, options.alignment_examples, options.seed)
     title = f"ALP-KD Figure 4: student vs teacher layers ({task} {split}, {len(index)} examples)"
     students = {"ALP": alp_student, "PKD": pkd_student}
     widths = {name: hidden_size(s.model) for name, s in students.items()}
@@ -427,9 +353,8 @@ def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_s
         table, figure = pd.DataFrame([{"not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
     else:
         alignments = paper_figures.layer_alignment(teacher.model, {k: s.model for k, s in students.items()}, batch, pairs,
-                                                   n_examples=len(index), seed=seed, teacher_prefix=prefix)
+                                                   n_examples=len(index), seed=options.seed, teacher_prefix=prefix)
         table = paper_figures.alignment_table(alignments, index)
         figure = paper_figures.layer_alignment_figure(alignments, title)
-    common.log_to_active_run({"figures/layer_alignment.csv": table.to_csv(index=False)},
-                             {"figures/layer_alignment.png": figure})
+    records.log_report("figures/layer_alignment", table, figure)
     return table, figure

@@ -42,39 +42,40 @@ def teacher_cache_pipeline() -> Pipeline:
                                    "teacher_output_cache", name="cache_teacher_outputs", tags=tags_for(role="teacher"))])
 
 
+def for_row(func, row: str):
+    """``func`` with its ``row`` bound (the recipe row a block is built for), shown as ``func`` in kedro-viz."""
+    return update_wrapper(partial(func, row=row), func)
+
+
 def method_pipeline(
     method: str,
     methods_key: str = "distill_methods",
     student_key: str = "student",
     build_student=build_student_model,
-    distill=distill_student,
     extra_inputs: tuple[str, ...] = (),
     paper: str = PAPER,
     figure3: bool = False,
 ) -> Pipeline:
     """Student construction → distillation → evaluation for one recipe row, namespaced ``<paper>.<method>``.
 
-    ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student`` and
-    ``distill``; ``methods_key``/``student_key`` name the parameter blocks to read; ``figure3``
-    adds ALP-KD's Figure 3 (an ALP recipe).
+    ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student``, whose
+    student start carries what the distillation reads from them; ``methods_key``/``student_key``
+    name the parameter blocks to read; ``figure3`` adds ALP-KD's Figure 3 (an ALP recipe).
     """
     extra = list(extra_inputs)
     template = Pipeline(
         [
-            settings_node(build_student, [*extra, "teacher_model", "params:student"], "student_init", name="build_student"),
+            node(for_row(build_student, method), [*extra, "teacher_model", "params:student", "run_settings"], "student_init",
+                 name="build_student"),
             node(
                 prepare_student_data,
                 ["student_init", "teacher_model", "teacher_tokenized", "glue_train", "glue_validation", "params:teacher.max_seq_length"],
                 "student_data",
                 name="prepare_student_data",
             ),
-            settings_node(
-                distill,
-                [*extra, "teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method", "params:student"],
-                "student_model",
-                name="distill",
-                fixed={"row": method},
-            ),
+            node(distill_student,
+                 ["teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method", "run_settings"],
+                 "student_model", name="distill"),
             settings_node(evaluate_model, ["student_model", "student_data"], "student_metrics", name="evaluate_student"),
         ]
     )
@@ -85,10 +86,9 @@ def method_pipeline(
     }
     outputs = {}
     if figure3:
-        template += Pipeline([settings_node(
-            alp_attention_report, ["student_model", "teacher_model", "student_data", "params:method", "params:figures"],
-            ["alp_attention_table", "alp_attention_plot"], name="alp_attention_figure", fixed={"row": method},
-            tags=tags_for(role="report"))])
+        template += Pipeline([node(
+            alp_attention_report, ["student_model", "teacher_model", "student_data", "params:method", "params:figures", "run_settings"],
+            ["alp_attention_table", "alp_attention_plot"], name="alp_attention_figure", tags=tags_for(role="report"))])
         parameters["params:figures"] = "params:figures"
         # data/08_reporting/alp_kd_figure3_<row>.{csv,png} (the "{name}_table" / "{name}_plot" entries)
         outputs = {"alp_attention_table": f"{paper}_figure3_{method}_table",
@@ -101,7 +101,7 @@ def method_pipeline(
 def layer_alignment_pipeline(paper: str = PAPER) -> Pipeline:
     """ALP-KD Figure 4 (ALP vs PKD students against their teacher layers) where both rows run:
     data/08_reporting/alp_kd_figure4.{csv,png}."""
-    return Pipeline([settings_node(
+    return Pipeline([node(
         layer_alignment_report,
         ["teacher_model", f"{block_name(paper, 'alp')}.student_model", f"{block_name(paper, 'pkd')}.student_model",
          f"{block_name(paper, 'alp')}.student_data", "params:distill_methods.pkd", "params:figures"],

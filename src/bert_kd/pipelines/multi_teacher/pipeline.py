@@ -82,18 +82,18 @@ def configuration_pipeline(name: str) -> Pipeline:
     """Distil and evaluate one configuration of ``multi_teacher_configs``, namespaced ``multi_teacher.<name>``."""
     template = Pipeline(
         [
-            settings_node(distill_multi_teacher,
-                          ["multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "params:config",
-                           "params:multi_student"], "student_model", name="distill"),
+            node(distill_multi_teacher,
+                 ["multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "params:config",
+                  "params:multi_student", "run_settings"], "student_model", name="distill"),
             settings_node(evaluate_multi_student, ["student_model", "multi_teacher_data"], "student_metrics",
                           name="evaluate_student"),
         ]
     )
     outputs = None
     if name in CONTRIBUTION_CONFIGS:  # data/08_reporting/<name>_contributions.{csv,png}
-        template += Pipeline([settings_node(multi_teacher_contributions, ["student_model"],
-                                            ["contributions_table", "contributions_plot"], name="contributions_figure",
-                                            tags=tags_for(role="report"))])
+        template += Pipeline([node(multi_teacher_contributions, ["student_model", "run_settings"],
+                                   ["contributions_table", "contributions_plot"], name="contributions_figure",
+                                   tags=tags_for(role="report"))])
         outputs = {"contributions_table": f"{name}_contributions_table", "contributions_plot": f"{name}_contributions_plot"}
     shared = ("multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "run_settings")
     parameters = {"params:multi_student": "params:multi_student", "params:config": f"params:multi_teacher_configs.{name}"}

@@ -301,8 +301,8 @@ def test_the_multi_teacher_pipeline_data_carries_spans_only_for_other_tokenizers
     corpus, small = mrpc
     validation = small["validation"].assign(split="validation")
     bundles = [SimpleNamespace(tokenizer=student_tokenizer), SimpleNamespace(tokenizer=byte_level_bpe(corpus))]
-    specs = [{"name": "same", "max_seq_length": 48}, {"name": "bpe", "max_seq_length": 48}]
-    data = prepare_multi_teacher_data(bundles, small["train"], validation, specs, {"init_from_teacher": 0})
+    specs = [{"name": "same", "model": "student", "max_seq_length": 48}, {"name": "bpe", "model": "bpe", "max_seq_length": 48}]
+    data = prepare_multi_teacher_data(bundles, small["train"], validation, specs, {"num_layers": 2, "init_from_teacher": 0})
     columns = set(data["train"].column_names)
     assert {"t1_span_ids", "t1_student_span_ids"} <= columns and not any(c.startswith("t0_span") for c in columns)
     assert "char_offsets" not in columns

@@ -1,0 +1,237 @@
+"""One distillation body (issue 22): a :class:`DistillJob` says what is trained — the student's
+start, the teachers as :class:`~bert_kd.distill.objective.Teacher` sources (prefix, cache), the
+recipe, the student settings and the run settings — and :func:`train_student` trains it once
+through the content-keyed job path, for one teacher (K = 1: the ALP-KD and TED tables) and for
+K teachers (multi-teacher) alike.
+
+The nodes of ``distill_<row>``, TED Stage II and multi-teacher describe their job here and call
+:func:`train_student`; a sweep trial calls the same nodes. The job's content key is built from
+exactly the material the nodes used before this module existed (keys of stored results stay).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel
+
+from bert_kd import jobs
+from bert_kd.data.glue import get_task
+from bert_kd.distill import records
+from bert_kd.distill.methods import build_method
+from bert_kd.distill.methods.multi_teacher.contributions import dev_contributions
+from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
+from bert_kd.distill.objective import DistillationObjective, Teacher, collect_diagnostics
+from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
+from bert_kd.pipelines import common
+from bert_kd.schema import Student, explicit_weights, typed
+from bert_kd.training import fit, make_loader
+
+#: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
+TEACHER_PREFIX = "t0_"
+
+
+def plain(value: Any) -> dict:
+    """A parameter block as the dict the user wrote: a mapping as is, a validated schema model
+    with only the keys that were set (its defaults stay out of content keys, as before typing)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    return dict(value or {})
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run-wide values every training job reads: the task, the seed, the tracking and
+    runtime blocks and where the rows came from (``data_source``: glue_dir and sample caps,
+    recorded on MLflow runs, never part of a key)."""
+
+    task: str
+    seed: int
+    tracking: Any = field(default_factory=dict)
+    runtime: Any = field(default_factory=dict)
+    data_source: Mapping = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, settings: "RunSettings | Mapping") -> "RunSettings":
+        """From the ``run_settings`` dataset (:func:`bert_kd.pipelines.common.build_run_settings`) or as is."""
+        if isinstance(settings, cls):
+            return settings
+        values = dict(settings)
+        missing = [name for name in ("task", "seed") if name not in values]
+        if missing:
+            raise ValueError(f"run settings need {missing}; got {sorted(values)}")
+        source = values.get(common.DATA_SOURCE)
+        if source is None:
+            source = {k: values.get(k) for k in ("glue_dir", "max_train_samples", "max_eval_samples")}
+        return cls(task=get_task(values["task"]).name, seed=values["seed"], tracking=values.get("tracking") or {},
+                   runtime=values.get("runtime") or {}, data_source=dict(source))
+
+
+def task_of(settings: "RunSettings | Mapping | str") -> str:
+    """The task of the run settings (or of a task name, for notebooks and benchmarks)."""
+    return get_task(settings).name if isinstance(settings, str) else RunSettings.of(settings).task
+
+
+@dataclass
+class StudentStart(ModelBundle):
+    """A student's initial weights (copied before each training run) with the typed student block
+    it was built from, the table row it is for and the keys of the upstream jobs it depends on."""
+
+    params: Any = None  # the student parameter block as given (dict or schema.Student)
+    row: str | None = None
+    upstream: dict = field(default_factory=dict)
+
+    def method_inputs(self, recipe: Mapping, teacher: ModelBundle, task: str) -> tuple[dict, dict]:
+        """(the recipe as key material, live objects handed to the method beside it); a plain
+        start adds nothing (TED's Stage II start adds its Stage I filters)."""
+        return dict(recipe), {}
+
+
+def with_explicit_weights(recipe) -> dict:
+    """A recipe as a ``distill_<row>`` node receives it: its loss weights written out
+    (:func:`bert_kd.schema.explicit_weights`, what MLflow records). The validation hook prepares a
+    pipeline's recipes so, a sweep trial its row's."""
+    config = plain(recipe)
+    return {**config, "weights": explicit_weights(config)}
+
+
+def recipe_spec(method_config: Mapping) -> dict:
+    """The JSON part of a method recipe (the part that enters the student's content key)."""
+    return {k: v for k, v in method_config.items() if v is None or isinstance(v, (str, int, float, bool, list, tuple, dict))}
+
+
+def student_start_spec(student: ModelBundle, student_params) -> dict:
+    """What the student starts from: the teacher copy's layer selection (``init: pretrained``: from
+    the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
+    or another model's identity."""
+    params = typed(Student, student_params, "student")
+    spec = {"num_layers": params.num_layers, "layer_selection": params.layer_selection, "from_job": student.info.get("key")}
+    if params.model:
+        spec["model"] = common.model_identity(params.model)
+    else:
+        spec.update(init_key_material({"init": student_init({"init": params.init})}))
+    return spec
+
+
+@dataclass
+class DistillJob:
+    """Everything one distillation run reads, and its content-keyed store entry (``store``)."""
+
+    store: jobs.Job
+    #: builds the student's initial weights when the job trains: (model, tokenizer, teacher layers kept)
+    initial_student: Callable[[], tuple[Any, Any, Any]]
+    teachers: list[Teacher]
+    #: column prefix → tokenizer of each teacher tokenization in ``data`` (the collator pads each by its own)
+    teacher_tokenizers: Mapping[str, Any]
+    recipe: dict
+    #: live objects the method reads beside the recipe (TED's Stage I filters): never key material
+    method_objects: dict
+    student_params: Any
+    settings: RunSettings
+    row: str
+    data: Any
+    run_name: str
+    multi_teacher: bool = False
+    teacher_parameters: int | None = None
+    student_layers: Any = None
+
+    @property
+    def task(self) -> str:
+        return self.settings.task
+
+    def training(self, checkpoint_dir=None, n_train: int | None = None):
+        """The job's :class:`~bert_kd.training.TrainingConfig` (student ``training`` block + runtime)."""
+        return common.training_config(plain(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
+                                      self.task, checkpoint_dir, n_train=n_train)
+
+
+def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache, recipe: Mapping,
+                       settings: RunSettings) -> DistillJob:
+    """The job of one ``distill_methods`` / ``ted_methods`` row: ``student`` distilled from ``teacher``
+    (its cache used unless the student reads another vocabulary); key material as before issue 22."""
+    task = settings.task
+    row = student.row or recipe["method"]
+    key_recipe, objects = student.method_inputs(recipe, teacher, task)
+    params = plain(student.params)
+    config = common.training_config(params.get("training"), settings.runtime, settings.seed, task, None)
+    store = common.job("student", {
+        "task": task, "recipe": recipe_spec(key_recipe), "teacher": teacher.info.get("key"),
+        "start": student_start_spec(student, student.params),
+        "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
+        "training": jobs.training_spec(vars(config)), "seed": settings.seed, "data": jobs.dataset_fingerprint(student_data),
+        "upstream": student.upstream,
+    })
+    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
+    source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
+    return DistillJob(
+        store=store, initial_student=lambda: (copy.deepcopy(student.model), student.tokenizer,
+                                              student.info.get("initialised_from_teacher_layers")),
+        teachers=[source], teacher_tokenizers={TEACHER_PREFIX: teacher.tokenizer} if prefix else {},
+        recipe=key_recipe, method_objects=objects, student_params=student.params, settings=settings, row=row,
+        data=student_data, run_name=f"distill_{row}:{task}", teacher_parameters=count_parameters(teacher.model),
+        student_layers=student.info.get("initialised_from_teacher_layers"),
+    )
+
+
+def train_student(job: DistillJob) -> ModelBundle:
+    """Train ``job``'s student once (or reuse the stored one with the same content key)."""
+    train = partial(_train, job=job)
+    bundle = common.run_model_job(job.store, train, job.settings.tracking, recompute=common.recompute(job.settings.runtime))
+    bundle.info["method"] = job.row  # a stored result may have been trained under another name
+    return bundle
+
+
+def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
+    """Build the student, its method and objective, fit it and record the run."""
+    spec = get_task(job.task)
+    model, tokenizer, kept = job.initial_student()
+    algorithm = job.recipe["method"]
+    method = build_method({**job.recipe, **job.method_objects}, model, [t.model for t in job.teachers],
+                          regression=spec.is_regression)
+    token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
+    if any(t.prefix for t in job.teachers) and token_level and not method.reads_teacher_prefixes:
+        raise ValueError(
+            f"method {algorithm!r} compares token positions, but student.model uses another tokenizer "
+            "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
+        )
+    objective = DistillationObjective(model, job.teachers, method, method.weights)
+    train_split = job.data["train"]
+    settings = job.training(checkpoint_dir, n_train=len(train_split))
+    collator = common.collator_for(tokenizer, job.teacher_tokenizers or None)
+    eval_split = common.evaluation_split(job.data)
+    tracking = job.settings.tracking
+    with common.tracked_run(job.run_name, common.tracking_enabled(tracking),
+                            {"role": "student", "method": job.row, "task": spec.name}) as run:
+        records.log_distillation_start(run, job, model, method, objective, settings)
+        common.log_gradient_shares(run, objective, train_split, collator, settings, tracking,
+                                   job.run_name if job.multi_teacher else f"distill_{job.row}")
+        result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
+                     evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run),
+                     description=f"{algorithm} {spec.name}")
+        outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
+                                                                    shuffle=False), eval_split)
+        records.log_distillation_end(run, job, method, outcome)
+    info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
+            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+            "mlflow_run_id": run.run_id, **outcome}
+    if job.multi_teacher:
+        info.update({"configuration": job.run_name, "teachers": [t.name for t in job.teachers],
+                     "initialised_from_teacher_layers": kept})
+    else:
+        info.update({"algorithm": algorithm, "teacher_key": job.store.spec.get("teacher")})
+    return ModelBundle(model, tokenizer, info)
+
+
+def _observations(job: DistillJob, method, objective, dev_loader, split: str) -> dict:
+    """What the trained student's method observed on dev: ALP's α map and other diagnostics (one
+    teacher); the alignment report and, for the MT method, each teacher's and layer group's loss
+    share (multi-teacher, issue 11)."""
+    if not job.multi_teacher:
+        return {"diagnostics": collect_diagnostics(objective, dev_loader)}
+    contributions = None
+    if isinstance(method, MultiTeacherOneToMany):
+        contributions = {**dev_contributions(objective, dev_loader), "split": split}
+    return {"alignment": method.alignment_report(), "contributions": contributions}

@@ -1,0 +1,111 @@
+"""What distillation runs record in MLflow (issue 22: tracking calls out of node bodies).
+
+The distillation body (:mod:`bert_kd.distill.job`), TED's Stage I and the report nodes call these
+helpers with what they computed; nothing here changes a result. (To move into the ``tracking``
+package.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import BaseModel
+
+from bert_kd.models import count_parameters
+from bert_kd.pipelines import common
+from bert_kd.plots import attention_heatmap, per_layer_metric
+from bert_kd.tracking import log_comparison_to_parent
+
+
+def log_distillation_start(run, job, model, method, objective, settings) -> None:
+    """The job's comparable columns (task, seed, recipe, layer map, weights, data source) and its
+    parameters: teachers, temperature, projection, cache use, student block and training settings."""
+    common.log_job_columns(run, job.store, job.task, job.settings.seed, job.settings.data_source, len(job.data["train"]),
+                           model, method=method, name=job.row)
+    student = _as_logged(job.student_params)
+    if job.multi_teacher:
+        run.log_params({"teachers": [t.name for t in job.teachers], "weights": method.weights,
+                        "temperature": method.temperature, "config": job.recipe, "student": student,
+                        "student_parameters": count_parameters(model), "training": vars(settings), "key": job.store.key,
+                        "teacher_cache": [objective.uses_cache(k) for k in range(len(job.teachers))]})
+        run.log_dict(method.alignment_report(), "alignment_before.json")
+        return
+    run.log_params({
+        "mapping": getattr(method, "mapping", None), "weights": method.weights, "temperature": method.temperature,
+        "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
+        "teacher_cache": objective.uses_cache(0), "student": student,
+        "student_layers_from_teacher": job.student_layers,
+        "student_parameters": count_parameters(model), "teacher_parameters": job.teacher_parameters,
+        "training": vars(settings), "key": job.store.key,
+        **({"stages": job.recipe["stages"]} if job.recipe.get("stages") else {}),  # per-epoch weights
+    })
+
+
+def log_distillation_end(run, job, method, outcome: Mapping[str, Any]) -> None:
+    """After training: ALP's α heatmap (one teacher); the alignment report, its metrics and each
+    teacher's loss share (multi-teacher)."""
+    if job.multi_teacher:
+        if outcome.get("alignment"):
+            run.log_dict(outcome["alignment"], "alignment.json")
+        run.log_metrics(method.alignment_metrics())
+        if outcome.get("contributions") is not None:
+            run.log_dict(outcome["contributions"], "contributions.json")
+        return
+    diagnostics = outcome.get("diagnostics") or {}
+    if "alp_attention" in diagnostics:
+        run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α ({job.row}) on {job.task} dev",
+                                         mapping=getattr(method, "mapping", None)), "alp_attention.png")
+        run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
+
+
+def log_comparison(name: str, markdown: str, figure, frame, metric: str, *, body: str, title: str, warning: str | None,
+                   teacher_run_id: str | None) -> None:
+    """A comparison table: ``<name>.md`` and ``<name>.png`` on the ``kedro run``'s run, and the table
+    (``body``, without the verdict heading) on the parent run."""
+    common.log_to_active_run({f"{name}.md": markdown}, {f"{name}.png": figure})
+    log_comparison_to_parent(frame, metric, markdown=body, title=title, warning=warning, teacher_run_id=teacher_run_id)
+
+
+def tag_parent_run(tags: Mapping[str, str]) -> None:
+    """Tags on the run kedro-mlflow opened for this ``kedro run``, if any."""
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.set_tags(dict(tags))
+
+
+def log_report(name: str, table, figure) -> None:
+    """A report node's CSV table and figure (``<name>.csv``, ``<name>.png``) on the ``kedro run``'s run."""
+    common.log_to_active_run({f"{name}.csv": table.to_csv(index=False)}, {f"{name}.png": figure})
+
+
+def log_ted_stage_one_start(run, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int) -> None:
+    """TED Stage I's columns and parameters (layer map, filter architecture, student-filter route)."""
+    common.log_job_columns(run, job, job.spec["task"], job.spec["seed"], data_source, n_train, teacher.model)
+    run.log_params({"mapping": mapping, "arch": arch, "student_filters": route, "training": vars(config),
+                    "teacher_key": teacher.info.get("key"), "key": job.key})
+
+
+def log_ted_filter_scores(run, per_layer: Mapping[str, Mapping[str, float]], metric: str, task: str) -> None:
+    """Each Stage I filter's dev score as ``filters/<role>/layer_<k>/<metric>`` and one per-layer figure."""
+    for role, values in per_layer.items():
+        run.log_metrics({f"filters/{role}/layer_{k}/{metric}": v for k, v in values.items()})
+    run.log_figure(per_layer_metric(per_layer, metric, f"TED filters: dev {metric} per layer ({task})"), "ted_filter_metrics.png")
+
+
+def log_stored_filters(outcome, tracking) -> None:
+    """Freshly trained TED filters as artifacts of their Stage I run (``tracking.log_models``)."""
+    if outcome.reused or not _log_models(tracking):
+        return
+    with common.reopen_run(outcome.value["report"].get("mlflow_run_id"), tracking) as run:
+        run.log_artifacts(outcome.path, "ted_filters")
+
+
+def _log_models(tracking) -> bool:
+    """``tracking.log_models`` (default true) of a tracking block or its schema model."""
+    return bool(tracking.log_models) if isinstance(tracking, BaseModel) else bool((tracking or {}).get("log_models", True))
+
+
+def _as_logged(params) -> Any:
+    """A parameter block as MLflow records it: the dict the user wrote."""
+    return params.model_dump(exclude_unset=True) if isinstance(params, BaseModel) else params

@@ -1,0 +1,38 @@
+"""The one distillation body's description (:mod:`bert_kd.distill.job`): run settings, student
+starts and what of a recipe enters a student's content key."""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_kd.distill.job import RunSettings, StudentStart, plain, recipe_spec, task_of
+from bert_kd.schema import Student, typed
+
+
+def test_run_settings_from_the_run_settings_dataset_or_as_is():
+    values = {"task": "RTE", "seed": 3, "tracking": {"enabled": False}, "runtime": None,
+              "glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None,
+              "data_source": {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None}}
+    settings = RunSettings.of(values)
+    assert (settings.task, settings.seed, settings.runtime) == ("rte", 3, {})
+    assert settings.data_source == {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None}
+    assert RunSettings.of(settings) is settings and task_of(settings) == "rte" and task_of("SST-2") == "sst2"
+    with pytest.raises(ValueError, match="seed"):
+        RunSettings.of({"task": "rte"})
+
+
+def test_plain_keeps_what_the_user_wrote():
+    block = {"num_layers": 2, "model": None, "training": {"epochs": 1}}
+    assert plain(block) == block and plain(block) is not block
+    assert plain(typed(Student, block)) == {"num_layers": 2, "model": None, "training": {"epochs": 1.0}}  # no defaults
+
+
+def test_a_plain_start_adds_nothing_to_the_recipe():
+    start = StudentStart(None, None, {}, params={"num_layers": 2}, row="alp_no")
+    recipe = {"method": "alp", "weights": {"ce": 1.0}}
+    assert start.method_inputs(recipe, None, "rte") == (recipe, {})
+
+
+def test_objects_handed_to_a_method_stay_out_of_the_key():
+    recipe = {"method": "ted", "task": "rte", "student_filters": "copy", "teacher_filters": object(), "mapping": [[1], [2]]}
+    assert recipe_spec(recipe) == {"method": "ted", "task": "rte", "student_filters": "copy", "mapping": [[1], [2]]}
