@@ -19,7 +19,6 @@ import torch
 from torch import nn
 
 from bert_kd.jobs import write_file_atomically
-from bert_kd.markdown import markdown_table  # noqa: F401  (re-exported: the latency rows as Markdown, export_student)
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.training import Collator, make_loader
 

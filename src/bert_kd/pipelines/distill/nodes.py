@@ -38,6 +38,7 @@ from bert_kd.models import (
     load_tokenizer,
     num_layers,
 )
+from bert_kd.markdown import markdown_table
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import comparison_bars, comparison_title
@@ -274,14 +275,6 @@ def _row(name: str, evaluation: dict, teacher: dict) -> dict:
     row["parameters (M)"] = round(evaluation["parameters"] / 1e6, 2)
     row["throughput (ex/s)"] = round(evaluation["throughput_examples_per_s"], 1)
     return row
-
-
-def markdown_table(table: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown rendering of ``table``."""
-    header = "| " + " | ".join(str(c) for c in table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *body]) + "\n"
 
 
 # ---------------------------------------------------------------- ALP-KD Figures 3 and 4 (issue 11)

@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 
 from bert_kd.data.glue import get_task
-from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, markdown_table, predict, torch_logits_fn
+from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
+from bert_kd.markdown import markdown_table
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common

@@ -22,12 +22,12 @@ from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
     check_teacher,
     majority_row,
-    markdown_table,
     register_best_student,
     shallow_student,
     table_verdict,
     with_verdict,
 )
+from bert_kd.markdown import markdown_table
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.schema import MultiStudent, MultiTeacher, typed
 from bert_kd.verdict import MAJORITY_METHOD
