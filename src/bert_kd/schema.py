@@ -160,7 +160,7 @@ class MultiTeacher(Teacher):
     """One entry of ``multi_teachers``."""
 
     name: Annotated[str, Field(min_length=1)]
-    seed: NonNegativeInt = 42
+    seed: NonNegativeInt | None = None  # None: the run's ``seed``
 
 
 class Student(Strict):
@@ -508,6 +508,15 @@ def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
         return model.model_validate(dict(value or {}))
     except ValidationError as error:
         raise ParameterError(_problems(error, (where,) if where else ())) from None
+
+
+def set_values(block: BaseModel | Mapping | None) -> dict:
+    """The keys a parameter block sets: a schema model's fields given in the configuration (not
+    its defaults), a dict as is. What ``pipelines.common.training_config`` lays over
+    ``TrainingConfig``'s own defaults, and what a training run's MLflow params record of a block."""
+    if isinstance(block, BaseModel):
+        return block.model_dump(exclude_unset=True)
+    return dict(block or {})
 
 
 def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 from bert_kd.pipelines import common
+from bert_kd.schema import Runtime, Tracking
 
 
 def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, row=None):
@@ -20,7 +21,7 @@ def test_run_settings_node_reads_its_arguments_by_name():
     node_fn = common.reads_run_settings(_train, row="alp_no")
     assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]
     assert node_fn("rows", {"model": "m"}, SETTINGS) == (
-        "rows", "rte", {"model": "m"}, 7, {"enabled": False}, {"progress_bar": False},
+        "rows", "rte", {"model": "m"}, 7, Tracking(enabled=False), Runtime(progress_bar=False),
         {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}, "alp_no")
     assert node_fn.__wrapped__ is _train and node_fn.__name__ == "_train"  # kedro-viz shows _train's code
 
