@@ -58,6 +58,38 @@ def test_hook_writes_explicit_rounded_weights(tiny_teacher_dir):
     assert multi["alpha"] == 0.2  # the shorthand stays, documented next to what it expands to
 
 
+class FakeNode:
+    def __init__(self, inputs):
+        self.inputs = list(inputs)
+
+
+def test_hook_hands_nodes_the_validated_models_and_keeps_dicts_in_the_catalog(tiny_teacher_dir):
+    from bert_kd.schema import MultiTeacher, Runtime, Student, Teacher, Tracking, Training
+
+    params = load_parameters("local")
+    params["teacher"] = {"model": str(tiny_teacher_dir), "training": {"epochs": 1}}  # no max_seq_length
+    catalog = FakeCatalog(params)
+    raw_teacher = catalog.load("params:teacher")
+    inputs = {"params:teacher", "params:teacher.training", "params:student", "params:tracking", "params:runtime",
+              "params:multi_teachers", "params:distill_methods.rkd", "params:task", "teacher_model"}
+    hook = ValidateParametersHook()
+    hook.before_pipeline_run({}, FakePipeline(inputs), catalog)
+    handed = hook.before_node_run(FakeNode(sorted(inputs)), {name: catalog.load(name) for name in inputs - {"teacher_model"}})
+    assert isinstance(handed["params:teacher"], Teacher) and handed["params:teacher"].max_seq_length == 128  # schema default
+    assert isinstance(handed["params:teacher.training"], Training) and handed["params:teacher.training"].epochs == 1
+    assert isinstance(handed["params:student"], Student)
+    assert isinstance(handed["params:tracking"], Tracking) and isinstance(handed["params:runtime"], Runtime)
+    assert all(isinstance(entry, MultiTeacher) for entry in handed["params:multi_teachers"])
+    assert set(handed) == {"params:teacher", "params:teacher.training", "params:student", "params:tracking",
+                           "params:runtime", "params:multi_teachers"}  # recipes, scalars and datasets as loaded
+    assert catalog.load("params:distill_methods.rkd")["weights"] == {"ce": 0.3, "kd": 0.7}  # a dict, weights explicit
+    assert catalog.load("params:teacher") == raw_teacher  # what kedro-mlflow and the other hooks read
+    handed["params:teacher"].max_seq_length = 8  # a node changing its model does not change the next node's
+    again = hook.before_node_run(FakeNode(["params:teacher"]), {"params:teacher": raw_teacher})
+    assert again["params:teacher"].max_seq_length == 128
+    assert hook.before_node_run(FakeNode(["teacher_model"]), {"teacher_model": None}) is None
+
+
 def test_hook_refuses_before_any_node(tiny_teacher_dir):
     params = load_parameters("local")
     params["teacher"]["model"] = str(tiny_teacher_dir)
