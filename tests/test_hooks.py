@@ -36,7 +36,15 @@ class FakeCatalog:
         return self.data[name]
 
     def save(self, name, value):
+        if name not in self.data:  # as Kedro's DataCatalog: an entry is registered first
+            raise KeyError(name)
         self.data[name] = value
+
+    def __setitem__(self, name, value):
+        self.data[name] = value
+
+    def __contains__(self, name):
+        return name in self.data
 
 
 def test_used_blocks_names_blocks_and_recipes():
@@ -88,6 +96,16 @@ def test_hook_hands_nodes_the_validated_models_and_keeps_dicts_in_the_catalog(ti
     again = hook.before_node_run(FakeNode(["params:teacher"]), {"params:teacher": raw_teacher})
     assert again["params:teacher"].max_seq_length == 128
     assert hook.before_node_run(FakeNode(["teacher_model"]), {"teacher_model": None}) is None
+
+
+def test_an_entry_the_configuration_leaves_out_gets_the_schemas_default(tiny_teacher_dir):
+    params = load_parameters("local")
+    params["teacher"] = {"model": str(tiny_teacher_dir)}
+    catalog = FakeCatalog(params)
+    inputs = {"params:teacher.max_seq_length", "params:teacher.retrain", "params:teacher.model"}
+    ValidateParametersHook().before_pipeline_run({}, FakePipeline(inputs), catalog)
+    assert catalog.load("params:teacher.max_seq_length") == 128 and catalog.load("params:teacher.retrain") is False
+    assert catalog.load("params:teacher.model") == str(tiny_teacher_dir)
 
 
 def test_hook_refuses_before_any_node(tiny_teacher_dir):

@@ -67,8 +67,8 @@ class PreflightHook:
         from bert_kd.preflight import check_tracking
         from bert_kd.tracking import is_main_process
 
-        tracking = (context.params or {}).get("tracking") or {}
-        if isinstance(tracking, dict) and tracking.get("enabled", True) is False:
+        tracking = (context.params or {}).get("tracking")  # not validated yet: the configuration's dict
+        if isinstance(tracking, dict) and tracking.get("enabled") is False:
             if silence_kedro_mlflow(context._hook_manager):
                 log.info("tracking.enabled is false: kedro-mlflow is off for this run, nothing is logged")
             return
@@ -132,6 +132,21 @@ def typed_inputs(parameters, inputs) -> dict[str, object]:
     return found
 
 
+def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
+    """Put the schema's default of every ``params:<block>.<entry>`` input the configuration leaves
+    out into the catalog (``params:teacher.max_seq_length`` of a teacher block without it: 128, as
+    the teacher's own tokenization uses), where Kedro would otherwise stop on a missing input."""
+    from pydantic import BaseModel
+
+    saved = {}
+    for name in sorted(inputs):
+        block, _, entry = name[len("params:"):].partition(".") if name.startswith("params:") else ("", "", "")
+        model = getattr(parameters, block, None) if entry and "." not in entry else None
+        if isinstance(model, BaseModel) and entry in type(model).model_fields and name not in catalog:
+            saved[name] = catalog[name] = getattr(model, entry)  # a new MemoryDataset (``save`` needs an entry)
+    return saved
+
+
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
@@ -166,6 +181,7 @@ class ValidateParametersHook:
                 recipe["weights"] = explicit_weights(recipe)
                 catalog.save(name, recipe)
         self._typed = typed_inputs(typed, inputs)
+        save_entry_defaults(typed, inputs, catalog)
 
     @hook_impl
     def before_node_run(self, node, inputs) -> dict[str, object] | None:
