@@ -22,7 +22,7 @@ def train_teacher(tokenized, task: str, teacher: Teacher | Mapping, seed: int, t
     Reused from the store when a teacher with the same rows, model, tokenizer, settings and seed
     exists, unless ``teacher.retrain`` or ``runtime.recompute`` is true.
     """
-    logged = {k: v for k, v in set_values(teacher).items() if k != "name"}  # the run's ``teacher.*`` params
+    logged = set_values(teacher)  # the run's ``teacher.*`` params: the block as configured
     teacher, seed = common.teacher_block(teacher), common.teacher_seed(teacher, seed)
     runtime = typed(Runtime, runtime, "runtime")
     spec = get_task(task)
