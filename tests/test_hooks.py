@@ -102,10 +102,14 @@ def test_an_entry_the_configuration_leaves_out_gets_the_schemas_default(tiny_tea
     params = load_parameters("local")
     params["teacher"] = {"model": str(tiny_teacher_dir)}
     catalog = FakeCatalog(params)
-    inputs = {"params:teacher.max_seq_length", "params:teacher.retrain", "params:teacher.model"}
-    ValidateParametersHook().before_pipeline_run({}, FakePipeline(inputs), catalog)
+    inputs = {"params:teacher.max_seq_length", "params:teacher.retrain", "params:teacher.model", "params:teacher.training"}
+    hook = ValidateParametersHook()
+    hook.before_pipeline_run({}, FakePipeline(inputs), catalog)
     assert catalog.load("params:teacher.max_seq_length") == 128 and catalog.load("params:teacher.retrain") is False
     assert catalog.load("params:teacher.model") == str(tiny_teacher_dir)
+    assert catalog.load("params:teacher.training") == {}  # a dict for kedro-mlflow; the node gets the model
+    handed = hook.before_node_run(FakeNode(["params:teacher.training"]), {"params:teacher.training": {}})
+    assert handed["params:teacher.training"].epochs is None
 
 
 def test_hook_refuses_before_any_node(tiny_teacher_dir):

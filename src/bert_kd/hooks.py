@@ -138,12 +138,16 @@ def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
     the teacher's own tokenization uses), where Kedro would otherwise stop on a missing input."""
     from pydantic import BaseModel
 
+    from bert_kd.schema import set_values
+
     saved = {}
     for name in sorted(inputs):
         block, _, entry = name[len("params:"):].partition(".") if name.startswith("params:") else ("", "", "")
         model = getattr(parameters, block, None) if entry and "." not in entry else None
         if isinstance(model, BaseModel) and entry in type(model).model_fields and name not in catalog:
-            saved[name] = catalog[name] = getattr(model, entry)  # a new MemoryDataset (``save`` needs an entry)
+            value = getattr(model, entry)  # a model entry (``training``) reaches nodes through before_node_run
+            saved[name] = set_values(value) if isinstance(value, BaseModel) else value
+            catalog[name] = saved[name]  # a new MemoryDataset (``save`` needs a registered entry)
     return saved
 
 
