@@ -136,3 +136,16 @@ def test_glue_dir_precedence_params_then_environment_then_conf(monkeypatch, capl
     assert catalog.load("params:glue_dir") == expected and catalog.load("parameters")["glue_dir"] == expected
     lines = [r.getMessage() for r in caplog.records if "glue_dir" in r.getMessage()]
     assert len(lines) == 1 and expected in lines[0]  # logged once, naming the folder in use
+
+
+def test_kedro_itself_validates_no_node_parameter_and_warns_about_none(caplog):
+    """Nodes get their models from ValidateParametersHook alone: Kedro's own validation of node
+    annotations (a pydantic model → validated into the catalog; a ``Union`` → a warning each run)
+    finds nothing in any registered pipeline, since nodes annotate blocks as ``schema.Block[…]``."""
+    from kedro.validation.type_extractor import TypeExtractor
+
+    from bert_kd.pipeline_registry import register_pipelines
+
+    with caplog.at_level("DEBUG", logger="kedro.validation"):
+        assert TypeExtractor(register_pipelines()).extract_types_from_pipelines() == {}
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -25,7 +25,7 @@ import typing
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, Literal, Mapping, TypeVar, Union
 
 from pydantic import (
     BaseModel,
@@ -36,6 +36,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from typing_extensions import TypeAliasType
 
 from bert_kd.errors import ModelNotFoundError, ParameterError
 
@@ -508,6 +510,16 @@ def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
         return model.model_validate(dict(value or {}))
     except ValidationError as error:
         raise ParameterError(_problems(error, (where,) if where else ())) from None
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+#: A parameter block as a node receives it: the validation hook's schema model, or a dict (a
+#: notebook's, a test's, a sweep trial's) the node reads through :func:`typed` — ``Block[Teacher]``.
+#: An alias, not a bare ``Teacher | Mapping``: Kedro (1.7) validates a ``params:`` argument annotated
+#: with a pydantic model itself, into the catalog and before this project's hook, and warns on every
+#: run about a ``Union`` annotation; it leaves an alias alone.
+Block = TypeAliasType("Block", Union[_Model, Mapping[str, Any]], type_params=(_Model,))
 
 
 def set_values(block: BaseModel | Mapping | None) -> dict:

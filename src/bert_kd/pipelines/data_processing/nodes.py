@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Mapping
 
 import pandas as pd
 
@@ -11,7 +10,7 @@ from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsam
 from bert_kd.data.tokenize import tokenize_splits
 from bert_kd.models import load_tokenizer
 from bert_kd.pipelines.common import teacher_block
-from bert_kd.schema import Teacher
+from bert_kd.schema import Block, Teacher
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ def split_frames(train: pd.DataFrame, validation: pd.DataFrame) -> dict[str, pd.
     return frames
 
 
-def tokenize_for_model(train: pd.DataFrame, validation: pd.DataFrame, model_params: Teacher | Mapping):
+def tokenize_for_model(train: pd.DataFrame, validation: pd.DataFrame, model_params: Block[Teacher]):
     """Tokenize every split with the model's own tokenizer (pairs, truncation, ``max_seq_length``).
 
     ``model_params``: the ``teacher`` block or a ``multi_teachers`` entry (the hook's model, or a

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Mapping
 
 from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
 from bert_kd.data.tokenize import tokenize_splits
@@ -12,7 +11,7 @@ from bert_kd.errors import DamagedModelError, ModelNotFoundError, UserError
 from bert_kd.jobs import MANIFEST, store_entry_problem
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
-from bert_kd.schema import Evaluate, Tracking, typed
+from bert_kd.schema import Block, Evaluate, Tracking, typed
 from bert_kd.tracking_models import bundle_directory
 
 log = logging.getLogger(__name__)
@@ -74,8 +73,8 @@ def _check_store_entry(path: Path, key: str) -> None:
                                 "store entry is then moved aside and retrained)")
 
 
-def evaluate_model_source(evaluate: Evaluate | Mapping, task: str, glue_dir: str | None, max_eval_samples: int | None,
-                          seed: int, tracking: Tracking | Mapping) -> dict:
+def evaluate_model_source(evaluate: Block[Evaluate], task: str, glue_dir: str | None, max_eval_samples: int | None,
+                          seed: int, tracking: Block[Tracking]) -> dict:
     """Every dev split of ``task`` through the model's own tokenizer; metrics logged to the active run."""
     evaluate = typed(Evaluate, evaluate, "evaluate")
     source = evaluate.model or ""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 import torch
@@ -15,14 +14,14 @@ from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, mar
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common
-from bert_kd.schema import ExportStudent, Tracking, set_values, typed
+from bert_kd.schema import Block, ExportStudent, Tracking, set_values, typed
 from bert_kd.tracking_models import log_onnx_model
 
 log = logging.getLogger(__name__)
 
 
 def export_student(student: ModelBundle, student_data, teacher: ModelBundle, teacher_tokenized,
-                   settings: ExportStudent | Mapping, task: str, tracking: Tracking | Mapping):
+                   settings: Block[ExportStudent], task: str, tracking: Block[Tracking]):
     """ONNX files of ``student`` (fp32, optional dynamic int8), the verification report, and the
     latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models)."""
     logged = set_values(settings)  # the export run's ``export.*`` params

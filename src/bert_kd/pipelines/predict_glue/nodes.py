@@ -7,7 +7,6 @@ import json
 import logging
 import zipfile
 from pathlib import Path
-from typing import Mapping
 
 from bert_kd.data.glue import get_task, resolve_glue_dir
 from bert_kd.data.tokenize import tokenize_frame
@@ -17,14 +16,14 @@ from bert_kd.glue_submission import write_submission_tsv, write_zip
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
-from bert_kd.schema import PredictGlue, Tracking, typed
+from bert_kd.schema import Block, PredictGlue, Tracking, typed
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
 
 
-def predict_glue_test(predict_glue: PredictGlue | Mapping, task: str, glue_dir: str | None,
-                      tracking: Tracking | Mapping) -> dict:
+def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str | None,
+                      tracking: Block[Tracking]) -> dict:
     """``predict_glue.model`` on every test split of ``task`` (MNLI: matched, mismatched and AX) →
     ``<output_dir>/<Task>.tsv`` and ``<output_dir>/submission.zip``; a summary (files, rows)."""
     settings = typed(PredictGlue, predict_glue, "predict_glue")

@@ -7,12 +7,11 @@ import logging
 import shlex
 import sys
 from pathlib import Path
-from typing import Mapping
 
 from kedro.framework.hooks import hook_impl
 
 from bert_kd.distributed import broadcast_from_rank_zero, launched_processes
-from bert_kd.schema import Reproduce, set_values, typed
+from bert_kd.schema import Block, Reproduce, set_values, typed
 from bert_kd.sweep.report import bars_figure, markdown
 from bert_kd.sweep.run import reproduce
 from bert_kd.sweep.spec import RECIPE_NAMESPACES
@@ -36,7 +35,7 @@ class CliParamsHook:
             catalog.save(CLI_PARAMS, dict(run_params.get("runtime_params") or {}))
 
 
-def reproduce_tables(reproduce_params: Reproduce | Mapping, parameters: dict, cli_params: dict | None):
+def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None):
     """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
 
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per

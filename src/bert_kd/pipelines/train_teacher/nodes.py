@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Mapping
 
 from bert_kd import jobs
 from bert_kd.data.glue import TaskSpec, get_task
 from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
-from bert_kd.schema import Runtime, Teacher, Tracking, set_values, typed
+from bert_kd.schema import Block, Runtime, Teacher, Tracking, set_values, typed
 from bert_kd.training import SupervisedObjective, fit
 
 
-def train_teacher(tokenized, task: str, teacher: Teacher | Mapping, seed: int, tracking: Tracking | Mapping,
-                  runtime: Runtime | Mapping, data_source: dict | None = None) -> ModelBundle:
+def train_teacher(tokenized, task: str, teacher: Block[Teacher], seed: int, tracking: Block[Tracking],
+                  runtime: Block[Runtime], data_source: dict | None = None) -> ModelBundle:
     """Fine-tune ``teacher.model`` on the task (AdamW, warm-up, clipping, best dev epoch kept;
     ``data_source``: glue_dir and sample caps, recorded on the MLflow run). ``teacher`` is the
     ``teacher`` block or a ``multi_teachers`` entry (its own ``seed`` replaces ``seed``).
@@ -45,7 +44,7 @@ def padding_side(model: str) -> str:
 
 
 def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: Teacher, logged: dict, seed: int,
-               tracking: Tracking | Mapping, runtime: Runtime, job, data_source: dict) -> ModelBundle:
+               tracking: Block[Tracking], runtime: Runtime, job, data_source: dict) -> ModelBundle:
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``) in its own MLflow run."""
     tokenizer = load_tokenizer(teacher.model)
     model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
