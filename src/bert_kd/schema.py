@@ -36,7 +36,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
 from typing_extensions import TypeAliasType
 
 from bert_kd.errors import ModelNotFoundError, ParameterError
