@@ -36,7 +36,15 @@ class FakeCatalog:
         return self.data[name]
 
     def save(self, name, value):
+        if name not in self.data:  # as Kedro's DataCatalog: an entry is registered first
+            raise KeyError(name)
         self.data[name] = value
+
+    def __setitem__(self, name, value):
+        self.data[name] = value
+
+    def __contains__(self, name):
+        return name in self.data
 
 
 def test_used_blocks_names_blocks_and_recipes():
@@ -56,6 +64,52 @@ def test_hook_writes_explicit_rounded_weights(tiny_teacher_dir):
     multi = catalog.load("params:multi_teacher_configs.multi_teacher")
     assert multi["weights"] == {"ce": 0.5, "pred": 0.4, "hidden": 0.1, "attn": 0.5, "emb": 0.5}
     assert multi["alpha"] == 0.2  # the shorthand stays, documented next to what it expands to
+
+
+class FakeNode:
+    def __init__(self, inputs):
+        self.inputs = list(inputs)
+
+
+def test_hook_hands_nodes_the_validated_models_and_keeps_dicts_in_the_catalog(tiny_teacher_dir):
+    from bert_kd.schema import MultiTeacher, Runtime, Student, Teacher, Tracking, Training
+
+    params = load_parameters("local")
+    params["teacher"] = {"model": str(tiny_teacher_dir), "training": {"epochs": 1}}  # no max_seq_length
+    catalog = FakeCatalog(params)
+    raw_teacher = catalog.load("params:teacher")
+    inputs = {"params:teacher", "params:teacher.training", "params:student", "params:tracking", "params:runtime",
+              "params:multi_teachers", "params:distill_methods.rkd", "params:task", "teacher_model"}
+    hook = ValidateParametersHook()
+    hook.before_pipeline_run({}, FakePipeline(inputs), catalog)
+    handed = hook.before_node_run(FakeNode(sorted(inputs)), {name: catalog.load(name) for name in inputs - {"teacher_model"}})
+    assert isinstance(handed["params:teacher"], Teacher) and handed["params:teacher"].max_seq_length == 128  # schema default
+    assert isinstance(handed["params:teacher.training"], Training) and handed["params:teacher.training"].epochs == 1
+    assert isinstance(handed["params:student"], Student)
+    assert isinstance(handed["params:tracking"], Tracking) and isinstance(handed["params:runtime"], Runtime)
+    assert all(isinstance(entry, MultiTeacher) for entry in handed["params:multi_teachers"])
+    assert set(handed) == {"params:teacher", "params:teacher.training", "params:student", "params:tracking",
+                           "params:runtime", "params:multi_teachers"}  # recipes, scalars and datasets as loaded
+    assert catalog.load("params:distill_methods.rkd")["weights"] == {"ce": 0.3, "kd": 0.7}  # a dict, weights explicit
+    assert catalog.load("params:teacher") == raw_teacher  # what kedro-mlflow and the other hooks read
+    handed["params:teacher"].max_seq_length = 8  # a node changing its model does not change the next node's
+    again = hook.before_node_run(FakeNode(["params:teacher"]), {"params:teacher": raw_teacher})
+    assert again["params:teacher"].max_seq_length == 128
+    assert hook.before_node_run(FakeNode(["teacher_model"]), {"teacher_model": None}) is None
+
+
+def test_an_entry_the_configuration_leaves_out_gets_the_schemas_default(tiny_teacher_dir):
+    params = load_parameters("local")
+    params["teacher"] = {"model": str(tiny_teacher_dir)}
+    catalog = FakeCatalog(params)
+    inputs = {"params:teacher.max_seq_length", "params:teacher.retrain", "params:teacher.model", "params:teacher.training"}
+    hook = ValidateParametersHook()
+    hook.before_pipeline_run({}, FakePipeline(inputs), catalog)
+    assert catalog.load("params:teacher.max_seq_length") == 128 and catalog.load("params:teacher.retrain") is False
+    assert catalog.load("params:teacher.model") == str(tiny_teacher_dir)
+    assert catalog.load("params:teacher.training") == {}  # a dict for kedro-mlflow; the node gets the model
+    handed = hook.before_node_run(FakeNode(["params:teacher.training"]), {"params:teacher.training": {}})
+    assert handed["params:teacher.training"].epochs is None
 
 
 def test_hook_refuses_before_any_node(tiny_teacher_dir):
@@ -82,3 +136,16 @@ def test_glue_dir_precedence_params_then_environment_then_conf(monkeypatch, capl
     assert catalog.load("params:glue_dir") == expected and catalog.load("parameters")["glue_dir"] == expected
     lines = [r.getMessage() for r in caplog.records if "glue_dir" in r.getMessage()]
     assert len(lines) == 1 and expected in lines[0]  # logged once, naming the folder in use
+
+
+def test_kedro_itself_validates_no_node_parameter_and_warns_about_none(caplog):
+    """Nodes get their models from ValidateParametersHook alone: Kedro's own validation of node
+    annotations (a pydantic model → validated into the catalog; a ``Union`` → a warning each run)
+    finds nothing in any registered pipeline, since nodes annotate blocks as ``schema.Block[…]``."""
+    from kedro.validation.type_extractor import TypeExtractor
+
+    from bert_kd.pipeline_registry import register_pipelines
+
+    with caplog.at_level("DEBUG", logger="kedro.validation"):
+        assert TypeExtractor(register_pipelines()).extract_types_from_pipelines() == {}
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -67,8 +67,8 @@ class PreflightHook:
         from bert_kd.preflight import check_tracking
         from bert_kd.tracking import is_main_process
 
-        tracking = (context.params or {}).get("tracking") or {}
-        if isinstance(tracking, dict) and tracking.get("enabled", True) is False:
+        tracking = (context.params or {}).get("tracking")  # not validated yet: the configuration's dict
+        if isinstance(tracking, dict) and tracking.get("enabled") is False:
             if silence_kedro_mlflow(context._hook_manager):
                 log.info("tracking.enabled is false: kedro-mlflow is off for this run, nothing is logged")
             return
@@ -103,10 +103,66 @@ def apply_glue_dir_precedence(run_params, catalog) -> str | None:
     return chosen
 
 
+def typed_inputs(parameters, inputs) -> dict[str, object]:
+    """The schema models (defaults filled) that stand for the ``params:`` inputs among ``inputs``:
+    ``params:<block>`` → ``parameters.<block>`` and ``params:<block>.<entry>`` → its entry, where
+    that is a model (or a list of models: ``multi_teachers``). Scalars, free-form dicts and the
+    recipe blocks (:data:`~bert_kd.schema.RECIPE_BLOCKS`, whose entries nodes receive as dicts with
+    explicit weights) are not listed: nodes get those as Kedro loads them."""
+    from pydantic import BaseModel
+
+    from bert_kd.schema import RECIPE_BLOCKS
+
+    def is_model(value) -> bool:
+        return isinstance(value, BaseModel) or (
+            isinstance(value, list) and bool(value) and all(isinstance(v, BaseModel) for v in value))
+
+    found: dict[str, object] = {}
+    for name in sorted(inputs):
+        if not name.startswith("params:"):
+            continue
+        path = name[len("params:"):].split(".")
+        if path[0] in RECIPE_BLOCKS or len(path) > 2:
+            continue
+        value = parameters
+        for part in path:
+            value = getattr(value, part, None) if isinstance(value, BaseModel) else None
+        if is_model(value):
+            found[name] = value
+    return found
+
+
+def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
+    """Put the schema's default of every ``params:<block>.<entry>`` input the configuration leaves
+    out into the catalog (``params:teacher.max_seq_length`` of a teacher block without it: 128, as
+    the teacher's own tokenization uses), where Kedro would otherwise stop on a missing input."""
+    from pydantic import BaseModel
+
+    from bert_kd.schema import set_values
+
+    saved = {}
+    for name in sorted(inputs):
+        block, _, entry = name[len("params:"):].partition(".") if name.startswith("params:") else ("", "", "")
+        model = getattr(parameters, block, None) if entry and "." not in entry else None
+        if isinstance(model, BaseModel) and entry in type(model).model_fields and name not in catalog:
+            value = getattr(model, entry)  # a model entry (``training``) reaches nodes through before_node_run
+            saved[name] = set_values(value) if isinstance(value, BaseModel) else value
+            catalog[name] = saved[name]  # a new MemoryDataset (``save`` needs a registered entry)
+    return saved
+
+
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
-    any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), then hand the
-    nodes each recipe with its weights written out explicitly (what MLflow records)."""
+    any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
+    nodes each recipe with its weights written out explicitly (what MLflow records), and hand
+    every node the validated models (defaults filled) of its other ``params:`` inputs.
+
+    The models reach the nodes only (``before_node_run`` returns them as the node's inputs): the
+    catalog keeps the dicts of the configuration, so kedro-mlflow logs a node's parameters as it
+    did before (flattened ``teacher.training.learning_rate`` …) and the other hooks read dicts."""
+
+    def __init__(self) -> None:
+        self._typed: dict[str, object] = {}
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
@@ -114,6 +170,7 @@ class ValidateParametersHook:
 
         from bert_kd.preflight import check_sweep_storage
 
+        self._typed = {}
         apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
         typed = validate_parameters(parameters)
@@ -127,3 +184,16 @@ class ValidateParametersHook:
                 recipe = dict(catalog.load(name))
                 recipe["weights"] = explicit_weights(recipe)
                 catalog.save(name, recipe)
+        self._typed = typed_inputs(typed, inputs)
+        save_entry_defaults(typed, inputs, catalog)
+
+    @hook_impl
+    def before_node_run(self, node, inputs) -> dict[str, object] | None:
+        """The node's ``params:`` inputs as validated models (a copy each: a node may not change
+        what the next one reads); kedro-mlflow, in the same call, still sees the catalog's dicts."""
+        models = {name: self._typed[name] for name in inputs if name in self._typed}
+        return {name: _copy(value) for name, value in models.items()} or None
+
+
+def _copy(value):
+    return [v.model_copy(deep=True) for v in value] if isinstance(value, list) else value.model_copy(deep=True)

@@ -25,7 +25,7 @@ import typing
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, Literal, Mapping, TypeVar, Union
 
 from pydantic import (
     BaseModel,
@@ -36,6 +36,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from typing_extensions import TypeAliasType
 
 from bert_kd.errors import ModelNotFoundError, ParameterError
 
@@ -160,7 +161,7 @@ class MultiTeacher(Teacher):
     """One entry of ``multi_teachers``."""
 
     name: Annotated[str, Field(min_length=1)]
-    seed: NonNegativeInt = 42
+    seed: NonNegativeInt | None = None  # None: the run's ``seed``
 
 
 class Student(Strict):
@@ -508,6 +509,25 @@ def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
         return model.model_validate(dict(value or {}))
     except ValidationError as error:
         raise ParameterError(_problems(error, (where,) if where else ())) from None
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+#: A parameter block as a node receives it: the validation hook's schema model, or a dict (a
+#: notebook's, a test's, a sweep trial's) the node reads through :func:`typed` — ``Block[Teacher]``.
+#: An alias, not a bare ``Teacher | Mapping``: Kedro (1.7) validates a ``params:`` argument annotated
+#: with a pydantic model itself, into the catalog and before this project's hook, and warns on every
+#: run about a ``Union`` annotation; it leaves an alias alone.
+Block = TypeAliasType("Block", Union[_Model, Mapping[str, Any]], type_params=(_Model,))
+
+
+def set_values(block: BaseModel | Mapping | None) -> dict:
+    """The keys a parameter block sets: a schema model's fields given in the configuration (not
+    its defaults), a dict as is. What ``pipelines.common.training_config`` lays over
+    ``TrainingConfig``'s own defaults, and what a training run's MLflow params record of a block."""
+    if isinstance(block, BaseModel):
+        return block.model_dump(exclude_unset=True)
+    return dict(block or {})
 
 
 def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 from bert_kd.pipelines import common
+from bert_kd.schema import Runtime, Tracking
 
 
 def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, row=None):
@@ -20,7 +21,7 @@ def test_run_settings_node_reads_its_arguments_by_name():
     node_fn = common.reads_run_settings(_train, row="alp_no")
     assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]
     assert node_fn("rows", {"model": "m"}, SETTINGS) == (
-        "rows", "rte", {"model": "m"}, 7, {"enabled": False}, {"progress_bar": False},
+        "rows", "rte", {"model": "m"}, 7, Tracking(enabled=False), Runtime(progress_bar=False),
         {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}, "alp_no")
     assert node_fn.__wrapped__ is _train and node_fn.__name__ == "_train"  # kedro-viz shows _train's code
 
@@ -81,3 +82,21 @@ def test_model_size_is_read_from_the_store_entry_and_matches_a_fresh_save(tmp_pa
     assert common._saved_size(stored) == measured > 0
     (entry / "model.safetensors").write_bytes(b"0" * 10)  # proves the store entry is what was read
     assert common._saved_size(stored) == (entry / "config.json").stat().st_size + 10
+
+
+@pytest.mark.parametrize("form", [dict, "model"])
+def test_settings_helpers_read_the_hooks_models_and_dicts_alike(form):
+    tracking, runtime = {"enabled": False, "log_models": False}, {"recompute": True}
+    if form == "model":
+        tracking, runtime = Tracking.model_validate(tracking), Runtime.model_validate(runtime)
+    assert common.tracking_enabled(tracking) is False and common.recompute(runtime) is True
+    assert common.tracking_enabled(None) is True and common.recompute(None) is False  # the schema's defaults
+    settings = common.build_run_settings("rte", 1, tracking, runtime, None, None, None)
+    assert settings["tracking"] == Tracking(enabled=False, log_models=False) and settings["runtime"].recompute is True
+
+
+def test_a_bad_key_in_a_notebooks_dict_names_the_block():
+    from bert_kd.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="runtime.recompte"):
+        common.recompute({"recompte": True})

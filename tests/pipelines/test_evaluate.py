@@ -42,3 +42,17 @@ def test_a_store_entry_under_another_key_is_refused(stored_teacher):
 def test_a_folder_without_a_model_is_a_user_error(tmp_path):
     with pytest.raises(ModelNotFoundError, match="no config.json"):
         resolve_model_source(str(tmp_path))
+
+
+def test_the_hooks_evaluate_model_and_its_dict_give_the_same_evaluation(tmp_path, monkeypatch, tiny_teacher_dir,
+                                                                         tiny_glue_dir):
+    from bert_kd.pipelines.evaluate.nodes import evaluate_model_source
+    from bert_kd.schema import Evaluate, Tracking
+
+    monkeypatch.chdir(tmp_path)
+    settings = {"model": str(tiny_teacher_dir), "max_seq_length": 32}
+    args = ("rte", str(tiny_glue_dir), 10, 0)
+    from_dict = evaluate_model_source(settings, *args, {"enabled": False})
+    from_models = evaluate_model_source(Evaluate.model_validate(settings), *args, Tracking(enabled=False))
+    assert from_models["metrics"] == from_dict["metrics"] and from_models["examples"] == {"validation": 10}
+    assert from_models["model"] == from_dict["model"] == str(tiny_teacher_dir)

@@ -40,14 +40,19 @@ def logits_of(model_dir, frame: pd.DataFrame) -> np.ndarray:
     return predict_logits(SupervisedObjective(bundle.model), loader)[0]
 
 
-def test_rte_predictions_column_by_column(tmp_path, tiny_teacher_dir, tiny_glue_dir):
+@pytest.mark.parametrize("typed", [False, True], ids=["dicts", "hook_models"])
+def test_rte_predictions_column_by_column(tmp_path, tiny_teacher_dir, tiny_glue_dir, typed):
+    from bert_kd.schema import PredictGlue, Tracking
+
     dev = load_glue_task("rte", tiny_glue_dir, allow_download=False)["validation"]
     glue = tmp_path / "glue"
     (glue / "RTE").mkdir(parents=True)
     (glue / "RTE" / "test.tsv").write_text(test_format_from_dev(dev, ["index", "sentence1", "sentence2"]))
     out = tmp_path / "submission"
-    summary = predict_glue_test({"model": str(tiny_teacher_dir), "output_dir": str(out)}, "rte", str(glue),
-                                {"enabled": False})
+    settings, tracking = {"model": str(tiny_teacher_dir), "output_dir": str(out)}, {"enabled": False}
+    if typed:  # what ValidateParametersHook hands the node in a kedro run
+        settings, tracking = PredictGlue.model_validate(settings), Tracking.model_validate(tracking)
+    summary = predict_glue_test(settings, "rte", str(glue), tracking)
     written = pd.read_csv(out / "RTE.tsv", sep="\t", dtype=str, keep_default_na=False)
     assert list(written.columns) == ["index", "prediction"]
     assert list(written["index"]) == [str(100 + i) for i in range(len(dev))]  # the test file's own index, in order

@@ -34,6 +34,12 @@ def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
     assert 0.0 <= run["metrics.final/validation/accuracy"] <= 1.0
     assert run["metrics.train/loss"] > 0
     assert run["tags.env.device"] == "cpu"
+    parent = runs[runs["tags.mlflow.runName"].str.endswith("[kedro run]")].iloc[0]
+    # kedro-mlflow logs each node's params: inputs as the configuration wrote them (flattened dicts),
+    # though the nodes receive the hook's models: epochs 1 stays "1" (a dumped model says "1.0")
+    assert parent["params.teacher.training.epochs"] == "1" and parent["params.teacher.max_seq_length"] == "32"
+    assert parent["params.runtime.progress_bar"] == "False"
+    assert "params.teacher" not in parent  # never one repr of a whole model
 
 
 def test_second_run_reuses_the_teacher(run_pipeline, caplog):
@@ -76,3 +82,26 @@ def test_train_teacher_node_stores_once_and_retrains_on_changed_data(tmp_path, m
     assert sorted(p.name for p in store.iterdir()) == sorted([first.info["key"], flipped.info["key"]])
     assert not (tmp_path / "data/06_models/store/checkpoints/teacher").exists() or not any(
         (tmp_path / "data/06_models/store/checkpoints/teacher").iterdir())
+
+
+def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+    """The hook's models (``Teacher``, ``Runtime``, ``Tracking``) and a notebook's or a sweep trial's
+    dicts give the same teacher key; a ``multi_teachers`` entry trains with its own seed."""
+    from bert_kd.pipelines.train_teacher.nodes import train_teacher
+    from bert_kd.schema import MultiTeacher, Runtime, Teacher, Tracking
+
+    monkeypatch.chdir(tmp_path)
+    tokenized = _tokenized(tiny_glue_dir, tiny_teacher_dir)
+    teacher = {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
+    runtime = {"progress_bar": False, "checkpoint_every_steps": 0}
+    first = train_teacher(tokenized, "rte", teacher, 0, {"enabled": False}, runtime)
+    typed = train_teacher(tokenized, "rte", Teacher.model_validate(teacher), 0, Tracking(enabled=False),
+                          Runtime.model_validate(runtime))
+    assert (typed.info["key"], typed.info["reused"]) == (first.info["key"], True)
+    entry = {**teacher, "name": "t1", "seed": 5}
+    from_dict = train_teacher(tokenized, "rte", entry, 0, {"enabled": False}, runtime)
+    from_model = train_teacher(tokenized, "rte", MultiTeacher.model_validate(entry), 0, {"enabled": False}, runtime)
+    assert from_dict.info["seed"] == from_model.info["seed"] == 5 and from_dict.info["key"] != first.info["key"]
+    assert (from_model.info["key"], from_model.info["reused"]) == (from_dict.info["key"], True)
+    unseeded = MultiTeacher.model_validate({**teacher, "name": "t0"})  # no seed of its own: the run's
+    assert train_teacher(tokenized, "rte", unseeded, 0, {"enabled": False}, runtime).info["key"] == first.info["key"]

@@ -14,11 +14,13 @@ from typing import Mapping
 import numpy as np
 import torch
 from kedro.pipeline import node
+from pydantic import BaseModel
 
 from bert_kd.data.glue import get_task
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd import jobs
 from bert_kd.models import ModelBundle, count_parameters, load_bundle, resolve_model_name, write_bundle_files
+from bert_kd.schema import Block, Runtime, Teacher, Tracking, typed
 from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log_gradient_shares
 from bert_kd.tracking import RunLogger, adaptive_log_every, is_main_process, log_training_job, tracked_run
 from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, make_loader, predict_logits
@@ -68,12 +70,29 @@ def job(kind: str, spec: Mapping) -> jobs.Job:
     return jobs.Job(kind, spec, STORE_ROOT)
 
 
-def recompute(runtime: Mapping | None) -> bool:
+def recompute(runtime: Block[Runtime] | None) -> bool:
     """``runtime.recompute: true`` retrains every job of the run instead of reusing stored results."""
-    return bool((runtime or {}).get("recompute", False))
+    return typed(Runtime, runtime, "runtime").recompute
 
 
-def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, recompute: bool = False) -> ModelBundle:
+def teacher_block(teacher: Block[Teacher]) -> Teacher:
+    """A ``teacher`` block or a ``multi_teachers`` entry as a :class:`~bert_kd.schema.Teacher`: the
+    hook's model as is, a dict (a notebook's, a test's, a sweep trial's) validated without its
+    ``name`` and ``seed`` (see :func:`teacher_seed`)."""
+    if isinstance(teacher, Teacher):
+        return teacher
+    return typed(Teacher, {k: v for k, v in dict(teacher or {}).items() if k not in ("name", "seed")}, "teacher")
+
+
+def teacher_seed(teacher: Block[Teacher], run_seed: int) -> int:
+    """The seed a teacher trains with: its own ``seed`` (a ``multi_teachers`` entry's, a sweep
+    table's ``teacher.seed``) where it has one, else the run's."""
+    own = getattr(teacher, "seed", None) if isinstance(teacher, BaseModel) else dict(teacher or {}).get("seed")
+    return int(run_seed if own is None else own)
+
+
+def run_model_job(model_job: jobs.Job, train_fn, tracking: Block[Tracking] | None, *,
+                  recompute: bool = False) -> ModelBundle:
     """Reuse or train a model through the job path; the bundle's ``info`` names its store path.
 
     A freshly trained model is logged once, as an MLflow LoggedModel of its training run, when
@@ -86,7 +105,7 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Mapping | None, *, re
     )
     bundle = outcome.value
     bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
-    if not outcome.reused and (tracking or {}).get("log_models", True):
+    if not outcome.reused and typed(Tracking, tracking, "tracking").log_models:
         with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
             if run.enabled:
                 regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
@@ -107,11 +126,11 @@ def log_job_columns(run: RunLogger, job: jobs.Job, task: str, seed: int, data_so
 
 
 def log_gradient_shares(run: RunLogger, objective, train_dataset, collator, settings: TrainingConfig,
-                        tracking: Mapping | None, name: str):
+                        tracking: Block[Tracking] | None, name: str):
     """Each weighted loss term's share of the student's gradient on the first
     ``tracking.gradient_share_batches`` training batches (default 2; 0 = off), logged as
     ``grad_share/<term>`` with a warning for a term below 5% (:mod:`bert_kd.distill.gradient_share`)."""
-    batches = int((tracking or {}).get("gradient_share_batches", 2))
+    batches = typed(Tracking, tracking, "tracking").gradient_share_batches
     return measure_and_log_gradient_shares(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
                            seed=settings.seed)
 
@@ -142,11 +161,12 @@ def evaluate_fn(task: str):
     return lambda predictions, labels: glue_metrics(task, predictions, labels)
 
 
-def tracking_enabled(tracking: Mapping | None) -> bool:
-    return bool((tracking or {}).get("enabled", True))
+def tracking_enabled(tracking: Block[Tracking] | None) -> bool:
+    """``tracking.enabled``: whether this run logs to MLflow."""
+    return typed(Tracking, tracking, "tracking").enabled
 
 
-def reopen_run(run_id: str | None, tracking: Mapping | None):
+def reopen_run(run_id: str | None, tracking: Block[Tracking] | None):
     """Re-enter a finished training run to add evaluation results to it (or a no-op logger)."""
     if not run_id or not tracking_enabled(tracking) or not is_main_process():
         return contextlib.nullcontext(RunLogger(False))
@@ -249,7 +269,7 @@ def flat_eval_metrics(evaluation: dict) -> dict[str, float]:
     return flat
 
 
-def log_evaluation(evaluation: dict, run_id: str | None, tracking: Mapping | None) -> None:
+def log_evaluation(evaluation: dict, run_id: str | None, tracking: Block[Tracking] | None) -> None:
     with reopen_run(run_id, tracking) as logger:
         logger.log_metrics(flat_eval_metrics(evaluation))
         logger.log_dict(evaluation, "evaluation.json")
@@ -278,11 +298,13 @@ RUN_PARAMETERS = ("task", "seed", "tracking", "runtime", "glue_dir", "max_train_
 DATA_SOURCE = "data_source"
 
 
-def build_run_settings(task: str, seed: int, tracking: dict, runtime: dict, glue_dir, max_train_samples,
-                       max_eval_samples) -> dict:
-    """The run-wide parameters as one dict; ``data_source`` groups where the rows came from."""
+def build_run_settings(task: str, seed: int, tracking: Block[Tracking] | None, runtime: Block[Runtime] | None,
+                       glue_dir, max_train_samples, max_eval_samples) -> dict:
+    """The run-wide parameters as one dict, ``tracking`` and ``runtime`` as schema models (the
+    hook's, or validated here from a notebook's dicts); ``data_source`` groups where the rows came from."""
     data = {"glue_dir": glue_dir, "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples}
-    return {"task": task, "seed": seed, "tracking": tracking, "runtime": runtime, **data, DATA_SOURCE: data}
+    return {"task": task, "seed": seed, "tracking": typed(Tracking, tracking, "tracking"),
+            "runtime": typed(Runtime, runtime, "runtime"), **data, DATA_SOURCE: data}
 
 
 def run_settings_node():

@@ -9,6 +9,8 @@ import pandas as pd
 from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
 from bert_kd.data.tokenize import tokenize_splits
 from bert_kd.models import load_tokenizer
+from bert_kd.pipelines.common import teacher_block
+from bert_kd.schema import Block, Teacher
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,11 @@ def split_frames(train: pd.DataFrame, validation: pd.DataFrame) -> dict[str, pd.
     return frames
 
 
-def tokenize_for_model(train: pd.DataFrame, validation: pd.DataFrame, model_params: dict):
-    """Tokenize every split with the model's own tokenizer (pairs, truncation, max length)."""
-    tokenizer = load_tokenizer(model_params["model"])
-    return tokenize_splits(split_frames(train, validation), tokenizer, int(model_params["max_seq_length"]))
+def tokenize_for_model(train: pd.DataFrame, validation: pd.DataFrame, model_params: Block[Teacher]):
+    """Tokenize every split with the model's own tokenizer (pairs, truncation, ``max_seq_length``).
+
+    ``model_params``: the ``teacher`` block or a ``multi_teachers`` entry (the hook's model, or a
+    dict validated here, so an entry without ``max_seq_length`` gets the schema's default)."""
+    teacher = teacher_block(model_params)
+    tokenizer = load_tokenizer(teacher.model)
+    return tokenize_splits(split_frames(train, validation), tokenizer, teacher.max_seq_length)

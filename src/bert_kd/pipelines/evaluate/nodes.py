@@ -11,6 +11,7 @@ from bert_kd.errors import DamagedModelError, ModelNotFoundError, UserError
 from bert_kd.jobs import MANIFEST, store_entry_problem
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
+from bert_kd.schema import Block, Evaluate, Tracking, typed
 from bert_kd.tracking_models import bundle_directory
 
 log = logging.getLogger(__name__)
@@ -72,10 +73,11 @@ def _check_store_entry(path: Path, key: str) -> None:
                                 "store entry is then moved aside and retrained)")
 
 
-def evaluate_model_source(evaluate: dict, task: str, glue_dir: str | None, max_eval_samples: int | None, seed: int,
-                          tracking: dict) -> dict:
+def evaluate_model_source(evaluate: Block[Evaluate], task: str, glue_dir: str | None, max_eval_samples: int | None,
+                          seed: int, tracking: Block[Tracking]) -> dict:
     """Every dev split of ``task`` through the model's own tokenizer; metrics logged to the active run."""
-    source = str(evaluate.get("model") or "")
+    evaluate = typed(Evaluate, evaluate, "evaluate")
+    source = evaluate.model or ""
     path = resolve_model_source(source)
     try:
         bundle = load_bundle(path)
@@ -91,8 +93,8 @@ def evaluate_model_source(evaluate: dict, task: str, glue_dir: str | None, max_e
     splits = load_glue_task(spec.name, root, allow_download=not user_named)
     splits.pop("train")
     frames = {name: subsample(frame, max_eval_samples, seed).reset_index(drop=True) for name, frame in splits.items()}
-    tokenized = tokenize_splits(frames, bundle.tokenizer, int(evaluate.get("max_seq_length", 128)))
-    evaluation = common.evaluate_bundle(bundle, tokenized, spec.name, batch_size=int(evaluate.get("batch_size", 64)))
+    tokenized = tokenize_splits(frames, bundle.tokenizer, evaluate.max_seq_length)
+    evaluation = common.evaluate_bundle(bundle, tokenized, spec.name, batch_size=evaluate.batch_size)
     evaluation["model"] = source
     if common.tracking_enabled(tracking):
         _log_active(evaluation)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common
+from bert_kd.schema import Block, Tracking
 
 
-def evaluate_model(bundle: ModelBundle, tokenized, task: str, tracking: dict) -> dict:
+def evaluate_model(bundle: ModelBundle, tokenized, task: str, tracking: Block[Tracking]) -> dict:
     """Evaluate ``bundle`` on every dev split of ``tokenized``; log into its training run."""
     evaluation = common.evaluate_bundle(bundle, tokenized, task)
     common.log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)

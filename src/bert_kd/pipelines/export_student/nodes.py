@@ -15,15 +15,18 @@ from bert_kd.markdown import markdown_table
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common
+from bert_kd.schema import Block, ExportStudent, Tracking, set_values, typed
 from bert_kd.tracking_models import log_onnx_model
 
 log = logging.getLogger(__name__)
 
 
-def export_student(student: ModelBundle, student_data, teacher: ModelBundle, teacher_tokenized, settings: dict,
-                   task: str, tracking: dict):
+def export_student(student: ModelBundle, student_data, teacher: ModelBundle, teacher_tokenized,
+                   settings: Block[ExportStudent], task: str, tracking: Block[Tracking]):
     """ONNX files of ``student`` (fp32, optional dynamic int8), the verification report, and the
     latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models)."""
+    logged = set_values(settings)  # the export run's ``export.*`` params
+    settings, tracking = typed(ExportStudent, settings, "export_student"), typed(Tracking, tracking, "tracking")
     spec = get_task(task)
     split = common.evaluation_split(student_data)
     student_dev = student_data[split]
@@ -34,8 +37,7 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
     with tempfile.TemporaryDirectory() as tmp:
         paths, checks = export_and_verify(
             student.model, student_dev, student_collator, spec.name, tmp,
-            quantize=bool(settings.get("quantize_int8", True)),
-            tolerance_points=float(settings.get("tolerance_points", 0.5)),
+            quantize=settings.quantize_int8, tolerance_points=settings.tolerance_points,
         )
         files = {path.name: path.read_bytes() for path in paths.values()}
         candidates = {
@@ -52,8 +54,8 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
             preds, labels = predict(logits_fn, dataset, collator)
             scores[name] = round(float(glue_metrics(spec.name, preds, labels)[metric]), 4)
         rows = latency_table(
-            candidates, batch_sizes=[int(b) for b in settings.get("batch_sizes", (1, 32))],
-            max_batches=int(settings.get("max_batches", 8)), repeats=int(settings.get("repeats", 3)), scores=scores,
+            candidates, batch_sizes=settings.batch_sizes, max_batches=settings.max_batches, repeats=settings.repeats,
+            scores=scores,
         )
     report = {
         "task": spec.name,
@@ -68,12 +70,12 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
     log.info("export_student %s: %s", spec.name, scores)
     with common.tracked_run(f"export_student:{spec.name}", common.tracking_enabled(tracking),
                             {"role": "export", "task": spec.name}) as run:
-        run.log_params({"export": settings, "student_run_id": student.info.get("mlflow_run_id")})
+        run.log_params({"export": logged, "student_run_id": student.info.get("mlflow_run_id")})
         run.log_metrics({f"export/score/{_metric_key(k)}": v for k, v in scores.items()})
         run.log_metrics({f"export/ms_b{r['batch_size']}/{_metric_key(r['model'])}": r["ms_per_batch"] for r in rows})
         run.log_metrics({f"export/size_bytes/{k}": v for k, v in report["files"].items()})
         run.log_dict(report, "export_student.json")
-        if run.enabled and (tracking or {}).get("log_models", True):
+        if run.enabled and tracking.log_models:
             _log_onnx_student(files[paths["onnx_fp32"].name], student, spec.name)
     table = pd.DataFrame(rows)
     return files, report, table, markdown_table(rows)

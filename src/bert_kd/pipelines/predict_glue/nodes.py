@@ -16,15 +16,18 @@ from bert_kd.glue_submission import write_submission_tsv, write_zip
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
+from bert_kd.schema import Block, PredictGlue, Tracking, typed
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
 
 
-def predict_glue_test(predict_glue: dict, task: str, glue_dir: str | None, tracking: dict) -> dict:
+def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str | None,
+                      tracking: Block[Tracking]) -> dict:
     """``predict_glue.model`` on every test split of ``task`` (MNLI: matched, mismatched and AX) →
     ``<output_dir>/<Task>.tsv`` and ``<output_dir>/submission.zip``; a summary (files, rows)."""
-    source = str(predict_glue.get("model") or "")
+    settings = typed(PredictGlue, predict_glue, "predict_glue")
+    source = settings.model or ""
     if not source:
         raise UserError("no model given", "predict_glue.model",
                         "--params predict_glue.model=<store dir | runs:/<id>/model | models:/<name>/<version>>")
@@ -34,14 +37,14 @@ def predict_glue_test(predict_glue: dict, task: str, glue_dir: str | None, track
         raise UserError(f"the model has {bundle.model.config.num_labels} labels but {spec.name} needs {spec.num_labels}",
                         "predict_glue.model", "give a model fine-tuned on this task, or set task=")
     root, _ = resolve_glue_dir(glue_dir)
-    output = Path(predict_glue.get("output_dir") or "data/08_reporting/glue_submission")
+    output = Path(settings.output_dir)
     collator = common.collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
     written = {}
-    for target in submission_files(spec.name, root, predict_glue.get("ax_file")):
+    for target in submission_files(spec.name, root, settings.ax_file):
         frame = read_test_split(target.source, spec.name)  # AX has MNLI's columns and labels
-        tokenized = tokenize_frame(frame, bundle.tokenizer, int(predict_glue.get("max_seq_length", 128)))
-        loader = make_loader(tokenized, int(predict_glue.get("batch_size", 64)), collator, shuffle=False)
+        tokenized = tokenize_frame(frame, bundle.tokenizer, settings.max_seq_length)
+        loader = make_loader(tokenized, settings.batch_size, collator, shuffle=False)
         outputs, _ = predict_logits(objective, loader)
         path = write_submission_tsv(submission_frame(frame["index"], prediction_strings(spec.name, outputs)),
                                     output / target.name)

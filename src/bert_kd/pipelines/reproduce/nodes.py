@@ -11,6 +11,7 @@ from pathlib import Path
 from kedro.framework.hooks import hook_impl
 
 from bert_kd.distributed import broadcast_from_rank_zero, launched_processes
+from bert_kd.schema import Block, Reproduce, set_values, typed
 from bert_kd.sweep.report import bars_figure, markdown
 from bert_kd.sweep.run import reproduce
 from bert_kd.sweep.spec import RECIPE_NAMESPACES
@@ -34,7 +35,7 @@ class CliParamsHook:
             catalog.save(CLI_PARAMS, dict(run_params.get("runtime_params") or {}))
 
 
-def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict | None):
+def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None):
     """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
 
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per
@@ -44,18 +45,18 @@ def reproduce_tables(reproduce_params: dict, parameters: dict, cli_params: dict 
     description and one ``compare/<method>/<task>`` metric per cell.
     """
     cli_params = cli_params or {}
-    table = reproduce_params.get("table")
-    results_root = reproduce_params.get("results_dir")
-    results_dir = Path(results_root) / str(table) if results_root else None
+    settings = typed(Reproduce, reproduce_params, "reproduce")
+    table = settings.table
+    results_dir = Path(settings.results_dir) / str(table) if settings.results_dir else None
     runner = TrialRunner(parameters, data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
                          results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
-                         results_only=bool(reproduce_params.get("results_only")))
+                         results_only=settings.results_only)
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     if launched_processes() > 1 and not is_main_process():
         report = follow_trials(runner)
         return report.long, markdown(report), bars_figure(report, title=str(table))
     run_trial = LeadTrials(runner) if launched_processes() > 1 else runner
-    report, paths = reproduce(reproduce_params, recipes, run_trial, output_dir=reproduce_params.get("output_dir"),
+    report, paths = reproduce(set_values(settings), recipes, run_trial, output_dir=settings.output_dir,
                               provenance=provenance(runner.command, runner.commit),
                               committed_dir=results_dir / "tables" if results_dir else None,
                               results_only=runner.results_only)

@@ -8,29 +8,34 @@ from bert_kd import jobs
 from bert_kd.data.glue import TaskSpec, get_task
 from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
+from bert_kd.schema import Block, Runtime, Teacher, Tracking, set_values, typed
 from bert_kd.training import SupervisedObjective, fit
 
 
-def train_teacher(tokenized, task: str, teacher: dict, seed: int, tracking: dict, runtime: dict,
-                  data_source: dict | None = None) -> ModelBundle:
+def train_teacher(tokenized, task: str, teacher: Block[Teacher], seed: int, tracking: Block[Tracking],
+                  runtime: Block[Runtime], data_source: dict | None = None) -> ModelBundle:
     """Fine-tune ``teacher.model`` on the task (AdamW, warm-up, clipping, best dev epoch kept;
-    ``data_source``: glue_dir and sample caps, recorded on the MLflow run).
+    ``data_source``: glue_dir and sample caps, recorded on the MLflow run). ``teacher`` is the
+    ``teacher`` block or a ``multi_teachers`` entry (its own ``seed`` replaces ``seed``).
 
     Reused from the store when a teacher with the same rows, model, tokenizer, settings and seed
     exists, unless ``teacher.retrain`` or ``runtime.recompute`` is true.
     """
-    spec, seed = get_task(task), int(teacher.get("seed", seed))
-    config = common.training_config(teacher.get("training"), runtime, seed, spec.name, None)
+    logged = set_values(teacher)  # the run's ``teacher.*`` params: the block as configured
+    teacher, seed = common.teacher_block(teacher), common.teacher_seed(teacher, seed)
+    runtime = typed(Runtime, runtime, "runtime")
+    spec = get_task(task)
+    config = common.training_config(set_values(teacher.training), set_values(runtime), seed, spec.name, None)
     material = {
-        "task": spec.name, "model": common.model_identity(teacher["model"]), "max_seq_length": int(teacher["max_seq_length"]),
+        "task": spec.name, "model": common.model_identity(teacher.model), "max_seq_length": teacher.max_seq_length,
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
     }
-    if padding_side(teacher["model"]) == "left":  # batches padded on the left since issue 19 (XLNet): a new result
+    if padding_side(teacher.model) == "left":  # batches padded on the left since issue 19 (XLNet): a new result
         material["padding_side"] = "left"
     job = common.job("teacher", material)
-    train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, seed=seed, tracking=tracking, runtime=runtime,
-                    job=job, data_source=data_source or {})
-    return common.run_model_job(job, train, tracking, recompute=bool(teacher.get("retrain")) or common.recompute(runtime))
+    train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, logged=logged, seed=seed,
+                    tracking=tracking, runtime=runtime, job=job, data_source=data_source or {})
+    return common.run_model_job(job, train, tracking, recompute=teacher.retrain or runtime.recompute)
 
 
 def padding_side(model: str) -> str:
@@ -38,22 +43,22 @@ def padding_side(model: str) -> str:
     return str(getattr(load_tokenizer(model), "padding_side", "right"))
 
 
-def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: dict, seed: int, tracking: dict, runtime: dict,
-               job, data_source: dict) -> ModelBundle:
+def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: Teacher, logged: dict, seed: int,
+               tracking: Block[Tracking], runtime: Runtime, job, data_source: dict) -> ModelBundle:
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``) in its own MLflow run."""
-    tokenizer = load_tokenizer(teacher["model"])
-    model = load_classifier(teacher["model"], spec.num_labels, is_regression=spec.is_regression)
-    settings = common.training_config(teacher.get("training"), runtime, seed, spec.name, checkpoint_dir,
-                                      n_train=len(tokenized["train"]))
+    tokenizer = load_tokenizer(teacher.model)
+    model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
+    settings = common.training_config(set_values(teacher.training), set_values(runtime), seed, spec.name,
+                                      checkpoint_dir, n_train=len(tokenized["train"]))
     key = job.key
     with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
         common.log_job_columns(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
-        run.log_params({"teacher": teacher, "training": vars(settings), "key": key})
+        run.log_params({"teacher": logged, "training": vars(settings), "key": key})
         result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
                      collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
                      log_fn=common.step_logger(run), description=f"teacher {spec.name}")
     return ModelBundle(model, tokenizer, {
-        "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher["model"], "key": key,
+        "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher.model, "key": key,
         "seed": seed, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
         "mlflow_run_id": run.run_id,
     })
