@@ -57,13 +57,20 @@ def test_hook_writes_explicit_rounded_weights(tiny_teacher_dir):
     params = load_parameters("local")
     params["teacher"]["model"] = str(tiny_teacher_dir)
     catalog = FakeCatalog(params)
-    pipeline = FakePipeline({"params:teacher", "params:student", "params:distill_methods.rkd",
-                             "params:multi_teacher_configs.multi_teacher"})
+    pipeline = FakePipeline({"params:teacher", "params:student", "params:distill_methods.rkd"})
     ValidateParametersHook().before_pipeline_run({}, pipeline, catalog)
     assert catalog.load("params:distill_methods.rkd")["weights"] == {"ce": 0.3, "kd": 0.7}
-    multi = catalog.load("params:multi_teacher_configs.multi_teacher")
-    assert multi["weights"] == {"ce": 0.5, "pred": 0.4, "hidden": 0.1, "attn": 0.5, "emb": 0.5}
-    assert multi["alpha"] == 0.2  # the shorthand stays, documented next to what it expands to
+
+
+def test_hook_hands_multi_teacher_recipes_as_written():
+    """The multi-teacher student is keyed on its recipe as written (a sweep trial's key); its node
+    writes the weights out for the method (``student_recipe``), not the hook."""
+    params = load_parameters("local")
+    written = dict(params["multi_teacher_configs"]["multi_teacher"])
+    catalog = FakeCatalog(params)
+    pipeline = FakePipeline({"params:multi_teachers", "params:multi_student", "params:multi_teacher_configs.multi_teacher"})
+    ValidateParametersHook().before_pipeline_run({}, pipeline, catalog)
+    assert catalog.load("params:multi_teacher_configs.multi_teacher") == written
 
 
 class FakeNode:

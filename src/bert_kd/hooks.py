@@ -10,6 +10,15 @@ from kedro.framework.hooks import hook_impl
 log = logging.getLogger(__name__)
 
 
+#: Recipe blocks whose entries the hook hands nodes with their weights written out
+#: (:func:`bert_kd.distill.job.with_explicit_weights`): their students are keyed on that form, as a
+#: sweep trial of their row writes it. ``multi_teacher_configs`` entries reach their node as written:
+#: the multi-teacher student is keyed on the recipe as written (every stored one, trial or ``kedro
+#: run``) and the node writes the weights out for the method
+#: (:func:`bert_kd.pipelines.multi_teacher.nodes.student_recipe`).
+EXPLICIT_WEIGHT_BLOCKS = ("distill_methods", "ted_methods")
+
+
 def used_blocks(pipeline_inputs) -> set[str]:
     """Parameter blocks a pipeline reads: ``params:distill_methods.alp`` → ``distill_methods``,
     ``distill_methods.alp``; ``params:teacher.max_seq_length`` → ``teacher`` …"""
@@ -107,8 +116,9 @@ def typed_inputs(parameters, inputs) -> dict[str, object]:
     """The schema models (defaults filled) that stand for the ``params:`` inputs among ``inputs``:
     ``params:<block>`` → ``parameters.<block>`` and ``params:<block>.<entry>`` → its entry, where
     that is a model (or a list of models: ``multi_teachers``). Scalars, free-form dicts and the
-    recipe blocks (:data:`~bert_kd.schema.RECIPE_BLOCKS`, whose entries nodes receive as dicts with
-    explicit weights) are not listed: nodes get those as Kedro loads them."""
+    recipe blocks (:data:`~bert_kd.schema.RECIPE_BLOCKS`, whose entries nodes receive as dicts, with
+    explicit weights where :data:`EXPLICIT_WEIGHT_BLOCKS` says) are not listed: nodes get those as
+    Kedro loads them."""
     from pydantic import BaseModel
 
     from bert_kd.schema import RECIPE_BLOCKS
@@ -154,7 +164,8 @@ def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
-    nodes each recipe with its weights written out explicitly (what MLflow records), and hand
+    nodes each recipe of :data:`EXPLICIT_WEIGHT_BLOCKS` with its weights written out explicitly
+    (what MLflow records), and hand
     every node the validated models (defaults filled) of its other ``params:`` inputs.
 
     The models reach the nodes only (``before_node_run`` returns them as the node's inputs): the
@@ -166,7 +177,7 @@ class ValidateParametersHook:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        from bert_kd.schema import RECIPE_BLOCKS, cross_check, explicit_weights, validate_parameters
+        from bert_kd.schema import cross_check, explicit_weights, validate_parameters
 
         from bert_kd.preflight import check_sweep_storage
 
@@ -180,7 +191,7 @@ class ValidateParametersHook:
             check_sweep_storage(parameters.get("reproduce"))
         for name in sorted(inputs):
             block, _, entry = name[len("params:"):].partition(".")
-            if name.startswith("params:") and block in RECIPE_BLOCKS and entry and "." not in entry:
+            if name.startswith("params:") and block in EXPLICIT_WEIGHT_BLOCKS and entry and "." not in entry:
                 recipe = dict(catalog.load(name))
                 recipe["weights"] = explicit_weights(recipe)
                 catalog.save(name, recipe)

@@ -95,3 +95,17 @@ def test_an_entry_without_max_seq_length_reads_the_schema_default(tiny_teacher_d
     data = prepare_multi_teacher_data(bundles, train, validation, entries, {"num_layers": 2})
     assert len(data["train"][0]["t0_input_ids"]) == 128 and len(data["train"][0]["t1_input_ids"]) == 16
     assert len(data["train"][0]["input_ids"]) == 128  # the student reads teacher 0's tokenization
+
+
+def test_the_student_is_keyed_on_the_recipe_as_written_and_the_method_reads_explicit_weights():
+    """Key material: the recipe as written (no ``teachers``, no weights added: the committed trials'
+    students); the method: the same recipe with its weights written out (Shi & Guo Eq. 12–13)."""
+    from bert_kd.pipelines.multi_teacher.nodes import student_recipe
+
+    recipe = {"method": "multi_teacher", "alpha": 0.2, "beta": 0.5, "temperature": 5.0, "teachers": [0]}
+    written, method_recipe = student_recipe(recipe)
+    assert written == {"method": "multi_teacher", "alpha": 0.2, "beta": 0.5, "temperature": 5.0}
+    assert method_recipe == {**written, "weights": {"ce": 0.5, "pred": 0.4, "hidden": 0.1, "attn": 0.5, "emb": 0.5}}
+    assert recipe["teachers"] == [0]  # the parameter block is not changed
+    override, _ = student_recipe({"method": "okd", "beta": 0.5, "weights": {"ce": 2.0}})
+    assert override["weights"] == {"ce": 2.0}  # a partial override stays as the user wrote it

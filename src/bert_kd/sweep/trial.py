@@ -294,8 +294,9 @@ class TrialRunner:
     def _multi_teacher(self, spec, task, train, validation):
         """A multi-teacher trial runs the ``distill_multi_teacher`` pipeline's own nodes: each teacher
         slot the typed ``multi_teachers`` entry alone (:func:`~bert_kd.pipelines.multi_teacher.nodes.select_teacher`),
-        trained with the teacher seed; the recipe as the table gives it (no weights written out: the
-        key every stored multi-teacher student has)."""
+        trained with the teacher seed; the recipe as the table gives it, as a ``kedro run`` hands it
+        (the node keys the student on it and writes the weights out for the method:
+        :func:`~bert_kd.pipelines.multi_teacher.nodes.student_recipe`)."""
         blocks = self.teacher_blocks(spec)
         student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
         parameters = {"multi_teachers": blocks, "multi_student": self.student_block(spec),

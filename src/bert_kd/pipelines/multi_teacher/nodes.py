@@ -12,7 +12,7 @@ from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.distill import records
 from bert_kd.distill.figures import unavailable_figure
-from bert_kd.distill.job import DistillJob, RunSettings, plain, task_of, train_student
+from bert_kd.distill.job import DistillJob, RunSettings, plain, task_of, train_student, with_explicit_weights
 from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
 from bert_kd.distill.objective import Teacher
 from bert_kd.models import ModelBundle, init_key_material
@@ -123,14 +123,24 @@ def _unprefixed(dataset, prefix: str):
     return view.rename_columns({c: c[len(prefix):] for c in keep if c.startswith(prefix)})
 
 
+def student_recipe(config) -> tuple[dict, dict]:
+    """A ``multi_teacher_configs`` entry, without its ``teachers`` choice, as (key material, what the
+    method is built from): the student is keyed on the recipe as written (the key of every stored
+    multi-teacher student, a sweep trial's as a ``kedro run``'s), the method receives its weights
+    written out (:func:`~bert_kd.distill.job.with_explicit_weights`: Shi & Guo Eq. 12–13 expanded,
+    what MLflow records)."""
+    written = {k: v for k, v in plain(config).items() if k != "teachers"}
+    return written, with_explicit_weights(written)
+
+
 def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config, student, settings) -> ModelBundle:
     """Distil the chosen teachers (``teachers: [indices]``, default all) into a fresh student built
     from teacher ``init_from_teacher``'s layers, through the one distillation body
     (:func:`bert_kd.distill.job.train_student`); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     spec = get_task(run.task)
-    config = plain(config)
-    chosen = config.pop("teachers", None) or list(range(len(bundles)))
+    written, recipe = student_recipe(config)
+    chosen = plain(config).get("teachers") or list(range(len(bundles)))
     if any(not 0 <= k < len(bundles) for k in chosen):
         raise ValueError(f"teachers {chosen} must index multi_teachers (0..{len(bundles) - 1})")
     for k in chosen:
@@ -141,7 +151,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     names = [bundles[k].info.get("name", f"t{k}") for k in chosen]
     training = common.training_config(block.get("training"), run.runtime, run.seed, spec.name, None)
     store = common.job("multi_teacher_student", {
-        "task": spec.name, "recipe": config, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
+        "task": spec.name, "recipe": written, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
         "student": init_key_material({k: v for k, v in block.items() if k != "training"}),
         "training": jobs.training_spec(vars(training)), "seed": run.seed, "data": jobs.dataset_fingerprint(data),
     })
@@ -153,9 +163,9 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     job = DistillJob(
         store=store, initial_student=initial_student,
         teachers=[Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)],
-        teacher_tokenizers={teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)}, recipe=config, method_objects={},
-        student_params=student, settings=run, row=config["method"], data=data, multi_teacher=True,
-        run_name=f"distill_multi_teacher:{config['method']}[{','.join(names)}]:{spec.name}",
+        teacher_tokenizers={teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)}, recipe=recipe, method_objects={},
+        student_params=student, settings=run, row=recipe["method"], data=data, multi_teacher=True,
+        run_name=f"distill_multi_teacher:{recipe['method']}[{','.join(names)}]:{spec.name}",
     )
     return train_student(job)
 
