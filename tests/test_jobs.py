@@ -77,6 +77,19 @@ def test_volatile_training_settings_do_not_reach_the_key():
     assert jobs.training_spec(noisy) == settings
 
 
+def test_grouped_batches_changed_their_training_key_and_random_batches_kept_theirs():
+    """Grouped loaders seed their own generator (a resume is bit-exact; other weights than before),
+    so a grouped config's key moved; a random-batch config's key is the one it always had."""
+    random = {"epochs": 1, "learning_rate": 5e-5, "seed": 3, "group_by_length": False}
+    grouped = {**random, "group_by_length": True}
+    assert jobs.training_spec(random) == random
+    assert content_key("student", {**BASE_SPEC, "training": jobs.training_spec(random)}) == \
+        content_key("student", {**BASE_SPEC, "training": random})  # as training_spec kept it before
+    assert jobs.training_spec(grouped) == {**grouped, "grouped_sampler": 2}
+    assert content_key("student", {**BASE_SPEC, "training": jobs.training_spec(grouped)}) != \
+        content_key("student", {**BASE_SPEC, "training": grouped})  # the key grouped runs had before
+
+
 def test_unknown_kind_and_non_json_values_are_refused():
     with pytest.raises(ValueError, match="unknown job kind 'cake'"):
         content_key("cake", {})

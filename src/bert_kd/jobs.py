@@ -56,6 +56,13 @@ SCHEMA_VERSIONS: dict[str, int] = {
 VOLATILE_TRAINING_SETTINGS = ("checkpoint_dir", "checkpoint_every_steps", "keep_checkpoint", "progress_bar",
                               "log_every_steps", "fused_optimizer")  # fused: same weights to float rounding
 
+#: Key material of length-grouped training batches (``group_by_length: true``), added to a key only
+#: when grouping is on, so random-batch keys (every committed result's) stay as they were. Version 2:
+#: the grouped loader draws its base seed from its own generator, seeded per epoch (version 1 drew it
+#: from the global RNG, one draw per epoch, which shifted the dropout masks — and a run resumed
+#: mid-epoch differed from the uninterrupted one), so grouped runs train to other weights than before.
+GROUPED_BATCHES_MATERIAL = {"grouped_sampler": 2}
+
 #: ``BERT_KD_FAULT=<point>[:<n>]`` sends SIGKILL to this process the n-th time (default 1st) the
 #: job path reaches ``<point>`` (``step``, ``store_write``, ``before_checkpoint_removal``) — for
 #: crash tests only.
@@ -111,8 +118,15 @@ def _key_for(kind: str, schema_version: int, spec: Mapping) -> str:
 
 
 def training_spec(settings: Mapping) -> dict:
-    """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped)."""
-    return {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS}
+    """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped;
+    :data:`GROUPED_BATCHES_MATERIAL` added when ``group_by_length`` is on)."""
+    spec = {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS}
+    return {**spec, **grouped_batches_material(spec.get("group_by_length", False))}
+
+
+def grouped_batches_material(group_by_length: bool) -> dict:
+    """:data:`GROUPED_BATCHES_MATERIAL` for grouped batches, nothing for random ones."""
+    return dict(GROUPED_BATCHES_MATERIAL) if group_by_length else {}
 
 
 def dataset_fingerprint(splits: Mapping) -> str:

@@ -21,6 +21,18 @@ def test_tiny_sweep_is_methods_times_tasks_times_seeds_times_grid():
     assert alp.recipe["weights"] == {"kd": 0.5, "layer": 0.2} and alp.job == "distill"
 
 
+def test_a_grouped_tables_trials_say_how_their_batches_are_seeded_and_random_ones_say_nothing():
+    """Grouped batches changed their seeding (the loader's own generator), so their trial keys
+    changed; random batches (every committed trial) keep batching out of their keys."""
+    random = build_sweep(tiny_reproduce(), RECIPES).trials()
+    grouped_reproduce = tiny_reproduce()
+    grouped_reproduce["tables"]["tiny"]["group_by_length"] = True
+    grouped = build_sweep(grouped_reproduce, RECIPES).trials()
+    assert all("group_by_length" not in t.settings and "grouped_sampler" not in t.settings for t in random)
+    assert all(t.settings["group_by_length"] is True and t.settings["grouped_sampler"] == 2 for t in grouped)
+    assert [t.key for t in grouped] == [t.key for t in random]  # same grid: the same Optuna study
+
+
 def test_grid_restriction_keeps_the_named_values_and_the_study():
     full = build_sweep(tiny_reproduce(), RECIPES)
     sweep = build_sweep(tiny_reproduce(grid="training.learning_rate=5e-5"), RECIPES)

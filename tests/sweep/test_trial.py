@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -287,6 +288,9 @@ def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, 
     grouped_table["tables"]["tiny"]["group_by_length"] = True
     grouped = next(t for t in build_sweep(grouped_table, RECIPES).trials() if t.task == "rte")
     assert runner.content_key(grouped) != before and runner._runtime(grouped)["group_by_length"] is True
+    seeded_globally = dataclasses.replace(grouped, settings={k: v for k, v in grouped.settings.items()
+                                                               if k != "grouped_sampler"})
+    assert runner.content_key(grouped) != runner.content_key(seeded_globally)  # its key before grouped_sampler: 2
     grouped_table["tables"]["tiny"]["group_by_length"] = "yes"
     with pytest.raises(ValueError, match="group_by_length must be true or false"):
         build_sweep(grouped_table, RECIPES)

@@ -73,6 +73,18 @@ def test_grouped_loader_is_seeded_covers_every_example_and_pads_less():
     assert grouped < 1.1 < 1.5 < random_order
 
 
+@pytest.mark.parametrize("group_by_length", [False, True])
+def test_an_epoch_of_a_shuffled_loader_leaves_the_global_rng_alone(group_by_length):
+    """Dropout draws from the global RNG, which a checkpoint restores mid-epoch: an epoch's start
+    must not draw from it (a DataLoader without its own generator draws its base seed there)."""
+    data = varied_lengths(40)
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    for _ in make_loader(data, 8, Collator(), shuffle=True, seed=3, group_by_length=group_by_length):
+        pass
+    assert torch.equal(torch.get_rng_state(), before)
+
+
 def test_grouped_batches_come_in_a_shuffled_order_not_longest_to_shortest():
     data = varied_lengths()  # fewer rows than one mega-batch: everything is sorted together
     sampler = LengthGroupedBatchSampler([len(row["input_ids"]) for row in data], batch_size=8, seed=5)

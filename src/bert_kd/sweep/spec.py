@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from bert_kd.data.glue import normalize_task
+from bert_kd.jobs import grouped_batches_material
 from bert_kd.schema import recipe_problems
 
 #: Recipe namespaces and the job kind (training pipeline) a trial of that namespace is.
@@ -379,6 +380,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
         raise ValueError(f"{where}.group_by_length must be true or false, got {group_by_length!r}")
     if group_by_length:  # a table's batching is part of its protocol (random batches, the default, stay out of keys)
         settings["group_by_length"] = True
+        settings.update(grouped_batches_material(True))  # how grouped batches are seeded (see the constant)
     full = SweepSpec(
         table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
         seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,

@@ -181,6 +181,12 @@ def make_loader(
     length, shuffled; formed at the global batch size of ``processes`` training processes);
     without ``shuffle``: longest first, a fixed order (predictions come out in that order, with
     their labels).
+
+    Every shuffled loader holds a generator seeded with ``seed``: a DataLoader draws its iterator's
+    base seed from its generator, or from torch's global RNG when it has none. With one, starting
+    an epoch leaves the global RNG (dropout) untouched, so a run resumed mid-epoch from a
+    checkpoint's RNG state draws the same dropout masks as the uninterrupted run — for grouped
+    batches as for random ones.
     """
     generator = torch.Generator().manual_seed(seed)
     if not group_by_length:
@@ -190,7 +196,7 @@ def make_loader(
         raise ValueError(f"make_loader: {len(lengths)} lengths for {len(dataset)} examples")
     if shuffle:
         sampler = LengthGroupedBatchSampler(lengths, batch_size, seed, processes=processes)
-        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collator)
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collator, generator=generator)
     sampler = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collator)
 
