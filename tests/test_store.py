@@ -17,7 +17,7 @@ def test_settings_helpers_read_the_hooks_models_and_dicts_alike(form):
         tracking, runtime = Tracking.model_validate(tracking), Runtime.model_validate(runtime)
     assert tracking_enabled(tracking) is False and recompute(runtime) is True
     assert tracking_enabled(None) is True and recompute(None) is False  # the schema's defaults
-    settings = build_run_settings("rte", 1, tracking, runtime, None, None, None)
+    settings = build_run_settings("rte", 1, tracking, runtime)
     assert settings["tracking"] == Tracking(enabled=False, log_models=False) and settings["runtime"].recompute is True
 
 

@@ -1,27 +1,55 @@
-"""A training run's set-up from its parameter blocks (Kedro-free): the
-:class:`~bert_kd.training.TrainingConfig` of a ``training:`` block plus ``runtime``, step counts,
-a teacher block and its seed, the padding collator and the step logger of the job path."""
+"""A training run's set-up from its parameter blocks (Kedro-free): the run-wide settings
+(:class:`RunSettings`), the :class:`~bert_kd.training.TrainingConfig` of a ``training:`` block
+plus ``runtime``, step counts, a teacher block and its seed, the padding collator and the step
+logger of the job path."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from pydantic import BaseModel
 
 from bert_kd import jobs
+from bert_kd.data.glue import get_task
 from bert_kd.metrics import primary_metric
 from bert_kd.schema import Block, Runtime, Teacher, Training, typed
 from bert_kd.tracking import RunLogger, adaptive_log_every
 from bert_kd.training import Collator, TrainingConfig
 
-
 #: What a training run records about its data (``tracking.log_training_job``): the key of the
-
-
 #: ``run_settings`` entry grouping ``glue_dir`` and the sample caps.
 DATA_SOURCE = "data_source"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run-wide values every training job reads: the task, the seed, the tracking and
+    runtime blocks and where the rows came from (``data_source``: glue_dir and sample caps,
+    recorded on MLflow runs, never part of a key)."""
+
+    task: str
+    seed: int
+    tracking: Any = field(default_factory=dict)
+    runtime: Any = field(default_factory=dict)
+    data_source: Mapping = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, settings: "RunSettings | Mapping") -> "RunSettings":
+        """From the ``run_settings`` dataset (:func:`bert_kd.pipelines.common.build_run_settings`) or as is."""
+        if isinstance(settings, cls):
+            return settings
+        values = dict(settings)
+        missing = [name for name in ("task", "seed") if name not in values]
+        if missing:
+            raise ValueError(f"run settings need {missing}; got {sorted(values)}")
+        source = values.get(DATA_SOURCE)
+        if source is None:
+            source = {k: values.get(k) for k in ("glue_dir", "max_train_samples", "max_eval_samples")}
+        return cls(task=get_task(values["task"]).name, seed=values["seed"], tracking=values.get("tracking") or {},
+                   runtime=values.get("runtime") or {}, data_source=dict(source))
 
 
 def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: str, checkpoint_dir: Path | None,

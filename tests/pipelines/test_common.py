@@ -14,7 +14,8 @@ def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, 
     return tokenized, task, teacher, seed, tracking, runtime, data_source, row
 
 
-SETTINGS = common.build_run_settings("rte", 7, {"enabled": False}, {"progress_bar": False}, "glue", 100, None)
+SETTINGS = common.build_run_settings("rte", 7, {"enabled": False}, {"progress_bar": False},
+                                     common.gather_data_source("glue", 100, None))
 
 
 def test_run_settings_node_reads_its_arguments_by_name():
@@ -35,3 +36,23 @@ def test_settings_node_is_a_kedro_node_with_one_settings_input():
 def test_a_function_without_run_settings_is_refused():
     with pytest.raises(ValueError, match="takes none of the run settings"):
         common.reads_run_settings(lambda a, b: a)
+
+
+def test_the_run_settings_nodes_group_the_data_source_and_take_at_most_six_arguments():
+    from kedro.io import DataCatalog, MemoryDataset
+    from kedro.runner import SequentialRunner
+
+    pipeline = common.run_settings_node()
+    assert [n.name for n in pipeline.nodes] == ["gather_data_source", "build_run_settings"]
+    assert all(len(inspect.signature(n.func).parameters) <= 6 for n in pipeline.nodes)
+    values = {"task": "rte", "seed": 7, "tracking": {"enabled": False}, "runtime": {"progress_bar": False},
+              "glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}
+    catalog = DataCatalog({f"params:{k}": MemoryDataset(v) for k, v in values.items()})
+    catalog["run_settings"] = MemoryDataset(copy_mode="assign")
+    SequentialRunner().run(pipeline, catalog)
+    assert catalog.load("run_settings") == SETTINGS  # the same dataset a notebook builds
+
+
+def test_a_data_source_with_an_unknown_key_is_refused():
+    with pytest.raises(ValueError, match="glue_dirr"):
+        common.build_run_settings("rte", 7, None, None, {"glue_dirr": "glue"})

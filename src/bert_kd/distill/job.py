@@ -26,7 +26,7 @@ from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToM
 from bert_kd.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.evaluation import evaluate_fn, evaluation_split
 from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
-from bert_kd.runs import DATA_SOURCE, collator_for, step_logger, training_config
+from bert_kd.runs import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
 from bert_kd.schema import Student, explicit_weights, typed
 from bert_kd.store import job as store_job
 from bert_kd.store import model_identity, recompute, run_model_job
@@ -44,34 +44,6 @@ def plain(value: Any) -> dict:
     if isinstance(value, BaseModel):
         return value.model_dump(exclude_unset=True)
     return dict(value or {})
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """The run-wide values every training job reads: the task, the seed, the tracking and
-    runtime blocks and where the rows came from (``data_source``: glue_dir and sample caps,
-    recorded on MLflow runs, never part of a key)."""
-
-    task: str
-    seed: int
-    tracking: Any = field(default_factory=dict)
-    runtime: Any = field(default_factory=dict)
-    data_source: Mapping = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, settings: "RunSettings | Mapping") -> "RunSettings":
-        """From the ``run_settings`` dataset (:func:`bert_kd.pipelines.common.build_run_settings`) or as is."""
-        if isinstance(settings, cls):
-            return settings
-        values = dict(settings)
-        missing = [name for name in ("task", "seed") if name not in values]
-        if missing:
-            raise ValueError(f"run settings need {missing}; got {sorted(values)}")
-        source = values.get(DATA_SOURCE)
-        if source is None:
-            source = {k: values.get(k) for k in ("glue_dir", "max_train_samples", "max_eval_samples")}
-        return cls(task=get_task(values["task"]).name, seed=values["seed"], tracking=values.get("tracking") or {},
-                   runtime=values.get("runtime") or {}, data_source=dict(source))
 
 
 def task_of(settings: "RunSettings | Mapping | str") -> str:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import Mapping
 
-from kedro.pipeline import node
+from kedro.pipeline import Pipeline, node
 
 from bert_kd.evaluation import evaluate_bundle, evaluate_fn, evaluation_split, measure_throughput  # noqa: F401
 from bert_kd.metrics import glue_metrics, primary_metric  # noqa: F401
 from bert_kd.runs import (  # noqa: F401
     DATA_SOURCE,
+    RunSettings,
     collator_for,
     step_logger,
     teacher_block,
@@ -43,31 +45,51 @@ from bert_kd.tracking.distill import log_gradient_shares, log_job_columns  # noq
 #: shows one input instead of ``task``, ``seed``, ``tracking``, ``runtime`` fanned out to every
 #: node; users still set them by their own names (``--params task=rte``).
 RUN_PARAMETERS = ("task", "seed", "tracking", "runtime", "glue_dir", "max_train_samples", "max_eval_samples")
+#: The run parameters saying where the rows come from (one ``data_source`` dict in the run settings).
+DATA_SOURCE_PARAMETERS = ("glue_dir", "max_train_samples", "max_eval_samples")
+#: A node function's argument that receives the run settings as one :class:`~bert_kd.runs.RunSettings`.
+WHOLE_RUN_SETTINGS = "run"
+
+
+def gather_data_source(glue_dir, max_train_samples, max_eval_samples) -> dict:
+    """Where the rows come from (``glue_dir`` and the sample caps) as one ``data_source`` dict,
+    recorded on MLflow runs (``tracking.log_training_job``), never part of a key."""
+    return {"glue_dir": glue_dir, "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples}
 
 
 def build_run_settings(task: str, seed: int, tracking: Block[Tracking] | None, runtime: Block[Runtime] | None,
-                       glue_dir, max_train_samples, max_eval_samples) -> dict:
+                       data_source: Mapping | None = None) -> dict:
     """The run-wide parameters as one dict, ``tracking`` and ``runtime`` as schema models (the
-    hook's, or validated here from a notebook's dicts); ``data_source`` groups where the rows came from."""
-    data = {"glue_dir": glue_dir, "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples}
+    hook's, or validated here from a notebook's dicts); ``data_source`` (:func:`gather_data_source`)
+    groups where the rows came from (a key left out: None) and its entries are also there by their own names."""
+    unknown = sorted(set(data_source or {}) - set(DATA_SOURCE_PARAMETERS))
+    if unknown:
+        raise ValueError(f"data_source has unknown key(s) {unknown}; valid: {list(DATA_SOURCE_PARAMETERS)}")
+    data = gather_data_source(**{key: (data_source or {}).get(key) for key in DATA_SOURCE_PARAMETERS})
     return {"task": task, "seed": seed, "tracking": typed(Tracking, tracking, "tracking"),
             "runtime": typed(Runtime, runtime, "runtime"), **data, DATA_SOURCE: data}
 
 
-def run_settings_node():
-    return node(build_run_settings, [f"params:{p}" for p in RUN_PARAMETERS], "run_settings", name="build_run_settings",
-                tags=["role.data"])
+def run_settings_node() -> Pipeline:
+    """The nodes making the ``run_settings`` dataset: the data source, then all run settings."""
+    return Pipeline([
+        node(gather_data_source, [f"params:{p}" for p in DATA_SOURCE_PARAMETERS], DATA_SOURCE, name="gather_data_source",
+             tags=["role.data"]),
+        node(build_run_settings, [*(f"params:{p}" for p in RUN_PARAMETERS if p not in DATA_SOURCE_PARAMETERS), DATA_SOURCE],
+             "run_settings", name="build_run_settings", tags=["role.data"]),
+    ])
 
 
 def reads_run_settings(func, **fixed):
     """``func`` as a node function whose arguments named like a run setting (``task``, ``seed``,
     ``tracking``, ``runtime``, ``glue_dir``, ``max_*_samples``, ``data_source``) come from the
-    last input, ``run_settings``; the others are the node's inputs in order; ``fixed`` keyword
+    last input, ``run_settings``, and an argument named ``run`` gets all of them as one
+    :class:`~bert_kd.runs.RunSettings`; the others are the node's inputs in order; ``fixed`` keyword
     arguments are bound when the pipeline is built (e.g. ``row="alp_no"``).
 
     ``func`` itself keeps its plain signature (notebooks and tests call it directly).
     """
-    names = (*RUN_PARAMETERS, DATA_SOURCE)
+    names = (*RUN_PARAMETERS, DATA_SOURCE, WHOLE_RUN_SETTINGS)
     parameters = list(inspect.signature(func).parameters.values())
     from_settings = [p.name for p in parameters if p.name in names]
     own = [p for p in parameters if p.name not in names and p.name not in fixed and p.default is inspect.Parameter.empty
@@ -78,7 +100,8 @@ def reads_run_settings(func, **fixed):
     def call(*args):
         *values, settings = args
         kwargs = {p.name: v for p, v in zip(own, values)}
-        kwargs.update({name: settings[name] for name in from_settings})
+        kwargs.update({name: RunSettings.of(settings) if name == WHOLE_RUN_SETTINGS else settings[name]
+                       for name in from_settings})
         return func(**kwargs, **fixed)
 
     functools.update_wrapper(call, func)  # name, docstring and source shown by kedro-viz are func's
