@@ -1,10 +1,9 @@
-"""The model store's run settings: ``runtime.recompute`` and ``tracking.enabled`` from the hook's models or dicts."""
+"""The model store's ``runtime.recompute`` (and ``tracking.enabled``) from the hook's models or from dicts."""
 
 from __future__ import annotations
 
 import pytest
 
-from bert_kd.pipelines.common import build_run_settings
 from bert_kd.schema import Runtime, Tracking
 from bert_kd.store import recompute
 from bert_kd.tracking import tracking_enabled
@@ -17,8 +16,6 @@ def test_settings_helpers_read_the_hooks_models_and_dicts_alike(form):
         tracking, runtime = Tracking.model_validate(tracking), Runtime.model_validate(runtime)
     assert tracking_enabled(tracking) is False and recompute(runtime) is True
     assert tracking_enabled(None) is True and recompute(None) is False  # the schema's defaults
-    settings = build_run_settings("rte", 1, tracking, runtime)
-    assert settings["tracking"] == Tracking(enabled=False, log_models=False) and settings["runtime"].recompute is True
 
 
 def test_a_bad_key_in_a_notebooks_dict_names_the_block():

@@ -23,12 +23,11 @@ def evaluation_split(tokenized) -> str:
 
 
 def evaluate_fn(task: str):
+    """``fit``'s ``evaluate_fn`` for ``task``: its GLUE metrics of (predictions, labels)."""
     return lambda predictions, labels: glue_metrics(task, predictions, labels)
 
 
 @torch.no_grad()
-
-
 def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batches: int = 10) -> float:
     """Inference examples per second on the current device (a few dev batches)."""
     model.eval()

@@ -56,3 +56,13 @@ def test_the_run_settings_nodes_group_the_data_source_and_take_at_most_six_argum
 def test_a_data_source_with_an_unknown_key_is_refused():
     with pytest.raises(ValueError, match="glue_dirr"):
         common.build_run_settings("rte", 7, None, None, {"glue_dirr": "glue"})
+
+
+@pytest.mark.parametrize("form", [dict, "model"])
+def test_run_settings_hold_the_tracking_and_runtime_models(form):
+    tracking, runtime = {"enabled": False, "log_models": False}, {"recompute": True}
+    if form == "model":
+        tracking, runtime = Tracking.model_validate(tracking), Runtime.model_validate(runtime)
+    settings = common.build_run_settings("rte", 1, tracking, runtime)
+    assert settings["tracking"] == Tracking(enabled=False, log_models=False) and settings["runtime"].recompute is True
+    assert settings["data_source"] == {"glue_dir": None, "max_train_samples": None, "max_eval_samples": None}

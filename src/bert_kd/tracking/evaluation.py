@@ -22,6 +22,7 @@ def flat_eval_metrics(evaluation: dict) -> dict[str, float]:
 
 
 def log_evaluation(evaluation: dict, run_id: str | None, tracking: Block[Tracking] | None) -> None:
+    """``evaluation``'s flat metrics and ``evaluation.json`` on the model's training run ``run_id``."""
     with reopen_run(run_id, tracking) as logger:
         logger.log_metrics(flat_eval_metrics(evaluation))
         logger.log_dict(evaluation, "evaluation.json")
