@@ -66,3 +66,13 @@ def test_run_settings_hold_the_tracking_and_runtime_models(form):
     settings = common.build_run_settings("rte", 1, tracking, runtime)
     assert settings["tracking"] == Tracking(enabled=False, log_models=False) and settings["runtime"].recompute is True
     assert settings["data_source"] == {"glue_dir": None, "max_train_samples": None, "max_eval_samples": None}
+
+
+def test_an_argument_named_run_gets_all_run_settings_as_one_object():
+    from bert_kd.runs import RunSettings
+
+    node_fn = common.reads_run_settings(lambda tokenized, teacher, run: (tokenized, teacher, run))
+    assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]
+    tokenized, teacher, run = node_fn("rows", {"model": "m"}, SETTINGS)
+    assert isinstance(run, RunSettings) and (run.task, run.seed, run.tracking) == ("rte", 7, Tracking(enabled=False))
+    assert run.data_source == {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}
