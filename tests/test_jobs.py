@@ -401,7 +401,7 @@ splits = load_glue_task("rte", {glue!r}, allow_download=False)
 tokenized = tokenize_splits({{"train": splits["train"], "validation": splits["validation"]}}, load_tokenizer({model!r}), 32)
 teacher = {{"model": {model!r}, "max_seq_length": 32, "training": {{"epochs": 1, "batch_size": 8}}}}
 runtime = {{"progress_bar": False, "checkpoint_every_steps": 1, "log_every_steps": 1}}
-bundle = train_teacher(tokenized, "rte", teacher, 0, {{"enabled": False}}, runtime)
+bundle = train_teacher(tokenized, teacher, {{"task": "rte", "seed": 0, "tracking": {{"enabled": False}}, "runtime": runtime}})
 cache = cache_teacher_outputs(bundle, tokenized, {{"directory": "cache"}}, runtime)
 print(json.dumps({{"store": bundle.info["store_path"], "reused": bundle.info["reused"], "cache_key": cache.key}}))
 """

@@ -39,3 +39,25 @@ def test_catalog_and_jobs_do_not_import_pipelines_or_kedro_nodes():
     assert out.strip() == "[] True"  # catalog.py is a Kedro dataset module; it never loads node modules
     code = "import sys, bert_kd.jobs; print('kedro' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def kedro_modules_after_importing(module: str) -> list[str]:
+    """The ``kedro`` modules a fresh interpreter holds after ``import <module>``."""
+    code = f"import sys, {module}; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'kedro')))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_the_core_imports_no_kedro():
+    """The distillation body, training, tracking, the store, run set-up and evaluation run without Kedro
+    (notebooks, benchmarks, sweep workers); only ``pipelines/`` (and the sweep trial, below) need it."""
+    core = ["bert_kd.distill.job", "bert_kd.training", "bert_kd.tracking", "bert_kd.tracking.distill", "bert_kd.store",
+            "bert_kd.runs", "bert_kd.evaluation", "bert_kd.sweep"]
+    assert {module: kedro_modules_after_importing(module) for module in core} == {module: [] for module in core}
+
+
+def test_a_sweep_trial_needs_only_kedro_pipeline_definitions():
+    """A trial runs the pipeline's own definition (issue 22), so it imports ``kedro.pipeline``, but no
+    Kedro session, catalog, runner or framework."""
+    loaded = kedro_modules_after_importing("bert_kd.sweep.trial")
+    assert "kedro.pipeline" in loaded
+    assert [m for m in loaded if not m.startswith(("kedro.pipeline", "kedro.utils")) and m != "kedro"] == []

@@ -55,15 +55,6 @@ def test_a_removed_row_takes_its_pipeline_with_it(project):
     assert not any(".ckd_po." in n.name for n in pipelines["distill_baselines"].nodes)
 
 
-#: Node functions over 6 parameters in files of other branches of this session (s8-config:
-#: ``pipelines/common.py``, ``train_teacher``, ``export_student``): to be emptied when they are cut.
-WIDE_ELSEWHERE = {
-    "bert_kd.pipelines.common.build_run_settings",
-    "bert_kd.pipelines.train_teacher.nodes.train_teacher",
-    "bert_kd.pipelines.export_student.nodes.export_student",
-}
-
-
 def node_functions(func):
     """What a node calls: the function Kedro wraps, and the plain functions behind it (a
     :func:`~bert_kd.pipelines.common.reads_run_settings` wrapper, a bound ``partial``)."""
@@ -89,6 +80,6 @@ def test_no_node_takes_more_than_six_arguments(project):
             for func in node_functions(node.func):
                 count = len(inspect.signature(func, follow_wrapped=False).parameters)
                 name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
-                if count > 6 and name not in WIDE_ELSEWHERE:
+                if count > 6:
                     wide[name] = count
     assert wide == {}

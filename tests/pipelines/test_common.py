@@ -1,4 +1,4 @@
-"""Shared node glue: run settings as one node input, adaptive loss-logging interval."""
+"""Shared Kedro node glue: run settings as one node input, tags."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, 
     return tokenized, task, teacher, seed, tracking, runtime, data_source, row
 
 
-SETTINGS = common.build_run_settings("rte", 7, {"enabled": False}, {"progress_bar": False}, "glue", 100, None)
+SETTINGS = common.build_run_settings("rte", 7, {"enabled": False}, {"progress_bar": False},
+                                     common.gather_data_source("glue", 100, None))
 
 
 def test_run_settings_node_reads_its_arguments_by_name():
@@ -37,66 +38,41 @@ def test_a_function_without_run_settings_is_refused():
         common.reads_run_settings(lambda a, b: a)
 
 
-@pytest.mark.parametrize(("section", "rows", "expected"), [
-    ({"epochs": 1, "batch_size": 8}, 48, 1),          # 6 steps: every step
-    ({"epochs": 3, "batch_size": 32}, 3000, 5),       # 282 steps: every 5
-    ({"epochs": 3, "batch_size": 32}, 67349, 10),     # capped at 10
-    ({"epochs": 1, "batch_size": 8, "log_every_steps": 4}, 48, 4),  # the user's choice wins
-])
-def test_loss_logging_interval_adapts_to_the_run_length(section, rows, expected):
-    config = common.training_config(section, None, 0, "rte", None, n_train=rows)
-    assert config.log_every_steps == expected
+def test_the_run_settings_nodes_group_the_data_source_and_take_at_most_six_arguments():
+    from kedro.io import DataCatalog, MemoryDataset
+    from kedro.runner import SequentialRunner
+
+    pipeline = common.run_settings_node()
+    assert [n.name for n in pipeline.nodes] == ["gather_data_source", "build_run_settings"]
+    assert all(len(inspect.signature(n.func).parameters) <= 6 for n in pipeline.nodes)
+    values = {"task": "rte", "seed": 7, "tracking": {"enabled": False}, "runtime": {"progress_bar": False},
+              "glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}
+    catalog = DataCatalog({f"params:{k}": MemoryDataset(v) for k, v in values.items()})
+    catalog["run_settings"] = MemoryDataset(copy_mode="assign")
+    SequentialRunner().run(pipeline, catalog)
+    assert catalog.load("run_settings") == SETTINGS  # the same dataset a notebook builds
 
 
-def test_training_config_is_the_same_for_parameter_dicts_and_their_validated_models():
-    """Nodes get dicts (notebooks, tests, sweep trials) or the hook's validated models: same config, same job key."""
-    from bert_kd.jobs import training_spec
-    from bert_kd.schema import Runtime, Training
-
-    section = {"epochs": 1, "batch_size": 8, "learning_rate": "1e-4"}
-    runtime = {"group_by_length": True, "eval_batch_size": 16, "recompute": True}
-    as_dicts = common.training_config(section, runtime, 5, "rte", "ckpt", n_train=48)
-    as_models = common.training_config(Training.model_validate(section), Runtime.model_validate(runtime), 5, "rte",
-                                       "ckpt", n_train=48)
-    assert as_dicts == as_models and training_spec(vars(as_dicts)) == training_spec(vars(as_models))
-    assert (as_models.seed, as_models.select_metric, as_models.checkpoint_dir, as_models.keep_checkpoint) == (
-        5, "accuracy", "ckpt", True)
-    assert (as_models.group_by_length, as_models.eval_batch_size, as_models.log_every_steps) == (True, 16, 1)
-    assert Runtime().group_by_length and not common.training_config(section, Runtime(), 5, "rte", None).group_by_length
-    assert common.training_config(section, {"log_every_steps": 4}, 5, "rte", None, n_train=48).log_every_steps == 4
-
-
-def test_model_size_is_read_from_the_store_entry_and_matches_a_fresh_save(tmp_path, tiny_teacher_dir):
-    from transformers import AutoModelForSequenceClassification
-
-    from bert_kd.models import ModelBundle, write_bundle_files
-
-    model = AutoModelForSequenceClassification.from_pretrained(tiny_teacher_dir)
-    unsaved = ModelBundle(model, tokenizer=None, info={})
-    measured = common._saved_size(unsaved)  # no store entry: saved to a temporary folder
-    entry = tmp_path / "entry"
-    entry.mkdir()
-    model.save_pretrained(entry)
-    (entry / "manifest.json").write_text("{}" * 1000)  # store bookkeeping is not the model's size
-    stored = ModelBundle(model, tokenizer=None, info={"store_path": str(entry)})
-    assert common._saved_size(stored) == measured > 0
-    (entry / "model.safetensors").write_bytes(b"0" * 10)  # proves the store entry is what was read
-    assert common._saved_size(stored) == (entry / "config.json").stat().st_size + 10
+def test_a_data_source_with_an_unknown_key_is_refused():
+    with pytest.raises(ValueError, match="glue_dirr"):
+        common.build_run_settings("rte", 7, None, None, {"glue_dirr": "glue"})
 
 
 @pytest.mark.parametrize("form", [dict, "model"])
-def test_settings_helpers_read_the_hooks_models_and_dicts_alike(form):
+def test_run_settings_hold_the_tracking_and_runtime_models(form):
     tracking, runtime = {"enabled": False, "log_models": False}, {"recompute": True}
     if form == "model":
         tracking, runtime = Tracking.model_validate(tracking), Runtime.model_validate(runtime)
-    assert common.tracking_enabled(tracking) is False and common.recompute(runtime) is True
-    assert common.tracking_enabled(None) is True and common.recompute(None) is False  # the schema's defaults
-    settings = common.build_run_settings("rte", 1, tracking, runtime, None, None, None)
+    settings = common.build_run_settings("rte", 1, tracking, runtime)
     assert settings["tracking"] == Tracking(enabled=False, log_models=False) and settings["runtime"].recompute is True
+    assert settings["data_source"] == {"glue_dir": None, "max_train_samples": None, "max_eval_samples": None}
 
 
-def test_a_bad_key_in_a_notebooks_dict_names_the_block():
-    from bert_kd.errors import ParameterError
+def test_an_argument_named_run_gets_all_run_settings_as_one_object():
+    from bert_kd.runs import RunSettings
 
-    with pytest.raises(ParameterError, match="runtime.recompte"):
-        common.recompute({"recompte": True})
+    node_fn = common.reads_run_settings(lambda tokenized, teacher, run: (tokenized, teacher, run))
+    assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]
+    tokenized, teacher, run = node_fn("rows", {"model": "m"}, SETTINGS)
+    assert isinstance(run, RunSettings) and (run.task, run.seed, run.tracking) == ("rte", 7, Tracking(enabled=False))
+    assert run.data_source == {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}

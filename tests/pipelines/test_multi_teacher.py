@@ -65,7 +65,7 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     values = {"glue_train": splits["train"], "glue_validation": splits["validation"].assign(split="validation"),
               "params:multi_teachers": teachers,
               "run_settings": build_run_settings("rte", 0, {"enabled": False}, {"progress_bar": False, "checkpoint_every_steps": 0},
-                                                 str(tiny_glue_dir), None, None)}
+                                                 {"glue_dir": str(tiny_glue_dir)})}
     catalog = DataCatalog({name: MemoryDataset(value, copy_mode="assign") for name, value in values.items()})
     catalog["multi_teacher_models"] = MemoryDataset(copy_mode="assign")
     SequentialRunner().run(blocks, catalog)

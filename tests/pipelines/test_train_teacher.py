@@ -71,7 +71,7 @@ def test_train_teacher_node_stores_once_and_retrains_on_changed_data(tmp_path, m
     monkeypatch.chdir(tmp_path)
     teacher = {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
     runtime = {"progress_bar": False, "checkpoint_every_steps": 0}
-    args = ("rte", teacher, 0, {"enabled": False}, runtime)
+    args = (teacher, {"task": "rte", "seed": 0, "tracking": {"enabled": False}, "runtime": runtime})
     first = train_teacher(_tokenized(tiny_glue_dir, tiny_teacher_dir), *args)
     store = tmp_path / "data/06_models/store/teacher"
     assert first.info["store_path"] == str(store / first.info["key"]) and first.info["reused"] is False
@@ -88,20 +88,22 @@ def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypa
     """The hook's models (``Teacher``, ``Runtime``, ``Tracking``) and a notebook's or a sweep trial's
     dicts give the same teacher key; a ``multi_teachers`` entry trains with its own seed."""
     from bert_kd.pipelines.train_teacher.nodes import train_teacher
+    from bert_kd.runs import RunSettings
     from bert_kd.schema import MultiTeacher, Runtime, Teacher, Tracking
 
     monkeypatch.chdir(tmp_path)
     tokenized = _tokenized(tiny_glue_dir, tiny_teacher_dir)
     teacher = {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
     runtime = {"progress_bar": False, "checkpoint_every_steps": 0}
-    first = train_teacher(tokenized, "rte", teacher, 0, {"enabled": False}, runtime)
-    typed = train_teacher(tokenized, "rte", Teacher.model_validate(teacher), 0, Tracking(enabled=False),
-                          Runtime.model_validate(runtime))
+    run = {"task": "rte", "seed": 0, "tracking": {"enabled": False}, "runtime": runtime}
+    first = train_teacher(tokenized, teacher, run)
+    typed = train_teacher(tokenized, Teacher.model_validate(teacher),
+                          RunSettings("rte", 0, Tracking(enabled=False), Runtime.model_validate(runtime)))
     assert (typed.info["key"], typed.info["reused"]) == (first.info["key"], True)
     entry = {**teacher, "name": "t1", "seed": 5}
-    from_dict = train_teacher(tokenized, "rte", entry, 0, {"enabled": False}, runtime)
-    from_model = train_teacher(tokenized, "rte", MultiTeacher.model_validate(entry), 0, {"enabled": False}, runtime)
+    from_dict = train_teacher(tokenized, entry, run)
+    from_model = train_teacher(tokenized, MultiTeacher.model_validate(entry), run)
     assert from_dict.info["seed"] == from_model.info["seed"] == 5 and from_dict.info["key"] != first.info["key"]
     assert (from_model.info["key"], from_model.info["reused"]) == (from_dict.info["key"], True)
     unseeded = MultiTeacher.model_validate({**teacher, "name": "t0"})  # no seed of its own: the run's
-    assert train_teacher(tokenized, "rte", unseeded, 0, {"enabled": False}, runtime).info["key"] == first.info["key"]
+    assert train_teacher(tokenized, unseeded, run).info["key"] == first.info["key"]

@@ -20,14 +20,18 @@ from pydantic import BaseModel
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
-from bert_kd.distill import records
 from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.multi_teacher.contributions import dev_contributions
 from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
 from bert_kd.distill.objective import DistillationObjective, Teacher, collect_diagnostics
+from bert_kd.evaluation import evaluate_fn, evaluation_split
 from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
-from bert_kd.pipelines import common
+from bert_kd.runs import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
 from bert_kd.schema import Student, explicit_weights, typed
+from bert_kd.store import job as store_job
+from bert_kd.store import model_identity, recompute, run_model_job
+from bert_kd.tracking import tracked_run, tracking_enabled
+from bert_kd.tracking.distill import log_distillation_end, log_distillation_start, log_gradient_shares
 from bert_kd.training import fit, make_loader
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
@@ -40,34 +44,6 @@ def plain(value: Any) -> dict:
     if isinstance(value, BaseModel):
         return value.model_dump(exclude_unset=True)
     return dict(value or {})
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """The run-wide values every training job reads: the task, the seed, the tracking and
-    runtime blocks and where the rows came from (``data_source``: glue_dir and sample caps,
-    recorded on MLflow runs, never part of a key)."""
-
-    task: str
-    seed: int
-    tracking: Any = field(default_factory=dict)
-    runtime: Any = field(default_factory=dict)
-    data_source: Mapping = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, settings: "RunSettings | Mapping") -> "RunSettings":
-        """From the ``run_settings`` dataset (:func:`bert_kd.pipelines.common.build_run_settings`) or as is."""
-        if isinstance(settings, cls):
-            return settings
-        values = dict(settings)
-        missing = [name for name in ("task", "seed") if name not in values]
-        if missing:
-            raise ValueError(f"run settings need {missing}; got {sorted(values)}")
-        source = values.get(common.DATA_SOURCE)
-        if source is None:
-            source = {k: values.get(k) for k in ("glue_dir", "max_train_samples", "max_eval_samples")}
-        return cls(task=get_task(values["task"]).name, seed=values["seed"], tracking=values.get("tracking") or {},
-                   runtime=values.get("runtime") or {}, data_source=dict(source))
 
 
 def task_of(settings: "RunSettings | Mapping | str") -> str:
@@ -110,7 +86,7 @@ def student_start_spec(student: ModelBundle, student_params) -> dict:
     params = typed(Student, student_params, "student")
     spec = {"num_layers": params.num_layers, "layer_selection": params.layer_selection, "from_job": student.info.get("key")}
     if params.model:
-        spec["model"] = common.model_identity(params.model)
+        spec["model"] = model_identity(params.model)
     else:
         spec.update(init_key_material({"init": student_init({"init": params.init})}))
     return spec
@@ -144,8 +120,8 @@ class DistillJob:
 
     def training(self, checkpoint_dir=None, n_train: int | None = None):
         """The job's :class:`~bert_kd.training.TrainingConfig` (student ``training`` block + runtime)."""
-        return common.training_config(plain(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
-                                      self.task, checkpoint_dir, n_train=n_train)
+        return training_config(plain(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
+                               self.task, checkpoint_dir, n_train=n_train)
 
 
 def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache, recipe: Mapping,
@@ -156,8 +132,8 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
     row = student.row or recipe["method"]
     key_recipe, objects = student.method_inputs(recipe, teacher, task)
     params = plain(student.params)
-    config = common.training_config(params.get("training"), settings.runtime, settings.seed, task, None)
-    store = common.job("student", {
+    config = training_config(params.get("training"), settings.runtime, settings.seed, task, None)
+    store = store_job("student", {
         "task": task, "recipe": recipe_spec(key_recipe), "teacher": teacher.info.get("key"),
         "start": student_start_spec(student, student.params),
         "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
@@ -179,7 +155,7 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
 def train_student(job: DistillJob) -> ModelBundle:
     """Train ``job``'s student once (or reuse the stored one with the same content key)."""
     train = partial(_train, job=job)
-    bundle = common.run_model_job(job.store, train, job.settings.tracking, recompute=common.recompute(job.settings.runtime))
+    bundle = run_model_job(job.store, train, job.settings.tracking, recompute=recompute(job.settings.runtime))
     bundle.info["method"] = job.row  # a stored result may have been trained under another name
     return bundle
 
@@ -200,20 +176,20 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
     objective = DistillationObjective(model, job.teachers, method, method.weights)
     train_split = job.data["train"]
     settings = job.training(checkpoint_dir, n_train=len(train_split))
-    collator = common.collator_for(tokenizer, job.teacher_tokenizers or None)
-    eval_split = common.evaluation_split(job.data)
+    collator = collator_for(tokenizer, job.teacher_tokenizers or None)
+    eval_split = evaluation_split(job.data)
     tracking = job.settings.tracking
-    with common.tracked_run(job.run_name, common.tracking_enabled(tracking),
-                            {"role": "student", "method": job.row, "task": spec.name}) as run:
-        records.log_distillation_start(run, job, model, method, objective, settings)
-        common.log_gradient_shares(run, objective, train_split, collator, settings, tracking,
-                                   job.run_name if job.multi_teacher else f"distill_{job.row}")
+    with tracked_run(job.run_name, tracking_enabled(tracking),
+                     {"role": "student", "method": job.row, "task": spec.name}) as run:
+        log_distillation_start(run, job, model, method, objective, settings)
+        log_gradient_shares(run, objective, train_split, collator, settings, tracking,
+                            job.run_name if job.multi_teacher else f"distill_{job.row}")
         result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
-                     evaluate_fn=common.evaluate_fn(spec.name), log_fn=common.step_logger(run),
+                     evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
                      description=f"{algorithm} {spec.name}")
         outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
                                                                     shuffle=False), eval_split)
-        records.log_distillation_end(run, job, method, outcome)
+        log_distillation_end(run, job, method, outcome)
     info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
             "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
             "mlflow_run_id": run.run_id, **outcome}

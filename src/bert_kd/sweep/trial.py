@@ -256,8 +256,7 @@ class TrialRunner:
         trial seed (``seed``: another, e.g. the teacher's), the project's tracking, the table's batching
         (:meth:`_runtime`) and the data source its MLflow runs record."""
         source = self._data_source(spec)
-        return build_run_settings(task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec),
-                                  source["glue_dir"], source["max_train_samples"], source["max_eval_samples"])
+        return build_run_settings(task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec), source)
 
     def _teacher(self, spec, task, train, validation):
         """The table's teacher (its block over the project's) through the ``train_teacher`` pipeline's

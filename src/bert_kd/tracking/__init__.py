@@ -15,7 +15,9 @@ What a user sees in the MLflow UI is decided here (Kedro-free):
 The package, by concern: :mod:`.runs` (open, log to and clean up runs), :mod:`.provenance`
 (machine, versions, git commit), :mod:`.format` (values as the UI shows them), :mod:`.data` (a
 training job's data and recipe columns), :mod:`.ui` (experiment, parent run, URLs, the CLI),
-:mod:`.comparison` (a comparison table on the parent run). Every name is re-exported here.
+:mod:`.comparison` (a comparison table on the parent run), :mod:`.evaluation` (an evaluation's
+metrics on its model's run); :mod:`.distill` (what distillation runs record) imports the models
+and is imported by its own name. Every name is re-exported here.
 """
 
 from bert_kd.tracking.comparison import FLOOR_METHOD, log_comparison_to_parent, row_label
@@ -28,6 +30,7 @@ from bert_kd.tracking.data import (
     log_input_once,
     log_training_job,
 )
+from bert_kd.tracking.evaluation import flat_eval_metrics, log_evaluation
 from bert_kd.tracking.format import (
     SIZE_METRICS,
     adaptive_log_every,
@@ -60,8 +63,11 @@ from bert_kd.tracking.runs import (
     end_orphaned_runs,
     is_main_process,
     num_processes,
+    log_to_active_run,
     owner_tags,
+    reopen_run,
     tracked_run,
+    tracking_enabled,
     tracking_server_problem,
 )
 from bert_kd.tracking.ui import (
@@ -90,10 +96,10 @@ __all__ = [
     "EXPERIMENT_KIND_TAG", "FLOOR_METHOD", "HOST_TAG", "HUB_GLUE", "MAX_NOTE_CHARS", "NOTE_TAG", "NOT_A_CHECKOUT",
     "PARENT_SUFFIX", "PID_TAG", "SHARED_VIEW_TAG_PREFIX", "SIZE_METRICS", "STARTED_TAG", "TRACKING_CHECK_TIMEOUT_S",
     "RunLogger", "active_run", "adaptive_log_every", "compare_view_state", "compare_view_url", "data_params",
-    "data_source", "describe_experiment", "end_orphaned_runs", "environment_info", "flatten", "format_number",
+    "data_source", "describe_experiment", "end_orphaned_runs", "environment_info", "flat_eval_metrics", "flatten", "format_number",
     "format_param", "git_commit_label", "git_provenance", "glue_dataset", "is_layer_map", "is_main_process",
-    "is_number", "layer_map_string", "log_comparison_to_parent", "log_input_once", "log_training_job", "main",
+    "is_number", "layer_map_string", "log_comparison_to_parent", "log_evaluation", "log_input_once", "log_to_active_run", "log_training_job", "main",
     "metric_key", "name_parent_run", "num_processes", "open_ui", "owner_tags", "parent_run_name", "project_root",
-    "recipe_string", "row_label", "run_url", "runs_table_url", "size_tags", "tracked_run", "tracking_server_problem",
+    "recipe_string", "reopen_run", "row_label", "run_url", "runs_table_url", "size_tags", "tracked_run", "tracking_enabled", "tracking_server_problem",
     "ui_base_url", "weight_params",
 ]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from bert_kd.schema import Block, Tracking, typed
 from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
 from bert_kd.tracking.provenance import environment_info
+
+log = logging.getLogger(__name__)
 
 
 def is_main_process() -> bool:
@@ -184,3 +188,48 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
         logger.set_tags({**environment_info(), **owner_tags(), **(tags or {})})
         logger.log_params({"num_processes": num_processes()})
         yield logger
+
+
+def tracking_enabled(tracking: Block[Tracking] | None) -> bool:
+    """``tracking.enabled``: whether this run logs to MLflow."""
+    return typed(Tracking, tracking, "tracking").enabled
+
+
+def reopen_run(run_id: str | None, tracking: Block[Tracking] | None):
+    """Re-enter a finished training run to add evaluation results to it (or a no-op logger)."""
+    if not run_id or not tracking_enabled(tracking) or not is_main_process():
+        return contextlib.nullcontext(RunLogger(False))
+
+    @contextlib.contextmanager
+    def reopened():
+        import mlflow
+        from mlflow.exceptions import MlflowException
+
+        try:
+            mlflow.MlflowClient().get_run(run_id)
+        except MlflowException:
+            log.warning("MLflow run %s of this stored model is not in the tracking store %s: not logging to it",
+                        run_id, mlflow.get_tracking_uri())
+            yield RunLogger(False)
+            return
+        nested = mlflow.active_run() is not None
+        with mlflow.start_run(run_id=run_id, nested=nested):
+            logger = RunLogger(True)
+            logger.run_id = run_id
+            yield logger
+
+    return reopened()
+
+
+def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
+    """Attach texts and figures to the run kedro-mlflow opened for this ``kedro run``, if any."""
+    try:
+        import mlflow
+    except ImportError:  # pragma: no cover
+        return
+    if mlflow.active_run() is None or not is_main_process():
+        return
+    for name, text in texts.items():
+        mlflow.log_text(text, name)
+    for name, figure in figures.items():
+        mlflow.log_figure(figure, name)

@@ -14,7 +14,6 @@ from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.distill import figures as paper_figures
-from bert_kd.distill import records
 from bert_kd.distill.job import (
     TEACHER_PREFIX,
     RunSettings,
@@ -43,6 +42,7 @@ from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, typed
+from bert_kd.tracking import distill as records
 from bert_kd.tracking_models import default_registered_name
 from bert_kd.tracking_models import register_best_student as register_model_version
 from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance

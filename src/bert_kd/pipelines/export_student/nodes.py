@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 import torch
@@ -15,6 +16,7 @@ from bert_kd.markdown import markdown_table
 from bert_kd.metrics import glue_metrics, primary_metric
 from bert_kd.models import ModelBundle
 from bert_kd.pipelines import common
+from bert_kd.runs import RunSettings
 from bert_kd.schema import Block, ExportStudent, Tracking, set_values, typed
 from bert_kd.tracking_models import log_onnx_model
 
@@ -22,12 +24,13 @@ log = logging.getLogger(__name__)
 
 
 def export_student(student: ModelBundle, student_data, teacher: ModelBundle, teacher_tokenized,
-                   settings: Block[ExportStudent], task: str, tracking: Block[Tracking]):
+                   settings: Block[ExportStudent], run: RunSettings | Mapping):
     """ONNX files of ``student`` (fp32, optional dynamic int8), the verification report, and the
-    latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models)."""
+    latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models) on the run's task."""
     logged = set_values(settings)  # the export run's ``export.*`` params
-    settings, tracking = typed(ExportStudent, settings, "export_student"), typed(Tracking, tracking, "tracking")
-    spec = get_task(task)
+    run = RunSettings.of(run)
+    settings, tracking = typed(ExportStudent, settings, "export_student"), typed(Tracking, run.tracking, "tracking")
+    spec = get_task(run.task)
     split = common.evaluation_split(student_data)
     student_dev = student_data[split]
     teacher_dev = teacher_tokenized[split]

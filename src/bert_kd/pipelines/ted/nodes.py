@@ -8,7 +8,6 @@ from functools import partial
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
-from bert_kd.distill import records
 from bert_kd.distill.job import RunSettings, StudentStart, plain, task_of
 from bert_kd.distill.ted.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.distill.ted import (
@@ -23,6 +22,7 @@ from bert_kd.models import ModelBundle, init_key_material, num_layers, parameter
 from bert_kd.pipelines import common
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
 from bert_kd.schema import Student, Ted, typed
+from bert_kd.tracking import distill as records
 from bert_kd.training import SupervisedObjective, fit
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
     mapping = ted_layer_map(options.mapping, num_layers(teacher.model), int(student.num_layers))
     config = common.training_config(plain(options.filters.training), run.runtime, run.seed, spec.name, None)
     student_block = plain(ted_student)
-    student_config = common.training_config(student_block.get("training"), run.runtime, run.seed, spec.name, None)
+    student_config = common.training_config(student.training, run.runtime, run.seed, spec.name, None)
     job = common.job("ted_filters", {
         "task": spec.name, "teacher": teacher.info.get("key"), "mapping": mapping, "arch": arch, "route": route,
         "training": jobs.training_spec(vars(config)),

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Mapping
 
 from bert_kd import jobs
 from bert_kd.data.glue import TaskSpec, get_task
 from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
+from bert_kd.runs import RunSettings
 from bert_kd.schema import Block, Runtime, Teacher, Tracking, set_values, typed
 from bert_kd.training import SupervisedObjective, fit
 
 
-def train_teacher(tokenized, task: str, teacher: Block[Teacher], seed: int, tracking: Block[Tracking],
-                  runtime: Block[Runtime], data_source: dict | None = None) -> ModelBundle:
-    """Fine-tune ``teacher.model`` on the task (AdamW, warm-up, clipping, best dev epoch kept;
-    ``data_source``: glue_dir and sample caps, recorded on the MLflow run). ``teacher`` is the
-    ``teacher`` block or a ``multi_teachers`` entry (its own ``seed`` replaces ``seed``).
+def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping) -> ModelBundle:
+    """Fine-tune ``teacher.model`` on the run's task (AdamW, warm-up, clipping, best dev epoch kept;
+    the run's ``data_source``, glue_dir and sample caps, is recorded on the MLflow run). ``teacher`` is
+    the ``teacher`` block or a ``multi_teachers`` entry (its own ``seed`` replaces the run's).
 
     Reused from the store when a teacher with the same rows, model, tokenizer, settings and seed
     exists, unless ``teacher.retrain`` or ``runtime.recompute`` is true.
     """
+    run = RunSettings.of(run)
     logged = set_values(teacher)  # the run's ``teacher.*`` params: the block as configured
-    teacher, seed = common.teacher_block(teacher), common.teacher_seed(teacher, seed)
-    runtime = typed(Runtime, runtime, "runtime")
-    spec = get_task(task)
+    teacher, seed = common.teacher_block(teacher), common.teacher_seed(teacher, run.seed)
+    runtime, tracking, data_source = typed(Runtime, run.runtime, "runtime"), run.tracking, run.data_source
+    spec = get_task(run.task)
     config = common.training_config(set_values(teacher.training), set_values(runtime), seed, spec.name, None)
     material = {
         "task": spec.name, "model": common.model_identity(teacher.model), "max_seq_length": teacher.max_seq_length,

@@ -1,0 +1,136 @@
+"""What distillation runs record in MLflow (issue 22: tracking calls out of node bodies).
+
+The distillation body (:mod:`bert_kd.distill.job`), the teacher and TED Stage I jobs and the report
+nodes call these helpers with what they computed; nothing here changes a result. This module
+imports the models and the distillation package, so ``bert_kd.tracking`` does not re-export it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import BaseModel
+
+from bert_kd import jobs
+from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log_gradient_shares
+from bert_kd.models import count_parameters
+from bert_kd.plots import attention_heatmap, per_layer_metric
+from bert_kd.schema import Block, Tracking, typed
+from bert_kd.tracking.comparison import log_comparison_to_parent
+from bert_kd.tracking.data import log_training_job
+from bert_kd.tracking.runs import RunLogger, log_to_active_run, reopen_run
+from bert_kd.training import TrainingConfig
+
+__all__ = [
+    "log_comparison", "log_distillation_end", "log_distillation_start", "log_gradient_shares", "log_job_columns",
+    "log_report", "log_stored_filters", "log_ted_filter_scores", "log_ted_stage_one_start", "tag_parent_run",
+]
+
+
+def log_job_columns(run: RunLogger, job: jobs.Job, task: str, seed: int, data_source: Mapping | None, n_train: int, model,
+                    method=None, name: str | None = None) -> None:
+    """``tracking.log_training_job`` for one job: recipe, layer map, weights, data source, sample
+    caps, the train split as the run's dataset input (digest = the job's data fingerprint)."""
+    data = data_source or {}
+    log_training_job(run, task=task, seed=seed, glue_dir=data.get("glue_dir"), max_train_samples=data.get("max_train_samples"),
+                     max_eval_samples=data.get("max_eval_samples"), method=method, dataset_digest=job.spec.get("data"),
+                     n_train=n_train, model_parameters=count_parameters(model), name=name)
+
+
+def log_gradient_shares(run: RunLogger, objective, train_dataset, collator, settings: TrainingConfig,
+                        tracking: Block[Tracking] | None, name: str):
+    """Each weighted loss term's share of the student's gradient on the first
+    ``tracking.gradient_share_batches`` training batches (default 2; 0 = off), logged as
+    ``grad_share/<term>`` with a warning for a term below 5% (:mod:`bert_kd.distill.gradient_share`)."""
+    batches = typed(Tracking, tracking, "tracking").gradient_share_batches
+    return measure_and_log_gradient_shares(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
+                           seed=settings.seed)
+
+
+def log_distillation_start(run, job, model, method, objective, settings) -> None:
+    """The job's comparable columns (task, seed, recipe, layer map, weights, data source) and its
+    parameters: teachers, temperature, projection, cache use, student block and training settings."""
+    log_job_columns(run, job.store, job.task, job.settings.seed, job.settings.data_source, len(job.data["train"]),
+                           model, method=method, name=job.row)
+    student = _as_logged(job.student_params)
+    if job.multi_teacher:
+        run.log_params({"teachers": [t.name for t in job.teachers], "weights": method.weights,
+                        "temperature": method.temperature, "config": job.recipe, "student": student,
+                        "student_parameters": count_parameters(model), "training": vars(settings), "key": job.store.key,
+                        "teacher_cache": [objective.uses_cache(k) for k in range(len(job.teachers))]})
+        run.log_dict(method.alignment_report(), "alignment_before.json")
+        return
+    run.log_params({
+        "mapping": getattr(method, "mapping", None), "weights": method.weights, "temperature": method.temperature,
+        "projection": "learned linear (student→teacher width)" if getattr(method, "projection", None) is not None else "none",
+        "teacher_cache": objective.uses_cache(0), "student": student,
+        "student_layers_from_teacher": job.student_layers,
+        "student_parameters": count_parameters(model), "teacher_parameters": job.teacher_parameters,
+        "training": vars(settings), "key": job.store.key,
+        **({"stages": job.recipe["stages"]} if job.recipe.get("stages") else {}),  # per-epoch weights
+    })
+
+
+def log_distillation_end(run, job, method, outcome: Mapping[str, Any]) -> None:
+    """After training: ALP's α heatmap (one teacher); the alignment report, its metrics and each
+    teacher's loss share (multi-teacher)."""
+    if job.multi_teacher:
+        if outcome.get("alignment"):
+            run.log_dict(outcome["alignment"], "alignment.json")
+        run.log_metrics(method.alignment_metrics())
+        if outcome.get("contributions") is not None:
+            run.log_dict(outcome["contributions"], "contributions.json")
+        return
+    diagnostics = outcome.get("diagnostics") or {}
+    if "alp_attention" in diagnostics:
+        run.log_figure(attention_heatmap(diagnostics["alp_attention"], f"ALP α ({job.row}) on {job.task} dev",
+                                         mapping=getattr(method, "mapping", None)), "alp_attention.png")
+        run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
+
+
+def log_comparison(name: str, markdown: str, figure, frame, metric: str, *, body: str, title: str, warning: str | None,
+                   teacher_run_id: str | None) -> None:
+    """A comparison table: ``<name>.md`` and ``<name>.png`` on the ``kedro run``'s run, and the table
+    (``body``, without the verdict heading) on the parent run."""
+    log_to_active_run({f"{name}.md": markdown}, {f"{name}.png": figure})
+    log_comparison_to_parent(frame, metric, markdown=body, title=title, warning=warning, teacher_run_id=teacher_run_id)
+
+
+def tag_parent_run(tags: Mapping[str, str]) -> None:
+    """Tags on the run kedro-mlflow opened for this ``kedro run``, if any."""
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.set_tags(dict(tags))
+
+
+def log_report(name: str, table, figure) -> None:
+    """A report node's CSV table and figure (``<name>.csv``, ``<name>.png``) on the ``kedro run``'s run."""
+    log_to_active_run({f"{name}.csv": table.to_csv(index=False)}, {f"{name}.png": figure})
+
+
+def log_ted_stage_one_start(run, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int) -> None:
+    """TED Stage I's columns and parameters (layer map, filter architecture, student-filter route)."""
+    log_job_columns(run, job, job.spec["task"], job.spec["seed"], data_source, n_train, teacher.model)
+    run.log_params({"mapping": mapping, "arch": arch, "student_filters": route, "training": vars(config),
+                    "teacher_key": teacher.info.get("key"), "key": job.key})
+
+
+def log_ted_filter_scores(run, per_layer: Mapping[str, Mapping[str, float]], metric: str, task: str) -> None:
+    """Each Stage I filter's dev score as ``filters/<role>/layer_<k>/<metric>`` and one per-layer figure."""
+    for role, values in per_layer.items():
+        run.log_metrics({f"filters/{role}/layer_{k}/{metric}": v for k, v in values.items()})
+    run.log_figure(per_layer_metric(per_layer, metric, f"TED filters: dev {metric} per layer ({task})"), "ted_filter_metrics.png")
+
+
+def log_stored_filters(outcome, tracking) -> None:
+    """Freshly trained TED filters as artifacts of their Stage I run (``tracking.log_models``)."""
+    if outcome.reused or not typed(Tracking, tracking, "tracking").log_models:
+        return
+    with reopen_run(outcome.value["report"].get("mlflow_run_id"), tracking) as run:
+        run.log_artifacts(outcome.path, "ted_filters")
+
+
+def _as_logged(params) -> Any:
+    """A parameter block as MLflow records it: the dict the user wrote."""
+    return params.model_dump(exclude_unset=True) if isinstance(params, BaseModel) else params
