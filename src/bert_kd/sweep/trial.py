@@ -385,7 +385,7 @@ def cut_heldout(train, validation, heldout: Mapping, seed: int):
 
 def predict(bundle: ModelBundle, dataset, batch_size: int = 64):
     """Logits and labels of ``bundle`` on ``dataset`` (its own tokenization)."""
-    from bert_kd.pipelines.common import collator_for
+    from bert_kd.runs import collator_for
 
     columns = [c for c in dataset.column_names if c in ("input_ids", "attention_mask", "token_type_ids", "labels", "idx")]
     loader = make_loader(dataset.select_columns(columns), batch_size, collator_for(bundle.tokenizer), shuffle=False)

@@ -10,7 +10,6 @@ import pandas as pd
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
-from bert_kd.distill import records
 from bert_kd.distill.figures import unavailable_figure
 from bert_kd.distill.job import DistillJob, RunSettings, plain, task_of, train_student, with_explicit_weights
 from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
@@ -28,6 +27,7 @@ from bert_kd.pipelines.distill.nodes import (
     with_verdict,
 )
 from bert_kd.markdown import markdown_table
+from bert_kd.tracking import distill as records
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.schema import MultiStudent, MultiTeacher, typed
 from bert_kd.verdict import MAJORITY_METHOD
@@ -149,7 +149,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     block = plain(student)
     init = params.init_from_teacher
     names = [bundles[k].info.get("name", f"t{k}") for k in chosen]
-    training = common.training_config(block.get("training"), run.runtime, run.seed, spec.name, None)
+    training = common.training_config(params.training, run.runtime, run.seed, spec.name, None)
     store = common.job("multi_teacher_student", {
         "task": spec.name, "recipe": written, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
         "student": init_key_material({k: v for k, v in block.items() if k != "training"}),
