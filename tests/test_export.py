@@ -12,11 +12,11 @@ from bert_kd.export import (
     OnnxClassifier,
     export_and_verify,
     latency_table,
-    markdown_table,
     model_input_names,
     torch_logits_fn,
     verify,
 )
+from bert_kd.markdown import markdown_table
 from bert_kd.models import load_classifier, load_tokenizer
 from bert_kd.training import Collator
 
