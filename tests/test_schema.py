@@ -53,7 +53,7 @@ def test_every_environment_and_recipe_validates(env):
 
 def test_one_training_block_is_shared_through_interpolation(base):
     shared = base["training"]
-    assert base["teacher"]["training"] == shared
+    assert base["teacher"]["training"] == {**shared, "learning_rate": 1e-4}  # the main job's teacher (README, Measured)
     assert base["student"]["training"] == {**shared, "learning_rate": 1e-4, "epochs": 4, "aux_learning_rate": 1e-3}
     assert base["multi_student"]["training"]["learning_rate"] == 2e-4
     assert base["ted"]["filters"]["training"]["epochs"] == 1
