@@ -85,3 +85,25 @@ def test_v2_paper_gap_reading_matches_the_committed_trials():
     spec.loader.exec_module(module)
     committed = (script.parent / "tables" / "paper_gap.md").read_text(encoding="utf-8")
     assert module.render() == committed, "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py"
+
+
+#: The main job's settings a session may tune (README "Measured"): none of them may reach a committed trial.
+MAIN_JOB_CHANGES = {"teacher": {"max_seq_length": 48, "training": {"epochs": 2, "learning_rate": 1.0e-4, "batch_size": 16,
+                                                                     "warmup_ratio": 0.0, "weight_decay": 0.0,
+                                                                     "max_grad_norm": 5.0}},
+                    "student": {"training": {"epochs": 2, "learning_rate": 3.0e-4}},
+                    "max_train_samples": 8000}
+
+
+@pytest.mark.parametrize("table_md", COMMITTED, ids=lambda p: p.stem)
+def test_changing_the_main_jobs_teacher_changes_no_committed_trial_key(table_md):
+    """Each table states its own teacher: the global ``teacher`` block (the main job's) is not inherited."""
+    runtime = cli_params(MADE_BY.search(table_md.read_text(encoding="utf-8"))["command"])
+    keys = {}
+    for name, extra in (("recorded", {}), ("main job changed", MAIN_JOB_CHANGES)):
+        params = project_params({**runtime, **extra})
+        sweep = build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
+        runner = TrialRunner(params, data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
+                             results_dir=table_md.parents[1], commit="test", results_only=True)
+        keys[name] = {t.key: runner.content_key(t) for t in sweep.trials()}
+    assert keys["main job changed"] == keys["recorded"]

@@ -182,3 +182,27 @@ def test_the_reproduce_block_passes_the_parameter_schema_and_parses():
     with_grid = build_sweep({**params["reproduce"], "table": "cpu_protocol_lr_grid"}, params)
     assert len(with_grid.trials()) == 243
     assert {t.key for t in protocol.trials()} <= {t.key for t in with_grid.trials()}
+
+
+def test_a_tables_own_teacher_runs_and_is_keyed_once(tiny_glue_dir):
+    """A table's teacher block, stated in full, is what its trials train (it wins over the global block) and
+    what their key holds, once: in the complete teacher, not again in the trial description."""
+    import copy
+
+    from bert_kd.sweep.trial import TrialRunner
+
+    reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
+    restricted = {**reproduce, "table": "cpu_protocol", "methods": "alp", "tasks": "sst2", "seeds": "1"}
+    trial = build_sweep(restricted, _conf_recipes()).trials()[0]
+    assert trial.as_dict()["settings"]["teacher"] == {"model": "minilm-l6"}
+    main_job = {"model": "minilm-l6", "max_seq_length": 48, "training": {"epochs": 2, "learning_rate": 1e-4}}
+    runner = TrialRunner({"glue_dir": str(tiny_glue_dir), "seed": 42, "teacher": main_job,
+                          "student": {"num_layers": 2, "training": {"epochs": 4}}}, commit="")
+    assert runner.teacher_block(trial)["max_seq_length"] == 64
+    assert runner.teacher_block(trial)["training"]["learning_rate"] == 5e-5
+
+    edited = copy.deepcopy(restricted)
+    edited["tables"]["cpu_protocol"]["teacher"]["training"]["learning_rate"] = 1e-4
+    other = build_sweep(edited, _conf_recipes()).trials()[0]
+    assert other.as_dict() == trial.as_dict()
+    assert runner.content_key(other) != runner.content_key(trial)

@@ -28,6 +28,11 @@ GRID_PREFIXES = ("method.", "training.")
 SELECTIONS = ("dev", "heldout")
 #: What a table's method entry may say.
 METHOD_KEYS = frozenset({"recipe", "label", "set", "grid", "tasks", "baseline", "student"})
+#: Settings a table's ``teacher`` block states in full so that the table does not follow the main job's
+#: ``teacher`` block, left out of the trial's description: the trial's key already holds the complete
+#: teacher (``TrialRunner.key_material()["teacher"]``), and listing them twice would change the keys of the
+#: results committed while tables still inherited them.
+TEACHER_SETTINGS_KEYED_IN_FULL = ("max_seq_length", "training")
 
 
 @dataclass(frozen=True)
@@ -51,10 +56,14 @@ class TrialSpec:
         return trial_key(self.method, self.task, self.seed, self.params)
 
     def as_dict(self) -> dict:
-        """Plain, JSON-able description (for the job path's content key and for MLflow params)."""
+        """Plain, JSON-able description (for the job path's content key and for MLflow params); the
+        teacher's ``TEACHER_SETTINGS_KEYED_IN_FULL`` are left out of ``settings``."""
+        settings = copy.deepcopy(self.settings)
+        if isinstance(settings.get("teacher"), Mapping):
+            settings["teacher"] = {k: v for k, v in settings["teacher"].items() if k not in TEACHER_SETTINGS_KEYED_IN_FULL}
         return {"table": self.table, "method": self.method, "label": self.label, "job": self.job, "task": self.task,
                 "seed": self.seed, "params": dict(self.params), "recipe": copy.deepcopy(self.recipe),
-                "training": copy.deepcopy(self.training), "settings": copy.deepcopy(self.settings), "key": self.key}
+                "training": copy.deepcopy(self.training), "settings": settings, "key": self.key}
 
     @property
     def group(self) -> tuple[str, str, int]:
