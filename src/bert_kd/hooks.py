@@ -177,7 +177,8 @@ class ValidateParametersHook:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        from bert_kd.schema import cross_check, explicit_weights, validate_parameters
+        from bert_kd.distill.job import with_explicit_weights  # the sweep trial's expansion too
+        from bert_kd.schema import cross_check, validate_parameters
 
         from bert_kd.preflight import check_sweep_storage
 
@@ -192,9 +193,7 @@ class ValidateParametersHook:
         for name in sorted(inputs):
             block, _, entry = name[len("params:"):].partition(".")
             if name.startswith("params:") and block in EXPLICIT_WEIGHT_BLOCKS and entry and "." not in entry:
-                recipe = dict(catalog.load(name))
-                recipe["weights"] = explicit_weights(recipe)
-                catalog.save(name, recipe)
+                catalog.save(name, with_explicit_weights(catalog.load(name)))
         self._typed = typed_inputs(typed, inputs)
         save_entry_defaults(typed, inputs, catalog)
 

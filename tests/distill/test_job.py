@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bert_kd.distill.job import RunSettings, StudentStart, plain, recipe_spec, task_of
-from bert_kd.schema import Student, typed
+from bert_kd.distill.job import RunSettings, StudentStart, recipe_spec, task_of
+from bert_kd.schema import Student, set_values, typed
 
 
 def test_run_settings_from_the_run_settings_dataset_or_as_is():
@@ -21,10 +21,10 @@ def test_run_settings_from_the_run_settings_dataset_or_as_is():
         RunSettings.of({"task": "rte"})
 
 
-def test_plain_keeps_what_the_user_wrote():
+def test_set_values_keeps_what_the_user_wrote():
     block = {"num_layers": 2, "model": None, "training": {"epochs": 1}}
-    assert plain(block) == block and plain(block) is not block
-    assert plain(typed(Student, block)) == {"num_layers": 2, "model": None, "training": {"epochs": 1.0}}  # no defaults
+    assert set_values(block) == block and set_values(block) is not block
+    assert set_values(typed(Student, block)) == {"num_layers": 2, "model": None, "training": {"epochs": 1.0}}  # no defaults
 
 
 def test_a_plain_start_adds_nothing_to_the_recipe():

@@ -27,7 +27,7 @@ from bert_kd.distill.objective import DistillationObjective, Teacher, collect_di
 from bert_kd.evaluation import evaluate_fn, evaluation_split
 from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
 from bert_kd.runs import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
-from bert_kd.schema import Student, explicit_weights, typed
+from bert_kd.schema import Student, explicit_weights, set_values, typed
 from bert_kd.store import job as store_job
 from bert_kd.store import model_identity, recompute, run_model_job
 from bert_kd.tracking import tracked_run, tracking_enabled
@@ -36,14 +36,6 @@ from bert_kd.training import fit, make_loader
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
 TEACHER_PREFIX = "t0_"
-
-
-def plain(value: Any) -> dict:
-    """A parameter block as the dict the user wrote: a mapping as is, a validated schema model
-    with only the keys that were set (its defaults stay out of content keys, as before typing)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(exclude_unset=True)
-    return dict(value or {})
 
 
 def task_of(settings: "RunSettings | Mapping | str") -> str:
@@ -70,7 +62,7 @@ def with_explicit_weights(recipe) -> dict:
     """A recipe as a ``distill_<row>`` node receives it: its loss weights written out
     (:func:`bert_kd.schema.explicit_weights`, what MLflow records). The validation hook prepares a
     pipeline's recipes so, a sweep trial its row's."""
-    config = plain(recipe)
+    config = set_values(recipe)
     return {**config, "weights": explicit_weights(config)}
 
 
@@ -120,7 +112,7 @@ class DistillJob:
 
     def training(self, checkpoint_dir=None, n_train: int | None = None):
         """The job's :class:`~bert_kd.training.TrainingConfig` (student ``training`` block + runtime)."""
-        return training_config(plain(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
+        return training_config(set_values(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
                                self.task, checkpoint_dir, n_train=n_train)
 
 
@@ -131,7 +123,7 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
     task = settings.task
     row = student.row or recipe["method"]
     key_recipe, objects = student.method_inputs(recipe, teacher, task)
-    params = plain(student.params)
+    params = set_values(student.params)
     config = training_config(params.get("training"), settings.runtime, settings.seed, task, None)
     store = store_job("student", {
         "task": task, "recipe": recipe_spec(key_recipe), "teacher": teacher.info.get("key"),

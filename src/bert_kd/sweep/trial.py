@@ -38,6 +38,7 @@ from kedro.pipeline import Pipeline
 from bert_kd.distill.job import with_explicit_weights
 from bert_kd.models import ModelBundle, init_key_material
 from bert_kd.pipelines.common import build_run_settings
+from bert_kd.runs import teacher_seed
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
 from bert_kd.pipelines.distill.pipeline import block_name, method_pipeline, teacher_cache_pipeline
@@ -193,7 +194,7 @@ class TrialRunner:
         return merged(self.params.get("teacher"), spec.settings.get("teacher"))
 
     def teacher_seed(self, spec: TrialSpec) -> int:
-        return int(self.teacher_block(spec).get("seed", self.params.get(DATA_SEED_KEY, 42)))
+        return teacher_seed(self.teacher_block(spec), self.params.get(DATA_SEED_KEY, 42))
 
     def student_block(self, spec: TrialSpec) -> dict:
         base = {"distill": "student", "ted": "ted_student", "multi_teacher": "multi_student"}[spec.job]

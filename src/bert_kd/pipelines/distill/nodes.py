@@ -18,7 +18,6 @@ from bert_kd.distill.job import (
     TEACHER_PREFIX,
     RunSettings,
     StudentStart,
-    plain,
     recipe_spec,
     single_teacher_job,
     student_start_spec,
@@ -41,7 +40,7 @@ from bert_kd.markdown import markdown_table
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import comparison_bars, comparison_title
-from bert_kd.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, typed
+from bert_kd.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, set_values, typed
 from bert_kd.tracking import distill as records
 from bert_kd.tracking_models import default_registered_name
 from bert_kd.tracking_models import register_best_student as register_model_version
@@ -159,7 +158,7 @@ def distill_student(teacher: ModelBundle, student: StudentStart, student_data, t
     if not isinstance(student, StudentStart):
         raise TypeError("distill_student needs the StudentStart of build_student_model (or TED's ted_student_init), "
                         f"got {type(student).__name__}")
-    return train_student(single_teacher_job(teacher, student, student_data, teacher_cache, plain(recipe), run))
+    return train_student(single_teacher_job(teacher, student, student_data, teacher_cache, set_values(recipe), run))
 
 
 def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | None = None):
@@ -299,7 +298,7 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
     random dev examples, one row per example (not averaged); unconnected student layers drawn and
     listed as such. → (CSV table, figure)."""
     row, task = student.info.get("method", "alp"), task_of(settings)
-    recipe, options = plain(method_config), typed(Figures, figures, "figures")
+    recipe, options = set_values(method_config), typed(Figures, figures, "figures")
     if recipe.get("method") != "alp":
         raise ValueError(f"distill_methods.{row}.method: Figure 3 needs an ALP recipe (method: alp), "
                          f"got {recipe.get('method')!r}")
@@ -330,7 +329,7 @@ def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_s
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]
     else:
-        mapping = layer_map(recipe_mapping(plain(pkd_config)), num_layers(teacher.model), num_layers(pkd_student.model))
+        mapping = layer_map(recipe_mapping(set_values(pkd_config)), num_layers(teacher.model), num_layers(pkd_student.model))
         pairs = paper_figures.alignment_pairs(mapping)
     batch, index, split, prefix = _dev_batch(alp_student, teacher, student_data, options.alignment_examples, options.seed)
     title = f"ALP-KD Figure 4: student vs teacher layers ({task} {split}, {len(index)} examples)"

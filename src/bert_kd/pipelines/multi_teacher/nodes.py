@@ -11,7 +11,7 @@ from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.distill.figures import unavailable_figure
-from bert_kd.distill.job import DistillJob, RunSettings, plain, task_of, train_student, with_explicit_weights
+from bert_kd.distill.job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
 from bert_kd.distill.objective import Teacher
 from bert_kd.models import ModelBundle, init_key_material
@@ -29,7 +29,7 @@ from bert_kd.pipelines.distill.nodes import (
 from bert_kd.markdown import markdown_table
 from bert_kd.tracking import distill as records
 from bert_kd.plots import comparison_bars, comparison_title
-from bert_kd.schema import MultiStudent, MultiTeacher, typed
+from bert_kd.schema import MultiStudent, MultiTeacher, set_values, typed
 from bert_kd.verdict import MAJORITY_METHOD
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def teacher_entries(teachers) -> list[MultiTeacher]:
     schema defaults, e.g. ``max_seq_length`` 128, filled in); names must be unique."""
     if not teachers:
         raise ValueError("multi_teachers is empty: list at least one teacher (model, seed, …)")
-    entries = [typed(MultiTeacher, {"name": f"teacher{k}", **plain(t)}, f"multi_teachers[{k}]") for k, t in enumerate(teachers)]
+    entries = [typed(MultiTeacher, {"name": f"teacher{k}", **set_values(t)}, f"multi_teachers[{k}]") for k, t in enumerate(teachers)]
     names = [entry.name for entry in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"multi_teachers names must be unique, got {names}")
@@ -63,7 +63,7 @@ def select_teacher(teachers, slot: int) -> dict:
         raise ValueError(f"parameter multi_teachers lists {len(entries)} teachers, but the pipeline has a block for "
                          f"teacher {slot}: run with {slot + 1} or more teachers, or set multi_teachers in conf/ "
                          "(the number of teacher blocks is read from the configuration)")
-    block = {k: v for k, v in plain(teachers[slot]).items() if k != "name"}
+    block = {k: v for k, v in set_values(teachers[slot]).items() if k != "name"}
     return {**block, "max_seq_length": entries[slot].max_seq_length}
 
 
@@ -129,7 +129,7 @@ def student_recipe(config) -> tuple[dict, dict]:
     multi-teacher student, a sweep trial's as a ``kedro run``'s), the method receives its weights
     written out (:func:`~bert_kd.distill.job.with_explicit_weights`: Shi & Guo Eq. 12–13 expanded,
     what MLflow records)."""
-    written = {k: v for k, v in plain(config).items() if k != "teachers"}
+    written = {k: v for k, v in set_values(config).items() if k != "teachers"}
     return written, with_explicit_weights(written)
 
 
@@ -140,13 +140,13 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     run = RunSettings.of(settings)
     spec = get_task(run.task)
     written, recipe = student_recipe(config)
-    chosen = plain(config).get("teachers") or list(range(len(bundles)))
+    chosen = set_values(config).get("teachers") or list(range(len(bundles)))
     if any(not 0 <= k < len(bundles) for k in chosen):
         raise ValueError(f"teachers {chosen} must index multi_teachers (0..{len(bundles) - 1})")
     for k in chosen:
         check_teacher(bundles[k], run.task)
     params = typed(MultiStudent, student, "multi_student")
-    block = plain(student)
+    block = set_values(student)
     init = params.init_from_teacher
     names = [bundles[k].info.get("name", f"t{k}") for k in chosen]
     training = common.training_config(params.training, run.runtime, run.seed, spec.name, None)

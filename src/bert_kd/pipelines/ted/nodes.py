@@ -8,7 +8,7 @@ from functools import partial
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
-from bert_kd.distill.job import RunSettings, StudentStart, plain, task_of
+from bert_kd.distill.job import RunSettings, StudentStart, task_of
 from bert_kd.distill.ted.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.distill.ted import (
     evaluate_filters,
@@ -21,7 +21,7 @@ from bert_kd.distill.ted import (
 from bert_kd.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
 from bert_kd.pipelines import common
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
-from bert_kd.schema import Student, Ted, typed
+from bert_kd.schema import Student, Ted, set_values, typed
 from bert_kd.tracking import distill as records
 from bert_kd.training import SupervisedObjective, fit
 
@@ -41,8 +41,8 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
     options, student = typed(Ted, ted, "ted"), typed(Student, ted_student, "ted_student")
     route, arch = options.filters.student_filters, options.filters.arch
     mapping = ted_layer_map(options.mapping, num_layers(teacher.model), int(student.num_layers))
-    config = common.training_config(plain(options.filters.training), run.runtime, run.seed, spec.name, None)
-    student_block = plain(ted_student)
+    config = common.training_config(options.filters.training, run.runtime, run.seed, spec.name, None)
+    student_block = set_values(ted_student)
     student_config = common.training_config(student.training, run.runtime, run.seed, spec.name, None)
     job = common.job("ted_filters", {
         "task": spec.name, "teacher": teacher.info.get("key"), "mapping": mapping, "arch": arch, "route": route,

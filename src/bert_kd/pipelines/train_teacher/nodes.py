@@ -27,7 +27,7 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     teacher, seed = common.teacher_block(teacher), common.teacher_seed(teacher, run.seed)
     runtime, tracking, data_source = typed(Runtime, run.runtime, "runtime"), run.tracking, run.data_source
     spec = get_task(run.task)
-    config = common.training_config(set_values(teacher.training), set_values(runtime), seed, spec.name, None)
+    config = common.training_config(teacher.training, runtime, seed, spec.name, None)
     material = {
         "task": spec.name, "model": common.model_identity(teacher.model), "max_seq_length": teacher.max_seq_length,
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
@@ -50,7 +50,7 @@ def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: Teacher, l
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``) in its own MLflow run."""
     tokenizer = load_tokenizer(teacher.model)
     model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
-    settings = common.training_config(set_values(teacher.training), set_values(runtime), seed, spec.name,
+    settings = common.training_config(teacher.training, runtime, seed, spec.name,
                                       checkpoint_dir, n_train=len(tokenized["train"]))
     key = job.key
     with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
