@@ -441,8 +441,3 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mappin
 def git_commit() -> str:
     """The project's own commit (``<sha>``, ``<sha> (dirty)`` or ``unknown (not a git checkout)``)."""
     return git_commit_label()
-
-
-def make_run_trial(params: Mapping, **options: Any) -> TrialRunner:
-    """The job-path ``run_trial`` (see :class:`TrialRunner`)."""
-    return TrialRunner(params, **options)
