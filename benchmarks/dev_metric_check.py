@@ -110,7 +110,32 @@ def paired_summary(rows: list[dict], treated: str = "grouped", control: str = "r
         lines.append(f"| {task} | {model} | {n_rows} × {epochs} | {len(seeds)} | {acc(a):.2f} | {acc(b):.2f} | "
                      f"{interval} | {', '.join(f'{d:+.1f}' for d in diffs)} | {sec(a):.0f} / {sec(b):.0f} | "
                      f"{pad(a):.2f} / {pad(b):.2f} |")
+    pooled = pooled_difference(rows, treated, control)
+    if pooled is not None:
+        mean, low, high, n = pooled
+        lines += ["", f"All {n} pairs pooled: mean {mean:+.2f} points, bootstrap 95% CI [{low:+.2f}, {high:+.2f}] "
+                      f"({POOLED_RESAMPLES:,} resamples of the pairs, seed 0)."]
     return "\n".join(lines)
+
+
+POOLED_RESAMPLES = 10_000
+
+
+def pooled_difference(rows: list[dict], treated: str = "grouped", control: str = "random",
+                      resamples: int = POOLED_RESAMPLES) -> tuple[float, float, float, int] | None:
+    """Every (task, model, rows, epochs, seed) pair pooled: mean of treated − control in points and a
+    percentile-bootstrap 95% CI over the pairs (numpy generator, seed 0); None without pairs."""
+    import numpy as np
+
+    runs = {(r["task"], r["model"], r["rows"], r["epochs"], int(r["seed"]), r["variant"]): float(r["accuracy"])
+            for r in rows}
+    diffs = np.array([100 * (runs[key[:-1] + (treated,)] - value) for key, value in runs.items()
+                      if key[-1] == control and key[:-1] + (treated,) in runs])
+    if not len(diffs):
+        return None
+    means = np.random.default_rng(0).choice(diffs, (resamples, len(diffs))).mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(diffs.mean()), float(low), float(high), len(diffs)
 
 
 def main() -> None:
