@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Annotated, Any, Literal, Union
 import json
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from bert_kd.errors import ModelNotFoundError, ParameterError
 from bert_kd.schema import (
     RECIPE_BLOCKS,
+    reads_bool_as_number,
     cross_check,
     explicit_weights,
     model_config,
@@ -306,6 +308,20 @@ def test_every_seed_key_is_checked_against_2_to_the_32(base):
     params["figures"]["seed"] = 2**33
     problems = problems_of(params)
     assert set(problems) == {"multi_teachers[0].seed", "figures.seed"}, problems
+
+
+def test_a_boolean_where_a_number_goes_is_an_error_not_one(base):
+    params = copy.deepcopy(base)
+    params["training"]["epochs"] = True  # pydantic's lax mode would read 1
+    params["student"]["training"] = {**params["student"].get("training", {}), "batch_size": False}
+    params["runtime"]["group_by_length"] = False  # a boolean key: fine
+    problems = problems_of(params)
+    assert set(problems) == {"training", "student.training"}, problems
+    assert "epochs: True — a boolean where this key takes a number" in problems["training"]
+    assert "batch_size: False" in problems["student.training"]
+    assert reads_bool_as_number(Annotated[int, "positive"]) and reads_bool_as_number(Union[float, str, None])
+    assert not reads_bool_as_number(Union[bool, int]) and not reads_bool_as_number(Literal["auto", True, 1])
+    assert not reads_bool_as_number(Any) and not reads_bool_as_number(Literal["always", "auto"])
 
 
 def test_max_seq_length_above_the_models_positions_fails_before_any_node(base, tiny_teacher_dir, tmp_path):

@@ -69,6 +69,39 @@ class Strict(BaseModel):
             raise ValueError(f"{value} is outside 0 … {MAX_SEED} (2**32 - 1), the seeds numpy accepts")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_for_numbers(cls, data: Any) -> Any:
+        """``true``/``false`` where a number is expected is an error, not 1/0 (pydantic's lax mode takes it)."""
+        if isinstance(data, Mapping):
+            wrong = [f"{key}: {value!r}" for key, value in data.items() if isinstance(value, bool)
+                     and key in cls.model_fields and reads_bool_as_number(cls.model_fields[key].annotation)]
+            if wrong:
+                raise ValueError(f"{', '.join(wrong)} — a boolean where this key takes a number")
+        return data
+
+
+def type_options(annotation: Any) -> set:
+    """The leaf types of a field's annotation (unions, ``Annotated`` and type aliases unwrapped;
+    a ``Literal``'s values as they are)."""
+    if isinstance(annotation, TypeAliasType):
+        return type_options(annotation.__value__)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return type_options(args[0])
+    if origin is Literal:
+        return set(args)
+    if origin is Union or origin is types.UnionType:
+        return set().union(*(type_options(arg) for arg in args))
+    return {annotation}
+
+
+def reads_bool_as_number(annotation: Any) -> bool:
+    """Whether pydantic would turn ``true``/``false`` into 1/0 for this type: it takes an int or a
+    float and lists neither ``bool`` nor ``Any`` (nor a boolean ``Literal`` value)."""
+    options = type_options(annotation)
+    takes_bool = bool(options & {bool, Any}) or any(isinstance(option, bool) for option in options)
+    return bool(options & {int, float}) and not takes_bool
 
 
 # --------------------------------------------------------------------------- engineering blocks
