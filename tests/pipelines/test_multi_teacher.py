@@ -109,3 +109,23 @@ def test_the_student_is_keyed_on_the_recipe_as_written_and_the_method_reads_expl
     assert recipe["teachers"] == [0]  # the parameter block is not changed
     override, _ = student_recipe({"method": "okd", "beta": 0.5, "weights": {"ce": 2.0}})
     assert override["weights"] == {"ce": 2.0}  # a partial override stays as the user wrote it
+
+
+def test_the_first_conf_teacher_is_the_main_jobs_teacher():
+    """conf/base: `multi_teachers[0]` trains with the settings of `teacher` at the run's seed, so its store key
+    is the main job's teacher's and `distill_multi_teacher` after `distill_alp` reuses it."""
+    from bert_kd.pipelines import common
+    from bert_kd.schema import Runtime, validate_parameters
+    from tests.test_schema import load_parameters
+
+    params = validate_parameters(load_parameters("local"))
+    main, first = params.teacher, params.multi_teachers[0]
+    runtime = Runtime.model_validate(params.runtime.model_dump())
+
+    def settings(block, seed):
+        config = common.training_config(block.training, runtime, seed, params.task, None)
+        return block.model, block.max_seq_length, vars(config)
+
+    assert common.teacher_seed(first, params.seed) == common.teacher_seed(main, params.seed) == params.seed
+    assert settings(first, params.seed) == settings(main, params.seed)
+    assert settings(params.multi_teachers[1], 7) != settings(main, 7)  # the second differs by more than its seed

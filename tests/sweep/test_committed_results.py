@@ -92,6 +92,9 @@ MAIN_JOB_CHANGES = {"teacher": {"max_seq_length": 48, "training": {"epochs": 2, 
                                                                      "warmup_ratio": 0.0, "weight_decay": 0.0,
                                                                      "max_grad_norm": 5.0}},
                     "student": {"training": {"epochs": 2, "learning_rate": 3.0e-4}},
+                    # `multi_teachers` (the multi-teacher pipeline's; its first entry follows the main teacher)
+                    "multi_teachers": [{"name": "other", "model": "minilm-l6", "seed": 3, "max_seq_length": 48,
+                                        "training": {"epochs": 1, "learning_rate": 1.0e-4}}],
                     "max_train_samples": 8000}
 
 

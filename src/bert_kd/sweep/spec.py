@@ -57,10 +57,11 @@ class TrialSpec:
 
     def as_dict(self) -> dict:
         """Plain, JSON-able description (for the job path's content key and for MLflow params); the
-        teacher's ``TEACHER_SETTINGS_KEYED_IN_FULL`` are left out of ``settings``."""
+        teacher's ``TEACHER_SETTINGS_KEYED_IN_FULL`` and a table's ``teachers`` are left out of ``settings``."""
         settings = copy.deepcopy(self.settings)
         if isinstance(settings.get("teacher"), Mapping):
             settings["teacher"] = {k: v for k, v in settings["teacher"].items() if k not in TEACHER_SETTINGS_KEYED_IN_FULL}
+        settings.pop("teachers", None)  # a multi-teacher trial's key holds every teacher in full (key_material)
         return {"table": self.table, "method": self.method, "label": self.label, "job": self.job, "task": self.task,
                 "seed": self.seed, "params": dict(self.params), "recipe": copy.deepcopy(self.recipe),
                 "training": copy.deepcopy(self.training), "settings": settings, "key": self.key}
