@@ -1,17 +1,21 @@
 """How many seeds CPU protocol v2 needs: a power calculation from the 81 v1 trials (issue 19).
 
     PYTHONPATH=src python results/cpu_protocol_v2/power.py            # Markdown to stdout
+    PYTHONPATH=src python results/cpu_protocol_v2/power.py results/cpu_protocol_v2   # v2's own variance so far
 
 For every v1 row and its baseline (NKD; KD for LWD/TED; one teacher for two teachers) the v1
 JSONs' per-example dev predictions give, in accuracy (v2's metric on MRPC and SST-2, ALP-KD
 Table 1):
-  * the row's standard deviation across its 3 seeds (``seed sd``);
+  * the row's standard deviation across its seeds (``seed sd``; 3 in v1);
   * the paired-bootstrap standard error of the pooled gain with 1 seed per row (averaged over the
-    9 seed pairs) and with all 3 seeds pooled — the test ``bert_kd.sweep.significance.paired_bootstrap``
+    seed pairs) and with all seeds both rows have pooled — the test ``bert_kd.sweep.significance.paired_bootstrap``
     runs (1,000 resamples of the dev examples);
 and :class:`bert_kd.sweep.significance.PowerModel` fits SE(n)² = floor² + per-seed²/n, takes the
 observed gain's seed scatter as sd·√(2/n), and asks for the fewest seeds n ≥ 5 at which a true
 1-point gain is significant (one-sided p < 0.05) with 80% power.
+
+Given a folder (e.g. ``results/cpu_protocol_v2``) it reads that table's trial JSONs instead: the same
+calculation on the variance v2 itself shows (rows with fewer than 2 shared seeds are left out).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ def load_correctness(directory: Path = V1) -> dict[tuple[str, str], dict[int, np
 
 def row_model(method: dict[int, np.ndarray], baseline: dict[int, np.ndarray]) -> tuple[PowerModel, dict]:
     seeds = sorted(set(method) & set(baseline))
+    if len(seeds) < 2:
+        raise ValueError(f"power needs at least 2 seeds both rows have; got {seeds}")
     se_one = float(np.sqrt(np.mean([pooled_bootstrap_se(method[a], baseline[b]) ** 2 for a in seeds for b in seeds])))
     se_all = pooled_bootstrap_se(np.stack([method[s] for s in seeds]), np.stack([baseline[s] for s in seeds]))
     sd = float(np.sqrt((np.var([method[s].mean() for s in seeds], ddof=1)
@@ -50,14 +56,14 @@ def row_model(method: dict[int, np.ndarray], baseline: dict[int, np.ndarray]) ->
     return PowerModel.from_se(se_one, se_all, len(seeds), sd), {"seeds": len(seeds), "se_one": se_one, "se_all": se_all}
 
 
-def main(out=sys.stdout) -> dict[str, int | None]:
-    runs = load_correctness()
-    lines = ["| task | row (vs baseline) | v1 seeds | seed sd | SE 1 seed | SE 3 seeds | SE floor | SE per seed | "
+def main(out=sys.stdout, directory: Path = V1) -> dict[str, int | None]:
+    runs = load_correctness(directory)
+    lines = ["| task | row (vs baseline) | seeds | seed sd | SE 1 seed | SE all seeds | SE floor | SE per seed | "
              "seeds for 1 pt | detectable at 5 / 10 seeds |", "|" + "---|" * 10]
     pooled: dict[str, list] = collections.defaultdict(list)
     for (task, row) in sorted(runs):
         base = BASELINE.get(row, "nkd")
-        if row == base or (task, base) not in runs:
+        if row == base or (task, base) not in runs or len(set(runs[(task, row)]) & set(runs[(task, base)])) < 2:
             continue
         model, info = row_model(runs[(task, row)], runs[(task, base)])
         pooled[task].append((model, info))
@@ -85,4 +91,4 @@ def main(out=sys.stdout) -> dict[str, int | None]:
 
 
 if __name__ == "__main__":
-    main()
+    main(directory=Path(sys.argv[1]) if len(sys.argv) > 1 else V1)
