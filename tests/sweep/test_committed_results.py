@@ -110,3 +110,24 @@ def test_changing_the_main_jobs_teacher_changes_no_committed_trial_key(table_md)
                              results_dir=table_md.parents[1], commit="test", results_only=True)
         keys[name] = {t.key: runner.content_key(t) for t in sweep.trials()}
     assert keys["main job changed"] == keys["recorded"]
+
+
+def test_power_calculation_reproduces_the_v1_decision_and_reads_v2_folders():
+    """power.py on the v1 trials gives the 8 SST-2 seeds the v2 README decided on; on the v2 folder it
+    only uses rows with at least 2 seeds shared with their baseline."""
+    import importlib.util
+    import io
+
+    script = ROOT / "results" / "cpu_protocol_v2" / "power.py"
+    spec = importlib.util.spec_from_file_location("power", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = io.StringIO()
+    assert module.main(out=out)["sst2"] == 8
+    assert "| sst2 | 10 |" in out.getvalue()
+    v2 = module.load_correctness(script.parent)
+    verdict = module.main(out=io.StringIO(), directory=script.parent)
+    baseline = lambda row: module.BASELINE.get(row, "nkd")  # noqa: E731
+    with_pairs = {task for (task, row), seeds in v2.items()
+                  if row != baseline(row) and len(set(seeds) & set(v2.get((task, baseline(row)), {}))) >= 2}
+    assert set(verdict) == with_pairs
