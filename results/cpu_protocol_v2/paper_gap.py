@@ -1,6 +1,6 @@
 """The paper-gap reading of CPU protocol v2 (issue 19), from the trial JSONs of this folder alone.
 
-    PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py            # writes tables/paper_gap.md
+    PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py    # writes tables/paper_gap.md and the README's v2 block
 
 For every row: the paper's number (its regime stated), ours as mean ± 95% CI (t-interval over the
 seeds) with n, in dev accuracy ×100 (the metric ALP-KD Table 1 and TED Table 14 report for MRPC and
@@ -55,6 +55,10 @@ CLAIMS = [
     ("TED > KD (TED Table 4)", "ted", "kd", TASKS),
     ("two teachers > one (multi-teacher Table 2)", "two_teachers", "single_teacher", ("mrpc",)),
 ]
+TOTAL = 144  # trials in the table: 8 rows × 2 tasks × 8 seeds + 2 multi-teacher rows × 8 seeds (MRPC)
+README = HERE.parents[1] / "README.md"
+README_START = "<!-- v2-reading:start (written by results/cpu_protocol_v2/paper_gap.py; do not edit) -->"
+README_END = "<!-- v2-reading:end -->"
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
 
 
@@ -87,20 +91,28 @@ def mean_ci(values: list[float]) -> str:
     return f"{mean:.2f} ± {half:.2f} ({len(values)})"
 
 
-def verdict(better: dict[int, dict], worse: dict[int, dict], task: str) -> tuple[str, str]:
-    """(gain cell, verdict) for the claim ``better > worse`` on ``task``, over the seeds both have."""
+def compare(better: dict[int, dict], worse: dict[int, dict], task: str):
+    """(test, n seeds, verdict) for the claim ``better > worse`` on ``task``, over the seeds both have;
+    ``(None, 0, "not run yet")`` when they share none."""
     seeds = sorted(set(better) & set(worse))
     if not seeds:
-        return "–", "not run yet"
+        return None, 0, "not run yet"
     pairs = lambda rows: [(rows[s]["dev_predictions"], rows[s]["dev_labels"]) for s in seeds]  # noqa: E731
     test = paired_bootstrap(task, pairs(better), pairs(worse), metric="accuracy")
-    cell = f"{100 * test.gain:+.2f} [{100 * test.low:+.2f}, {100 * test.high:+.2f}] p={test.p_value:.3f} (n={len(seeds)})"
     if test.gain == 0:
-        return cell, "no difference"
+        return test, len(seeds), "no difference"
     if test.gain > 0:
-        return cell, "holds" if test.p_value < 0.05 else "same direction, not significant"
+        return test, len(seeds), "holds" if test.p_value < 0.05 else "same direction, not significant"
     reverse = paired_bootstrap(task, pairs(worse), pairs(better), metric="accuracy")
-    return cell, "reversed, significant" if reverse.p_value < 0.05 else "reversed, not significant"
+    return test, len(seeds), "reversed, significant" if reverse.p_value < 0.05 else "reversed, not significant"
+
+
+def verdict(better: dict[int, dict], worse: dict[int, dict], task: str) -> tuple[str, str]:
+    """(gain cell, verdict) for the claim ``better > worse`` on ``task``, over the seeds both have."""
+    test, n, said = compare(better, worse, task)
+    if test is None:
+        return "–", said
+    return f"{100 * test.gain:+.2f} [{100 * test.low:+.2f}, {100 * test.high:+.2f}] p={test.p_value:.3f} (n={n})", said
 
 
 def render(directory: Path = HERE) -> str:
@@ -120,9 +132,52 @@ def render(directory: Path = HERE) -> str:
         for task in tasks:
             cell, said = verdict(runs.get((better, task), {}), runs.get((worse, task), {}), task)
             lines.append(f"| {claim} | {task.upper().replace('SST2', 'SST-2')} | {cell} | {said} |")
-    finished = sum(len(seeds) for seeds in runs.values())
-    lines += ["", f"{finished} of 144 trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
+    lines += ["", f"{finished(runs)} of {TOTAL} trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
     return "\n".join(lines) + "\n"
+
+
+def finished(runs: dict) -> int:
+    return sum(len(seeds) for seeds in runs.values())
+
+
+def readme_block(directory: Path = HERE) -> str:
+    """The README's v2 column, claim by claim (between the README's v2-reading markers): the gain,
+    one-sided p and seeds per task, and the verdict — the same tests as ``render``."""
+    runs, teacher = load_runs(directory)
+    lines = [README_START, "",
+             f"**v2 so far: {finished(runs)} of {TOTAL} trials** (interim until all seeds have run; "
+             "regenerated with the committed trials by `paper_gap.py`, full reading in `results/cpu_protocol_v2/tables/paper_gap.md`).",
+             "", "| paper's claim | v2 MRPC | v2 SST-2 |", "|---|---|---|"]
+    for claim, better, worse, tasks in CLAIMS:
+        cells = []
+        for task in TASKS:
+            if task not in tasks:
+                cells.append("– (MRPC only)")
+                continue
+            test, n, said = compare(runs.get((better, task), {}), runs.get((worse, task), {}), task)
+            cells.append(said if test is None else f"{100 * test.gain:+.2f}, p = {test.p_value:.3f} (n = {n}): {said}")
+        lines.append(f"| {claim} | {cells[0]} | {cells[1]} |")
+    kept = []
+    for task in TASKS:
+        means = [np.mean([accuracy(r) for r in runs[(row, task)].values()]) for row in LABELS if runs.get((row, task))]
+        if not means or task not in teacher:
+            kept.append("–")
+            continue
+        low, high = (f"{100 * value / teacher[task]:.1f}" for value in (min(means), max(means)))
+        kept.append(f"{low}% of the teacher" if low == high else f"{low}–{high}% of the teacher")
+    lines += [f"| the students keep most of the teacher (row means / teacher) | {kept[0]} | {kept[1]} |", "", README_END]
+    return "\n".join(lines) + "\n"
+
+
+def write_readme_block(readme: Path = README, directory: Path = HERE) -> None:
+    """Replace the block between the markers in ``readme`` (whole file written atomically)."""
+    text = readme.read_text(encoding="utf-8")
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{readme}: no '{README_START}' … '{README_END}' block to write the v2 reading into")
+    partial = readme.with_name(readme.name + ".partial")
+    partial.write_text(text[:start] + readme_block(directory) + text[end + len(README_END) + 1:], encoding="utf-8")
+    partial.replace(readme)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     partial = target.with_suffix(".md.partial")
     partial.write_text(text, encoding="utf-8")
     partial.replace(target)
+    write_readme_block()
     sys.stdout.write(text)
 
 

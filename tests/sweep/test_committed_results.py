@@ -85,6 +85,8 @@ def test_v2_paper_gap_reading_matches_the_committed_trials():
     spec.loader.exec_module(module)
     committed = (script.parent / "tables" / "paper_gap.md").read_text(encoding="utf-8")
     assert module.render() == committed, "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert module.readme_block() in readme, "README's v2 block is stale: rerun paper_gap.py"
 
 
 #: The main job's settings a session may tune (README "Measured"): none of them may reach a committed trial.
@@ -131,3 +133,23 @@ def test_power_calculation_reproduces_the_v1_decision_and_reads_v2_folders():
     with_pairs = {task for (task, row), seeds in v2.items()
                   if row != baseline(row) and len(set(seeds) & set(v2.get((task, baseline(row)), {}))) >= 2}
     assert set(verdict) == with_pairs
+
+
+def test_v2_readme_block_replaces_only_its_markers(tmp_path):
+    import importlib.util
+
+    import pytest
+
+    script = ROOT / "results" / "cpu_protocol_v2" / "paper_gap.py"
+    spec = importlib.util.spec_from_file_location("paper_gap", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="README.md: no"):
+        module.write_readme_block(readme)
+    readme.write_text(f"before\n{module.README_START}\nstale\n{module.README_END}\nafter\n", encoding="utf-8")
+    module.write_readme_block(readme)
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("before\n") and text.endswith("\nafter\n") and "stale" not in text
+    assert module.readme_block() in text and not list(tmp_path.glob("*.partial"))
