@@ -24,6 +24,16 @@ MADE_BY = re.compile(r"^Made by: `(?P<command>kedro [^`]+)`", re.MULTILINE)
 COMMITTED = sorted(p for p in ROOT.glob("results/*/tables/*.md") if MADE_BY.search(p.read_text(encoding="utf-8")))
 
 
+def v2_script(name: str):
+    """``results/cpu_protocol_v2/<name>.py`` imported as a module (the results folder is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "results" / "cpu_protocol_v2" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def cli_params(command: str) -> dict:
     """The ``--params`` of a recorded ``kedro run`` command, parsed as Kedro parses them."""
     words = shlex.split(command)
@@ -77,13 +87,8 @@ def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
 def test_v2_paper_gap_reading_matches_the_committed_trials():
     """results/cpu_protocol_v2/tables/paper_gap.md is what paper_gap.py renders from the committed JSONs
     (commit new trials, the table and this reading together)."""
-    import importlib.util
-
-    script = ROOT / "results" / "cpu_protocol_v2" / "paper_gap.py"
-    spec = importlib.util.spec_from_file_location("paper_gap", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    committed = (script.parent / "tables" / "paper_gap.md").read_text(encoding="utf-8")
+    module = v2_script("paper_gap")
+    committed = (module.HERE / "tables" / "paper_gap.md").read_text(encoding="utf-8")
     assert module.render() == committed, "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert module.readme_block() in readme, "README's v2 block is stale: rerun paper_gap.py"
@@ -117,18 +122,15 @@ def test_changing_the_main_jobs_teacher_changes_no_committed_trial_key(table_md)
 def test_power_calculation_reproduces_the_v1_decision_and_reads_v2_folders():
     """power.py on the v1 trials gives the 8 SST-2 seeds the v2 README decided on; on the v2 folder it
     only uses rows with at least 2 seeds shared with their baseline."""
-    import importlib.util
     import io
 
-    script = ROOT / "results" / "cpu_protocol_v2" / "power.py"
-    spec = importlib.util.spec_from_file_location("power", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = v2_script("power")
+    folder = ROOT / "results" / "cpu_protocol_v2"
     out = io.StringIO()
     assert module.main(out=out)["sst2"] == 8
     assert "| sst2 | 10 |" in out.getvalue()
-    v2 = module.load_correctness(script.parent)
-    verdict = module.main(out=io.StringIO(), directory=script.parent)
+    v2 = module.load_correctness(folder)
+    verdict = module.main(out=io.StringIO(), directory=folder)
     baseline = lambda row: module.BASELINE.get(row, "nkd")  # noqa: E731
     with_pairs = {task for (task, row), seeds in v2.items()
                   if row != baseline(row) and len(set(seeds) & set(v2.get((task, baseline(row)), {}))) >= 2}
@@ -136,14 +138,7 @@ def test_power_calculation_reproduces_the_v1_decision_and_reads_v2_folders():
 
 
 def test_v2_readme_block_replaces_only_its_markers(tmp_path):
-    import importlib.util
-
-    import pytest
-
-    script = ROOT / "results" / "cpu_protocol_v2" / "paper_gap.py"
-    spec = importlib.util.spec_from_file_location("paper_gap", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = v2_script("paper_gap")
     readme = tmp_path / "README.md"
     readme.write_text("# title\n", encoding="utf-8")
     with pytest.raises(ValueError, match="README.md: no"):
