@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Commit finished v2 trials with everything rendered from them, in one commit (issue 19: resumable, piecewise).
+#   bash results/cpu_protocol_v2/commit_trials.sh [WORKER_CHECKOUT]
+# WORKER_CHECKOUT: a second checkout (git worktree) where run.sh's workers write their JSONs, so that edits in
+# this one never disturb them; its new JSONs are copied here first. Then: the table from the results folder
+# alone (`results_only`, nothing trains), the paper-gap reading and the README's v2 block (paper_gap.py),
+# and one commit of results/cpu_protocol_v2 and README.md. Nothing new: nothing is committed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-.venv/bin/python}
+here=results/cpu_protocol_v2
+if [ $# -gt 0 ]; then
+  for f in "$1/$here"/*.json; do
+    [ -e "$f" ] && [ ! -e "$here/$(basename "$f")" ] && cp "$f" "$here/"
+  done
+fi
+new=$(git status --porcelain --untracked-files=all -- "$here" | grep -c '\.json$' || true)
+if [ "$new" -eq 0 ]; then echo "no new trials"; exit 0; fi
+export KEDRO_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=1
+log=$(mktemp)
+"$PY" -m kedro run --pipeline=reproduce --params "reproduce.table=cpu_protocol_v2,reproduce.results_only=true,glue_dir=../shared/glue,tracking.enabled=false,runtime.progress_bar=false" > "$log" 2>&1 \
+  || { echo "the results_only render failed, nothing committed (log: $log)"; exit 1; }
+PYTHONPATH=src "$PY" "$here/paper_gap.py" > /dev/null
+total=$(ls "$here"/*.json | wc -l)
+git add "$here" README.md
+git commit -qm "CPU protocol v2: $new more trials ($total of 144), tables and paper-gap reading re-rendered"
+git log --oneline -1
