@@ -23,5 +23,6 @@ log=$(mktemp)
 PYTHONPATH=src "$PY" "$here/paper_gap.py" > /dev/null
 total=$(ls "$here"/*.json | wc -l)
 git add "$here" README.md
-git commit -qm "CPU protocol v2: $new more trials ($total of 144), tables and paper-gap reading re-rendered"
+plural=s; [ "$new" -eq 1 ] && plural=
+git commit -qm "CPU protocol v2: $new more trial$plural ($total of 144), tables and paper-gap reading re-rendered"
 git log --oneline -1
