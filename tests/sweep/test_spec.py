@@ -206,3 +206,23 @@ def test_a_tables_own_teacher_runs_and_is_keyed_once(tiny_glue_dir):
     other = build_sweep(edited, _conf_recipes()).trials()[0]
     assert other.as_dict() == trial.as_dict()
     assert runner.content_key(other) != runner.content_key(trial)
+
+
+def test_extra_seeds_add_trials_for_their_task_only_and_keep_every_other_key():
+    """A power calculation may ask for more seeds on one task (results/cpu_protocol_v2/README.md)."""
+    plain = build_sweep(tiny_reproduce(), RECIPES)
+    more = tiny_reproduce()
+    more["tables"]["tiny"]["extra_seeds"] = {"SST-2": [3, 4]}
+    sweep = build_sweep(more, RECIPES)
+    keys = {t.key for t in sweep.trials()}
+    assert {t.key for t in plain.trials()} < keys and len(keys) == 16 + 2 * 2 * 2
+    assert {t.seed for t in sweep.trials() if t.task == "rte"} == {1, 2}
+    assert {t.seed for t in sweep.trials() if t.task == "sst2"} == {1, 2, 3, 4}
+    only_extra = build_sweep({**more, "seeds": "3"}, RECIPES)
+    assert {(t.task, t.seed) for t in only_extra.trials()} == {("sst2", 3)}
+    assert only_extra.universe == sweep.universe  # one study for the whole table
+    for bad, message in (({"mnli": [3]}, "not among the table's tasks"), ({"sst2": [2, 3]}, r"\[2\] are"),
+                         ({"sst2": []}, "non-empty"), ({"sst2": [True]}, "integer"), ([3], "must map tasks")):
+        more["tables"]["tiny"]["extra_seeds"] = bad
+        with pytest.raises(ValueError, match=f"reproduce.tables.tiny.extra_seeds.*{message}"):
+            build_sweep(more, RECIPES)

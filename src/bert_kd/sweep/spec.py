@@ -99,6 +99,7 @@ class SweepSpec:
     settings: dict
     notes: str = ""
     universe: tuple[str, ...] = ()  # trial keys of the unrestricted table (one Optuna study holds them all)
+    extra_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # task → seeds beyond ``seeds``
 
     def trials(self) -> list[TrialSpec]:
         """Every (method, task, seed, grid point), grid points violating a constraint excluded."""
@@ -106,9 +107,13 @@ class SweepSpec:
         for method in self.methods:
             for point in grid_points(method.grid, self.constraints):
                 for task in self.tasks_of(method):
-                    for seed in self.seeds:
+                    for seed in self.seeds_of(task):
                         result.append(_make_trial(self, method, task, seed, point))
         return result
+
+    def seeds_of(self, task: str) -> tuple[int, ...]:
+        """The table's seeds, then the task's ``extra_seeds`` (e.g. more seeds where a power calculation asks)."""
+        return self.seeds + tuple(self.extra_seeds.get(task, ()))
 
     @property
     def fingerprint(self) -> str:
@@ -309,6 +314,33 @@ def _check_grid(grid: Any, where: str) -> dict:
     return result
 
 
+def _extra_seeds(value: Any, tasks: Sequence[str], seeds: Sequence[int], where: str) -> dict[str, tuple[int, ...]]:
+    """``{sst2: [9, 10, 11]}``: seeds run for those tasks only, after the table's own."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} must map tasks to lists of seeds, e.g. {{sst2: [9, 10]}}; got {value!r}")
+    result = {}
+    for task, more in value.items():
+        name = normalize_task(task)
+        if name not in tasks:
+            raise ValueError(f"{where}: task {task!r} is not among the table's tasks ({' '.join(tasks)})")
+        if isinstance(more, str):
+            more = more.split()
+        if not isinstance(more, (list, tuple)):
+            raise ValueError(f"{where}.{task} must be a list of seeds, got {more!r}")
+        try:
+            items = list(dict.fromkeys(_as_int(s) for s in more))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}.{task}: {more!r} — {error}") from None
+        repeated = [s for s in items if s in seeds]
+        if not items or repeated:
+            raise ValueError(f"{where}.{task}: a non-empty list of seeds not in the table's seeds ({' '.join(map(str, seeds))})"
+                             + (f"; {repeated} are" if repeated else ""))
+        result[name] = tuple(items)
+    return result
+
+
 def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec:
     """Parse the ``reproduce`` block: pick ``reproduce.table`` from ``reproduce.tables`` and
     apply the ``tasks`` / ``methods`` / ``seeds`` restrictions.
@@ -370,13 +402,15 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     seeds = [_as_int(s) for s in table.get("seeds") or []]
     if not tasks or not seeds:
         raise ValueError(f"{where} needs non-empty tasks and seeds")
+    extra_seeds = _extra_seeds(table.get("extra_seeds"), tasks, seeds, f"{where}.extra_seeds")
     baseline = table.get("baseline", method_names[0])
     if baseline not in method_names:
         raise ValueError(f"{where}.baseline {baseline!r} is not one of its methods ({' '.join(method_names)})")
 
     keep_methods = parse_restriction(reproduce.get("methods"), "reproduce.methods", method_names)
     keep_tasks = parse_restriction(reproduce.get("tasks"), "reproduce.tasks", tasks, convert=normalize_task)
-    keep_seeds = parse_restriction(reproduce.get("seeds"), "reproduce.seeds", seeds, convert=_as_int)
+    all_seeds = seeds + sorted({s for more in extra_seeds.values() for s in more})
+    keep_seeds = parse_restriction(reproduce.get("seeds"), "reproduce.seeds", all_seeds, convert=_as_int)
     selection = str(table.get("selection", "dev"))
     if selection not in SELECTIONS:
         raise ValueError(f"{where}.selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
@@ -394,7 +428,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     full = SweepSpec(
         table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
         seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,
-        notes=str(table.get("notes", "")).strip(),
+        notes=str(table.get("notes", "")).strip(), extra_seeds=extra_seeds,
     )
     keep_grid = parse_grid_restriction(reproduce.get("grid"))
     known_paths = {path for m in methods for path in m.grid}
@@ -402,6 +436,9 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
         full,
         methods=tuple(_restrict_grid(m, keep_grid, known_paths) for m in methods
                       if keep_methods is None or m.name in keep_methods),
-        tasks=tuple(keep_tasks or tasks), seeds=tuple(keep_seeds or seeds),
+        tasks=tuple(keep_tasks or tasks),
+        seeds=tuple(s for s in seeds if keep_seeds is None or s in keep_seeds),
+        extra_seeds={task: kept for task, more in extra_seeds.items()
+                     if (kept := tuple(s for s in more if keep_seeds is None or s in keep_seeds))},
         universe=tuple(sorted(t.key for t in full.trials())),
     )
