@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python results/cpu_protocol_v2/power.py            # Markdown to stdout
     PYTHONPATH=src python results/cpu_protocol_v2/power.py results/cpu_protocol_v2   # v2's own variance so far
+    PYTHONPATH=src python results/cpu_protocol_v2/power.py results/cpu_protocol_v2 --rule   # and the README's seed rule
 
 For every v1 row and its baseline (NKD; KD for LWD/TED; one teacher for two teachers) the v1
 JSONs' per-example dev predictions give, in accuracy (v2's metric on MRPC and SST-2, ALP-KD
@@ -16,6 +17,9 @@ observed gain's seed scatter as sd·√(2/n), and asks for the fewest seeds n �
 
 Given a folder (e.g. ``results/cpu_protocol_v2``) it reads that table's trial JSONs instead: the same
 calculation on the variance v2 itself shows (rows with fewer than 2 shared seeds are left out).
+``--rule`` then applies the rule the v2 README fixed before round 1 ended (:func:`extra_seeds`): it refuses
+while a trial of round 1 (seeds 1–5 of every row and task of the table) is missing, and it reads the pooled
+SST-2 "seeds for 1 pt" only — a variance, never a gain or a p-value.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from bert_kd.sweep.significance import PowerModel, pooled_bootstrap_se
 V1 = Path(__file__).resolve().parents[1] / "cpu_protocol"
 BASELINE = {"lwd": "kd", "ted": "kd", "two_teachers": "single_teacher"}  # others: nkd (as the v1 table)
 EFFECT, ALPHA, POWER, AT_LEAST = 0.01, 0.05, 0.8, 5
+ROUND_ONE, PLANNED, CAP = (1, 2, 3, 4, 5), 8, 12  # the v2 README's rule: seeds 1–5 first, 8 planned, at most 12
 
 
 def load_correctness(directory: Path = V1) -> dict[tuple[str, str], dict[int, np.ndarray]]:
@@ -90,5 +95,39 @@ def main(out=sys.stdout, directory: Path = V1) -> dict[str, int | None]:
     return verdict
 
 
+def extra_seeds(needed: int | None, planned: int = PLANNED, cap: int = CAP) -> list[int]:
+    """The seeds beyond ``planned`` that a task gets when the pooled power calculation asks for ``needed``
+    seeds (``None``: a 1-point gain is out of reach at any n): ``planned + 1`` … ``min(needed, cap)``."""
+    if needed is not None and needed <= planned:
+        return []
+    return list(range(planned + 1, min(cap if needed is None else needed, cap) + 1))
+
+
+def round_one_missing(directory: Path) -> list[str]:
+    """``method/task/seed`` of every round-1 trial of the table that has no JSON in ``directory`` yet."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from paper_gap import table_spec  # the table as conf/base defines it
+
+    runs = load_correctness(directory)
+    return [f"{t.method}/{t.task}/{t.seed}" for t in table_spec().trials()
+            if t.seed in ROUND_ONE and t.seed not in runs.get((t.task, t.method), {})]
+
+
+def apply_rule(directory: Path, out=sys.stdout) -> list[int]:
+    """The v2 README's rule: after round 1, SST-2 gets :func:`extra_seeds` of the pooled calculation."""
+    missing = round_one_missing(directory)
+    if missing:
+        raise SystemExit(f"{directory}: round 1 is not complete ({len(missing)} trials missing, e.g. "
+                         f"{', '.join(missing[:3])}); the rule applies after it")
+    needed = main(out=out, directory=directory).get("sst2")
+    more = extra_seeds(needed)
+    out.write(f"\nRule: pooled SST-2 seeds for 1 pt = {needed or 'unreachable'} → "
+              + (f"extra_seeds: {{sst2: {more}}} in the table (seeds {more[0]}–{more[-1]} after 6–8)\n" if more
+                 else f"no extra seeds (≤ {PLANNED})\n"))
+    return more
+
+
 if __name__ == "__main__":
-    main(directory=Path(sys.argv[1]) if len(sys.argv) > 1 else V1)
+    arguments = [a for a in sys.argv[1:] if a != "--rule"]
+    folder = Path(arguments[0]) if arguments else V1
+    apply_rule(folder) if "--rule" in sys.argv[1:] else main(directory=folder)

@@ -148,3 +148,31 @@ def test_v2_readme_block_replaces_only_its_markers(tmp_path):
     text = readme.read_text(encoding="utf-8")
     assert text.startswith("before\n") and text.endswith("\nafter\n") and "stale" not in text
     assert module.readme_block() in text and not list(tmp_path.glob("*.partial"))
+
+
+def test_v2_total_follows_the_table_and_the_readme_says_complete_only_when_it_is():
+    """paper_gap.py counts the trials the table asks for (rows × tasks × seeds, extra seeds included), and
+    the README block's first line says "still running" until every one has a JSON."""
+    module = v2_script("paper_gap")
+    sweep = module.table_spec()
+    expected = sum(len(sweep.seeds_of(task)) for m in sweep.methods for task in sweep.tasks_of(m))
+    assert module.table_total() == expected >= 144  # 8 rows × 2 tasks + 2 MRPC rows, 8 seeds each (+ extra seeds)
+    block = module.readme_block()
+    done = len(list(module.HERE.glob("*.json")))
+    assert (f"of {module.table_total()} trials" in block and "still running" in block) == (done < module.table_total())
+    assert ("v2 complete" in block) == (done >= module.table_total())
+
+
+def test_v2_seed_rule_reads_the_power_calculation_only_and_waits_for_round_one():
+    module = v2_script("power")
+    assert module.extra_seeds(8) == [] and module.extra_seeds(5) == []
+    assert module.extra_seeds(10) == [9, 10]
+    assert module.extra_seeds(35) == module.extra_seeds(None) == [9, 10, 11, 12]  # capped at 12
+    folder = ROOT / "results" / "cpu_protocol_v2"
+    missing = module.round_one_missing(folder)
+    finished_round_one = sum(1 for seeds in module.load_correctness(folder).values() for s in seeds if s in module.ROUND_ONE)
+    sweep = v2_script("paper_gap").table_spec()
+    assert len(missing) + finished_round_one == len(module.ROUND_ONE) * sum(len(sweep.tasks_of(m)) for m in sweep.methods)
+    if missing:
+        with pytest.raises(SystemExit, match="round 1 is not complete"):
+            module.apply_rule(folder)
