@@ -64,13 +64,12 @@ T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
 def table_spec():
     """The ``cpu_protocol_v2`` sweep as ``conf/base`` defines it (``bert_kd.sweep.spec.build_sweep``), so that
     the count of trials follows the table (its ``extra_seeds`` included) instead of being written here."""
-    from kedro.config import OmegaConfigLoader
-
+    from bert_kd.config_loader import ProjectConfigLoader
     from bert_kd.settings import CONFIG_LOADER_ARGS
     from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
 
     args = {**CONFIG_LOADER_ARGS, "default_run_env": "base"}  # conf/local is a user's, not the protocol's
-    params = OmegaConfigLoader(str(HERE.parents[1] / "conf"), runtime_params={"reproduce": {"table": HERE.name}},
+    params = ProjectConfigLoader(str(HERE.parents[1] / "conf"), runtime_params={"reproduce": {"table": HERE.name}},
                                **args)["parameters"]
     return build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
 

@@ -43,10 +43,11 @@ SESSION_CLASS = UniqueVersionSession
 # Directory that holds configuration.
 # CONF_SOURCE = "conf"
 
-# Class that manages how configuration is loaded.
-# from kedro.config import OmegaConfigLoader
+# Class that manages how configuration is loaded: OmegaConfigLoader, with `--params` keys inside an
+# interpolated block (e.g. student.training.epochs) merged after the plain ones, whatever their order.
+from bert_kd.config_loader import ProjectConfigLoader  # noqa: E402
 
-# CONFIG_LOADER_CLASS = OmegaConfigLoader
+CONFIG_LOADER_CLASS = ProjectConfigLoader
 
 # Keyword arguments to pass to the `CONFIG_LOADER_CLASS` constructor.
 import os

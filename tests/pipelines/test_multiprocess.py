@@ -70,8 +70,7 @@ def tiny_params(teacher: Path, glue: Path, batch_size: int, **more) -> dict:
     return {"task": "rte", "glue_dir": glue, "teacher.model": teacher, "teacher.max_seq_length": 32,
             "training.epochs": 1, "training.batch_size": batch_size, "training.eval_batch_size": 16,
             "training.learning_rate": 1e-3, "training.warmup_ratio": 0.0,
-            # conf/base's teacher has its own lr, and a --params key inside teacher.training cuts the block's
-            # link to the global training block: the teacher's settings are all written out
+            # conf/base's teacher has its own lr: the teacher's tiny settings are written out
             **{f"teacher.training.{k}": v for k, v in (("epochs", 1), ("batch_size", batch_size), ("eval_batch_size", 16),
                                                         ("learning_rate", 1e-3), ("warmup_ratio", 0.0))},
             "runtime.progress_bar": "false",

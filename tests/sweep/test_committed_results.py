@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 import pytest
-from kedro.config import OmegaConfigLoader
 from kedro.framework.cli.utils import _split_params
 
+from bert_kd.config_loader import ProjectConfigLoader
 from bert_kd.pipelines.reproduce.nodes import DATA_KEYS
 from bert_kd.settings import CONFIG_LOADER_ARGS
 from bert_kd.sweep.report import build_report, markdown
@@ -51,7 +51,7 @@ def cli_params(command: str) -> dict:
 
 def project_params(runtime: dict) -> dict:
     args = {**CONFIG_LOADER_ARGS, "default_run_env": "base"}  # conf/local is a user's, not the record's
-    return OmegaConfigLoader(str(ROOT / "conf"), runtime_params=runtime, **args)["parameters"]
+    return ProjectConfigLoader(str(ROOT / "conf"), runtime_params=runtime, **args)["parameters"]  # as `kedro run`
 
 
 def table_lines(text: str) -> list[str]:
