@@ -34,8 +34,10 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     assert json.loads(trial_files[0].read_text())["spec"]["data"]["max_train_samples"] is None  # --params wins
     assert (committed / "tiny.md").read_text() == "| Model | RTE |\nthe committed table\n"
     assert sorted(p.name for p in committed.iterdir()) == ["tiny.md"]
-    # named after its restriction and its data: the fixture's GLUE files (not the release) and all training rows
-    own, = (root / "data/08_reporting/reproduce").glob("tiny__grid-training.learning_rate=1e-4__glue-*__max_train_samples-all.md")
+    # named after its restriction, its data (the fixture's GLUE files, not the release, and all training rows)
+    # and its settings: the fixture's tiny teacher and student come from --params and change every trial's key
+    own, = (root / "data/08_reporting/reproduce").glob(
+        "tiny__grid-training.learning_rate=1e-4__glue-*__max_train_samples-all__params-*.md")
     assert own.read_text() == table and own.with_name(own.name.replace(".md", ".png")).exists()
     runs = mlflow_runs(uri)
     parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
@@ -75,3 +77,19 @@ def test_evaluate_pipeline_on_an_mlflow_model_uri(run_pipeline, tiny_teacher_dir
     outputs, root, _ = run_pipeline("evaluate", evaluate={"model": source, "max_seq_length": 32})
     evaluation = json.loads(latest_version(root / "data/08_reporting/evaluation.json").read_text())
     assert evaluation["model"] == source and evaluation["task"] == "rte"
+
+
+def test_conf_parameters_are_the_loaders_without_the_command_line():
+    """What ``CliParamsHook`` hands the node as ``reproduce_conf_params``: the same conf, no --params, and the
+    run's own loader untouched."""
+    from bert_kd import settings
+    from bert_kd.config_loader import ProjectConfigLoader
+    from bert_kd.pipelines.reproduce.nodes import conf_parameters
+    from tests.conftest import REPO_ROOT
+
+    loader = ProjectConfigLoader(str(REPO_ROOT / "conf"), runtime_params={"student": {"training": {"warmup_ratio": 0.3}}},
+                                 **{**settings.CONFIG_LOADER_ARGS, "default_run_env": "base"})
+    plain = conf_parameters(loader)
+    assert plain["student"]["training"]["warmup_ratio"] == plain["training"]["warmup_ratio"] != 0.3
+    assert loader["parameters"]["student"]["training"]["warmup_ratio"] == 0.3
+    assert conf_parameters(None) is None

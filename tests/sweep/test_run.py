@@ -45,3 +45,22 @@ def test_unwired_runner_says_what_to_pass(tmp_path):
     params = {**tiny_reproduce(seeds="1", methods="nkd", tasks="rte"), "storage": f"sqlite:///{tmp_path}/o.db"}
     report, _ = reproduce(params, RECIPES, output_dir=tmp_path)  # failures are recorded, the table shows "–"
     assert report.wide.loc["NKD", "RTE"] == "–"
+
+
+def test_a_run_whose_params_change_trials_is_never_the_committed_table(tmp_path, monkeypatch):
+    """A whole-table run whose ``run_trial`` reports ``setting_changes`` (--params that change trial keys)."""
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "results/tiny/tables"
+    committed.mkdir(parents=True)
+
+    class Variant:
+        def __call__(self, spec):
+            return fake_run_trial(spec)
+
+        def setting_changes(self, trials):
+            return {"params": "0a1b2c3d"}
+
+    params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/optuna.db", "bootstrap": {"resamples": 50, "seed": 0}}
+    _, paths = reproduce(params, RECIPES, Variant(), committed_dir=committed)
+    assert paths["md"].resolve() == tmp_path / "data/08_reporting/reproduce/tiny__params-0a1b2c3d.md"
+    assert not list(committed.iterdir())

@@ -370,3 +370,20 @@ def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher
     with pytest.raises(Stop):
         TrialRunner(params, commit="").train_and_evaluate(spec)
     assert blocks[0]["max_seq_length"] == 128 and params["teacher"]["max_seq_length"] == 32
+
+
+def test_params_that_change_a_trial_make_the_run_a_variant(tiny_teacher_dir, tiny_glue_dir, caplog):
+    """``setting_changes``: a --params key the table does not state (here the student's warm-up) changes the
+    distill trials' keys, so the run is named as a variant; keys the table states, and unknown conf, do not."""
+    trials = build_sweep(tiny_table(), RECIPES).trials()
+    conf = project_params(tiny_teacher_dir, tiny_glue_dir)
+    assert TrialRunner(conf, commit="").setting_changes(trials) == {}  # conf_params unknown: nothing to compare
+    assert TrialRunner(conf, commit="", conf_params=conf).setting_changes(trials) == {}
+    restated = {**conf, "student": {**conf["student"], "num_layers": 3}}  # the table says num_layers: 2
+    assert TrialRunner(restated, commit="", conf_params=conf).setting_changes(trials) == {}
+    warmup = {**conf, "student": {**conf["student"], "training": {**conf["student"]["training"], "warmup_ratio": 0.3}}}
+    changes = TrialRunner(warmup, commit="", conf_params=conf).setting_changes(trials)
+    assert set(changes) == {"params"} and len(changes["params"]) == 8
+    assert "key material student differs" in caplog.text
+    other = {**conf, "student": {**conf["student"], "training": {**conf["student"]["training"], "warmup_ratio": 0.2}}}
+    assert TrialRunner(other, commit="", conf_params=conf).setting_changes(trials) != changes  # each variant its name

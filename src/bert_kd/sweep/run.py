@@ -109,6 +109,8 @@ def reproduce(
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
     report = dataclasses.replace(report, provenance=provenance)
     changes = run_trial.data_changes(sweep.trials()) if hasattr(run_trial, "data_changes") else {}
+    if hasattr(run_trial, "setting_changes"):  # --params that change trials: a variant, never the table itself
+        changes.update(run_trial.setting_changes(sweep.trials()))
     name = table_name(sweep, reproduce_params, changes)
     if name == sweep.table:
         directory = output_dir or committed_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR

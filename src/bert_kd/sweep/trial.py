@@ -85,8 +85,11 @@ class TrialRunner:
     """
 
     def __init__(self, params: Mapping, *, data_overrides: Mapping | None = None, results_dir: str | Path | None = None,
-                 command: str = "", commit: str | None = None, results_only: bool = False):
+                 command: str = "", commit: str | None = None, results_only: bool = False,
+                 conf_params: Mapping | None = None):
         self.params = copy.deepcopy(dict(params))
+        # the parameters without the command line's --params (see ``setting_changes``); None: not known
+        self.conf_params = copy.deepcopy(dict(conf_params)) if conf_params is not None else None
         self._said_batching = False
         self.data_overrides = {k: v for k, v in (data_overrides or {}).items()
                                if k in ("max_train_samples", "max_eval_samples")}
@@ -118,6 +121,27 @@ class TrialRunner:
         if sources:
             changes["glue"] = short_hash(sources)
         return changes
+
+    def setting_changes(self, trials) -> dict:
+        """``{"params": <short hash>}`` when the command line's ``--params`` change the content key of some of
+        ``trials`` (a setting the table does not state, e.g. ``student.training.warmup_ratio`` or ``ted.*``):
+        the run is then a variant of the table, not the table. Data sizes and GLUE files are
+        :meth:`data_changes`' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
+        if self.conf_params is None:
+            return {}
+        reference = TrialRunner({**self.conf_params, "glue_dir": self.params.get("glue_dir")},
+                                data_overrides=self.data_overrides, commit="reference")
+        changed = {t.key: self.content_key(t) for t in trials if self.content_key(t) != reference.content_key(t)}
+        if not changed:
+            return {}
+        example = next(iter(changed))
+        spec = next(t for t in trials if t.key == example)
+        ours, theirs = self.key_material(spec), reference.key_material(spec)
+        parts = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+        log.warning("--params change %d trial(s) of %s (e.g. %s: key material %s differs from the configuration's): "
+                    "the run is a variant, its table is not written as %s", len(changed), spec.table, example,
+                    ", ".join(parts), spec.table)
+        return {"params": short_hash(changed)}
 
     def key_material(self, spec: TrialSpec) -> dict:
         """Everything (but the GLUE files and model weights) that determines the trial's result."""

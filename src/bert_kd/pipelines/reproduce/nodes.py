@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import shlex
 import sys
@@ -22,27 +23,53 @@ log = logging.getLogger(__name__)
 
 #: Catalog entry holding the ``--params`` of this ``kedro run`` (filled by :class:`CliParamsHook`).
 CLI_PARAMS = "reproduce_cli_params"
+#: Catalog entry holding the parameters as the configuration alone gives them (no ``--params``).
+CONF_PARAMS = "reproduce_conf_params"
 DATA_KEYS = ("max_train_samples", "max_eval_samples")
 
 
 class CliParamsHook:
     """Hand the command line's ``--params`` to the ``reproduce`` node: a ``max_train_samples``
-    given there replaces the table's per-task sizes, the one of ``parameters.yml`` does not."""
+    given there replaces the table's per-task sizes, the one of ``parameters.yml`` does not. And the
+    parameters without them (the context's loader with no runtime params), so that a run whose ``--params``
+    change some trial is named as a variant of the table (``TrialRunner.setting_changes``)."""
+
+    def __init__(self):
+        self._loader = None
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._loader = context.config_loader
 
     @hook_impl
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
         if CLI_PARAMS in pipeline.inputs():
             catalog.save(CLI_PARAMS, dict(run_params.get("runtime_params") or {}))
+        if CONF_PARAMS in pipeline.inputs():
+            catalog.save(CONF_PARAMS, conf_parameters(self._loader))
 
 
-def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None):
+def conf_parameters(loader) -> dict | None:
+    """``loader["parameters"]`` without its runtime params (the same conf folders and environment); None
+    without a loader."""
+    if loader is None:
+        return None
+    plain = copy.copy(loader)
+    plain.runtime_params = {}
+    return plain["parameters"]
+
+
+def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None,
+                     conf_params: dict | None = None):
     """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
 
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per
     trial); the tables go to ``<results_dir>/<table>/tables`` when the run covers the whole table
     at its own data sizes, else to ``data/08_reporting/reproduce/<table>__<restriction>.*``
     (:func:`bert_kd.sweep.run.table_name`); the parent MLflow run gets the Markdown as its
-    description and one ``compare/<method>/<task>`` metric per cell.
+    description and one ``compare/<method>/<task>`` metric per cell. ``conf_params`` (the parameters
+    without ``--params``): a run whose ``--params`` change some trial's content key is named
+    ``<table>__params-<hash>``, never written as the table itself.
     """
     cli_params = cli_params or {}
     settings = typed(Reproduce, reproduce_params, "reproduce")
@@ -50,7 +77,7 @@ def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_p
     results_dir = Path(settings.results_dir) / str(table) if settings.results_dir else None
     runner = TrialRunner(parameters, data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
                          results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
-                         results_only=settings.results_only)
+                         results_only=settings.results_only, conf_params=conf_params)
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     if launched_processes() > 1 and not is_main_process():
         report = follow_trials(runner)
