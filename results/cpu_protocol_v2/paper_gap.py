@@ -16,6 +16,7 @@ or ``not run yet``. Rerun after new trials land; the table is rewritten whole.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import math
 import sys
@@ -61,9 +62,11 @@ README_END = "<!-- v2-reading:end -->"
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
 
 
+@functools.cache
 def table_spec():
     """The ``cpu_protocol_v2`` sweep as ``conf/base`` defines it (``bert_kd.sweep.spec.build_sweep``), so that
-    the count of trials follows the table (its ``extra_seeds`` included) instead of being written here."""
+    the count of trials follows the table (its ``extra_seeds`` included) instead of being written here.
+    Loaded once per process (``render`` and the README block both count)."""
     from bert_kd.config_loader import ProjectConfigLoader
     from bert_kd.settings import CONFIG_LOADER_ARGS
     from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep

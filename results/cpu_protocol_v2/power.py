@@ -105,7 +105,9 @@ def extra_seeds(needed: int | None, planned: int = PLANNED, cap: int = CAP) -> l
 
 def round_one_missing(directory: Path) -> list[str]:
     """``method/task/seed`` of every round-1 trial of the table that has no JSON in ``directory`` yet."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
     from paper_gap import table_spec  # the table as conf/base defines it
 
     runs = load_correctness(directory)

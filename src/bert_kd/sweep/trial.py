@@ -131,15 +131,15 @@ class TrialRunner:
             return {}
         reference = TrialRunner({**self.conf_params, "glue_dir": self.params.get("glue_dir")},
                                 data_overrides=self.data_overrides, commit="reference")
-        changed = {t.key: self.content_key(t) for t in trials if self.content_key(t) != reference.content_key(t)}
+        keys = {t.key: (t, self.content_key(t)) for t in trials}
+        changed = {name: key for name, (t, key) in keys.items() if key != reference.content_key(t)}
         if not changed:
             return {}
-        example = next(iter(changed))
-        spec = next(t for t in trials if t.key == example)
+        spec = keys[next(iter(changed))][0]
         ours, theirs = self.key_material(spec), reference.key_material(spec)
         parts = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
         log.warning("--params change %d trial(s) of %s (e.g. %s: key material %s differs from the configuration's): "
-                    "the run is a variant, its table is not written as %s", len(changed), spec.table, example,
+                    "the run is a variant, its table is not written as %s", len(changed), spec.table, spec.key,
                     ", ".join(parts), spec.table)
         return {"params": short_hash(changed)}
 
