@@ -7,10 +7,13 @@ seeds) with n, in dev accuracy ×100 (the metric ALP-KD Table 1 and TED Table 14
 SST-2). For every ordering claim of the papers (ALP-KD Table 3, TED Table 4, multi-teacher Table 2):
 the gain here (seeds pooled, only seeds both rows have), its paired-bootstrap 95% interval and
 one-sided p-value (``bert_kd.sweep.significance.paired_bootstrap``, 1,000 resamples of the dev
-examples — the test the tables use) and the verdict: ``holds`` (p < 0.05), ``same direction, not
-significant``, ``no difference``, ``reversed`` (gain < 0; ``reversed, significant`` when the opposite claim
-has p < 0.05),
-or ``not run yet``. Rerun after new trials land; the table is rewritten whole.
+examples — the test the tables use; reported as ``(k + 1) / (B + 1)``, never 0), its Holm-adjusted
+p-value over the tested claims of the same paper (one family per paper: ALP-KD's 16 (claim, task)
+pairs, TED's 6, multi-teacher's 1; a claim "holds" when it survives the family-wise 5% level, not when
+one test of many crosses 0.05) and the verdict: ``holds`` (Holm p < 0.05), ``same direction; p < 0.05
+before correction only``, ``same direction, not significant``, ``no difference``, ``reversed`` (gain < 0;
+``reversed, significant`` when the opposite claim survives Holm in the same family), or ``not run yet``.
+Rerun after new trials land; the table is rewritten whole.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from bert_kd.sweep.significance import paired_bootstrap
+from bert_kd.sweep.significance import BootstrapResult, holm_adjusted, paired_bootstrap
 
 HERE = Path(__file__).resolve().parent
 TASKS = ("mrpc", "sst2")
@@ -111,28 +115,79 @@ def mean_ci(values: list[float]) -> str:
     return f"{mean:.2f} ± {half:.2f} ({len(values)})"
 
 
-def compare(better: dict[int, dict], worse: dict[int, dict], task: str):
-    """(test, n seeds, verdict) for the claim ``better > worse`` on ``task``, over the seeds both have;
-    ``(None, 0, "not run yet")`` when they share none."""
-    seeds = sorted(set(better) & set(worse))
-    if not seeds:
-        return None, 0, "not run yet"
-    pairs = lambda rows: [(rows[s]["dev_predictions"], rows[s]["dev_labels"]) for s in seeds]  # noqa: E731
-    test = paired_bootstrap(task, pairs(better), pairs(worse), metric="accuracy")
-    if test.gain == 0:
-        return test, len(seeds), "no difference"
-    if test.gain > 0:
-        return test, len(seeds), "holds" if test.p_value < 0.05 else "same direction, not significant"
-    reverse = paired_bootstrap(task, pairs(worse), pairs(better), metric="accuracy")
-    return test, len(seeds), "reversed, significant" if reverse.p_value < 0.05 else "reversed, not significant"
+class ClaimTest(NamedTuple):
+    """One ordering claim on one task: the one-sided test ``better > worse`` over the seeds both rows have,
+    its Holm-adjusted p-value over every claim tested, and the verdict."""
+
+    claim: str
+    task: str
+    test: BootstrapResult | None
+    seeds: int
+    p: float | None  # one-sided, (k + 1) / (B + 1): never 0 from B resamples
+    holm_p: float | None
+    verdict: str
+
+    def gain_cell(self) -> str:
+        if self.test is None:
+            return "–"
+        t = self.test
+        return (f"{100 * t.gain:+.2f} [{100 * t.low:+.2f}, {100 * t.high:+.2f}] p={self.p:.3f}, "
+                f"Holm p={self.holm_p:.3f} (n={self.seeds})")
+
+    def readme_cell(self) -> str:
+        if self.test is None:
+            return self.verdict
+        return (f"{100 * self.test.gain:+.2f}, p = {self.p:.3f}, Holm p = {self.holm_p:.3f} "
+                f"(n = {self.seeds}): {self.verdict}")
 
 
-def verdict(better: dict[int, dict], worse: dict[int, dict], task: str) -> tuple[str, str]:
-    """(gain cell, verdict) for the claim ``better > worse`` on ``task``, over the seeds both have."""
-    test, n, said = compare(better, worse, task)
-    if test is None:
-        return "–", said
-    return f"{100 * test.gain:+.2f} [{100 * test.low:+.2f}, {100 * test.high:+.2f}] p={test.p_value:.3f} (n={n})", said
+def monte_carlo_p(test: BootstrapResult) -> float:
+    """The bootstrap p-value as ``(k + 1) / (B + 1)`` (k of B resampled gains ≤ 0; the usual Monte Carlo
+    p-value, North, Curtis & Sham 2002): a p of 0 from 1,000 resamples only says p < ~0.003, which Holm's ×16 must not turn into 0."""
+    return (round(test.p_value * test.resamples) + 1) / (test.resamples + 1)
+
+
+def paper_of(claim: str) -> str:
+    """The paper a claim comes from (the words before "Table" in its parentheses): one Holm family each."""
+    return claim.split("(", 1)[1].split(" Table", 1)[0]
+
+
+def claim_tests(runs: dict) -> list[ClaimTest]:
+    """Every (claim, task) of :data:`CLAIMS` in order, tested on the seeds both rows share; the tested
+    claims of one paper are one family for Holm's correction (their reversals another, for "reversed,
+    significant")."""
+    tested = []
+    for claim, better, worse, tasks in CLAIMS:
+        for task in tasks:
+            a, b = runs.get((better, task), {}), runs.get((worse, task), {})
+            seeds = sorted(set(a) & set(b))
+            if not seeds:
+                tested.append((claim, task, None, 0, 1.0))
+                continue
+            pairs = lambda rows: [(rows[s]["dev_predictions"], rows[s]["dev_labels"]) for s in seeds]  # noqa: E731
+            test = paired_bootstrap(task, pairs(a), pairs(b), metric="accuracy")
+            reverse = paired_bootstrap(task, pairs(b), pairs(a), metric="accuracy") if test.gain < 0 else None
+            tested.append((claim, task, test, len(seeds), monte_carlo_p(reverse) if reverse else 1.0))
+    forward, backward = {}, {}
+    for paper in dict.fromkeys(paper_of(claim) for claim, *_ in CLAIMS):
+        family = [i for i, entry in enumerate(tested) if entry[2] is not None and paper_of(entry[0]) == paper]
+        forward.update(zip(family, holm_adjusted([monte_carlo_p(tested[i][2]) for i in family])))
+        backward.update(zip(family, holm_adjusted([tested[i][4] for i in family])))
+    out = []
+    for i, (claim, task, test, n, _) in enumerate(tested):
+        if test is None:
+            out.append(ClaimTest(claim, task, None, 0, None, None, "not run yet"))
+            continue
+        p = monte_carlo_p(test)
+        if test.gain == 0:
+            said = "no difference"
+        elif test.gain > 0:
+            said = ("holds" if forward[i] < 0.05 else "same direction; p < 0.05 before correction only"
+                    if p < 0.05 else "same direction, not significant")
+        else:
+            said = "reversed, significant" if backward[i] < 0.05 else "reversed, not significant"
+        out.append(ClaimTest(claim, task, test, n, p, forward[i], said))
+    return out
 
 
 def render(directory: Path = HERE) -> str:
@@ -147,11 +202,9 @@ def render(directory: Path = HERE) -> str:
         if row.endswith("teacher") or row.endswith("teachers"):
             cells[1] = "· (MRPC only here)"
         lines.append(f"| {label} | {paper_mrpc or '–'} / {paper_sst2} ({regime}) | {cells[0]} | {cells[1]} |")
-    lines += ["", "| claim | task | gain here, points [95% bootstrap CI] p (seeds) | verdict |", "|---|---|---|---|"]
-    for claim, better, worse, tasks in CLAIMS:
-        for task in tasks:
-            cell, said = verdict(runs.get((better, task), {}), runs.get((worse, task), {}), task)
-            lines.append(f"| {claim} | {task.upper().replace('SST2', 'SST-2')} | {cell} | {said} |")
+    lines += ["", "| claim | task | gain here, points [95% bootstrap CI] p, Holm p (seeds) | verdict |", "|---|---|---|---|"]
+    for entry in claim_tests(runs):
+        lines.append(f"| {entry.claim} | {entry.task.upper().replace('SST2', 'SST-2')} | {entry.gain_cell()} | {entry.verdict} |")
     lines += ["", f"{finished(runs)} of {table_total()} trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
     return "\n".join(lines) + "\n"
 
@@ -165,21 +218,22 @@ def readme_block(directory: Path = HERE) -> str:
     one-sided p and seeds per task, and the verdict — the same tests as ``render``."""
     runs, teacher = load_runs(directory)
     done, total = finished(runs), table_total()
+    tests = claim_tests(runs)
+    counts = collections.Counter(paper_of(entry.claim) for entry in tests if entry.test is not None)
+    families = ", ".join(f"{paper} {count}" for paper, count in counts.items())
     status = (f"**v2 complete: all {total} trials**" if done >= total else
               f"**v2 so far: {done} of {total} trials** (interim until all seeds have run; still running)")
     lines = [README_START, "",
              f"{status}; regenerated with the committed trials by `paper_gap.py`, full reading in "
-             "`results/cpu_protocol_v2/tables/paper_gap.md`.",
+             "`results/cpu_protocol_v2/tables/paper_gap.md`. Gains in accuracy points, seeds pooled; p: one-sided "
+             f"paired bootstrap; a claim holds when its Holm-adjusted p over its paper's claims (here {families}) "
+             "is < 0.05.",
              "", "| paper's claim | v2 MRPC | v2 SST-2 |", "|---|---|---|"]
-    for claim, better, worse, tasks in CLAIMS:
-        cells = []
-        for task in TASKS:
-            if task not in tasks:
-                cells.append("– (MRPC only)")
-                continue
-            test, n, said = compare(runs.get((better, task), {}), runs.get((worse, task), {}), task)
-            cells.append(said if test is None else f"{100 * test.gain:+.2f}, p = {test.p_value:.3f} (n = {n}): {said}")
-        lines.append(f"| {claim} | {cells[0]} | {cells[1]} |")
+    by_claim = collections.defaultdict(dict)
+    for entry in tests:
+        by_claim[entry.claim][entry.task] = entry.readme_cell()
+    for claim, cells in by_claim.items():
+        lines.append(f"| {claim} | {cells.get('mrpc', '–')} | {cells.get('sst2', '– (MRPC only)')} |")
     kept = []
     for task in TASKS:
         means = [np.mean([accuracy(r) for r in runs[(row, task)].values()]) for row in LABELS if runs.get((row, task))]

@@ -176,3 +176,29 @@ def test_v2_seed_rule_reads_the_power_calculation_only_and_waits_for_round_one()
     if missing:
         with pytest.raises(SystemExit, match="round 1 is not complete"):
             module.apply_rule(folder)
+
+
+def test_v2_claims_hold_only_after_holm_within_their_paper(monkeypatch):
+    """A claim "holds" when its Holm-adjusted p (over the tested claims of its paper) is < 0.05; a p < 0.05
+    that does not survive is said to be "before correction only"; p is (k + 1) / (B + 1), never 0."""
+    from bert_kd.sweep.significance import BootstrapResult
+
+    module = v2_script("paper_gap")
+    chosen = {("ted", "kd", "sst2"): 0.0, ("ted", "kd", "mrpc"): 0.02, ("two_teachers", "single_teacher", "mrpc"): 0.03}
+
+    def fake_bootstrap(task, better, worse, metric):  # the rows' names ride on the predictions
+        key = (better[0][0], worse[0][0], task)
+        return BootstrapResult(0.01, chosen.get(key, 0.5), 1000, -0.01, 0.03)
+
+    monkeypatch.setattr(module, "paired_bootstrap", fake_bootstrap)
+    rows = {row for _, better, worse, _ in module.CLAIMS for row in (better, worse)}
+    runs = {(row, task): {1: {"dev_predictions": row, "dev_labels": []}} for row in rows for task in module.TASKS}
+    tests = {(t.claim.split(" (")[0], t.task): t for t in module.claim_tests(runs)}
+    strong = tests[("TED > KD", "sst2")]  # k = 0 of 1000: p = 1/1001, ×6 TED claims
+    assert strong.p == pytest.approx(1 / 1001) and strong.holm_p == pytest.approx(6 / 1001) and strong.verdict == "holds"
+    nominal = tests[("TED > KD", "mrpc")]  # 21/1001 × 5 > 0.05
+    assert nominal.holm_p == pytest.approx(5 * 21 / 1001) and nominal.verdict.endswith("before correction only")
+    alone = tests[("two teachers > one", "mrpc")]  # a family of one: no correction
+    assert alone.holm_p == pytest.approx(31 / 1001) and alone.verdict == "holds"
+    assert tests[("ALP > NKD", "sst2")].verdict == "same direction, not significant"
+    assert sum(t.claim.startswith("ALP") or "NKD" in t.claim or "PKD" in t.claim for t in tests.values()) == 16

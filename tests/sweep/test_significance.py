@@ -64,3 +64,13 @@ def test_pooled_bootstrap_se_shrinks_with_pooled_seeds():
     baseline = (rng.random((4, 500)) < 0.8).astype(float)
     assert pooled_bootstrap_se(method, baseline) < pooled_bootstrap_se(method[:1], baseline[:1])
     assert pooled_bootstrap_se(baseline, baseline) == 0.0
+
+
+def test_holm_adjusted_p_values_step_down_in_input_order():
+    from bert_kd.sweep.significance import holm_adjusted
+
+    # m = 4: sorted 0.01, 0.02, 0.03, 0.5 → 0.04, 0.06, 0.06 (running max of 0.06), 0.5
+    assert holm_adjusted([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert holm_adjusted([0.3, 0.9]) == pytest.approx([0.6, 0.9])
+    assert holm_adjusted([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+    assert holm_adjusted([]) == []

@@ -125,3 +125,19 @@ class PowerModel:
         from scipy.stats import norm
 
         return float(norm.ppf(1 - alpha) * self.bootstrap_se(n) + norm.ppf(power) * self.seed_sd * np.sqrt(2.0 / n))
+
+
+# --------------------------------------------------------------------------- many claims at once
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the input order: sort ascending, multiply the
+    i-th smallest (i from 0) by ``m − i``, carry the running maximum, cap at 1. A claim holds at family-wise
+    error ``alpha`` over all ``m`` claims when its adjusted p-value is < ``alpha``."""
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * float(p_values[index])))
+        adjusted[index] = running
+    return adjusted
