@@ -31,6 +31,7 @@ import numpy as np
 from bert_kd.sweep.significance import BootstrapResult, holm_adjusted, paired_bootstrap
 
 HERE = Path(__file__).resolve().parent
+ROOT, TABLE = HERE.parents[1], HERE.name
 TASKS = ("mrpc", "sst2")
 LABELS = {"nkd": "NKD", "rkd": "RKD", "pkd": "PKD", "ckd": "CKD", "alp": "ALP", "kd": "KD (TED set-up)",
           "lwd": "LWD", "ted": "TED", "single_teacher": "one teacher", "two_teachers": "two teachers"}
@@ -60,25 +61,42 @@ CLAIMS = [
     ("TED > KD (TED Table 4)", "ted", "kd", TASKS),
     ("two teachers > one (multi-teacher Table 2)", "two_teachers", "single_teacher", ("mrpc",)),
 ]
-README = HERE.parents[1] / "README.md"
+README = ROOT / "README.md"
 README_START = "<!-- v2-reading:start (written by results/cpu_protocol_v2/paper_gap.py; do not edit) -->"
 README_END = "<!-- v2-reading:end -->"
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
 
 
 @functools.cache
-def table_spec():
-    """The ``cpu_protocol_v2`` sweep as ``conf/base`` defines it (``bert_kd.sweep.spec.build_sweep``), so that
-    the count of trials follows the table (its ``extra_seeds`` included) instead of being written here.
-    Loaded once per process (``render`` and the README block both count)."""
+def table_params() -> dict:
+    """The parameters ``cpu_protocol_v2``'s commands run with (conf/base, the table chosen, the GLUE release);
+    loaded once per process (``render`` and the README block both read them)."""
     from bert_kd.config_loader import ProjectConfigLoader
     from bert_kd.settings import CONFIG_LOADER_ARGS
-    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
 
     args = {**CONFIG_LOADER_ARGS, "default_run_env": "base"}  # conf/local is a user's, not the protocol's
-    params = ProjectConfigLoader(str(HERE.parents[1] / "conf"), runtime_params={"reproduce": {"table": HERE.name}},
-                               **args)["parameters"]
+    runtime = {"reproduce": {"table": TABLE}, "glue_dir": "../shared/glue"}
+    return ProjectConfigLoader(str(ROOT / "conf"), runtime_params=runtime, **args)["parameters"]
+
+
+@functools.cache
+def table_spec():
+    """The ``cpu_protocol_v2`` sweep as ``conf/base`` defines it (``bert_kd.sweep.spec.build_sweep``), so that
+    the count of trials follows the table (its ``extra_seeds`` included) instead of being written here."""
+    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+
+    params = table_params()
     return build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
+
+
+@functools.cache
+def table_keys() -> frozenset[str]:
+    """The content keys of the table's trials (``TrialRunner.content_key``): the only JSON names this
+    folder may hold."""
+    from bert_kd.sweep.trial import TrialRunner
+
+    runner = TrialRunner(table_params(), commit="paper_gap")
+    return frozenset(runner.content_key(trial) for trial in table_spec().trials())
 
 
 def table_total() -> int:
@@ -86,11 +104,22 @@ def table_total() -> int:
     return len(table_spec().trials())
 
 
+def trial_files(directory: Path) -> list[Path]:
+    """The trial JSONs of ``directory``; in this folder, refused by name unless every one is a trial of the
+    table (:func:`table_keys`): another experiment's file would silently replace a seed's result."""
+    paths = sorted(directory.glob("*.json"))
+    foreign = [path.name for path in paths if directory.resolve() == HERE and path.stem not in table_keys()]
+    if foreign:
+        raise ValueError(f"{directory}: {len(foreign)} JSON(s) are not trials of {TABLE} as conf/base defines it "
+                         f"(e.g. {foreign[0]}): a variant's or another table's results; move them out before reading")
+    return paths
+
+
 def load_runs(directory: Path = HERE) -> tuple[dict, dict]:
     """(row, task) → seed → result, and task → teacher dev accuracy (from any trial of the task)."""
     runs: dict[tuple[str, str], dict[int, dict]] = collections.defaultdict(dict)
     teacher: dict[str, float] = {}
-    for path in sorted(directory.glob("*.json")):
+    for path in trial_files(directory):
         record = json.loads(path.read_text(encoding="utf-8"))
         trial, result = record["spec"]["trial"], record["result"]
         runs[(trial["method"], trial["task"])][int(trial["seed"])] = result

@@ -39,10 +39,20 @@ EFFECT, ALPHA, POWER, AT_LEAST = 0.01, 0.05, 0.8, 5
 ROUND_ONE, PLANNED, CAP = (1, 2, 3, 4, 5), 8, 12  # the v2 README's rule: seeds 1–5 first, 8 planned, at most 12
 
 
+def paper_gap():
+    """``paper_gap.py`` of this folder (the table as conf/base defines it, and its trial files)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import paper_gap as module
+
+    return module
+
+
 def load_correctness(directory: Path = V1) -> dict[tuple[str, str], dict[int, np.ndarray]]:
     """(task, row) → seed → 0/1 correctness of every dev example."""
     runs: dict[tuple[str, str], dict[int, np.ndarray]] = collections.defaultdict(dict)
-    for path in sorted(directory.glob("*.json")):
+    for path in paper_gap().trial_files(directory):  # v2's folder: only the table's own trials
         record = json.loads(path.read_text(encoding="utf-8"))
         spec, result = record["spec"]["trial"], record["result"]
         correct = np.asarray(result["dev_predictions"]) == np.asarray(result["dev_labels"])
@@ -105,13 +115,8 @@ def extra_seeds(needed: int | None, planned: int = PLANNED, cap: int = CAP) -> l
 
 def round_one_missing(directory: Path) -> list[str]:
     """``method/task/seed`` of every round-1 trial of the table that has no JSON in ``directory`` yet."""
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    from paper_gap import table_spec  # the table as conf/base defines it
-
     runs = load_correctness(directory)
-    return [f"{t.method}/{t.task}/{t.seed}" for t in table_spec().trials()
+    return [f"{t.method}/{t.task}/{t.seed}" for t in paper_gap().table_spec().trials()  # as conf/base defines it
             if t.seed in ROUND_ONE and t.seed not in runs.get((t.task, t.method), {})]
 
 

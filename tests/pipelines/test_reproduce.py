@@ -29,7 +29,8 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     outputs, root, uri = run_pipeline("reproduce", **params)  # max_train_samples=None on the command line
     table = (root / "data/08_reporting/reproduce/table.md").read_text()
     assert "| NKD |" in table and "±" in table and "(2)" in table
-    trial_files = sorted((root / "results/tiny").glob("*.json"))
+    assert not list((root / "results/tiny").glob("*.json"))  # a variant (below): its trials are kept apart
+    trial_files = sorted((root / "results/tiny/variants").glob("tiny__glue-*__max_train_samples-all__params-*/*.json"))
     assert len(trial_files) == 4  # 2 methods × 2 seeds at the one restricted grid point (the 2×2×2 sweep: tests/sweep)
     assert json.loads(trial_files[0].read_text())["spec"]["data"]["max_train_samples"] is None  # --params wins
     assert (committed / "tiny.md").read_text() == "| Model | RTE |\nthe committed table\n"

@@ -202,3 +202,21 @@ def test_v2_claims_hold_only_after_holm_within_their_paper(monkeypatch):
     assert alone.holm_p == pytest.approx(31 / 1001) and alone.verdict == "holds"
     assert tests[("ALP > NKD", "sst2")].verdict == "same direction, not significant"
     assert sum(t.claim.startswith("ALP") or "NKD" in t.claim or "PKD" in t.claim for t in tests.values()) == 16
+
+
+def test_v2_reading_refuses_a_json_that_is_not_a_trial_of_the_table(tmp_path, monkeypatch):
+    """A variant's trial (or any other file) in results/cpu_protocol_v2 would replace a seed's result in the
+    reading and the seed rule: both refuse it by name instead."""
+    import shutil
+
+    module = v2_script("paper_gap")
+    folder = tmp_path / "cpu_protocol_v2"
+    folder.mkdir()
+    first = sorted(module.HERE.glob("*.json"))[0]
+    shutil.copy(first, folder / first.name)
+    shutil.copy(first, folder / ("0" * 64 + ".json"))  # the same trial under a key the table does not have
+    monkeypatch.setattr(module, "HERE", folder)  # the check applies to the table's own folder
+    with pytest.raises(ValueError, match=r"1 JSON\(s\) are not trials of cpu_protocol_v2.*0000"):
+        module.load_runs(folder)
+    (folder / ("0" * 64 + ".json")).unlink()
+    assert sum(len(seeds) for seeds in module.load_runs(folder)[0].values()) == 1

@@ -60,7 +60,9 @@ def workdir(tmp_path, monkeypatch):
 def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch):
     runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="abc")
     report, paths = reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables")
-    files = sorted((workdir / "results").glob("*.json"))
+    # the fixture's GLUE files are not the release: a variant, whose trials are kept apart from the table's
+    assert not list((workdir / "results").glob("*.json"))
+    files = sorted((workdir / "results").glob("variants/tiny__glue-*/*.json"))
     assert len(files) == 8
     record = json.loads(files[0].read_text())
     assert record["commit"] == "abc" and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
@@ -189,8 +191,9 @@ def test_a_resized_sweep_trains_again_and_only_the_full_run_writes_the_table(wor
     report, paths = reproduce(real_rte_table(seeds=[1]), RECIPES, full, committed_dir=committed)
     assert trained == ["nkd|rte|seed=1|training.learning_rate=0.0001"] * 2  # trained at each size
     assert paths["md"] == committed / "real.md"
-    sizes = sorted(json.loads(p.read_text())["spec"]["data"]["max_train_samples"] for p in (workdir / "results").glob("*.json"))
-    assert sizes == [16, 40]
+    sizes = lambda folder: [json.loads(p.read_text())["spec"]["data"]["max_train_samples"] for p in folder.glob("*.json")]  # noqa: E731
+    assert sizes(workdir / "results") == [40]  # the table's own trial; the resized one is a variant's
+    assert sizes(workdir / "results/variants/real__max_train_samples-16") == [16]
 
 
 @needs_real_glue

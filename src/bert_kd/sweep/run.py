@@ -59,8 +59,13 @@ def table_name(sweep: SweepSpec, reproduce_params: Mapping, data_changes: Mappin
                   if reproduce_params.get(name) not in (None, "", {}, [])
                   and values(dimensions[name], keys) != values(dimensions[name], sweep.universe)]
         parts = parts or ["restricted"]
-    parts += [_name_part(name, value) for name, value in sorted((data_changes or {}).items())]
-    return "__".join([sweep.table, *parts])
+    return variant_name(sweep.table, data_changes, parts)
+
+
+def variant_name(table: str, changes: Mapping[str, Any] | None, restrictions: list[str] | None = None) -> str:
+    """``table`` followed by its restriction parts and one part per data or setting change."""
+    parts = [*(restrictions or []), *(_name_part(name, value) for name, value in sorted((changes or {}).items()))]
+    return "__".join([table, *parts])
 
 
 def reproduce(
@@ -79,13 +84,23 @@ def reproduce(
 
     ``run_trial`` may also offer ``content_key(spec)`` (the trial's identity: a stored result made
     under another one is never reused), ``results_dir`` + ``stored_result(spec)`` (the results
-    folder, first source of truth; with ``results_only`` the only one: nothing runs) and
-    ``data_changes(trials)`` (how the run's data differ from the table's own) — as
-    :class:`bert_kd.sweep.trial.TrialRunner` does. A table covering the whole table at its own data
+    folder, first source of truth; with ``results_only`` the only one: nothing runs),
+    ``data_changes(trials)`` / ``setting_changes(trials)`` (how the run's data and ``--params`` differ from
+    the table's own) and ``use_variant_folder(name)`` — as :class:`bert_kd.sweep.trial.TrialRunner` does. A run
+    with such changes is a variant: its trial results go to ``<results folder>/variants/<table>__<changes>``
+    (git-ignored), never among the table's own. A table covering the whole table at its own data
     goes to ``output_dir`` or ``committed_dir``; any other to ``output_dir`` or
     ``reproduce.output_dir`` or :data:`DEFAULT_OUTPUT_DIR`, never ``committed_dir``.
     """
     sweep = build_sweep(reproduce_params, recipes)
+    changes = run_trial.data_changes(sweep.trials()) if hasattr(run_trial, "data_changes") else {}
+    if hasattr(run_trial, "setting_changes"):  # --params that change trials: a variant, never the table itself
+        changes.update(run_trial.setting_changes(sweep.trials()))
+    if hasattr(run_trial, "use_variant_folder"):  # a variant's trials are not the table's: kept apart from them
+        run_trial.use_variant_folder(variant_name(sweep.table, changes) if changes else None)
+    if changes and getattr(run_trial, "results_dir", None):
+        log.info("reproduce %s: a variant (%s); its trial results go to %s, not to the table's folder", sweep.table,
+                 ", ".join(sorted(changes)), run_trial.results_dir)
     stored = run_trial.stored_result if getattr(run_trial, "results_dir", None) else None
     if results_only:
         if stored is None:
@@ -108,9 +123,6 @@ def reproduce(
     report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
     report = dataclasses.replace(report, provenance=provenance)
-    changes = run_trial.data_changes(sweep.trials()) if hasattr(run_trial, "data_changes") else {}
-    if hasattr(run_trial, "setting_changes"):  # --params that change trials: a variant, never the table itself
-        changes.update(run_trial.setting_changes(sweep.trials()))
     name = table_name(sweep, reproduce_params, changes)
     if name == sweep.table:
         directory = output_dir or committed_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR

@@ -75,6 +75,9 @@ def merged(base: Mapping | None, *overrides: Mapping | None) -> dict:
     return result
 
 
+#: ``<results folder>/variants/<table>__<changes>``: trial results of a variant run (``.gitignore``: results/*/variants/)
+VARIANTS = "variants"
+
 class TrialRunner:
     """``run_trial`` for :func:`bert_kd.sweep.run.reproduce`, configured with the project parameters.
 
@@ -94,6 +97,7 @@ class TrialRunner:
         self.data_overrides = {k: v for k, v in (data_overrides or {}).items()
                                if k in ("max_train_samples", "max_eval_samples")}
         self.results_dir = Path(results_dir) if results_dir else None
+        self.table_results_dir = self.results_dir  # the table's own trials; a variant's go below (use_variant_folder)
         self.command = command
         self.commit = commit if commit is not None else git_commit()
         self.results_only = results_only  # tables from the results folder alone: a missing trial fails, nothing trains
@@ -161,6 +165,13 @@ class TrialRunner:
 
     def content_key(self, spec: TrialSpec) -> str:
         return jobs.content_key("trial", self.key_material(spec))
+
+    def use_variant_folder(self, name: str | None) -> None:
+        """Read and write trial results in ``<results folder>/variants/<name>`` (a variant run: data or
+        settings other than the table's; git-ignored, so never committed as the table's trials), or in the
+        results folder itself when ``name`` is None."""
+        if self.table_results_dir is not None:
+            self.results_dir = self.table_results_dir if name is None else self.table_results_dir / VARIANTS / name
 
     def result_path(self, spec: TrialSpec) -> Path | None:
         return self.results_dir / f"{self.content_key(spec)}.json" if self.results_dir else None
