@@ -22,7 +22,7 @@ log=$(mktemp)
   || { echo "the results_only render failed, nothing committed (log: $log)"; exit 1; }
 PYTHONPATH=src "$PY" "$here/paper_gap.py" > /dev/null
 total=$(ls "$here"/*.json | wc -l)
-expected=$(PYTHONPATH=src "$PY" -c "import sys; sys.path.insert(0, '$here'); import paper_gap; print(paper_gap.table_total())" 2>/dev/null)
+expected=$(PYTHONPATH=src "$PY" -c "import sys; sys.path.insert(0, '$here'); import paper_gap; print(paper_gap.table_total())" 2>/dev/null | tail -n 1)
 git add "$here" README.md
 plural=s; [ "$new" -eq 1 ] && plural=
 git commit -qm "CPU protocol v2: $new more trial$plural ($total of $expected), tables and paper-gap reading re-rendered"
