@@ -13,6 +13,8 @@ pairs, TED's 6, multi-teacher's 1; a claim "holds" when it survives the family-w
 one test of many crosses 0.05) and the verdict: ``holds`` (Holm p < 0.05), ``same direction; p < 0.05
 before correction only``, ``same direction, not significant``, ``no difference``, ``reversed`` (gain < 0;
 ``reversed, significant`` when the opposite claim survives Holm in the same family), or ``not run yet``.
+Last, the init ablation (:func:`init_ablation`): does v1's fine-tuned-teacher start shrink the ALP-KD rows'
+differences from NKD (spread of the row means, per-example agreement with NKD's students), v1 → v2.
 Rerun after new trials land; the table is rewritten whole.
 """
 
@@ -62,6 +64,9 @@ CLAIMS = [
     ("two teachers > one (multi-teacher Table 2)", "two_teachers", "single_teacher", ("mrpc",)),
 ]
 README = ROOT / "README.md"
+V1 = ROOT / "results" / "cpu_protocol"  # the `init: teacher` ablation
+#: the ALP-KD rows compared with NKD in the init ablation, by table (v1 had three PKD maps)
+WARM_ROWS = {"v1": ("rkd", "pkd_1", "pkd_3", "pkd_6", "ckd", "alp"), "v2": ("rkd", "pkd", "ckd", "alp")}
 README_START = "<!-- v2-reading:start (written by results/cpu_protocol_v2/paper_gap.py; do not edit) -->"
 README_END = "<!-- v2-reading:end -->"
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
@@ -234,8 +239,54 @@ def render(directory: Path = HERE) -> str:
     lines += ["", "| claim | task | gain here, points [95% bootstrap CI] p, Holm p (seeds) | verdict |", "|---|---|---|---|"]
     for entry in claim_tests(runs):
         lines.append(f"| {entry.claim} | {entry.task.upper().replace('SST2', 'SST-2')} | {entry.gain_cell()} | {entry.verdict} |")
+    lines += ["", "The warm start (issue 19): ALP-KD rows (RKD, PKD, CKD, ALP; v1 also PKD-1/3/6) against NKD, v1 "
+              "(`init: teacher`, 3 seeds) → v2 (`init: pretrained`); agreement = dev examples on which the row's "
+              "student predicts what the same seed's NKD student predicts.", "",
+              "| task | NKD accuracy v1 → v2 | largest \\|row − NKD\\|, points | agreement with NKD, % |", "|---|---|---|---|"]
+    for task, figures in init_ablation(runs).items():
+        cells = ["–" if figures[name] is None else f"{figures[name][0]:.2f} → {figures[name][1]:.2f}"
+                 for name in ("nkd", "spread")]
+        cells.append("–" if figures["agreement"] is None else
+                     f"{figures['agreement'][0]:.1f} → {figures['agreement'][1]:.1f}")
+        lines.append(f"| {task.upper().replace('SST2', 'SST-2')} | {' | '.join(cells)} |")
     lines += ["", f"{finished(runs)} of {table_total()} trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
     return "\n".join(lines) + "\n"
+
+
+def init_ablation(runs: dict, v1_dir: Path = V1) -> dict[str, dict[str, tuple[float, float] | None]]:
+    """Issue 19's question — does the fine-tuned-teacher start shrink the differences between methods? — for
+    the ALP-KD rows (:data:`WARM_ROWS`) against NKD, per task, as (v1, v2): ``nkd`` NKD's mean accuracy;
+    ``spread`` the largest |row mean − NKD mean|; ``agreement`` the share of dev examples on which a row's student
+    predicts what the NKD student of the same seed predicts (mean over rows and shared seeds). v1 =
+    ``results/cpu_protocol`` (``init: teacher``), v2 = this table (``init: pretrained``); None: no data yet."""
+    tables = {"v1": load_runs(v1_dir)[0] if v1_dir.is_dir() else {}, "v2": runs}
+    out: dict[str, dict[str, tuple[float, float] | None]] = {}
+    for task in TASKS:
+        figures = {"nkd": [], "spread": [], "agreement": []}
+        for version in ("v1", "v2"):
+            table = tables[version]
+            nkd = table.get(("nkd", task), {})
+            rows = [seeds for (row, t), seeds in table.items() if t == task and row in WARM_ROWS[version] and seeds]
+            if not nkd or not rows:
+                for values in figures.values():
+                    values.append(None)
+                continue
+            nkd_mean = float(np.mean([accuracy(r) for r in nkd.values()]))
+            figures["nkd"].append(100 * nkd_mean)
+            figures["spread"].append(100 * max(abs(float(np.mean([accuracy(r) for r in seeds.values()])) - nkd_mean)
+                                               for seeds in rows))
+            agree = [np.mean(np.asarray(seeds[s]["dev_predictions"]) == np.asarray(nkd[s]["dev_predictions"]))
+                     for seeds in rows for s in seeds if s in nkd]
+            figures["agreement"].append(100 * float(np.mean(agree)) if agree else None)
+        out[task] = {name: None if None in values else tuple(values) for name, values in figures.items()}
+    return out
+
+
+def ablation_cell(figures: dict[str, tuple[float, float] | None]) -> str:
+    if figures["spread"] is None:
+        return "–"
+    (s1, s2), (a1, a2) = figures["spread"], figures["agreement"]
+    return f"largest \\|row − NKD\\| {s1:.2f} → {s2:.2f} points; same prediction as NKD {a1:.1f}% → {a2:.1f}%"
 
 
 def finished(runs: dict) -> int:
@@ -271,7 +322,10 @@ def readme_block(directory: Path = HERE) -> str:
             continue
         low, high = (f"{100 * value / teacher[task]:.1f}" for value in (min(means), max(means)))
         kept.append(f"{low}% of the teacher" if low == high else f"{low}–{high}% of the teacher")
-    lines += [f"| the students keep most of the teacher (row means / teacher) | {kept[0]} | {kept[1]} |", "", README_END]
+    lines.append(f"| the students keep most of the teacher (row means / teacher) | {kept[0]} | {kept[1]} |")
+    ablation = init_ablation(runs)
+    lines += [f"| issue 19: the fine-tuned-teacher start (v1) shrinks method differences; ALP-KD rows vs NKD, v1 → v2 | "
+              f"{ablation_cell(ablation['mrpc'])} | {ablation_cell(ablation['sst2'])} |", "", README_END]
     return "\n".join(lines) + "\n"
 
 

@@ -220,3 +220,30 @@ def test_v2_reading_refuses_a_json_that_is_not_a_trial_of_the_table(tmp_path, mo
         module.load_runs(folder)
     (folder / ("0" * 64 + ".json")).unlink()
     assert sum(len(seeds) for seeds in module.load_runs(folder)[0].values()) == 1
+
+
+def test_v2_init_ablation_compares_the_alp_kd_rows_spread_and_agreement_with_nkd(tmp_path):
+    """v1 (init: teacher) vs v2 (init: pretrained): NKD's accuracy, the largest |row − NKD| and how often a row's
+    student predicts what the same seed's NKD student predicts; a task without data gives None."""
+    import json
+
+    module = v2_script("paper_gap")
+    labels = [1, 1, 0, 0]
+
+    def result(predictions):
+        return {"dev_predictions": predictions, "dev_labels": labels}
+
+    v1 = tmp_path / "cpu_protocol"
+    v1.mkdir()
+    for name, (method, predictions) in enumerate([("nkd", [1, 1, 0, 0]), ("pkd_3", [1, 0, 0, 0]), ("tinybert", [0, 0, 1, 1])]):
+        record = {"spec": {"trial": {"method": method, "task": "mrpc", "seed": 1}}, "result": result(predictions)}
+        (v1 / f"{name}.json").write_text(json.dumps(record), encoding="utf-8")
+    v2 = {("nkd", "mrpc"): {1: result([1, 1, 0, 1]), 2: result([1, 1, 0, 0])},
+          ("alp", "mrpc"): {1: result([1, 1, 0, 1]), 2: result([1, 1, 1, 1])}}
+    figures = module.init_ablation(v2, v1_dir=v1)
+    mrpc = figures["mrpc"]
+    assert mrpc["nkd"] == pytest.approx((100.0, 87.5))
+    assert mrpc["spread"] == pytest.approx((25.0, 25.0))  # tinybert is no ALP-KD row; v2: 62.5 vs 87.5
+    assert mrpc["agreement"] == pytest.approx((75.0, 75.0))  # v2: seed 1 all four, seed 2 two of four
+    assert figures["sst2"] == {"nkd": None, "spread": None, "agreement": None}
+    assert module.ablation_cell(mrpc) == "largest \\|row − NKD\\| 25.00 → 25.00 points; same prediction as NKD 75.0% → 75.0%"
