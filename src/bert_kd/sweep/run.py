@@ -115,8 +115,8 @@ def reproduce(
         results = run_sweep(
             sweep, run_trial, reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db",
             study_name=reproduce_params.get("study_name"),
-            heartbeat_interval=int(reproduce_params.get("heartbeat_interval", 60)),
-            grace_period=reproduce_params.get("grace_period", 180),
+            **{name: None if reproduce_params[name] is None else int(reproduce_params[name])
+               for name in ("heartbeat_interval", "grace_period") if name in reproduce_params},  # else run_sweep's
             identity=getattr(run_trial, "content_key", None), stored=stored,
         )
     bootstrap = dict(reproduce_params.get("bootstrap") or {})
