@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU protocol v2 (issue 19) as it is meant to run on the project's 2-core machine: MiniLM-L6 teacher,
-# 2-layer students from the pre-trained checkpoint (TED rows: teacher layers M(k)), seeds 1–8 (power.py),
+# 2-layer students from the pre-trained checkpoint (TED rows: teacher layers M(k)), seeds 1–8, SST-2 also 9–10 (power.py),
 # lr 1e-4, 5 epochs, on MRPC (all training examples) and SST-2 (the first 10,000).
 # Each command is one `kedro run` on the same Optuna study; trial results land in results/cpu_protocol_v2/
 # (one JSON per trial) and the tables in results/cpu_protocol_v2/tables/. Rerunning skips finished trials
@@ -10,14 +10,15 @@
 # (space-separated) the tasks, SEEDS="1 2 3 4 5" the seeds, LOGS=<prefix> the workers' log names (each
 # group's output is appended, so a failed group's traceback stays).
 # Batches in random order, as v1: the table's own `group_by_length` (default false) decides, not the runtime default.
-# Order: seeds in rounds (1–5 for every row first, then 6–8), so a cut-off run still gives a balanced table.
+# Order: seeds in rounds (1–5 for every row first, then 6–8, then 9–10: the table's extra SST-2 seeds, so that round
+# has SST-2 trials only), so a cut-off run still gives a balanced table.
 set -u
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 WORKERS=${WORKERS:-1}
 TASKS=${TASKS:-mrpc sst2}
 LOGS=${LOGS:-run_v2_worker}
-IFS=';' read -r -a SEED_ROUNDS <<< "${SEEDS:-1 2 3 4 5;6 7 8}"
+IFS=';' read -r -a SEED_ROUNDS <<< "${SEEDS:-1 2 3 4 5;6 7 8;9 10}"
 IFS=';' read -r -a METHOD_GROUPS <<< "${RUN_GROUPS:-nkd rkd pkd ckd alp;kd lwd ted;single_teacher two_teachers}"
 for seeds in "${SEED_ROUNDS[@]}"; do
   COMMON="reproduce.table=cpu_protocol_v2,reproduce.tasks=$TASKS,reproduce.seeds=$seeds,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"
