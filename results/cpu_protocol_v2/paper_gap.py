@@ -295,6 +295,24 @@ def finished(runs: dict) -> int:
     return sum(len(seeds) for seeds in runs.values())
 
 
+def tally(tests: list[ClaimTest]) -> list[str]:
+    """One line per paper: how many of its tested (claim, task) pairs hold, point the paper's way without
+    holding, or point the other way."""
+    lines = []
+    for paper in dict.fromkeys(paper_of(entry.claim) for entry in tests):
+        said = [entry.verdict for entry in tests if paper_of(entry.claim) == paper and entry.test is not None]
+        if not said:
+            continue
+        count = collections.Counter(said)
+        same = count["same direction, not significant"] + count["same direction; p < 0.05 before correction only"]
+        reversed_ = count["reversed, not significant"] + count["reversed, significant"]
+        lines.append(f"- {paper}: **{count['holds']} of {len(said)}** (claim, task) pairs hold; {same} point the paper's "
+                     f"way without holding ({count['same direction; p < 0.05 before correction only']} of them at p < 0.05 "
+                     f"before correction); {reversed_} point the other way ({count['reversed, significant']} significantly)"
+                     + (f"; {count['no difference']} show no difference" if count["no difference"] else "") + ".")
+    return lines
+
+
 def readme_block(directory: Path = HERE) -> str:
     """The README's v2 column, claim by claim (between the README's v2-reading markers): the gain,
     one-sided p and seeds per task, and the verdict — the same tests as ``render``."""
@@ -327,7 +345,7 @@ def readme_block(directory: Path = HERE) -> str:
     lines.append(f"| the students keep most of the teacher (row means / teacher) | {kept[0]} | {kept[1]} |")
     ablation = init_ablation(runs)
     lines += [f"| issue 19: the fine-tuned-teacher start (v1) shrinks method differences; RKD/CKD/ALP vs NKD, seeds 1–3, v1 → v2 | "
-              f"{ablation_cell(ablation['mrpc'])} | {ablation_cell(ablation['sst2'])} |", "", README_END]
+              f"{ablation_cell(ablation['mrpc'])} | {ablation_cell(ablation['sst2'])} |", "", *tally(tests), "", README_END]
     return "\n".join(lines) + "\n"
 
 

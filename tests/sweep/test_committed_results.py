@@ -249,3 +249,17 @@ def test_v2_init_ablation_compares_the_alp_kd_rows_spread_and_agreement_with_nkd
     assert mrpc["agreement"] == pytest.approx((75.0, 87.5))  # v2: ALP 3 of 4, CKD 4 of 4
     assert figures["sst2"] == {"nkd": None, "spread": None, "agreement": None}
     assert module.ablation_cell(mrpc) == "mean \\|row − NKD\\| 25.00 → 12.50 points; same prediction as NKD 75.0% → 87.5%"
+
+
+def test_v2_tally_counts_each_papers_verdicts():
+    module = v2_script("paper_gap")
+    entry = lambda claim, verdict, tested=True: module.ClaimTest(claim, "mrpc", object() if tested else None, 5,  # noqa: E731
+                                                                 0.5, 0.5, verdict)
+    tests = [entry("A > B (TED Table 4)", "holds"), entry("B > C (TED Table 4)", "same direction; p < 0.05 before correction only"),
+             entry("C > D (TED Table 4)", "reversed, significant"), entry("D > E (TED Table 4)", "not run yet", tested=False),
+             entry("X > Y (ALP-KD Table 3)", "same direction, not significant")]
+    assert module.tally(tests) == [
+        "- TED: **1 of 3** (claim, task) pairs hold; 1 point the paper's way without holding (1 of them at p < 0.05 "
+        "before correction); 1 point the other way (1 significantly).",
+        "- ALP-KD: **0 of 1** (claim, task) pairs hold; 1 point the paper's way without holding (0 of them at p < 0.05 "
+        "before correction); 0 point the other way (0 significantly)."]
