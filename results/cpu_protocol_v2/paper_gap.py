@@ -288,7 +288,13 @@ def ablation_cell(figures: dict[str, tuple[float, float] | None]) -> str:
     if figures["spread"] is None:
         return "–"
     (s1, s2), (a1, a2) = figures["spread"], figures["agreement"]
-    return f"mean \\|row − NKD\\| {s1:.2f} → {s2:.2f} points; same prediction as NKD {a1:.1f}% → {a2:.1f}%"
+    if s2 > s1 and a2 < a1:
+        said = "seen: v2's rows differ more"
+    elif s2 <= s1 and a2 >= a1:
+        said = "not seen: v2's rows are as alike or more"
+    else:
+        said = "mixed"
+    return f"mean \\|row − NKD\\| {s1:.2f} → {s2:.2f} points; same prediction as NKD {a1:.1f}% → {a2:.1f}%: {said}"
 
 
 def finished(runs: dict) -> int:

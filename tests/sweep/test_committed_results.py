@@ -248,7 +248,11 @@ def test_v2_init_ablation_compares_the_alp_kd_rows_spread_and_agreement_with_nkd
     assert mrpc["spread"] == pytest.approx((25.0, 12.5))  # v1: ALP only (PKD-3 used another map); v2: ALP 25, CKD 0
     assert mrpc["agreement"] == pytest.approx((75.0, 87.5))  # v2: ALP 3 of 4, CKD 4 of 4
     assert figures["sst2"] == {"nkd": None, "spread": None, "agreement": None}
-    assert module.ablation_cell(mrpc) == "mean \\|row − NKD\\| 25.00 → 12.50 points; same prediction as NKD 75.0% → 87.5%"
+    assert module.ablation_cell(mrpc) == ("mean \\|row − NKD\\| 25.00 → 12.50 points; same prediction as NKD 75.0% → 87.5%: "
+                                          "not seen: v2's rows are as alike or more")
+    more_apart = {"spread": (0.2, 0.9), "agreement": (95.0, 90.0)}
+    assert module.ablation_cell(more_apart).endswith(": seen: v2's rows differ more")
+    assert module.ablation_cell({"spread": (0.2, 0.9), "agreement": (90.0, 95.0)}).endswith(": mixed")
 
 
 def test_v2_tally_counts_each_papers_verdicts():
