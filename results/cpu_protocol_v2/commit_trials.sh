@@ -20,10 +20,10 @@ export KEDRO_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=1
 log=$(mktemp)
 "$PY" -m kedro run --pipeline=reproduce --params "reproduce.table=cpu_protocol_v2,reproduce.results_only=true,glue_dir=../shared/glue,tracking.enabled=false,runtime.progress_bar=false" > "$log" 2>&1 \
   || { echo "the results_only render failed, nothing committed (log: $log)"; exit 1; }
-PYTHONPATH=src "$PY" "$here/paper_gap.py" > /dev/null
-total=$(ls "$here"/*.json | wc -l)
-expected=$(PYTHONPATH=src "$PY" -c "import sys; sys.path.insert(0, '$here'); import paper_gap; print(paper_gap.table_total())" 2>/dev/null | tail -n 1)
+# the reading's last line: "<finished> of <the table's total> trials finished. Made by: …"
+count=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" | tail -n 1)
+count=${count%% trials finished*}
 git add "$here" README.md
 plural=s; [ "$new" -eq 1 ] && plural=
-git commit -qm "CPU protocol v2: $new more trial$plural ($total of $expected), tables and paper-gap reading re-rendered"
+git commit -qm "CPU protocol v2: $new more trial$plural ($count), tables and paper-gap reading re-rendered"
 git log --oneline -1

@@ -177,7 +177,8 @@ class ClaimTest(NamedTuple):
 
 def monte_carlo_p(test: BootstrapResult) -> float:
     """The bootstrap p-value as ``(k + 1) / (B + 1)`` (k of B resampled gains ≤ 0; the usual Monte Carlo
-    p-value, North, Curtis & Sham 2002): a p of 0 from 1,000 resamples only says p < ~0.003, which Holm's ×16 must not turn into 0."""
+    p-value, North, Curtis & Sham 2002): a p of 0 from 1,000 resamples only says p < ~0.003, which Holm's ×16
+    must not turn into 0."""
     return (round(test.p_value * test.resamples) + 1) / (test.resamples + 1)
 
 
@@ -190,42 +191,67 @@ def claim_tests(runs: dict) -> list[ClaimTest]:
     """Every (claim, task) of :data:`CLAIMS` in order, tested on the seeds both rows share; the tested
     claims of one paper are one family for Holm's correction (their reversals another, for "reversed,
     significant")."""
-    tested = []
+    pending: list[tuple[ClaimTest, float]] = []  # (the test before Holm and the verdict, p of the reverse claim)
     for claim, better, worse, tasks in CLAIMS:
         for task in tasks:
             a, b = runs.get((better, task), {}), runs.get((worse, task), {})
             seeds = sorted(set(a) & set(b))
             if not seeds:
-                tested.append((claim, task, None, 0, 1.0))
+                pending.append((ClaimTest(claim, task, None, 0, None, None, "not run yet"), 1.0))
                 continue
             pairs = lambda rows: [(rows[s]["dev_predictions"], rows[s]["dev_labels"]) for s in seeds]  # noqa: E731
             test = paired_bootstrap(task, pairs(a), pairs(b), metric="accuracy")
-            reverse = paired_bootstrap(task, pairs(b), pairs(a), metric="accuracy") if test.gain < 0 else None
-            tested.append((claim, task, test, len(seeds), monte_carlo_p(reverse) if reverse else 1.0))
+            reverse = monte_carlo_p(paired_bootstrap(task, pairs(b), pairs(a), metric="accuracy")) if test.gain < 0 else 1.0
+            pending.append((ClaimTest(claim, task, test, len(seeds), monte_carlo_p(test), None, ""), reverse))
     forward, backward = {}, {}
     for paper in dict.fromkeys(paper_of(claim) for claim, *_ in CLAIMS):
-        family = [i for i, entry in enumerate(tested) if entry[2] is not None and paper_of(entry[0]) == paper]
-        forward.update(zip(family, holm_adjusted([monte_carlo_p(tested[i][2]) for i in family])))
-        backward.update(zip(family, holm_adjusted([tested[i][4] for i in family])))
+        family = [i for i, (entry, _) in enumerate(pending) if entry.test is not None and paper_of(entry.claim) == paper]
+        forward.update(zip(family, holm_adjusted([pending[i][0].p for i in family])))
+        backward.update(zip(family, holm_adjusted([pending[i][1] for i in family])))
     out = []
-    for i, (claim, task, test, n, _) in enumerate(tested):
-        if test is None:
-            out.append(ClaimTest(claim, task, None, 0, None, None, "not run yet"))
+    for i, (entry, _) in enumerate(pending):
+        if entry.test is None:
+            out.append(entry)
             continue
-        p = monte_carlo_p(test)
-        if test.gain == 0:
+        if entry.test.gain == 0:
             said = "no difference"
-        elif test.gain > 0:
+        elif entry.test.gain > 0:
             said = ("holds" if forward[i] < 0.05 else "same direction; p < 0.05 before correction only"
-                    if p < 0.05 else "same direction, not significant")
+                    if entry.p < 0.05 else "same direction, not significant")
         else:
             said = "reversed, significant" if backward[i] < 0.05 else "reversed, not significant"
-        out.append(ClaimTest(claim, task, test, n, p, forward[i], said))
+        out.append(entry._replace(holm_p=forward[i], verdict=said))
     return out
 
 
-def render(directory: Path = HERE) -> str:
+class Reading(NamedTuple):
+    """What the full reading and the README block are written from."""
+
+    runs: dict
+    teacher: dict
+    tests: list[ClaimTest]
+    ablation: dict
+
+
+def reading(directory: Path = HERE) -> Reading:
+    """The folder's runs, claim tests and init ablation, computed once per state of its JSON files (name,
+    size, modification time), so ``main`` writes the full reading and the README block from one set of tests."""
+    state = tuple((path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in sorted(directory.glob("*.json")))
+    return _reading(directory.resolve(), state)
+
+
+@functools.cache
+def _reading(directory: Path, state: tuple) -> Reading:
     runs, teacher = load_runs(directory)
+    return Reading(runs, teacher, claim_tests(runs), init_ablation(runs))
+
+
+def task_label(task: str) -> str:
+    return task.upper().replace("SST2", "SST-2")
+
+
+def render(directory: Path = HERE) -> str:
+    runs, teacher, tests, ablation = reading(directory)
     lines = ["| row | paper MRPC / SST-2 (regime) | ours MRPC | ours SST-2 |", "|---|---|---|---|"]
     (paper_mrpc, paper_sst2), regime = PAPER["teacher"]
     ours = [f"{100 * teacher[t]:.2f} (seed 42)" if t in teacher else "–" for t in TASKS]
@@ -237,18 +263,18 @@ def render(directory: Path = HERE) -> str:
             cells[1] = "· (MRPC only here)"
         lines.append(f"| {label} | {paper_mrpc or '–'} / {paper_sst2} ({regime}) | {cells[0]} | {cells[1]} |")
     lines += ["", "| claim | task | gain here, points [95% bootstrap CI] p, Holm p (seeds) | verdict |", "|---|---|---|---|"]
-    for entry in claim_tests(runs):
-        lines.append(f"| {entry.claim} | {entry.task.upper().replace('SST2', 'SST-2')} | {entry.gain_cell()} | {entry.verdict} |")
+    for entry in tests:
+        lines.append(f"| {entry.claim} | {task_label(entry.task)} | {entry.gain_cell()} | {entry.verdict} |")
     lines += ["", "The warm start (issue 19): RKD, CKD and ALP against NKD, v1 (`init: teacher`) → v2 (`init: pretrained`, "
               "and v2's other fidelity fixes), both on seeds 1–3; agreement = dev examples on which the row's "
               "student predicts what the same seed's NKD student predicts.", "",
               "| task | NKD accuracy v1 → v2 | mean \\|row − NKD\\|, points | agreement with NKD, % |", "|---|---|---|---|"]
-    for task, figures in init_ablation(runs).items():
+    for task, figures in ablation.items():
         cells = ["–" if figures[name] is None else f"{figures[name][0]:.2f} → {figures[name][1]:.2f}"
                  for name in ("nkd", "spread")]
         cells.append("–" if figures["agreement"] is None else
                      f"{figures['agreement'][0]:.1f} → {figures['agreement'][1]:.1f}")
-        lines.append(f"| {task.upper().replace('SST2', 'SST-2')} | {' | '.join(cells)} |")
+        lines.append(f"| {task_label(task)} | {' | '.join(cells)} |")
     lines += ["", f"{finished(runs)} of {table_total()} trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
     return "\n".join(lines) + "\n"
 
@@ -322,9 +348,8 @@ def tally(tests: list[ClaimTest]) -> list[str]:
 def readme_block(directory: Path = HERE) -> str:
     """The README's v2 column, claim by claim (between the README's v2-reading markers): the gain,
     one-sided p and seeds per task, and the verdict — the same tests as ``render``."""
-    runs, teacher = load_runs(directory)
+    runs, teacher, tests, ablation = reading(directory)
     done, total = finished(runs), table_total()
-    tests = claim_tests(runs)
     counts = collections.Counter(paper_of(entry.claim) for entry in tests if entry.test is not None)
     families = ", ".join(f"{paper} {count}" for paper, count in counts.items())
     status = (f"**v2 complete: all {total} trials**" if done >= total else
@@ -349,7 +374,6 @@ def readme_block(directory: Path = HERE) -> str:
         low, high = (f"{100 * value / teacher[task]:.1f}" for value in (min(means), max(means)))
         kept.append(f"{low}% of the teacher" if low == high else f"{low}–{high}% of the teacher")
     lines.append(f"| the students keep most of the teacher (row means / teacher) | {kept[0]} | {kept[1]} |")
-    ablation = init_ablation(runs)
     lines += [f"| issue 19: the fine-tuned-teacher start (v1) shrinks method differences; RKD/CKD/ALP vs NKD, seeds 1–3, v1 → v2 | "
               f"{ablation_cell(ablation['mrpc'])} | {ablation_cell(ablation['sst2'])} |", "", *tally(tests), "", README_END]
     return "\n".join(lines) + "\n"

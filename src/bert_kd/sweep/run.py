@@ -98,9 +98,9 @@ def reproduce(
         changes.update(run_trial.setting_changes(sweep.trials()))
     if hasattr(run_trial, "use_variant_folder"):  # a variant's trials are not the table's: kept apart from them
         run_trial.use_variant_folder(variant_name(sweep.table, changes) if changes else None)
-    if changes and getattr(run_trial, "results_dir", None):
-        log.info("reproduce %s: a variant (%s); its trial results go to %s, not to the table's folder", sweep.table,
-                 ", ".join(sorted(changes)), run_trial.results_dir)
+        if changes and run_trial.results_dir:
+            log.info("reproduce %s: a variant (%s); its trial results go to %s, not to the table's folder", sweep.table,
+                     ", ".join(sorted(changes)), run_trial.results_dir)
     stored = run_trial.stored_result if getattr(run_trial, "results_dir", None) else None
     if results_only:
         if stored is None:

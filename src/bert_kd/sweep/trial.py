@@ -78,6 +78,7 @@ def merged(base: Mapping | None, *overrides: Mapping | None) -> dict:
 #: ``<results folder>/variants/<table>__<changes>``: trial results of a variant run (``.gitignore``: results/*/variants/)
 VARIANTS = "variants"
 
+
 class TrialRunner:
     """``run_trial`` for :func:`bert_kd.sweep.run.reproduce`, configured with the project parameters.
 
