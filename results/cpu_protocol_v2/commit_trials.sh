@@ -3,7 +3,8 @@
 #   bash results/cpu_protocol_v2/commit_trials.sh [WORKER_CHECKOUT]
 # WORKER_CHECKOUT: a second checkout (git worktree) where run.sh's workers write their JSONs, so that edits in
 # this one never disturb them; its new JSONs are copied here first. Then: the table from the results folder
-# alone (`results_only`, nothing trains), the paper-gap reading and the README's v2 block (paper_gap.py),
+# alone (`results_only`, nothing trains), the paper-gap reading and the README's v2 block (paper_gap.py), each
+# term's gradient share from the worker's MLflow store (gradient_shares.py),
 # and one commit of results/cpu_protocol_v2 and README.md. Nothing new: nothing is committed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +24,11 @@ log=$(mktemp)
 # the reading's last line: "<finished> of <the table's total> trials finished. Made by: …"
 count=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" | tail -n 1)
 count=${count%% trials finished*}
+# each term's share of the student's gradient, from the workers' MLflow store (when there is one)
+if [ $# -gt 0 ] && [ -f "$1/mlflow.db" ]; then
+  PYTHONPATH=src "$PY" "$here/gradient_shares.py" --tracking-uri "sqlite:///$(cd "$1" && pwd)/mlflow.db" > /dev/null 2>>"$log" \
+    || echo "gradient shares not re-rendered (log: $log)"
+fi
 git add "$here" README.md
 plural=s; [ "$new" -eq 1 ] && plural=
 git commit -qm "CPU protocol v2: $new more trial$plural ($count), tables and paper-gap reading re-rendered"

@@ -267,3 +267,37 @@ def test_v2_tally_counts_each_papers_verdicts():
         "before correction); 1 point the other way (1 significantly).",
         "- ALP-KD: **0 of 1** (claim, task) pairs hold; 1 point the paper's way without holding (0 of them at p < 0.05 "
         "before correction); 0 point the other way (0 significantly)."]
+
+
+def test_v2_gradient_shares_read_each_students_run_through_its_trials_key(tmp_path):
+    from mlflow import MlflowClient
+
+    shares = v2_script("gradient_shares")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("v2")
+    started = iter(range(1_000, 2_000))  # start times in ms, strictly increasing
+
+    def trial_with_student(key: str, metrics: dict, status: str = "FINISHED") -> None:
+        trial = client.create_run(experiment, tags={"role": "trial", "content_key": key})
+        student = client.create_run(experiment, start_time=next(started),
+                                    tags={"role": "student", "mlflow.parentRunId": trial.info.run_id})
+        teacher = client.create_run(experiment, tags={"role": "teacher", "mlflow.parentRunId": trial.info.run_id})
+        for name, value in metrics.items():
+            client.log_metric(student.info.run_id, f"grad_share/{name}", value)
+        client.log_metric(teacher.info.run_id, "grad_share/ce", 1.0)  # the teacher's own run is not the student's
+        for run in (student, teacher, trial):
+            client.set_terminated(run.info.run_id, status)
+
+    trial_with_student("a", {"ce": 0.5, "kd": 0.5})
+    trial_with_student("a", {"ce": 0.25, "kd": 0.75})  # a rerun of the same trial: the latest counts
+    trial_with_student("b", {"ce": 0.9}, status="KILLED")  # an interrupted try measures nothing
+    trial_with_student("c", {"ce": 0.1})  # not a committed trial of the table
+    measured = shares.measured_shares(uri, ["a", "b"])
+    assert measured == {"a": {"ce": 0.25, "kd": 0.75}}
+
+    rkd = {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}
+    trials = {key: {"task": "mrpc", "method": "rkd", "recipe": rkd} for key in ("a", "b")}
+    table = shares.share_table(trials, measured)
+    assert table[-1] == "| mrpc | rkd | 1 of 2 | ce (0.8): 25.0% (25.0–25.0); kd (0.2): 75.0% (75.0–75.0) |"
+    assert shares.share_table(trials, {})[-1] == "| mrpc | rkd | 0 of 2 | not measured |"

@@ -1,0 +1,131 @@
+"""Each loss term's share of the student's gradient in the CPU protocol v2 trials (issue 19's reading).
+
+    PYTHONPATH=src python results/cpu_protocol_v2/gradient_shares.py --tracking-uri sqlite:///<worker checkout>/mlflow.db
+
+Every training run measures, on its first ``runtime.gradient_share_batches`` training batches before
+the first step, each weighted term's gradient w.r.t. the student's parameters, g_name = w_name · ∂term/∂θ,
+and logs its share ‖g_name‖ / Σ‖g‖ as the MLflow metric ``grad_share/<name>``
+(``bert_kd.distill.gradient_share``). This script reads those metrics for the committed trials of this
+table (a student's run is matched to its trial JSON through its parent trial run's ``content_key`` tag), and writes
+``tables/gradient_shares.md``: per row and task, every term's weight and its share (mean over the trials,
+min–max). Trials whose run is not in the tracking store (another machine's) are counted, never dropped
+silently. The shares say which term trains the student at the papers' weights: a term with a few percent
+barely moves it, whatever its weight says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable, Mapping
+
+HERE = Path(__file__).resolve().parent
+PREFIX = "grad_share/"
+KEY_TAG = "content_key"
+
+
+def paper_gap():
+    """``paper_gap.py`` of this folder (the table's trial files, checked against conf/base)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import paper_gap as module
+
+    return module
+
+
+def committed_trials(directory: Path = HERE) -> dict[str, dict]:
+    """content key → the trial's spec (row, task, seed, recipe) for every trial JSON of ``directory``."""
+    trials = {}
+    for path in paper_gap().trial_files(directory):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        trials[record["key"]] = record["spec"]["trial"]
+    return trials
+
+
+def measured_shares(tracking_uri: str, keys: Iterable[str]) -> dict[str, dict[str, float]]:
+    """content key → term → gradient share, from the finished MLflow runs of ``tracking_uri``: a trial's run
+    (role ``trial``) carries the ``content_key`` tag, its student's training run (role ``student``, a child of
+    it) the ``grad_share/*`` metrics. A key run twice (an interrupted worker's first try): its latest."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs, token = [], None
+    while experiments:
+        page = client.search_runs(experiments, "attributes.status = 'FINISHED'", max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    trial_key = {run.info.run_id: run.data.tags.get(KEY_TAG) for run in runs if run.data.tags.get("role") == "trial"}
+    wanted, latest = set(keys), {}
+    for run in runs:
+        key = trial_key.get(run.data.tags.get("mlflow.parentRunId", ""))
+        measured = {name[len(PREFIX):]: value for name, value in run.data.metrics.items() if name.startswith(PREFIX)}
+        if run.data.tags.get("role") == "student" and key in wanted and measured:
+            if key not in latest or run.info.start_time > latest[key][0]:
+                latest[key] = (run.info.start_time, measured)
+    return {key: measured for key, (_, measured) in latest.items()}
+
+
+def share_table(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Markdown rows: task, row, trials measured / committed, and per term ``name (w) mean% (min–max)``,
+    the terms in the recipe's order, its weights with the shorthands expanded (β = 1 − η − λ; α/β)."""
+    from bert_kd.schema import explicit_weights
+
+    groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for key, trial in trials.items():
+        groups[(trial["task"], trial["method"])].append(key)
+    lines = ["| task | row | trials measured | term (weight): share of the student's gradient, mean (min–max) |",
+             "|---|---|---|---|"]
+    for (task, row), keys in sorted(groups.items()):
+        weights = explicit_weights(trials[keys[0]]["recipe"])
+        found = [shares[key] for key in keys if key in shares]
+        cells = []
+        for term in [*weights, *sorted({name for measured in found for name in measured} - set(weights))]:
+            values = [100 * measured[term] for measured in found if term in measured]
+            if values:
+                cells.append(f"{term} ({weights.get(term, '–')}): {sum(values) / len(values):.1f}% "
+                             f"({min(values):.1f}–{max(values):.1f})")
+        lines.append(f"| {task} | {row} | {len(found)} of {len(keys)} | {'; '.join(cells) or 'not measured'} |")
+    return lines
+
+
+def render(tracking_uri: str, directory: Path = HERE) -> str:
+    trials = committed_trials(directory)
+    shares = measured_shares(tracking_uri, trials)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=HERE).stdout.strip() or "unknown"
+    return "\n".join([
+        "# Each term's share of the student's gradient, CPU protocol v2",
+        "",
+        f"Made by: `PYTHONPATH=src python results/cpu_protocol_v2/gradient_shares.py --tracking-uri <the workers' "
+        f"store>` at commit `{commit}`; {len(shares)} of the {len(trials)} committed trials found in the store. "
+        "Measured by every run on its first 2 training batches before the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over "
+        "the student's own parameters; `bert_kd.distill.gradient_share`), logged as `grad_share/<term>`. The "
+        "weights are the table's (fixed before any result); a term's share is what it does to the student.",
+        "",
+        *share_table(trials, shares),
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="the MLflow store the trials ran with")
+    parser.add_argument("--directory", type=Path, default=HERE, help="the table's results folder")
+    parser.add_argument("--out", type=Path, default=HERE / "tables" / "gradient_shares.md")
+    args = parser.parse_args(argv)
+    text = render(args.tracking_uri, args.directory)
+    partial = args.out.with_suffix(".md.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(args.out)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
