@@ -327,21 +327,36 @@ def finished(runs: dict) -> int:
     return sum(len(seeds) for seeds in runs.values())
 
 
+def named(entries: list[ClaimTest]) -> str:
+    """``"TED > KD on MRPC and SST-2; LWD > KD on SST-2"``: the claims of ``entries`` with their tasks, in order."""
+    tasks: dict[str, list[str]] = collections.defaultdict(list)
+    for entry in entries:
+        tasks[entry.claim.split(" (", 1)[0]].append(task_label(entry.task))
+    return "; ".join(f"{claim} on {' and '.join(labels)}" for claim, labels in tasks.items())
+
+
 def tally(tests: list[ClaimTest]) -> list[str]:
     """One line per paper: how many of its tested (claim, task) pairs hold, point the paper's way without
-    holding, or point the other way."""
+    holding, or point the other way — naming those that hold, those significant before correction only and
+    those reversed."""
     lines = []
     for paper in dict.fromkeys(paper_of(entry.claim) for entry in tests):
-        said = [entry.verdict for entry in tests if paper_of(entry.claim) == paper and entry.test is not None]
-        if not said:
+        tested = [entry for entry in tests if paper_of(entry.claim) == paper and entry.test is not None]
+        if not tested:
             continue
-        count = collections.Counter(said)
-        same = count["same direction, not significant"] + count["same direction; p < 0.05 before correction only"]
-        reversed_ = count["reversed, not significant"] + count["reversed, significant"]
-        lines.append(f"- {paper}: **{count['holds']} of {len(said)}** (claim, task) pairs hold; {same} point the paper's "
-                     f"way without holding ({count['same direction; p < 0.05 before correction only']} of them at p < 0.05 "
-                     f"before correction); {reversed_} point the other way ({count['reversed, significant']} significantly)"
-                     + (f"; {count['no difference']} show no difference" if count["no difference"] else "") + ".")
+        kind = lambda *verdicts: [entry for entry in tested if entry.verdict in verdicts]  # noqa: E731
+        holds, nominal = kind("holds"), kind("same direction; p < 0.05 before correction only")
+        same = kind("same direction, not significant", "same direction; p < 0.05 before correction only")
+        reversed_, significant = kind("reversed, not significant", "reversed, significant"), kind("reversed, significant")
+        insignificant, no_difference = kind("reversed, not significant"), kind("no difference")
+        lines.append(f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold"
+                     + (f" ({named(holds)})" if holds else "")
+                     + f"; {len(same)} point the paper's way without holding ({len(nominal)} of them at p < 0.05 "
+                     f"before correction{': ' + named(nominal) if nominal else ''}); {len(reversed_)} point the other way "
+                     + (f"({len(significant)} significantly: {named(significant)}"
+                        + (f"; not significantly: {named(insignificant)}" if insignificant else "") + ")"
+                        if significant else "(0 significantly)" + (f": {named(insignificant)}" if insignificant else ""))
+                     + (f"; {len(no_difference)} show no difference" if no_difference else "") + ".")
     return lines
 
 
