@@ -305,3 +305,22 @@ def test_v2_gradient_shares_read_each_students_run_through_its_trials_key(tmp_pa
     table = shares.share_table(trials, measured)
     assert table[-1] == "| mrpc | rkd | 1 of 2 | ce (0.8): 25.0% (25.0–25.0); kd (0.2): 75.0% (75.0–75.0) |"
     assert shares.share_table(trials, {})[-1] == "| mrpc | rkd | 0 of 2 | not measured |"
+
+
+def test_v2_reading_places_the_papers_own_gain_against_our_interval():
+    from bert_kd.sweep.significance import BootstrapResult
+
+    module = v2_script("paper_gap")
+    assert module.paper_gain("alp", "nkd", "sst2") == 2.99  # ALP-KD Table 3: 88.88 − 85.89
+    assert module.paper_gain("ted", "kd", "mrpc") is None  # TED Table 4 has no MRPC
+    interval = BootstrapResult(gain=0.002, p_value=0.4, resamples=1000, low=-0.008, high=0.012)
+    assert module.against_paper(2.99, interval) == "paper +2.99: above our CI"
+    assert module.against_paper(0.49, interval) == "paper +0.49: within our CI"
+    assert module.against_paper(-0.9, interval) == "paper -0.90: below our CI"
+    assert module.against_paper(None, interval) == module.against_paper(1.0, None) == ""
+    entry = module.ClaimTest("ALP > NKD (ALP-KD Table 3)", "sst2", interval, 5, 0.4, 1.0, "same direction, not significant",
+                             module.against_paper(2.99, interval))
+    line = module.tally([entry])[0]
+    assert line.endswith("the paper's own gain lies above our 95% CI in 1 of the 1 pairs it has numbers for "
+                         "(ALP > NKD on SST-2).")
+    assert entry.readme_cell().endswith("same direction, not significant; paper +2.99: above our CI")
