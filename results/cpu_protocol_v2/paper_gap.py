@@ -13,8 +13,9 @@ pairs, TED's 6, multi-teacher's 1; a claim "holds" when it survives the family-w
 one test of many crosses 0.05) and the verdict: ``holds`` (Holm p < 0.05), ``same direction; p < 0.05
 before correction only``, ``same direction, not significant``, ``no difference``, ``reversed`` (gain < 0;
 ``reversed, significant`` when the opposite claim survives Holm in the same family), or ``not run yet``;
-and where the paper's own gain (its regime) lies against our 95% interval: above it, an effect that large is
-excluded here, whatever the verdict.
+and where the paper's own gain (its regime) lies against our 95% intervals — the bootstrap's (dev examples) and
+a t-interval over the per-seed gains (training seeds): above both, an effect that large is excluded here,
+whatever the verdict.
 Last, the init ablation (:func:`init_ablation`): does v1's fine-tuned-teacher start shrink the ALP-KD rows'
 differences from NKD (spread of the row means, per-example agreement with NKD's students), v1 → v2.
 Rerun after new trials land; the table is rewritten whole.
@@ -162,7 +163,8 @@ class ClaimTest(NamedTuple):
     p: float | None  # one-sided, (k + 1) / (B + 1): never 0 from B resamples
     holm_p: float | None
     verdict: str
-    paper: str = ""  # :func:`against_paper`: the paper's own gain against our interval
+    paper: str = ""  # :func:`against_paper`: the paper's own gain against our intervals
+    by_seed: tuple[float, float] | None = None  # :func:`seed_interval`, points
 
     def gain_cell(self) -> str:
         if self.test is None:
@@ -198,12 +200,24 @@ def paper_gain(better: str, worse: str, task: str) -> float | None:
     return None if a is None or b is None else round(a - b, 2)
 
 
-def against_paper(gain: float | None, test: BootstrapResult | None) -> str:
-    """Where the paper's gain lies against our 95% bootstrap interval of the same gain: ``above our CI`` (this
-    regime excludes an effect that large), ``within our CI`` or ``below our CI``; ``""`` without both."""
-    if gain is None or test is None:
+def seed_interval(gains: list[float]) -> tuple[float, float] | None:
+    """95% t-interval, in points, of the mean per-seed gain (``gains`` in accuracy, one per shared seed): the
+    spread of training seeds, which the bootstrap over dev examples does not resample; None below 2 seeds."""
+    if len(gains) < 2:
+        return None
+    mean, half = float(np.mean(gains)), T975[len(gains) - 2] * float(np.std(gains, ddof=1)) / math.sqrt(len(gains))
+    return 100 * (mean - half), 100 * (mean + half)
+
+
+def against_paper(gain: float | None, test: BootstrapResult | None, seeds: tuple[float, float] | None) -> str:
+    """Where the paper's gain lies against both our 95% intervals of the same gain — the paired bootstrap over
+    dev examples (``test``) and the t-interval over training seeds (``seeds``): ``above our CI`` when above both
+    (this regime excludes an effect that large), ``below our CI`` when below both, ``within our CI`` otherwise;
+    ``""`` without a paper number, a test or 2 seeds."""
+    if gain is None or test is None or seeds is None:
         return ""
-    place = "above" if gain > 100 * test.high else "below" if gain < 100 * test.low else "within"
+    low, high = min(100 * test.low, seeds[0]), max(100 * test.high, seeds[1])
+    place = "above" if gain > high else "below" if gain < low else "within"
     return f"paper {gain:+.2f}: {place} our CI"
 
 
@@ -222,8 +236,9 @@ def claim_tests(runs: dict) -> list[ClaimTest]:
             pairs = lambda rows: [(rows[s]["dev_predictions"], rows[s]["dev_labels"]) for s in seeds]  # noqa: E731
             test = paired_bootstrap(task, pairs(a), pairs(b), metric="accuracy")
             reverse = monte_carlo_p(paired_bootstrap(task, pairs(b), pairs(a), metric="accuracy")) if test.gain < 0 else 1.0
+            by_seed = seed_interval([accuracy(a[s]) - accuracy(b[s]) for s in seeds])
             entry = ClaimTest(claim, task, test, len(seeds), monte_carlo_p(test), None, "",
-                              against_paper(paper_gain(better, worse, task), test))
+                              against_paper(paper_gain(better, worse, task), test, by_seed), by_seed)
             pending.append((entry, reverse))
     forward, backward = {}, {}
     for paper in dict.fromkeys(paper_of(claim) for claim, *_ in CLAIMS):
@@ -287,8 +302,9 @@ def render(directory: Path = HERE) -> str:
     lines += ["", "| claim | task | gain here, points [95% bootstrap CI] p, Holm p (seeds) | verdict | the paper's gain (its "
               "regime) against our CI |", "|---|---|---|---|---|"]
     for entry in tests:
+        seeds = "" if entry.by_seed is None else " (seed t-interval [{:+.2f}, {:+.2f}])".format(*entry.by_seed)
         lines.append(f"| {entry.claim} | {task_label(entry.task)} | {entry.gain_cell()} | {entry.verdict} | "
-                     f"{entry.paper or '–'} |")
+                     f"{(entry.paper + seeds) if entry.paper else '–'} |")
     lines += ["", "The warm start (issue 19): RKD, CKD and ALP against NKD, v1 (`init: teacher`) → v2 (`init: pretrained`, "
               "and v2's other fidelity fixes), both on seeds 1–3; agreement = dev examples on which the row's "
               "student predicts what the same seed's NKD student predicts.", "",
@@ -401,8 +417,8 @@ def readme_block(directory: Path = HERE) -> str:
              f"{status}; regenerated with the committed trials by `paper_gap.py`, full reading in "
              "`results/cpu_protocol_v2/tables/paper_gap.md`. Gains in accuracy points, seeds pooled; p: one-sided "
              f"paired bootstrap; a claim holds when its Holm-adjusted p over its paper's claims (here {families}) "
-             "is < 0.05; \"paper +x: above our CI\": the paper's own gain (its regime) lies above our 95% bootstrap "
-             "interval, so an effect that large is excluded here.",
+             "is < 0.05; \"paper +x: above our CI\": the paper's own gain (its regime) lies above our 95% intervals "
+             "(bootstrap over dev examples, and t over the per-seed gains), so an effect that large is excluded here.",
              "", "| paper's claim | v2 MRPC | v2 SST-2 |", "|---|---|---|"]
     by_claim = collections.defaultdict(dict)
     for entry in tests:

@@ -314,12 +314,19 @@ def test_v2_reading_places_the_papers_own_gain_against_our_interval():
     assert module.paper_gain("alp", "nkd", "sst2") == 2.99  # ALP-KD Table 3: 88.88 − 85.89
     assert module.paper_gain("ted", "kd", "mrpc") is None  # TED Table 4 has no MRPC
     interval = BootstrapResult(gain=0.002, p_value=0.4, resamples=1000, low=-0.008, high=0.012)
-    assert module.against_paper(2.99, interval) == "paper +2.99: above our CI"
-    assert module.against_paper(0.49, interval) == "paper +0.49: within our CI"
-    assert module.against_paper(-0.9, interval) == "paper -0.90: below our CI"
-    assert module.against_paper(None, interval) == module.against_paper(1.0, None) == ""
+    seeds = module.seed_interval([0.01, 0.0, -0.01])  # mean 0, sd 1 point, n = 3: ± 4.303 / √3 points
+    assert seeds == pytest.approx((-2.484, 2.484), abs=1e-3)
+    assert module.seed_interval([0.01]) is None
+    narrow = (-0.5, 0.5)
+    assert module.against_paper(2.99, interval, narrow) == "paper +2.99: above our CI"
+    assert module.against_paper(2.99, interval, seeds) == "paper +2.99: above our CI"
+    assert module.against_paper(2.0, interval, seeds) == "paper +2.00: within our CI"  # above the bootstrap's only
+    assert module.against_paper(0.49, interval, narrow) == "paper +0.49: within our CI"
+    assert module.against_paper(-0.9, interval, narrow) == "paper -0.90: below our CI"
+    assert module.against_paper(None, interval, narrow) == module.against_paper(1.0, None, narrow) == ""
+    assert module.against_paper(1.0, interval, None) == ""  # one seed: no seed interval, no placement
     entry = module.ClaimTest("ALP > NKD (ALP-KD Table 3)", "sst2", interval, 5, 0.4, 1.0, "same direction, not significant",
-                             module.against_paper(2.99, interval))
+                             module.against_paper(2.99, interval, narrow), narrow)
     line = module.tally([entry])[0]
     assert line.endswith("the paper's own gain lies above our 95% CI in 1 of the 1 pairs it has numbers for "
                          "(ALP > NKD on SST-2).")
