@@ -163,6 +163,8 @@ def test_v2_total_follows_the_table_and_the_readme_says_complete_only_when_it_is
     assert ("v2 complete" in block) == (done >= module.table_total())
     prose = module.README.read_text(encoding="utf-8").split("**What v2 can say**", 1)[1].split("\n\n", 1)[0]
     assert ("interim" in prose) == (done < module.table_total()), "rewrite README's 'What v2 can say' on the complete table"
+    status = (module.HERE / "README.md").read_text(encoding="utf-8").split("## Results", 1)[1].lstrip().split("\n", 1)[0]
+    assert status.startswith("**Running**") == (done < module.table_total()), "the v2 README's status: Running → complete"
 
 
 def test_v2_seed_rule_reads_the_power_calculation_only_and_waits_for_round_one():
