@@ -1,6 +1,6 @@
 """The paper-gap reading of CPU protocol v2 (issue 19), from the trial JSONs of this folder alone.
 
-    PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py    # writes tables/paper_gap.md and the README's v2 block
+    PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py    # writes tables/paper_gap.{md,png} and the README's v2 block
 
 For every row: the paper's number (its regime stated), ours as mean ± 95% CI (t-interval over the
 seeds) with n, in dev accuracy ×100 (the metric ALP-KD Table 1 and TED Table 14 report for MRPC and
@@ -450,6 +450,68 @@ def write_readme_block(readme: Path = README, directory: Path = HERE) -> None:
     partial.replace(readme)
 
 
+def forest_figure(tests: list[ClaimTest], title: str = ""):
+    """One line per tested (claim, task): our gain with its 95% bootstrap interval (thick; filled when the claim
+    holds after Holm) and the t-interval over per-seed gains (thin), the paper's own gain (×) where it has one,
+    0 dashed. Read it as: × right of both bars = the paper's effect is excluded here."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    tested = [entry for entry in tests if entry.test is not None]
+    height = 1.2 + 0.32 * max(len(tested), 1)
+    fig, ax = plt.subplots(figsize=(8.0, height))
+    for y, entry in enumerate(reversed(tested)):
+        t = entry.test
+        colour = "tab:green" if entry.verdict == "holds" else "tab:red" if entry.test.gain < 0 else "tab:blue"
+        if entry.by_seed is not None:
+            ax.plot(entry.by_seed, [y - 0.18] * 2, color=colour, linewidth=1, alpha=0.7)
+        ax.plot([100 * t.low, 100 * t.high], [y, y], color=colour, linewidth=3, solid_capstyle="butt")
+        ax.plot(100 * t.gain, y, "o", color=colour, markerfacecolor=colour if entry.verdict == "holds" else "white")
+        gain = paper_gain_of(entry)
+        if gain is not None:
+            ax.plot(gain, y, "x", color="black", markersize=7)
+    ax.set_yticks(range(len(tested)), [f"{entry.claim.split(' (', 1)[0]} · {task_label(entry.task)}"
+                                       for entry in reversed(tested)], fontsize=7)
+    ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("gain, accuracy points (better row − worse row)")
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Line2D([], [], color="tab:blue", linewidth=3, label="our gain, 95% bootstrap CI (dev examples)"),
+               Line2D([], [], color="tab:blue", linewidth=1, label="95% t-interval over per-seed gains"),
+               Line2D([], [], color="tab:green", marker="o", linewidth=3, label="holds after Holm"),
+               Line2D([], [], color="tab:red", linewidth=3, label="reversed"),
+               Line2D([], [], color="black", marker="x", linestyle="", label="the paper's gain (its regime)")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1))  # half an inch for the legend
+    return fig
+
+
+def paper_gain_of(entry: ClaimTest) -> float | None:
+    """The paper's gain of a tested claim, read back from its :data:`CLAIMS` row."""
+    for claim, better, worse, _ in CLAIMS:
+        if claim == entry.claim:
+            return paper_gain(better, worse, entry.task)
+    return None
+
+
+def write_forest(directory: Path = HERE, target: Path | None = None) -> Path:
+    """``tables/paper_gap.png``: :func:`forest_figure` of the folder's reading, written atomically."""
+    from bert_kd.jobs import write_file_atomically
+
+    runs, _, tests, _ = reading(directory)
+    fig = forest_figure(tests, f"CPU protocol v2: the papers' ordering claims, {finished(runs)} of {table_total()} trials")
+    target = target or HERE / "tables" / "paper_gap.png"
+    write_file_atomically(target, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None}))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return target
+
+
 def main(argv: list[str] | None = None) -> None:
     text = render()
     target = HERE / "tables" / "paper_gap.md"
@@ -458,6 +520,7 @@ def main(argv: list[str] | None = None) -> None:
     partial.write_text(text, encoding="utf-8")
     partial.replace(target)
     write_readme_block()
+    write_forest()
     sys.stdout.write(text)
 
 

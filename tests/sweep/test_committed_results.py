@@ -335,3 +335,16 @@ def test_v2_reading_places_the_papers_own_gain_against_our_interval():
     assert line.endswith("the paper's own gain lies above our 95% CI in 1 of the 1 pairs it has numbers for "
                          "(ALP > NKD on SST-2).")
     assert entry.readme_cell().endswith("same direction, not significant; paper +2.99: above our CI")
+
+
+def test_v2_forest_plot_draws_every_tested_claim_and_the_papers_gains():
+    module = v2_script("paper_gap")
+    tests = module.reading().tests
+    fig = module.forest_figure(tests)
+    ax = fig.axes[0]
+    tested = [entry for entry in tests if entry.test is not None]
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert len(labels) == len(tested) and labels[-1] == "RKD > NKD · MRPC"  # first claim on top
+    crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    assert len(crosses) == sum(module.paper_gain_of(entry) is not None for entry in tested) > 0
+    assert (module.HERE / "tables" / "paper_gap.png").stat().st_size > 0  # committed with the reading
