@@ -163,8 +163,13 @@ class ClaimTest(NamedTuple):
     p: float | None  # one-sided, (k + 1) / (B + 1): never 0 from B resamples
     holm_p: float | None
     verdict: str
-    paper: str = ""  # :func:`against_paper`: the paper's own gain against our intervals
     by_seed: tuple[float, float] | None = None  # :func:`seed_interval`, points
+    paper_gain: float | None = None  # :func:`paper_gain`, points
+    placement: str = ""  # :func:`placement`: where ``paper_gain`` lies against our intervals
+
+    @property
+    def paper(self) -> str:
+        return f"paper {self.paper_gain:+.2f}: {self.placement} our CI" if self.placement else ""
 
     def gain_cell(self) -> str:
         if self.test is None:
@@ -209,16 +214,15 @@ def seed_interval(gains: list[float]) -> tuple[float, float] | None:
     return 100 * (mean - half), 100 * (mean + half)
 
 
-def against_paper(gain: float | None, test: BootstrapResult | None, seeds: tuple[float, float] | None) -> str:
+def placement(gain: float | None, test: BootstrapResult | None, seeds: tuple[float, float] | None) -> str:
     """Where the paper's gain lies against both our 95% intervals of the same gain — the paired bootstrap over
-    dev examples (``test``) and the t-interval over training seeds (``seeds``): ``above our CI`` when above both
-    (this regime excludes an effect that large), ``below our CI`` when below both, ``within our CI`` otherwise;
-    ``""`` without a paper number, a test or 2 seeds."""
+    dev examples (``test``) and the t-interval over training seeds (``seeds``): ``above`` both (this regime
+    excludes an effect that large), ``below`` both, or ``within``; ``""`` without a paper number, a test or
+    2 seeds."""
     if gain is None or test is None or seeds is None:
         return ""
     low, high = min(100 * test.low, seeds[0]), max(100 * test.high, seeds[1])
-    place = "above" if gain > high else "below" if gain < low else "within"
-    return f"paper {gain:+.2f}: {place} our CI"
+    return "above" if gain > high else "below" if gain < low else "within"
 
 
 def claim_tests(runs: dict) -> list[ClaimTest]:
@@ -237,8 +241,9 @@ def claim_tests(runs: dict) -> list[ClaimTest]:
             test = paired_bootstrap(task, pairs(a), pairs(b), metric="accuracy")
             reverse = monte_carlo_p(paired_bootstrap(task, pairs(b), pairs(a), metric="accuracy")) if test.gain < 0 else 1.0
             by_seed = seed_interval([accuracy(a[s]) - accuracy(b[s]) for s in seeds])
-            entry = ClaimTest(claim, task, test, len(seeds), monte_carlo_p(test), None, "",
-                              against_paper(paper_gain(better, worse, task), test, by_seed), by_seed)
+            gain = paper_gain(better, worse, task)
+            entry = ClaimTest(claim, task, test, len(seeds), monte_carlo_p(test), None, "", by_seed, gain,
+                              placement(gain, test, by_seed))
             pending.append((entry, reverse))
     forward, backward = {}, {}
     for paper in dict.fromkeys(paper_of(claim) for claim, *_ in CLAIMS):
@@ -390,7 +395,7 @@ def tally(tests: list[ClaimTest]) -> list[str]:
         reversed_, significant = kind("reversed, not significant", "reversed, significant"), kind("reversed, significant")
         insignificant, no_difference = kind("reversed, not significant"), kind("no difference")
         with_paper = [entry for entry in tested if entry.paper]
-        excluded = [entry for entry in with_paper if entry.paper.endswith("above our CI")]
+        excluded = [entry for entry in with_paper if entry.placement == "above"]
         lines.append(f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold"
                      + (f" ({named(holds)})" if holds else "")
                      + f"; {len(same)} point the paper's way without holding ({len(nominal)} of them at p < 0.05 "
@@ -470,9 +475,8 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
             ax.plot(entry.by_seed, [y - 0.18] * 2, color=colour, linewidth=1, alpha=0.7)
         ax.plot([100 * t.low, 100 * t.high], [y, y], color=colour, linewidth=3, solid_capstyle="butt")
         ax.plot(100 * t.gain, y, "o", color=colour, markerfacecolor=colour if entry.verdict == "holds" else "white")
-        gain = paper_gain_of(entry)
-        if gain is not None:
-            ax.plot(gain, y, "x", color="black", markersize=7)
+        if entry.paper_gain is not None:
+            ax.plot(entry.paper_gain, y, "x", color="black", markersize=7)
     ax.set_yticks(range(len(tested)), [f"{entry.claim.split(' (', 1)[0]} · {task_label(entry.task)}"
                                        for entry in reversed(tested)], fontsize=7)
     ax.axvline(0, color="grey", linestyle="--", linewidth=1)
@@ -488,14 +492,6 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
         ax.set_title(title, fontsize=9)
     fig.tight_layout(rect=(0, 0.5 / height, 1, 1))  # half an inch for the legend
     return fig
-
-
-def paper_gain_of(entry: ClaimTest) -> float | None:
-    """The paper's gain of a tested claim, read back from its :data:`CLAIMS` row."""
-    for claim, better, worse, _ in CLAIMS:
-        if claim == entry.claim:
-            return paper_gain(better, worse, entry.task)
-    return None
 
 
 def write_forest(directory: Path = HERE, target: Path | None = None) -> Path:

@@ -322,15 +322,17 @@ def test_v2_reading_places_the_papers_own_gain_against_our_interval():
     assert seeds == pytest.approx((-2.484, 2.484), abs=1e-3)
     assert module.seed_interval([0.01]) is None
     narrow = (-0.5, 0.5)
-    assert module.against_paper(2.99, interval, narrow) == "paper +2.99: above our CI"
-    assert module.against_paper(2.99, interval, seeds) == "paper +2.99: above our CI"
-    assert module.against_paper(2.0, interval, seeds) == "paper +2.00: within our CI"  # above the bootstrap's only
-    assert module.against_paper(0.49, interval, narrow) == "paper +0.49: within our CI"
-    assert module.against_paper(-0.9, interval, narrow) == "paper -0.90: below our CI"
-    assert module.against_paper(None, interval, narrow) == module.against_paper(1.0, None, narrow) == ""
-    assert module.against_paper(1.0, interval, None) == ""  # one seed: no seed interval, no placement
+    assert module.placement(2.99, interval, narrow) == "above"
+    assert module.placement(2.99, interval, seeds) == "above"
+    assert module.placement(2.0, interval, seeds) == "within"  # above the bootstrap's interval only
+    assert module.placement(0.49, interval, narrow) == "within"
+    assert module.placement(-0.9, interval, narrow) == "below"
+    assert module.placement(None, interval, narrow) == module.placement(1.0, None, narrow) == ""
+    assert module.placement(1.0, interval, None) == ""  # one seed: no seed interval, no placement
     entry = module.ClaimTest("ALP > NKD (ALP-KD Table 3)", "sst2", interval, 5, 0.4, 1.0, "same direction, not significant",
-                             module.against_paper(2.99, interval, narrow), narrow)
+                             narrow, 2.99, module.placement(2.99, interval, narrow))
+    assert entry.paper == "paper +2.99: above our CI"
+    assert entry._replace(placement="").paper == ""
     line = module.tally([entry])[0]
     assert line.endswith("the paper's own gain lies above our 95% CI in 1 of the 1 pairs it has numbers for "
                          "(ALP > NKD on SST-2).")
@@ -346,5 +348,5 @@ def test_v2_forest_plot_draws_every_tested_claim_and_the_papers_gains():
     labels = [label.get_text() for label in ax.get_yticklabels()]
     assert len(labels) == len(tested) and labels[-1] == "RKD > NKD · MRPC"  # first claim on top
     crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
-    assert len(crosses) == sum(module.paper_gain_of(entry) is not None for entry in tested) > 0
+    assert len(crosses) == sum(entry.paper_gain is not None for entry in tested) > 0
     assert (module.HERE / "tables" / "paper_gap.png").stat().st_size > 0  # committed with the reading
