@@ -8,7 +8,7 @@ and logs its share ‖g_name‖ / Σ‖g‖ as the MLflow metric ``grad_share/<n
 (``bert_kd.distill.gradient_share``). This script reads those metrics for the committed trials of this
 table (a student's run is matched to its trial JSON through its parent trial run's ``content_key`` tag), and writes
 ``tables/gradient_shares.md``: per row and task, every term's weight and its share (mean over the trials,
-min–max). Trials whose run is not in the tracking store (another machine's) are counted, never dropped
+min–max), and ``tables/gradient_shares.png``, the mean shares as stacked bars. Trials whose run is not in the tracking store (another machine's) are counted, never dropped
 silently. The shares say which term trains the student at the papers' weights: a term with a few percent
 barely moves it, whatever its weight says.
 """
@@ -95,9 +95,57 @@ def share_table(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, fl
     return lines
 
 
-def render(tracking_uri: str, directory: Path = HERE) -> str:
+def mean_shares(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, float]]) -> dict[tuple[str, str], dict[str, float]]:
+    """(task, row) → term → mean share over the row's measured trials (rows with none left out)."""
+    found: dict[tuple[str, str], list[Mapping[str, float]]] = collections.defaultdict(list)
+    for key, trial in trials.items():
+        if key in shares:
+            found[(trial["task"], trial["method"])].append(shares[key])
+    return {group: {term: sum(m.get(term, 0.0) for m in measured) / len(measured)
+                    for term in dict.fromkeys(t for m in measured for t in m)}
+            for group, measured in sorted(found.items())}
+
+
+def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: str = ""):
+    """One stacked bar per (task, row): each term's mean share of the student's gradient, a colour per term."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(means)
+    terms = list(dict.fromkeys(term for group in groups for term in means[group]))
+    colours = dict(zip(terms, plt.get_cmap("tab10").colors))
+    fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.3 * max(len(groups), 1)))
+    for y, group in enumerate(reversed(groups)):
+        left = 0.0
+        for term in terms:
+            width = 100 * means[group].get(term, 0.0)
+            ax.barh(y, width, left=left, color=colours[term], label=term if y == 0 else None)
+            left += width
+    ax.set_yticks(range(len(groups)), [f"{row} · {task.upper().replace('SST2', 'SST-2')}" for task, row in reversed(groups)],
+                  fontsize=7)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the student's gradient at the start of training, % (mean over trials)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[term]) for term in terms]
+    ax.legend(handles, terms, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1.2 + 0.3 * max(len(groups), 1)) - 0.06),
+              ncol=len(terms), fontsize=7, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def render(tracking_uri: str, directory: Path = HERE, figure: Path | None = None) -> str:
+    """The Markdown table; with ``figure``, also :func:`shares_figure` written there (atomically)."""
     trials = committed_trials(directory)
     shares = measured_shares(tracking_uri, trials)
+    if figure is not None:
+        from bert_kd.jobs import write_file_atomically
+
+        fig = shares_figure(mean_shares(trials, shares), "CPU protocol v2: what trains the student")
+        write_file_atomically(figure, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None},
+                                                              bbox_inches="tight"))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=HERE).stdout.strip() or "unknown"
     return "\n".join([
@@ -120,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--directory", type=Path, default=HERE, help="the table's results folder")
     parser.add_argument("--out", type=Path, default=HERE / "tables" / "gradient_shares.md")
     args = parser.parse_args(argv)
-    text = render(args.tracking_uri, args.directory)
+    text = render(args.tracking_uri, args.directory, args.out.with_suffix(".png"))
     partial = args.out.with_suffix(".md.partial")
     partial.write_text(text, encoding="utf-8")
     partial.replace(args.out)

@@ -309,6 +309,12 @@ def test_v2_gradient_shares_read_each_students_run_through_its_trials_key(tmp_pa
     table = shares.share_table(trials, measured)
     assert table[-1] == "| mrpc | rkd | 1 of 2 | ce (0.8): 25.0% (25.0–25.0); kd (0.2): 75.0% (75.0–75.0) |"
     assert shares.share_table(trials, {})[-1] == "| mrpc | rkd | 0 of 2 | not measured |"
+    means = shares.mean_shares({**trials, "n": {"task": "sst2", "method": "nkd", "recipe": {"method": "nkd"}}},
+                               {**measured, "b": {"ce": 0.75, "kd": 0.25}, "n": {"ce": 1.0}})
+    assert means == {("mrpc", "rkd"): {"ce": 0.5, "kd": 0.5}, ("sst2", "nkd"): {"ce": 1.0}}
+    ax = shares.shares_figure(means).axes[0]
+    assert [label.get_text() for label in ax.get_yticklabels()] == ["nkd · SST-2", "rkd · MRPC"]
+    assert len(ax.patches) == 2 * 2  # a bar segment per (row, term)
 
 
 def test_v2_reading_places_the_papers_own_gain_against_our_interval():
