@@ -380,6 +380,11 @@ def named(entries: list[ClaimTest]) -> str:
     return "; ".join(f"{claim} on {' and '.join(labels)}" for claim, labels in tasks.items())
 
 
+def verb(entries: list, plural: str) -> str:
+    """``plural`` as its subject's count needs it: "1 points", "2 point"."""
+    return plural + "s" if len(entries) == 1 else plural
+
+
 def tally(tests: list[ClaimTest]) -> list[str]:
     """One line per paper: how many of its tested (claim, task) pairs hold, point the paper's way without
     holding, or point the other way — naming those that hold, those significant before correction only and
@@ -398,12 +403,12 @@ def tally(tests: list[ClaimTest]) -> list[str]:
         excluded = [entry for entry in with_paper if entry.placement == "above"]
         lines.append(f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold"
                      + (f" ({named(holds)})" if holds else "")
-                     + f"; {len(same)} point the paper's way without holding ({len(nominal)} of them at p < 0.05 "
-                     f"before correction{': ' + named(nominal) if nominal else ''}); {len(reversed_)} point the other way "
+                     + f"; {len(same)} {verb(same, 'point')} the paper's way without holding ({len(nominal)} of them at p < 0.05 "
+                     f"before correction{': ' + named(nominal) if nominal else ''}); {len(reversed_)} {verb(reversed_, 'point')} the other way "
                      + (f"({len(significant)} significantly: {named(significant)}"
                         + (f"; not significantly: {named(insignificant)}" if insignificant else "") + ")"
                         if significant else "(0 significantly)" + (f": {named(insignificant)}" if insignificant else ""))
-                     + (f"; {len(no_difference)} show no difference" if no_difference else "")
+                     + (f"; {len(no_difference)} {verb(no_difference, 'show')} no difference" if no_difference else "")
                      + (f"; the paper's own gain lies above our 95% CI in {len(excluded)} of the {len(with_paper)} pairs "
                         "it has numbers for" + (f" ({named(excluded)})" if excluded else "") if with_paper else "") + ".")
     return lines

@@ -268,10 +268,10 @@ def test_v2_tally_counts_each_papers_verdicts():
              entry("X > Y (ALP-KD Table 3)", "same direction, not significant"),
              entry("Y > X (ALP-KD Table 3)", "reversed, not significant")._replace(task="sst2")]
     assert module.tally(tests) == [
-        "- TED: **1 of 3** (claim, task) pairs hold (A > B on MRPC); 1 point the paper's way without holding (1 of them "
-        "at p < 0.05 before correction: B > C on MRPC); 1 point the other way (1 significantly: C > D on MRPC).",
-        "- ALP-KD: **0 of 2** (claim, task) pairs hold; 1 point the paper's way without holding (0 of them at p < 0.05 "
-        "before correction); 1 point the other way (0 significantly): Y > X on SST-2."]
+        "- TED: **1 of 3** (claim, task) pairs hold (A > B on MRPC); 1 points the paper's way without holding (1 of them "
+        "at p < 0.05 before correction: B > C on MRPC); 1 points the other way (1 significantly: C > D on MRPC).",
+        "- ALP-KD: **0 of 2** (claim, task) pairs hold; 1 points the paper's way without holding (0 of them at p < 0.05 "
+        "before correction); 1 points the other way (0 significantly): Y > X on SST-2."]
     mixed = [entry("P > Q (TED Table 4)", "reversed, significant"), entry("Q > R (TED Table 4)", "reversed, not significant")]
     assert module.tally(mixed)[0].endswith(
         "2 point the other way (1 significantly: P > Q on MRPC; not significantly: Q > R on MRPC).")
