@@ -6,11 +6,12 @@ Every training run measures, on its first ``runtime.gradient_share_batches`` tra
 the first step, each weighted term's gradient w.r.t. the student's parameters, g_name = w_name · ∂term/∂θ,
 and logs its share ‖g_name‖ / Σ‖g‖ as the MLflow metric ``grad_share/<name>``
 (``bert_kd.distill.gradient_share``). This script reads those metrics for the committed trials of this
-table (a student's run is matched to its trial JSON through its parent trial run's ``content_key`` tag), and writes
-``tables/gradient_shares.md``: per row and task, every term's weight and its share (mean over the trials,
-min–max), and ``tables/gradient_shares.png``, the mean shares as stacked bars. Trials whose run is not in the tracking store (another machine's) are counted, never dropped
-silently. The shares say which term trains the student at the papers' weights: a term with a few percent
-barely moves it, whatever its weight says.
+table (a student's run is matched to its trial JSON through its parent trial run's ``content_key`` tag),
+and writes ``tables/gradient_shares.md`` — per row and task, every term's weight and its share (mean over
+the trials, min–max) — and ``tables/gradient_shares.png``, the mean shares as stacked bars. Trials whose
+run is not in the tracking store (another machine's) are counted, never dropped silently. The shares say
+which term trains the student at the papers' weights: a term with a few percent barely moves it, whatever
+its weight says.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: s
             width = 100 * means[group].get(term, 0.0)
             ax.barh(y, width, left=left, color=colours[term], label=term if y == 0 else None)
             left += width
-    ax.set_yticks(range(len(groups)), [f"{row} · {task.upper().replace('SST2', 'SST-2')}" for task, row in reversed(groups)],
-                  fontsize=7)
+    label = paper_gap().task_label
+    ax.set_yticks(range(len(groups)), [f"{row} · {label(task)}" for task, row in reversed(groups)], fontsize=7)
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of the student's gradient at the start of training, % (mean over trials)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[term]) for term in terms]
