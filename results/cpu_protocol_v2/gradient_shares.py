@@ -169,10 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--directory", type=Path, default=HERE, help="the table's results folder")
     parser.add_argument("--out", type=Path, default=HERE / "tables" / "gradient_shares.md")
     args = parser.parse_args(argv)
+    from bert_kd.jobs import write_file_atomically
+
     text = render(args.tracking_uri, args.directory, args.out.with_suffix(".png"))
-    partial = args.out.with_suffix(".md.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(args.out)
+    write_file_atomically(args.out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     sys.stdout.write(text)
 
 

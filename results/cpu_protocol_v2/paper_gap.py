@@ -396,9 +396,9 @@ def tally(tests: list[ClaimTest]) -> list[str]:
             continue
         kind = lambda *verdicts: [entry for entry in tested if entry.verdict in verdicts]  # noqa: E731
         holds, nominal = kind("holds"), kind("same direction; p < 0.05 before correction only")
-        same = kind("same direction, not significant", "same direction; p < 0.05 before correction only")
-        reversed_, significant = kind("reversed, not significant", "reversed, significant"), kind("reversed, significant")
-        insignificant, no_difference = kind("reversed, not significant"), kind("no difference")
+        same = kind("same direction, not significant") + nominal
+        significant, insignificant = kind("reversed, significant"), kind("reversed, not significant")
+        reversed_, no_difference = significant + insignificant, kind("no difference")
         with_paper = [entry for entry in tested if entry.paper]
         excluded = [entry for entry in with_paper if entry.placement == "above"]
         lines.append(f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold"
@@ -455,9 +455,10 @@ def write_readme_block(readme: Path = README, directory: Path = HERE) -> None:
     start, end = text.find(README_START), text.find(README_END)
     if start < 0 or end < start:
         raise ValueError(f"{readme}: no '{README_START}' … '{README_END}' block to write the v2 reading into")
-    partial = readme.with_name(readme.name + ".partial")
-    partial.write_text(text[:start] + readme_block(directory) + text[end + len(README_END) + 1:], encoding="utf-8")
-    partial.replace(readme)
+    from bert_kd.jobs import write_file_atomically
+
+    block = text[:start] + readme_block(directory) + text[end + len(README_END) + 1:]
+    write_file_atomically(readme, lambda tmp: tmp.write_text(block, encoding="utf-8"))
 
 
 def forest_figure(tests: list[ClaimTest], title: str = ""):
@@ -475,7 +476,7 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
     fig, ax = plt.subplots(figsize=(8.0, height))
     for y, entry in enumerate(reversed(tested)):
         t = entry.test
-        colour = "tab:green" if entry.verdict == "holds" else "tab:red" if entry.test.gain < 0 else "tab:blue"
+        colour = "tab:green" if entry.verdict == "holds" else "tab:red" if t.gain < 0 else "tab:blue"
         if entry.by_seed is not None:
             ax.plot(entry.by_seed, [y - 0.18] * 2, color=colour, linewidth=1, alpha=0.7)
         ax.plot([100 * t.low, 100 * t.high], [y, y], color=colour, linewidth=3, solid_capstyle="butt")
@@ -514,12 +515,10 @@ def write_forest(directory: Path = HERE, target: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bert_kd.jobs import write_file_atomically
+
     text = render()
-    target = HERE / "tables" / "paper_gap.md"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".md.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(target)
+    write_file_atomically(HERE / "tables" / "paper_gap.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))
     write_readme_block()
     write_forest()
     sys.stdout.write(text)

@@ -66,10 +66,10 @@ def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_p
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per trial; a
     variant run's — other data or key-changing ``--params`` — to its ``variants/`` folder); the tables go
     to ``<results_dir>/<table>/tables`` when the run covers the whole table at its own data sizes, else to
-    ``data/08_reporting/reproduce/<table>__<restriction>.*`` (:func:`bert_kd.sweep.run.table_name`); the parent MLflow run gets the Markdown as its
-    description and one ``compare/<method>/<task>`` metric per cell. ``conf_params`` (the parameters
-    without ``--params``): a run whose ``--params`` change some trial's content key is named
-    ``<table>__params-<hash>``, never written as the table itself.
+    ``data/08_reporting/reproduce/<table>__<restriction>.*`` (:func:`bert_kd.sweep.run.table_name`); the
+    parent MLflow run gets the Markdown as its description and one ``compare/<method>/<task>`` metric per
+    cell. ``conf_params`` (the parameters without ``--params``): a run whose ``--params`` change some
+    trial's content key is named ``<table>__params-<hash>``, never written as the table itself.
     """
     cli_params = cli_params or {}
     settings = typed(Reproduce, reproduce_params, "reproduce")
