@@ -12,6 +12,12 @@ the trials, min–max) — and ``tables/gradient_shares.png``, the mean shares a
 run is not in the tracking store (another machine's) are counted, never dropped silently. The shares say
 which term trains the student at the papers' weights: a term with a few percent barely moves it, whatever
 its weight says.
+
+The per-trial shares found are kept in ``tables/gradient_shares.json`` (content key → term → share) and read
+back on the next render, so a worker on a fresh machine (a new, empty MLflow store) adds its trials' shares to
+the committed ones instead of replacing them. A render that would measure fewer trials than the committed
+table says it did writes nothing and exits 1 (the shares of trials measured before that file existed live
+only in the committed table).
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
 HERE = Path(__file__).resolve().parent
+RECORD = HERE / "tables" / "gradient_shares.json"
 PREFIX = "grad_share/"
 KEY_TAG = "content_key"
 
@@ -137,10 +145,35 @@ def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: s
     return fig
 
 
-def render(tracking_uri: str, directory: Path = HERE, figure: Path | None = None) -> str:
+def recorded_shares(record: Path = RECORD) -> dict[str, dict[str, float]]:
+    """content key → term → share, as committed in ``record`` (empty when there is none yet)."""
+    if not record.exists():
+        return {}
+    return json.loads(record.read_text(encoding="utf-8"))
+
+
+def known_shares(tracking_uri: str, trials: Iterable[str], record: Path = RECORD) -> dict[str, dict[str, float]]:
+    """The committed trials' shares: those recorded in ``record`` (a trial measured once keeps its committed
+    value), and the store's for the others."""
+    keys = list(trials)
+    recorded = recorded_shares(record)
+    found = measured_shares(tracking_uri, [key for key in keys if key not in recorded])
+    return {key: recorded.get(key) or found[key] for key in keys if key in recorded or key in found}
+
+
+def measured_in(table: Path) -> int | None:
+    """How many trials the committed table ``table`` says were measured (None: no such table or line)."""
+    if not table.exists():
+        return None
+    match = re.search(r"(\d+) of the \d+ committed trials", table.read_text(encoding="utf-8"))
+    return int(match.group(1)) if match else None
+
+
+def render(tracking_uri: str, directory: Path = HERE, figure: Path | None = None,
+           shares: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """The Markdown table; with ``figure``, also :func:`shares_figure` written there (atomically)."""
     trials = committed_trials(directory)
-    shares = measured_shares(tracking_uri, trials)
+    shares = known_shares(tracking_uri, trials) if shares is None else shares
     if figure is not None:
         from bert_kd.jobs import write_file_atomically
 
@@ -153,7 +186,8 @@ def render(tracking_uri: str, directory: Path = HERE, figure: Path | None = None
         "# Each term's share of the student's gradient, CPU protocol v2",
         "",
         f"Made by: `PYTHONPATH=src python results/cpu_protocol_v2/gradient_shares.py --tracking-uri <the workers' "
-        f"store>` at commit `{commit}`; {len(shares)} of the {len(trials)} committed trials found in the store. "
+        f"store>` at commit `{commit}`; {len(shares)} of the {len(trials)} committed trials measured (that store and "
+        "`gradient_shares.json`). "
         "Measured by every run on its first 2 training batches before the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over "
         "the student's own parameters; `bert_kd.distill.gradient_share`), logged as `grad_share/<term>`. The "
         "weights are the table's (fixed before any result); a term's share is what it does to the student.",
@@ -171,7 +205,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from bert_kd.jobs import write_file_atomically
 
-    text = render(args.tracking_uri, args.directory, args.out.with_suffix(".png"))
+    record = args.out.with_suffix(".json")
+    shares = known_shares(args.tracking_uri, committed_trials(args.directory), record)
+    before = measured_in(args.out)
+    if before is not None and len(shares) < before:
+        sys.exit(f"{args.out}: would measure {len(shares)} trials, fewer than the {before} it says it measured "
+                 f"(this store lacks the earlier runs, {record.name} does not hold them); nothing written")
+    text = render(args.tracking_uri, args.directory, args.out.with_suffix(".png"), shares)
+    write_file_atomically(record, lambda tmp: tmp.write_text(json.dumps(shares, indent=1, sort_keys=True) + "\n",
+                                                             encoding="utf-8"))
     write_file_atomically(args.out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     sys.stdout.write(text)
 

@@ -4,6 +4,7 @@ change that silently alters trial content keys (the JSONs would no longer be fou
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -82,6 +83,7 @@ def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
     report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
     assert table_lines(markdown(report)) == table_lines(committed)
+    assert report.mixed_teachers == (), f"{table_md}: a row's seeds were distilled from different teachers"
 
 
 def test_v2_paper_gap_reading_matches_the_committed_trials():
@@ -315,6 +317,38 @@ def test_v2_gradient_shares_read_each_students_run_through_its_trials_key(tmp_pa
     ax = shares.shares_figure(means).axes[0]
     assert [label.get_text() for label in ax.get_yticklabels()] == ["nkd · SST-2", "rkd · MRPC"]
     assert len(ax.patches) == 2 * 2  # a bar segment per (row, term)
+
+
+def test_v2_gradient_shares_add_a_fresh_stores_trials_to_the_committed_ones(tmp_path, monkeypatch):
+    """A worker on a fresh machine has a new MLflow store: its trials' shares are added to those recorded in
+    gradient_shares.json; a render that would measure fewer trials than the committed table writes nothing."""
+    from mlflow import MlflowClient
+
+    shares = v2_script("gradient_shares")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    trial = client.create_run(client.create_experiment("v2"), tags={"role": "trial", "content_key": "b"})
+    student = client.create_run(trial.info.experiment_id, tags={"role": "student", "mlflow.parentRunId": trial.info.run_id})
+    client.log_metric(student.info.run_id, "grad_share/ce", 1.0)
+    for run in (student, trial):
+        client.set_terminated(run.info.run_id, "FINISHED")
+    rkd = {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}
+    trials = {key: {"task": "mrpc", "method": "rkd", "recipe": rkd} for key in ("a", "b", "c")}
+    monkeypatch.setattr(shares, "committed_trials", lambda directory=None: trials)
+    out, record = tmp_path / "gradient_shares.md", tmp_path / "gradient_shares.json"
+    record.write_text(json.dumps({"a": {"ce": 0.25, "kd": 0.75}, "gone": {"ce": 1.0}}), encoding="utf-8")
+    assert shares.known_shares(uri, trials, record) == {"a": {"ce": 0.25, "kd": 0.75}, "b": {"ce": 1.0}}
+
+    out.write_text("…; 3 of the 3 committed trials measured …", encoding="utf-8")
+    with pytest.raises(SystemExit, match="would measure 2 trials, fewer than the 3"):
+        shares.main(["--tracking-uri", uri, "--out", str(out)])
+    assert "3 of the 3" in out.read_text(encoding="utf-8") and "b" not in json.loads(record.read_text(encoding="utf-8"))
+
+    out.write_text("…; 1 of the 3 committed trials measured …", encoding="utf-8")
+    shares.main(["--tracking-uri", uri, "--out", str(out)])
+    assert "2 of the 3 committed trials measured" in out.read_text(encoding="utf-8")
+    assert json.loads(record.read_text(encoding="utf-8")) == {"a": {"ce": 0.25, "kd": 0.75}, "b": {"ce": 1.0}}
+    assert "| mrpc | rkd | 2 of 3 |" in out.read_text(encoding="utf-8") and out.with_suffix(".png").exists()
 
 
 def test_v2_reading_places_the_papers_own_gain_against_our_interval():

@@ -76,6 +76,30 @@ def test_a_sweep_where_every_method_predicts_the_majority_class_says_so():
     assert clear.warnings == ()  # ALP is 20 points above NKD here
 
 
+def test_seeds_of_one_row_from_different_teachers_are_named_under_the_table():
+    """A row whose seeds report two teacher dev scores (the same teacher settings retrained into other
+    weights, e.g. on a CPU with other fp32 kernels) is named with its seeds under the table."""
+    table = tiny_reproduce()
+    table["tables"]["tiny"]["seeds"] = [1, 2, 3, 4]
+    sweep = build_sweep(table, RECIPES)
+    results = {t.key: fake_run_trial(t) for t in sweep.trials()}
+    assert build_report(sweep, results, resamples=20).mixed_teachers == ()
+    assert "Mixed teachers" not in markdown(build_report(sweep, results, resamples=20))
+    for trial in sweep.trials():
+        if trial.method == "alp" and trial.task == "rte" and trial.seed in (2, 4):
+            results[trial.key]["teacher_dev_metric"] = 0.9681
+    report = build_report(sweep, results, resamples=20)
+    assert report.mixed_teachers == ("RTE, alp: teacher 95.00 (seeds 1, 3), 96.81 (seeds 2, 4)",)
+    assert "**Mixed teachers**" in markdown(report) and "RTE, alp: teacher 95.00 (seeds 1, 3)" in markdown(report)
+
+
+def test_seed_lists_collapse_runs_of_three():
+    from bert_kd.sweep.report import _seed_list
+
+    assert _seed_list([8, 1, 2, 3, 4, 5, 7]) == "1–5, 7, 8"
+    assert _seed_list([9, 10]) == "9, 10" and _seed_list([6]) == "6"
+
+
 def test_report_states_the_metric_and_keeps_the_combined_score():
     """Issue 19: cells in the paper's metric (MRPC: accuracy), caption says so, CSV keeps (acc + F1)/2."""
     table = tiny_reproduce(seeds="1")

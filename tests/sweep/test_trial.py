@@ -65,7 +65,7 @@ def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_te
     files = sorted((workdir / "results").glob("variants/tiny__glue-*/*.json"))
     assert len(files) == 8
     record = json.loads(files[0].read_text())
-    assert record["commit"] == "abc" and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
+    assert record["commit"] == "abc" and record["numerics"].startswith(("cpu ", "cuda ")) and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
     assert record["spec"]["data"]["max_train_samples"] in (40, None)
     teachers = list((workdir / "data/06_models/store/teacher").iterdir())
     assert len(teachers) == 2  # one per task: the teacher seed is not the trial seed

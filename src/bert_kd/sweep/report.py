@@ -47,6 +47,7 @@ class SweepReport:
     caption: str
     provenance: str = ""  # the command and commit that wrote the tables (a line under the caption)
     warnings: tuple[str, ...] = ()  # per task: every method ties (bert_kd.verdict); not part of the tables
+    mixed_teachers: tuple[str, ...] = ()  # rows whose seeds were distilled from different teachers (teacher_mismatches)
 
 
 def _task_label(task: str) -> str:
@@ -134,7 +135,39 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
         f"significant (paired bootstrap over dev examples, seeds pooled, {resamples} resamples, p < {alpha})."
         + (f" Note: {sweep.notes}" if sweep.notes else "")
     )
-    return SweepReport(long=long, wide=wide, caption=caption, warnings=tie_warnings(sweep, long, majority, grouped))
+    return SweepReport(long=long, wide=wide, caption=caption, warnings=tie_warnings(sweep, long, majority, grouped),
+                       mixed_teachers=teacher_mismatches(grouped))
+
+
+def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) -> tuple[str, ...]:
+    """One line per (row, task) whose seeds report more than one teacher dev score, e.g.
+    ``SST-2, rkd: teacher 86.47 (seeds 1–5, 7, 8), 86.81 (seed 6)``. Every seed of a row distils from
+    the same teacher settings (the same content key), so one score is expected; two mean the teacher was
+    retrained into other weights — the same fp32 training on another CPU instruction set (AVX2 vs
+    AVX-512 kernels) or another GPU — and the row's seeds, and its pairs with other rows, are not like for like."""
+    lines = []
+    for (method, task), seeds in sorted(grouped.items()):
+        by_score: dict[float, list[int]] = {}
+        for seed, selected in sorted(seeds.items()):
+            score = teacher_score(selected.result, task)
+            if score is not None:
+                by_score.setdefault(round(score, 6), []).append(seed)
+        if len(by_score) > 1:
+            parts = ", ".join(f"{100 * score:.2f} ({'seed' if len(s) == 1 else 'seeds'} {_seed_list(s)})"
+                              for score, s in sorted(by_score.items(), key=lambda item: -len(item[1])))
+            lines.append(f"{_task_label(task)}, {method}: teacher {parts}")
+    return tuple(lines)
+
+
+def _seed_list(seeds: list[int]) -> str:
+    """``1–5, 7, 8``: runs of three or more consecutive seeds as a range."""
+    runs: list[list[int]] = []
+    for seed in sorted(seeds):
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) >= 3 else ", ".join(map(str, r)) for r in runs)
 
 
 def tie_warnings(sweep: SweepSpec, long: pd.DataFrame, majority: Mapping[str, float], grouped) -> tuple[str, ...]:
@@ -238,6 +271,9 @@ def markdown(report: SweepReport) -> str:
     and the provenance line."""
     table = markdown_table(report.wide.reset_index(), align={name: "right" for name in report.wide.columns})
     footer = [report.caption, *(["", report.provenance] if report.provenance else [])]
+    if report.mixed_teachers:
+        footer += ["", "**Mixed teachers** (one row's seeds distilled from teachers that score differently under the same "
+                   "settings; not like for like): " + "; ".join(report.mixed_teachers) + "."]
     return table + "\n" + "\n".join(footer) + "\n"
 
 

@@ -53,6 +53,7 @@ from bert_kd.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.sweep.spec import TrialSpec
 from bert_kd.tracking import git_commit_label, tracked_run
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.training.config import numeric_path
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ class TrialRunner:
             return None
         record = {"key": path.stem, "trial": spec.key, "spec": self.key_material(spec), "result": dict(result),
                   "seconds": round(seconds, 1), "commit": self.commit, "command": self.command,
-                  "machine": platform.machine(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                  "machine": platform.machine(), "numerics": numeric_path(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         return jobs.write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 

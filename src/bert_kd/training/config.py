@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+import os
 from pathlib import Path
 from typing import Mapping
 
@@ -113,6 +114,21 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
         if line.startswith("flags"):
             flags.update(line.partition(":")[2].split())
     return bool(flags & {"amx_bf16", "avx512_bf16"})
+
+
+CPU_ISA_PINS = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+
+
+def numeric_path() -> str:
+    """Which fp32 kernels this process computes with: ``cpu AVX2``, ``cpu AVX512`` (PyTorch's CPU
+    capability: ``ATEN_CPU_CAPABILITY`` lowers it), with the MKL / oneDNN instruction-set pins when set
+    (``cpu AVX2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``), or the GPU's name. The same job on another path
+    gives other float rounding, and a retrained teacher other weights (0.3 points on SST-2 dev, NOTES):
+    results record it; job keys do not (they name the experiment, not the hardware)."""
+    if torch.cuda.is_available():
+        return f"cuda {torch.cuda.get_device_name()}"
+    pins = [f"{name}={os.environ[name]}" for name in CPU_ISA_PINS if os.environ.get(name)]
+    return " ".join([f"cpu {torch.backends.cpu.get_cpu_capability()}", *pins])
 
 
 def resolve_mixed_precision(value: str, cpu: bool = False) -> str:

@@ -94,6 +94,8 @@ def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_p
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
     for line in report.warnings:  # every student ties on a task (bert_kd.verdict)
         log.warning("reproduce %s: no best student on %s", table, line)
+    for line in report.mixed_teachers:  # one row's seeds from different teachers (report.teacher_mismatches)
+        log.warning("reproduce %s: mixed teachers: %s", table, line)
     _log_to_parent_run(report, text, paths)
     return report.long, text, bars_figure(report, title=str(table))
 
