@@ -10,7 +10,7 @@ import pytest
 
 from bert_kd.sweep.run import reproduce
 from bert_kd.sweep.spec import build_sweep
-from bert_kd.sweep.trial import TrialRunner, cut_heldout
+from bert_kd.sweep.trial import TeacherMismatch, TrialRunner, cut_heldout
 from tests.conftest import SHARED_GLUE
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
@@ -58,6 +58,7 @@ def workdir(tmp_path, monkeypatch):
 
 
 def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch):
+    train_and_evaluate = TrialRunner.train_and_evaluate
     runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="abc")
     report, paths = reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables")
     # the fixture's GLUE files are not the release: a variant, whose trials are kept apart from the table's
@@ -79,6 +80,19 @@ def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_te
     (workdir / "optuna.db").unlink()
     again, _ = reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables2")
     assert list(again.long["mean"]) == pytest.approx(list(report.long["mean"]), nan_ok=True)
+
+    # A teacher that scores otherwise than the one the folder's trials recorded (the same settings retrained on
+    # another CPU's kernels) is refused before its student trains.
+    monkeypatch.setattr(TrialRunner, "train_and_evaluate", train_and_evaluate)
+    first = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte" and t.method == "nkd")
+    for other in files:
+        record = json.loads(other.read_text())
+        if record["spec"]["trial"]["task"] == "rte":
+            record["result"]["teacher_dev_metrics"]["accuracy"] += 0.01
+            other.write_text(json.dumps(record))
+    runner.result_path(first).unlink()
+    with pytest.raises(TeacherMismatch, match=r"same settings scoring \d+\.\d\d \(3 trials\)"):
+        runner(first)
 
 
 def test_cli_sizes_replace_the_tables_and_change_the_key(tiny_teacher_dir, tiny_glue_dir):

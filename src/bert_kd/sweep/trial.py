@@ -312,6 +312,8 @@ class TrialRunner:
         (:func:`bert_kd.distill.job.with_explicit_weights`). The teacher's jobs (cache, TED filters) run with
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
+        teacher_metrics = dev_metrics(teacher, tokenized, task)
+        self.check_teacher(spec, teacher_metrics)
         student_params = self.student_block(spec)
         recipe = with_explicit_weights(spec.recipe)
         block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
@@ -323,7 +325,39 @@ class TrialRunner:
         teacher_side = teacher_cache_pipeline() + (stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([]))
         datasets = run_nodes(teacher_side, datasets, parameters, self.run_settings(spec, task, self.teacher_seed(spec)))
         datasets = run_nodes(block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task))
-        return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], dev_metrics(teacher, tokenized, task)
+        return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], teacher_metrics
+
+    def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float]) -> None:
+        """Refuse (:class:`TeacherMismatch`) a teacher whose dev score differs from the one the results folder's
+        single-teacher trials of the same table and task recorded for the same teacher settings: the same key
+        retrained into other weights (fp32 training on another CPU instruction set or GPU rounds differently,
+        and a fine-tuned teacher ends up tenths of a point to points away), so this trial's student would not be
+        comparable with theirs. Checked before the student trains; every trial of that task then stops here."""
+        if self.results_dir is None or not self.results_dir.is_dir():
+            return
+        keyed = json.loads(json.dumps(_keyed(self.teacher_block(spec)), default=str))  # as write_result stores it
+        primary = primary_metric(spec.task)
+        recorded: dict[float, int] = {}
+        for path in sorted(self.results_dir.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+                trial, result = record["spec"]["trial"], record["result"]
+                same = (trial["table"] == spec.table and trial["task"] == spec.task and trial["job"] != "multi_teacher"
+                        and record["spec"]["teacher"] == keyed)
+                score = (result.get("teacher_dev_metrics") or {}).get(primary, result.get("teacher_dev_metric"))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # not a trial file: stored_result names it when it is read as one
+            if same and score is not None:
+                recorded[round(float(score), 9)] = recorded.get(round(float(score), 9), 0) + 1
+        here = round(float(metrics[primary]), 9)
+        if recorded and here not in recorded:
+            seen = ", ".join(f"{100 * score:.2f} ({count} trials)" for score, count in sorted(recorded.items()))
+            raise TeacherMismatch(
+                f"trial {spec.key}: the teacher scores {100 * here:.2f} ({primary}) on dev, but the trials of table "
+                f"{spec.table!r} on {spec.task} in {self.results_dir} were distilled from a teacher with the same settings "
+                f"scoring {seen}. Same content key, other weights: it was retrained here on other fp32 kernels "
+                f"({numeric_path()}). Run the rest of the table on the hardware that trained its teacher, or start a "
+                f"new table (other name) for this one.")
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
@@ -369,6 +403,10 @@ class TrialRunner:
                      spec.table, str(table_grouping).lower())
             self._said_batching = True
         return {**runtime, "group_by_length": table_grouping}
+
+
+class TeacherMismatch(RuntimeError):
+    """A trial's retrained teacher is not the one the table's committed trials were distilled from."""
 
 
 def run_nodes(pipeline: Pipeline, datasets: Mapping[str, Any], parameters: Mapping, run_settings: Mapping) -> dict:
