@@ -13,7 +13,8 @@ run is not in the tracking store (another machine's) are counted, never dropped 
 which term trains the student at the papers' weights: a term with a few percent barely moves it, whatever
 its weight says.
 
-The per-trial shares found are kept in ``tables/gradient_shares.json`` (content key → term → share) and read
+Trials run since session 14 carry their shares in their own JSON (``result.gradient_shares``). The
+per-trial shares found are kept in ``tables/gradient_shares.json`` (content key → term → share) and read
 back on the next render, so a worker on a fresh machine (a new, empty MLflow store) adds its trials' shares to
 the committed ones instead of replacing them. A render that would measure fewer trials than the committed
 table says it did writes nothing and exits 1 (the shares of trials measured before that file existed live
@@ -152,11 +153,23 @@ def recorded_shares(record: Path = RECORD) -> dict[str, dict[str, float]]:
     return json.loads(record.read_text(encoding="utf-8"))
 
 
-def known_shares(tracking_uri: str, trials: Iterable[str], record: Path = RECORD) -> dict[str, dict[str, float]]:
+def trial_shares(directory: Path = HERE) -> dict[str, dict[str, float]]:
+    """content key → term → share, from the trial JSONs that carry them (``result.gradient_shares``: trials
+    run since session 14; earlier ones have them in MLflow only)."""
+    found = {}
+    for path in paper_gap().trial_files(directory):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record["result"].get("gradient_shares"):
+            found[record["key"]] = record["result"]["gradient_shares"]
+    return found
+
+
+def known_shares(tracking_uri: str, trials: Iterable[str], record: Path = RECORD,
+                 directory: Path | None = None) -> dict[str, dict[str, float]]:
     """The committed trials' shares: those recorded in ``record`` (a trial measured once keeps its committed
-    value), and the store's for the others."""
+    value), then those the trial JSONs of ``directory`` carry, and the store's for the others."""
     keys = list(trials)
-    recorded = recorded_shares(record)
+    recorded = {**(trial_shares(directory) if directory is not None else {}), **recorded_shares(record)}
     found = measured_shares(tracking_uri, [key for key in keys if key not in recorded])
     return {key: recorded.get(key) or found[key] for key in keys if key in recorded or key in found}
 
@@ -173,7 +186,7 @@ def render(tracking_uri: str, directory: Path = HERE, figure: Path | None = None
            shares: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """The Markdown table; with ``figure``, also :func:`shares_figure` written there (atomically)."""
     trials = committed_trials(directory)
-    shares = known_shares(tracking_uri, trials) if shares is None else shares
+    shares = known_shares(tracking_uri, trials, directory=directory) if shares is None else shares
     if figure is not None:
         from bert_kd.jobs import write_file_atomically
 
@@ -206,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     from bert_kd.jobs import write_file_atomically
 
     record = args.out.with_suffix(".json")
-    shares = known_shares(args.tracking_uri, committed_trials(args.directory), record)
+    shares = known_shares(args.tracking_uri, committed_trials(args.directory), record, args.directory)
     before = measured_in(args.out)
     if before is not None and len(shares) < before:
         sys.exit(f"{args.out}: would measure {len(shares)} trials, fewer than the {before} it says it measured "

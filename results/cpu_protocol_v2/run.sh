@@ -14,6 +14,15 @@
 # has SST-2 trials only), so a cut-off run still gives a balanced table.
 set -u
 cd "$(dirname "$0")/../.."
+# The committed trials' teachers were trained on AVX2-only CPUs (the project machine through session 13). On a
+# CPU with AVX-512 the same fp32 training gives other teachers — session 14: SST-2 86.81 vs 86.47, MRPC (acc+F1)/2
+# 84.25 vs 82.23, the second even with PyTorch, MKL and oneDNN pinned to AVX2 — and every trial would stop at
+# TeacherMismatch after the teachers' ~20 minutes. ALLOW_ANY_CPU=1 skips this check (e.g. for a new table).
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null && [ "${ALLOW_ANY_CPU:-0}" != 1 ]; then
+  echo "run.sh: this CPU has AVX-512; cpu_protocol_v2's teachers were trained on AVX2-only CPUs and cannot be" \
+       "retrained here (results/cpu_protocol_v2/README.md, 'Same key, other hardware'). Nothing run." >&2
+  exit 1
+fi
 PY=${PYTHON:-python}
 WORKERS=${WORKERS:-1}
 TASKS=${TASKS:-mrpc sst2}

@@ -68,6 +68,10 @@ def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_te
     record = json.loads(files[0].read_text())
     assert record["commit"] == "abc" and record["numerics"].startswith(("cpu ", "cuda ")) and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
     assert record["spec"]["data"]["max_train_samples"] in (40, None)
+    shares = {json.loads(f.read_text())["spec"]["trial"]["method"]: json.loads(f.read_text())["result"]["gradient_shares"]
+              for f in files}  # each term's share of the student's gradient, kept with the trial
+    assert shares["nkd"] == {"ce": pytest.approx(1.0)} and set(shares["alp"]) == {"ce", "kd", "layer"}
+    assert sum(shares["alp"].values()) == pytest.approx(1.0)
     teachers = list((workdir / "data/06_models/store/teacher").iterdir())
     assert len(teachers) == 2  # one per task: the teacher seed is not the trial seed
     rows = report.long[report.long.task != "Average"]

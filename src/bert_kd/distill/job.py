@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
+from bert_kd.distill.gradient_share import share_metrics
 from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.multi_teacher.contributions import dev_contributions
 from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
@@ -174,8 +175,8 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
     with tracked_run(job.run_name, tracking_enabled(tracking),
                      {"role": "student", "method": job.row, "task": spec.name}) as run:
         log_distillation_start(run, job, model, method, objective, settings)
-        log_gradient_shares(run, objective, train_split, collator, settings, tracking,
-                            job.run_name if job.multi_teacher else f"distill_{job.row}")
+        shares = log_gradient_shares(run, objective, train_split, collator, settings, tracking,
+                                     job.run_name if job.multi_teacher else f"distill_{job.row}")
         result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
                      evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
                      description=f"{algorithm} {spec.name}")
@@ -184,7 +185,8 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
         log_distillation_end(run, job, method, outcome)
     info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
             "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-            "mlflow_run_id": run.run_id, **outcome}
+            "mlflow_run_id": run.run_id, "gradient_shares": {name[len("grad_share/"):]: share for name, share
+                                                             in share_metrics(shares).items()}, **outcome}
     if job.multi_teacher:
         info.update({"configuration": job.run_name, "teachers": [t.name for t in job.teachers],
                      "initialised_from_teacher_layers": kept})

@@ -503,6 +503,8 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mappin
               "model_key": student.info.get("key"), "best_epoch": student.info.get("best_epoch")}
     if teacher_metrics is not None:
         result["teacher_dev_metrics"] = teacher_metrics
+    if student.info.get("gradient_shares"):  # each term's share of the student's gradient at the start (grad_share/*)
+        result["gradient_shares"] = dict(student.info["gradient_shares"])
     if "validation_mismatched" in data:  # MNLI: both dev sets scored (the papers report m and mm)
         mm_logits, mm_labels = predict(student, data["validation_mismatched"])
         result["dev_metrics_mismatched"] = {k: float(v) for k, v in glue_metrics(task, mm_logits, mm_labels).items()}
