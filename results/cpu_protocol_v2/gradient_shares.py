@@ -182,11 +182,9 @@ def measured_in(table: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def render(tracking_uri: str, directory: Path = HERE, figure: Path | None = None,
-           shares: Mapping[str, Mapping[str, float]] | None = None) -> str:
-    """The Markdown table; with ``figure``, also :func:`shares_figure` written there (atomically)."""
-    trials = committed_trials(directory)
-    shares = known_shares(tracking_uri, trials, directory=directory) if shares is None else shares
+def render(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, float]], figure: Path | None = None) -> str:
+    """The Markdown table of the committed ``trials``' ``shares`` (:func:`known_shares`); with ``figure``, also
+    :func:`shares_figure` written there (atomically)."""
     if figure is not None:
         from bert_kd.jobs import write_file_atomically
 
@@ -219,12 +217,13 @@ def main(argv: list[str] | None = None) -> None:
     from bert_kd.jobs import write_file_atomically
 
     record = args.out.with_suffix(".json")
-    shares = known_shares(args.tracking_uri, committed_trials(args.directory), record, args.directory)
+    trials = committed_trials(args.directory)
+    shares = known_shares(args.tracking_uri, trials, record, args.directory)
     before = measured_in(args.out)
     if before is not None and len(shares) < before:
         sys.exit(f"{args.out}: would measure {len(shares)} trials, fewer than the {before} it says it measured "
                  f"(this store lacks the earlier runs, {record.name} does not hold them); nothing written")
-    text = render(args.tracking_uri, args.directory, args.out.with_suffix(".png"), shares)
+    text = render(trials, shares, args.out.with_suffix(".png"))
     write_file_atomically(record, lambda tmp: tmp.write_text(json.dumps(shares, indent=1, sort_keys=True) + "\n",
                                                              encoding="utf-8"))
     write_file_atomically(args.out, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -338,14 +338,20 @@ def test_v2_gradient_shares_add_a_fresh_stores_trials_to_the_committed_ones(tmp_
     out, record = tmp_path / "gradient_shares.md", tmp_path / "gradient_shares.json"
     record.write_text(json.dumps({"a": {"ce": 0.25, "kd": 0.75}, "gone": {"ce": 1.0}}), encoding="utf-8")
     assert shares.known_shares(uri, trials, record) == {"a": {"ce": 0.25, "kd": 0.75}, "b": {"ce": 1.0}}
+    carrying = tmp_path / "carrying"  # a trial JSON that carries its shares (trials run since session 14)
+    carrying.mkdir()
+    (carrying / "c.json").write_text(json.dumps({"key": "c", "result": {"gradient_shares": {"ce": 0.5, "kd": 0.5}}}))
+    assert shares.known_shares(uri, trials, record, carrying)["c"] == {"ce": 0.5, "kd": 0.5}
+    empty = tmp_path / "trials"  # the table's folder for main(): no trial JSON of its own
+    empty.mkdir()
 
     out.write_text("…; 3 of the 3 committed trials measured …", encoding="utf-8")
     with pytest.raises(SystemExit, match="would measure 2 trials, fewer than the 3"):
-        shares.main(["--tracking-uri", uri, "--out", str(out)])
+        shares.main(["--tracking-uri", uri, "--out", str(out), "--directory", str(empty)])
     assert "3 of the 3" in out.read_text(encoding="utf-8") and "b" not in json.loads(record.read_text(encoding="utf-8"))
 
     out.write_text("…; 1 of the 3 committed trials measured …", encoding="utf-8")
-    shares.main(["--tracking-uri", uri, "--out", str(out)])
+    shares.main(["--tracking-uri", uri, "--out", str(out), "--directory", str(empty)])
     assert "2 of the 3 committed trials measured" in out.read_text(encoding="utf-8")
     assert json.loads(record.read_text(encoding="utf-8")) == {"a": {"ce": 0.25, "kd": 0.75}, "b": {"ce": 1.0}}
     assert "| mrpc | rkd | 2 of 3 |" in out.read_text(encoding="utf-8") and out.with_suffix(".png").exists()

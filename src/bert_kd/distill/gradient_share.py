@@ -113,9 +113,10 @@ def measure_recipe_shares(objective, batches: Sequence[Mapping[str, Tensor]], se
     return [(label, shares_for(norms, {t: w for t, w in weights.items() if w > 0})) for label, weights in sets]
 
 
-def share_metrics(measured: Sequence[tuple[str, Sequence[TermShare]]]) -> dict[str, float]:
-    """``grad_share/<term>`` (``grad_share/<stage>/<term>`` for staged recipes), in [0, 1]."""
-    return {f"grad_share/{label + '/' if label else ''}{r.term}": r.share for label, rows in measured for r in rows}
+def share_metrics(measured: Sequence[tuple[str, Sequence[TermShare]]], prefix: str = "grad_share/") -> dict[str, float]:
+    """``grad_share/<term>`` (``grad_share/<stage>/<term>`` for staged recipes), in [0, 1]; ``prefix=""``
+    gives the bare names (``<term>``, ``<stage>/<term>``) a trial's result keeps."""
+    return {f"{prefix}{label + '/' if label else ''}{r.term}": r.share for label, rows in measured for r in rows}
 
 
 def inert_warnings(measured: Sequence[tuple[str, Sequence[TermShare]]], name: str = "") -> list[str]:

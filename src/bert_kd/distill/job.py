@@ -185,8 +185,7 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
         log_distillation_end(run, job, method, outcome)
     info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
             "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-            "mlflow_run_id": run.run_id, "gradient_shares": {name[len("grad_share/"):]: share for name, share
-                                                             in share_metrics(shares).items()}, **outcome}
+            "mlflow_run_id": run.run_id, "gradient_shares": share_metrics(shares, prefix=""), **outcome}
     if job.multi_teacher:
         info.update({"configuration": job.run_name, "teachers": [t.name for t in job.teachers],
                      "initialised_from_teacher_layers": kept})
