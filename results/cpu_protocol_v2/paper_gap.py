@@ -67,6 +67,13 @@ CLAIMS = [
     ("two teachers > one (multi-teacher Table 2)", "two_teachers", "single_teacher", ("mrpc",)),
 ]
 README = ROOT / "README.md"
+#: Trials of this table run with another machine's teachers (``fill_other_teacher.sh``): a sensitivity check, never read
+#: into the table (:func:`other_teacher_render`).
+OTHER_TEACHER = HERE / "other_teacher"
+#: Why the table stops short of :func:`table_total` (None while it runs): said in its status lines. Closed in session 15.
+CLOSED = ("closed: the other {missing} need the AVX2-trained teachers of its trials, which the project's AVX-512 "
+          "machines (since session 14) cannot retrain (README, \"Same key, other hardware\"); run with those machines' "
+          "own teachers instead, they are a sensitivity check: `results/cpu_protocol_v2/tables/paper_gap_other_teacher.md`")
 V1 = ROOT / "results" / "cpu_protocol"  # the `init: teacher` ablation
 #: the ALP-KD rows compared with NKD in the init ablation: those both tables have (v1's PKD used other maps)
 WARM_ROWS = ("rkd", "ckd", "alp")
@@ -320,7 +327,94 @@ def render(directory: Path = HERE) -> str:
         cells.append("–" if figures["agreement"] is None else
                      f"{figures['agreement'][0]:.1f} → {figures['agreement'][1]:.1f}")
         lines.append(f"| {task_label(task)} | {' | '.join(cells)} |")
-    lines += ["", f"{finished(runs)} of {table_total()} trials finished. Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
+    lines += ["", f"{finished(runs)} of {table_total()} trials finished{closed_note(runs)}. "
+              "Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
+    return "\n".join(lines) + "\n"
+
+
+def closed_note(runs: dict) -> str:
+    """``"; closed: …"`` when the table was closed short of its total (:data:`CLOSED`), else ``""``."""
+    missing = table_total() - finished(runs)
+    return f"; {CLOSED.format(missing=missing)}" if CLOSED and missing > 0 else ""
+
+
+def other_teacher_files(directory: Path = HERE, other: Path = OTHER_TEACHER) -> list[Path]:
+    """``other``'s trial JSONs: trials of the table that ``directory`` lacks, run with another machine's teachers.
+    Refused by name: a file that is no trial of the table, or one whose trial the table already has (it would
+    replace a like-for-like seed)."""
+    keys, have = table_keys(), {path.stem for path in trial_files(directory)}
+    paths = sorted(other.glob("*.json"))
+    foreign = [path.name for path in paths if path.stem not in keys]
+    doubled = [path.name for path in paths if path.stem in have]
+    problems = ([f"{len(foreign)} JSON(s) are not trials of {TABLE} (e.g. {foreign[0]})"] if foreign else []) + \
+        ([f"{len(doubled)} JSON(s) are trials the table already has (e.g. {doubled[0]})"] if doubled else [])
+    if problems:
+        raise ValueError(f"{other}: " + "; ".join(problems))
+    return paths
+
+
+def teachers_of(paths: list[Path]) -> dict[str, dict[tuple[float, str], int]]:
+    """task → (teacher dev accuracy, kernels) → trials: the teachers a set of trial JSONs were distilled from;
+    ``numerics`` (the kernels) is "not recorded" in JSONs written before session 14."""
+    out: dict[str, dict[tuple[float, str], int]] = collections.defaultdict(collections.Counter)
+    for path in paths:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        score = (record["result"].get("teacher_dev_metrics") or {}).get("accuracy")
+        if score is not None:
+            out[record["spec"]["trial"]["task"]][(round(100 * float(score), 2), record.get("numerics") or "not recorded")] += 1
+    return out
+
+
+def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) -> str:
+    """The table's reading against the same reading with ``other``'s trials added (:func:`other_teacher_files`):
+    the teachers, every claim's gain, Holm p and verdict both ways, and the row means. A sensitivity check — would
+    the missing trials, run with another machine's teachers, change what the table says? — never the table."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from bert_kd.sweep.report import teacher_mismatches
+
+    table_paths, extra = trial_files(directory), other_teacher_files(directory, other)
+    runs = load_runs(directory)[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in [*table_paths, *extra]:
+            (Path(tmp) / path.name).symlink_to(path.resolve())
+        filled = load_runs(Path(tmp))[0]
+    before, after = claim_tests(runs), claim_tests(filled)
+    lines = [f"# CPU protocol v2 with {len(extra)} of its missing trials run on another machine's teachers", "",
+             "A sensitivity check, not the table: the table's trials (left) against the same reading with the trials of "
+             f"`other_teacher/` added (right), which were distilled from teachers that another CPU retrained from the same "
+             "teacher keys. Accuracy ×100; the tests are `paper_gap.py`'s (paired bootstrap over dev examples, seeds both rows "
+             "have, Holm within each paper).", "", "| task | teacher of the table's trials (kernels, trials) | teacher of "
+             "`other_teacher/` (kernels, trials) |", "|---|---|---|"]
+    mine, theirs = teachers_of(table_paths), teachers_of(extra)
+    cell = lambda found: "; ".join(f"{score:.2f} ({kernels}, {count})" for (score, kernels), count in sorted(found.items())) or "–"  # noqa: E731
+    for task in TASKS:
+        lines.append(f"| {task_label(task)} | {cell(mine.get(task, {}))} | {cell(theirs.get(task, {}))} |")
+    grouped = {(row, task): {seed: SimpleNamespace(result=result) for seed, result in seeds.items()}
+               for (row, task), seeds in filled.items()}
+    mixed = teacher_mismatches(grouped)
+    if mixed:
+        lines += ["", "**Mixed teachers** in the right-hand reading (teacher dev score of the task's primary metric): "
+                  + "; ".join(mixed) + "."]
+    lines += ["", f"| claim | task | table ({finished(runs)} trials): gain, Holm p (n): verdict | with `other_teacher/` "
+              f"({finished(filled)} trials) | verdict changed |", "|---|---|---|---|---|"]
+    changed = 0
+    for left, right in zip(before, after):
+        short = lambda entry: "–" if entry.test is None else (  # noqa: E731
+            f"{100 * entry.test.gain:+.2f}, Holm p={entry.holm_p:.3f} (n={entry.seeds}): {entry.verdict}")
+        moved = left.verdict != right.verdict
+        changed += moved
+        lines.append(f"| {left.claim} | {task_label(left.task)} | {short(left)} | {short(right)} | {'**yes**' if moved else 'no'} |")
+    lines += ["", "| row | task | table: mean ± 95% CI (n) | with `other_teacher/` |", "|---|---|---|---|"]
+    for (row, task), seeds in sorted(filled.items(), key=lambda item: (TASKS.index(item[0][1]), list(LABELS).index(item[0][0]))):
+        mean_before = mean_ci([accuracy(r) for r in runs.get((row, task), {}).values()])
+        if len(seeds) != len(runs.get((row, task), {})):
+            lines.append(f"| {LABELS[row]} | {task_label(task)} | {mean_before} | {mean_ci([accuracy(r) for r in seeds.values()])} |")
+    missing = table_total() - finished(filled)
+    lines += ["", f"{changed} of {len(before)} verdicts change. {finished(filled) - finished(runs)} trials added"
+              + (f"; {missing} of the table's trials are in neither folder" if missing else "; with them every trial of the "
+                 "table has a result") + ". Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py --other-teacher`."]
     return "\n".join(lines) + "\n"
 
 
@@ -422,6 +516,7 @@ def readme_block(directory: Path = HERE) -> str:
     counts = collections.Counter(paper_of(entry.claim) for entry in tests if entry.test is not None)
     families = ", ".join(f"{paper} {count}" for paper, count in counts.items())
     status = (f"**v2 complete: all {total} trials**" if done >= total else
+              f"**v2 final: {done} of {total} trials** ({closed_note(runs)[2:]})" if CLOSED else
               f"**v2 so far: {done} of {total} trials** (interim until all seeds have run; still running)")
     lines = [README_START, "",
              f"{status}; regenerated with the committed trials by `paper_gap.py`, full reading in "
@@ -515,8 +610,17 @@ def write_forest(directory: Path = HERE, target: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``paper_gap.py``: the table's reading (``tables/paper_gap.{md,png}``, the README block); ``--other-teacher``:
+    only ``tables/paper_gap_other_teacher.md`` (:func:`other_teacher_render`)."""
     from bert_kd.jobs import write_file_atomically
 
+    if argv and argv != ["--other-teacher"]:
+        raise SystemExit(f"paper_gap.py: unknown arguments {argv}; the only option is --other-teacher")
+    if argv:
+        text = other_teacher_render()
+        write_file_atomically(HERE / "tables" / "paper_gap_other_teacher.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        sys.stdout.write(text)
+        return
     text = render()
     write_file_atomically(HERE / "tables" / "paper_gap.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))
     write_readme_block()

@@ -153,20 +153,28 @@ def test_v2_readme_block_replaces_only_its_markers(tmp_path):
 
 
 def test_v2_total_follows_the_table_and_the_readme_says_complete_only_when_it_is():
-    """paper_gap.py counts the trials the table asks for (rows × tasks × seeds, extra seeds included), and
-    the README block's first line says "still running" until every one has a JSON."""
+    """paper_gap.py counts the trials the table asks for (rows × tasks × seeds, extra seeds included); the README
+    block's first line, the README's "What v2 can say" and the v2 README's status say "still running" / "interim" /
+    **Running** while trials are missing and the table is not closed, "closed" / **Closed** once it was closed short
+    of its total (``paper_gap.CLOSED``), and "complete" only when every trial has a JSON."""
     module = v2_script("paper_gap")
     sweep = module.table_spec()
     expected = sum(len(sweep.seeds_of(task)) for m in sweep.methods for task in sweep.tasks_of(m))
     assert module.table_total() == expected >= 144  # 8 rows × 2 tasks + 2 MRPC rows, 8 seeds each (+ extra seeds)
     block = module.readme_block()
     done = len(list(module.HERE.glob("*.json")))
-    assert (f"of {module.table_total()} trials" in block and "still running" in block) == (done < module.table_total())
+    running = done < module.table_total() and not module.CLOSED
+    closed = done < module.table_total() and bool(module.CLOSED)
+    assert (f"of {module.table_total()} trials" in block and "still running" in block) == running
+    assert (f"**v2 final: {done} of {module.table_total()} trials** (closed: the other "
+            f"{module.table_total() - done} need" in block) == closed
     assert ("v2 complete" in block) == (done >= module.table_total())
     prose = module.README.read_text(encoding="utf-8").split("**What v2 can say**", 1)[1].split("\n\n", 1)[0]
-    assert ("interim" in prose) == (done < module.table_total()), "rewrite README's 'What v2 can say' on the complete table"
+    assert ("interim" in prose) == running, "rewrite README's 'What v2 can say' on the complete (or closed) table"
+    assert ("closed" in prose) == closed
     status = (module.HERE / "README.md").read_text(encoding="utf-8").split("## Results", 1)[1].lstrip().split("\n", 1)[0]
-    assert status.startswith("**Running**") == (done < module.table_total()), "the v2 README's status: Running → complete"
+    assert status.startswith("**Running**") == running, "the v2 README's status: Running → complete (or Closed)"
+    assert status.startswith("**Closed**") == closed
 
 
 def test_v2_seed_rule_reads_the_power_calculation_only_and_waits_for_round_one():
@@ -396,3 +404,47 @@ def test_v2_forest_plot_draws_every_tested_claim_and_the_papers_gains():
     crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
     assert len(crosses) == sum(entry.paper_gain is not None for entry in tested) > 0
     assert (module.HERE / "tables" / "paper_gap.png").stat().st_size > 0  # committed with the reading
+
+
+def test_v2_other_teacher_reading_matches_the_committed_trials():
+    """tables/paper_gap_other_teacher.md (the missing trials run with another machine's teachers, a sensitivity
+    check) is what ``paper_gap.py --other-teacher`` renders from the committed JSONs, and it names the mixed teachers."""
+    module = v2_script("paper_gap")
+    committed = (module.HERE / "tables" / "paper_gap_other_teacher.md").read_text(encoding="utf-8")
+    assert module.other_teacher_render() == committed, \
+        "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py --other-teacher"
+    assert "**Mixed teachers**" in committed
+
+
+def test_v2_other_teacher_folder_refuses_a_trial_the_table_has_or_does_not_ask_for(tmp_path):
+    """other_teacher/ holds only trials the table lacks: a copy of one of the table's trials would be read as a second
+    result for its seed, and a file that is no trial of the table as another experiment's."""
+    import shutil
+
+    module = v2_script("paper_gap")
+    other = tmp_path / "other_teacher"
+    other.mkdir()
+    first = sorted(module.HERE.glob("*.json"))[0]
+    shutil.copy(first, other / first.name)
+    with pytest.raises(ValueError, match=r"1 JSON\(s\) are trials the table already has"):
+        module.other_teacher_files(module.HERE, other)
+    (other / first.name).rename(other / ("0" * 64 + ".json"))
+    with pytest.raises(ValueError, match=r"1 JSON\(s\) are not trials of cpu_protocol_v2"):
+        module.other_teacher_files(module.HERE, other)
+    (other / ("0" * 64 + ".json")).unlink()
+    assert module.other_teacher_files(module.HERE, other) == []
+
+
+def test_v2_fill_script_refuses_the_main_checkout(tmp_path):
+    """fill_other_teacher.sh deletes the table's JSONs of the checkout it runs in: in a main checkout it stops first."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "results" / "cpu_protocol_v2"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "results" / "cpu_protocol_v2" / "fill_other_teacher.sh", folder)
+    (folder / "trial.json").write_text("{}", encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = subprocess.run(["bash", str(folder / "fill_other_teacher.sh")], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and "linked worktree" in done.stderr
+    assert (folder / "trial.json").exists()
