@@ -513,3 +513,26 @@ def test_write_file_atomically_gives_the_umask_mode(tmp_path):
         os.umask(umask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert path.read_text() == "{}"
+
+
+def test_a_job_with_a_seed_trains_with_seeded_generators_and_one_without_leaves_them(tmp_path):
+    """What ``train_fn`` draws before its own loop seeds (a fresh head, a projection) follows the job's seed,
+    whatever the process's generators held before; a spec without a seed leaves them alone."""
+    import random
+
+    import numpy as np
+    import torch
+
+    def draws(_checkpoint_dir):
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    job = jobs.Job("student", {"a": 1, "seed": 7}, root=tmp_path)
+    torch.manual_seed(1), random.seed(1), np.random.seed(1)
+    first = jobs.train_seeded(job, draws)
+    torch.manual_seed(2), random.seed(2), np.random.seed(2)
+    assert jobs.train_seeded(job, draws) == first
+    unseeded = jobs.Job("student", {"a": 1}, root=tmp_path)
+    torch.manual_seed(3), random.seed(3), np.random.seed(3)
+    expected = draws(None)
+    torch.manual_seed(3), random.seed(3), np.random.seed(3)
+    assert jobs.train_seeded(unseeded, draws) == expected != first

@@ -12,6 +12,10 @@ The store directory ``<root>/<kind>/<key>`` is reused exactly when its ``manifes
 spec hashes to that key, and its non-empty file list (sizes, sha256, every file inside the folder)
 matches the files. Anything else (a copied entry, a malformed manifest, a damaged file) is moved
 aside to ``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
+
+A job whose spec has an integer ``seed`` trains with Python's, NumPy's and torch's global generators seeded
+from it (:func:`train_seeded`), so what ``train_fn`` builds before its training loop seeds them again (a fresh
+classification head, a projection, a filter) is a function of the key too, not of the process.
 """
 
 from __future__ import annotations
@@ -495,6 +499,19 @@ def _follow_rank_zero(trains: bool | None) -> bool | None:
     return bool(distributed.broadcast_from_rank_zero(trains))
 
 
+def train_seeded(job: Job, train_fn: Callable[[Path], Any]) -> Any:
+    """``train_fn(job.checkpoint_dir)`` with every global generator seeded from ``job.spec["seed"]`` when the
+    spec has one. Without this, modules initialised before the loop's own seeding drew from torch's default
+    generator, which PyTorch seeds from the OS at start: until session 15 a teacher's new classification head
+    (and CKD's, LWD's and TED's projections) differed in every process that trained the same key."""
+    seed = job.spec.get("seed") if isinstance(job.spec, Mapping) else None
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        from bert_kd.training.loop import seed_everything  # torch: imported only where a job trains
+
+        seed_everything(seed)
+    return train_fn(job.checkpoint_dir)
+
+
 def run_job(
     job: Job,
     train_fn: Callable[[Path], Any],
@@ -517,7 +534,7 @@ def run_job(
     """
     if not writer and _multi_process():
         if _follow_rank_zero(None):
-            return JobOutcome(train_fn(job.checkpoint_dir), job.store_dir, False)
+            return JobOutcome(train_seeded(job, train_fn), job.store_dir, False)
         reused = _reuse(job, load_fn, heal=False)
         if reused is None:
             raise RuntimeError(f"rank 0 reused the stored {job.kind} {job.store_dir}, which this process cannot read")
@@ -528,7 +545,7 @@ def run_job(
             _follow_rank_zero(False)
             return reused
     if not writer:
-        return JobOutcome(train_fn(job.checkpoint_dir), job.store_dir, False)
+        return JobOutcome(train_seeded(job, train_fn), job.store_dir, False)
     with storage_errors(job.lock_path):
         job.lock_path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(job.lock_path))
@@ -548,7 +565,7 @@ def run_job(
         _follow_rank_zero(True)
         started = time.time()
         resumed = job.checkpoint_dir.exists()
-        value = train_fn(job.checkpoint_dir)
+        value = train_seeded(job, train_fn)
         provenance = {
             "key": job.key,
             "kind": job.kind,

@@ -107,3 +107,27 @@ def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypa
     assert (from_model.info["key"], from_model.info["reused"]) == (from_dict.info["key"], True)
     unseeded = MultiTeacher.model_validate({**teacher, "name": "t0"})  # no seed of its own: the run's
     assert train_teacher(tokenized, unseeded, run).info["key"] == first.info["key"]
+
+
+def test_the_same_teacher_key_retrains_into_the_same_weights_whatever_the_process_rng(tmp_path, monkeypatch, tiny_glue_dir):
+    """A head the checkpoint lacks is drawn from the job's seed, not from the state the process's generators
+    happen to be in (PyTorch seeds its default generator from the OS at start): before session 15 every process
+    that trained the same teacher key got another head, and so another teacher."""
+    import torch
+
+    from bert_kd.pipelines.train_teacher.nodes import train_teacher
+    from tests.conftest import make_tiny_bert
+
+    monkeypatch.chdir(tmp_path)
+    model_dir = make_tiny_bert(tmp_path / "three_labels", num_labels=3)  # RTE has 2 labels: a fresh head
+    teacher = {"model": str(model_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
+    run = {"task": "rte", "seed": 0, "tracking": {"enabled": False},
+           "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "recompute": True}}
+    trained = []
+    for state in (1, 2):
+        torch.manual_seed(state)  # another process: another default-generator state
+        bundle = train_teacher(_tokenized(tiny_glue_dir, model_dir), teacher, run)
+        trained.append({name: tensor.clone() for name, tensor in bundle.model.state_dict().items()})
+    assert trained[0].keys() == trained[1].keys()
+    different = [name for name in trained[0] if not torch.equal(trained[0][name], trained[1][name])]
+    assert different == []

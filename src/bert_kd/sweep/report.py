@@ -143,8 +143,8 @@ def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) 
     """One line per (row, task) whose seeds report more than one teacher dev score, e.g.
     ``SST-2, rkd: teacher 86.47 (seeds 1–5, 7, 8), 86.81 (seed 6)``. Every seed of a row distils from
     the same teacher settings (the same content key), so one score is expected; two mean the teacher was
-    retrained into other weights — the same fp32 training on another CPU instruction set (AVX2 vs
-    AVX-512 kernels) or another GPU — and the row's seeds, and its pairs with other rows, are not like for like."""
+    retrained into other weights — before session 15 with another unseeded classification head, or on other fp32
+    kernels (AVX2 vs AVX-512, another GPU) — and the row's seeds, and its pairs with other rows, are not like for like."""
     lines = []
     for (method, task), seeds in sorted(grouped.items()):
         by_score: dict[float, list[int]] = {}

@@ -330,8 +330,9 @@ class TrialRunner:
     def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float]) -> None:
         """Refuse (:class:`TeacherMismatch`) a teacher whose dev score differs from the one the results folder's
         single-teacher trials of the same table and task recorded for the same teacher settings: the same key
-        retrained into other weights (fp32 training on another CPU instruction set or GPU rounds differently,
-        and a fine-tuned teacher ends up tenths of a point to points away), so this trial's student would not be
+        retrained into other weights (before session 15 the new classification head was drawn from an unseeded
+        generator; fp32 training on another CPU instruction set or GPU rounds differently, and fine-tuning turns
+        either into a teacher tenths of a point to points away), so this trial's student would not be
         comparable with theirs. Checked before the student trains; every trial of that task then stops here."""
         if self.results_dir is None or not self.results_dir.is_dir():
             return
@@ -355,9 +356,9 @@ class TrialRunner:
             raise TeacherMismatch(
                 f"trial {spec.key}: the teacher scores {100 * here:.2f} ({primary}) on dev, but the trials of table "
                 f"{spec.table!r} on {spec.task} in {self.results_dir} were distilled from a teacher with the same settings "
-                f"scoring {seen}. Same content key, other weights: it was retrained here on other fp32 kernels "
-                f"({numeric_path()}). Run the rest of the table on the hardware that trained its teacher, or start a "
-                f"new table (other name) for this one.")
+                f"scoring {seen}. Same content key, other weights: a teacher trained before session 15 drew its new "
+                f"classification head from an unseeded generator, and other fp32 kernels round differently (here: "
+                f"{numeric_path()}). Finish the table with its own teachers' store, or start a new table (other name).")
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
