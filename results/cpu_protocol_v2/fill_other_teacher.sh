@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The 21 trials cpu_protocol_v2 lacks, run with this machine's own teachers: a sensitivity check, never part of
-# the table. The table's 139 trials were distilled from teachers trained on AVX2-only CPUs; an AVX-512 CPU
-# retrains the same teacher keys into other weights (README, "Same key, other hardware"), so the missing
+# the table. The table's 139 trials were distilled from teachers nobody can retrain (an unseeded classification
+# head until session 15, and their store lost with session 13's machine; README, "Closed at 139"), so the missing
 # trials cannot join the table. Run here, they answer "would the 21 change the reading?": paper_gap.py
 # --other-teacher reads the 139 plus these (labelled Mixed teachers) into tables/paper_gap_other_teacher.md.
 #

@@ -67,13 +67,15 @@ CLAIMS = [
     ("two teachers > one (multi-teacher Table 2)", "two_teachers", "single_teacher", ("mrpc",)),
 ]
 README = ROOT / "README.md"
-#: Trials of this table run with another machine's teachers (``fill_other_teacher.sh``): a sensitivity check, never read
+#: Trials of this table run with other teachers (``fill_other_teacher.sh``): a sensitivity check, never read
 #: into the table (:func:`other_teacher_render`).
 OTHER_TEACHER = HERE / "other_teacher"
-#: Why the table stops short of :func:`table_total` (None while it runs): said in its status lines. Closed in session 15.
-CLOSED = ("closed: the other {missing} need the AVX2-trained teachers of its trials, which the project's AVX-512 "
-          "machines (since session 14) cannot retrain (README, \"Same key, other hardware\"); run with those machines' "
-          "own teachers instead, they are a sensitivity check: `results/cpu_protocol_v2/tables/paper_gap_other_teacher.md`")
+#: Why the table stops short of :func:`table_total` (None while it runs): said in its status lines. Closed in session 15
+#: (the v2 README's "Closed at 139").
+CLOSED = ("closed: the other {missing} need the teachers its trials were distilled from, which nobody can retrain: "
+          "their new classification heads were drawn from an unseeded generator (fixed in session 15) and their store "
+          "went with session 13's machine; run with other teachers, they are a sensitivity check: "
+          "`results/cpu_protocol_v2/tables/paper_gap_other_teacher.md`")
 V1 = ROOT / "results" / "cpu_protocol"  # the `init: teacher` ablation
 #: the ALP-KD rows compared with NKD in the init ablation: those both tables have (v1's PKD used other maps)
 WARM_ROWS = ("rkd", "ckd", "alp")
@@ -339,7 +341,7 @@ def closed_note(runs: dict) -> str:
 
 
 def other_teacher_files(directory: Path = HERE, other: Path = OTHER_TEACHER) -> list[Path]:
-    """``other``'s trial JSONs: trials of the table that ``directory`` lacks, run with another machine's teachers.
+    """``other``'s trial JSONs: trials of the table that ``directory`` lacks, run with other teachers.
     Refused by name: a file that is no trial of the table, or one whose trial the table already has (it would
     replace a like-for-like seed)."""
     keys, have = table_keys(), {path.stem for path in trial_files(directory)}
@@ -368,7 +370,7 @@ def teachers_of(paths: list[Path]) -> dict[str, dict[tuple[float, str], int]]:
 def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) -> str:
     """The table's reading against the same reading with ``other``'s trials added (:func:`other_teacher_files`):
     the teachers, every claim's gain, Holm p and verdict both ways, and the row means. A sensitivity check — would
-    the missing trials, run with another machine's teachers, change what the table says? — never the table."""
+    the missing trials, run with other teachers, change what the table says? — never the table."""
     import tempfile
     from types import SimpleNamespace
 
@@ -381,10 +383,10 @@ def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) ->
             (Path(tmp) / path.name).symlink_to(path.resolve())
         filled = load_runs(Path(tmp))[0]
     before, after = claim_tests(runs), claim_tests(filled)
-    lines = [f"# CPU protocol v2 with {len(extra)} of its missing trials run on another machine's teachers", "",
+    lines = [f"# CPU protocol v2 with {len(extra)} of its missing trials run with other teachers", "",
              "A sensitivity check, not the table: the table's trials (left) against the same reading with the trials of "
-             f"`other_teacher/` added (right), which were distilled from teachers that another CPU retrained from the same "
-             "teacher keys. Accuracy ×100; the tests are `paper_gap.py`'s (paired bootstrap over dev examples, seeds both rows "
+             f"`other_teacher/` added (right), which were distilled from teachers retrained from the same teacher keys in "
+             "another process, with another unseeded classification head (the v2 README's \"Same key, other teacher\"). Accuracy ×100; the tests are `paper_gap.py`'s (paired bootstrap over dev examples, seeds both rows "
              "have, Holm within each paper).", "", "| task | teacher of the table's trials (kernels, trials) | teacher of "
              "`other_teacher/` (kernels, trials) |", "|---|---|---|"]
     mine, theirs = teachers_of(table_paths), teachers_of(extra)

@@ -407,7 +407,7 @@ def test_v2_forest_plot_draws_every_tested_claim_and_the_papers_gains():
 
 
 def test_v2_other_teacher_reading_matches_the_committed_trials():
-    """tables/paper_gap_other_teacher.md (the missing trials run with another machine's teachers, a sensitivity
+    """tables/paper_gap_other_teacher.md (the missing trials run with other teachers, a sensitivity
     check) is what ``paper_gap.py --other-teacher`` renders from the committed JSONs, and it names the mixed teachers."""
     module = v2_script("paper_gap")
     committed = (module.HERE / "tables" / "paper_gap_other_teacher.md").read_text(encoding="utf-8")
