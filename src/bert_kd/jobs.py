@@ -40,6 +40,7 @@ from filelock import FileLock
 
 from bert_kd import distributed
 from bert_kd.errors import storage_error
+from bert_kd.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -506,8 +507,6 @@ def train_seeded(job: Job, train_fn: Callable[[Path], Any]) -> Any:
     (and CKD's, LWD's and TED's projections) differed in every process that trained the same key."""
     seed = job.spec.get("seed") if isinstance(job.spec, Mapping) else None
     if isinstance(seed, int) and not isinstance(seed, bool):
-        from bert_kd.training.loop import seed_everything  # torch: imported only where a job trains
-
         seed_everything(seed)
     return train_fn(job.checkpoint_dir)
 

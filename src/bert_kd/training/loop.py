@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
 from bert_kd.distributed import check_process_group, use_cpu_backend
+from bert_kd.seeding import seed_everything
 from bert_kd.training.batching import Collator, make_loader, sequence_lengths, use_device_loading
 from bert_kd.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
 from bert_kd.training.config import TrainingConfig, make_optimizer, resolve_mixed_precision
@@ -41,13 +41,6 @@ class FitResult:
     padded_per_real_token: float = float("nan")  # of the training batches this process saw
     num_processes: int = 1
     mixed_precision: str = "no"  # what "auto" resolved to
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and torch's global random number generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 @torch.no_grad()
