@@ -329,15 +329,16 @@ def render(directory: Path = HERE) -> str:
         cells.append("–" if figures["agreement"] is None else
                      f"{figures['agreement'][0]:.1f} → {figures['agreement'][1]:.1f}")
         lines.append(f"| {task_label(task)} | {' | '.join(cells)} |")
-    lines += ["", f"{finished(runs)} of {table_total()} trials finished{closed_note(runs)}. "
+    reason = closed_reason(runs)
+    lines += ["", f"{finished(runs)} of {table_total()} trials finished{'; ' + reason if reason else ''}. "
               "Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py`."]
     return "\n".join(lines) + "\n"
 
 
-def closed_note(runs: dict) -> str:
-    """``"; closed: …"`` when the table was closed short of its total (:data:`CLOSED`), else ``""``."""
+def closed_reason(runs: dict) -> str | None:
+    """``"closed: …"`` when the table was closed short of its total (:data:`CLOSED`), else None."""
     missing = table_total() - finished(runs)
-    return f"; {CLOSED.format(missing=missing)}" if CLOSED and missing > 0 else ""
+    return CLOSED.format(missing=missing) if CLOSED and missing > 0 else None
 
 
 def other_teacher_files(directory: Path = HERE, other: Path = OTHER_TEACHER) -> list[Path]:
@@ -371,18 +372,15 @@ def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) ->
     """The table's reading against the same reading with ``other``'s trials added (:func:`other_teacher_files`):
     the teachers, every claim's gain, Holm p and verdict both ways, and the row means. A sensitivity check — would
     the missing trials, run with other teachers, change what the table says? — never the table."""
-    import tempfile
     from types import SimpleNamespace
 
     from bert_kd.sweep.report import teacher_mismatches
 
     table_paths, extra = trial_files(directory), other_teacher_files(directory, other)
-    runs = load_runs(directory)[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in [*table_paths, *extra]:
-            (Path(tmp) / path.name).symlink_to(path.resolve())
-        filled = load_runs(Path(tmp))[0]
-    before, after = claim_tests(runs), claim_tests(filled)
+    runs, _, before, _ = reading(directory)  # the table's own reading, computed once per state of its folder
+    added = load_runs(other)[0]  # other_teacher_files checked that none of these seeds is one the table has
+    filled = {key: {**runs.get(key, {}), **added.get(key, {})} for key in {*runs, *added}}
+    after = claim_tests(filled)
     lines = [f"# CPU protocol v2 with {len(extra)} of its missing trials run with other teachers", "",
              "A sensitivity check, not the table: the table's trials (left) against the same reading with the trials of "
              f"`other_teacher/` added (right), which were distilled from teachers retrained from the same teacher keys in "
@@ -518,7 +516,7 @@ def readme_block(directory: Path = HERE) -> str:
     counts = collections.Counter(paper_of(entry.claim) for entry in tests if entry.test is not None)
     families = ", ".join(f"{paper} {count}" for paper, count in counts.items())
     status = (f"**v2 complete: all {total} trials**" if done >= total else
-              f"**v2 final: {done} of {total} trials** ({closed_note(runs)[2:]})" if CLOSED else
+              f"**v2 final: {done} of {total} trials** ({closed_reason(runs)})" if CLOSED else
               f"**v2 so far: {done} of {total} trials** (interim until all seeds have run; still running)")
     lines = [README_START, "",
              f"{status}; regenerated with the committed trials by `paper_gap.py`, full reading in "

@@ -505,7 +505,7 @@ def train_seeded(job: Job, train_fn: Callable[[Path], Any]) -> Any:
     spec has one. Without this, modules initialised before the loop's own seeding drew from torch's default
     generator, which PyTorch seeds from the OS at start: until session 15 a teacher's new classification head
     (and CKD's, LWD's and TED's projections) differed in every process that trained the same key."""
-    seed = job.spec.get("seed") if isinstance(job.spec, Mapping) else None
+    seed = job.spec.get("seed")
     if isinstance(seed, int) and not isinstance(seed, bool):
         seed_everything(seed)
     return train_fn(job.checkpoint_dir)
