@@ -6,10 +6,27 @@
 # alone (`results_only`, nothing trains), the paper-gap reading and the README's v2 block (paper_gap.py), each
 # term's gradient share from the worker's MLflow store (gradient_shares.py),
 # and one commit of results/cpu_protocol_v2 and README.md. Nothing new: nothing is committed.
+#   bash results/cpu_protocol_v2/commit_trials.sh --other-teacher FILL_WORKTREE
+# The same for fill_other_teacher.sh's trials (a sensitivity check, never the table): the worktree's new JSONs go
+# to other_teacher/, and only tables/paper_gap_other_teacher.md is re-rendered and committed with them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 here=results/cpu_protocol_v2
+if [ "${1:-}" = "--other-teacher" ]; then
+  [ $# -eq 2 ] || { echo "usage: commit_trials.sh --other-teacher FILL_WORKTREE" >&2; exit 2; }
+  for f in "$2/$here"/*.json; do
+    [ -e "$f" ] && [ ! -e "$here/$(basename "$f")" ] && [ ! -e "$here/other_teacher/$(basename "$f")" ] && cp "$f" "$here/other_teacher/"
+  done
+  new=$(git status --porcelain --untracked-files=all -- "$here/other_teacher" | grep -c '\.json$' || true)
+  if [ "$new" -eq 0 ]; then echo "no new trials"; exit 0; fi
+  count=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" --other-teacher | grep -o '^[0-9]* of [0-9]* verdicts change')
+  git add "$here/other_teacher" "$here/tables/paper_gap_other_teacher.md"
+  plural=s; [ "$new" -eq 1 ] && plural=
+  git commit -qm "CPU protocol v2, other teacher: $new more trial$plural ($(ls "$here"/other_teacher/*.json | wc -l) of 21; $count)"
+  git log --oneline -1
+  exit 0
+fi
 if [ $# -gt 0 ]; then
   for f in "$1/$here"/*.json; do
     [ -e "$f" ] && [ ! -e "$here/$(basename "$f")" ] && cp "$f" "$here/"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The 21 trials cpu_protocol_v2 lacks, run with this machine's own teachers: a sensitivity check, never part of
+# The 21 trials cpu_protocol_v2 lacks, run with the teachers their keys now give (seeded since session 15, so the
+# same on any machine up to rounding): a sensitivity check, never part of
 # the table. The table's 139 trials were distilled from teachers nobody can retrain (an unseeded classification
 # head until session 15, and their store lost with session 13's machine; README, "Closed at 139"), so the missing
 # trials cannot join the table. Run here, they answer "would the 21 change the reading?": paper_gap.py
@@ -8,8 +9,9 @@
 # It empties the table folder of the checkout it runs in, so it refuses the main checkout; use a linked worktree:
 #   git worktree add --detach ../fill HEAD && cd ../fill && \
 #     PYTHON=<main>/.venv/bin/python OMP_NUM_THREADS=1 bash results/cpu_protocol_v2/fill_other_teacher.sh
-# and copy each finished JSON of that worktree's results/cpu_protocol_v2/ into the main checkout's
-# results/cpu_protocol_v2/other_teacher/ (resumable: rerunning starts from the ones copied there).
+# and, from the main checkout, `bash results/cpu_protocol_v2/commit_trials.sh --other-teacher ../fill` copies each
+# finished JSON into results/cpu_protocol_v2/other_teacher/ and commits it with its reading (resumable: rerunning
+# starts from the ones committed there).
 # Two workers, one per core, each its own trials; the teachers' store is shared (its locks keep one trainer per key).
 set -u
 cd "$(dirname "$0")/../.."

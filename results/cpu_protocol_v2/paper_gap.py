@@ -383,9 +383,12 @@ def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) ->
     after = claim_tests(filled)
     lines = [f"# CPU protocol v2 with {len(extra)} of its missing trials run with other teachers", "",
              "A sensitivity check, not the table: the table's trials (left) against the same reading with the trials of "
-             f"`other_teacher/` added (right), which were distilled from teachers retrained from the same teacher keys in "
-             "another process, with another unseeded classification head (the v2 README's \"Same key, other teacher\"). Accuracy ×100; the tests are `paper_gap.py`'s (paired bootstrap over dev examples, seeds both rows "
-             "have, Holm within each paper).", "", "| task | teacher of the table's trials (kernels, trials) | teacher of "
+             f"`other_teacher/` added (right), which were distilled from the teachers the same teacher keys give since "
+             "session 15's seeding fix (each head drawn from its key's seed, so any machine retrains them; the table's "
+             "teachers drew theirs unseeded: the v2 README's \"Same key, other teacher\"). Session 14's and 15's fill "
+             "trials, distilled from unseeded teachers, are kept in `other_teacher/session14/` and `session15/` and "
+             "not read here. Accuracy ×100; the tests are `paper_gap.py`'s (paired bootstrap over dev examples, seeds "
+             "both rows have, Holm within each paper).", "", "| task | teacher of the table's trials (kernels, trials) | teacher of "
              "`other_teacher/` (kernels, trials) |", "|---|---|---|"]
     mine, theirs = teachers_of(table_paths), teachers_of(extra)
     cell = lambda found: "; ".join(f"{score:.2f} ({kernels}, {count})" for (score, kernels), count in sorted(found.items())) or "–"  # noqa: E731
