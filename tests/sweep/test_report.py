@@ -93,6 +93,27 @@ def test_seeds_of_one_row_from_different_teachers_are_named_under_the_table():
     assert "**Mixed teachers**" in markdown(report) and "RTE, alp: teacher 95.00 (seeds 1, 3)" in markdown(report)
 
 
+def test_a_multi_teacher_row_is_compared_teacher_by_teacher_when_every_seed_recorded_each():
+    """Two seeds whose best teacher scores the same but whose second teacher differs are mixed teachers; a row where
+    one seed lacks the per-teacher record falls back to the best teacher (no false alarm on old trials)."""
+    from types import SimpleNamespace
+
+    from bert_kd.sweep.report import teacher_mismatches
+
+    def seed(*accuracies, per_slot=True):
+        result = {"teacher_dev_metric": max(accuracies), "teacher_dev_metrics": {"accuracy": max(accuracies)}}
+        if per_slot:
+            result["teachers_dev_metrics"] = [{"accuracy": a} for a in accuracies]
+        return SimpleNamespace(result=result)
+
+    row = {1: seed(0.80, 0.75), 2: seed(0.80, 0.75), 3: seed(0.80, 0.76)}
+    assert teacher_mismatches({("two", "mrpc"): row}) == (
+        "MRPC, two: teachers 80.00 / 75.00 (seeds 1, 2), 80.00 / 76.00 (seed 3)",)
+    row[1] = seed(0.80, 0.75, per_slot=False)  # written before session 16: the best teacher only
+    assert teacher_mismatches({("two", "mrpc"): row}) == ()
+    assert teacher_mismatches({("two", "mrpc"): {1: seed(0.80, 0.75), 2: seed(0.80, 0.75)}}) == ()
+
+
 def test_seed_lists_collapse_runs_of_three():
     from bert_kd.sweep.report import _seed_list
 

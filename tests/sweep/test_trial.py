@@ -144,6 +144,35 @@ def test_ted_and_multi_teacher_trials_and_heldout_selection(workdir, tiny_teache
     assert (workdir / "data/06_models/store/ted_filters").is_dir()
 
 
+def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores_otherwise(
+        workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch):
+    """Each slot's dev metrics are kept (``teachers_dev_metrics``; ``teacher_dev_metric`` stays the best), and a later
+    trial whose teacher ``b`` scores otherwise than the folder's trials recorded for ``b``'s settings is refused
+    before its student trains."""
+    from bert_kd.pipelines.multi_teacher import pipeline as mt_pipeline
+
+    table = tiny_table({"two": {"recipe": "multi_teacher_configs.two"}}, tasks="rte", seeds="1 2")
+    table["tables"]["tiny"]["baseline"] = "two"
+    first, second = build_sweep(table, RECIPES).trials()
+    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="")
+    result = runner(first)
+    slots = result["teachers_dev_metrics"]
+    assert len(slots) == 2 and result["teacher_dev_metric"] == max(slot["accuracy"] for slot in slots)
+    path = runner.result_path(first)
+    record = json.loads(path.read_text())
+    assert record["result"]["teachers_dev_metrics"] == slots and [t["name"] for t in record["spec"]["teachers"]] == ["a", "b"]
+    record["result"]["teachers_dev_metrics"][1]["accuracy"] += 0.01  # as if teacher b had been retrained into other weights
+    path.write_text(json.dumps(record))
+    student = mt_pipeline.configuration_pipeline
+    monkeypatch.setattr("bert_kd.sweep.trial.configuration_pipeline", lambda name: pytest.fail("the student trained"))
+    with pytest.raises(TeacherMismatch, match=r"the teacher 'b' scores \d+\.\d\d .* same settings scoring \d+\.\d\d \(1 trials\)"):
+        runner(second)
+    monkeypatch.setattr("bert_kd.sweep.trial.configuration_pipeline", student)
+    record["result"]["teachers_dev_metrics"][1]["accuracy"] -= 0.01
+    path.write_text(json.dumps(record))
+    assert runner(second)["teachers_dev_metrics"] == slots  # the same teachers, read from the store: accepted
+
+
 def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
     spec = build_sweep(tiny_table(), RECIPES).trials()[0]
     runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="",

@@ -144,18 +144,25 @@ def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) 
     ``SST-2, rkd: teacher 86.47 (seeds 1–5, 7, 8), 86.81 (seed 6)``. Every seed of a row distils from
     the same teacher settings (the same content key), so one score is expected; two mean the teacher was
     retrained into other weights — before session 15 with another unseeded classification head, or on other fp32
-    kernels (AVX2 vs AVX-512, another GPU) — and the row's seeds, and its pairs with other rows, are not like for like."""
+    kernels (AVX2 vs AVX-512, another GPU) — and the row's seeds, and its pairs with other rows, are not like for like.
+    A multi-teacher row whose every seed recorded each teacher (``teachers_dev_metrics``) is compared slot by slot
+    (``teachers 78.43 / 79.10 (seeds 1–3)``); otherwise by the best teacher its trials recorded."""
     lines = []
     for (method, task), seeds in sorted(grouped.items()):
-        by_score: dict[float, list[int]] = {}
+        per_slot = all(selected.result.get("teachers_dev_metrics") for selected in seeds.values())
+        by_score: dict[tuple[float, ...], list[int]] = {}
         for seed, selected in sorted(seeds.items()):
-            score = teacher_score(selected.result, task)
-            if score is not None:
-                by_score.setdefault(round(score, 6), []).append(seed)
+            if per_slot:  # a multi-teacher row whose every seed recorded each teacher (session 16 on)
+                scores = [teacher_score({"teacher_dev_metrics": slot}, task) for slot in selected.result["teachers_dev_metrics"]]
+            else:
+                scores = [teacher_score(selected.result, task)]
+            if None not in scores:
+                by_score.setdefault(tuple(round(score, 6) for score in scores), []).append(seed)
         if len(by_score) > 1:
-            parts = ", ".join(f"{100 * score:.2f} ({'seed' if len(s) == 1 else 'seeds'} {_seed_list(s)})"
-                              for score, s in sorted(by_score.items(), key=lambda item: -len(item[1])))
-            lines.append(f"{_task_label(task)}, {method}: teacher {parts}")
+            parts = ", ".join(f"{' / '.join(f'{100 * score:.2f}' for score in scores)} "
+                              f"({'seed' if len(s) == 1 else 'seeds'} {_seed_list(s)})"
+                              for scores, s in sorted(by_score.items(), key=lambda item: -len(item[1])))
+            lines.append(f"{_task_label(task)}, {method}: {'teachers' if per_slot else 'teacher'} {parts}")
     return tuple(lines)
 
 

@@ -26,7 +26,7 @@ import json
 import logging
 import platform
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -286,8 +286,8 @@ class TrialRunner:
             train, validation = cut_heldout(train, validation, spec.settings.get("heldout") or {},
                                             int(self.params.get(DATA_SEED_KEY, 42)))
         runner = {"distill": self._distill, "ted": self._ted, "multi_teacher": self._multi_teacher}[spec.job]
-        student, data, teacher_metric = runner(spec, task, train, validation)
-        return evaluate_trial(student, data, task, teacher_metric)
+        student, data, teacher_metric, *slots = runner(spec, task, train, validation)  # multi-teacher: + every slot's
+        return evaluate_trial(student, data, task, teacher_metric, *slots)
 
     def run_settings(self, spec: TrialSpec, task: str, seed: int | None = None) -> dict:
         """The ``run_settings`` dataset of the trial (built as the pipeline builds it): its task, the
@@ -327,34 +327,53 @@ class TrialRunner:
         datasets = run_nodes(block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task))
         return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], teacher_metrics
 
-    def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float]) -> None:
-        """Refuse (:class:`TeacherMismatch`) a teacher whose dev score differs from the one the results folder's
-        single-teacher trials of the same table and task recorded for the same teacher settings: the same key
-        retrained into other weights (before session 15 the new classification head was drawn from an unseeded
-        generator; fp32 training on another CPU instruction set or GPU rounds differently, and fine-tuning turns
-        either into a teacher tenths of a point to points away), so this trial's student would not be
-        comparable with theirs. Checked before the student trains; every trial of that task then stops here."""
-        if self.results_dir is None or not self.results_dir.is_dir():
-            return
-        keyed = json.loads(json.dumps(_keyed(self.teacher_block(spec)), default=str))  # as write_result stores it
+    def recorded_teacher_scores(self, spec: TrialSpec, block: Mapping) -> dict[float, int]:
+        """Dev score (the task's primary metric) → trials: what the results folder's trials of ``spec``'s table and
+        task recorded for a teacher with ``block``'s settings — a single-teacher trial's teacher, or any slot of a
+        multi-teacher trial (``teachers_dev_metrics``, recorded per slot since session 16; older multi-teacher
+        trials recorded the best teacher only and are not read)."""
+        keyed = json.loads(json.dumps(_keyed(block), default=str))  # as write_result stores it
         primary = primary_metric(spec.task)
         recorded: dict[float, int] = {}
         for path in sorted(self.results_dir.glob("*.json")):
             try:
                 record = json.loads(path.read_text(encoding="utf-8"))
                 trial, result = record["spec"]["trial"], record["result"]
-                same = (trial["table"] == spec.table and trial["task"] == spec.task and trial["job"] != "multi_teacher"
-                        and record["spec"]["teacher"] == keyed)
-                score = (result.get("teacher_dev_metrics") or {}).get(primary, result.get("teacher_dev_metric"))
+                if trial["table"] != spec.table or trial["task"] != spec.task:
+                    continue
+                if trial["job"] == "multi_teacher":
+                    slots = zip(record["spec"]["teachers"] or [], result.get("teachers_dev_metrics") or [])
+                    scores = [metrics[primary] for teacher, metrics in slots if teacher == keyed]
+                elif record["spec"]["teacher"] == keyed:
+                    scores = [(result.get("teacher_dev_metrics") or {}).get(primary, result.get("teacher_dev_metric"))]
+                else:
+                    continue
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # not a trial file: stored_result names it when it is read as one
-            if same and score is not None:
-                recorded[round(float(score), 9)] = recorded.get(round(float(score), 9), 0) + 1
+            for score in scores:
+                if score is not None:
+                    recorded[round(float(score), 9)] = recorded.get(round(float(score), 9), 0) + 1
+        return recorded
+
+    def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float], block: Mapping | None = None) -> None:
+        """Refuse (:class:`TeacherMismatch`) a teacher whose dev score differs from the one the results folder's
+        trials of the same table and task recorded for the same teacher settings (:meth:`recorded_teacher_scores`;
+        ``block``: a multi-teacher trial's slot, else the trial's teacher): the same key retrained into other
+        weights (before session 15 the new classification head was drawn from an unseeded generator; fp32 training
+        on another CPU instruction set or GPU rounds differently, and fine-tuning turns either into a teacher tenths
+        of a point to points away), so this trial's student would not be comparable with theirs. Checked before the
+        student trains; every trial of that task then stops here."""
+        if self.results_dir is None or not self.results_dir.is_dir():
+            return
+        block = self.teacher_block(spec) if block is None else block
+        recorded = self.recorded_teacher_scores(spec, block)
+        primary = primary_metric(spec.task)
         here = round(float(metrics[primary]), 9)
         if recorded and here not in recorded:
             seen = ", ".join(f"{100 * score:.2f} ({count} trials)" for score, count in sorted(recorded.items()))
+            which = f"teacher {block['name']!r}" if block.get("name") else "teacher"
             raise TeacherMismatch(
-                f"trial {spec.key}: the teacher scores {100 * here:.2f} ({primary}) on dev, but the trials of table "
+                f"trial {spec.key}: the {which} scores {100 * here:.2f} ({primary}) on dev, but the trials of table "
                 f"{spec.table!r} on {spec.task} in {self.results_dir} were distilled from a teacher with the same settings "
                 f"scoring {seen}. Same content key, other weights: a teacher trained before session 15 drew its new "
                 f"classification head from an unseeded generator, and other fp32 kernels round differently (here: "
@@ -377,15 +396,18 @@ class TrialRunner:
         datasets = run_nodes(teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
                              {"glue_train": train, "glue_validation": validation}, parameters,
                              self.run_settings(spec, task, self.teacher_seed(spec)))
-        datasets = run_nodes(configuration_pipeline(spec.method).to_outputs(student_model), datasets, parameters,
-                             self.run_settings(spec, task))
         teacher_metrics = [dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
                            for k, bundle in enumerate(datasets["multi_teacher_models"])]
+        for block, metrics in zip(blocks, teacher_metrics):  # every slot, before the student trains
+            self.check_teacher(spec, metrics, block)
+        datasets = run_nodes(configuration_pipeline(spec.method).to_outputs(student_model), datasets, parameters,
+                             self.run_settings(spec, task))
         data = datasets["multi_teacher_data"]
         chosen = spec.recipe.get("teachers") or list(range(len(blocks)))
         view = {split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
                 for split in data}
-        return datasets[student_model], view, max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
+        best = max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
+        return datasets[student_model], view, best, teacher_metrics
 
     def _data_source(self, spec: TrialSpec) -> dict:
         """What the MLflow runs record as the data source (not part of any key)."""
@@ -484,10 +506,12 @@ def dev_metric(bundle: ModelBundle, data, task: str) -> float:
     return dev_metrics(bundle, data, task)[primary_metric(task)]
 
 
-def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mapping | float | None) -> dict:
+def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mapping | float | None,
+                   teachers_metrics: Sequence[Mapping] | None = None) -> dict:
     """The ``run_trial`` result (``scheduler.check_result``): dev metric(s), per-example dev
     predictions and labels, the held-out metrics when there is a held-out split, MNLI's
-    mismatched dev metrics, and the teacher's dev metrics (``teacher_metric``: all, or the primary)."""
+    mismatched dev metrics, and the teacher's dev metrics (``teacher_metric``: all, or the primary;
+    ``teachers_metrics``: a multi-teacher trial's, one per teacher slot, as ``teachers_dev_metrics``)."""
     spec = get_task(task)
     logits, labels = predict(student, data[dev_split(data)])
     metrics = glue_metrics(task, logits, labels)
@@ -504,6 +528,8 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mappin
               "model_key": student.info.get("key"), "best_epoch": student.info.get("best_epoch")}
     if teacher_metrics is not None:
         result["teacher_dev_metrics"] = teacher_metrics
+    if teachers_metrics is not None:
+        result["teachers_dev_metrics"] = [{k: float(v) for k, v in metrics.items()} for metrics in teachers_metrics]
     if student.info.get("gradient_shares"):  # each term's share of the student's gradient at the start (grad_share/*)
         result["gradient_shares"] = dict(student.info["gradient_shares"])
     if "validation_mismatched" in data:  # MNLI: both dev sets scored (the papers report m and mm)
