@@ -343,14 +343,20 @@ def closed_reason(runs: dict) -> str | None:
 
 def other_teacher_files(directory: Path = HERE, other: Path = OTHER_TEACHER) -> list[Path]:
     """``other``'s trial JSONs: trials of the table that ``directory`` lacks, run with other teachers.
-    Refused by name: a file that is no trial of the table, or one whose trial the table already has (it would
-    replace a like-for-like seed)."""
+    Refused by name: a file that is no trial of the table, one whose trial the table already has (it would
+    replace a like-for-like seed), or a set distilled from more than one teacher on a task (one other teacher per
+    task, so the check reads as "the table's teacher against that one")."""
     keys, have = table_keys(), {path.stem for path in trial_files(directory)}
     paths = sorted(other.glob("*.json"))
     foreign = [path.name for path in paths if path.stem not in keys]
     doubled = [path.name for path in paths if path.stem in have]
+    several = {task: found for task, found in teachers_of([path for path in paths if path.stem in keys]).items()
+               if len({score for score, _ in found}) > 1}
     problems = ([f"{len(foreign)} JSON(s) are not trials of {TABLE} (e.g. {foreign[0]})"] if foreign else []) + \
-        ([f"{len(doubled)} JSON(s) are trials the table already has (e.g. {doubled[0]})"] if doubled else [])
+        ([f"{len(doubled)} JSON(s) are trials the table already has (e.g. {doubled[0]})"] if doubled else []) + \
+        [f"{task_label(task)} trials come from {len({score for score, _ in found})} teachers ("
+         + ", ".join(f"{score:.2f}: {count}" for (score, _), count in sorted(found.items())) + ")"
+         for task, found in sorted(several.items())]
     if problems:
         raise ValueError(f"{other}: " + "; ".join(problems))
     return paths

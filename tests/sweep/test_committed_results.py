@@ -433,6 +433,17 @@ def test_v2_other_teacher_folder_refuses_a_trial_the_table_has_or_does_not_ask_f
         module.other_teacher_files(module.HERE, other)
     (other / ("0" * 64 + ".json")).unlink()
     assert module.other_teacher_files(module.HERE, other) == []
+    # two trials the table lacks, distilled from two different teachers (session 15's fill, one score edited)
+    sst2 = [path for path in sorted((module.OTHER_TEACHER / "session15").glob("*.json"))
+            if json.loads(path.read_text())["spec"]["trial"]["task"] == "sst2"][:2]
+    for path in sst2:
+        shutil.copy(path, other / path.name)
+    assert len(module.other_teacher_files(module.HERE, other)) == 2  # one teacher: accepted
+    record = json.loads((other / sst2[1].name).read_text())
+    record["result"]["teacher_dev_metrics"]["accuracy"] += 0.01
+    (other / sst2[1].name).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"SST-2 trials come from 2 teachers \(86\.93: 1, 87\.93: 1\)"):
+        module.other_teacher_files(module.HERE, other)
 
 
 def test_v2_fill_script_refuses_the_main_checkout(tmp_path):
