@@ -8,7 +8,7 @@
 # and one commit of results/cpu_protocol_v2 and README.md. Nothing new: nothing is committed.
 #   bash results/cpu_protocol_v2/commit_trials.sh --other-teacher FILL_WORKTREE
 # The same for fill_other_teacher.sh's trials (a sensitivity check, never the table): the worktree's new JSONs go
-# to other_teacher/, and only tables/paper_gap_other_teacher.md is re-rendered and committed with them.
+# to other_teacher/, and only tables/paper_gap_other_teacher.{md,png} are re-rendered and committed with them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
@@ -21,7 +21,7 @@ if [ "${1:-}" = "--other-teacher" ]; then
   new=$(git status --porcelain --untracked-files=all -- "$here/other_teacher" | grep -c '\.json$' || true)
   if [ "$new" -eq 0 ]; then echo "no new trials"; exit 0; fi
   count=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" --other-teacher | grep -o '^[0-9]* of [0-9]* verdicts change')
-  git add "$here/other_teacher" "$here/tables/paper_gap_other_teacher.md"
+  git add "$here/other_teacher" "$here/tables/paper_gap_other_teacher.md" "$here/tables/paper_gap_other_teacher.png"
   plural=s; [ "$new" -eq 1 ] && plural=
   git commit -qm "CPU protocol v2, other teacher: $new more trial$plural ($(ls "$here"/other_teacher/*.json | wc -l) of 21; $count)"
   git log --oneline -1

@@ -287,8 +287,12 @@ class Reading(NamedTuple):
 def reading(directory: Path = HERE) -> Reading:
     """The folder's runs, claim tests and init ablation, computed once per state of its JSON files (name,
     size, modification time), so ``main`` writes the full reading and the README block from one set of tests."""
-    state = tuple((path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in sorted(directory.glob("*.json")))
-    return _reading(directory.resolve(), state)
+    return _reading(directory.resolve(), folder_state(directory))
+
+
+def folder_state(folder: Path) -> tuple:
+    """The state of a folder's trial JSONs (name, size, modification time): what a cached reading is keyed on."""
+    return tuple((path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in sorted(folder.glob("*.json")))
 
 
 @functools.cache
@@ -374,6 +378,24 @@ def teachers_of(paths: list[Path]) -> dict[str, dict[tuple[float, str], int]]:
     return out
 
 
+def filled_reading(directory: Path = HERE, other: Path = OTHER_TEACHER) -> tuple[dict, dict, list[ClaimTest], list[ClaimTest]]:
+    """(the table's runs, the same with ``other``'s trials added, the table's claim tests, the filled ones),
+    computed once per state of both folders (the render and the picture of ``--other-teacher`` share them)."""
+    other_teacher_files(directory, other)  # refuses a file that is no trial, a doubled seed, two teachers
+    table = reading(directory)
+    filled, after = _filled_tests(directory.resolve(), other.resolve(), folder_state(directory), folder_state(other))
+    return table.runs, filled, table.tests, after
+
+
+@functools.cache
+def _filled_tests(directory: Path, other: Path, *states: tuple) -> tuple[dict, list[ClaimTest]]:
+    """(the filled runs, their claim tests) for one state of both folders."""
+    runs = reading(directory).runs
+    added = load_runs(other)[0]  # other_teacher_files checked that none of these seeds is one the table has
+    filled = {key: {**runs.get(key, {}), **added.get(key, {})} for key in {*runs, *added}}
+    return filled, claim_tests(filled)
+
+
 def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) -> str:
     """The table's reading against the same reading with ``other``'s trials added (:func:`other_teacher_files`):
     the teachers, every claim's gain, Holm p and verdict both ways, and the row means. A sensitivity check — would
@@ -383,10 +405,7 @@ def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) ->
     from bert_kd.sweep.report import teacher_mismatches
 
     table_paths, extra = trial_files(directory), other_teacher_files(directory, other)
-    runs, _, before, _ = reading(directory)  # the table's own reading, computed once per state of its folder
-    added = load_runs(other)[0]  # other_teacher_files checked that none of these seeds is one the table has
-    filled = {key: {**runs.get(key, {}), **added.get(key, {})} for key in {*runs, *added}}
-    after = claim_tests(filled)
+    runs, filled, before, after = filled_reading(directory, other)
     lines = [f"# CPU protocol v2 with {len(extra)} of its missing trials run with other teachers", "",
              "A sensitivity check, not the table: the table's trials (left) against the same reading with the trials of "
              f"`other_teacher/` added (right), which were distilled from the teachers the same teacher keys give since "
@@ -565,10 +584,12 @@ def write_readme_block(readme: Path = README, directory: Path = HERE) -> None:
     write_file_atomically(readme, lambda tmp: tmp.write_text(block, encoding="utf-8"))
 
 
-def forest_figure(tests: list[ClaimTest], title: str = ""):
+def forest_figure(tests: list[ClaimTest], title: str = "", compare: list[ClaimTest] | None = None,
+                  compare_label: str = ""):
     """One line per tested (claim, task): our gain with its 95% bootstrap interval (thick; filled when the claim
     holds after Holm) and the t-interval over per-seed gains (thin), the paper's own gain (×) where it has one,
-    0 dashed. Read it as: × right of both bars = the paper's effect is excluded here."""
+    0 dashed. Read it as: × right of both bars = the paper's effect is excluded here. ``compare``: the same claims
+    in another reading (e.g. with other teachers' trials added), drawn in grey just above each line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -587,6 +608,12 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
         ax.plot(100 * t.gain, y, "o", color=colour, markerfacecolor=colour if entry.verdict == "holds" else "white")
         if entry.paper_gain is not None:
             ax.plot(entry.paper_gain, y, "x", color="black", markersize=7)
+        other = next((c for c in compare or [] if (c.claim, c.task) == (entry.claim, entry.task) and c.test), None)
+        if other is not None:
+            ax.plot([100 * other.test.low, 100 * other.test.high], [y + 0.28] * 2, color="grey", linewidth=2,
+                    solid_capstyle="butt")
+            ax.plot(100 * other.test.gain, y + 0.28, "o", color="grey",
+                    markerfacecolor="grey" if other.verdict == "holds" else "white", markersize=4)
     ax.set_yticks(range(len(tested)), [f"{entry.claim.split(' (', 1)[0]} · {task_label(entry.task)}"
                                        for entry in reversed(tested)], fontsize=7)
     ax.axvline(0, color="grey", linestyle="--", linewidth=1)
@@ -597,6 +624,8 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
                Line2D([], [], color="tab:green", marker="o", linewidth=3, label="holds after Holm"),
                Line2D([], [], color="tab:red", linewidth=3, label="reversed"),
                Line2D([], [], color="black", marker="x", linestyle="", label="the paper's gain (its regime)")]
+    if compare:
+        handles.append(Line2D([], [], color="grey", marker="o", linewidth=2, label=compare_label))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
     if title:
         ax.set_title(title, fontsize=9)
@@ -604,13 +633,21 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
     return fig
 
 
-def write_forest(directory: Path = HERE, target: Path | None = None) -> Path:
-    """``tables/paper_gap.png``: :func:`forest_figure` of the folder's reading, written atomically."""
+def write_forest(directory: Path = HERE, target: Path | None = None, other: Path | None = None) -> Path:
+    """``tables/paper_gap.png``: :func:`forest_figure` of the folder's reading, written atomically; with ``other``
+    (``--other-teacher``: ``tables/paper_gap_other_teacher.png``) the reading with ``other``'s trials added in grey."""
     from bert_kd.jobs import write_file_atomically
 
-    runs, _, tests, _ = reading(directory)
-    fig = forest_figure(tests, f"CPU protocol v2: the papers' ordering claims, {finished(runs)} of {table_total()} trials")
-    target = target or HERE / "tables" / "paper_gap.png"
+    if other is None:
+        runs, _, tests, _ = reading(directory)
+        fig = forest_figure(tests, f"CPU protocol v2: the papers' ordering claims, {finished(runs)} of {table_total()} trials")
+        target = target or HERE / "tables" / "paper_gap.png"
+    else:
+        runs, filled, tests, after = filled_reading(directory, other)
+        fig = forest_figure(tests, f"CPU protocol v2: the table ({finished(runs)} trials, colour) and with other_teacher/ "
+                            f"({finished(filled)} of {table_total()}, grey)", after,
+                            f"with other_teacher/ (+{finished(filled) - finished(runs)}, another teacher): gain, bootstrap CI")
+        target = target or HERE / "tables" / "paper_gap_other_teacher.png"
     write_file_atomically(target, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None}))
     import matplotlib.pyplot as plt
 
@@ -620,7 +657,7 @@ def write_forest(directory: Path = HERE, target: Path | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     """``paper_gap.py``: the table's reading (``tables/paper_gap.{md,png}``, the README block); ``--other-teacher``:
-    only ``tables/paper_gap_other_teacher.md`` (:func:`other_teacher_render`)."""
+    only ``tables/paper_gap_other_teacher.{md,png}`` (:func:`other_teacher_render`, :func:`write_forest`)."""
     from bert_kd.jobs import write_file_atomically
 
     if argv and argv != ["--other-teacher"]:
@@ -628,6 +665,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv:
         text = other_teacher_render()
         write_file_atomically(HERE / "tables" / "paper_gap_other_teacher.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        write_forest(other=OTHER_TEACHER)
         sys.stdout.write(text)
         return
     text = render()

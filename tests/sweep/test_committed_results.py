@@ -406,6 +406,19 @@ def test_v2_forest_plot_draws_every_tested_claim_and_the_papers_gains():
     assert (module.HERE / "tables" / "paper_gap.png").stat().st_size > 0  # committed with the reading
 
 
+def test_v2_forest_plot_draws_a_second_reading_in_grey_beside_each_claim():
+    """``--other-teacher``'s picture: every tested claim of the table with the filled reading's gain and interval
+    in grey above it (here the table against itself: the grey points sit on the coloured ones)."""
+    module = v2_script("paper_gap")
+    tests = module.reading().tests
+    tested = [entry for entry in tests if entry.test is not None]
+    ax = module.forest_figure(tests, compare=tests, compare_label="again").axes[0]
+    grey = [line for line in ax.get_lines() if line.get_color() == "grey" and line.get_marker() == "o"]
+    assert len(grey) == len(tested)
+    assert sorted(line.get_xdata()[0] for line in grey) == pytest.approx(sorted(100 * e.test.gain for e in tested))
+    assert (module.HERE / "tables" / "paper_gap_other_teacher.png").stat().st_size > 0  # committed with its reading
+
+
 def test_v2_other_teacher_reading_matches_the_committed_trials():
     """tables/paper_gap_other_teacher.md (the missing trials run with other teachers, a sensitivity
     check) is what ``paper_gap.py --other-teacher`` renders from the committed JSONs, and it names the mixed teachers."""
