@@ -419,6 +419,22 @@ def test_v2_forest_plot_draws_a_second_reading_in_grey_beside_each_claim():
     assert (module.HERE / "tables" / "paper_gap_other_teacher.png").stat().st_size > 0  # committed with its reading
 
 
+def test_v2_rechecked_trials_gave_the_committed_predictions():
+    """rechecks/ holds table trials rerun later from their keys on another machine (the v2 README's "Same key, same
+    number"); each must be a trial of the table with the committed dev predictions, metrics and best epoch. NKD is the
+    row whose student never reads the teacher, so its keys can be rerun although the table's teachers cannot."""
+    here = ROOT / "results" / "cpu_protocol_v2"
+    rechecks = sorted((here / "rechecks").glob("*.json"))
+    assert len(rechecks) >= 2
+    for path in rechecks:
+        rerun, committed = (json.loads(p.read_text(encoding="utf-8")) for p in (path, here / path.name))
+        assert rerun["key"] == committed["key"] == path.stem and rerun["trial"] == committed["trial"]
+        assert rerun["spec"] == committed["spec"] and rerun["spec"]["trial"]["method"] == "nkd"
+        assert rerun["numerics"] != committed.get("numerics")  # another machine's kernels (the table's recorded none)
+        for field in ("dev_predictions", "dev_metrics", "best_epoch"):
+            assert rerun["result"][field] == committed["result"][field], f"{path.name}: {field} differs"
+
+
 def test_v2_other_teacher_reading_matches_the_committed_trials():
     """tables/paper_gap_other_teacher.md (the missing trials run with other teachers, a sensitivity
     check) is what ``paper_gap.py --other-teacher`` renders from the committed JSONs, and it names the mixed teachers."""
