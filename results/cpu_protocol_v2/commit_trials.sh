@@ -9,6 +9,9 @@
 #   bash results/cpu_protocol_v2/commit_trials.sh --other-teacher FILL_WORKTREE
 # The same for fill_other_teacher.sh's trials (a sensitivity check, never the table): the worktree's new JSONs go
 # to other_teacher/, and only tables/paper_gap_other_teacher.{md,png} are re-rendered and committed with them.
+#   bash results/cpu_protocol_v2/commit_trials.sh --seeded SEEDED_WORKTREE
+# The same for rerun_seeded.sh's trials (the table rerun on reproducible teachers): every JSON of the worktree's table
+# folder that seeded/ lacks goes there, with tables/paper_gap_seeded.{md,png}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
@@ -24,6 +27,21 @@ if [ "${1:-}" = "--other-teacher" ]; then
   git add "$here/other_teacher" "$here/tables/paper_gap_other_teacher.md" "$here/tables/paper_gap_other_teacher.png"
   plural=s; [ "$new" -eq 1 ] && plural=
   git commit -qm "CPU protocol v2, other teacher: $new more trial$plural ($(ls "$here"/other_teacher/*.json | wc -l) of 21; $count)"
+  git log --oneline -1
+  exit 0
+fi
+if [ "${1:-}" = "--seeded" ]; then
+  [ $# -eq 2 ] || { echo "usage: commit_trials.sh --seeded SEEDED_WORKTREE" >&2; exit 2; }
+  mkdir -p "$here/seeded"
+  for f in "$2/$here"/*.json; do
+    [ -e "$f" ] && [ ! -e "$here/seeded/$(basename "$f")" ] && cp "$f" "$here/seeded/"
+  done
+  new=$(git status --porcelain --untracked-files=all -- "$here/seeded" | grep -c '\.json$' || true)
+  if [ "$new" -eq 0 ]; then echo "no new trials"; exit 0; fi
+  count=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" --seeded | tail -n 1 | grep -o '^[0-9]* of [0-9]* verdicts tested so far differ')
+  git add "$here/seeded" "$here/tables/paper_gap_seeded.md" "$here/tables/paper_gap_seeded.png"
+  plural=s; [ "$new" -eq 1 ] && plural=
+  git commit -qm "CPU protocol v2, seeded rerun: $new more trial$plural ($(ls "$here"/seeded/*.json | wc -l) of 160; $count from the closed table's)"
   git log --oneline -1
   exit 0
 fi

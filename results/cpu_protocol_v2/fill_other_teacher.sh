@@ -15,14 +15,8 @@
 # Two workers, one per core, each its own trials; the teachers' store is shared (its locks keep one trainer per key).
 set -u
 cd "$(dirname "$0")/../.."
-if [ "$(git rev-parse --git-dir)" = "$(git rev-parse --git-common-dir)" ]; then
-  echo "fill_other_teacher.sh: run it in a linked worktree (git worktree add), not the main checkout:" \
-       "it deletes the table's trial JSONs of the checkout it runs in." >&2
-  exit 1
-fi
-TABLE=results/cpu_protocol_v2
-rm -f "$TABLE"/*.json
-cp "$TABLE"/other_teacher/*.json "$TABLE"/ 2>/dev/null || true  # the fill trials committed so far: skipped, and their teacher checked
+# refuses a main checkout; the table folder gets the fill trials committed so far: skipped, and their teacher checked
+source results/cpu_protocol_v2/worktree.sh other_teacher
 PY=${PYTHON:-python}
 LOGS=${LOGS:-fill_worker}
 COMMON="reproduce.table=cpu_protocol_v2,glue_dir=../shared/glue,tracking.log_models=false,runtime.progress_bar=false"

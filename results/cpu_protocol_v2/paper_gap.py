@@ -76,6 +76,10 @@ CLOSED = ("closed: the other {missing} need the teachers its trials were distill
           "their new classification heads were drawn from an unseeded generator (fixed in session 15) and their store "
           "went with session 13's machine; run with other teachers, they are a sensitivity check: "
           "`results/cpu_protocol_v2/tables/paper_gap_other_teacher.md`")
+#: The table rerun whole on the teachers its keys give since session 15's seeding fix (``rerun_seeded.sh``,
+#: session 17 on), so that every v2 number can be rerun on any machine; ``other_teacher/``'s 21 are its trials
+#: for their keys (copied here). Read by :func:`seeded_render`; once complete it replaces the closed table.
+SEEDED = HERE / "seeded"
 V1 = ROOT / "results" / "cpu_protocol"  # the `init: teacher` ablation
 #: the ALP-KD rows compared with NKD in the init ablation: those both tables have (v1's PKD used other maps)
 WARM_ROWS = ("rkd", "ckd", "alp")
@@ -413,36 +417,120 @@ def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) ->
              "teachers drew theirs unseeded: the v2 README's \"Same key, other teacher\"). Session 14's and 15's fill "
              "trials, distilled from unseeded teachers, are kept in `other_teacher/session14/` and `session15/` and "
              "not read here. Accuracy ×100; the tests are `paper_gap.py`'s (paired bootstrap over dev examples, seeds "
-             "both rows have, Holm within each paper).", "", "| task | teacher of the table's trials (kernels, trials) | teacher of "
-             "`other_teacher/` (kernels, trials) |", "|---|---|---|"]
-    mine, theirs = teachers_of(table_paths), teachers_of(extra)
-    cell = lambda found: "; ".join(f"{score:.2f} ({kernels}, {count})" for (score, kernels), count in sorted(found.items())) or "–"  # noqa: E731
-    for task in TASKS:
-        lines.append(f"| {task_label(task)} | {cell(mine.get(task, {}))} | {cell(theirs.get(task, {}))} |")
+             "both rows have, Holm within each paper).", ""]
+    lines += teacher_lines(table_paths, extra)
     grouped = {(row, task): {seed: SimpleNamespace(result=result) for seed, result in seeds.items()}
                for (row, task), seeds in filled.items()}
     mixed = teacher_mismatches(grouped)
     if mixed:
         lines += ["", "**Mixed teachers** in the right-hand reading (teacher dev score of the task's primary metric): "
                   + "; ".join(mixed) + "."]
-    lines += ["", f"| claim | task | table ({finished(runs)} trials): gain, Holm p (n): verdict | with `other_teacher/` "
-              f"({finished(filled)} trials) | verdict changed |", "|---|---|---|---|---|"]
-    changed = 0
-    for left, right in zip(before, after):
-        short = lambda entry: "–" if entry.test is None else (  # noqa: E731
-            f"{100 * entry.test.gain:+.2f}, Holm p={entry.holm_p:.3f} (n={entry.seeds}): {entry.verdict}")
-        moved = left.verdict != right.verdict
-        changed += moved
-        lines.append(f"| {left.claim} | {task_label(left.task)} | {short(left)} | {short(right)} | {'**yes**' if moved else 'no'} |")
-    lines += ["", "| row | task | table: mean ± 95% CI (n) | with `other_teacher/` |", "|---|---|---|---|"]
-    for (row, task), seeds in sorted(filled.items(), key=lambda item: (TASKS.index(item[0][1]), list(LABELS).index(item[0][0]))):
-        mean_before = mean_ci([accuracy(r) for r in runs.get((row, task), {}).values()])
-        if len(seeds) != len(runs.get((row, task), {})):
-            lines.append(f"| {LABELS[row]} | {task_label(task)} | {mean_before} | {mean_ci([accuracy(r) for r in seeds.values()])} |")
+    changed, compared = verdict_lines(before, after, f"with `other_teacher/` ({finished(filled)} trials)", finished(runs))
+    lines += ["", *compared, "", "| row | task | table: mean ± 95% CI (n) | with `other_teacher/` |", "|---|---|---|---|",
+              *row_lines(runs, filled, only_moved=True)]
     missing = table_total() - finished(filled)
     lines += ["", f"{changed} of {len(before)} verdicts change. {finished(filled) - finished(runs)} trials added"
               + (f"; {missing} of the table's trials are in neither folder" if missing else "; with them every trial of the "
                  "table has a result") + ". Made by: `PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py --other-teacher`."]
+    return "\n".join(lines) + "\n"
+
+
+def teacher_lines(table_paths: list[Path], other_paths: list[Path], other_name: str = "`other_teacher/`") -> list[str]:
+    """The teachers both sets of trials were distilled from, per task: score (kernels, trials)."""
+    mine, theirs = teachers_of(table_paths), teachers_of(other_paths)
+    cell = lambda found: "; ".join(f"{score:.2f} ({kernels}, {count})" for (score, kernels), count in sorted(found.items())) or "–"  # noqa: E731
+    return [f"| task | teacher of the table's trials (kernels, trials) | teacher of {other_name} (kernels, trials) |",
+            "|---|---|---|", *(f"| {task_label(task)} | {cell(mine.get(task, {}))} | {cell(theirs.get(task, {}))} |" for task in TASKS)]
+
+
+def verdict_lines(before: list[ClaimTest], after: list[ClaimTest], other_header: str, table_trials: int) -> tuple[int, list[str]]:
+    """(how many verdicts differ, one table line per claim: gain, Holm p (n) and verdict in both readings); a claim
+    the right-hand reading has not tested yet is not counted ("–")."""
+    short = lambda entry: "–" if entry.test is None else (  # noqa: E731
+        f"{100 * entry.test.gain:+.2f}, Holm p={entry.holm_p:.3f} (n={entry.seeds}): {entry.verdict}")
+    lines = [f"| claim | task | table ({table_trials} trials): gain, Holm p (n): verdict | {other_header} | verdict changed |",
+             "|---|---|---|---|---|"]
+    changed = 0
+    for left, right in zip(before, after):
+        moved = left.verdict != right.verdict and right.test is not None
+        changed += moved
+        said = "–" if right.test is None else "**yes**" if moved else "no"
+        lines.append(f"| {left.claim} | {task_label(left.task)} | {short(left)} | {short(right)} | {said} |")
+    return changed, lines
+
+
+def row_lines(runs: dict, other: dict, only_moved: bool = False) -> list[str]:
+    """``| row | task | the table's mean ± CI (n) | the other reading's |`` for every row of ``other`` (``only_moved``:
+    those whose seed count differs)."""
+    lines = []
+    for (row, task), seeds in sorted(other.items(), key=lambda item: (TASKS.index(item[0][1]), list(LABELS).index(item[0][0]))):
+        if not only_moved or len(seeds) != len(runs.get((row, task), {})):
+            lines.append(f"| {LABELS[row]} | {task_label(task)} | {mean_ci([accuracy(r) for r in runs.get((row, task), {}).values()])} "
+                         f"| {mean_ci([accuracy(r) for r in seeds.values()])} |")
+    return lines
+
+
+#: the rows whose students never read the teacher: their seeded trials must give the table's predictions
+TEACHER_FREE = ("nkd",)
+
+
+def seeded_files(seeded: Path = SEEDED, other: Path = OTHER_TEACHER) -> list[Path]:
+    """``seeded``'s trial JSONs (the table rerun on seeded teachers). Refused by name: a file that is no trial of the
+    table, a set distilled from more than one teacher on a task, or one whose teacher is not ``other``'s (the fill ran
+    on the same seeded teachers), or a trial of ``other`` whose copy here differs from it."""
+    keys, paths = table_keys(), sorted(seeded.glob("*.json"))
+    foreign = [path.name for path in paths if path.stem not in keys]
+    differ = [path.name for path in paths if (other / path.name).is_file()
+              and (other / path.name).read_bytes() != path.read_bytes()]
+    found = teachers_of([path for path in paths if path.stem in keys] + sorted(other.glob("*.json")))
+    several = {task: scores for task, scores in found.items() if len({score for score, _ in scores}) > 1}
+    problems = ([f"{len(foreign)} JSON(s) are not trials of {TABLE} (e.g. {foreign[0]})"] if foreign else []) + \
+        ([f"{len(differ)} JSON(s) differ from their copy in {other.name}/ (e.g. {differ[0]})"] if differ else []) + \
+        [f"{task_label(task)} trials (with {other.name}/'s) come from {len({score for score, _ in scores})} teachers ("
+         + ", ".join(f"{score:.2f}: {count}" for (score, _), count in sorted(scores.items())) + ")"
+         for task, scores in sorted(several.items())]
+    if problems:
+        raise ValueError(f"{seeded}: " + "; ".join(problems))
+    return paths
+
+
+def teacher_free_reruns(table_runs: dict, seeded_runs: dict) -> list[tuple[str, str, int, bool]]:
+    """(row, task, seed, same dev predictions) for every trial of a :data:`TEACHER_FREE` row both readings have: a
+    student that never reads the teacher must come out the same whatever teacher the trial's folder was run with."""
+    return [(row, task, seed, result["dev_predictions"] == table_runs[(row, task)][seed]["dev_predictions"])
+            for (row, task), seeds in sorted(seeded_runs.items()) if row in TEACHER_FREE
+            for seed, result in sorted(seeds.items()) if seed in table_runs.get((row, task), {})]
+
+
+def seeded_render(directory: Path = HERE, seeded: Path = SEEDED) -> str:
+    """The seeded rerun's reading against the closed table's: its teachers, the teacher-free rows rerun exactly,
+    every claim's gain, Holm p and verdict both ways, and every row's mean; interim until all trials have run."""
+    paths = seeded_files(seeded)
+    table, mine = reading(directory), reading(seeded)
+    done, total = finished(mine.runs), table_total()
+    lines = [f"# CPU protocol v2 rerun on seeded teachers: {done} of {total} trials", "",
+             "The table again, every trial, distilled from the teachers its keys give since session 15's seeding fix: each "
+             "head is drawn from its key's seed, so any machine retrains them (and `TeacherMismatch` refuses any other), "
+             "and every number here can be rerun. The closed table's teachers cannot be (their heads were drawn "
+             "unseeded). `other_teacher/`'s 21 trials are this rerun's for their keys (copied here). Made by "
+             "`rerun_seeded.sh` in a linked worktree, committed piecewise by `commit_trials.sh --seeded`. "
+             + ("Complete: it replaces the closed table." if done >= total else
+                "Interim: a claim is tested on the seeds both of its rows have so far (`run.sh`'s order: seeds 1–5 of "
+                "every row first)."), "", *teacher_lines(trial_files(directory), paths, "`seeded/`")]
+    reruns = teacher_free_reruns(table.runs, mine.runs)
+    same = [entry for entry in reruns if entry[3]]
+    if reruns:
+        lines += ["", f"**Teacher-free rows rerun exactly:** {len(same)} of {len(reruns)} {'/'.join(LABELS[r] for r in TEACHER_FREE)} "
+                  "trials here give the closed table's dev prediction on every example (their students never read the "
+                  "teacher)" + ("." if len(same) == len(reruns) else "; not: " + ", ".join(
+                      f"{LABELS[row]} {task_label(task)} seed {seed}" for row, task, seed, ok in reruns if not ok) + ".")]
+    changed, compared = verdict_lines(table.tests, mine.tests, f"seeded rerun ({done} trials)", finished(table.runs))
+    lines += ["", *compared, "", "| row | task | table: mean ± 95% CI (n) | seeded rerun |", "|---|---|---|---|",
+              *row_lines(table.runs, mine.runs)]
+    tested = sum(entry.test is not None for entry in mine.tests)
+    lines += ["", f"{changed} of {tested} verdicts tested so far differ from the closed table's ({len(table.tests)} claims in all). "
+              f"{done} of {total} trials. Made by: "
+              "`PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py --seeded`."]
     return "\n".join(lines) + "\n"
 
 
@@ -635,10 +723,17 @@ def forest_figure(tests: list[ClaimTest], title: str = "", compare: list[ClaimTe
 
 def write_forest(directory: Path = HERE, target: Path | None = None, other: Path | None = None) -> Path:
     """``tables/paper_gap.png``: :func:`forest_figure` of the folder's reading, written atomically; with ``other``
-    (``--other-teacher``: ``tables/paper_gap_other_teacher.png``) the reading with ``other``'s trials added in grey."""
+    (``--other-teacher``: ``tables/paper_gap_other_teacher.png``) the reading with ``other``'s trials added in grey;
+    with :data:`SEEDED` (``--seeded``: ``tables/paper_gap_seeded.png``) the seeded rerun's own reading in grey."""
     from bert_kd.jobs import write_file_atomically
 
-    if other is None:
+    if other is not None and other.resolve() == SEEDED.resolve():
+        table, mine = reading(directory), reading(other)
+        fig = forest_figure(table.tests, f"CPU protocol v2: the closed table ({finished(table.runs)} trials, colour) and the "
+                            f"seeded rerun ({finished(mine.runs)} of {table_total()}, grey)", mine.tests,
+                            "seeded rerun (reproducible teachers): gain, bootstrap CI")
+        target = target or HERE / "tables" / "paper_gap_seeded.png"
+    elif other is None:
         runs, _, tests, _ = reading(directory)
         fig = forest_figure(tests, f"CPU protocol v2: the papers' ordering claims, {finished(runs)} of {table_total()} trials")
         target = target or HERE / "tables" / "paper_gap.png"
@@ -657,15 +752,18 @@ def write_forest(directory: Path = HERE, target: Path | None = None, other: Path
 
 def main(argv: list[str] | None = None) -> None:
     """``paper_gap.py``: the table's reading (``tables/paper_gap.{md,png}``, the README block); ``--other-teacher``:
-    only ``tables/paper_gap_other_teacher.{md,png}`` (:func:`other_teacher_render`, :func:`write_forest`)."""
+    only ``tables/paper_gap_other_teacher.{md,png}`` (:func:`other_teacher_render`, :func:`write_forest`); ``--seeded``:
+    only ``tables/paper_gap_seeded.{md,png}`` (:func:`seeded_render`)."""
     from bert_kd.jobs import write_file_atomically
 
-    if argv and argv != ["--other-teacher"]:
-        raise SystemExit(f"paper_gap.py: unknown arguments {argv}; the only option is --other-teacher")
+    if argv and argv not in (["--other-teacher"], ["--seeded"]):
+        raise SystemExit(f"paper_gap.py: unknown arguments {argv}; the options are --other-teacher or --seeded")
     if argv:
-        text = other_teacher_render()
-        write_file_atomically(HERE / "tables" / "paper_gap_other_teacher.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        write_forest(other=OTHER_TEACHER)
+        seeded = argv == ["--seeded"]
+        text = seeded_render() if seeded else other_teacher_render()
+        name = "paper_gap_seeded.md" if seeded else "paper_gap_other_teacher.md"
+        write_file_atomically(HERE / "tables" / name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        write_forest(other=SEEDED if seeded else OTHER_TEACHER)
         sys.stdout.write(text)
         return
     text = render()

@@ -475,16 +475,69 @@ def test_v2_other_teacher_folder_refuses_a_trial_the_table_has_or_does_not_ask_f
         module.other_teacher_files(module.HERE, other)
 
 
-def test_v2_fill_script_refuses_the_main_checkout(tmp_path):
-    """fill_other_teacher.sh deletes the table's JSONs of the checkout it runs in: in a main checkout it stops first."""
+@pytest.mark.parametrize("script", ["fill_other_teacher.sh", "rerun_seeded.sh"])
+def test_v2_worktree_scripts_refuse_the_main_checkout(tmp_path, script):
+    """fill_other_teacher.sh and rerun_seeded.sh delete the table's JSONs of the checkout they run in: in a main
+    checkout they stop first, naming themselves."""
     import shutil
     import subprocess
 
     folder = tmp_path / "results" / "cpu_protocol_v2"
     folder.mkdir(parents=True)
-    shutil.copy(ROOT / "results" / "cpu_protocol_v2" / "fill_other_teacher.sh", folder)
+    for name in (script, "worktree.sh"):
+        shutil.copy(ROOT / "results" / "cpu_protocol_v2" / name, folder)
     (folder / "trial.json").write_text("{}", encoding="utf-8")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    done = subprocess.run(["bash", str(folder / "fill_other_teacher.sh")], capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 1 and "linked worktree" in done.stderr
+    done = subprocess.run(["bash", str(folder / script)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and "linked worktree" in done.stderr and done.stderr.startswith(script)
     assert (folder / "trial.json").exists()
+
+
+def test_v2_seeded_reading_matches_the_committed_trials():
+    """tables/paper_gap_seeded.md (the table rerun on reproducible teachers, committed piecewise) is what
+    ``paper_gap.py --seeded`` renders from seeded/, and every teacher-free trial there gave the closed table's
+    predictions: NKD's students never read the teacher, so the rerun must reproduce them exactly."""
+    module = v2_script("paper_gap")
+    if not any(module.SEEDED.glob("*.json")):
+        pytest.skip("no seeded trial committed yet")
+    committed = (module.HERE / "tables" / "paper_gap_seeded.md").read_text(encoding="utf-8")
+    assert module.seeded_render() == committed, "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py --seeded"
+    assert (module.HERE / "tables" / "paper_gap_seeded.png").stat().st_size > 0
+    reruns = module.teacher_free_reruns(module.reading().runs, module.reading(module.SEEDED).runs)
+    assert [entry for entry in reruns if not entry[3]] == []
+    for path in module.OTHER_TEACHER.glob("*.json"):  # the fill's trials are the rerun's for their keys
+        if (module.SEEDED / path.name).exists():
+            assert (module.SEEDED / path.name).read_bytes() == path.read_bytes()
+
+
+def test_v2_seeded_folder_refuses_a_foreign_file_a_changed_copy_or_a_second_teacher(tmp_path):
+    """seeded/ holds the table's trials on one seeded teacher per task, the fill's (other_teacher/) included byte for
+    byte: anything else is refused by name before it is read."""
+    import shutil
+
+    module = v2_script("paper_gap")
+    seeded, other = tmp_path / "seeded", tmp_path / "other_teacher"
+    seeded.mkdir()
+    other.mkdir()
+    fill = sorted(module.OTHER_TEACHER.glob("*.json"))[:2]
+    for path in fill:
+        shutil.copy(path, other / path.name)
+        shutil.copy(path, seeded / path.name)
+    assert module.seeded_files(seeded, other) == sorted(seeded.glob("*.json"))
+    shutil.copy(fill[0], seeded / ("0" * 64 + ".json"))
+    with pytest.raises(ValueError, match=r"1 JSON\(s\) are not trials of cpu_protocol_v2"):
+        module.seeded_files(seeded, other)
+    (seeded / ("0" * 64 + ".json")).unlink()
+    record = json.loads((seeded / fill[0].name).read_text())
+    record["result"]["teacher_dev_metrics"]["accuracy"] += 0.01  # also a second teacher on its task
+    (seeded / fill[0].name).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"1 JSON\(s\) differ from their copy in other_teacher/.*come from 2 teachers"):
+        module.seeded_files(seeded, other)
+
+
+def test_v2_teacher_free_reruns_compare_only_the_teacher_free_rows_seed_by_seed():
+    module = v2_script("paper_gap")
+    result = lambda *predictions: {"dev_predictions": list(predictions)}  # noqa: E731
+    table = {("nkd", "mrpc"): {1: result(0, 1), 2: result(1, 1)}, ("alp", "mrpc"): {1: result(0, 0)}}
+    seeded = {("nkd", "mrpc"): {1: result(0, 1), 2: result(1, 0), 3: result(0, 0)}, ("alp", "mrpc"): {1: result(1, 1)}}
+    assert module.teacher_free_reruns(table, seeded) == [("nkd", "mrpc", 1, True), ("nkd", "mrpc", 2, False)]
