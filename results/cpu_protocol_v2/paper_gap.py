@@ -358,16 +358,22 @@ def other_teacher_files(directory: Path = HERE, other: Path = OTHER_TEACHER) -> 
     paths = sorted(other.glob("*.json"))
     foreign = [path.name for path in paths if path.stem not in keys]
     doubled = [path.name for path in paths if path.stem in have]
-    several = {task: found for task, found in teachers_of([path for path in paths if path.stem in keys]).items()
-               if len({score for score, _ in found}) > 1}
-    problems = ([f"{len(foreign)} JSON(s) are not trials of {TABLE} (e.g. {foreign[0]})"] if foreign else []) + \
-        ([f"{len(doubled)} JSON(s) are trials the table already has (e.g. {doubled[0]})"] if doubled else []) + \
-        [f"{task_label(task)} trials come from {len({score for score, _ in found})} teachers ("
+    refuse(other, [(foreign, f"are not trials of {TABLE}"), (doubled, "are trials the table already has")],
+           [path for path in paths if path.stem in keys])
+    return paths
+
+
+def refuse(folder: Path, named: list[tuple[list[str], str]], teacher_paths: list[Path], whose: str = "") -> None:
+    """Raise one ValueError naming every problem of ``folder``'s trial JSONs: each non-empty ``(names, what)`` of
+    ``named`` ("N JSON(s) <what> (e.g. <first>)") and each task whose ``teacher_paths`` were distilled from more than
+    one teacher (the scores and their trials)."""
+    several = {task: found for task, found in teachers_of(teacher_paths).items() if len({score for score, _ in found}) > 1}
+    problems = [f"{len(names)} JSON(s) {what} (e.g. {names[0]})" for names, what in named if names] + \
+        [f"{task_label(task)} trials{whose} come from {len({score for score, _ in found})} teachers ("
          + ", ".join(f"{score:.2f}: {count}" for (score, _), count in sorted(found.items())) + ")"
          for task, found in sorted(several.items())]
     if problems:
-        raise ValueError(f"{other}: " + "; ".join(problems))
-    return paths
+        raise ValueError(f"{folder}: " + "; ".join(problems))
 
 
 def teachers_of(paths: list[Path]) -> dict[str, dict[tuple[float, str], int]]:
@@ -482,15 +488,8 @@ def seeded_files(seeded: Path = SEEDED, other: Path = OTHER_TEACHER) -> list[Pat
     foreign = [path.name for path in paths if path.stem not in keys]
     differ = [path.name for path in paths if (other / path.name).is_file()
               and (other / path.name).read_bytes() != path.read_bytes()]
-    found = teachers_of([path for path in paths if path.stem in keys] + sorted(other.glob("*.json")))
-    several = {task: scores for task, scores in found.items() if len({score for score, _ in scores}) > 1}
-    problems = ([f"{len(foreign)} JSON(s) are not trials of {TABLE} (e.g. {foreign[0]})"] if foreign else []) + \
-        ([f"{len(differ)} JSON(s) differ from their copy in {other.name}/ (e.g. {differ[0]})"] if differ else []) + \
-        [f"{task_label(task)} trials (with {other.name}/'s) come from {len({score for score, _ in scores})} teachers ("
-         + ", ".join(f"{score:.2f}: {count}" for (score, _), count in sorted(scores.items())) + ")"
-         for task, scores in sorted(several.items())]
-    if problems:
-        raise ValueError(f"{seeded}: " + "; ".join(problems))
+    refuse(seeded, [(foreign, f"are not trials of {TABLE}"), (differ, f"differ from their copy in {other.name}/")],
+           [path for path in paths if path.stem in keys] + sorted(other.glob("*.json")), f" (with {other.name}/'s)")
     return paths
 
 
