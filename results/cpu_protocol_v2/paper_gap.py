@@ -377,15 +377,29 @@ def refuse(folder: Path, named: list[tuple[list[str], str]], teacher_paths: list
 
 
 def teachers_of(paths: list[Path]) -> dict[str, dict[tuple[float, str], int]]:
-    """task → (teacher dev accuracy, kernels) → trials: the teachers a set of trial JSONs were distilled from;
-    ``numerics`` (the kernels) is "not recorded" in JSONs written before session 14."""
+    """task → (teacher dev accuracy, kernels) → trials: the table's teacher each of a set of trial JSONs was distilled
+    from (:func:`table_teacher_score`); ``numerics`` (the kernels) is "not recorded" in JSONs written before session 14."""
     out: dict[str, dict[tuple[float, str], int]] = collections.defaultdict(collections.Counter)
     for path in paths:
         record = json.loads(path.read_text(encoding="utf-8"))
-        score = (record["result"].get("teacher_dev_metrics") or {}).get("accuracy")
+        score = table_teacher_score(record)
         if score is not None:
             out[record["spec"]["trial"]["task"]][(round(100 * float(score), 2), record.get("numerics") or "not recorded")] += 1
     return out
+
+
+def table_teacher_score(record: dict) -> float | None:
+    """The dev accuracy a trial JSON records for the table's teacher (``spec.teacher``). A multi-teacher trial that
+    records each teacher (``teachers_dev_metrics``, since session 16) gives the slot with the table teacher's settings
+    (name and seed aside; their ``teacher_dev_metric`` is the best slot's, which may be another teacher), or None
+    when no slot has them; older multi-teacher trials recorded the best slot only, and that is what is read."""
+    result, spec = record["result"], record["spec"]
+    slots = result.get("teachers_dev_metrics")
+    if slots and spec.get("teachers"):
+        same = [metrics for teacher, metrics in zip(spec["teachers"], slots)
+                if {k: v for k, v in teacher.items() if k not in ("name", "seed")} == spec.get("teacher")]
+        return same[0].get("accuracy") if same else None
+    return (result.get("teacher_dev_metrics") or {}).get("accuracy")
 
 
 def filled_reading(directory: Path = HERE, other: Path = OTHER_TEACHER) -> tuple[dict, dict, list[ClaimTest], list[ClaimTest]]:

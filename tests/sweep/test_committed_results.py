@@ -535,6 +535,21 @@ def test_v2_seeded_folder_refuses_a_foreign_file_a_changed_copy_or_a_second_teac
         module.seeded_files(seeded, other)
 
 
+def test_v2_a_multi_teacher_trial_is_read_by_its_table_teacher_slot_not_its_best_teacher():
+    """Two teachers' trials record the best slot as ``teacher_dev_metrics``; the seeded reading's one-teacher check
+    reads the slot with the table teacher's settings instead, so a stronger second teacher is not a second table
+    teacher (and a trial without per-slot scores falls back to the best one)."""
+    module = v2_script("paper_gap")
+    record = json.loads(next(path for path in sorted(module.HERE.glob("*.json"))
+                             if json.loads(path.read_text())["trial"].startswith("two_teachers|")).read_text())
+    assert module.table_teacher_score(record) == record["result"]["teacher_dev_metrics"]["accuracy"]  # before session 16
+    record["result"]["teachers_dev_metrics"] = [{"accuracy": 0.80}, {"accuracy": 0.83}]
+    record["result"]["teacher_dev_metrics"] = {"accuracy": 0.83}
+    assert module.table_teacher_score(record) == 0.80
+    record["spec"]["teachers"][0]["training"]["learning_rate"] = 1.0
+    assert module.table_teacher_score(record) is None
+
+
 def test_v2_teacher_free_reruns_compare_only_the_teacher_free_rows_seed_by_seed():
     module = v2_script("paper_gap")
     result = lambda *predictions: {"dev_predictions": list(predictions)}  # noqa: E731
