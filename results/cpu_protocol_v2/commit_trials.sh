@@ -38,10 +38,13 @@ if [ "${1:-}" = "--seeded" ]; then
   done
   new=$(git status --porcelain --untracked-files=all -- "$here/seeded" | grep -c '\.json$' || true)
   if [ "$new" -eq 0 ]; then echo "no new trials"; exit 0; fi
-  count=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" --seeded | tail -n 1 | grep -o '^[0-9]* of [0-9]* verdicts tested so far differ')
+  # the reading's last line: "<k> of <m> verdicts tested so far differ … <done> of <the table's total> trials. Made by: …"
+  summary=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" --seeded | tail -n 1)
+  count=$(grep -o '^[0-9]* of [0-9]* verdicts tested so far differ' <<< "$summary")
+  trials=$(grep -o '[0-9]* of [0-9]* trials' <<< "$summary")
   git add "$here/seeded" "$here/tables/paper_gap_seeded.md" "$here/tables/paper_gap_seeded.png"
   plural=s; [ "$new" -eq 1 ] && plural=
-  git commit -qm "CPU protocol v2, seeded rerun: $new more trial$plural ($(ls "$here"/seeded/*.json | wc -l) of 160; $count from the closed table's)"
+  git commit -qm "CPU protocol v2, seeded rerun: $new more trial$plural (${trials% trials}; $count from the closed table's)"
   git log --oneline -1
   exit 0
 fi

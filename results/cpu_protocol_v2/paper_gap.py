@@ -734,14 +734,15 @@ def forest_figure(tests: list[ClaimTest], title: str = "", compare: list[ClaimTe
     return fig
 
 
-def write_forest(directory: Path = HERE, target: Path | None = None, other: Path | None = None) -> Path:
+def write_forest(directory: Path = HERE, target: Path | None = None, other: Path | None = None,
+                 seeded: Path | None = None) -> Path:
     """``tables/paper_gap.png``: :func:`forest_figure` of the folder's reading, written atomically; with ``other``
     (``--other-teacher``: ``tables/paper_gap_other_teacher.png``) the reading with ``other``'s trials added in grey;
-    with :data:`SEEDED` (``--seeded``: ``tables/paper_gap_seeded.png``) the seeded rerun's own reading in grey."""
+    with ``seeded`` (``--seeded``: ``tables/paper_gap_seeded.png``) that folder's own reading in grey."""
     from bert_kd.jobs import write_file_atomically
 
-    if other is not None and other.resolve() == SEEDED.resolve():
-        table, mine = reading(directory), reading(other)
+    if seeded is not None:
+        table, mine = reading(directory), reading(seeded)
         fig = forest_figure(table.tests, f"CPU protocol v2: the closed table ({finished(table.runs)} trials, colour) and the "
                             f"seeded rerun ({finished(mine.runs)} of {table_total()}, grey)", mine.tests,
                             "seeded rerun (reproducible teachers): gain, bootstrap CI")
@@ -776,7 +777,7 @@ def main(argv: list[str] | None = None) -> None:
         text = seeded_render() if seeded else other_teacher_render()
         name = "paper_gap_seeded.md" if seeded else "paper_gap_other_teacher.md"
         write_file_atomically(HERE / "tables" / name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        write_forest(other=SEEDED if seeded else OTHER_TEACHER)
+        write_forest(**({"seeded": SEEDED} if seeded else {"other": OTHER_TEACHER}))
         sys.stdout.write(text)
         return
     text = render()
