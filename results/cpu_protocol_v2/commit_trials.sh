@@ -5,7 +5,7 @@
 # this one never disturb them; its new JSONs are copied here first. Then: the table from the results folder
 # alone (`results_only`, nothing trains), the paper-gap reading and the README's v2 block (paper_gap.py), each
 # term's gradient share from the worker's MLflow store (gradient_shares.py),
-# and one commit of results/cpu_protocol_v2 and README.md. Nothing new: nothing is committed.
+# and one commit of results/cpu_protocol_v2 and README.md (STAGE_ONLY=1: staged only). Nothing new: nothing is committed.
 #   bash results/cpu_protocol_v2/commit_trials.sh --other-teacher FILL_WORKTREE
 # The same for fill_other_teacher.sh's trials (a sensitivity check, never the table): the worktree's new JSONs go
 # to other_teacher/, and only tables/paper_gap_other_teacher.{md,png} are re-rendered and committed with them.
@@ -32,6 +32,7 @@ if [ "${1:-}" = "--other-teacher" ]; then
 fi
 if [ "${1:-}" = "--seeded" ]; then
   [ $# -eq 2 ] || { echo "usage: commit_trials.sh --seeded SEEDED_WORKTREE" >&2; exit 2; }
+  [ ! -d "$here/closed_139" ] || { echo "commit_trials.sh: the seeded rerun is the table since promote_seeded.sh" >&2; exit 1; }
   mkdir -p "$here/seeded"
   for f in "$2/$here"/*.json; do
     [ -e "$f" ] && [ ! -e "$here/seeded/$(basename "$f")" ] && cp "$f" "$here/seeded/"
@@ -72,6 +73,7 @@ if [ $# -gt 0 ] && [ -f "$1/mlflow.db" ]; then
     || echo "gradient shares not re-rendered (log: $log)"
 fi
 git add "$here" README.md
+if [ "${STAGE_ONLY:-0}" = 1 ]; then echo "staged, not committed ($count)"; exit 0; fi  # promote_seeded.sh
 plural=s; [ "$new" -eq 1 ] && plural=
 git commit -qm "CPU protocol v2: $new more trial$plural ($count), tables and paper-gap reading re-rendered"
 git log --oneline -1

@@ -59,7 +59,11 @@ def committed_trials(directory: Path = HERE) -> dict[str, dict]:
 def measured_shares(tracking_uri: str, keys: Iterable[str]) -> dict[str, dict[str, float]]:
     """content key → term → gradient share, from the finished MLflow runs of ``tracking_uri``: a trial's run
     (role ``trial``) carries the ``content_key`` tag, its student's training run (role ``student``, a child of
-    it) the ``grad_share/*`` metrics. A key run twice (an interrupted worker's first try): its latest."""
+    it) the ``grad_share/*`` metrics. A key run twice (an interrupted worker's first try): its latest. No key
+    wanted (every trial carries its shares): the store is not opened."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
@@ -72,7 +76,7 @@ def measured_shares(tracking_uri: str, keys: Iterable[str]) -> dict[str, dict[st
         if not token:
             break
     trial_key = {run.info.run_id: run.data.tags.get(KEY_TAG) for run in runs if run.data.tags.get("role") == "trial"}
-    wanted, latest = set(keys), {}
+    latest = {}
     for run in runs:
         key = trial_key.get(run.data.tags.get("mlflow.parentRunId", ""))
         measured = {name[len(PREFIX):]: value for name, value in run.data.metrics.items() if name.startswith(PREFIX)}

@@ -80,12 +80,30 @@ CLOSED = ("closed: the other {missing} need the teachers its trials were distill
 #: session 17 on), so that every v2 number can be rerun on any machine; ``other_teacher/``'s 21 are its trials
 #: for their keys (copied here). Read by :func:`seeded_render`; once complete it replaces the closed table.
 SEEDED = HERE / "seeded"
+#: Where ``promote_seeded.sh`` moves the closed table's 139 trials when the complete seeded rerun replaces them; kept
+#: so that the seeded reading (the rerun against the closed table) and the other-teacher check can still be rendered.
+CLOSED_139 = HERE / "closed_139"
 V1 = ROOT / "results" / "cpu_protocol"  # the `init: teacher` ablation
 #: the ALP-KD rows compared with NKD in the init ablation: those both tables have (v1's PKD used other maps)
 WARM_ROWS = ("rkd", "ckd", "alp")
 README_START = "<!-- v2-reading:start (written by results/cpu_protocol_v2/paper_gap.py; do not edit) -->"
 README_END = "<!-- v2-reading:end -->"
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+
+
+def promoted() -> bool:
+    """True once the seeded rerun is the table (``promote_seeded.sh`` moved the closed table to :data:`CLOSED_139`)."""
+    return CLOSED_139.is_dir()
+
+
+def closed_table() -> Path:
+    """The folder of the closed table's 139 trials: the table folder until the promotion, :data:`CLOSED_139` after."""
+    return CLOSED_139 if promoted() else HERE
+
+
+def seeded_table() -> Path:
+    """The folder of the seeded rerun's trials: :data:`SEEDED` until the promotion, the table folder after."""
+    return HERE if promoted() else SEEDED
 
 
 @functools.cache
@@ -349,11 +367,12 @@ def closed_reason(runs: dict) -> str | None:
     return CLOSED.format(missing=missing) if CLOSED and missing > 0 else None
 
 
-def other_teacher_files(directory: Path = HERE, other: Path = OTHER_TEACHER) -> list[Path]:
+def other_teacher_files(directory: Path | None = None, other: Path = OTHER_TEACHER) -> list[Path]:
     """``other``'s trial JSONs: trials of the table that ``directory`` lacks, run with other teachers.
     Refused by name: a file that is no trial of the table, one whose trial the table already has (it would
     replace a like-for-like seed), or a set distilled from more than one teacher on a task (one other teacher per
     task, so the check reads as "the table's teacher against that one")."""
+    directory = closed_table() if directory is None else directory  # the closed table's 139
     keys, have = table_keys(), {path.stem for path in trial_files(directory)}
     paths = sorted(other.glob("*.json"))
     foreign = [path.name for path in paths if path.stem not in keys]
@@ -402,9 +421,10 @@ def table_teacher_score(record: dict) -> float | None:
     return (result.get("teacher_dev_metrics") or {}).get("accuracy")
 
 
-def filled_reading(directory: Path = HERE, other: Path = OTHER_TEACHER) -> tuple[dict, dict, list[ClaimTest], list[ClaimTest]]:
+def filled_reading(directory: Path | None = None, other: Path = OTHER_TEACHER) -> tuple[dict, dict, list[ClaimTest], list[ClaimTest]]:
     """(the table's runs, the same with ``other``'s trials added, the table's claim tests, the filled ones),
     computed once per state of both folders (the render and the picture of ``--other-teacher`` share them)."""
+    directory = closed_table() if directory is None else directory  # the closed table's 139
     other_teacher_files(directory, other)  # refuses a file that is no trial, a doubled seed, two teachers
     table = reading(directory)
     filled, after = _filled_tests(directory.resolve(), other.resolve(), folder_state(directory), folder_state(other))
@@ -420,10 +440,11 @@ def _filled_tests(directory: Path, other: Path, *states: tuple) -> tuple[dict, l
     return filled, claim_tests(filled)
 
 
-def other_teacher_render(directory: Path = HERE, other: Path = OTHER_TEACHER) -> str:
+def other_teacher_render(directory: Path | None = None, other: Path = OTHER_TEACHER) -> str:
     """The table's reading against the same reading with ``other``'s trials added (:func:`other_teacher_files`):
     the teachers, every claim's gain, Holm p and verdict both ways, and the row means. A sensitivity check — would
     the missing trials, run with other teachers, change what the table says? — never the table."""
+    directory = closed_table() if directory is None else directory  # the closed table's 139
     from types import SimpleNamespace
 
     from bert_kd.sweep.report import teacher_mismatches
@@ -494,10 +515,11 @@ def row_lines(runs: dict, other: dict, only_moved: bool = False) -> list[str]:
 TEACHER_FREE = ("nkd",)
 
 
-def seeded_files(seeded: Path = SEEDED, other: Path = OTHER_TEACHER) -> list[Path]:
+def seeded_files(seeded: Path | None = None, other: Path = OTHER_TEACHER) -> list[Path]:
     """``seeded``'s trial JSONs (the table rerun on seeded teachers). Refused by name: a file that is no trial of the
     table, a set distilled from more than one teacher on a task, or one whose teacher is not ``other``'s (the fill ran
     on the same seeded teachers), or a trial of ``other`` whose copy here differs from it."""
+    seeded = seeded_table() if seeded is None else seeded
     keys, paths = table_keys(), sorted(seeded.glob("*.json"))
     foreign = [path.name for path in paths if path.stem not in keys]
     differ = [path.name for path in paths if (other / path.name).is_file()
@@ -515,9 +537,12 @@ def teacher_free_reruns(table_runs: dict, seeded_runs: dict) -> list[tuple[str, 
             for seed, result in sorted(seeds.items()) if seed in table_runs.get((row, task), {})]
 
 
-def seeded_render(directory: Path = HERE, seeded: Path = SEEDED) -> str:
-    """The seeded rerun's reading against the closed table's: its teachers, the teacher-free rows rerun exactly,
-    every claim's gain, Holm p and verdict both ways, and every row's mean; interim until all trials have run."""
+def seeded_render(directory: Path | None = None, seeded: Path | None = None) -> str:
+    """The seeded rerun's reading against the closed table's (by default :func:`seeded_table` against
+    :func:`closed_table`): its teachers, the teacher-free rows rerun exactly, every claim's gain, Holm p and verdict
+    both ways, and every row's mean; interim until all trials have run."""
+    directory = closed_table() if directory is None else directory
+    seeded = seeded_table() if seeded is None else seeded
     paths = seeded_files(seeded)
     table, mine = reading(directory), reading(seeded)
     done, total = finished(mine.runs), table_total()
@@ -527,9 +552,10 @@ def seeded_render(directory: Path = HERE, seeded: Path = SEEDED) -> str:
              "and every number here can be rerun. The closed table's teachers cannot be (their heads were drawn "
              "unseeded). `other_teacher/`'s 21 trials are this rerun's for their keys (copied here). Made by "
              "`rerun_seeded.sh` in a linked worktree, committed piecewise by `commit_trials.sh --seeded`. "
-             + ("Complete: it replaces the closed table." if done >= total else
+             + ("Complete: it replaces the closed table" + (" (whose trials are kept in `closed_139/`)." if promoted() else
+                                                            ".") if done >= total else
                 "Interim: a claim is tested on the seeds both of its rows have so far (`run.sh`'s order: seeds 1–5 of "
-                "every row first)."), "", *teacher_lines(trial_files(directory), paths, "`seeded/`")]
+                "every row first)."), "", *teacher_lines(trial_files(directory), paths, "the seeded rerun")]
     reruns = teacher_free_reruns(table.runs, mine.runs)
     same = [entry for entry in reruns if entry[3]]
     if reruns:
@@ -777,7 +803,7 @@ def main(argv: list[str] | None = None) -> None:
         text = seeded_render() if seeded else other_teacher_render()
         name = "paper_gap_seeded.md" if seeded else "paper_gap_other_teacher.md"
         write_file_atomically(HERE / "tables" / name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        write_forest(**({"seeded": SEEDED} if seeded else {"other": OTHER_TEACHER}))
+        write_forest(closed_table(), **({"seeded": seeded_table()} if seeded else {"other": OTHER_TEACHER}))
         sys.stdout.write(text)
         return
     text = render()

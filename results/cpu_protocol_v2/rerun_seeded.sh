@@ -14,5 +14,8 @@
 # run.sh's order (seeds 1–5 of every row, then 6–8, then SST-2's 9–10) with WORKERS=2 (one per core) by default.
 set -u
 cd "$(dirname "$0")/../.."
+if [ -d results/cpu_protocol_v2/closed_139 ]; then
+  echo "rerun_seeded.sh: the seeded rerun is the table since promote_seeded.sh; rerun a trial with run.sh" >&2; exit 1
+fi
 source results/cpu_protocol_v2/worktree.sh seeded other_teacher
 ALLOW_CLOSED=1 WORKERS=${WORKERS:-2} LOGS=${LOGS:-seeded_worker} bash results/cpu_protocol_v2/run.sh

@@ -423,11 +423,11 @@ def test_v2_rechecked_trials_gave_the_committed_predictions():
     """rechecks/ holds table trials rerun later from their keys on another machine (the v2 README's "Same key, same
     number"); each must be a trial of the table with the committed dev predictions, metrics and best epoch. NKD is the
     row whose student never reads the teacher, so its keys can be rerun although the table's teachers cannot."""
-    here = ROOT / "results" / "cpu_protocol_v2"
-    rechecks = sorted((here / "rechecks").glob("*.json"))
+    module = v2_script("paper_gap")
+    rechecks = sorted((module.HERE / "rechecks").glob("*.json"))
     assert len(rechecks) >= 2
-    for path in rechecks:
-        rerun, committed = (json.loads(p.read_text(encoding="utf-8")) for p in (path, here / path.name))
+    for path in rechecks:  # the closed table's trials (closed_139/ once the seeded rerun replaced them)
+        rerun, committed = (json.loads(p.read_text(encoding="utf-8")) for p in (path, module.closed_table() / path.name))
         assert rerun["key"] == committed["key"] == path.stem and rerun["trial"] == committed["trial"]
         assert rerun["spec"] == committed["spec"] and rerun["spec"]["trial"]["method"] == "nkd"
         assert rerun["numerics"] != committed.get("numerics")  # another machine's kernels (the table's recorded none)
@@ -451,28 +451,29 @@ def test_v2_other_teacher_folder_refuses_a_trial_the_table_has_or_does_not_ask_f
     import shutil
 
     module = v2_script("paper_gap")
+    closed = module.closed_table()  # the table the fill completes: the closed one (closed_139/ after the promotion)
     other = tmp_path / "other_teacher"
     other.mkdir()
-    first = sorted(module.HERE.glob("*.json"))[0]
+    first = sorted(closed.glob("*.json"))[0]
     shutil.copy(first, other / first.name)
     with pytest.raises(ValueError, match=r"1 JSON\(s\) are trials the table already has"):
-        module.other_teacher_files(module.HERE, other)
+        module.other_teacher_files(closed, other)
     (other / first.name).rename(other / ("0" * 64 + ".json"))
     with pytest.raises(ValueError, match=r"1 JSON\(s\) are not trials of cpu_protocol_v2"):
-        module.other_teacher_files(module.HERE, other)
+        module.other_teacher_files(closed, other)
     (other / ("0" * 64 + ".json")).unlink()
-    assert module.other_teacher_files(module.HERE, other) == []
+    assert module.other_teacher_files(closed, other) == []
     # two trials the table lacks, distilled from two different teachers (session 15's fill, one score edited)
     sst2 = [path for path in sorted((module.OTHER_TEACHER / "session15").glob("*.json"))
             if json.loads(path.read_text())["spec"]["trial"]["task"] == "sst2"][:2]
     for path in sst2:
         shutil.copy(path, other / path.name)
-    assert len(module.other_teacher_files(module.HERE, other)) == 2  # one teacher: accepted
+    assert len(module.other_teacher_files(closed, other)) == 2  # one teacher: accepted
     record = json.loads((other / sst2[1].name).read_text())
     record["result"]["teacher_dev_metrics"]["accuracy"] += 0.01
     (other / sst2[1].name).write_text(json.dumps(record))
     with pytest.raises(ValueError, match=r"SST-2 trials come from 2 teachers \(86\.93: 1, 87\.93: 1\)"):
-        module.other_teacher_files(module.HERE, other)
+        module.other_teacher_files(closed, other)
 
 
 @pytest.mark.parametrize("script", ["fill_other_teacher.sh", "rerun_seeded.sh"])
@@ -493,21 +494,46 @@ def test_v2_worktree_scripts_refuse_the_main_checkout(tmp_path, script):
     assert (folder / "trial.json").exists()
 
 
+def test_v2_promotion_refuses_a_second_promotion_and_uncommitted_results(tmp_path):
+    """promote_seeded.sh moves every trial JSON of the table: it stops, naming itself and moving nothing, when the
+    table was promoted already or the results folder has changes not committed (its completeness check is the seeded
+    reading's count, tested through ``seeded_render``)."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "results" / "cpu_protocol_v2"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "results" / "cpu_protocol_v2" / "promote_seeded.sh", folder)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "t"], cwd=tmp_path, check=True)
+    (folder / "closed_139").mkdir()
+    done = subprocess.run(["bash", str(folder / "promote_seeded.sh")], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.startswith("promote_seeded.sh: already promoted")
+    (folder / "closed_139").rmdir()
+    (folder / "trial.json").write_text("{}", encoding="utf-8")
+    done = subprocess.run(["bash", str(folder / "promote_seeded.sh")], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.startswith("promote_seeded.sh: uncommitted changes")
+    assert sorted(path.name for path in folder.iterdir()) == ["promote_seeded.sh", "trial.json"]
+
+
 def test_v2_seeded_reading_matches_the_committed_trials():
     """tables/paper_gap_seeded.md (the table rerun on reproducible teachers, committed piecewise) is what
     ``paper_gap.py --seeded`` renders from seeded/, and every teacher-free trial there gave the closed table's
     predictions: NKD's students never read the teacher, so the rerun must reproduce them exactly."""
     module = v2_script("paper_gap")
-    if not any(module.SEEDED.glob("*.json")):
+    seeded = module.seeded_table()  # seeded/, or the table folder once the rerun replaced the closed table
+    if not any(seeded.glob("*.json")):
         pytest.skip("no seeded trial committed yet")
     committed = (module.HERE / "tables" / "paper_gap_seeded.md").read_text(encoding="utf-8")
     assert module.seeded_render() == committed, "rerun: PYTHONPATH=src python results/cpu_protocol_v2/paper_gap.py --seeded"
     assert (module.HERE / "tables" / "paper_gap_seeded.png").stat().st_size > 0
-    reruns = module.teacher_free_reruns(module.reading().runs, module.reading(module.SEEDED).runs)
-    assert [entry for entry in reruns if not entry[3]] == []
+    reruns = module.teacher_free_reruns(module.reading(module.closed_table()).runs, module.reading(seeded).runs)
+    assert reruns and [entry for entry in reruns if not entry[3]] == []
     for path in module.OTHER_TEACHER.glob("*.json"):  # the fill's trials are the rerun's for their keys
-        if (module.SEEDED / path.name).exists():
-            assert (module.SEEDED / path.name).read_bytes() == path.read_bytes()
+        if (seeded / path.name).exists():
+            assert (seeded / path.name).read_bytes() == path.read_bytes()
 
 
 def test_v2_seeded_folder_refuses_a_foreign_file_a_changed_copy_or_a_second_teacher(tmp_path):
@@ -540,7 +566,7 @@ def test_v2_a_multi_teacher_trial_is_read_by_its_table_teacher_slot_not_its_best
     reads the slot with the table teacher's settings instead, so a stronger second teacher is not a second table
     teacher (and a trial without per-slot scores falls back to the best one)."""
     module = v2_script("paper_gap")
-    record = json.loads(next(path for path in sorted(module.HERE.glob("*.json"))
+    record = json.loads(next(path for path in sorted(module.closed_table().glob("*.json"))
                              if json.loads(path.read_text())["trial"].startswith("two_teachers|")).read_text())
     assert module.table_teacher_score(record) == record["result"]["teacher_dev_metrics"]["accuracy"]  # before session 16
     record["result"]["teachers_dev_metrics"] = [{"accuracy": 0.80}, {"accuracy": 0.83}]
