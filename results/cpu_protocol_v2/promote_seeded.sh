@@ -20,11 +20,11 @@ fi
 if [ -n "$(git status --porcelain -- "$here" README.md)" ]; then
   echo "$name: uncommitted changes in $here or README.md; commit or stash them first; nothing done" >&2; exit 1
 fi
-# the seeded reading's last line: "… <done> of <the table's total> trials. Made by: …" (it also refuses a foreign file,
-# a changed copy of other_teacher/'s trials, or a second teacher on a task)
-trials=$(PYTHONPATH=src "$PY" "$here/paper_gap.py" --seeded | tail -n 1 | grep -o '[0-9]* of [0-9]* trials')
-read -r done _ total _ <<< "$trials"
-git checkout -q -- "$here/tables"  # the check above re-rendered the seeded reading; the state stays the committed one
+# seeded/'s trials against the table's total (seeded_files refuses a foreign file, a changed copy of other_teacher/'s
+# trials, or a second teacher on a task); nothing is rendered yet
+counts=$(PYTHONPATH=src "$PY" -c "import sys; sys.path.insert(0, '$here'); import paper_gap as p; \
+print(len(p.seeded_files()), p.table_total())" | tail -n 1)
+read -r done total <<< "$counts"
 if [ "$done" != "$total" ]; then
   echo "$name: seeded/ has $done of the table's $total trials; nothing done (finish rerun_seeded.sh first)" >&2; exit 1
 fi
