@@ -496,8 +496,8 @@ def test_v2_worktree_scripts_refuse_the_main_checkout(tmp_path, script):
 
 def test_v2_promotion_refuses_a_second_promotion_and_uncommitted_results(tmp_path):
     """promote_seeded.sh moves every trial JSON of the table: it stops, naming itself and moving nothing, when the
-    table was promoted already or the results folder has changes not committed (its completeness check is the seeded
-    reading's count, tested through ``seeded_render``)."""
+    table was promoted already or the results folder has changes not committed (its completeness check is
+    ``seeded_files()`` counted against ``table_total()``)."""
     import shutil
     import subprocess
 
