@@ -31,6 +31,8 @@ def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check,
     works = {(t["work"], t["precision"]) for t in report["timings"]}
     assert {w for w, _ in works} == {"teacher_finetune", "live_distill", "cached_distill"}
     assert all(t["examples_per_s"] > 0 for t in report["timings"])
+    agreement = report["fused_adamw_agreement"]
+    assert 0 <= agreement["max_abs_difference"] < 1e-4 < agreement["max_abs_parameter"]
     assert {"alp_kd_table1", "ted_table4", "multi_teacher_tables", "cpu_protocol"} <= set(report["estimates"])
     assert report["estimates"]["cpu_protocol"]["trials"] == 81
     assert all(e["total_hours"] > 0 for e in report["estimates"].values())
