@@ -14,13 +14,13 @@
 # has SST-2 trials only), so a cut-off run still gives a balanced table.
 set -u
 cd "$(dirname "$0")/../.."
-# The table is closed at 139 of 160 trials (README, "Closed at 139"): its trials' teachers cannot be retrained.
+# Sessions 15–22 the table was closed at 139 of 160 trials (README, "Closed at 139"): their teachers cannot be retrained.
 # Until session 15 a teacher's new classification head was drawn from an unseeded generator (jobs.train_seeded
 # fixed that), and their store went with session 13's machine; a retrained teacher is another teacher, and every
 # trial would stop at TeacherMismatch after the teachers' ~20 minutes. fill_other_teacher.sh runs the missing
 # trials with another teacher, as a sensitivity check, and rerun_seeded.sh the whole table on reproducible teachers
 # (it calls this script with ALLOW_CLOSED=1 in a worktree whose table folder holds only seeded trials).
-# promote_seeded.sh lifts the closure: the complete rerun (reproducible teachers) replaces the closed table.
+# promote_seeded.sh lifted the closure (session 22): the complete rerun (reproducible teachers) replaced the closed table.
 if [ "${ALLOW_CLOSED:-0}" != 1 ] && [ ! -d results/cpu_protocol_v2/closed_139 ]; then
   echo "run.sh: cpu_protocol_v2 is closed at 139 of 160 trials; its teachers cannot be retrained" \
        "(results/cpu_protocol_v2/README.md, 'Closed at 139'). Nothing run; ALLOW_CLOSED=1 overrides." >&2
