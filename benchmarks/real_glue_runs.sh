@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The issues' "Done when" commands on the real GLUE files in ../shared/glue, timed one after another.
+# The acceptance commands of the pipelines on the real GLUE files in ../shared/glue, timed one after another.
 # Usage: bash benchmarks/real_glue_runs.sh [GLUE_DIR]   (run from the project root; ~1 h on 2 CPU cores)
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,4 @@
-"""How much of the student's gradient each weighted distillation term carries (issue 11, CPU protocol).
+"""How much of the student's gradient each weighted distillation term carries (the CPU protocol's question: does the layer term do anything?).
 
 For a recipe L = Σ_name w_name · term_name (ALP-KD Eq. 10: β·L_ce + η·L_KD + λ·L_layer) and a few
 training batches, it computes every term's gradient w.r.t. the student's parameters θ separately,

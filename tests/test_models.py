@@ -231,7 +231,7 @@ def test_parameters_fingerprint_tracks_weights(teacher):
     assert parameters_fingerprint(teacher) != before
 
 
-# --------------------------------------------------------------------------- student.init (issue 19)
+# --------------------------------------------------------------------------- student.init
 
 
 def test_pretrained_student_takes_the_checkpoints_layers_and_a_fresh_head(tiny_teacher_dir):

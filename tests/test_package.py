@@ -56,7 +56,7 @@ def test_the_core_imports_no_kedro():
 
 
 def test_a_sweep_trial_needs_only_kedro_pipeline_definitions():
-    """A trial runs the pipeline's own definition (issue 22), so it imports ``kedro.pipeline``, but no
+    """A trial runs the pipeline's own definition, so it imports ``kedro.pipeline``, but no
     Kedro session, catalog, runner or framework."""
     loaded = kedro_modules_after_importing("bert_kd.sweep.trial")
     assert "kedro.pipeline" in loaded

@@ -69,7 +69,7 @@ def node_functions(func):
 
 
 def test_no_node_takes_more_than_six_arguments(project):
-    """Issue 22: nodes read the run settings as one input; none takes more than 6 parameters."""
+    """Nodes read the run settings as one input; none takes more than 6 parameters."""
     import inspect
 
     from bert_kd.pipeline_registry import register_pipelines

@@ -261,7 +261,7 @@ def test_schema_module_is_kedro_free():
     assert json.loads(out.stdout) == []
 
 
-# --------------------------------------------------------------------------- staged recipes (issue 11)
+# --------------------------------------------------------------------------- staged recipes
 
 
 def test_stage_errors_name_the_recipe_stage_key(base):

@@ -1,4 +1,4 @@
-"""GLUE test-set predictions in the GLUE server's format (issue 21, ``predict_glue``).
+"""GLUE test-set predictions in the GLUE server's format (the ``predict_glue`` pipeline).
 
 The server (gluebenchmark.com) takes one zip of TSV files named after the tasks: ``CoLA.tsv``,
 ``SST-2.tsv``, ``MRPC.tsv``, ``STS-B.tsv``, ``QQP.tsv``, ``MNLI-m.tsv``, ``MNLI-mm.tsv``,

@@ -503,7 +503,7 @@ def _follow_rank_zero(trains: bool | None) -> bool | None:
 def train_seeded(job: Job, train_fn: Callable[[Path], Any]) -> Any:
     """``train_fn(job.checkpoint_dir)`` with every global generator seeded from ``job.spec["seed"]`` when the
     spec has one. Without this, modules initialised before the loop's own seeding drew from torch's default
-    generator, which PyTorch seeds from the OS at start: until session 15 a teacher's new classification head
+    generator, which PyTorch seeds from the OS at start: before 2026-11-25 a teacher's new classification head
     (and CKD's, LWD's and TED's projections) differed in every process that trained the same key."""
     seed = job.spec.get("seed")
     if isinstance(seed, int) and not isinstance(seed, bool):

@@ -298,7 +298,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# --------------------------------------------------------------------------- sweeps (issue 11)
+# --------------------------------------------------------------------------- sweeps
 
 SpaceSeparated = Union[str, int, float, list[Union[str, int, float]]]
 

@@ -1,4 +1,4 @@
-"""Models as MLflow 3 LoggedModels (issue 21): what the Models tab, the registry and
+"""Models as MLflow 3 LoggedModels: what the Models tab, the registry and
 ``models:/<name>/<version>`` see.
 
 - :func:`log_model_directory`: a trained teacher or student (the content-keyed store's directory:

@@ -1,4 +1,4 @@
-"""Whether a comparison table has a best student at all (issue 21: "degenerate results are crowned").
+"""Whether a comparison table has a best student at all (a degenerate result must not be crowned).
 
 A short run where every student predicts the majority class gives identical rows; naming one of
 them "best" misleads. Every comparison table therefore carries the majority-class row (every

@@ -336,7 +336,7 @@ def test_teachers_can_run_in_bf16_apart_from_the_student(teacher, data):
     assert torch.equal(bf16.row_of_idx, fp32.row_of_idx)
 
 
-# --------------------------------------------------------------------------- staged recipes (issue 11)
+# --------------------------------------------------------------------------- staged recipes
 
 TINYBERT_TERMS = ("ce", "pred", "emb", "hidden", "attn", "cos")
 INTERMEDIATE = {"emb": 1.0, "hidden": 1.0, "attn": 1.0}

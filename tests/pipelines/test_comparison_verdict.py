@@ -1,4 +1,4 @@
-"""Comparison tables carry the majority-class row and refuse to crown a student that ties (issue 21)."""
+"""Comparison tables carry the majority-class row and refuse to crown a student that ties."""
 
 from __future__ import annotations
 

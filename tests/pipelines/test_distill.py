@@ -142,7 +142,7 @@ def test_unknown_task_is_refused(run_pipeline):
 
 
 def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teacher_dir):
-    """student.init: pretrained copies the checkpoint the teacher was fine-tuned from (issue 19);
+    """student.init: pretrained copies the checkpoint the teacher was fine-tuned from (the papers' student start);
     init: teacher copies the fine-tuned teacher and keeps the job key it had before the option."""
     import torch
 

@@ -78,7 +78,7 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
 
 def test_an_entry_without_max_seq_length_reads_the_schema_default(tiny_teacher_dir):
     """A ``multi_teachers`` entry without ``max_seq_length`` passes validation (default 128): each
-    node reads that typed value instead of failing on the missing key (issue 22)."""
+    node reads that typed value instead of failing on the missing key."""
     from bert_kd.models import ModelBundle, load_tokenizer
     from bert_kd.pipelines.multi_teacher.nodes import prepare_multi_teacher_data, select_teacher
     from bert_kd.schema import validate_parameters

@@ -19,7 +19,7 @@ TINY_TABLE = {
 
 def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_path):
     """A restricted, resized run (one grid value; all training rows instead of the table's 40)
-    writes its own table and cannot change the committed one (issue 18)."""
+    writes its own table and cannot change the committed one."""
     committed = tmp_path / "results/tiny/tables"
     committed.mkdir(parents=True)
     (committed / "tiny.md").write_text("| Model | RTE |\nthe committed table\n")

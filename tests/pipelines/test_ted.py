@@ -43,7 +43,7 @@ def test_distill_ted_baselines_table(run_pipeline):
 
 def test_stage_two_start_hands_the_filters_beside_the_recipe(tiny_teacher_dir):
     """TED's Stage I filters reach the method as objects of the student start, never through the
-    recipe that keys the student (issue 22); the recipe's own settings win."""
+    recipe that keys the student; the recipe's own settings win."""
     from types import SimpleNamespace
 
     from bert_kd.models import ModelBundle, load_classifier, load_tokenizer, parameters_fingerprint

@@ -111,7 +111,7 @@ def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypa
 
 def test_the_same_teacher_key_retrains_into_the_same_weights_whatever_the_process_rng(tmp_path, monkeypatch, tiny_glue_dir):
     """A head the checkpoint lacks is drawn from the job's seed, not from the state the process's generators
-    happen to be in (PyTorch seeds its default generator from the OS at start): before session 15 every process
+    happen to be in (PyTorch seeds its default generator from the OS at start): before 2026-11-25 every process
     that trained the same teacher key got another head, and so another teacher."""
     import torch
 

@@ -109,7 +109,7 @@ def test_a_multi_teacher_row_is_compared_teacher_by_teacher_when_every_seed_reco
     row = {1: seed(0.80, 0.75), 2: seed(0.80, 0.75), 3: seed(0.80, 0.76)}
     assert teacher_mismatches({("two", "mrpc"): row}) == (
         "MRPC, two: teachers 80.00 / 75.00 (seeds 1, 2), 80.00 / 76.00 (seed 3)",)
-    row[1] = seed(0.80, 0.75, per_slot=False)  # written before session 16: the best teacher only
+    row[1] = seed(0.80, 0.75, per_slot=False)  # written before 2026-11-25: the best teacher only
     assert teacher_mismatches({("two", "mrpc"): row}) == ()
     assert teacher_mismatches({("two", "mrpc"): {1: seed(0.80, 0.75), 2: seed(0.80, 0.75)}}) == ()
 
@@ -122,7 +122,7 @@ def test_seed_lists_collapse_runs_of_three():
 
 
 def test_report_states_the_metric_and_keeps_the_combined_score():
-    """Issue 19: cells in the paper's metric (MRPC: accuracy), caption says so, CSV keeps (acc + F1)/2."""
+    """Cells in the paper's metric (MRPC: accuracy), caption says so, CSV keeps (acc + F1)/2."""
     table = tiny_reproduce(seeds="1")
     table["tables"]["tiny"]["tasks"] = ["mrpc"]
     sweep = build_sweep(table, RECIPES)

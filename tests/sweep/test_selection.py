@@ -51,7 +51,7 @@ def _mrpc_sweep():
 
 
 def test_selection_and_report_use_the_papers_metric_not_the_combined_score():
-    """MRPC (issue 19): ALP-KD reports accuracy; the grid point with the better (acc + F1)/2 loses."""
+    """MRPC: ALP-KD reports accuracy; the grid point with the better (acc + F1)/2 loses."""
     sweep = _mrpc_sweep()
     low_lr, high_lr = sorted(sweep.trials(), key=lambda t: t.params["training.learning_rate"])
     results = {

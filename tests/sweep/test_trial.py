@@ -182,7 +182,7 @@ def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
     assert not (workdir / "data").exists()
 
 
-# ---------------------------------------------------------------- identity of stored results (issue 18)
+# ---------------------------------------------------------------- identity of stored results
 needs_real_glue = pytest.mark.skipif(not (SHARED_GLUE / "RTE" / "dev.tsv").is_file(), reason="needs ../shared/glue")
 
 
@@ -307,7 +307,7 @@ def test_other_glue_files_get_their_own_key_the_release_keeps_the_old_one(tmp_pa
 
 
 def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teacher_dir, tiny_glue_dir):
-    """student.init (issue 19): ``teacher`` (= the behaviour before the option) in the table or the
+    """student.init: ``teacher`` (= the behaviour before the option) in the table or the
     project's student block leaves the trial key unchanged; ``pretrained`` changes it."""
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
     runner = TrialRunner(params, commit="")
@@ -346,7 +346,7 @@ def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, 
         build_sweep(grouped_table, RECIPES)
 
 
-# ---------------------------------------------------------------- a trial is the pipeline (issue 22)
+# ---------------------------------------------------------------- a trial is the pipeline
 from tests.pipelines.conftest import TINY_TRAINING, run_pipeline  # noqa: E402,F401  (the Kedro session fixture)
 
 
@@ -359,7 +359,7 @@ def store_entries(root) -> set[str]:
 
 #: (pipeline, recipe of the trial): every job the pipeline trains, students included, the trial finds
 #: stored. A multi-teacher trial hands the recipe as the table gives it (its committed students'
-#: keys); the pipeline's student is keyed on the same recipe as written (issue 22).
+#: keys); the pipeline's student is keyed on the same recipe as written.
 SAME_JOBS = [("distill_alp", "distill_methods.alp"), ("distill_ted", "ted_methods.ted"),
              ("distill_multi_teacher", "multi_teacher_configs.multi_teacher")]
 
@@ -369,7 +369,7 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
     """``kedro run --pipeline=distill_<row>`` and a sweep trial of that row with the same parameters
     build the same teacher(s), teacher caches, (TED filters) and student jobs: the trial trains
     nothing new. The ``multi_teachers`` entries set no ``training``: each slot is its own entry in
-    both (before issue 22 a trial filled it in from the main ``teacher`` block)."""
+    both (before trials ran the pipelines' nodes, a trial filled it in from the main ``teacher`` block)."""
     from kedro.framework.session import KedroSession
 
     from bert_kd.sweep.spec import RECIPE_NAMESPACES
@@ -398,7 +398,7 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
 
 def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher_dir, tiny_glue_dir, monkeypatch):
     """A ``multi_teachers`` entry without ``max_seq_length`` is tokenized at the schema's 128 in a
-    trial as in the pipeline, not at the main teacher's length (issue 22)."""
+    trial as in the pipeline, not at the main teacher's length."""
     from bert_kd.pipelines.data_processing import nodes as data_nodes
     from bert_kd.pipelines.multi_teacher import pipeline as mt_pipeline
 
@@ -413,7 +413,7 @@ def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher
         blocks.append(block)
         raise Stop
 
-    for module in (data_nodes, mt_pipeline):  # where a trial's teacher slots are tokenized, before and after issue 22
+    for module in (data_nodes, mt_pipeline):  # where a trial's teacher slots are tokenized, in the data nodes and the multi-teacher pipeline
         monkeypatch.setattr(module, "tokenize_for_model", tokenize_for_model)
     methods = {"nkd": {"recipe": "distill_methods.nkd"}, "two": {"recipe": "multi_teacher_configs.two"}}
     spec = next(t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two")

@@ -142,7 +142,7 @@ def test_loaders_use_workers_and_pinned_memory_only_on_a_gpu(tiny_teacher_dir, s
     assert on_gpu.num_workers == 4 and on_gpu.pin_memory
 
 
-# --------------------------------------------------------------------------- padding by the tokenizer's rules (issue 19)
+# --------------------------------------------------------------------------- padding by the tokenizer's rules
 
 
 XLNET_WORDS = "the a movie film was great good bad not very dog sat on mat and it fun".split()

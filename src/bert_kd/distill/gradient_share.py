@@ -1,4 +1,4 @@
-"""Each weighted loss term's share of the student's gradient (issue 21: "a loss term can be inert").
+"""Each weighted loss term's share of the student's gradient (a loss term can be inert: a warning says so).
 
 For a recipe L = Σ_t w_t · L_t, the share of term t is ‖w_t ∇_θ L_t‖ / Σ_u ‖w_u ∇_θ L_u‖ over the
 student's parameters θ, averaged (the norms) over a few training batches. A term with w_t > 0 and

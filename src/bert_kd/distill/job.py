@@ -1,4 +1,4 @@
-"""One distillation body (issue 22): a :class:`DistillJob` says what is trained — the student's
+"""One distillation body: a :class:`DistillJob` says what is trained — the student's
 start, the teachers as :class:`~bert_kd.distill.objective.Teacher` sources (prefix, cache), the
 recipe, the student settings and the run settings — and :func:`train_student` trains it once
 through the content-keyed job path, for one teacher (K = 1: the ALP-KD and TED tables) and for
@@ -120,7 +120,7 @@ class DistillJob:
 def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache, recipe: Mapping,
                        settings: RunSettings) -> DistillJob:
     """The job of one ``distill_methods`` / ``ted_methods`` row: ``student`` distilled from ``teacher``
-    (its cache used unless the student reads another vocabulary); key material as before issue 22."""
+    (its cache used unless the student reads another vocabulary); key material unchanged since job keys were introduced."""
     task = settings.task
     row = student.row or recipe["method"]
     key_recipe, objects = student.method_inputs(recipe, teacher, task)
@@ -197,7 +197,7 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
 def _observations(job: DistillJob, method, objective, dev_loader, split: str) -> dict:
     """What the trained student's method observed on dev: ALP's α map and other diagnostics (one
     teacher); the alignment report and, for the MT method, each teacher's and layer group's loss
-    share (multi-teacher, issue 11)."""
+    share (multi-teacher contributions figure)."""
     if not job.multi_teacher:
         return {"diagnostics": collect_diagnostics(objective, dev_loader)}
     contributions = None

@@ -124,7 +124,7 @@ class DistillationObjective(Objective):
             return spec.cache.lookup(batch["idx"])
         attention = bool(needs.get("attention"))
         # no_grad, not inference_mode: the losses save teacher tensors for backward, which inference
-        # tensors refuse, and the copy that would need costs what inference_mode saves (NOTES, issue 20)
+        # tensors refuse, and the copy that would need costs what inference_mode saves (measured on the main job)
         with torch.no_grad(), self.frozen_autocast(), attention_implementation(self.teachers[k], "eager" if attention else "sdpa"):
             features = forward_features(
                 self.teachers[k],

@@ -1,4 +1,4 @@
-"""Kedro-free sweeps over methods × tasks × seeds × grids (issue 11): spec, scheduling on an
+"""Kedro-free sweeps over methods × tasks × seeds × grids: spec, scheduling on an
 Optuna study, model selection, paired bootstrap and paper-shaped tables."""
 
 from bert_kd.sweep.report import SweepReport, build_report, markdown, write_report

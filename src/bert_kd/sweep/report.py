@@ -143,7 +143,7 @@ def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) 
     """One line per (row, task) whose seeds report more than one teacher dev score, e.g.
     ``SST-2, rkd: teacher 86.47 (seeds 1–5, 7, 8), 86.81 (seed 6)``. Every seed of a row distils from
     the same teacher settings (the same content key), so one score is expected; two mean the teacher was
-    retrained into other weights — before session 15 with another unseeded classification head, or on other fp32
+    retrained into other weights — before 2026-11-25 with another unseeded classification head, or on other fp32
     kernels (AVX2 vs AVX-512, another GPU) — and the row's seeds, and its pairs with other rows, are not like for like.
     A multi-teacher row whose every seed recorded each teacher (``teachers_dev_metrics``) is compared slot by slot
     (``teachers 78.43 / 79.10 (seeds 1–3)``); otherwise by the best teacher its trials recorded."""
@@ -152,7 +152,7 @@ def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) 
         per_slot = all(selected.result.get("teachers_dev_metrics") for selected in seeds.values())
         by_score: dict[tuple[float, ...], list[int]] = {}
         for seed, selected in sorted(seeds.items()):
-            if per_slot:  # a multi-teacher row whose every seed recorded each teacher (session 16 on)
+            if per_slot:  # a multi-teacher row whose every seed recorded each teacher (trials since 2026-11-25)
                 scores = [teacher_score({"teacher_dev_metrics": slot}, task) for slot in selected.result["teachers_dev_metrics"]]
             else:
                 scores = [teacher_score(selected.result, task)]

@@ -30,7 +30,7 @@ RESTRICTIONS = ("tasks", "methods", "seeds", "grid")
 def unwired_run_trial(spec: TrialSpec) -> dict:
     """Placeholder until the job path (``bert_kd.jobs``) runs a :class:`TrialSpec`."""
     raise NotImplementedError(
-        f"no trial runner: pass run_trial=... (the job path of issue 8 will provide one); trial {spec.key}"
+        f"no trial runner: pass run_trial=... (bert_kd.sweep.trial.TrialRunner is the job path's); trial {spec.key}"
     )
 
 

@@ -70,7 +70,7 @@ def paired_bootstrap(
     return BootstrapResult(observed, p_value, resamples, low, high)
 
 
-# --------------------------------------------------------------------------- seeds from a power calculation (issue 19)
+# --------------------------------------------------------------------------- seeds from a power calculation
 
 
 def pooled_bootstrap_se(method_correct: np.ndarray, baseline_correct: np.ndarray, resamples: int = 1000,

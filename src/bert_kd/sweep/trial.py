@@ -1,7 +1,7 @@
-"""``run_trial`` on the real training path (issue 11): one :class:`TrialSpec` → data, teacher(s),
+"""``run_trial`` on the real training path: one :class:`TrialSpec` → data, teacher(s),
 teacher cache, student, distillation, dev (+ held-out) evaluation, each step a job of
 :mod:`bert_kd.jobs` (content-keyed, locked, reused), so a finished trial is reused and a killed
-sweep continues. A trial is the pipeline (issue 22): it runs the nodes of the pipeline its row
+sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
 belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory
 datasets (:func:`run_nodes`; no Kedro session or catalog), so a trial and ``kedro run`` with the
 same parameters train the same jobs.
@@ -330,7 +330,7 @@ class TrialRunner:
     def recorded_teacher_scores(self, spec: TrialSpec, block: Mapping) -> dict[float, int]:
         """Dev score (the task's primary metric) → trials: what the results folder's trials of ``spec``'s table and
         task recorded for a teacher with ``block``'s settings — a single-teacher trial's teacher, or any slot of a
-        multi-teacher trial (``teachers_dev_metrics``, recorded per slot since session 16; older multi-teacher
+        multi-teacher trial (``teachers_dev_metrics``, recorded per slot since 2026-11-25; older multi-teacher
         trials recorded the best teacher only and are not read)."""
         keyed = json.loads(json.dumps(_keyed(block), default=str))  # as write_result stores it
         primary = primary_metric(spec.task)
@@ -359,7 +359,7 @@ class TrialRunner:
         """Refuse (:class:`TeacherMismatch`) a teacher whose dev score differs from the one the results folder's
         trials of the same table and task recorded for the same teacher settings (:meth:`recorded_teacher_scores`;
         ``block``: a multi-teacher trial's slot, else the trial's teacher): the same key retrained into other
-        weights (before session 15 the new classification head was drawn from an unseeded generator; fp32 training
+        weights (before 2026-11-25 the new classification head was drawn from an unseeded generator; fp32 training
         on another CPU instruction set or GPU rounds differently, and fine-tuning turns either into a teacher tenths
         of a point to points away), so this trial's student would not be comparable with theirs. Checked before the
         student trains; every trial of that task then stops here."""
@@ -375,7 +375,7 @@ class TrialRunner:
             raise TeacherMismatch(
                 f"trial {spec.key}: the {which} scores {100 * here:.2f} ({primary}) on dev, but the trials of table "
                 f"{spec.table!r} on {spec.task} in {self.results_dir} were distilled from a teacher with the same settings "
-                f"scoring {seen}. Same content key, other weights: a teacher trained before session 15 drew its new "
+                f"scoring {seen}. Same content key, other weights: a teacher trained before 2026-11-25 drew its new "
                 f"classification head from an unseeded generator, and other fp32 kernels round differently (here: "
                 f"{numeric_path()}). Finish the table with its own teachers' store, or start a new table (other name).")
 

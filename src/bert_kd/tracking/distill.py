@@ -1,4 +1,4 @@
-"""What distillation runs record in MLflow (issue 22: tracking calls out of node bodies).
+"""What distillation runs record in MLflow (tracking calls kept out of node bodies).
 
 The distillation body (:mod:`bert_kd.distill.job`), the teacher and TED Stage I jobs and the report
 nodes call these helpers with what they computed; nothing here changes a result. This module

@@ -25,8 +25,8 @@ class TrainingConfig:
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
     seed: int = 42
-    mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default, see NOTES), "fp16", "bf16"
-    group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); off: see NOTES (issue 10)
+    mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default: docs/decisions.md), "fp16", "bf16"
+    group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); the project default is runtime.group_by_length: docs/decisions.md
     teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
     max_steps: int | None = None
@@ -123,7 +123,7 @@ def numeric_path() -> str:
     """Which fp32 kernels this process computes with: ``cpu AVX2``, ``cpu AVX512`` (PyTorch's CPU
     capability: ``ATEN_CPU_CAPABILITY`` lowers it), with the MKL / oneDNN instruction-set pins when set
     (``cpu AVX2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``), or the GPU's name. The same job on another path
-    gives other float rounding, and a retrained teacher other weights (0.3 points on SST-2 dev, NOTES):
+    gives other float rounding, and a retrained teacher other weights (0.3 points on SST-2 dev):
     results record it; job keys do not (they name the experiment, not the hardware)."""
     if torch.cuda.is_available():
         return f"cuda {torch.cuda.get_device_name()}"

@@ -1,4 +1,4 @@
-"""How task-predictive each TED Stage I filter is (issue 11: "TED per-layer filter quality").
+"""How task-predictive each TED Stage I filter is (the figure "TED per-layer filter quality").
 
 Stage I trains, at every mapped layer, a filter g^k with its own task head on Σ_k task-loss(head_k)
 (Eq. 5); Stage II then aligns the filtered states, not the heads. The natural per-layer quality

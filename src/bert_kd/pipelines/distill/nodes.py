@@ -276,7 +276,7 @@ def _row(name: str, evaluation: dict, teacher: dict) -> dict:
     return row
 
 
-# ---------------------------------------------------------------- ALP-KD Figures 3 and 4 (issue 11)
+# ---------------------------------------------------------------- ALP-KD Figures 3 and 4
 def _dev_batch(student: ModelBundle, teacher: ModelBundle, student_data, n: int, seed: int):
     """``n`` random dev rows (the model-selection split) collated for the student and, when it
     reads another vocabulary, the teacher; (batch, row indices, split, teacher column prefix)."""

@@ -32,7 +32,7 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
         "task": spec.name, "model": common.model_identity(teacher.model), "max_seq_length": teacher.max_seq_length,
         "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
     }
-    if padding_side(teacher.model) == "left":  # batches padded on the left since issue 19 (XLNet): a new result
+    if padding_side(teacher.model) == "left":  # batches padded on the left since 2026-11-24 (XLNet): a new result
         material["padding_side"] = "left"
     job = common.job("teacher", material)
     train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, logged=logged, seed=seed,

@@ -14,7 +14,7 @@ from tests.distill.methods.multi_teacher.helpers import fit_briefly
 
 def test_heterogeneous_teachers_token_terms_on_tokens_or_shared_spans(hetero):
     """RoBERTa (byte-level BPE) and BERT (other WordPiece) teachers + a BERT student: a few
-    training steps with every term of every teacher non-zero and finite (issue 19)."""
+    training steps with every term of every teacher non-zero and finite."""
     student = hetero.student()
     before = [copy.deepcopy(t.model.state_dict()) for t in hetero.teachers]
     objective = build_multi_teacher_objective(

@@ -1,5 +1,5 @@
 """Shared character spans between two real tokenizers on real GLUE rows, and span pooling
-(multi_teacher.spans; issue 19, deviation 3)."""
+(multi_teacher.spans: teachers with another tokenizer)."""
 
 from __future__ import annotations
 

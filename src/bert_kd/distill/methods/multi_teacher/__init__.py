@@ -31,7 +31,7 @@ grid is τ ∈ {1, 5, 10}, α ∈ {0.1, 0.2, 0.5}, β ∈ {0.2, 0.5, 0.7}; the d
 term is MT Eq. 1 (soft cross-entropy at temperature τ averaged over the teachers; MSE to each
 teacher's score for regression), via :func:`~bert_kd.distill.losses.multi_teacher_prediction_loss`,
 multiplied by τ² (option ``scale_by_t2``, default true): Eq. 1 as printed has no τ², but then at
-the paper's τ = 5 the soft labels carry ~6% of the gradient of CE (measured, NOTES.md) and the
+the paper's τ = 5 the soft labels carry ~6% of the gradient of CE (measured by ``benchmarks/soft_label_gradient_share.py``) and the
 method degenerates to CE training; ``scale_by_t2: false`` gives the literal Eq. 1.
 
 Notes on the paper's typos (following the authoritative summary): Eq. 3/8 use the plain mean
@@ -67,7 +67,7 @@ and projection W_{h,k} on ``sentence_repr: mean`` (default; masked mean over val
 BERT/RoBERTa, last real token for XLNet); the embedding term compares masked-mean-pooled
 embedding-layer outputs through W_{e,k} (the summary token's embedding output is the same
 vector for every input of a BERT-like model, so it carries no sentence information). This was
-the only path for teachers with another tokenizer before issue 19.
+the only path for teachers with another tokenizer before shared-span alignment existed.
 
 Each term is averaged over the teachers that contribute to it in the batch (= 1/K Σ_k as in
 the paper, with ``alignment: token`` every teacher contributes to every term).

@@ -17,7 +17,7 @@ from bert_kd.schema import NonNegativeInt, Recipe, UnitFloat
 PROJECTION_MODES = ("always", "auto")
 
 #: Default of the ``scale_by_t2`` option: multiply MT Eq. 1 by τ². Measured with
-#: ``benchmarks/soft_label_gradient_share.py`` (NOTES.md): at τ = 5 the unscaled soft-label term
+#: ``benchmarks/soft_label_gradient_share.py`` (docs/decisions.md): at τ = 5 the unscaled soft-label term
 #: carries only 5–9% of the student-logit gradient of plain CE (1–2% at τ = 10), so the
 #: method trains almost like CE alone; with τ² it carries 1.3–2.2× (0.9× at τ = 1, where both agree).
 DEFAULT_SCALE_BY_T2 = True

@@ -1,4 +1,4 @@
-"""Each teacher's and each layer group's share of the MT loss (issue 11: "multi-teacher
+"""Each teacher's and each layer group's share of the MT loss (the figure "multi-teacher
 per-teacher/group contributions").
 
 The MT objective (Eq. 12–13) is a weighted sum of per-teacher pieces: the soft-label term of
