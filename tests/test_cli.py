@@ -74,6 +74,22 @@ def _copied_store_entry(tmp: Path) -> dict:
     return {}
 
 
+def _store_entry_with(extra: Callable[[Path], None]) -> Callable[[Path], dict]:
+    """A tiny teacher stored under its own key, then ``extra`` adds something the manifest does not list."""
+    def prepare(tmp: Path) -> dict:
+        from bert_kd.jobs import Job, write_atomically
+        from tests.conftest import make_tiny_bert
+
+        model = make_tiny_bert(tmp / "model", num_layers=1)
+        job = Job("teacher", {"seed": 7}, tmp / "store")
+        write_atomically(job.store_dir, lambda d: shutil.copytree(model, d, dirs_exist_ok=True),
+                         {"kind": "teacher", "key": job.key, "schema_version": 2, "spec": {"seed": 7}})
+        extra(job.store_dir)
+        (tmp / "entry").symlink_to(job.store_dir)
+        return {}
+    return prepare
+
+
 CASES = [
     # ---- the issue's table
     Case("not_an_int", "max_train_samples=abc", ("max_train_samples", "'abc'")),
@@ -129,6 +145,12 @@ CASES = [
          pipeline="evaluate", node_may_run=True),
     Case("evaluate_copied_store_entry", "evaluate.model={tmp}/entry", ("evaluate.model", "damaged", "a copied entry"),
          pipeline="evaluate", node_may_run=True, prepare=_copied_store_entry),
+    Case("evaluate_entry_with_stray_file", "evaluate.model={tmp}/entry",
+         ("evaluate.model", "notes.txt is not listed in manifest.json"), pipeline="evaluate", node_may_run=True,
+         prepare=_store_entry_with(lambda d: (d / "notes.txt").write_text("stray"))),
+    Case("evaluate_entry_with_a_link", "evaluate.model={tmp}/entry",
+         ("evaluate.model", "hostname is a symbolic link"), pipeline="evaluate", node_may_run=True,
+         prepare=_store_entry_with(lambda d: (d / "hostname").symlink_to("/etc/hostname"))),
     # ---- data files (glue.py)
     Case("non_utf8", pipeline="data_processing", expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
          spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"), node_may_run=True),

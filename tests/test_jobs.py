@@ -299,6 +299,44 @@ def test_a_malformed_manifest_is_damage_not_a_crash(tmp_path, caplog, damage, re
     _recomputed_once(job, calls, caplog, reason)
 
 
+@pytest.mark.parametrize("extra, reason", [
+    (lambda d: (d / "notes.txt").write_text("stray"), "notes.txt is not listed"),
+    (lambda d: (d / "hosts").symlink_to("/etc/hosts"), "hosts is a symbolic link"),
+    (lambda d: (d / "value.link").symlink_to(d / "value.txt"), "value.link is a symbolic link"),
+    (lambda d: ((d / "sub").mkdir(), (d / "sub" / "x.bin").write_bytes(b"x")), "x.bin is not listed"),
+])
+def test_an_unlisted_file_or_link_in_an_entry_is_damage(tmp_path, caplog, extra, reason):
+    """Every file of a stored result is checked: one the manifest does not list (a stray file, a
+    link to a system file) makes the entry damaged, never part of what is reused."""
+    calls = []
+    job = _text_job(tmp_path)
+    _run_text_job(job, calls)
+    extra(job.store_dir)
+    assert reason in (jobs.store_entry_problem(job.store_dir) or "")
+    _recomputed_once(job, calls, caplog, reason)
+    assert sorted(p.name for p in job.store_dir.iterdir()) == [jobs.MANIFEST, "value.txt"]
+
+
+def test_write_atomically_gives_every_file_the_umask_mode(tmp_path):
+    """A writer that makes its files 0600 (safetensors' temporary file) still leaves a store entry
+    as readable as any file the user writes: 0644 under umask 022, 0640 under 027."""
+    import stat
+
+    def private_files(directory):
+        for name in ("weights.bin", "config.json"):
+            fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.close(fd)
+
+    for umask, mode in ((0o022, 0o644), (0o027, 0o640)):
+        previous = os.umask(umask)
+        try:
+            target = write_atomically(tmp_path / f"entry-{umask:o}", private_files)
+        finally:
+            os.umask(previous)
+        assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in target.iterdir()} == {
+            "weights.bin": mode, "config.json": mode, jobs.MANIFEST: mode}
+
+
 def test_a_manifest_that_is_not_json_is_damage(tmp_path, caplog):
     calls = []
     job = _text_job(tmp_path)

@@ -216,6 +216,20 @@ def test_save_and_load_bundle_round_trip(teacher, tokenizer, tmp_path):
     assert load_bundle(path).info == {"task": "rte"} and num_layers(load_bundle(path).model) == 4
 
 
+def test_a_saved_bundle_is_readable_like_its_config(teacher, tokenizer, tmp_path):
+    """The weights (which transformers writes 0600) get the umask's mode, as the config does."""
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        path = save_bundle(ModelBundle(teacher, tokenizer, {"task": "rte"}), tmp_path / "teacher")
+    finally:
+        os.umask(previous)
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in path.iterdir()}
+    assert modes["model.safetensors"] == modes["config.json"] == 0o644, modes
+
+
 def test_load_bundle_without_config_raises(tmp_path):
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_bundle(tmp_path)

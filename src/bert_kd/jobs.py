@@ -9,8 +9,10 @@ determines the result, JSON-serialisable) and functions that train, write and re
 
 The store directory ``<root>/<kind>/<key>`` is reused exactly when its ``manifest.json``
 (written last) proves it is that job's complete result: it records the folder's kind and key, its
-spec hashes to that key, and its non-empty file list (sizes, sha256, every file inside the folder)
-matches the files. Anything else (a copied entry, a malformed manifest, a damaged file) is moved
+spec hashes to that key, its non-empty file list (sizes, sha256, every file inside the folder)
+matches the files, and the folder holds nothing else (no unlisted file, no symbolic link). Its
+files get the umask's mode (0644 under 022), weights included. Anything else (a copied entry, a
+malformed manifest, a damaged file, a stray file) is moved
 aside to ``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
 
 A job whose spec has an integer ``seed`` trains with Python's, NumPy's and torch's global generators seeded
@@ -256,6 +258,21 @@ def _files_problem(directory: Path, files: Any) -> str | None:
             return f"{path} has {size} bytes, the manifest says {expected['size']}"
         if file_sha256(path) != expected["sha256"]:
             return f"{path} does not match its sha256 in the manifest"
+    return _unlisted_problem(directory, files)
+
+
+def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
+    """Why ``directory`` holds more than its manifest lists: a symbolic link anywhere inside (a
+    stored result is plain files), or a file the manifest does not name (None when neither)."""
+    listed = {str(Path(name)) for name in files}
+    for folder, subfolders, names in os.walk(directory):
+        for name in sorted([*subfolders, *names]):
+            path = Path(folder) / name
+            relative = str(path.relative_to(directory))
+            if path.is_symlink():
+                return f"{path} is a symbolic link (to {os.readlink(path)}); a stored result holds plain files only"
+            if name in names and relative != MANIFEST and relative not in listed:
+                return f"{path} is not listed in manifest.json (a file added after the entry was written)"
     return None
 
 
@@ -364,6 +381,7 @@ def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], Non
 def _write_tree(tmp: Path, target: Path, write: Callable[[Path], None], manifest: Mapping | None) -> None:
     """:func:`write_atomically`'s body: fill ``tmp``, list it in the manifest, rename to ``target``."""
     write(tmp)
+    _give_umask_mode(tmp)
     payload = {**(manifest or {}), "files": _file_entries(tmp)}
     (tmp / MANIFEST).write_text(json.dumps(payload, indent=2, default=str))
     _fsync_tree(tmp)
@@ -395,6 +413,16 @@ def _default_file_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
+
+
+def _give_umask_mode(directory: Path) -> None:
+    """Every file under ``directory`` gets the mode a new file gets under the umask (0644 under
+    022): a writer that makes its files private (transformers' safetensors weights: 0600) would
+    leave a shared store's weights unreadable to the other users its configs are readable to."""
+    mode = _default_file_mode()
+    for path in directory.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(mode)
 
 
 def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
