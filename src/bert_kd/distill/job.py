@@ -25,6 +25,7 @@ from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.multi_teacher.contributions import dev_contributions
 from bert_kd.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
 from bert_kd.distill.objective import DistillationObjective, Teacher, collect_diagnostics
+from bert_kd.distill.outputs import summary_key_material
 from bert_kd.evaluation import evaluate_fn, evaluation_split
 from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
 from bert_kd.runs import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
@@ -131,7 +132,7 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
         "start": student_start_spec(student, student.params),
         "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
         "training": jobs.training_spec(vars(config)), "seed": settings.seed, "data": jobs.dataset_fingerprint(student_data),
-        "upstream": student.upstream,
+        "upstream": student.upstream, **summary_key_material(teacher.model, student.model),
     })
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
     source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")

@@ -43,11 +43,9 @@ class Features:
         if self.hidden_states is None:
             raise ValueError("hidden states were not requested for this forward pass")
         stacked = torch.stack(self.hidden_states, dim=1)  # (B, L+1, T, H)
-        if self.summary_index == "last":
-            last = self.attention_mask.sum(dim=1).long() - 1  # last real token (right padding)
-            index = last.view(-1, 1, 1, 1).expand(-1, stacked.shape[1], 1, stacked.shape[-1])
-            return stacked.gather(2, index).squeeze(2)
-        return stacked[:, :, 0]
+        position = summary_token_index(self.attention_mask, self.summary_index)
+        index = position.view(-1, 1, 1, 1).expand(-1, stacked.shape[1], 1, stacked.shape[-1])
+        return stacked.gather(2, index).squeeze(2)
 
     def mean_pooled(self) -> Tensor:
         """Masked mean over tokens of every layer, shape (batch, layers + 1, hidden)."""
@@ -58,9 +56,30 @@ class Features:
         return (stacked * mask).sum(2) / mask.sum(2).clamp_min(1.0)
 
 
+def summary_token_index(attention_mask: Tensor, summary: str) -> Tensor:
+    """Per row, the position of the summary token: the first (``first``) or last (``last``) real
+    token, i.e. the first or last 1 of ``attention_mask`` (B, T), whichever side the batch is padded
+    on. A row without any real token gets position 0."""
+    if summary not in ("first", "last"):
+        raise ValueError(f"summary must be 'first' or 'last', got {summary!r}")
+    real = attention_mask.long() != 0
+    steps = torch.arange(1, real.shape[1] + 1, device=real.device)
+    if summary == "first":
+        steps = steps.flip(0)  # the earliest real token scores highest
+    return (real * steps).argmax(dim=1)
+
+
 def summary_position(model: nn.Module) -> str:
     """Which token summarises a sequence: ``last`` for XLNet, ``first`` for BERT-like models."""
     return "last" if getattr(model.config, "model_type", "") == "xlnet" else "first"
+
+
+def summary_key_material(*models: nn.Module) -> dict:
+    """Key material of jobs whose result reads a model's summary token: ``{"summary_token": ...}`` when
+    one of ``models`` summarises with its last token (XLNet), whose position is now the mask's last 1
+    (before 2026-11-26 a left-padded row read a pad there), so such stored jobs are recomputed; ``{}``
+    for first-token models, whose keys stay as they were."""
+    return {"summary_token": "last real token"} if any(summary_position(m) == "last" for m in models) else {}
 
 
 class _ScoreRecorder:

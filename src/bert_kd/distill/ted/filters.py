@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from bert_kd.data.glue import get_task, normalize_task
-from bert_kd.distill.outputs import summary_position
+from bert_kd.distill.outputs import summary_position, summary_token_index
 from bert_kd.distill.ted.persistence import read_filters_dir, write_filters_dir
 from bert_kd.models import find_layer_stack, num_layers, parameters_fingerprint
 
@@ -75,10 +75,12 @@ class TaskFilter(nn.Module):
 
 
 def _pool(filtered: Tensor, attention_mask: Tensor | None, pool: str) -> Tensor:
-    if pool == "last" and attention_mask is not None:
-        last = attention_mask.sum(dim=1).long().clamp_min(1) - 1
-        return filtered[torch.arange(filtered.shape[0], device=filtered.device), last]
-    return filtered[:, 0]
+    """The summary token's filtered state (B, d): the first or last real token of each row
+    (:func:`~bert_kd.distill.outputs.summary_token_index`, either padding side)."""
+    if attention_mask is None:
+        return filtered[:, 0] if pool == "first" else filtered[:, -1]
+    position = summary_token_index(attention_mask, pool)
+    return filtered[torch.arange(filtered.shape[0], device=filtered.device), position]
 
 
 def _layer_skeleton(layer_config: dict) -> nn.Module:

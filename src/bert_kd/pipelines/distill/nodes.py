@@ -27,6 +27,7 @@ from bert_kd.distill.job import (
 from bert_kd.distill.methods.base import hidden_size, method_class
 from bert_kd.mapping import layer_map
 from bert_kd.distill.objective import TeacherCache, build_teacher_cache
+from bert_kd.distill.outputs import summary_key_material
 from bert_kd.models import (
     ModelBundle,
     build_pretrained_student,
@@ -131,7 +132,8 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
     root = Path(block.directory)
     precision = resolve_mixed_precision(str(block.mixed_precision))  # "auto": bf16 where native
     job = jobs.Job("teacher_cache", {"teacher": teacher.info.get("key"), "precision": precision,
-                                     "data": jobs.dataset_fingerprint({"train": tokenized["train"]})}, root)
+                                     "data": jobs.dataset_fingerprint({"train": tokenized["train"]}),
+                                     **summary_key_material(teacher.model)}, root)
 
     def build(_checkpoint_dir):
         return build_teacher_cache(teacher.model, tokenized["train"], batch_size=block.batch_size, key=job.key,

@@ -14,6 +14,7 @@ from bert_kd.distill.figures import unavailable_figure
 from bert_kd.distill.job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
 from bert_kd.distill.objective import Teacher
+from bert_kd.distill.outputs import summary_key_material
 from bert_kd.models import ModelBundle, init_key_material
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
@@ -154,6 +155,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
         "task": spec.name, "recipe": written, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
         "student": init_key_material({k: v for k, v in block.items() if k != "training"}),
         "training": jobs.training_spec(vars(training)), "seed": run.seed, "data": jobs.dataset_fingerprint(data),
+        **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
     })
 
     def initial_student():

@@ -9,6 +9,7 @@ from functools import partial
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
 from bert_kd.distill.job import RunSettings, StudentStart, task_of
+from bert_kd.distill.outputs import summary_key_material
 from bert_kd.distill.ted.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.distill.ted import (
     evaluate_filters,
@@ -49,7 +50,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
         "training": jobs.training_spec(vars(config)),
         "student": init_key_material({k: v for k, v in student_block.items() if k != "training"}),
         "student_training": jobs.training_spec(vars(student_config)) if route == "train" else None,
-        "seed": run.seed, "data": jobs.dataset_fingerprint(tokenized),
+        "seed": run.seed, "data": jobs.dataset_fingerprint(tokenized), **summary_key_material(teacher.model),
     })
     train = partial(_stage_one, teacher=teacher, tokenized=tokenized, mapping=mapping, arch=arch, route=route,
                     config=config, ted_student=student, student_config=student_config, settings=run, job=job)
