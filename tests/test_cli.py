@@ -90,6 +90,20 @@ def _store_entry_with(extra: Callable[[Path], None]) -> Callable[[Path], dict]:
     return prepare
 
 
+def _model_recording(task: str, spoil: Callable[[Path], None] | None = None) -> Callable[[Path], dict]:
+    """A tiny two-label model saved by bert-kd for ``task`` at ``<tmp>/model`` (``spoil`` changes it)."""
+    def prepare(tmp: Path) -> dict:
+        from bert_kd.models import ModelBundle, load_bundle, save_bundle
+        from tests.conftest import make_tiny_bert
+
+        bundle = load_bundle(make_tiny_bert(tmp / "plain", num_layers=1))
+        path = save_bundle(ModelBundle(bundle.model, bundle.tokenizer, {"role": "teacher", "task": task}), tmp / "model")
+        if spoil:
+            spoil(path)
+        return {}
+    return prepare
+
+
 CASES = [
     # ---- the issue's table
     Case("not_an_int", "max_train_samples=abc", ("max_train_samples", "'abc'")),
@@ -151,6 +165,21 @@ CASES = [
     Case("evaluate_entry_with_a_link", "evaluate.model={tmp}/entry",
          ("evaluate.model", "hostname is a symbolic link"), pipeline="evaluate", node_may_run=True,
          prepare=_store_entry_with(lambda d: (d / "hostname").symlink_to("/etc/hostname"))),
+    Case("evaluate_model_for_another_task", "evaluate.model={tmp}/model",
+         ("evaluate.model, task", "trained for mrpc", "task=rte", "evaluate.allow_task_mismatch=true"),
+         pipeline="evaluate", node_may_run=True, prepare=_model_recording("mrpc")),
+    Case("predict_glue_model_for_another_task", "predict_glue.model={tmp}/model",
+         ("predict_glue.model, task", "trained for mrpc", "predict_glue.allow_task_mismatch=true"),
+         pipeline="predict_glue", node_may_run=True, prepare=_model_recording("mrpc")),
+    Case("evaluate_seq_longer_than_positions", "evaluate.model={tmp}/model,evaluate.max_seq_length=4096",
+         ("evaluate.max_seq_length", "exceeds the 128 positions"), pipeline="evaluate", prepare=_model_recording("rte")),
+    Case("predict_glue_seq_longer_than_positions", "predict_glue.model={tmp}/model,predict_glue.max_seq_length=1024",
+         ("predict_glue.max_seq_length", "exceeds the 128 positions"), pipeline="predict_glue",
+         prepare=_model_recording("rte")),
+    Case("evaluate_pickled_weights_only", "evaluate.model={tmp}/model", ("evaluate.model", "no safetensors weights"),
+         pipeline="evaluate", node_may_run=True,
+         prepare=_model_recording("rte", lambda d: ((d / "manifest.json").unlink(),  # a plain folder, not a store entry
+                                                    (d / "model.safetensors").rename(d / "pytorch_model.bin")))),
     # ---- data files (glue.py)
     Case("non_utf8", pipeline="data_processing", expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
          spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"), node_may_run=True),

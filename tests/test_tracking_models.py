@@ -83,3 +83,75 @@ def test_bundle_directory_passes_plain_directories_through(tmp_path):
     (tmp_path / "MLmodel").write_text("flavors:\n  onnx: {}\n")
     with pytest.raises(FileNotFoundError, match="onnx"):
         tracking_models.bundle_directory(tmp_path)
+
+
+def test_a_registered_version_tagged_for_another_task_is_refused(store, tmp_path, tiny_teacher_dir):
+    """``models:/<name>/<version>``: the version's ``bert_kd.task`` is checked as the model's own
+    ``bert_kd.json`` is, before anything is evaluated."""
+    import shutil
+
+    import mlflow
+
+    from bert_kd.errors import TaskMismatchError
+    from bert_kd.jobs import write_atomically
+    from bert_kd.pipelines.evaluate.nodes import load_model_for_task
+
+    entry = write_atomically(tmp_path / "entry", lambda d: shutil.copytree(tiny_teacher_dir, d, dirs_exist_ok=True))
+    with mlflow.start_run() as run:
+        model_id = tracking_models.log_model_directory(entry)  # no bert_kd.json: only the registry knows the task
+    info = {"mlflow_run_id": run.info.run_id, "mlflow_model_id": model_id, "task": "mrpc", "store_path": str(entry)}
+    version = tracking_models.register_best_student(info, None, "bert_kd-mrpc-student")
+    uri = f"models:/bert_kd-mrpc-student/{version.version}"
+    with pytest.raises(TaskMismatchError) as caught:
+        load_model_for_task(uri, "rte", "evaluate.model", 128, allow_mismatch=False)
+    assert "trained for mrpc" in caught.value.block() and "bert_kd.task" in caught.value.block()
+    bundle, recorded = load_model_for_task(uri, "mrpc", "evaluate.model", 128, allow_mismatch=False)
+    assert recorded == "mrpc" and bundle.model.config.num_labels == 2
+
+
+@pytest.mark.parametrize("data", ["/etc", "../elsewhere", "data/../../elsewhere", "data/link"])
+def test_an_mlmodel_data_path_that_leaves_the_download_is_refused(tmp_path, tiny_teacher_dir, data):
+    import shutil
+
+    local = tmp_path / "download"
+    shutil.copytree(tiny_teacher_dir, tmp_path / "elsewhere")
+    (local / "data").mkdir(parents=True)
+    (local / "data" / "link").symlink_to(tmp_path / "elsewhere")
+    (local / "MLmodel").write_text(f"flavors:\n  python_function:\n    data: {data}\n")
+    with pytest.raises(tracking_models.UnsafeModelPathError, match="outside"):
+        tracking_models.bundle_directory(local)
+
+
+def test_a_link_inside_the_downloaded_model_that_leaves_it_is_refused(tmp_path, tiny_teacher_dir):
+    import shutil
+
+    local = tmp_path / "download"
+    shutil.copytree(tiny_teacher_dir, local / "data" / "model")
+    (local / "data" / "model" / "vocab.txt").symlink_to("/etc/hostname")
+    (local / "MLmodel").write_text("flavors:\n  python_function:\n    data: data/model\n")
+    with pytest.raises(tracking_models.UnsafeModelPathError, match="vocab.txt.*outside"):
+        tracking_models.bundle_directory(local)
+    (local / "data" / "model" / "vocab.txt").unlink()
+    assert tracking_models.bundle_directory(local) == local / "data" / "model"
+
+
+def test_a_runs_uri_whose_mlmodel_names_another_folder_is_not_evaluated(store, tmp_path, tiny_teacher_dir):
+    """The MLmodel of a logged model edited to point at another local model: refused with one block,
+    never evaluated as the URI's model."""
+    import shutil
+
+    import mlflow
+
+    from bert_kd.errors import DamagedModelError
+    from bert_kd.jobs import write_atomically
+    from bert_kd.pipelines.evaluate.nodes import resolve_model_source
+
+    entry = write_atomically(tmp_path / "entry", lambda d: shutil.copytree(tiny_teacher_dir, d, dirs_exist_ok=True))
+    other = write_atomically(tmp_path / "other", lambda d: shutil.copytree(tiny_teacher_dir, d, dirs_exist_ok=True))
+    with mlflow.start_run() as run:
+        tracking_models.log_model_directory(entry)
+    mlmodel = next((tmp_path / "artifacts").rglob("MLmodel"))
+    mlmodel.write_text(mlmodel.read_text().replace("data: data/entry", f"data: {other}"))
+    with pytest.raises(DamagedModelError) as caught:
+        resolve_model_source(f"runs:/{run.info.run_id}/model")
+    assert "outside" in caught.value.block() and "evaluate.model" in caught.value.block()

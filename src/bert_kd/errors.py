@@ -77,6 +77,12 @@ class DamagedModelError(UserError):
     kind = "damaged model"
 
 
+class TaskMismatchError(UserError):
+    """A model records another task than the one it is asked to evaluate or predict."""
+
+    kind = "model trained for another task"
+
+
 class StorageError(UserError):
     """A file or folder cannot be written (disk full, read-only, no permission) or a database
     file on disk is damaged; ``where`` names it."""

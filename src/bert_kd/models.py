@@ -252,14 +252,31 @@ class ModelBundle:
     info: dict = field(default_factory=dict)
 
 
+def task_record(task: str | None, num_labels: int) -> dict:
+    """What a saved model is for, as ``bert_kd.json`` records it: its task, the task's label names
+    (HF label id order; ``[]`` for STS-B) and the model's label count. ``{}`` without a task."""
+    if not task:
+        return {}
+    from bert_kd.data.glue import get_task
+
+    try:
+        names = list(get_task(task).label_names)
+    except ValueError:  # a task name this version does not know: recorded as given
+        names = []
+    return {"task": task, "label_names": names, "num_labels": int(num_labels)}
+
+
 def write_bundle_files(bundle: ModelBundle, directory: str | Path) -> None:
-    """Write the HF files (safetensors + tokenizer + ``bert_kd.json``) into an existing ``directory``."""
+    """Write the HF files (safetensors + tokenizer + ``bert_kd.json``) into an existing ``directory``;
+    ``bert_kd.json`` holds the bundle's ``info`` with its :func:`task_record`."""
     import json
 
     directory = Path(directory)
     bundle.model.save_pretrained(directory, safe_serialization=True)
     bundle.tokenizer.save_pretrained(directory)
-    (directory / "bert_kd.json").write_text(json.dumps(bundle.info, indent=2, default=str))
+    num_labels = int(getattr(bundle.model.config, "num_labels", 0) or 0)
+    info = {**bundle.info, **task_record(bundle.info.get("task"), num_labels)}
+    (directory / "bert_kd.json").write_text(json.dumps(info, indent=2, default=str))
 
 
 def save_bundle(bundle: ModelBundle, path: str | Path) -> Path:

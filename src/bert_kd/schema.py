@@ -331,6 +331,7 @@ class Evaluate(Strict):
     model: str | None = None
     max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
     batch_size: PositiveInt = 64
+    allow_task_mismatch: bool = False  # true: evaluate a model whose recorded task is not `task`
 
 
 class PredictGlue(Strict):
@@ -341,6 +342,7 @@ class PredictGlue(Strict):
     ax_file: str | None = None  # the diagnostic set; None = <glue_dir>/diagnostic/diagnostic.tsv
     max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
     batch_size: PositiveInt = 64
+    allow_task_mismatch: bool = False  # true: predict with a model whose recorded task is not `task`
 
 
 # --------------------------------------------------------------------------- the whole tree
@@ -684,6 +686,22 @@ def _length_problems(max_seq_length: int, config: dict, block: str, model_key: s
              f"config.json max_position_embeddings); use at most {positions}")]
 
 
+def _model_length_problems(settings, block: str, used: set[str]) -> list[tuple[str, str]]:
+    """``evaluate``/``predict_glue``: ``max_seq_length`` against the positions of the model they
+    name, when it is a local model directory (an MLflow URI is checked once downloaded)."""
+    if settings is None or block not in used or not settings.model or ":/" in settings.model:
+        return []
+    config = Path(settings.model).expanduser() / "config.json"
+    if not config.is_file():
+        return []  # the node names the missing model or config.json
+    try:
+        loaded = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # the node's loader names the damage
+    return _length_problems(settings.max_seq_length, loaded if isinstance(loaded, dict) else {}, block,
+                            f"{block}.model")
+
+
 # --------------------------------------------------------------------------- cross-checks
 
 
@@ -740,6 +758,8 @@ def cross_check(params: Parameters, used: set[str]) -> None:
                 ted_layer_map(params.ted.mapping, n_teacher, n_student)
             except ValueError as exc:
                 problems.append(("ted.mapping", str(exc)))
+    for block in ("evaluate", "predict_glue"):
+        problems += _model_length_problems(getattr(params, block, None), block, used)
     if params.multi_teachers and "multi_teachers" in used:
         configs = [model_config(t.model, f"multi_teachers[{i}].model") for i, t in enumerate(params.multi_teachers)]
         for i, (entry, config) in enumerate(zip(params.multi_teachers, configs)):

@@ -176,10 +176,26 @@ def register_best_student(student_info: Mapping, teacher_info: Mapping | None, n
     return version
 
 
+class UnsafeModelPathError(ValueError):
+    """A downloaded MLflow model names a path outside its own folder (its ``MLmodel``'s ``data:``
+    absolute or through ``..``, or a symbolic link inside it pointing out)."""
+
+
+def _inside(root: Path, path: Path) -> bool:
+    return path.resolve().is_relative_to(root.resolve())
+
+
 def bundle_directory(local: str | Path) -> Path:
     """The bert-kd model directory in a downloaded MLflow model (its pyfunc ``data``), or ``local``
-    itself when it is not one (a plain directory logged as artifacts by bert-kd < 0.x)."""
+    itself when it is not one (a plain directory logged as artifacts by bert-kd < 0.x).
+
+    Every path is confined to the download: ``data`` must name a folder inside ``local`` (links
+    resolved), and no symbolic link inside ``local`` may point out of it;
+    :class:`UnsafeModelPathError` otherwise."""
     local = Path(local)
+    for path in sorted(local.rglob("*")):
+        if path.is_symlink() and not _inside(local, path):
+            raise UnsafeModelPathError(f"{path} is a link to {path.resolve()}, outside the downloaded model {local}")
     mlmodel = local / "MLmodel"
     if not mlmodel.is_file():
         return local
@@ -187,8 +203,11 @@ def bundle_directory(local: str | Path) -> Path:
 
     flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors", {})
     data = (flavors.get("python_function") or {}).get("data")
-    if data and (local / data).is_dir():
-        return local / data
+    if data:
+        if Path(str(data)).is_absolute() or not _inside(local, local / str(data)):
+            raise UnsafeModelPathError(f"{mlmodel}'s data: {data} names a folder outside the downloaded model {local}")
+        if (local / data).is_dir():
+            return local / data
     raise FileNotFoundError(f"{local} is an MLflow model without a bert-kd model directory (flavors: {sorted(flavors)})")
 
 

@@ -56,3 +56,67 @@ def test_the_hooks_evaluate_model_and_its_dict_give_the_same_evaluation(tmp_path
     from_models = evaluate_model_source(Evaluate.model_validate(settings), *args, Tracking(enabled=False))
     assert from_models["metrics"] == from_dict["metrics"] and from_models["examples"] == {"validation": 10}
     assert from_models["model"] == from_dict["model"] == str(tiny_teacher_dir)
+
+
+# ---------------------------------------------------------------- a model is used only for its own task
+
+
+def _model_for(directory, task, num_labels=2):
+    """The tiny model saved as bert-kd saves one, recording ``task``."""
+    from bert_kd.models import ModelBundle, load_bundle, save_bundle
+
+    bundle = load_bundle(directory)
+    bundle.info = {"role": "teacher", "task": task}
+    return save_bundle(ModelBundle(bundle.model, bundle.tokenizer, bundle.info), directory.parent / f"{task}_model")
+
+
+def test_a_saved_model_records_its_task_labels_and_label_count(tmp_path, tiny_teacher_dir):
+    import json
+
+    shutil.copytree(tiny_teacher_dir, tmp_path / "copy")
+    info = json.loads((_model_for(tmp_path / "copy", "rte") / "bert_kd.json").read_text())
+    assert (info["task"], info["label_names"], info["num_labels"]) == ("rte", ["entailment", "not_entailment"], 2)
+
+
+def test_a_model_for_another_task_is_refused_unless_allowed(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+    from bert_kd.errors import UserError
+    from bert_kd.pipelines.evaluate.nodes import evaluate_model_source
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(tiny_teacher_dir, tmp_path / "copy")
+    mrpc = _model_for(tmp_path / "copy", "mrpc")  # two labels, as RTE: only the recorded task tells them apart
+    settings = {"model": str(mrpc), "max_seq_length": 32}
+    with pytest.raises(UserError) as caught:
+        evaluate_model_source(settings, "rte", str(tiny_glue_dir), 4, 0, {"enabled": False})
+    block = caught.value.block()
+    assert "trained for mrpc" in block and "task=rte" in block and "evaluate.allow_task_mismatch=true" in block
+    allowed = evaluate_model_source({**settings, "allow_task_mismatch": True}, "rte", str(tiny_glue_dir), 4, 0,
+                                    {"enabled": False})
+    assert allowed["task"] == "rte" and allowed["model_task"] == "mrpc"
+
+
+def test_evaluate_max_seq_length_beyond_the_models_positions_is_refused_before_anything_runs(tiny_teacher_dir):
+    from bert_kd.errors import ParameterError
+    from bert_kd.schema import cross_check, validate_parameters
+
+    for block in ("evaluate", "predict_glue"):
+        params = validate_parameters({"task": "rte", block: {"model": str(tiny_teacher_dir), "max_seq_length": 4096}})
+        with pytest.raises(ParameterError) as caught:
+            cross_check(params, {block})
+        assert f"{block}.max_seq_length" in caught.value.block() and "exceeds the 128 positions" in caught.value.block()
+        cross_check(validate_parameters({"task": "rte", block: {"model": str(tiny_teacher_dir), "max_seq_length": 128}}), {block})
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda d: next(d.glob("*.safetensors")).rename(d / "pytorch_model.bin"), "no safetensors weights"),
+    (lambda d: (d / "tokenizer.json").unlink(), "no tokenizer"),
+    (lambda d: (d / "config.json").write_text((d / "config.json").read_text().replace(
+        '{', '{"auto_map": {"AutoModelForSequenceClassification": "modeling.Evil"}, ', 1)), "custom code"),
+])
+def test_a_folder_without_the_projects_model_files_is_refused_before_loading(tmp_path, tiny_teacher_dir, spoil, words):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_teacher_dir, model)
+    spoil(model)
+    with pytest.raises(ModelNotFoundError, match=words) as caught:
+        resolve_model_source(str(model))
+    assert "evaluate.model" in caught.value.block()

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
 from bert_kd.data.tokenize import tokenize_splits
-from bert_kd.errors import DamagedModelError, ModelNotFoundError, UserError
+from bert_kd.errors import (
+    DamagedModelError,
+    ModelNotFoundError,
+    ParameterError,
+    TaskMismatchError,
+    UserError,
+)
 from bert_kd.jobs import MANIFEST, store_entry_problem
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
 from bert_kd.schema import Block, Evaluate, Tracking, typed
-from bert_kd.tracking_models import bundle_directory
+from bert_kd.tracking_models import UnsafeModelPathError, bundle_directory
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +51,38 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
         raise ModelNotFoundError(f"{str(path)!r} is not a model directory (no config.json)", key,
                                  "give a directory written by save_pretrained (a store entry under "
                                  "data/06_models/store/<kind>/<key>) or runs:/<run id>/model")
+    problem = model_files_problem(path)
+    if problem:
+        raise ModelNotFoundError(f"{str(path)!r} is not a bert-kd model: {problem}", key,
+                                 "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
+                                 "with its tokenizer (a store entry, runs:/<run id>/model, models:/<name>/<version>)")
     return path
+
+
+#: Tokenizer files of which a model directory needs one (WordPiece, BPE, SentencePiece, fast).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+
+
+def model_files_problem(path: Path) -> str | None:
+    """Why ``path`` lacks the files bert-kd loads (None when it has them): a ``config.json`` object
+    that names no custom code (``auto_map``), safetensors weights (pickled weights are never
+    loaded) and a tokenizer."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"config.json cannot be read ({exc})"
+    if not isinstance(config, dict):
+        return f"config.json is a JSON {type(config).__name__}, not an object"
+    if config.get("auto_map"):
+        return (f"config.json names custom code (auto_map: {sorted(config['auto_map'])}); only the built-in "
+                "architectures of transformers are loaded")
+    if not any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json")):
+        present = sorted(f.name for f in path.iterdir() if f.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
+        return "no safetensors weights (model.safetensors)" + (
+            f"; pickled weights ({', '.join(present)}) are never loaded" if present else "")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        return f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})"
+    return None
 
 
 def _download(source: str, key: str) -> Path:
@@ -52,6 +90,10 @@ def _download(source: str, key: str) -> Path:
 
     try:
         local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
+    except UnsafeModelPathError as exc:
+        raise DamagedModelError(f"{source} is not used: {exc}", key,
+                                "evaluate a model logged by bert-kd as it was logged (its MLmodel names data/<key> "
+                                "inside the model); log it again from its store entry if its MLmodel was edited") from None
     except Exception as exc:  # noqa: BLE001 - MlflowException, OSError …: the URI names nothing downloadable
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise ModelNotFoundError(f"{source!r} cannot be downloaded from MLflow ({first_line})", key,
@@ -73,22 +115,103 @@ def _check_store_entry(path: Path, key: str) -> None:
                                 "store entry is then moved aside and retrained)")
 
 
+def registry_task(source: str) -> tuple[str | None, str]:
+    """The task an MLflow ``models:/`` URI is tagged with, and where that tag was read: a
+    registered version's (or its registered model's) ``bert_kd.task``, a LoggedModel's ``task``.
+    ``(None, "")`` for other URIs and untagged models."""
+    if not source.startswith("models:/"):
+        return None, ""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client, name = MlflowClient(), source[len("models:/"):].strip("/")
+    try:
+        if "@" in name:
+            model, alias = name.split("@", 1)
+            version = client.get_model_version_by_alias(model, alias)
+        elif "/" in name:
+            model, number = name.split("/", 1)
+            version = client.get_model_version(model, number)
+        else:
+            logged = client.get_logged_model(name)
+            return (logged.tags.get("task"), "the LoggedModel's tag task") if logged.tags.get("task") else (None, "")
+        if version.tags.get("bert_kd.task"):
+            return version.tags["bert_kd.task"], "the registered version's tag bert_kd.task"
+        registered = client.get_registered_model(model).tags.get("bert_kd.task")
+        return (registered, "the registered model's tag bert_kd.task") if registered else (None, "")
+    except MlflowException:  # the download named the URI already; nothing more to read here
+        return None, ""
+
+
+def _task_name(recorded: str) -> str:
+    """A recorded task as :func:`get_task` names it (``SST-2`` → ``sst2``); unknown names as given."""
+    try:
+        return get_task(recorded).name
+    except ValueError:
+        return recorded
+
+
+def check_model_task(bundle, task: str, source: str, key: str, allow_mismatch: bool, verb: str) -> str | None:
+    """The task ``bundle`` was trained for (its ``bert_kd.json``; a ``models:/`` URI's registry tag
+    too) must be ``task``, unless ``allow_mismatch``; the label count must always match.
+    :class:`~bert_kd.errors.TaskMismatchError` naming both tasks and the overriding parameter.
+    Returns the recorded task (None: the model records none)."""
+    spec = get_task(task)
+    block = key.split(".")[0]
+    records = [(bundle.info.get("task"), "its bert_kd.json"), registry_task(source)]
+    records = [(_task_name(str(recorded)), where) for recorded, where in records if recorded]
+    for recorded, where in records:
+        if recorded == spec.name or allow_mismatch:
+            continue
+        raise TaskMismatchError(
+            f"{source} was trained for {recorded} ({where} says so), not for task={spec.name}", f"{key}, task",
+            f"run with task={recorded}, give a model trained on {spec.name}, or, to {verb} it on {spec.name} "
+            f"anyway, --params {block}.allow_task_mismatch=true")
+    recorded = records[0][0] if records else None
+    if recorded is None:
+        log.warning("%s records no task (no bert_kd.json): only its label count is checked against %s", source, spec.name)
+    elif recorded != spec.name:
+        log.warning("%s was trained for %s: %s on %s as %s.allow_task_mismatch asks", source, recorded, verb,
+                    spec.name, block)
+    labels = int(bundle.model.config.num_labels)
+    if labels != spec.num_labels:
+        raise UserError(f"the model has {labels} labels but task {spec.name} needs {spec.num_labels}", key,
+                        f"{verb} it on a task with {labels} labels, or give a model trained on {spec.name}")
+    return recorded
+
+
+def load_model_for_task(source: str, task: str, key: str, max_seq_length: int, allow_mismatch: bool,
+                        verb: str = "evaluate") -> tuple:
+    """``source`` resolved (a store entry verified, an MLflow URI downloaded and confined),
+    ``max_seq_length`` checked against its positions, loaded, and its task checked
+    (:func:`check_model_task`). Returns ``(bundle, recorded task)``."""
+    from bert_kd.schema import _length_problems
+
+    path = resolve_model_source(source, key)
+    block = key.split(".")[0]
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    problems = _length_problems(max_seq_length, config if isinstance(config, dict) else {}, block, key)
+    if problems:
+        raise ParameterError(problems)
+    try:
+        bundle = load_bundle(path)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelNotFoundError(f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
+                                 key, "give a directory written by save_pretrained with its tokenizer") from exc
+    return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
+
+
 def evaluate_model_source(evaluate: Block[Evaluate], task: str, glue_dir: str | None, max_eval_samples: int | None,
                           seed: int, tracking: Block[Tracking]) -> dict:
     """Every dev split of ``task`` through the model's own tokenizer; metrics logged to the active run."""
     evaluate = typed(Evaluate, evaluate, "evaluate")
     source = evaluate.model or ""
-    path = resolve_model_source(source)
-    try:
-        bundle = load_bundle(path)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelNotFoundError(f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
-                                 MODEL_KEY, "give a directory written by save_pretrained with its tokenizer") from exc
+    bundle, model_task = load_model_for_task(source, task, MODEL_KEY, evaluate.max_seq_length,
+                                             evaluate.allow_task_mismatch)
     spec = get_task(task)
-    labels = int(bundle.model.config.num_labels)
-    if labels != spec.num_labels:
-        raise UserError(f"the model has {labels} labels but task {spec.name} needs {spec.num_labels}", MODEL_KEY,
-                        f"evaluate it on a task with {labels} labels, or give a model trained on {spec.name}")
     root, user_named = resolve_glue_dir(glue_dir)
     splits = load_glue_task(spec.name, root, allow_download=not user_named)
     splits.pop("train")
@@ -96,6 +219,7 @@ def evaluate_model_source(evaluate: Block[Evaluate], task: str, glue_dir: str | 
     tokenized = tokenize_splits(frames, bundle.tokenizer, evaluate.max_seq_length)
     evaluation = common.evaluate_bundle(bundle, tokenized, spec.name, batch_size=evaluate.batch_size)
     evaluation["model"] = source
+    evaluation["model_task"] = model_task
     if common.tracking_enabled(tracking):
         _log_active(evaluation)
     log.info("evaluate %s on %s: %s = %.4f", source, spec.name, evaluation["primary_metric"], evaluation["score"])

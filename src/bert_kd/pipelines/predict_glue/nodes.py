@@ -13,9 +13,8 @@ from bert_kd.data.tokenize import tokenize_frame
 from bert_kd.errors import UserError
 from bert_kd.glue_submission import prediction_strings, read_test_split, submission_files, submission_frame
 from bert_kd.glue_submission import write_submission_tsv, write_zip
-from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
-from bert_kd.pipelines.evaluate.nodes import resolve_model_source
+from bert_kd.pipelines.evaluate.nodes import load_model_for_task
 from bert_kd.schema import Block, PredictGlue, Tracking, typed
 from bert_kd.training import SupervisedObjective, make_loader, predict_logits
 
@@ -32,10 +31,8 @@ def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str
         raise UserError("no model given", "predict_glue.model",
                         "--params predict_glue.model=<store dir | runs:/<id>/model | models:/<name>/<version>>")
     spec = get_task(task)
-    bundle = load_bundle(resolve_model_source(source, "predict_glue.model"))
-    if int(bundle.model.config.num_labels) != spec.num_labels:
-        raise UserError(f"the model has {bundle.model.config.num_labels} labels but {spec.name} needs {spec.num_labels}",
-                        "predict_glue.model", "give a model fine-tuned on this task, or set task=")
+    bundle, _ = load_model_for_task(source, spec.name, "predict_glue.model", settings.max_seq_length,
+                                    settings.allow_task_mismatch, verb="predict with")
     root, _ = resolve_glue_dir(glue_dir)
     output = Path(settings.output_dir)
     collator = common.collator_for(bundle.tokenizer)
