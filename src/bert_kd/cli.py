@@ -88,3 +88,13 @@ run = click.Command(
     short_help=kedro_run.short_help,
 )
 cli.add_command(run)
+
+
+def _results_group():
+    from bert_kd.analysis.cli import results
+
+    return results
+
+
+#: ``kedro results …`` (also ``bert-kd results …``): readings of committed tables.
+cli.add_command(_results_group())

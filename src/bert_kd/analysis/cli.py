@@ -1,0 +1,126 @@
+"""``bert-kd results …``: write a table folder's readings into its ``tables/`` from its trial JSONs.
+
+    bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, power.md, gradient_shares.{md,png}
+    bert-kd results paper-gap results/cpu_protocol_v2       # one of them
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from bert_kd.analysis import statistics as st
+
+FOLDER = click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+RESAMPLES = click.option("--resamples", type=click.IntRange(min=1000), default=st.RESAMPLES, show_default=True,
+                         help="bootstrap resamples per claim")
+
+
+def command_line(name: str, folder: Path, resamples: int = st.RESAMPLES) -> str:
+    """The command recorded in a file's "Made by:" line (the folder relative to the project)."""
+    from bert_kd.analysis.table import project_root
+
+    path = folder.resolve()
+    shown = path.relative_to(project_root(path)).as_posix()
+    return f"bert-kd results {name} {shown}" + ("" if resamples == st.RESAMPLES else f" --resamples {resamples}")
+
+
+def write_text(path: Path, text: str) -> None:
+    from bert_kd.jobs import write_file_atomically
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    click.echo(f"wrote {path}")
+
+
+def write_figure(path: Path, fig, **options) -> None:
+    import matplotlib.pyplot as plt
+
+    from bert_kd.jobs import write_file_atomically
+
+    write_file_atomically(path, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None},
+                                                        **options))
+    plt.close(fig)
+    click.echo(f"wrote {path}")
+
+
+def write_paper_gap(folder: Path, resamples: int, name: str = "paper-gap") -> None:
+    from bert_kd.analysis import paper_gap
+
+    read = paper_gap.reading(folder.resolve(), resamples)
+    command = command_line(name, folder, resamples)
+    write_text(folder / "tables" / "paper_gap.md", paper_gap.render(read, command))
+    write_text(folder / "tables" / "summary.md", paper_gap.summary(read, command))
+    done = paper_gap.finished(read.runs)
+    write_figure(folder / "tables" / "paper_gap.png", paper_gap.forest_figure(
+        read.tests, f"{folder.resolve().name}: the papers' ordering claims, {done} trials"))
+
+
+def write_power(folder: Path, resamples: int, name: str = "power") -> None:
+    from bert_kd.analysis import paper_gap, power
+
+    read = paper_gap.reading(folder.resolve(), resamples)
+    write_text(folder / "tables" / "power.md", power.render(read, command_line(name, folder, resamples)))
+
+
+def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
+    from bert_kd.analysis import gradient_shares
+
+    text, fig = gradient_shares.render(folder.resolve(), command_line(name, folder))
+    write_text(folder / "tables" / "gradient_shares.md", text)
+    write_figure(folder / "tables" / "gradient_shares.png", fig, bbox_inches="tight")
+
+
+def guarded(action):
+    """Run ``action``; a :class:`~bert_kd.errors.UserError` prints its one block and exits with status 2."""
+    from bert_kd.cli import USER_ERROR_EXIT
+    from bert_kd.errors import UserError
+
+    try:
+        action()
+    except UserError as error:
+        click.echo(error.block(), err=True)
+        sys.exit(USER_ERROR_EXIT)
+
+
+@click.group(name="results")
+def results() -> None:
+    """Readings of a committed table folder (results/<table>), from its trial JSONs."""
+
+
+@results.command(name="paper-gap")
+@FOLDER
+@RESAMPLES
+def paper_gap_command(folder: Path, resamples: int) -> None:
+    """tables/paper_gap.{md,png} and tables/summary.md: the papers' claims tested."""
+    guarded(lambda: write_paper_gap(folder, resamples))
+
+
+@results.command(name="power")
+@FOLDER
+@RESAMPLES
+def power_command(folder: Path, resamples: int) -> None:
+    """tables/power.md: what the table resolves, alone and after Holm."""
+    guarded(lambda: write_power(folder, resamples))
+
+
+@results.command(name="gradient-shares")
+@FOLDER
+def gradient_shares_command(folder: Path) -> None:
+    """tables/gradient_shares.{md,png}: each loss term's share of the student's gradient."""
+    guarded(lambda: write_gradient_shares(folder))
+
+
+@results.command(name="render")
+@FOLDER
+@RESAMPLES
+def render_command(folder: Path, resamples: int) -> None:
+    """Every reading of the folder (paper-gap, power, gradient-shares)."""
+    def everything() -> None:
+        write_paper_gap(folder, resamples, "render")
+        write_power(folder, resamples, "render")
+        write_gradient_shares(folder, "render")
+
+    guarded(everything)

@@ -1,0 +1,100 @@
+"""A committed table folder (``results/<table>/``): its trial JSONs, checked against the table as
+``conf/base`` defines it, and read as 0/1 correctness per (row, task, seed)."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bert_kd.errors import UserError
+
+
+def project_root(folder: Path) -> Path:
+    """The project whose ``conf/base`` defines the table of ``folder`` (its nearest ancestor with one)."""
+    for parent in Path(folder).resolve().parents:
+        if (parent / "conf" / "base").is_dir():
+            return parent
+    raise UserError(f"{folder} is not inside a bert-kd project (no conf/base above it)", str(folder),
+                    "pass a table folder of the project, e.g. results/cpu_protocol_v2")
+
+
+@functools.cache
+def table_params(folder: Path) -> dict:
+    """The parameters the table of ``folder`` (named by the folder) runs with: conf/base, the table chosen."""
+    from bert_kd.config_loader import ProjectConfigLoader
+    from bert_kd.settings import CONFIG_LOADER_ARGS
+
+    args = {**CONFIG_LOADER_ARGS, "default_run_env": "base"}  # conf/local is a user's, not the table's
+    runtime = {"reproduce": {"table": folder.name}, "glue_dir": "../shared/glue"}
+    return ProjectConfigLoader(str(project_root(folder) / "conf"), runtime_params=runtime, **args)["parameters"]
+
+
+@functools.cache
+def table_spec(folder: Path):
+    """The sweep of ``folder``'s table (:func:`bert_kd.sweep.spec.build_sweep`), so that counts of trials and seeds
+    follow the configuration instead of being written here."""
+    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+
+    params = table_params(folder)
+    tables = (params.get("reproduce") or {}).get("tables") or {}
+    if folder.name not in tables:
+        raise UserError(f"no table named {folder.name!r} in conf/base (reproduce.tables)", str(folder),
+                        f"pass a folder named after a table: {', '.join(sorted(tables))}")
+    return build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
+
+
+@functools.cache
+def table_keys(folder: Path) -> frozenset[str]:
+    """The content keys of the table's trials: the only JSON names its folder may hold."""
+    from bert_kd.sweep.trial import TrialRunner
+
+    runner = TrialRunner(table_params(folder), commit="analysis")
+    return frozenset(runner.content_key(trial) for trial in table_spec(folder).trials())
+
+
+def table_total(folder: Path) -> int:
+    """Trials the table asks for: every row × its tasks × the task's seeds."""
+    return len(table_spec(folder).trials())
+
+
+def trial_files(folder: Path) -> list[Path]:
+    """The trial JSONs of ``folder``, refused by name unless every one is a trial of its table (another
+    experiment's file would silently replace a seed's result)."""
+    folder = Path(folder).resolve()
+    paths = sorted(folder.glob("*.json"))
+    foreign = [path.name for path in paths if path.stem not in table_keys(folder)]
+    if foreign:
+        raise UserError(f"{len(foreign)} JSON(s) are not trials of {folder.name} as conf/base defines it "
+                        f"(e.g. {foreign[0]})", str(folder), "move a variant's or another table's results out of the folder")
+    return paths
+
+
+def load_runs(folder: Path) -> tuple[dict[tuple[str, str], dict[int, dict]], dict[str, float]]:
+    """(row, task) → seed → result, and task → the teacher's dev accuracy (from any trial of the task)."""
+    runs: dict[tuple[str, str], dict[int, dict]] = collections.defaultdict(dict)
+    teacher: dict[str, float] = {}
+    for path in trial_files(folder):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        trial, result = record["spec"]["trial"], record["result"]
+        runs[(trial["method"], trial["task"])][int(trial["seed"])] = result
+        accuracy = (result.get("teacher_dev_metrics") or {}).get("accuracy")
+        if accuracy is not None:
+            teacher[trial["task"]] = float(accuracy)
+    return dict(runs), teacher
+
+
+def correct(result: dict) -> np.ndarray:
+    """0/1 correctness of every dev example of one trial's result."""
+    return (np.asarray(result["dev_predictions"]) == np.asarray(result["dev_labels"])).astype(np.int8)
+
+
+def accuracy(result: dict) -> float:
+    return float(correct(result).mean())
+
+
+def task_label(task: str) -> str:
+    return task.upper().replace("SST2", "SST-2")

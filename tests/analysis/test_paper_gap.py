@@ -1,0 +1,204 @@
+"""The paper-gap reading, the power table and the gradient shares: the committed files are what the package
+renders from the committed trial JSONs, and each verdict rule on cases whose answer is known."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from bert_kd.analysis import gradient_shares, paper_gap, power
+from bert_kd.analysis import statistics as st
+from bert_kd.analysis.cli import command_line, results
+from bert_kd.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+V2 = ROOT / "results" / "cpu_protocol_v2"
+COMMAND = "bert-kd results render results/cpu_protocol_v2"
+
+
+@pytest.fixture(scope="module")
+def v2():
+    return paper_gap.reading(V2.resolve())
+
+
+def committed(name: str) -> str:
+    return (V2 / "tables" / name).read_text(encoding="utf-8")
+
+
+def test_committed_readings_are_what_the_trials_give(v2):
+    """Commit new trials, the tables and this reading together: `bert-kd results render results/cpu_protocol_v2`."""
+    assert command_line("render", V2) == COMMAND
+    assert paper_gap.render(v2, COMMAND) == committed("paper_gap.md")
+    assert paper_gap.summary(v2, COMMAND) == committed("summary.md")
+    assert power.render(v2, COMMAND) == committed("power.md")
+    assert gradient_shares.render(V2.resolve(), COMMAND)[0] == committed("gradient_shares.md")
+    assert (V2 / "tables" / "paper_gap.png").stat().st_size > 0
+
+
+def test_v2_is_complete_and_every_claim_is_tested(v2):
+    assert paper_gap.finished(v2.runs) == 160  # 8 rows × 2 tasks × 8 seeds + SST-2 seeds 9–10 + 2 MRPC rows × 8
+    tested = [e for e in v2.tests if e.test is not None]
+    assert len(tested) == len(v2.tests) == 23
+    assert {e.test.resamples for e in tested} <= {st.RESAMPLES, paper_gap.RETEST_RESAMPLES}
+    assert all(e.test.mc_error < 0.002 for e in tested)
+    assert {paper_gap.paper_of(e.claim) for e in tested} == {"ALP-KD", "TED", "multi-teacher"}
+
+
+def test_v2_verdicts(v2):
+    """What the table says, claim by claim: one claim holds (narrowly: it needed the retest), the seed × example
+    model changes no verdict, and the seed component is ≈ 0 for every claim."""
+    by = {(e.name, e.task): e for e in v2.tests}
+    ted = by[("TED > LWD", "sst2")]
+    assert ted.verdict == paper_gap.HOLDS and 0.04 < ted.holm_p < 0.05 and ted.test.resamples == paper_gap.RETEST_RESAMPLES
+    assert [k for k, e in by.items() if e.verdict == paper_gap.HOLDS] == [("TED > LWD", "sst2")]
+    assert all(e.model_verdict == e.verdict for e in v2.tests)
+    assert all(e.components.seed < 1e-5 for e in v2.tests)  # σ²_seed ≤ 0.1 points²
+    assert by[("TED > LWD", "mrpc")].placement == ""  # TED has no MRPC number
+    assert by[("ALP > NKD", "sst2")].placement == "above"  # +2.99 > its noise and above both intervals
+    assert by[("ALP > CKD", "sst2")].placement == "noise"  # +0.23 < its noise
+
+
+def test_each_claim_says_what_it_tests():
+    assert paper_gap.tests_what("ALP > NKD (ALP-KD Table 3)", "mrpc").startswith("paper claim")
+    assert paper_gap.tests_what("TED > KD (TED Table 4)", "sst2").startswith("paper claim")
+    assert paper_gap.tests_what("TED > KD (TED Table 4)", "mrpc").startswith("extrapolation")
+    assert paper_gap.tests_what("two teachers > one (multi-teacher Table 2)", "mrpc").startswith("stand-in")
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((0.01, 0.001, 0.0001, 0.01, 0.001, None), "holds"),
+    ((0.01, 0.008, 0.0003, 0.049, 0.002, None), "borderline: holds or not within Monte Carlo error"),
+    ((0.01, 0.02, 0.0004, 0.3, 0.004, None), paper_gap.NOMINAL),
+    ((0.01, 0.0499, 0.0007, 0.3, 0.004, None), "same direction; borderline p ≈ 0.05 before correction"),
+    ((0.01, 0.2, 0.001, 1.0, 0.0, None), "same direction, not significant"),
+    ((0.0, 1.0, 0.0, 1.0, 0.0, None), "no difference"),
+    ((-0.01, 0.99, 0.0, 1.0, 0.0, (0.01, 0.0003)), "reversed, significant"),
+    ((-0.01, 0.9, 0.0, 1.0, 0.0, (0.3, 0.001)), "reversed, not significant"),
+    ((-0.01, 0.99, 0.0, 1.0, 0.0, (0.05, 0.001)), "reversed, borderline"),
+])
+def test_verdict_rules(args, expected):
+    assert paper_gap.verdict(*args) == expected
+
+
+def test_the_papers_gain_is_excluded_only_beyond_its_own_noise():
+    components = st.VarianceComponents(8, 400, 0.0, 0.0, 0.16)  # one run each: ±2 points on 400 examples
+    test = st.TestResult(0.0, 50, 50, 1000, -0.005, 0.005, 0.0025)
+    claim = paper_gap.ClaimTest("A > B (ALP-KD Table 3)", "mrpc", 8, test, components, (-0.4, 0.4), paper_gain=1.5)
+    assert 100 * claim.noise == pytest.approx(2.0)
+    assert claim.placement == "noise" and claim.paper_cell().endswith("within the paper's own noise")
+    far = paper_gap.ClaimTest(claim.claim, "mrpc", 8, test, components, (-0.4, 0.4), paper_gain=2.5)
+    assert far.placement == "above" and "**excluded**" in far.paper_cell()
+    assert paper_gap.ClaimTest(claim.claim, "mrpc", 8, paper_gain=None).paper_cell() == "–"
+
+
+def test_holm_runs_within_each_paper_and_the_reverse_claim_in_its_own_family():
+    """Two papers' claims on synthetic rows: a strong gain holds after ×2 (its family), a reversed one is
+    "reversed, significant" through the reverse family, a one-claim family is not corrected."""
+    rng = np.random.default_rng(0)
+    labels = [1] * 300 + [0] * 300
+    base = rng.integers(0, 2, size=600)
+
+    def trial(predictions):
+        return {"dev_predictions": [int(p) for p in predictions], "dev_labels": labels}
+
+    good = np.where(np.arange(600) < 300, 1, 0)  # always right
+    runs = {("ted", "sst2"): {s: trial(good) for s in (1, 2)}, ("kd", "sst2"): {s: trial(base) for s in (1, 2)},
+            ("lwd", "sst2"): {s: trial(1 - good) for s in (1, 2)}}
+    tests = {(e.name, e.task): e for e in paper_gap.claim_tests(runs, resamples=2000)}
+    assert tests[("TED > KD", "sst2")].verdict == paper_gap.HOLDS
+    assert tests[("TED > KD", "sst2")].holm_p == pytest.approx(3 / 2001)  # 3 TED claims tested on SST-2
+    assert tests[("LWD > KD", "sst2")].verdict == "reversed, significant"
+    assert tests[("TED > LWD", "mrpc")].verdict == "not run yet"
+    assert tests[("RKD > NKD", "sst2")].test is None
+
+
+def test_tally_counts_each_papers_verdicts(v2):
+    lines = paper_gap.tally(v2.tests)
+    assert lines[0].startswith("- ALP-KD: **0 of 16** (claim, task) pairs hold")
+    assert lines[1].startswith("- TED: **1 of 6** (claim, task) pairs hold (TED > LWD on SST-2)")
+    assert lines[2].startswith("- multi-teacher: **0 of 1**")
+
+
+def test_init_ablation_compares_the_alp_kd_rows_spread_and_agreement_with_nkd(tmp_path, monkeypatch):
+    """v1 (init: teacher) vs v2 (init: pretrained), on v1's seeds: NKD's accuracy, the mean |row − NKD| over the
+    ALP-KD rows both tables have, and how often a row's student predicts what the same seed's NKD student predicts."""
+    labels = [1, 1, 0, 0]
+
+    def result(predictions):
+        return {"dev_predictions": predictions, "dev_labels": labels}
+
+    v1 = {("nkd", "mrpc"): {1: result([1, 1, 0, 0])}, ("alp", "mrpc"): {1: result([1, 0, 0, 0])}}
+    monkeypatch.setattr(paper_gap, "load_runs", lambda folder: (v1, {}))
+    v2 = {("nkd", "mrpc"): {1: result([1, 1, 0, 1]), 4: result([0, 0, 0, 0])},  # seed 4: not v1's, left out
+          ("alp", "mrpc"): {1: result([1, 1, 1, 1]), 4: result([1, 1, 0, 0])},
+          ("ckd", "mrpc"): {1: result([1, 1, 0, 1])}}
+    figures = paper_gap.init_ablation(v2, tmp_path)
+    mrpc = figures["mrpc"]
+    assert mrpc["nkd"] == pytest.approx((100.0, 75.0))
+    assert mrpc["spread"] == pytest.approx((25.0, 12.5))  # v1: ALP only; v2: ALP 25, CKD 0
+    assert mrpc["agreement"] == pytest.approx((75.0, 87.5))  # v2: ALP 3 of 4, CKD 4 of 4
+    assert figures["sst2"] == {"nkd": None, "spread": None, "agreement": None}
+
+
+def test_a_json_that_is_no_trial_of_the_table_is_refused_by_name(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conf").symlink_to(ROOT / "conf")
+    folder = project / "results" / "cpu_protocol_v2"
+    folder.mkdir(parents=True)
+    first = sorted(V2.glob("*.json"))[0]
+    shutil.copy(first, folder / first.name)
+    shutil.copy(first, folder / ("0" * 64 + ".json"))
+    from bert_kd.analysis.table import load_runs
+
+    with pytest.raises(UserError, match=r"1 JSON\(s\) are not trials of cpu_protocol_v2"):
+        load_runs(folder)
+    (folder / ("0" * 64 + ".json")).unlink()
+    assert sum(len(seeds) for seeds in load_runs(folder)[0].values()) == 1
+
+
+def test_gradient_shares_read_the_trials_own_records(tmp_path):
+    trials = {"a": {"task": "mrpc", "method": "rkd", "recipe": {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}},
+              "b": {"task": "mrpc", "method": "rkd", "recipe": {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}}}
+    shares = {"a": {"ce": 0.25, "kd": 0.75}}
+    assert gradient_shares.share_table(trials, shares)[-1] == "| mrpc | rkd | 1 of 2 | ce (0.8): 25.0% (25.0–25.0); kd (0.2): 75.0% (75.0–75.0) |"
+    assert gradient_shares.share_table(trials, {})[-1] == "| mrpc | rkd | 0 of 2 | not measured |"
+    assert gradient_shares.mean_shares(trials, shares) == {("mrpc", "rkd"): {"ce": 0.25, "kd": 0.75}}
+    ax = gradient_shares.shares_figure(gradient_shares.mean_shares(trials, shares)).axes[0]
+    assert [label.get_text() for label in ax.get_yticklabels()] == ["rkd · MRPC"] and len(ax.patches) == 2
+    records = [json.loads(p.read_text()) for p in sorted(V2.glob("*.json"))]
+    assert all(record["result"].get("gradient_shares") for record in records)  # every committed trial carries its own
+
+
+def test_power_is_reported_alone_and_after_the_holm_correction_applied(v2):
+    sizes = power.family_sizes(v2)
+    assert sizes == {"ALP-KD": 16, "TED": 6, "multi-teacher": 1}
+    pooled = power.pooled(v2)
+    alp_sst2 = pooled[("ALP-KD", "sst2")]
+    sd = np.sqrt(alp_sst2.gain_variance())
+    assert st.power(0.01, sd, 0.05 / 16) < st.power(0.01, sd, 0.05)
+    assert st.resolvable(sd, 0.05 / 16) > st.resolvable(sd, 0.05)
+
+
+def test_cli_names_a_folder_that_is_no_table(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conf").symlink_to(ROOT / "conf")
+    folder = project / "results" / "no_such_table"
+    folder.mkdir(parents=True)
+    outcome = CliRunner().invoke(results, ["power", str(folder)])
+    assert outcome.exit_code == 2 and "no table named 'no_such_table'" in outcome.output
+    assert not (folder / "tables").exists()
+
+
+def test_bert_kd_results_is_the_results_group():
+    from bert_kd.__main__ import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["results", "--help"])
+    assert done.value.code == 0
