@@ -47,6 +47,16 @@ def _replace_line(path: Path, line: int, text: bytes) -> None:
     path.write_bytes(b"\n".join(lines))
 
 
+def _rte_test(glue: Path, rows: list[str], header: str = "index\tsentence1\tsentence2") -> None:
+    (glue / "RTE" / "test.tsv").write_text("\n".join([header, *rows]) + "\n")
+
+
+def _mnli_tests_without_diagnostic(glue: Path) -> None:
+    (glue / "MNLI").mkdir()
+    for name in ("test_matched.tsv", "test_mismatched.tsv"):
+        (glue / "MNLI" / name).write_text("index\tsentence1\tsentence2\n0\tthe dog sat\tyes\n")
+
+
 def _tracking_down(tmp: Path) -> dict:
     return {"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # the discard port: nothing listens
 
@@ -90,13 +100,14 @@ def _store_entry_with(extra: Callable[[Path], None]) -> Callable[[Path], dict]:
     return prepare
 
 
-def _model_recording(task: str, spoil: Callable[[Path], None] | None = None) -> Callable[[Path], dict]:
-    """A tiny two-label model saved by bert-kd for ``task`` at ``<tmp>/model`` (``spoil`` changes it)."""
+def _model_recording(task: str, spoil: Callable[[Path], None] | None = None,
+                     num_labels: int = 2) -> Callable[[Path], dict]:
+    """A tiny model saved by bert-kd for ``task`` at ``<tmp>/model`` (``spoil`` changes it)."""
     def prepare(tmp: Path) -> dict:
         from bert_kd.models import ModelBundle, load_bundle, save_bundle
         from tests.conftest import make_tiny_bert
 
-        bundle = load_bundle(make_tiny_bert(tmp / "plain", num_layers=1))
+        bundle = load_bundle(make_tiny_bert(tmp / "plain", num_layers=1, num_labels=num_labels))
         path = save_bundle(ModelBundle(bundle.model, bundle.tokenizer, {"role": "teacher", "task": task}), tmp / "model")
         if spoil:
             spoil(path)
@@ -180,6 +191,22 @@ CASES = [
          pipeline="evaluate", node_may_run=True,
          prepare=_model_recording("rte", lambda d: ((d / "manifest.json").unlink(),  # a plain folder, not a store entry
                                                     (d / "model.safetensors").rename(d / "pytorch_model.bin")))),
+    # ---- predict_glue: the output folder, the test files (checked before anything is written)
+    Case("predict_glue_output_dir_is_a_file", "predict_glue.model={tmp}/model,predict_glue.output_dir=pyproject.toml",
+         ("predict_glue.output_dir", "pyproject.toml is a file"), pipeline="predict_glue", node_may_run=True,
+         prepare=_model_recording("rte")),
+    Case("predict_glue_mnli_without_diagnostic", "predict_glue.model={tmp}/model,task=mnli",
+         ("diagnostic/diagnostic.tsv", "predict_glue.ax_file", "fix:"), pipeline="predict_glue", node_may_run=True,
+         prepare=_model_recording("mnli", num_labels=3), spoil=_mnli_tests_without_diagnostic),
+    Case("predict_glue_dev_file_as_test", "predict_glue.model={tmp}/model",
+         ("RTE/test.tsv:1:label", "a dev or train file"), pipeline="predict_glue", node_may_run=True,
+         prepare=_model_recording("rte"), spoil=lambda g: shutil.copy(_rte(g, "dev"), _rte(g, "test"))),
+    Case("predict_glue_repeated_index", "predict_glue.model={tmp}/model",
+         ("RTE/test.tsv:4:index", "index '0' repeats line 2"), pipeline="predict_glue", node_may_run=True,
+         prepare=_model_recording("rte"), spoil=lambda g: _rte_test(g, ["0\ta\tb", "1\tc\td", "0\te\tf"])),
+    Case("predict_glue_empty_index", "predict_glue.model={tmp}/model",
+         ("RTE/test.tsv:3:index", "empty index"), pipeline="predict_glue", node_may_run=True,
+         prepare=_model_recording("rte"), spoil=lambda g: _rte_test(g, ["0\ta\tb", "\tc\td"])),
     # ---- data files (glue.py)
     Case("non_utf8", pipeline="data_processing", expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
          spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"), node_may_run=True),

@@ -11,6 +11,7 @@ import pytest
 from bert_kd.data.glue import load_glue_task
 from bert_kd.data.tokenize import tokenize_frame
 from bert_kd.errors import UserError
+from bert_kd.glue_submission import write_submission
 from bert_kd.models import load_bundle
 from bert_kd.pipelines.common import collator_for
 from bert_kd.pipelines.predict_glue.nodes import predict_glue_test
@@ -74,9 +75,12 @@ def test_mnli_writes_matched_mismatched_and_ax(tmp_path, tiny_glue_dir):
     (glue / "MNLI" / "test_mismatched.tsv").write_text(test_format_from_dev(dev.iloc[:5], NLI_COLUMNS, 0))
     (glue / "diagnostic" / "diagnostic.tsv").write_text(test_format_from_dev(dev.iloc[:3], ["index", "sentence1", "sentence2"], 0))
     out = tmp_path / "submission"
-    (out / "RTE.tsv").parent.mkdir()
-    (out / "RTE.tsv").write_text("index\tprediction\n0\tentailment\n")  # an earlier run's task stays in the zip
-    predict_glue_test({"model": str(model), "output_dir": str(out)}, "mnli", str(glue), {"enabled": False})
+    out.mkdir()
+    earlier = pd.DataFrame({"index": ["0"], "prediction": ["entailment"]})
+    write_submission(earlier, out / "RTE.tsv", {"model": "runs:/x/model"})  # an earlier run's task stays in the zip
+    (out / "MRPC.tsv").write_text("garbage")  # a file predict_glue did not write does not
+    summary = predict_glue_test({"model": str(model), "output_dir": str(out)}, "mnli", str(glue), {"enabled": False})
+    assert list(summary["skipped"]) == ["MRPC.tsv"] and "no record" in summary["skipped"]["MRPC.tsv"]
     rows = {name: pd.read_csv(out / name, sep="\t", dtype=str) for name in ("MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv")}
     assert {name: len(frame) for name, frame in rows.items()} == {"MNLI-m.tsv": len(dev), "MNLI-mm.tsv": 5, "AX.tsv": 3}
     names = ["entailment", "neutral", "contradiction"]
@@ -108,3 +112,51 @@ def test_a_missing_model_or_test_file_is_a_user_error(tmp_path, tiny_teacher_dir
     with pytest.raises(UserError, match="test.tsv"):  # the tiny folder has train/dev only
         predict_glue_test({"model": str(tiny_teacher_dir), "output_dir": str(tmp_path)}, "rte", str(tiny_glue_dir),
                           {"enabled": False})
+
+
+def _rte_test_folder(tmp_path, tiny_glue_dir):
+    dev = load_glue_task("rte", tiny_glue_dir, allow_download=False)["validation"]
+    glue = tmp_path / "glue"
+    (glue / "RTE").mkdir(parents=True)
+    (glue / "RTE" / "test.tsv").write_text(test_format_from_dev(dev, ["index", "sentence1", "sentence2"]))
+    return glue
+
+
+def test_each_file_is_written_with_its_record(tmp_path, tiny_teacher_dir, tiny_glue_dir):
+    import json
+
+    from bert_kd.jobs import file_sha256
+
+    glue = _rte_test_folder(tmp_path, tiny_glue_dir)
+    out = tmp_path / "out"
+    predict_glue_test({"model": str(tiny_teacher_dir), "output_dir": str(out)}, "rte", str(glue), {"enabled": False})
+    record = json.loads((out / "RTE.tsv.json").read_text())
+    assert record["model"] == str(tiny_teacher_dir) and record["task"] == "rte"
+    assert record["test_file"] == str(glue / "RTE" / "test.tsv")
+    assert record["test_sha256"] == file_sha256(glue / "RTE" / "test.tsv") and record["rows"] == 24
+    assert record["tsv_sha256"] == file_sha256(out / "RTE.tsv")
+
+
+def test_an_output_dir_that_is_a_file_is_refused_before_predicting(tmp_path, tiny_teacher_dir, tiny_glue_dir):
+    glue = _rte_test_folder(tmp_path, tiny_glue_dir)
+    (tmp_path / "out").write_text("a file")
+    with pytest.raises(UserError) as caught:
+        predict_glue_test({"model": str(tiny_teacher_dir), "output_dir": str(tmp_path / "out")}, "rte", str(glue),
+                          {"enabled": False})
+    assert caught.value.where == "predict_glue.output_dir" and "is a file" in caught.value.what
+    assert (tmp_path / "out").read_text() == "a file"
+
+
+def test_mnli_without_the_diagnostic_set_is_named_before_anything_is_written(tmp_path, tiny_glue_dir):
+    model = make_tiny_bert(tmp_path / "mnli_model", num_labels=3)
+    dev = load_glue_task("rte", tiny_glue_dir, allow_download=False)["validation"]
+    glue = tmp_path / "glue"
+    (glue / "MNLI").mkdir(parents=True)
+    for name in ("test_matched.tsv", "test_mismatched.tsv"):
+        (glue / "MNLI" / name).write_text(test_format_from_dev(dev, NLI_COLUMNS, 0))
+    out = tmp_path / "out"
+    with pytest.raises(UserError) as caught:
+        predict_glue_test({"model": str(model), "output_dir": str(out)}, "mnli", str(glue), {"enabled": False})
+    block = caught.value.block()
+    assert "diagnostic/diagnostic.tsv" in block and "predict_glue.ax_file" in block and "fix:" in block
+    assert not out.exists() or not any(out.iterdir())

@@ -1,5 +1,6 @@
 """Node of ``predict_glue``: one model's predictions on ``task``'s GLUE test split(s), written as
-the server's TSV file(s) and (re)zipped with the files already in the output folder."""
+the server's TSV file(s) with their records and (re)zipped with the earlier server files of the
+output folder whose records vouch for them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from pathlib import Path
 from bert_kd.data.glue import get_task, resolve_glue_dir
 from bert_kd.data.tokenize import tokenize_frame
 from bert_kd.errors import UserError
-from bert_kd.glue_submission import prediction_strings, read_test_split, submission_files, submission_frame
-from bert_kd.glue_submission import write_submission_tsv, write_zip
+from bert_kd.glue_submission import (
+    AX_FILE,
+    prediction_strings,
+    read_test_split,
+    submission_contents,
+    submission_files,
+    submission_frame,
+    submission_problem,
+    write_submission,
+    write_zip,
+)
+from bert_kd.jobs import file_sha256
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import load_model_for_task
 from bert_kd.schema import Block, PredictGlue, Tracking, typed
@@ -21,34 +32,75 @@ from bert_kd.training import SupervisedObjective, make_loader, predict_logits
 log = logging.getLogger(__name__)
 
 
+def _check_output_dir(output: Path) -> None:
+    """``predict_glue.output_dir`` must be a folder (created when missing), never an existing file."""
+    for folder in (output, *output.parents):
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder} is a file, not a folder: the submission cannot be written under it",
+                            "predict_glue.output_dir",
+                            "give a folder (it is created when missing): --params predict_glue.output_dir=<folder>, "
+                            "or move the file away")
+        if folder.exists():
+            return
+
+
+def _test_sources(targets, ax_file: str | None, root: Path) -> None:
+    """Every test file of the task exists before anything is predicted or written; the diagnostic
+    set (MNLI's ``AX.tsv``) is named with its parameter."""
+    for target in targets:
+        if target.split != "test_ax" or target.source.is_file():
+            continue
+        given = "predict_glue.ax_file" if ax_file else f"glue_dir ({root})"
+        raise UserError(
+            f"the GLUE diagnostic set {target.source} does not exist (an MNLI submission includes AX.tsv, "
+            "predicted by the MNLI model)", f"{target.source} (predict_glue.ax_file; default from {given})",
+            f"put GLUE's diagnostic set at {root / AX_FILE} (python download_glue_data.py --tasks diagnostic), "
+            "or name it: --params predict_glue.ax_file=<path to diagnostic.tsv>")
+
+
 def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str | None,
                       tracking: Block[Tracking]) -> dict:
     """``predict_glue.model`` on every test split of ``task`` (MNLI: matched, mismatched and AX) →
-    ``<output_dir>/<Task>.tsv`` and ``<output_dir>/submission.zip``; a summary (files, rows)."""
+    ``<output_dir>/<Task>.tsv`` with its record ``<Task>.tsv.json``, and ``<output_dir>/submission.zip``
+    of the server files whose records vouch for them; a summary (files, rows, files left out).
+
+    Checked before anything is written: the output folder, the model (its task, its positions) and
+    every test file (present, unlabelled, unique non-empty indexes)."""
     settings = typed(PredictGlue, predict_glue, "predict_glue")
     source = settings.model or ""
     if not source:
         raise UserError("no model given", "predict_glue.model",
                         "--params predict_glue.model=<store dir | runs:/<id>/model | models:/<name>/<version>>")
-    spec = get_task(task)
-    bundle, _ = load_model_for_task(source, spec.name, "predict_glue.model", settings.max_seq_length,
-                                    settings.allow_task_mismatch, verb="predict with")
-    root, _ = resolve_glue_dir(glue_dir)
     output = Path(settings.output_dir)
+    _check_output_dir(output)
+    spec = get_task(task)
+    bundle, model_task = load_model_for_task(source, spec.name, "predict_glue.model", settings.max_seq_length,
+                                             settings.allow_task_mismatch, verb="predict with")
+    root, _ = resolve_glue_dir(glue_dir)
+    targets = submission_files(spec.name, root, settings.ax_file)
+    _test_sources(targets, settings.ax_file, Path(root))
+    frames = {target.name: read_test_split(target.source, spec.name) for target in targets}  # AX: MNLI's columns
     collator = common.collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
     written = {}
-    for target in submission_files(spec.name, root, settings.ax_file):
-        frame = read_test_split(target.source, spec.name)  # AX has MNLI's columns and labels
+    for target in targets:
+        frame = frames[target.name]
         tokenized = tokenize_frame(frame, bundle.tokenizer, settings.max_seq_length)
         loader = make_loader(tokenized, settings.batch_size, collator, shuffle=False)
         outputs, _ = predict_logits(objective, loader)
-        path = write_submission_tsv(submission_frame(frame["index"], prediction_strings(spec.name, outputs)),
-                                    output / target.name)
+        record = {"model": source, "model_task": model_task, "task": spec.name, "split": target.split,
+                  "test_file": str(target.source), "test_sha256": file_sha256(target.source)}
+        path = write_submission(submission_frame(frame["index"], prediction_strings(spec.name, outputs)),
+                                output / target.name, record)
+        problem = submission_problem(path)
+        if problem is not None:  # what was just written must be what was predicted
+            raise RuntimeError(f"predict_glue wrote {path}, which fails its own check: {problem}")
         written[target.name] = {"rows": len(frame), "source": str(target.source), "path": str(path)}
         log.info("predict_glue: %s (%d rows) from %s", path, len(frame), target.source)
+    included, skipped = submission_contents(output)
     archive = write_zip(output)
-    summary = {"task": spec.name, "model": source, "files": written, "zip": str(archive)}
+    summary = {"task": spec.name, "model": source, "files": written, "zip": str(archive), "zipped": included,
+               "skipped": skipped}
     log.info("predict_glue: %s holds %s; upload it at https://gluebenchmark.com/submit", archive,
              ", ".join(sorted(zipfile.ZipFile(archive).namelist())))
     if common.tracking_enabled(tracking):
