@@ -109,15 +109,16 @@ def test_a_registered_version_tagged_for_another_task_is_refused(store, tmp_path
     assert recorded == "mrpc" and bundle.model.config.num_labels == 2
 
 
-@pytest.mark.parametrize("data", ["/etc", "../elsewhere", "data/../../elsewhere", "data/link"])
-def test_an_mlmodel_data_path_that_leaves_the_download_is_refused(tmp_path, tiny_teacher_dir, data):
+@pytest.mark.parametrize("entry", ["data: /etc", "data: ../elsewhere", "data: data/../../elsewhere", "data: data/link",
+                                   "data: data\n    code: /usr/lib/python3", "data: data\n    env:\n      conda: ../c.yaml"])
+def test_an_mlmodel_path_that_leaves_the_download_is_refused(tmp_path, tiny_teacher_dir, entry):
     import shutil
 
     local = tmp_path / "download"
     shutil.copytree(tiny_teacher_dir, tmp_path / "elsewhere")
     (local / "data").mkdir(parents=True)
     (local / "data" / "link").symlink_to(tmp_path / "elsewhere")
-    (local / "MLmodel").write_text(f"flavors:\n  python_function:\n    data: {data}\n")
+    (local / "MLmodel").write_text(f"flavors:\n  python_function:\n    {entry}\n")
     with pytest.raises(tracking_models.UnsafeModelPathError, match="outside"):
         tracking_models.bundle_directory(local)
 
@@ -155,3 +156,12 @@ def test_a_runs_uri_whose_mlmodel_names_another_folder_is_not_evaluated(store, t
     with pytest.raises(DamagedModelError) as caught:
         resolve_model_source(f"runs:/{run.info.run_id}/model")
     assert "outside" in caught.value.block() and "evaluate.model" in caught.value.block()
+
+
+def test_the_served_model_names_its_labels_from_its_task_record(tmp_path, tiny_teacher_dir):
+    from bert_kd.models import ModelBundle, load_bundle, save_bundle
+
+    bundle = load_bundle(tiny_teacher_dir)
+    path = save_bundle(ModelBundle(bundle.model, bundle.tokenizer, {"task": "mrpc"}), tmp_path / "mrpc")
+    out = tracking_models.BertKdPyfunc(path).predict(pd.DataFrame({"sentence1": ["a dog"], "sentence2": ["a cat"]}))
+    assert set(out["label"]) <= {"not_equivalent", "equivalent"}

@@ -189,8 +189,9 @@ def bundle_directory(local: str | Path) -> Path:
     """The bert-kd model directory in a downloaded MLflow model (its pyfunc ``data``), or ``local``
     itself when it is not one (a plain directory logged as artifacts by bert-kd < 0.x).
 
-    Every path is confined to the download: ``data`` must name a folder inside ``local`` (links
-    resolved), and no symbolic link inside ``local`` may point out of it;
+    Every path is confined to the download: the pyfunc flavour's ``data``, ``code``,
+    ``python_model`` and ``env`` files must lie inside ``local`` (links resolved), and no symbolic
+    link inside ``local`` may point out of it;
     :class:`UnsafeModelPathError` otherwise."""
     local = Path(local)
     for path in sorted(local.rglob("*")):
@@ -202,12 +203,16 @@ def bundle_directory(local: str | Path) -> Path:
     import yaml
 
     flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors", {})
-    data = (flavors.get("python_function") or {}).get("data")
-    if data:
-        if Path(str(data)).is_absolute() or not _inside(local, local / str(data)):
-            raise UnsafeModelPathError(f"{mlmodel}'s data: {data} names a folder outside the downloaded model {local}")
-        if (local / data).is_dir():
-            return local / data
+    pyfunc = flavors.get("python_function") or {}
+    env = pyfunc.get("env") if isinstance(pyfunc.get("env"), dict) else {"env": pyfunc.get("env")}
+    named = {"data": pyfunc.get("data"), "code": pyfunc.get("code"), "python_model": pyfunc.get("python_model"),
+             **{f"env.{k}": v for k, v in env.items()}}
+    for field, value in named.items():
+        if isinstance(value, str) and value and (Path(value).is_absolute() or not _inside(local, local / value)):
+            raise UnsafeModelPathError(f"{mlmodel}'s {field}: {value} names a path outside the downloaded model {local}")
+    data = pyfunc.get("data")
+    if isinstance(data, str) and data and (local / data).is_dir():
+        return local / data
     raise FileNotFoundError(f"{local} is an MLflow model without a bert-kd model directory (flavors: {sorted(flavors)})")
 
 
@@ -254,6 +259,9 @@ class BertKdPyfunc:
     def _label_names(self, n: int) -> list[str]:
         from bert_kd.data.glue import get_task
 
+        recorded = self.bundle.info.get("label_names")  # bert_kd.json's task record
+        if isinstance(recorded, list) and len(recorded) == n:
+            return [str(name) for name in recorded]
         task = self.bundle.info.get("task")
         try:
             names = get_task(task).label_names if task else []
