@@ -191,6 +191,10 @@ CASES = [
          pipeline="evaluate", node_may_run=True,
          prepare=_model_recording("rte", lambda d: ((d / "manifest.json").unlink(),  # a plain folder, not a store entry
                                                     (d / "model.safetensors").rename(d / "pytorch_model.bin")))),
+    Case("evaluate_custom_code", "evaluate.model={tmp}/model", ("evaluate.model", "custom code (auto_map"),
+         pipeline="evaluate", node_may_run=True,
+         prepare=_model_recording("rte", lambda d: ((d / "manifest.json").unlink(), (d / "config.json").write_text(
+             (d / "config.json").read_text().replace("{", '{"auto_map": {"AutoModel": "evil.Model"}, ', 1))))),
     # ---- predict_glue: the output folder, the test files (checked before anything is written)
     Case("predict_glue_output_dir_is_a_file", "predict_glue.model={tmp}/model,predict_glue.output_dir=pyproject.toml",
          ("predict_glue.output_dir", "pyproject.toml is a file"), pipeline="predict_glue", node_may_run=True,
