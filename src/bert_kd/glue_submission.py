@@ -28,14 +28,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from bert_kd.data.glue import (
-    STSB_RANGE,
-    GlueFormatError,
-    _decoded_text,
-    get_task,
-    read_glue_tsv,
-    tsv_label_names,
-)
+from bert_kd.data.glue import _LAYOUTS, STSB_RANGE, GlueFormatError, _decoded_text, get_task, read_glue_tsv
+from bert_kd.data.glue import tsv_label_names
 from bert_kd.jobs import file_sha256, write_file_atomically
 
 log = logging.getLogger(__name__)
@@ -74,8 +68,6 @@ def submission_files(task: str, glue_dir: str | Path, ax_file: str | Path | None
 def _label_columns(task: str) -> set[str]:
     """Header names that hold a label in the task's labelled files (its dev/train ``label``,
     ``gold_label``, ``is_duplicate``, ``Quality``, ``score``)."""
-    from bert_kd.data.glue import _LAYOUTS
-
     label = _LAYOUTS[get_task(task).name].label
     return {"label", "gold_label"} | ({label} if isinstance(label, str) else set())
 

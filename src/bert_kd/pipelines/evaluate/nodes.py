@@ -18,7 +18,7 @@ from bert_kd.errors import (
 from bert_kd.jobs import MANIFEST, store_entry_problem
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
-from bert_kd.schema import Block, Evaluate, Tracking, typed
+from bert_kd.schema import Block, Evaluate, Tracking, _length_problems, typed
 from bert_kd.tracking_models import UnsafeModelPathError, bundle_directory
 
 log = logging.getLogger(__name__)
@@ -185,8 +185,6 @@ def load_model_for_task(source: str, task: str, key: str, max_seq_length: int, a
     """``source`` resolved (a store entry verified, an MLflow URI downloaded and confined),
     ``max_seq_length`` checked against its positions, loaded, and its task checked
     (:func:`check_model_task`). Returns ``(bundle, recorded task)``."""
-    from bert_kd.schema import _length_problems
-
     path = resolve_model_source(source, key)
     block = key.split(".")[0]
     try:
