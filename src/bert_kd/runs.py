@@ -62,7 +62,8 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
     small runs still draw a curve.
     """
     training, runtime = typed(Training, section, "training"), typed(Runtime, runtime, "runtime")
-    config = TrainingConfig.from_schema(training, runtime, seed=seed, select_metric=primary_metric(task),
+    select = runtime.select_metric or primary_metric(task)  # a sweep table's paper metric, else the task's primary
+    config = TrainingConfig.from_schema(training, runtime, seed=seed, select_metric=select,
                                         checkpoint_dir=checkpoint_dir)
     if checkpoint_dir is not None:
         config.keep_checkpoint = True

@@ -137,6 +137,8 @@ class Runtime(Strict):
     cpu: bool = False
     recompute: bool = False  # retrain every job of the run instead of reusing the content-keyed store
     fused_optimizer: bool | Literal["auto"] = "auto"  # fused AdamW kernel ("auto": on CPU)
+    # the dev metric the best epoch is kept by; None = the task's primary metric (a sweep table sets its paper's)
+    select_metric: str | None = None
 
     @field_validator("mixed_precision", mode="before")
     @classmethod

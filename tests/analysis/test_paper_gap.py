@@ -151,7 +151,7 @@ def test_a_json_that_is_no_trial_of_the_table_is_refused_by_name(tmp_path):
     (project / "conf").symlink_to(ROOT / "conf")
     folder = project / "results" / "cpu_protocol_v2"
     folder.mkdir(parents=True)
-    first = sorted(V2.glob("*.json"))[0]
+    first = min(V2.glob("*.json"))
     shutil.copy(first, folder / first.name)
     shutil.copy(first, folder / ("0" * 64 + ".json"))
     from bert_kd.analysis.table import load_runs

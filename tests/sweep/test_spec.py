@@ -226,3 +226,25 @@ def test_extra_seeds_add_trials_for_their_task_only_and_keep_every_other_key():
         more["tables"]["tiny"]["extra_seeds"] = bad
         with pytest.raises(ValueError, match=f"reproduce.tables.tiny.extra_seeds.*{message}"):
             build_sweep(more, RECIPES)
+
+
+def test_a_new_table_selects_epochs_on_the_papers_metric_and_keys_only_where_it_differs():
+    """MRPC's paper metric is accuracy, its primary metric (acc+F1)/2: a table's MRPC trials carry
+    ``select_metric: accuracy`` (and so other keys); SST-2's metrics agree, so its trials carry nothing;
+    ``epoch_metric: primary`` (the committed CPU-protocol tables) keeps every trial as it was."""
+    reproduce = tiny_reproduce()
+    reproduce["tables"]["tiny"]["tasks"] = ["mrpc", "sst2"]
+    paper = {t.task: t for t in build_sweep(reproduce, RECIPES).trials()}
+    assert paper["mrpc"].settings["select_metric"] == "accuracy" and "select_metric" not in paper["sst2"].settings
+    reproduce["tables"]["tiny"]["epoch_metric"] = "primary"
+    primary = {t.task: t for t in build_sweep(reproduce, RECIPES).trials()}
+    assert all("select_metric" not in t.settings for t in primary.values())
+    reproduce["tables"]["tiny"]["epoch_metric"] = "combined"
+    with pytest.raises(ValueError, match="epoch_metric must be one of paper, primary"):
+        build_sweep(reproduce, RECIPES)
+
+
+def test_the_committed_protocol_tables_select_on_their_primary_metric():
+    tables = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text(encoding="utf-8"))["reproduce"]["tables"]
+    for name in ("cpu_protocol", "cpu_protocol_lr_grid", "cpu_protocol_v2"):
+        assert tables[name]["epoch_metric"] == "primary", name

@@ -437,3 +437,18 @@ def test_params_that_change_a_trial_make_the_run_a_variant(tiny_teacher_dir, tin
     assert "key material student differs" in caplog.text
     other = {**conf, "student": {**conf["student"], "training": {**conf["student"]["training"], "warmup_ratio": 0.2}}}
     assert TrialRunner(other, commit="", conf_params=conf).setting_changes(trials) != changes  # each variant its name
+
+
+def test_a_tables_epoch_metric_reaches_the_training_config(tiny_teacher_dir, tiny_glue_dir):
+    """The table's ``select_metric`` (its paper's metric where it is not the primary one) is what every
+    training job of the trial keeps its best epoch by; without one, the task's primary metric."""
+    from bert_kd.runs import training_config
+
+    params = project_params(tiny_teacher_dir, tiny_glue_dir)
+    table = tiny_table()
+    table["tables"]["tiny"]["tasks"] = ["mrpc"]
+    spec = build_sweep(table, RECIPES).trials()[0]
+    runtime = TrialRunner(params, commit="")._runtime(spec)
+    assert runtime["select_metric"] == "accuracy"
+    assert training_config({}, runtime, 1, "mrpc", None).select_metric == "accuracy"
+    assert training_config({}, {}, 1, "mrpc", None).select_metric == "combined"

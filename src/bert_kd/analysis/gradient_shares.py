@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from bert_kd.analysis.table import task_label, trial_files
 
@@ -97,10 +97,10 @@ def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: s
 def render(folder: Path, command: str) -> tuple[str, object]:
     """(``tables/gradient_shares.md``, its figure) for the trials of ``folder``."""
     trials, shares = committed_trials(folder)
-    text = "\n".join([
-        f"# Each term's share of the student's gradient, {folder.name}", "",
-        f"{len(shares)} of the {len(trials)} committed trials measured, each on its first 2 training batches before "
-        "the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over the student's own parameters; `bert_kd.distill.gradient_share`; the "
-        "trial JSON's `result.gradient_shares`). The weights are the table's; a term's share is what it does to the "
-        f"student. Made by: `{command}`.", "", *share_table(trials, shares), ""])
+    about = (f"{len(shares)} of the {len(trials)} committed trials measured, each on its first 2 training batches "
+             "before the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over the student's own parameters; "
+             "`bert_kd.distill.gradient_share`; the trial JSON's `result.gradient_shares`). The weights are the "
+             f"table's; a term's share is what it does to the student. Made by: `{command}`.")
+    text = "\n".join([f"# Each term's share of the student's gradient, {folder.name}", "", about, "",
+                      *share_table(trials, shares), ""])
     return text, shares_figure(mean_shares(trials, shares), f"{folder.name}: what trains the student")

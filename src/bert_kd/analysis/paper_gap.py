@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from bert_kd.analysis import statistics as st
-from bert_kd.analysis.table import (accuracy, correct, load_runs, table_total, task_label)
+from bert_kd.analysis.table import accuracy, correct, load_runs, table_total, task_label
 
 TASKS = ("mrpc", "sst2")
 ALPHA = 0.05
@@ -150,7 +150,7 @@ def verdict(gain: float, p: float, error: float, holm_p: float, holm_error: floa
             reverse: tuple[float, float] | None, alpha: float = ALPHA) -> str:
     """The verdict of a tested claim from its p and Holm p (each ± its Monte Carlo error; 0 for an exact p): a
     threshold inside the 95% Monte Carlo interval (± 1.96 errors) of the p that decides makes it ``borderline``."""
-    straddles = lambda value, err: value - 1.96 * err < alpha <= value + 1.96 * err  # noqa: E731
+    straddles = lambda value, err: value - 1.96 * err < alpha <= value + 1.96 * err
     if gain == 0:
         return "no difference"
     if gain > 0:
@@ -286,9 +286,10 @@ def render(read: Reading, command: str) -> str:
         lines.append(f"| {label} | {paper_mrpc or '–'} / {paper_sst2} ({regime}) | {cells[0]} | {cells[1]} |")
     counts = sorted({e.test.resamples for e in tests if e.test})
     retested = [f"{e.name} on {task_label(e.task)}" for e in tests if e.test and e.test.resamples > counts[0]]
-    lines += ["", f"Claims: paired bootstrap over dev examples ({counts[0]:,} resamples, seeds pooled"
-              + (f"; {counts[-1]:,} for {', '.join(retested)}, borderline at the first count" if retested else "")
-              + "), one-sided p ± its Monte Carlo error, Holm within each paper; gains in accuracy points.", "",
+    how = (f"Claims: paired bootstrap over dev examples ({counts[0]:,} resamples, seeds pooled"
+           + (f"; {counts[-1]:,} for {', '.join(retested)}, borderline at the first count" if retested else "")
+           + "), one-sided p ± its Monte Carlo error, Holm within each paper; gains in accuracy points.")
+    lines += ["", how, "",
               "| claim | task | tests | n | gain [95% CI] | p | Holm p | verdict | the paper's gain |",
               "|---|---|---|---|---|---|---|---|---|"]
     for e in tests:
@@ -299,12 +300,12 @@ def render(read: Reading, command: str) -> str:
         lines.append(f"| {e.claim} | {task_label(e.task)} | {tests_what(e.claim, e.task)} | {e.seeds} | "
                      f"{100 * t.gain:+.2f} [{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {p_cell(t.p, t.mc_error)} | "
                      f"{p_cell(e.holm_p, e.holm_error)} | {e.verdict} | {e.paper_cell()} |")
-    lines += ["", "Seeds and examples: the crossed model D_ij = μ + s_i + e_j + r_ij of each claim's per-seed, per-example "
-              "differences (method of moments; SDs in points, a negative variance estimate shown as 0), the SE of the "
-              "gain it gives (both sources) beside the bootstrap's (examples), the analytic test on it and its "
-              "verdict; noise: the SD of one run of each row, the paper's single-run noise on this dev set.", "",
-              "| claim | task | σ seed / σ example / σ residual | SE: bootstrap / model | model p, Holm p | "
-              "verdict on the model | single-run noise |", "|---|---|---|---|---|---|---|"]
+    lines += ["", ("Seeds and examples: the crossed model D_ij = μ + s_i + e_j + r_ij of each claim's per-seed, per-example "
+                   "differences (method of moments; SDs in points, a negative variance estimate shown as 0), the SE of "
+                   "the gain it gives (both sources) beside the bootstrap's (examples), the analytic test on it and its "
+                   "verdict; noise: the SD of one run of each row, the paper's single-run noise on this dev set."), "",
+              ("| claim | task | σ seed / σ example / σ residual | SE: bootstrap / model | model p, Holm p | "
+               "verdict on the model | single-run noise |"), "|---|---|---|---|---|---|---|"]
     for e in tests:
         if e.components is None:
             continue
@@ -313,9 +314,9 @@ def render(read: Reading, command: str) -> str:
         same = "same" if e.model_verdict == e.verdict else f"**{e.model_verdict}**"
         lines.append(f"| {e.name} | {task_label(e.task)} | {sds} | {100 * e.test.se:.2f} / {100 * e.model_sd:.2f} | "
                      f"{e.model_p:.4f}, {e.model_holm_p:.4f} | {same} | {100 * e.noise:.2f} |")
-    lines += ["", "The warm start: RKD, CKD and ALP against NKD, v1 (`init: teacher`) → v2 (`init: pretrained`, "
-              "and v2's other fidelity fixes), both on seeds 1–3; agreement = dev examples on which the row's "
-              "student predicts what the same seed's NKD student predicts.", "",
+    lines += ["", ("The warm start: RKD, CKD and ALP against NKD, v1 (`init: teacher`) → v2 (`init: pretrained`, "
+                   "and v2's other fidelity fixes), both on seeds 1–3; agreement = dev examples on which the row's "
+                   "student predicts what the same seed's NKD student predicts."), "",
               "| task | NKD accuracy v1 → v2 | mean \\|row − NKD\\|, points | agreement with NKD, % |", "|---|---|---|---|"]
     for task, figures in read.ablation.items():
         cells = ["–" if figures[name] is None else f"{figures[name][0]:.2f} → {figures[name][1]:.2f}"

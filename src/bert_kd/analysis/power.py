@@ -34,20 +34,23 @@ def pooled(read: Reading) -> dict[tuple[str, str], st.VarianceComponents]:
     for entry in read.tests:
         if entry.components is not None:
             groups.setdefault((paper_of(entry.claim), entry.task), []).append(entry.components)
-    out = {}
-    for key, parts in groups.items():
-        mean = lambda name: float(np.mean([max(getattr(c, name), 0.0) for c in parts]))  # noqa: E731
-        out[key] = st.VarianceComponents(int(round(np.mean([c.seeds for c in parts]))), parts[0].examples,
-                                         mean("seed"), mean("example"), mean("residual"))
-    return out
+    return {key: _mean_components(parts) for key, parts in groups.items()}
+
+
+def _mean_components(parts: list[st.VarianceComponents]) -> st.VarianceComponents:
+    def mean(name: str) -> float:
+        return float(np.mean([max(getattr(c, name), 0.0) for c in parts]))
+
+    return st.VarianceComponents(round(float(np.mean([c.seeds for c in parts]))), parts[0].examples,
+                                 mean("seed"), mean("example"), mean("residual"))
 
 
 def render(read: Reading, command: str) -> str:
     """``tables/power.md``: per claim, then per (paper, task) pooled and projected to other seed counts."""
     sizes = family_sizes(read)
-    lines = [f"Power for a true {100 * EFFECT:.0f}-point gain and the gain resolved with {100 * TARGET:.0f}% power, "
-             "one-sided, alone (α = 0.05) and after Holm (α/K, K = the paper's tested claims); SE of the gain from its "
-             "seed × example variance components; accuracy points.", "",
+    lines = [(f"Power for a true {100 * EFFECT:.0f}-point gain and the gain resolved with {100 * TARGET:.0f}% power, "
+              "one-sided, alone (α = 0.05) and after Holm (α/K, K = the paper's tested claims); SE of the gain from its "
+              "seed × example variance components; accuracy points."), "",
              "| claim | task | n | SE | resolvable: alone / after Holm | power at 1 pt: alone / after Holm |",
              "|---|---|---|---|---|---|"]
     for entry in read.tests:

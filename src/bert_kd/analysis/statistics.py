@@ -22,8 +22,8 @@ the mean of ``D = better − worse`` over seeds and examples (accuracy points wh
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.stats import norm

@@ -26,6 +26,11 @@ from bert_kd.schema import recipe_problems
 RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_teacher_configs": "multi_teacher"}
 GRID_PREFIXES = ("method.", "training.")
 SELECTIONS = ("dev", "heldout")
+#: What a table's trials select their best epoch on: ``paper`` = the paper's metric of the task
+#: (:func:`bert_kd.metrics.paper_metric`, e.g. MRPC accuracy), ``primary`` = ``primary_metric`` (MRPC (acc+F1)/2;
+#: the committed CPU-protocol tables, whose keys stay as they were). Only a task where the two differ gets
+#: ``select_metric`` in its trial settings (so in its key).
+EPOCH_METRICS = ("paper", "primary")
 #: What a table's method entry may say.
 METHOD_KEYS = frozenset({"recipe", "label", "set", "grid", "tasks", "baseline", "student"})
 #: Settings a table's ``teacher`` block states in full so that the table does not follow the main job's
@@ -100,6 +105,16 @@ class SweepSpec:
     notes: str = ""
     universe: tuple[str, ...] = ()  # trial keys of the unrestricted table (one Optuna study holds them all)
     extra_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # task → seeds beyond ``seeds``
+    epoch_metric: str = "paper"  # :data:`EPOCH_METRICS`
+
+    def select_metric(self, task: str) -> str | None:
+        """The metric ``task``'s trials select their best epoch on, where it is not the task's primary metric
+        (None: the primary metric, as every table before ``epoch_metric`` existed)."""
+        from bert_kd.metrics import paper_metric, primary_metric
+
+        if self.epoch_metric == "paper" and paper_metric(task) != primary_metric(task):
+            return paper_metric(task)
+        return None
 
     def trials(self) -> list[TrialSpec]:
         """Every (method, task, seed, grid point), grid points violating a constraint excluded."""
@@ -150,6 +165,8 @@ def _make_trial(sweep: SweepSpec, method: MethodSpec, task: str, seed: int, poin
     data = settings.pop("data", {}) or {}
     settings["data"] = copy.deepcopy(data.get(task, data.get("default", {})))
     settings["selection"] = sweep.selection  # heldout: the job path cuts a slice of the training set
+    if (select := sweep.select_metric(task)) is not None:  # the paper's metric where it is not the primary one
+        settings["select_metric"] = select
     return TrialSpec(
         table=sweep.table, method=method.name, label=method.label, job=method.job, task=task, seed=seed,
         params=dict(point), recipe=recipe, training=training, settings=settings,
@@ -414,6 +431,9 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     selection = str(table.get("selection", "dev"))
     if selection not in SELECTIONS:
         raise ValueError(f"{where}.selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+    epoch_metric = str(table.get("epoch_metric", "paper"))
+    if epoch_metric not in EPOCH_METRICS:
+        raise ValueError(f"{where}.epoch_metric must be one of {', '.join(EPOCH_METRICS)}, got {epoch_metric!r}")
     constraints = tuple(table.get("constraints") or ())
     for i, constraint in enumerate(constraints):
         if not isinstance(constraint, Mapping) or set(constraint) != {"sum_at_most", "of"}:
@@ -428,7 +448,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     full = SweepSpec(
         table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
         seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,
-        notes=str(table.get("notes", "")).strip(), extra_seeds=extra_seeds,
+        notes=str(table.get("notes", "")).strip(), extra_seeds=extra_seeds, epoch_metric=epoch_metric,
     )
     keep_grid = parse_grid_restriction(reproduce.get("grid"))
     known_paths = {path for m in methods for path in m.grid}

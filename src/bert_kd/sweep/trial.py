@@ -425,7 +425,8 @@ class TrialRunner:
             log.info("reproduce: batches as table %s says (group_by_length: %s), not runtime.group_by_length",
                      spec.table, str(table_grouping).lower())
             self._said_batching = True
-        return {**runtime, "group_by_length": table_grouping}
+        select = {"select_metric": spec.settings["select_metric"]} if spec.settings.get("select_metric") else {}
+        return {**runtime, "group_by_length": table_grouping, **select}  # the table's epoch metric, where it has one
 
 
 class TeacherMismatch(RuntimeError):
