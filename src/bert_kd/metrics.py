@@ -35,6 +35,13 @@ def paper_metric(task: str) -> str:
     return PAPER_METRICS.get(normalize_task(task), "accuracy")
 
 
+def metric_names(task: str) -> list[str]:
+    """The keys :func:`glue_metrics` returns for ``task`` (what a run may select its best epoch on)."""
+    spec = TASKS[normalize_task(task)]
+    labels = np.array([0.0, 1.0, 0.5]) if spec.is_regression else np.array([0, 1, 1])
+    return sorted(glue_metrics(task, labels if spec.is_regression else np.array([0, 1, 0]), labels))
+
+
 def metric_label(name: str) -> str:
     """Human name of a metric key (for captions)."""
     return {"matthews_correlation": "MCC", "pearson": "Pearson", "spearmanr": "Spearman", "accuracy": "accuracy",

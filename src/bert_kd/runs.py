@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
-from bert_kd.metrics import primary_metric
+from bert_kd.errors import ParameterError
+from bert_kd.metrics import metric_names, primary_metric
 from bert_kd.schema import Block, Runtime, Teacher, Training, typed
 from bert_kd.tracking import RunLogger, adaptive_log_every
 from bert_kd.training import Collator, TrainingConfig
@@ -63,6 +64,9 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
     """
     training, runtime = typed(Training, section, "training"), typed(Runtime, runtime, "runtime")
     select = runtime.select_metric or primary_metric(task)  # a sweep table's paper metric, else the task's primary
+    if select not in (known := metric_names(task)):
+        raise ParameterError([("runtime.select_metric", f"{select!r} is not a dev metric of {task} ({', '.join(known)})")],
+                             fix="leave runtime.select_metric out (the task's primary metric) or name one of them")
     config = TrainingConfig.from_schema(training, runtime, seed=seed, select_metric=select,
                                         checkpoint_dir=checkpoint_dir)
     if checkpoint_dir is not None:

@@ -452,3 +452,7 @@ def test_a_tables_epoch_metric_reaches_the_training_config(tiny_teacher_dir, tin
     assert runtime["select_metric"] == "accuracy"
     assert training_config({}, runtime, 1, "mrpc", None).select_metric == "accuracy"
     assert training_config({}, {}, 1, "mrpc", None).select_metric == "combined"
+    from bert_kd.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="'pearson' is not a dev metric of mrpc .accuracy, combined, f1."):
+        training_config({}, {"select_metric": "pearson"}, 1, "mrpc", None)
