@@ -156,3 +156,54 @@ def test_kedro_itself_validates_no_node_parameter_and_warns_about_none(caplog):
     with caplog.at_level("DEBUG", logger="kedro.validation"):
         assert TypeExtractor(register_pipelines()).extract_types_from_pipelines() == {}
     assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+# ---------------------------------------------------------------- the closing summary
+def test_the_closing_summary_names_the_table_its_file_the_run_and_the_registration():
+    from bert_kd.hooks import closing_summary
+
+    text = closing_summary(
+        "distill_baselines", {"distill_baselines": ("| method | accuracy |\n|---|---|\n| alp | 0.8 |\n",
+                                                    "data/08_reporting/distill_baselines.md")}, [],
+        {"distill_baselines": {"registered": True, "uri": "models:/bert_kd-rte-student/3", "name": "bert_kd-rte-student",
+                               "version": "3", "method": "alp", "alias": "champion"}},
+        "http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning")
+    assert text.splitlines() == [
+        "── distill_baselines finished ──", "| method | accuracy |", "|---|---|", "| alp | 0.8 |",
+        "table: data/08_reporting/distill_baselines.md",
+        "MLflow run: http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning",
+        "registered: alp as models:/bert_kd-rte-student/3 = models:/bert_kd-rte-student@champion",
+    ]
+
+
+def test_without_a_table_the_summary_gives_each_jobs_metric_and_why_nothing_was_registered():
+    from bert_kd.hooks import closing_summary
+
+    evaluations = [{"task": "rte", "primary_metric": "accuracy", "score": 0.61234, "score_examples": 24,
+                    "info": {"role": "teacher", "reused": True}},
+                   {"task": "rte", "primary_metric": "accuracy", "score": 0.5, "score_examples": 24,
+                    "info": {"role": "student", "method": "alp"}}]
+    text = closing_summary("distill_alp", {}, evaluations, {"x": {"registered": False, "reason": "every student ties"}}, None)
+    assert text.splitlines() == ["── distill_alp finished ──", "teacher (reused): dev accuracy = 0.6123 (rte, 24 rows)",
+                                 "alp: dev accuracy = 0.5000 (rte, 24 rows)", "not registered (x): every student ties"]
+
+
+def test_the_summary_hook_collects_node_outputs_and_prints_after_every_other_hook(capsys):
+    from bert_kd.hooks import ClosingSummaryHook
+
+    class Catalog:
+        def get(self, name):
+            return type("Report", (), {"_filepath": f"data/08_reporting/{name}.md"})()
+
+    hook = ClosingSummaryHook()
+    hook.before_pipeline_run({}, None, Catalog())
+    hook.after_node_run(None, {"t_table_md": "| a |", "t_registered_model": {"registered": False, "reason": "off"}},
+                        Catalog())
+    wrapper = hook.after_pipeline_run({"pipeline_names": ["distill_baselines"]}, None, Catalog())
+    next(wrapper)  # the other hooks' after_pipeline_run run here
+    assert capsys.readouterr().out == ""
+    with pytest.raises(StopIteration):
+        next(wrapper)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["── distill_baselines finished ──", "| a |", "table: data/08_reporting/t_table_md.md",
+                   "not registered (t): off"]

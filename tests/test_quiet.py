@@ -22,3 +22,28 @@ def test_known_warnings_are_ignored_but_others_still_raise():
         warnings.warn("One or more dataset names contain '.' characters, which is not recommended", UserWarning)
         warnings.warn("keep me", UserWarning)
     assert [str(w.message) for w in caught] == ["keep me"]
+
+
+def _catalog_record(message: str, level: int = logging.INFO) -> logging.LogRecord:
+    return logging.LogRecord("kedro.io.data_catalog", level, __file__, 1, message, ("alp_kd.alp.student", "MemoryDataset"), None)
+
+
+def test_kedros_per_dataset_lines_are_quiet_unless_asked_for(monkeypatch):
+    from bert_kd.quiet import LOG_DATASETS_ENV, DatasetIOFilter
+
+    quiet = DatasetIOFilter()
+    monkeypatch.delenv(LOG_DATASETS_ENV, raising=False)
+    assert not quiet.filter(_catalog_record("Loading data from %s (%s)..."))
+    assert not quiet.filter(_catalog_record("Saving data to %s (%s)..."))
+    assert quiet.filter(_catalog_record("Loading data from %s (%s)...", logging.WARNING))  # never a warning
+    assert quiet.filter(_catalog_record("Dataset %s not found"))
+    monkeypatch.setenv(LOG_DATASETS_ENV, "1")
+    assert quiet.filter(_catalog_record("Loading data from %s (%s)..."))
+
+
+def test_the_filter_is_on_kedros_catalog_logger_once_bert_kd_is_imported():
+    import bert_kd  # noqa: F401
+    from bert_kd.quiet import CATALOG_LOGGER, DatasetIOFilter, quiet_dataset_io
+
+    quiet_dataset_io()
+    assert sum(isinstance(f, DatasetIOFilter) for f in logging.getLogger(CATALOG_LOGGER).filters) == 1

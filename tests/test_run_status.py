@@ -107,3 +107,33 @@ def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_p
     assert _status(uri, other_host) == "RUNNING"  # another host's process: not ours to judge
     assert mlflow.MlflowClient(uri).get_run(current).data.tags[PID_TAG] == str(os.getpid())
     assert "was gone" in mlflow.MlflowClient(uri).get_run(child_id).data.tags["bert_kd.ended_by"]
+
+
+def test_ctrl_c_is_reported_once_and_never_by_a_forked_worker(tmp_path, monkeypatch, caplog):
+    """Ctrl-C reaches every process of the group: DataLoader workers forked with the handler
+    installed must not end (and report) the parent's runs again, and a second signal says nothing."""
+    import logging
+
+    import pytest
+
+    from bert_kd import run_status
+
+    ended: list[str] = []
+    monkeypatch.setattr(run_status, "end_active_runs", lambda status: ended.append(status) or ["r1"])
+    hook = run_status.RunStatusHook()
+    hook.install_signal_handlers()
+    real_pid = os.getpid()
+    caplog.set_level(logging.WARNING, logger="bert_kd.run_status")
+    try:
+        monkeypatch.setattr(run_status.os, "getpid", lambda: real_pid + 1)  # a forked worker
+        with pytest.raises(KeyboardInterrupt):
+            hook._on_signal(signal.SIGINT, None)
+        assert ended == [] and not caplog.records
+        monkeypatch.setattr(run_status.os, "getpid", lambda: real_pid)
+        for _ in range(3):
+            with pytest.raises(KeyboardInterrupt):
+                hook._on_signal(signal.SIGINT, None)
+    finally:
+        hook._restore()
+    assert ended == ["KILLED"]
+    assert [r.getMessage() for r in caplog.records] == ["SIGINT: MLflow run(s) r1 marked KILLED"]

@@ -9,6 +9,7 @@ import pytest
 
 from bert_kd import tracking_models
 from bert_kd.tracking import glue_dataset
+from bert_kd.tracking.evaluation import log_evaluation_to_run
 
 
 @pytest.fixture()
@@ -29,10 +30,15 @@ def stored_student(tmp_path, tiny_teacher_dir):
 
     directory = tmp_path / "store" / "student" / "abc123"
     shutil.copytree(tiny_teacher_dir, directory)
-    (directory / "bert_kd.json").write_text(json.dumps({"task": "rte", "role": "student"}))
+    (directory / "bert_kd.json").write_text(json.dumps({"task": "rte", "role": "student", "method": "alp"}))
     (directory / "manifest.json").write_text(json.dumps({"spec": {"data": "d1g3st", "teacher": "t-key",
                                                                   "recipe": {"method": "alp"}}}))
     return directory
+
+
+EVALUATION = {"task": "rte", "metrics": {"validation": {"accuracy": 0.61}}, "score": 0.61, "parameters": 10,
+              "encoder_parameters": 8, "size_on_disk_bytes": 40, "throughput_examples_per_s": 5.0,
+              "evaluation_seconds": 1.5}
 
 
 def trained_run(directory):
@@ -42,19 +48,62 @@ def trained_run(directory):
         mlflow.log_param("recipe", "ce 0.3 + kd 0.5 + layer 0.2, T=5")
         mlflow.log_input(glue_dataset("rte", directory.parent, "d1g3st", "train", 48), context="training")
         model_id = tracking_models.log_model_directory(directory, task="rte")
-    with mlflow.start_run(run_id=run.info.run_id):  # the evaluation, later (common.log_evaluation)
-        mlflow.log_metrics({"final/score": 0.61})
+    log_evaluation_to_run(EVALUATION, run.info.run_id)  # the evaluation, later (common.log_evaluation)
     return run.info.run_id, model_id
 
 
-def test_a_logged_model_is_linked_to_its_run_dataset_and_metrics(store, stored_student):
+def test_a_logged_model_is_named_and_linked_to_its_run_dataset_and_metrics(store, stored_student):
     run_id, model_id = trained_run(stored_student)
     model = store.get_logged_model(model_id)
-    assert model.name == "model" and model.source_run_id == run_id and model.tags["task"] == "rte"
-    assert {m.key: m.value for m in model.metrics} == {"final/score": 0.61}
+    assert model.name == "alp-rte-student" and model.source_run_id == run_id and model.tags["task"] == "rte"
+    metrics = {m.key: m for m in model.metrics}
+    assert metrics["final/score"].value == 0.61 and metrics["time/evaluation_seconds"].value == 1.5
+    assert metrics["final/score"].dataset_name == "glue-rte-validation"  # the Models tab's Dataset column
     assert [i.model_id for i in store.get_run(run_id).inputs.model_inputs] == [model_id]  # the train data → the model
     assert tracking_models.find_logged_model(run_id) == model_id
     assert tracking_models.find_logged_model("0" * 32) is None
+
+
+def test_an_evaluation_does_not_reopen_the_finished_run(store, stored_student):
+    import mlflow
+
+    with mlflow.start_run(run_name="distill_alp:rte") as run:
+        pass
+    ended = store.get_run(run.info.run_id).info
+    log_evaluation_to_run(EVALUATION, run.info.run_id)
+    after = store.get_run(run.info.run_id)
+    assert (after.info.status, after.info.end_time) == (ended.status, ended.end_time)
+    assert after.data.metrics["final/score"] == 0.61 and mlflow.active_run() is None
+
+
+@pytest.mark.parametrize(("info", "name"), [
+    ({"role": "student", "method": "alp_no", "task": "sst2"}, "alp_no-sst2-student"),
+    ({"role": "teacher", "task": "sst2"}, "teacher-sst2"),
+    ({"role": "student", "task": "rte"}, "student-rte"),
+    ({"role": "student", "method": "mt one/many", "task": "rte"}, "mt-one-many-rte-student"),
+])
+def test_logged_models_are_named_after_what_they_are(info, name):
+    assert tracking_models.logged_model_name(info) == name
+
+
+def test_a_model_left_pending_by_a_killed_logging_is_not_found(store, stored_student):
+    """A LoggedModel created but never finalised (the process was killed while MLflow copied the
+    files) is not a model a reused store entry can point at."""
+    import mlflow
+
+    with mlflow.start_run() as run:
+        pending = mlflow.initialize_logged_model(name="alp-rte-student", tags={"store_key": "abc123"})
+    assert str(store.get_logged_model(pending.model_id).status) == "PENDING"
+    assert tracking_models.find_logged_model(run.info.run_id) is None
+    assert tracking_models.find_logged_model(None, store_key="abc123") is None
+
+
+def test_the_requirements_pin_bert_kd_and_the_loaders_libraries():
+    import bert_kd
+
+    pins = tracking_models._requirements()
+    assert pins[0] == f"bert-kd=={bert_kd.__version__}"
+    assert all("==" in pin for pin in pins) and any(pin.startswith("transformers==") for pin in pins)
 
 
 def test_the_best_student_is_registered_with_its_lineage_and_loads_back(store, stored_student):
@@ -67,8 +116,13 @@ def test_the_best_student_is_registered_with_its_lineage_and_loads_back(store, s
     version = tracking_models.register_best_student(info, {"mlflow_run_id": teacher.info.run_id}, "bert_kd-rte-student")
     tags = store.get_model_version("bert_kd-rte-student", version.version).tags
     assert tags["bert_kd.teacher_run_id"] == teacher.info.run_id
+    assert tags["bert_kd.teacher_run"].endswith(f"/runs/{teacher.info.run_id}?workflowType=machine_learning")
+    assert tags["bert_kd.student_run"].endswith(f"/runs/{run_id}?workflowType=machine_learning")
     assert tags["bert_kd.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
     assert (tags["bert_kd.data_digest"], tags["bert_kd.store_key"]) == ("d1g3st", "abc123")
+    assert tags["bert_kd.store_entry"] == "student/abc123"
+    assert not [v for v in tags.values() if str(stored_student.parent) in v]  # no path of this machine
+    assert store.get_model_version_by_alias("bert_kd-rte-student", "champion").version == version.version
     assert store.get_registered_model("bert_kd-rte-student").tags["bert_kd.task"] == "rte"
     assert version.source == f"models:/{model_id}"
     local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/bert_kd-rte-student/{version.version}")

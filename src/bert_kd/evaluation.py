@@ -45,7 +45,8 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
 
 
 def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int = 64) -> dict:
-    """GLUE metrics on every dev split, parameter count, size on disk and throughput."""
+    """GLUE metrics on every dev split, parameter count, size on disk, throughput and the seconds all this took."""
+    started = time.perf_counter()
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
@@ -69,6 +70,7 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
     )
     result["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     result["info"] = {k: v for k, v in bundle.info.items() if k != "history"}
+    result["evaluation_seconds"] = round(time.perf_counter() - started, 3)
     return result
 
 

@@ -207,3 +207,89 @@ class ValidateParametersHook:
 
 def _copy(value):
     return [v.model_copy(deep=True) for v in value] if isinstance(value, list) else value.model_copy(deep=True)
+
+
+# ---------------------------------------------------------------- the terminal's last lines
+#: Where the comparison tables of ``{name}_table_md`` are written (conf/base/catalog.yml).
+REPORT_FOLDER = "data/08_reporting"
+
+
+def closing_summary(pipeline: str, tables: dict[str, tuple[str, str]], evaluations: list[dict],
+                    registrations: dict[str, dict], parent_url: str | None) -> str:
+    """The lines a ``kedro run`` ends with: each comparison table (``tables``: name → (markdown,
+    the file it is written to)) or, without one, each job's dev metric; the MLflow link to the
+    ``kedro run``'s run; what was registered."""
+    lines = [f"── {pipeline} finished ──"]
+    for markdown, path in tables.values():
+        lines += [markdown.rstrip(), f"table: {path}"]
+    if not tables:
+        for evaluation in evaluations:
+            info = evaluation.get("info") or {}
+            who = info.get("method") or info.get("configuration") or info.get("role") or evaluation.get("model") or "model"
+            metric, score = evaluation.get("primary_metric"), evaluation.get("score")
+            if metric and score is not None:
+                reused = " (reused)" if info.get("reused") else ""
+                lines.append(f"{who}{reused}: dev {metric} = {float(score):.4f} ({evaluation.get('task', '?')}, "
+                             f"{evaluation.get('score_examples', '?')} rows)")
+    if parent_url:
+        lines.append(f"MLflow run: {parent_url}")
+    for name, registration in registrations.items():
+        if registration.get("registered"):
+            alias = registration.get("alias")
+            also = f" = models:/{registration['name']}@{alias}" if alias else ""
+            lines.append(f"registered: {registration['method']} as {registration['uri']}{also}")
+        else:
+            lines.append(f"not registered ({name}): {registration.get('reason')}")
+    return "\n".join(lines)
+
+
+def _written_to(catalog, dataset: str, base: str) -> str:
+    """The file a catalog entry writes (its ``filepath``), else the comparison tables' folder."""
+    try:
+        path = getattr(catalog.get(dataset), "_filepath", None)
+    except Exception:  # noqa: BLE001 - a catalog without that entry or ``get``: the usual place
+        path = None
+    return str(path) if path else f"{REPORT_FOLDER}/{base[: -len('_table_md')]}.md"
+
+
+class ClosingSummaryHook:
+    """Print :func:`closing_summary` after everything else of a ``kedro run`` (a hook wrapper
+    around ``after_pipeline_run``): plain lines, never wrapped, so a log file ends with the answer."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tables: dict[str, tuple[str, str]] = {}
+        self.evaluations: list[dict] = []
+        self.registrations: dict[str, dict] = {}
+        self.parent_url: str | None = None
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        self._reset()
+        try:
+            from bert_kd.tracking import active_run, run_url
+        except ImportError:  # pragma: no cover
+            return
+        active = active_run()
+        if active is not None:
+            self.parent_url = run_url(active.info.experiment_id, active.info.run_id)
+
+    @hook_impl
+    def after_node_run(self, node, outputs, catalog) -> None:
+        for name, value in (outputs or {}).items():
+            base = name.rsplit(".", 1)[-1]
+            if base.endswith("_table_md") and isinstance(value, str):
+                self.tables[base[: -len("_table_md")]] = (value, _written_to(catalog, name, base))
+            elif base.endswith("_registered_model") and isinstance(value, dict):
+                self.registrations[base[: -len("_registered_model")]] = value
+            elif isinstance(value, dict) and "primary_metric" in value and "score" in value:
+                self.evaluations.append(value)
+
+    @hook_impl(hookwrapper=True)
+    def after_pipeline_run(self, run_params, pipeline, catalog):
+        yield
+        names = run_params.get("pipeline_names") or run_params.get("pipeline_name") or ["__default__"]
+        name = "+".join([names] if isinstance(names, str) else names)
+        print("\n" + closing_summary(name, self.tables, self.evaluations, self.registrations, self.parent_url), flush=True)

@@ -1,4 +1,6 @@
-"""Silence third-party warnings every ``kedro`` command would otherwise print.
+"""Silence third-party warnings every ``kedro`` command would otherwise print, and Kedro's
+per-dataset "Loading data from …"/"Saving data to …" INFO lines (most of a run's log; set
+``BERT_KD_LOG_DATASETS=1`` to see them again).
 
 Each entry names one known message from a library we do not control; anything else still shows.
 """
@@ -6,6 +8,7 @@ Each entry names one known message from a library we do not control; anything el
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 
@@ -38,3 +41,28 @@ def silence_known_warnings() -> None:
     logger = logging.getLogger("py.warnings")
     if not any(isinstance(f, KnownNoiseFilter) for f in logger.filters):
         logger.addFilter(KnownNoiseFilter())
+
+
+#: Environment variable that brings Kedro's per-dataset load/save INFO lines back (``1``).
+LOG_DATASETS_ENV = "BERT_KD_LOG_DATASETS"
+#: The logger of Kedro's data catalog (it writes one line per dataset load and save).
+CATALOG_LOGGER = "kedro.io.data_catalog"
+
+
+class DatasetIOFilter(logging.Filter):
+    """Drop the catalog's ``Loading data from``/``Saving data to`` INFO lines, unless
+    :data:`LOG_DATASETS_ENV` is set when the record is made; warnings and errors always pass."""
+
+    pattern = re.compile(r"^(Loading data from|Saving data to) ")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO or os.environ.get(LOG_DATASETS_ENV, "").strip() in ("1", "true", "yes"):
+            return True
+        return not self.pattern.match(str(record.msg))
+
+
+def quiet_dataset_io() -> None:
+    """Install :class:`DatasetIOFilter` on Kedro's catalog logger (idempotent)."""
+    logger = logging.getLogger(CATALOG_LOGGER)
+    if not any(isinstance(f, DatasetIOFilter) for f in logger.filters):
+        logger.addFilter(DatasetIOFilter())

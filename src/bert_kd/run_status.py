@@ -13,6 +13,7 @@ carries its owner process (:func:`owner_tags`: host, pid, process start time), a
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 
@@ -42,12 +43,19 @@ class RunStatusHook:
 
     def __init__(self):
         self._previous: dict[int, object] = {}
+        self._owner_pid: int | None = None
+        self._reported = False
 
     def _on_signal(self, signum, frame):
+        """End the runs as KILLED and say so, once, in the process that installed the handler: a
+        forked worker (a DataLoader's) inherits the handler and the run stack, and Ctrl-C reaches
+        the whole process group, so each worker would otherwise end and report the same runs."""
         name = signal.Signals(signum).name
-        ended = end_active_runs("KILLED")
-        log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
-        self._restore()
+        if os.getpid() == self._owner_pid and not self._reported:
+            self._reported = True
+            ended = end_active_runs("KILLED")
+            log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
+            self._restore()
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + signum)
@@ -60,6 +68,7 @@ class RunStatusHook:
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT end the active MLflow runs as KILLED (main thread only, as Python requires)."""
         if threading.current_thread() is threading.main_thread():
+            self._owner_pid, self._reported = os.getpid(), False
             for signum in STOP_SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._on_signal)
 

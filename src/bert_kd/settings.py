@@ -6,12 +6,12 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 # from bert_kd.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
-from bert_kd.hooks import PreflightHook, ValidateParametersHook  # noqa: E402
+from bert_kd.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
 from bert_kd.run_status import RunStatusHook  # noqa: E402
 from bert_kd.tracking_hooks import ParentRunHook  # noqa: E402
 from bert_kd.pipelines.reproduce.nodes import CliParamsHook  # noqa: E402
 
-HOOKS = (PreflightHook(), ValidateParametersHook(), ParentRunHook(), RunStatusHook(), CliParamsHook())
+HOOKS = (PreflightHook(), ValidateParametersHook(), ParentRunHook(), RunStatusHook(), CliParamsHook(), ClosingSummaryHook())
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

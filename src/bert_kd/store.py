@@ -10,8 +10,7 @@ from typing import Mapping
 from bert_kd import jobs
 from bert_kd.models import ModelBundle, load_bundle, resolve_model_name, write_bundle_files
 from bert_kd.schema import Block, Runtime, Tracking, typed
-from bert_kd.tracking import is_main_process, reopen_run
-from bert_kd.tracking_models import log_model_directory
+from bert_kd.tracker import is_main_process, timed, tracker_for
 
 
 #: Where reusable artefacts keyed by their content live (teachers, students, filters, caches).
@@ -33,25 +32,48 @@ def recompute(runtime: Block[Runtime] | None) -> bool:
     return typed(Runtime, runtime, "runtime").recompute
 
 
-def run_model_job(model_job: jobs.Job, train_fn, tracking: Block[Tracking] | None, *,
-                  recompute: bool = False) -> ModelBundle:
-    """Reuse or train a model through the job path; the bundle's ``info`` names its store path.
+#: Metric of a job's run: the seconds its training took (``train_fn``, model built to best epoch kept).
+TRAINING_SECONDS = "time/training_seconds"
 
-    A freshly trained model is logged once, as an MLflow LoggedModel of its training run, when
-    ``tracking.log_models`` (:func:`bert_kd.tracking_models.log_model_directory`; its id in
-    ``info["mlflow_model_id"]``).
+
+def run_model_job(model_job: jobs.Job, train_fn, tracking: Block[Tracking] | None, *, recompute: bool = False,
+                  run_name: str | None = None, run_tags: Mapping[str, str] | None = None) -> ModelBundle:
+    """Reuse or train a model through the job path, inside the job's own run; the bundle's
+    ``info`` names its store path.
+
+    The run (``run_name``, default ``<kind>:<task>``) opens before the job and ends with it:
+    ``train_fn(checkpoint_dir, run=<the run>)`` logs into it and its seconds are logged as
+    :data:`TRAINING_SECONDS`. A reused model's run is its own short run, tagged with a link to the
+    run that trained it (``info["trained_in_run_id"]``); ``info["mlflow_run_id"]`` is this job's run.
+    With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once: a
+    reused entry is logged again only when the run that trained it has no finished LoggedModel in
+    this tracking store (a killed logging, another store). Its id goes to ``info["mlflow_model_id"]``.
     """
-    outcome = jobs.run_job(
-        model_job, train_fn, write_bundle_files, load_bundle, recompute=recompute, writer=is_main_process(),
-        provenance_fn=lambda bundle: {"mlflow_run_id": bundle.info.get("mlflow_run_id")},
-    )
-    bundle = outcome.value
-    bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
-    if not outcome.reused and typed(Tracking, tracking, "tracking").log_models:
-        with reopen_run(bundle.info.get("mlflow_run_id"), tracking) as run:
-            if run.enabled:
-                regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
-                bundle.info["mlflow_model_id"] = log_model_directory(
-                    outcome.path, task=bundle.info.get("task"), regression=regression,
-                    tags={"role": bundle.info.get("role", ""), "store_key": model_job.key})
+    settings = typed(Tracking, tracking, "tracking")
+    tracker = tracker_for(settings)
+    name = run_name or f"{model_job.kind}:{model_job.spec.get('task')}"
+    with tracker.start_job(name, run_tags) as run:
+        def train(checkpoint_dir):
+            with timed(run, TRAINING_SECONDS):
+                return train_fn(checkpoint_dir, run=run)
+
+        outcome = jobs.run_job(
+            model_job, train, write_bundle_files, load_bundle, recompute=recompute, writer=is_main_process(),
+            provenance_fn=lambda bundle: {"mlflow_run_id": bundle.info.get("mlflow_run_id")},
+        )
+        bundle = outcome.value
+        bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
+        model_id = None
+        if outcome.reused:
+            trained_in = bundle.info.get("mlflow_run_id")
+            bundle.info["trained_in_run_id"] = trained_in
+            tracker.mark_reused(run, trained_in)
+            model_id = tracker.logged_model(trained_in, model_job.key)
+        if run.enabled:
+            bundle.info["mlflow_run_id"] = run.run_id
+        if model_id is None and settings.log_models:
+            regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
+            model_id = tracker.log_model(run, outcome.path, bundle.info, model_job.key, regression)
+        if model_id is not None:
+            bundle.info["mlflow_model_id"] = model_id
     return bundle

@@ -2,13 +2,16 @@
 ``models:/<name>/<version>`` see.
 
 - :func:`log_model_directory`: a trained teacher or student (the content-keyed store's directory:
-  weights, config, tokenizer, ``bert_kd.json``) as a pyfunc LoggedModel named ``model`` of its
-  training run, linked to the run's training dataset. The store stays the training copy; MLflow's
-  copy is the shipped one, made once, when the job trains (a reused model is not logged again).
-  ``runs:/<run id>/model`` and ``models:/<model id>`` both name it.
+  weights, config, tokenizer, ``bert_kd.json``) as a pyfunc LoggedModel of its job's run, named
+  after what it is (:func:`logged_model_name`: ``alp-sst2-student``, ``teacher-sst2``) and linked
+  to the run's training dataset. The store stays the training copy; MLflow's copy is the shipped
+  one, made once per store entry and tracking store (a reused entry is logged again only when no
+  finished LoggedModel of it exists there). ``runs:/<run id>/<model name>`` and
+  ``models:/<model id>`` both name it; its ``data`` folder is a plain transformers directory.
 - :func:`register_best_student`: the best student of a comparison as a registered model version
-  (``bert_kd-<task>-student`` by default) tagged with its lineage: teacher run, recipe, data
-  digest, store key.
+  (``bert_kd-<task>-student`` by default) with the alias ``champion``, a description holding the
+  comparison and lineage tags that are links and relative facts (teacher run, recipe, data
+  digest, store key), never a machine path.
 - :func:`bundle_directory`: the bert-kd model directory inside a downloaded MLflow model, so
   ``evaluate``/``predict_glue`` read ``models:/…`` like a store path.
 - :func:`log_onnx_model`: the exported ONNX student as an ``onnx``-flavoured LoggedModel.
@@ -27,8 +30,10 @@ from typing import Mapping
 
 log = logging.getLogger(__name__)
 
-#: Name of every LoggedModel of a training run (``runs:/<run id>/model``).
+#: Name of the LoggedModels bert-kd logged before they were named after what they are.
 MODEL_NAME = "model"
+#: Alias of the registered version a comparison chose (``models:/<name>@champion``).
+CHAMPION_ALIAS = "champion"
 ONNX_MODEL_NAME = "student_onnx"
 #: Manifest the job path writes into each store entry (spec: recipe, data digest, teacher key…).
 MANIFEST = "manifest.json"
@@ -38,12 +43,39 @@ def default_registered_name(task: str) -> str:
     return f"bert_kd-{task}-student"
 
 
-def _requirements() -> list[str]:
-    """What loading the model needs (given explicitly: MLflow's inference would load the model)."""
-    import torch
-    import transformers
+def logged_model_name(info: Mapping) -> str:
+    """What a stored model is, as its LoggedModel's name: ``<row>-<task>-student`` for a student
+    (``alp-sst2-student``), ``teacher-<task>`` for a teacher; letters, digits, ``-`` ``_`` ``.``."""
+    import re
 
-    return [f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}", "bert-kd"]
+    task = info.get("task") or "task"
+    if info.get("role") == "teacher":
+        name = f"teacher-{task}"
+    elif info.get("method"):
+        name = f"{info['method']}-{task}-student"
+    else:
+        name = f"student-{task}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or MODEL_NAME
+
+
+#: Distributions the pyfunc loader imports, pinned to what this run used.
+LOADER_DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "pydantic")
+
+
+def _requirements() -> list[str]:
+    """What loading the model needs, pinned (given explicitly: MLflow's inference would load the
+    model): ``bert-kd==<version>`` and the versions of the libraries its loader imports."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import bert_kd
+
+    pins = [f"bert-kd=={bert_kd.__version__}"]
+    for name in LOADER_DISTRIBUTIONS:
+        try:
+            pins.append(f"{name}=={version(name).split('+')[0]}")
+        except PackageNotFoundError:  # pragma: no cover - every one is a dependency of bert-kd
+            continue
+    return pins
 
 
 def _signature(regression: bool):
@@ -56,9 +88,10 @@ def _signature(regression: bool):
 
 
 def log_model_directory(directory: str | Path, *, task: str | None = None, regression: bool = False,
-                        tags: Mapping[str, str] | None = None) -> str:
-    """Log the bert-kd model ``directory`` as a LoggedModel of the active run (name ``model``),
-    link the run's training dataset(s) to it, and return its model id."""
+                        tags: Mapping[str, str] | None = None, name: str | None = None) -> str:
+    """Log the bert-kd model ``directory`` as a LoggedModel of the active run (``name``, default
+    from the directory's ``bert_kd.json``: :func:`logged_model_name`), link the run's training
+    dataset(s) to it, and return its model id."""
     import warnings
 
     import mlflow
@@ -66,12 +99,20 @@ def log_model_directory(directory: str | Path, *, task: str | None = None, regre
     with warnings.catch_warnings():  # "no input example": one would make MLflow load and run the model here
         warnings.filterwarnings("ignore", message=".*input example was not provided.*")
         info = mlflow.pyfunc.log_model(
-            name=MODEL_NAME, loader_module="bert_kd.tracking_models", data_path=str(directory),
+            name=name or logged_model_name(_bundle_info(directory)), loader_module="bert_kd.tracking_models", data_path=str(directory),
             pip_requirements=_requirements(), signature=_signature(regression),
             tags={k: str(v) for k, v in {**({"task": task} if task else {}), **(tags or {})}.items()},
         )
     link_training_data(mlflow.active_run().info.run_id, info.model_id)
     return info.model_id
+
+
+def _bundle_info(directory: str | Path) -> dict:
+    path = Path(directory) / "bert_kd.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def link_training_data(run_id: str, model_id: str, client=None) -> int:
@@ -89,21 +130,37 @@ def link_training_data(run_id: str, model_id: str, client=None) -> int:
     return len(inputs)
 
 
-def find_logged_model(run_id: str | None, client=None) -> str | None:
-    """The id of the LoggedModel ``model`` a training run logged (None: none, or the run is not
-    in this tracking store)."""
-    if not run_id:
-        return None
-    from mlflow import MlflowClient
+def find_logged_model(run_id: str | None, client=None, store_key: str | None = None) -> str | None:
+    """The id of the newest finished (``READY``) LoggedModel that training run ``run_id`` logged,
+    else, with ``store_key``, of any finished LoggedModel of that store entry in the run's or the
+    active experiment. None when there is none: never logged, logging killed half-way (a model
+    left ``PENDING`` with no files), or the run is not in this tracking store."""
+    import mlflow
     from mlflow.exceptions import MlflowException
 
-    client = client or MlflowClient()
-    try:
-        experiment_id = client.get_run(run_id).info.experiment_id
-    except MlflowException:
+    client = client or mlflow.MlflowClient()
+    experiments: list[str] = []
+    if run_id:
+        try:
+            experiments.append(client.get_run(run_id).info.experiment_id)
+        except MlflowException:
+            pass
+    active = mlflow.active_run() if store_key else None
+    if active is not None and active.info.experiment_id not in experiments:
+        experiments.append(active.info.experiment_id)
+    if not experiments:
         return None
-    models = client.search_logged_models(experiment_ids=[experiment_id], filter_string=f"name = '{MODEL_NAME}'")
-    matches = [m for m in models if m.source_run_id == run_id]
+    models, token = [], None
+    while True:
+        page = client.search_logged_models(experiment_ids=experiments, page_token=token)
+        models.extend(page)
+        token = page.token
+        if not token:
+            break
+    ready = [m for m in models if str(getattr(m.status, "value", m.status)).upper() == "READY"]
+    matches = [m for m in ready if run_id and m.source_run_id == run_id]
+    if not matches and store_key:
+        matches = [m for m in ready if (m.tags or {}).get("store_key") == store_key]
     return max(matches, key=lambda m: m.creation_timestamp).model_id if matches else None
 
 
@@ -124,18 +181,45 @@ def store_manifest(store_path: str | Path | None) -> dict:
     return json.loads(path.read_text(encoding="utf-8")).get("spec", {})
 
 
+def _run_link(run_id: str | None, client) -> str | None:
+    """The MLflow UI link of a run of this tracking store (None: not in it)."""
+    from mlflow.exceptions import MlflowException
+
+    from bert_kd.tracking.ui import run_url
+
+    if not run_id:
+        return None
+    try:
+        return run_url(client.get_run(run_id).info.experiment_id, run_id)
+    except MlflowException:
+        return None
+
+
+def store_entry(store_path: str | Path | None) -> str | None:
+    """A store entry as a relative fact, ``<kind>/<key>`` (``student/3f2a…``): never the training
+    machine's path."""
+    if not store_path:
+        return None
+    parts = Path(store_path).parts
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+
+
 def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, client=None) -> dict[str, str]:
-    """Tags that say where a registered student comes from: its training run, the teacher's run and
-    store key, the method and its recipe, the data digest (rows' fingerprint) and the store key."""
+    """Tags that say where a registered student comes from: its training run and the teacher's
+    (ids and UI links), the teacher's store key, the method and its recipe, the data digest (rows'
+    fingerprint) and the store entry (``student/<key>``)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
+    client = client or MlflowClient()
     spec = store_manifest(student_info.get("store_path"))
-    run_id = student_info.get("mlflow_run_id")
+    run_id = student_info.get("trained_in_run_id") or student_info.get("mlflow_run_id")
+    teacher = teacher_info or {}
+    teacher_run_id = teacher.get("trained_in_run_id") or teacher.get("mlflow_run_id")
     recipe = None
     if run_id:
         try:
-            recipe = (client or MlflowClient()).get_run(run_id).data.params.get("recipe")
+            recipe = client.get_run(run_id).data.params.get("recipe")
         except MlflowException:
             pass
     tags = {
@@ -144,35 +228,47 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
         "bert_kd.recipe": recipe or json.dumps(spec.get("recipe", {}), sort_keys=True, default=str)[:5000],
         "bert_kd.data_digest": spec.get("data"),
         "bert_kd.store_key": student_info.get("key"),
-        "bert_kd.store_path": student_info.get("store_path"),
+        "bert_kd.store_entry": store_entry(student_info.get("store_path")),
         "bert_kd.student_run_id": run_id,
-        "bert_kd.teacher_run_id": (teacher_info or {}).get("mlflow_run_id"),
+        "bert_kd.student_run": _run_link(run_id, client),
+        "bert_kd.teacher_run_id": teacher_run_id,
+        "bert_kd.teacher_run": _run_link(teacher_run_id, client),
         "bert_kd.teacher_key": student_info.get("teacher_key") or spec.get("teacher"),
     }
     return {k: str(v) for k, v in tags.items() if v not in (None, "")}
 
 
 def register_best_student(student_info: Mapping, teacher_info: Mapping | None, name: str,
-                          extra_tags: Mapping[str, str] | None = None, client=None):
+                          extra_tags: Mapping[str, str] | None = None, client=None, *,
+                          description: str | None = None, alias: str | None = CHAMPION_ALIAS):
     """Register the student's LoggedModel as a new version of ``name`` with its lineage tags (on the
-    version; ``bert_kd.task`` on the registered model too). A student whose model was never logged
-    (``tracking.log_models: false``, another tracking store) is logged first, into the active run.
-    Returns the ModelVersion."""
+    version; ``bert_kd.task`` on the registered model too), ``description`` (the comparison) and
+    ``alias`` (default ``champion``: ``models:/<name>@champion`` is the version a comparison chose
+    last). A student whose model was never logged (``tracking.log_models: false``, another
+    tracking store) is logged first, into the active run. Returns the ModelVersion."""
     import mlflow
     from mlflow import MlflowClient
 
     client = client or MlflowClient()
-    model_id = student_info.get("mlflow_model_id") or find_logged_model(student_info.get("mlflow_run_id"), client)
+    model_id = student_info.get("mlflow_model_id") or find_logged_model(
+        student_info.get("trained_in_run_id") or student_info.get("mlflow_run_id"), client, store_key=student_info.get("key"))
     if model_id is None:
         store_path = student_info.get("store_path")
         if not store_path or not Path(store_path).is_dir():
-            raise FileNotFoundError(f"the best student has no LoggedModel and no store directory ({store_path!r}) to log")
-        log.info("the best student had no LoggedModel in this tracking store: logging %s into the current run", store_path)
-        model_id = log_model_directory(store_path, task=student_info.get("task"))
+            raise FileNotFoundError(f"the best student ({student_info.get('method')}, store entry "
+                                    f"{store_entry(store_path)}) has no LoggedModel and no store directory to log")
+        log.info("the best student had no LoggedModel in this tracking store: logging store entry %s into the current run",
+                 store_entry(store_path))
+        model_id = log_model_directory(store_path, task=student_info.get("task"), name=logged_model_name(student_info),
+                                       tags={"role": "student", "store_key": student_info.get("key", "")})
     tags = {**lineage_tags(student_info, teacher_info, client), **(extra_tags or {})}
     version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
     if "bert_kd.task" in tags:
         client.set_registered_model_tag(name, "bert_kd.task", tags["bert_kd.task"])
+    if description:
+        client.update_model_version(name, version.version, description=description[:5000])
+    if alias:
+        client.set_registered_model_alias(name, alias, version.version)
     return version
 
 

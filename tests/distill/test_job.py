@@ -36,3 +36,10 @@ def test_a_plain_start_adds_nothing_to_the_recipe():
 def test_objects_handed_to_a_method_stay_out_of_the_key():
     recipe = {"method": "ted", "task": "rte", "student_filters": "copy", "teacher_filters": object(), "mapping": [[1], [2]]}
     assert recipe_spec(recipe) == {"method": "ted", "task": "rte", "student_filters": "copy", "mapping": [[1], [2]]}
+
+
+def test_progress_bars_are_labelled_with_the_table_row():
+    from bert_kd.distill.job import progress_label
+
+    labels = {progress_label(row, "alp", "sst2") for row in ("alp", "alp_no", "alp_po")}
+    assert labels == {"alp sst2", "alp_no (alp) sst2", "alp_po (alp) sst2"}  # three rows, three labels

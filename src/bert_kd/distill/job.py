@@ -32,7 +32,7 @@ from bert_kd.runs import RunSettings, collator_for, step_logger, training_config
 from bert_kd.schema import Student, explicit_weights, set_values, typed
 from bert_kd.store import job as store_job
 from bert_kd.store import model_identity, recompute, run_model_job
-from bert_kd.tracking import tracked_run, tracking_enabled
+from bert_kd.tracker import JobRun
 from bert_kd.tracking.distill import log_distillation_end, log_distillation_start, log_gradient_shares
 from bert_kd.training import fit, make_loader
 
@@ -149,13 +149,14 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
 def train_student(job: DistillJob) -> ModelBundle:
     """Train ``job``'s student once (or reuse the stored one with the same content key)."""
     train = partial(_train, job=job)
-    bundle = run_model_job(job.store, train, job.settings.tracking, recompute=recompute(job.settings.runtime))
+    bundle = run_model_job(job.store, train, job.settings.tracking, recompute=recompute(job.settings.runtime),
+                           run_name=job.run_name, run_tags={"role": "student", "method": job.row, "task": job.task})
     bundle.info["method"] = job.row  # a stored result may have been trained under another name
     return bundle
 
 
-def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
-    """Build the student, its method and objective, fit it and record the run."""
+def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
+    """Build the student, its method and objective, fit it and record it on the job's ``run``."""
     spec = get_task(job.task)
     model, tokenizer, kept = job.initial_student()
     algorithm = job.recipe["method"]
@@ -173,17 +174,15 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
     collator = collator_for(tokenizer, job.teacher_tokenizers or None)
     eval_split = evaluation_split(job.data)
     tracking = job.settings.tracking
-    with tracked_run(job.run_name, tracking_enabled(tracking),
-                     {"role": "student", "method": job.row, "task": spec.name}) as run:
-        log_distillation_start(run, job, model, method, objective, settings)
-        shares = log_gradient_shares(run, objective, train_split, collator, settings, tracking,
-                                     job.run_name if job.multi_teacher else f"distill_{job.row}")
-        result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
-                     evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
-                     description=f"{algorithm} {spec.name}")
-        outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
-                                                                    shuffle=False), eval_split)
-        log_distillation_end(run, job, method, outcome)
+    log_distillation_start(run, job, model, method, objective, settings)
+    shares = log_gradient_shares(run, objective, train_split, collator, settings, tracking,
+                                 job.run_name if job.multi_teacher else f"distill_{job.row}")
+    result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
+                 evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
+                 description=progress_label(job.row, algorithm, spec.name))
+    outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
+                                                                shuffle=False), eval_split)
+    log_distillation_end(run, job, method, outcome)
     info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
             "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
             "mlflow_run_id": run.run_id, "gradient_shares": share_metrics(shares, prefix=""), **outcome}
@@ -193,6 +192,12 @@ def _train(checkpoint_dir, *, job: DistillJob) -> ModelBundle:
     else:
         info.update({"algorithm": algorithm, "teacher_key": job.store.spec.get("teacher")})
     return ModelBundle(model, tokenizer, info)
+
+
+def progress_label(row: str, algorithm: str, task: str) -> str:
+    """A progress bar's label: the table row (``alp_no sst2``), its method when the row's name
+    differs (``alp_no (alp) sst2``), so three ALP rows are three labels."""
+    return f"{row} ({algorithm}) {task}" if row != algorithm else f"{row} {task}"
 
 
 def _observations(job: DistillJob, method, objective, dev_loader, split: str) -> dict:

@@ -16,7 +16,8 @@ The package, by concern: :mod:`.runs` (open, log to and clean up runs), :mod:`.p
 (machine, versions, git commit), :mod:`.format` (values as the UI shows them), :mod:`.data` (a
 training job's data and recipe columns), :mod:`.ui` (experiment, parent run, URLs, the CLI),
 :mod:`.comparison` (a comparison table on the parent run), :mod:`.evaluation` (an evaluation's
-metrics on its model's run); :mod:`.distill` (what distillation runs record) imports the models
+metrics on its model's run), :mod:`.jobs` (the job path's :class:`~bert_kd.tracker.JobTracker`:
+one run per job, reused models linked to the run that trained them); :mod:`.distill` (what distillation runs record) imports the models
 and is imported by its own name. Every name is re-exported here.
 """
 
@@ -70,6 +71,7 @@ from bert_kd.tracking.runs import (
     tracking_enabled,
     tracking_server_problem,
 )
+from bert_kd.tracking.jobs import MlflowTracker
 from bert_kd.tracking.ui import (
     COMPARE_VIEW_COLUMNS,
     COMPARE_VIEW_KEY,
@@ -91,7 +93,12 @@ from bert_kd.tracking.ui import (
     ui_base_url,
 )
 
+from bert_kd.tracker import register_tracker  # noqa: E402 - after the names it registers
+
+register_tracker(MlflowTracker)  # the job path's tracker when tracking.enabled (bert_kd.tracker)
+
 __all__ = [
+    "MlflowTracker",
     "COMPARE_VIEW_COLUMNS", "COMPARE_VIEW_KEY", "DEFAULT_GLUE_DIR", "ENDED_BY_TAG", "EXPERIMENT_DESCRIPTION",
     "EXPERIMENT_KIND_TAG", "FLOOR_METHOD", "HOST_TAG", "HUB_GLUE", "MAX_NOTE_CHARS", "NOTE_TAG", "NOT_A_CHECKOUT",
     "PARENT_SUFFIX", "PID_TAG", "SHARED_VIEW_TAG_PREFIX", "SIZE_METRICS", "STARTED_TAG", "TRACKING_CHECK_TIMEOUT_S",

@@ -18,7 +18,7 @@ from bert_kd.plots import attention_heatmap, per_layer_metric
 from bert_kd.schema import Block, Tracking, typed
 from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.data import log_training_job
-from bert_kd.tracking.runs import RunLogger, log_to_active_run, reopen_run
+from bert_kd.tracking.runs import RunLogger, is_main_process, log_to_active_run
 from bert_kd.training import TrainingConfig
 
 __all__ = [
@@ -124,11 +124,14 @@ def log_ted_filter_scores(run, per_layer: Mapping[str, Mapping[str, float]], met
 
 
 def log_stored_filters(outcome, tracking) -> None:
-    """Freshly trained TED filters as artifacts of their Stage I run (``tracking.log_models``)."""
-    if outcome.reused or not typed(Tracking, tracking, "tracking").log_models:
+    """Freshly trained TED filters as artifacts of their (finished) Stage I run (``tracking.log_models``)."""
+    settings = typed(Tracking, tracking, "tracking")
+    run_id = outcome.value["report"].get("mlflow_run_id")
+    if outcome.reused or not settings.log_models or not settings.enabled or not run_id or not is_main_process():
         return
-    with reopen_run(outcome.value["report"].get("mlflow_run_id"), tracking) as run:
-        run.log_artifacts(outcome.path, "ted_filters")
+    import mlflow
+
+    mlflow.MlflowClient().log_artifacts(run_id, str(outcome.path), "ted_filters")  # the finished run, not reopened
 
 
 def _as_logged(params) -> Any:

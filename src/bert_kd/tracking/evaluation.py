@@ -1,16 +1,25 @@
 """An evaluation's results on MLflow: flat ``final/…`` metrics and ``evaluation.json`` on the
-model's training run."""
+model's run, added to that finished run without reopening it (its end time stays its job's), the
+metrics linked to the run's LoggedModel and to the dev split they were measured on."""
 
 from __future__ import annotations
+
+import logging
+from typing import Mapping
 
 import numpy as np
 
 from bert_kd.schema import Block, Tracking
-from bert_kd.tracking.runs import reopen_run
+from bert_kd.tracker import tracker_for
+
+log = logging.getLogger(__name__)
+
+#: Metric of a model's run: the seconds its evaluation on every dev split took.
+EVALUATION_SECONDS = "time/evaluation_seconds"
 
 
-def flat_eval_metrics(evaluation: dict) -> dict[str, float]:
-    """``{"final/validation/accuracy": …, "final/parameters": …}`` for MLflow."""
+def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
+    """``{"final/validation/accuracy": …, "final/parameters": …, "time/evaluation_seconds": …}`` for MLflow."""
     flat = {}
     for split, metrics in evaluation["metrics"].items():
         for name, value in metrics.items():
@@ -18,11 +27,52 @@ def flat_eval_metrics(evaluation: dict) -> dict[str, float]:
                 flat[f"final/{split}/{name}"] = value
     for key in ("score", "parameters", "encoder_parameters", "size_on_disk_bytes", "throughput_examples_per_s"):
         flat[f"final/{key}"] = evaluation[key]
+    if evaluation.get("evaluation_seconds") is not None:
+        flat[EVALUATION_SECONDS] = evaluation["evaluation_seconds"]
     return flat
 
 
+def evaluation_dataset(run, task: str | None, split: str | None):
+    """The dev split an evaluation read, as an MLflow dataset from the same source as the run's
+    training input (None when the run logged none)."""
+    from mlflow.data.meta_dataset import MetaDataset
+
+    for item in run.inputs.dataset_inputs:
+        if any(t.key == "mlflow.data.context" and t.value == "training" for t in item.tags):
+            source = item.dataset
+            from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+
+            name = f"glue-{task}-{split}" if task and split else f"{source.name}-eval"
+            return MetaDataset(source=get_dataset_source_from_json(source.source, source.source_type), name=name)
+    return None
+
+
+def log_evaluation_to_run(evaluation: Mapping, run_id: str | None) -> None:
+    """``evaluation``'s flat metrics and ``evaluation.json`` on the finished run ``run_id`` (no
+    reopening: the run's status and end time stay), linked to its LoggedModel(s) and dev split."""
+    if not run_id:
+        return
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    client = mlflow.MlflowClient()
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        log.warning("MLflow run %s of this model is not in the tracking store %s: its evaluation is not logged there",
+                    run_id, mlflow.get_tracking_uri())
+        return
+    splits = list(evaluation.get("metrics") or {})
+    split = "validation_matched" if "validation_matched" in splits else (splits[0] if splits else None)
+    try:
+        dataset = evaluation_dataset(run, evaluation.get("task"), split)
+    except Exception as exc:  # noqa: BLE001 - a source MLflow cannot read back: the metrics still go in
+        log.debug("no evaluation dataset for run %s: %s", run_id, exc)
+        dataset = None
+    mlflow.log_metrics(flat_eval_metrics(evaluation), run_id=run_id, dataset=dataset, synchronous=True)
+    client.log_dict(run_id, dict(evaluation), "evaluation.json")
+
+
 def log_evaluation(evaluation: dict, run_id: str | None, tracking: Block[Tracking] | None) -> None:
-    """``evaluation``'s flat metrics and ``evaluation.json`` on the model's training run ``run_id``."""
-    with reopen_run(run_id, tracking) as logger:
-        logger.log_metrics(flat_eval_metrics(evaluation))
-        logger.log_dict(evaluation, "evaluation.json")
+    """``evaluation``'s flat metrics and ``evaluation.json`` on the model's run ``run_id``."""
+    tracker_for(tracking).log_evaluation(run_id, evaluation)

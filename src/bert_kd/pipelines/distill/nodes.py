@@ -43,7 +43,7 @@ from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.plots import comparison_bars, comparison_title
 from bert_kd.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, set_values, typed
 from bert_kd.tracking import distill as records
-from bert_kd.tracking_models import default_registered_name
+from bert_kd.tracking_models import CHAMPION_ALIAS, default_registered_name
 from bert_kd.tracking_models import register_best_student as register_model_version
 from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
 from bert_kd.training import resolve_mixed_precision
@@ -230,11 +230,20 @@ def register_best_student(table: pd.DataFrame, teacher_metrics: dict, settings, 
     best = next(e for e in student_metrics if label(e["info"]) == verdict.best)
     name = tracking.registered_model or default_registered_name(run.task)
     version = register_model_version(best["info"], teacher_metrics.get("info"), name, extra_tags={
-        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or ""})
+        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or ""},
+        description=registration_description(verdict.best, table, metric, table_name, run.task))
     uri = f"models:/{name}/{version.version}"
-    log.info("%s: best student %s registered as %s", table_name or "comparison", verdict.best, uri)
+    log.info("%s: best student %s registered as %s (alias %s)", table_name or "comparison", verdict.best, uri,
+             f"models:/{name}@{CHAMPION_ALIAS}")
     records.tag_parent_run({"registered_model": uri, "registered_method": verdict.best})
-    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best}
+    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best,
+            "alias": CHAMPION_ALIAS}
+
+
+def registration_description(best: str, table: pd.DataFrame, metric: str | None, table_name: str | None, task: str) -> str:
+    """The registered version's description: which row won what, then the comparison it won."""
+    return (f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
+            + markdown_table(table))
 
 
 def registration_node(table_name: str, label=None):

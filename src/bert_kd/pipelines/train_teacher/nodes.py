@@ -37,7 +37,8 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     job = common.job("teacher", material)
     train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, logged=logged, seed=seed,
                     tracking=tracking, runtime=runtime, job=job, data_source=data_source or {})
-    return common.run_model_job(job, train, tracking, recompute=teacher.retrain or runtime.recompute)
+    return common.run_model_job(job, train, tracking, recompute=teacher.retrain or runtime.recompute,
+                                run_name=f"train_teacher:{spec.name}", run_tags={"role": "teacher", "task": spec.name})
 
 
 def padding_side(model: str) -> str:
@@ -46,19 +47,18 @@ def padding_side(model: str) -> str:
 
 
 def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: Teacher, logged: dict, seed: int,
-               tracking: Block[Tracking], runtime: Runtime, job, data_source: dict) -> ModelBundle:
-    """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``) in its own MLflow run."""
+               tracking: Block[Tracking], runtime: Runtime, job, data_source: dict, run) -> ModelBundle:
+    """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``), recorded on the job's ``run``."""
     tokenizer = load_tokenizer(teacher.model)
     model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
     settings = common.training_config(teacher.training, runtime, seed, spec.name,
                                       checkpoint_dir, n_train=len(tokenized["train"]))
     key = job.key
-    with common.tracked_run(f"train_teacher:{spec.name}", common.tracking_enabled(tracking), {"role": "teacher", "task": spec.name}) as run:
-        common.log_job_columns(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
-        run.log_params({"teacher": logged, "training": vars(settings), "key": key})
-        result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
-                     collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
-                     log_fn=common.step_logger(run), description=f"teacher {spec.name}")
+    common.log_job_columns(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
+    run.log_params({"teacher": logged, "training": vars(settings), "key": key})
+    result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
+                 collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
+                 log_fn=common.step_logger(run), description=f"teacher {spec.name}")
     return ModelBundle(model, tokenizer, {
         "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher.model, "key": key,
         "seed": seed, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,

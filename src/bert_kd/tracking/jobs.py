@@ -1,0 +1,80 @@
+"""The MLflow side of :class:`bert_kd.tracker.JobTracker`: one child run per job, open exactly
+while the job runs; a reused model's own short run linked to the run that trained it; the stored
+model logged once as a named LoggedModel; evaluations added to a finished run without reopening
+it (so a run's duration is its job's)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from bert_kd.tracking.runs import RunLogger, tracked_run
+from bert_kd.tracking.ui import run_url
+
+log = logging.getLogger(__name__)
+
+#: Tags of a run whose job reused a stored model: the link to (and the id of) the run that trained it.
+TRAINED_IN_TAG = "bert_kd.trained_in_run"
+TRAINED_IN_ID_TAG = "bert_kd.trained_in_run_id"
+REUSED_TAG = "bert_kd.reused"
+#: Suffix of a reused job's run name (``distill_alp:sst2 (reused)``).
+REUSED_SUFFIX = " (reused)"
+#: Tags of the training run copied onto a reuse run (the comparison view's columns).
+COPIED_TAGS = ("role", "method", "task", "seed", "parameters", "parameters_M")
+
+
+class MlflowTracker:
+    """:class:`bert_kd.tracker.JobTracker` on the active MLflow tracking store."""
+
+    enabled = True
+
+    def start_job(self, name: str, tags: Mapping[str, str] | None = None):
+        return tracked_run(name, True, tags)
+
+    def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> None:
+        """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its
+        params and identifying tags (so the comparison view still reads method, recipe, seed)."""
+        if not run.enabled or run.run_id is None:
+            return
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
+
+        client = MlflowClient()
+        own = client.get_run(run.run_id)
+        tags = {REUSED_TAG: "true", "mlflow.runName": own.info.run_name + REUSED_SUFFIX}
+        source = None
+        if trained_in_run_id:
+            tags[TRAINED_IN_ID_TAG] = trained_in_run_id
+            try:
+                source = client.get_run(trained_in_run_id)
+            except MlflowException:
+                log.info("the run %s that trained this stored model is not in this tracking store", trained_in_run_id)
+        if source is not None:
+            tags[TRAINED_IN_TAG] = run_url(source.info.experiment_id, trained_in_run_id)
+            tags.update({k: v for k, v in source.data.tags.items() if k in COPIED_TAGS})
+            params = {k: v for k, v in source.data.params.items() if k not in own.data.params}
+            if params:
+                run.log_params(params)
+        run.set_tags(tags)
+
+    def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
+        from bert_kd.tracking_models import find_logged_model
+
+        return find_logged_model(run_id, store_key=store_key)
+
+    def log_model(self, run: RunLogger, directory, info: Mapping[str, Any], store_key: str,
+                  regression: bool = False) -> str | None:
+        """The store entry as the LoggedModel ``<row>-<task>-student`` / ``teacher-<task>`` of ``run``."""
+        if not run.enabled:
+            return None
+        from bert_kd.tracking_models import log_model_directory, logged_model_name
+
+        return log_model_directory(directory, task=info.get("task"), regression=regression,
+                                   name=logged_model_name(info),
+                                   tags={"role": info.get("role", ""), "store_key": store_key})
+
+    def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
+        from bert_kd.tracking.evaluation import log_evaluation_to_run
+
+        log_evaluation_to_run(evaluation, run_id)
+
