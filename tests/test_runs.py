@@ -34,3 +34,11 @@ def test_training_config_is_the_same_for_parameter_dicts_and_their_validated_mod
     assert (as_models.group_by_length, as_models.eval_batch_size, as_models.log_every_steps) == (True, 16, 1)
     assert Runtime().group_by_length and not runs.training_config(section, Runtime(), 5, "rte", None).group_by_length
     assert runs.training_config(section, {"log_every_steps": 4}, 5, "rte", None, n_train=48).log_every_steps == 4
+
+
+def test_losses_are_logged_often_enough_to_draw_a_curve_and_no_more():
+    from bert_kd.runs import adaptive_log_every
+
+    assert adaptive_log_every(60) == 1
+    assert adaptive_log_every(300) == 6
+    assert adaptive_log_every(30000) == 10

@@ -17,7 +17,7 @@ from bert_kd.data.glue import get_task
 from bert_kd.errors import ParameterError
 from bert_kd.metrics import metric_names, primary_metric
 from bert_kd.schema import Block, Runtime, Teacher, Training, typed
-from bert_kd.tracking import RunLogger, adaptive_log_every
+from bert_kd.tracker import JobRun
 from bert_kd.training import Collator, TrainingConfig
 
 #: What a training run records about its data (``tracking.log_training_job``): the key of the
@@ -59,7 +59,7 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
 
     With a ``checkpoint_dir`` the checkpoint is kept after training: the job path removes it
     once the result is stored. With ``n_train`` (training rows) and no ``log_every_steps`` set by
-    the user, losses are logged :func:`~bert_kd.tracking.adaptive_log_every` steps apart, so
+    the user, losses are logged :func:`adaptive_log_every` steps apart, so
     small runs still draw a curve.
     """
     training, runtime = typed(Training, section, "training"), typed(Runtime, runtime, "runtime")
@@ -74,6 +74,12 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
     if n_train is not None and training.log_every_steps is None and runtime.log_every_steps is None:
         config.log_every_steps = adaptive_log_every(total_steps(config, n_train))
     return config
+
+
+def adaptive_log_every(total_steps: int, cap: int = 10, points: int = 50) -> int:
+    """Steps between loss logs: every ``total_steps / points`` steps, at most ``cap``, at least 1,
+    so a 60-step run still draws a curve and a 30k-step run does not log 30k points."""
+    return max(1, min(cap, int(total_steps) // points))
 
 
 def total_steps(config: TrainingConfig, n_train: int) -> int:
@@ -104,7 +110,7 @@ def collator_for(tokenizer, extra: Mapping[str, object] | None = None) -> Collat
     return Collator(tokenizers={"": tokenizer, **dict(extra or {})})
 
 
-def step_logger(run: RunLogger):
+def step_logger(run: JobRun):
     """``run.log_metrics`` that also passes the job path's ``step`` fault point (crash tests)."""
 
     def log_fn(metrics, step):

@@ -169,6 +169,10 @@ class TeacherCache(Strict):
 class ExportStudent(Strict):
     """export_student pipeline: ONNX (+ int8) student, verification, latency table."""
 
+    #: the model to export: a ``models:/``/``runs:/`` URI or a model directory; None = the registered
+    #: best (``models:/<tracking.registered_model>@champion``) when the tracking store has one, else
+    #: the pipeline's ALP student
+    model: str | None = None
     quantize_int8: bool = True
     tolerance_points: NonNegativeFloat = 0.5
     batch_sizes: list[PositiveInt] = [1, 32]

@@ -80,6 +80,17 @@ class JobTracker(Protocol):
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         """An evaluation's metrics on the (finished) run of the evaluated model, without reopening it."""
 
+    def describe_job(self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int,
+                     model) -> None:
+        """The columns that make a job's run comparable (task, seed, data source, sample caps, the
+        train split as the run's dataset, the model's size)."""
+
+    def distillation_started(self, run: JobRun, job, model, method, objective, settings) -> None:
+        """A distillation job's columns and parameters (recipe, layer map, weights, teachers …)."""
+
+    def distillation_ended(self, run: JobRun, job, method, outcome: Mapping[str, Any]) -> None:
+        """What a trained student's method observed (ALP's α map, a multi-teacher alignment)."""
+
 
 class NoTracker:
     """The tracker of ``tracking.enabled: false``: opens nothing, logs nothing, imports nothing."""
@@ -101,6 +112,16 @@ class NoTracker:
         return None
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
+        pass
+
+    def describe_job(self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int,
+                     model) -> None:
+        pass
+
+    def distillation_started(self, run: JobRun, job, model, method, objective, settings) -> None:
+        pass
+
+    def distillation_ended(self, run: JobRun, job, method, outcome: Mapping[str, Any]) -> None:
         pass
 
 

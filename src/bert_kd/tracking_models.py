@@ -281,6 +281,19 @@ def _inside(root: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
 
+def champion_uri(name: str, client=None) -> str | None:
+    """``models:/<name>@champion`` when the registered model ``name`` has that alias in this
+    tracking store (None otherwise, or when the store cannot be read)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        (client or MlflowClient()).get_model_version_by_alias(name, CHAMPION_ALIAS)
+    except MlflowException:
+        return None
+    return f"models:/{name}@{CHAMPION_ALIAS}"
+
+
 def bundle_directory(local: str | Path) -> Path:
     """The bert-kd model directory in a downloaded MLflow model (its pyfunc ``data``), or ``local``
     itself when it is not one (a plain directory logged as artifacts by bert-kd < 0.x).

@@ -37,3 +37,27 @@ def test_export_student_writes_onnx_files_report_and_latency_table(run_pipeline)
                    if m.name == "student_onnx"]
     assert [m.source_run_id for m in onnx_models] == [export.iloc[0]["run_id"]]
     assert "onnx" in mlflow.models.get_model_info(f"models:/{onnx_models[0].model_id}").flavors
+
+
+def test_the_student_to_export_is_the_given_model_the_champion_or_the_pipelines(tiny_teacher_dir, monkeypatch):
+    import pytest
+
+    from bert_kd.errors import UserError
+    from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
+    from bert_kd.pipelines.export_student import nodes
+    from bert_kd.schema import Tracking
+
+    pipeline_student = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})
+    off, on = Tracking(enabled=False), Tracking()
+    assert nodes.chosen_student(pipeline_student, None, off, "rte") == (pipeline_student, nodes.PIPELINE_STUDENT)
+    monkeypatch.setattr("bert_kd.tracking_models.champion_uri", lambda name: None)  # nothing registered yet
+    assert nodes.chosen_student(pipeline_student, None, on, "rte")[1] == nodes.PIPELINE_STUDENT
+    chosen, source = nodes.chosen_student(pipeline_student, str(tiny_teacher_dir), off, "rte")
+    assert source == str(tiny_teacher_dir) and chosen is not pipeline_student
+    monkeypatch.setattr("bert_kd.tracking_models.champion_uri", lambda name: f"models:/{name}@champion")
+    monkeypatch.setattr("bert_kd.pipelines.evaluate.nodes.resolve_model_source", lambda source, key: tiny_teacher_dir)
+    assert nodes.chosen_student(pipeline_student, None, on, "rte")[1] == "models:/bert_kd-rte-student@champion"
+    other_vocabulary = type("Tokenizer", (), {"get_vocab": lambda self: {"[PAD]": 0, "zebra": 1}})()
+    monkeypatch.setattr("bert_kd.models.load_bundle", lambda path: ModelBundle(None, other_vocabulary, {}))
+    with pytest.raises(UserError, match="export_student.model"):
+        nodes.chosen_student(pipeline_student, "models:/x/1", off, "rte")

@@ -5,7 +5,6 @@ from types import SimpleNamespace
 import pytest
 
 from bert_kd.tracking.format import (
-    adaptive_log_every,
     format_param,
     layer_map_string,
     metric_key,
@@ -45,14 +44,11 @@ def test_a_staged_recipe_is_logged_by_its_stages_not_its_default_weights():
     assert weight_params(SimpleNamespace(weights={"ce": 0.5}, schedule=None)) == {"weights.ce": 0.5}
 
 
-def test_format_param_and_log_every():
+def test_format_param():
     assert format_param(0.1 + 0.2) == "0.3"
     assert format_param(2e-5) == "2e-05"
     assert format_param([[1, 2], []]) == "1-2→1; none→2"
     assert format_param([True, False]) == "[true, false]"
-    assert adaptive_log_every(60) == 1
-    assert adaptive_log_every(300) == 6
-    assert adaptive_log_every(30000) == 10
 
 
 def test_metric_keys_are_valid_mlflow_names():

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from bert_kd import jobs
 from bert_kd.data.glue import get_task
+from bert_kd.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.distill.gradient_share import share_metrics
 from bert_kd.distill.methods import build_method
 from bert_kd.distill.methods.multi_teacher.contributions import dev_contributions
@@ -29,11 +30,10 @@ from bert_kd.distill.outputs import summary_key_material
 from bert_kd.evaluation import evaluate_fn, evaluation_split
 from bert_kd.models import ModelBundle, count_parameters, init_key_material, student_init
 from bert_kd.runs import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
-from bert_kd.schema import Student, explicit_weights, set_values, typed
+from bert_kd.schema import Student, Tracking, explicit_weights, set_values, typed
 from bert_kd.store import job as store_job
 from bert_kd.store import model_identity, recompute, run_model_job
-from bert_kd.tracker import JobRun
-from bert_kd.tracking.distill import log_distillation_end, log_distillation_start, log_gradient_shares
+from bert_kd.tracker import JobRun, tracker_for
 from bert_kd.training import fit, make_loader
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
@@ -173,16 +173,17 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
     settings = job.training(checkpoint_dir, n_train=len(train_split))
     collator = collator_for(tokenizer, job.teacher_tokenizers or None)
     eval_split = evaluation_split(job.data)
-    tracking = job.settings.tracking
-    log_distillation_start(run, job, model, method, objective, settings)
-    shares = log_gradient_shares(run, objective, train_split, collator, settings, tracking,
-                                 job.run_name if job.multi_teacher else f"distill_{job.row}")
+    tracker = tracker_for(job.settings.tracking)
+    tracker.distillation_started(run, job, model, method, objective, settings)
+    shares = measure_gradient_shares(run, objective, train_split, collator, settings.batch_size,
+                                     typed(Tracking, job.settings.tracking, "tracking").gradient_share_batches,
+                                     name=job.run_name if job.multi_teacher else f"distill_{job.row}", seed=settings.seed)
     result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
                  evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
                  description=progress_label(job.row, algorithm, spec.name))
     outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
                                                                 shuffle=False), eval_split)
-    log_distillation_end(run, job, method, outcome)
+    tracker.distillation_ended(run, job, method, outcome)
     info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
             "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
             "mlflow_run_id": run.run_id, "gradient_shares": share_metrics(shares, prefix=""), **outcome}

@@ -38,7 +38,6 @@ from bert_kd.tracking import (  # noqa: F401
     tracked_run,
     tracking_enabled,
 )
-from bert_kd.tracking.distill import log_gradient_shares, log_job_columns  # noqa: F401
 
 # ---------------------------------------------------------------- run-wide settings as one input
 #: Parameters every run shares. Nodes read them from the one ``run_settings`` dataset, so the DAG

@@ -34,7 +34,6 @@ from bert_kd.tracking.data import (
 from bert_kd.tracking.evaluation import flat_eval_metrics, log_evaluation
 from bert_kd.tracking.format import (
     SIZE_METRICS,
-    adaptive_log_every,
     flatten,
     format_number,
     format_param,
@@ -102,7 +101,7 @@ __all__ = [
     "COMPARE_VIEW_COLUMNS", "COMPARE_VIEW_KEY", "DEFAULT_GLUE_DIR", "ENDED_BY_TAG", "EXPERIMENT_DESCRIPTION",
     "EXPERIMENT_KIND_TAG", "FLOOR_METHOD", "HOST_TAG", "HUB_GLUE", "MAX_NOTE_CHARS", "NOTE_TAG", "NOT_A_CHECKOUT",
     "PARENT_SUFFIX", "PID_TAG", "SHARED_VIEW_TAG_PREFIX", "SIZE_METRICS", "STARTED_TAG", "TRACKING_CHECK_TIMEOUT_S",
-    "RunLogger", "active_run", "adaptive_log_every", "compare_view_state", "compare_view_url", "data_params",
+    "RunLogger", "active_run", "compare_view_state", "compare_view_url", "data_params",
     "data_source", "describe_experiment", "end_orphaned_runs", "environment_info", "flat_eval_metrics", "flatten", "format_number",
     "format_param", "git_commit_label", "git_provenance", "glue_dataset", "is_layer_map", "is_main_process",
     "is_number", "layer_map_string", "log_comparison_to_parent", "log_evaluation", "log_input_once", "log_to_active_run", "log_training_job", "main",

@@ -12,17 +12,15 @@ from typing import Any, Mapping
 from pydantic import BaseModel
 
 from bert_kd import jobs
-from bert_kd.distill.gradient_share import log_gradient_shares as measure_and_log_gradient_shares
 from bert_kd.models import count_parameters
 from bert_kd.plots import attention_heatmap, per_layer_metric
-from bert_kd.schema import Block, Tracking, typed
+from bert_kd.schema import Tracking, typed
 from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.data import log_training_job
 from bert_kd.tracking.runs import RunLogger, is_main_process, log_to_active_run
-from bert_kd.training import TrainingConfig
 
 __all__ = [
-    "log_comparison", "log_distillation_end", "log_distillation_start", "log_gradient_shares", "log_job_columns",
+    "log_comparison", "log_distillation_end", "log_distillation_start", "log_job_columns",
     "log_report", "log_stored_filters", "log_ted_filter_scores", "log_ted_stage_one_start", "tag_parent_run",
 ]
 
@@ -35,16 +33,6 @@ def log_job_columns(run: RunLogger, job: jobs.Job, task: str, seed: int, data_so
     log_training_job(run, task=task, seed=seed, glue_dir=data.get("glue_dir"), max_train_samples=data.get("max_train_samples"),
                      max_eval_samples=data.get("max_eval_samples"), method=method, dataset_digest=job.spec.get("data"),
                      n_train=n_train, model_parameters=count_parameters(model), name=name)
-
-
-def log_gradient_shares(run: RunLogger, objective, train_dataset, collator, settings: TrainingConfig,
-                        tracking: Block[Tracking] | None, name: str):
-    """Each weighted loss term's share of the student's gradient on the first
-    ``tracking.gradient_share_batches`` training batches (default 2; 0 = off), logged as
-    ``grad_share/<term>`` with a warning for a term below 5% (:mod:`bert_kd.distill.gradient_share`)."""
-    batches = typed(Tracking, tracking, "tracking").gradient_share_batches
-    return measure_and_log_gradient_shares(run, objective, train_dataset, collator, settings.batch_size, batches, name=name,
-                           seed=settings.seed)
 
 
 def log_distillation_start(run, job, model, method, objective, settings) -> None:

@@ -141,12 +141,6 @@ def size_tags(values: Mapping[str, float]) -> dict[str, str]:
     return tags
 
 
-def adaptive_log_every(total_steps: int, cap: int = 10, points: int = 50) -> int:
-    """Steps between loss logs: every ``total_steps / points`` steps, at most ``cap``, at least 1,
-    so a 60-step run still draws a curve and a 30k-step run does not log 30k points."""
-    return max(1, min(cap, int(total_steps) // points))
-
-
 def metric_key(text: str) -> str:
     """A column or method name as an MLflow metric-key part: ``% of teacher`` → ``pct_of_teacher``,
     ``throughput (ex/s)`` → ``throughput_ex_s``."""

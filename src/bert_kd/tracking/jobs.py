@@ -78,3 +78,19 @@ class MlflowTracker:
 
         log_evaluation_to_run(evaluation, run_id)
 
+    def describe_job(self, run: RunLogger, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int,
+                     model) -> None:
+        from bert_kd.tracking.distill import log_job_columns
+
+        log_job_columns(run, store_job, task, seed, data_source, n_train, model)
+
+    def distillation_started(self, run: RunLogger, job, model, method, objective, settings) -> None:
+        from bert_kd.tracking.distill import log_distillation_start
+
+        log_distillation_start(run, job, model, method, objective, settings)
+
+    def distillation_ended(self, run: RunLogger, job, method, outcome: Mapping[str, Any]) -> None:
+        from bert_kd.tracking.distill import log_distillation_end
+
+        log_distillation_end(run, job, method, outcome)
+

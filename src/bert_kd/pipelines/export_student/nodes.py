@@ -31,6 +31,7 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
     run = RunSettings.of(run)
     settings, tracking = typed(ExportStudent, settings, "export_student"), typed(Tracking, run.tracking, "tracking")
     spec = get_task(run.task)
+    student, source = chosen_student(student, settings.model, tracking, spec.name)
     split = common.evaluation_split(student_data)
     student_dev = student_data[split]
     teacher_dev = teacher_tokenized[split]
@@ -61,6 +62,7 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
             scores=scores,
         )
     report = {
+        "model": source,
         "task": spec.name,
         "split": split,
         "metric": metric,
@@ -70,7 +72,7 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
         "torch_threads": threads,
         "latency": rows,
     }
-    log.info("export_student %s: %s", spec.name, scores)
+    log.info("export_student %s (%s): %s", spec.name, source, scores)
     with common.tracked_run(f"export_student:{spec.name}", common.tracking_enabled(tracking),
                             {"role": "export", "task": spec.name}) as run:
         run.log_params({"export": logged, "student_run_id": student.info.get("mlflow_run_id")})
@@ -82,6 +84,34 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
             _log_onnx_student(files[paths["onnx_fp32"].name], student, spec.name)
     table = pd.DataFrame(rows)
     return files, report, table, markdown_table(rows)
+
+
+#: What the report says when the pipeline's own ALP student was exported.
+PIPELINE_STUDENT = "the pipeline's ALP student"
+
+
+def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, task: str) -> tuple[ModelBundle, str]:
+    """(the student to export, where it came from): ``export_student.model`` when given, else the
+    registered best (``models:/<name>@champion``) when tracking is on and the store has it, else
+    the pipeline's ALP ``student``. A model from elsewhere must read the dev rows the way the
+    pipeline tokenized them (the same vocabulary)."""
+    from bert_kd.errors import UserError
+    from bert_kd.models import load_bundle
+    from bert_kd.pipelines.evaluate.nodes import resolve_model_source
+    from bert_kd.tracking_models import champion_uri, default_registered_name
+
+    key = "export_student.model"
+    source = model
+    if source is None and tracking.enabled and common.is_main_process():
+        source = champion_uri(tracking.registered_model or default_registered_name(task))
+    if source is None:
+        return student, PIPELINE_STUDENT
+    bundle = load_bundle(resolve_model_source(source, key))
+    if bundle.tokenizer.get_vocab() != student.tokenizer.get_vocab():
+        raise UserError(f"{source} reads another vocabulary than this pipeline's student", key,
+                        "export a student distilled from this teacher, or set export_student.model: null")
+    log.info("export_student: exporting %s", source)
+    return bundle, source
 
 
 def _log_onnx_student(onnx_bytes: bytes, student: ModelBundle, task: str) -> str:

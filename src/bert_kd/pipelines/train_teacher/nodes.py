@@ -11,6 +11,7 @@ from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
 from bert_kd.runs import RunSettings
 from bert_kd.schema import Block, Runtime, Teacher, Tracking, set_values, typed
+from bert_kd.tracker import tracker_for
 from bert_kd.training import SupervisedObjective, fit
 
 
@@ -54,7 +55,7 @@ def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: Teacher, l
     settings = common.training_config(teacher.training, runtime, seed, spec.name,
                                       checkpoint_dir, n_train=len(tokenized["train"]))
     key = job.key
-    common.log_job_columns(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
+    tracker_for(tracking).describe_job(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
     run.log_params({"teacher": logged, "training": vars(settings), "key": key})
     result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
                  collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
