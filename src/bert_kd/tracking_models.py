@@ -99,7 +99,7 @@ def log_model_directory(directory: str | Path, *, task: str | None = None, regre
     with warnings.catch_warnings():  # "no input example": one would make MLflow load and run the model here
         warnings.filterwarnings("ignore", message=".*input example was not provided.*")
         info = mlflow.pyfunc.log_model(
-            name=name or logged_model_name(_bundle_info(directory)), loader_module="bert_kd.tracking_models", data_path=str(directory),
+            name=name or _default_name(directory), loader_module="bert_kd.tracking_models", data_path=str(directory),
             pip_requirements=_requirements(), signature=_signature(regression),
             tags={k: str(v) for k, v in {**({"task": task} if task else {}), **(tags or {})}.items()},
         )
@@ -113,6 +113,12 @@ def _bundle_info(directory: str | Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
         return {}
+
+
+def _default_name(directory: str | Path) -> str:
+    """:func:`logged_model_name` of the directory's ``bert_kd.json``; ``model`` for a folder without one."""
+    info = _bundle_info(directory)
+    return logged_model_name(info) if info.get("role") else MODEL_NAME
 
 
 def link_training_data(run_id: str, model_id: str, client=None) -> int:

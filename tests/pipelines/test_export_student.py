@@ -50,14 +50,14 @@ def test_the_student_to_export_is_the_given_model_the_champion_or_the_pipelines(
     pipeline_student = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})
     off, on = Tracking(enabled=False), Tracking()
     assert nodes.chosen_student(pipeline_student, None, off, "rte") == (pipeline_student, nodes.PIPELINE_STUDENT)
-    monkeypatch.setattr("bert_kd.tracking_models.champion_uri", lambda name: None)  # nothing registered yet
+    monkeypatch.setattr("bert_kd.pipelines.export_student.nodes.champion_uri", lambda name: None)  # nothing registered yet
     assert nodes.chosen_student(pipeline_student, None, on, "rte")[1] == nodes.PIPELINE_STUDENT
     chosen, source = nodes.chosen_student(pipeline_student, str(tiny_teacher_dir), off, "rte")
     assert source == str(tiny_teacher_dir) and chosen is not pipeline_student
-    monkeypatch.setattr("bert_kd.tracking_models.champion_uri", lambda name: f"models:/{name}@champion")
-    monkeypatch.setattr("bert_kd.pipelines.evaluate.nodes.resolve_model_source", lambda source, key: tiny_teacher_dir)
+    monkeypatch.setattr("bert_kd.pipelines.export_student.nodes.champion_uri", lambda name: f"models:/{name}@champion")
+    monkeypatch.setattr("bert_kd.pipelines.export_student.nodes.resolve_model_source", lambda source, key: tiny_teacher_dir)
     assert nodes.chosen_student(pipeline_student, None, on, "rte")[1] == "models:/bert_kd-rte-student@champion"
     other_vocabulary = type("Tokenizer", (), {"get_vocab": lambda self: {"[PAD]": 0, "zebra": 1}})()
-    monkeypatch.setattr("bert_kd.models.load_bundle", lambda path: ModelBundle(None, other_vocabulary, {}))
+    monkeypatch.setattr("bert_kd.pipelines.export_student.nodes.load_bundle", lambda path: ModelBundle(None, other_vocabulary, {}))
     with pytest.raises(UserError, match="export_student.model"):
         nodes.chosen_student(pipeline_student, "models:/x/1", off, "rte")

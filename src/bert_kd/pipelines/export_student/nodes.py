@@ -11,14 +11,16 @@ import pandas as pd
 import torch
 
 from bert_kd.data.glue import get_task
+from bert_kd.errors import UserError
 from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
 from bert_kd.markdown import markdown_table
 from bert_kd.metrics import glue_metrics, primary_metric
-from bert_kd.models import ModelBundle
+from bert_kd.models import ModelBundle, load_bundle
 from bert_kd.pipelines import common
+from bert_kd.pipelines.evaluate.nodes import resolve_model_source
 from bert_kd.runs import RunSettings
 from bert_kd.schema import Block, ExportStudent, Tracking, set_values, typed
-from bert_kd.tracking_models import log_onnx_model
+from bert_kd.tracking_models import champion_uri, default_registered_name, log_onnx_model
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +97,6 @@ def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, 
     registered best (``models:/<name>@champion``) when tracking is on and the store has it, else
     the pipeline's ALP ``student``. A model from elsewhere must read the dev rows the way the
     pipeline tokenized them (the same vocabulary)."""
-    from bert_kd.errors import UserError
-    from bert_kd.models import load_bundle
-    from bert_kd.pipelines.evaluate.nodes import resolve_model_source
-    from bert_kd.tracking_models import champion_uri, default_registered_name
-
     key = "export_student.model"
     source = model
     if source is None and tracking.enabled and common.is_main_process():
