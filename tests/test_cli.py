@@ -35,6 +35,9 @@ class Case:
     spoil: Callable[[Path], None] | None = None  # changes the case's GLUE folder
     node_may_run: bool = False  # data-file errors surface in the first node
     prepare: Callable[[Path], dict] | None = None  # writes files under the case's tmp folder; returns env vars
+    args: tuple[str, ...] = ()  # more `kedro run` arguments (--env …)
+    conf: dict[str, str] = field(default_factory=dict)  # files written under the project's conf/ for the case
+    trains: bool = False  # a job started (its empty lock file stays, as after every job; nothing else may)
 
 
 def _rte(glue: Path, split: str = "train") -> Path:
@@ -161,6 +164,41 @@ CASES = [
          prepare=_damaged_mlflow_db),
     Case("damaged_optuna_db", "reproduce.storage=sqlite:///{tmp}/optuna.db,reproduce.table=cpu_protocol",
          ("optuna.db", "malformed", "mv "), pipeline="reproduce", prepare=_damaged_optuna_db),
+    # ---- training that diverges: stopped, nothing stored
+    Case("diverging_teacher", "teacher.training.learning_rate=1000",
+         ("training diverged", "teacher.training.learning_rate=1000", "rose from"), pipeline="train_teacher",
+         node_may_run=True, trains=True),
+    Case("nan_loss_teacher", "teacher.training.learning_rate=1e30",
+         ("training diverged", "teacher.training.learning_rate=1e+30", "became nan"), pipeline="train_teacher",
+         node_may_run=True, trains=True),
+    # ---- settings that would not mean what they say
+    Case("fp16_on_cpu", "runtime.mixed_precision=fp16", ("runtime.mixed_precision", "fp16 needs a CUDA GPU")),
+    Case("env_outside_conf", args=("--env", "../../somewhere"), expect=("--env ../../somewhere", "is a path", "base, local")),
+    Case("env_misspelt", args=("--env", "papr"), expect=("--env papr", "no folder", "base, local")),
+    Case("env_missing_interpolation_key", args=("--env", "broken"),
+         conf={"broken/parameters.yml": "student:\n  training: '${merge:${trainin},{epochs: 1}}'\n"},
+         expect=("trainin", "broken/parameters.yml:2")),
+    Case("mlflow_file_store", "tracking.enabled=true", ("file:./mlruns", "sqlite:///mlflow.db", "MLFLOW_TRACKING_URI"),
+         prepare=lambda tmp: {"MLFLOW_TRACKING_URI": "file:./mlruns"}),
+    Case("registered_model_name", "tracking.registered_model=../../x y/z:1",
+         ("tracking.registered_model", "cannot contain '/' or ':'")),
+    # ---- lists through --params (Kedro splits it on commas)
+    Case("list_through_params", "student.layer_selection=[1,9]",
+         ("student.layer_selection", "--params 'student.layer_selection=1 9'")),
+    Case("seeds_through_params", "reproduce.table=cpu_protocol,reproduce.seeds=1,2",
+         ("reproduce.seeds", "--params 'reproduce.seeds=1 2'"), pipeline="reproduce"),
+    # ---- the sweep's table and restrictions (checked before anything runs)
+    Case("unknown_table", "reproduce.table=nope", ("reproduce.table", "unknown table 'nope'", "cpu_protocol"),
+         pipeline="reproduce"),
+    Case("no_table", "reproduce.table=", ("reproduce.table", "no table named"), pipeline="reproduce"),
+    Case("unknown_sweep_method", "reproduce.table=cpu_protocol,reproduce.methods=nosuch",
+         ("reproduce.methods", "unknown 'nosuch'"), pipeline="reproduce"),
+    Case("unknown_sweep_task", "reproduce.table=cpu_protocol,reproduce.tasks=cola",
+         ("reproduce.tasks", "unknown 'cola'"), pipeline="reproduce"),
+    Case("unknown_sweep_seed", "reproduce.table=cpu_protocol,reproduce.seeds=99",
+         ("reproduce.seeds", "unknown 99"), pipeline="reproduce"),
+    Case("unknown_sweep_grid", "reproduce.table=cpu_protocol,reproduce.grid=training.learning_rate=7e-5",
+         ("reproduce.grid", "7e-05"), pipeline="reproduce"),
     # ---- evaluate.model
     Case("evaluate_missing_model", "evaluate.model=./no/such/model", ("evaluate.model", "does not exist"),
          pipeline="evaluate", node_may_run=True),
@@ -279,8 +317,18 @@ def run_case(case: Case, project: Path, tmp_path: Path, monkeypatch, runner_args
         monkeypatch.setenv(name, value)
     shutil.rmtree(project / "data", ignore_errors=True)
     params = ",".join(p for p in (f"glue_dir={glue}", case.params.format(tmp=tmp_path)) if p)
-    args = ["run", f"--pipelines={case.pipeline}", "--params", params]
-    result = CliRunner().invoke(cli, args)
+    args = ["run", f"--pipelines={case.pipeline}", *case.args, "--params", params]
+    written = []
+    for name, text in case.conf.items():
+        path = project / "conf" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path.parent)
+    try:
+        result = CliRunner().invoke(cli, args)
+    finally:
+        for folder in written:
+            shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
@@ -297,7 +345,9 @@ def test_bad_input_gives_one_block(case, project, tmp_path, monkeypatch):
         assert text in stderr, (text, stderr)
     assert "Traceback" not in stderr and "Traceback" not in result.stdout
     assert "Traceback" in (tmp_path / "errors.log").read_text()  # the full story is in the log
-    assert not _files_under(project / "data" / "06_models")
+    models = _files_under(project / "data" / "06_models")
+    locks = project / "data" / "06_models" / "store" / "locks"
+    assert not [p for p in models if not (case.trains and p.is_relative_to(locks) and p.stat().st_size == 0)], models
     if not case.node_may_run:
         assert not _files_under(project / "data"), "a node ran before the parameters were checked"
 

@@ -77,3 +77,55 @@ def test_a_session_hands_nodes_the_merged_block(tmp_path, monkeypatch):
         student = session.load_context().params["student"]
     assert student["num_layers"] == 3
     assert (student["training"]["epochs"], student["training"]["batch_size"]) == (1, 16)
+
+
+def test_a_shared_training_key_on_the_command_line_changes_every_job():
+    """The one rule: command line over conf, a job's own key over the shared block. ``training.epochs=1``
+    reaches the student although its conf block pins ``epochs: 4``; ``student.training.epochs=2`` beside it
+    wins for the student only; the reproduce tables, which state their training in full, stay as they are."""
+    conf = parameters({})
+    assert conf["student"]["training"]["epochs"] == 4 and conf["ted"]["filters"]["training"]["epochs"] == 1
+    shared = parameters({"training": {"epochs": 1}})
+    for path in (("teacher",), ("student",), ("ted_student",), ("multi_student",), ("ted", "filters")):
+        block = shared
+        for part in path:
+            block = block[part]
+        assert block["training"]["epochs"] == 1, path
+    assert all(entry["training"]["epochs"] == 1 for entry in shared["multi_teachers"])
+    assert shared["reproduce"] == conf["reproduce"]
+    assert shared["student"]["training"]["learning_rate"] == conf["student"]["training"]["learning_rate"]
+    both = parameters({"training": {"epochs": 1}, "student": {"training": {"epochs": 2}}})
+    assert both["student"]["training"]["epochs"] == 2 and both["teacher"]["training"]["epochs"] == 1
+
+
+def test_the_rule_holds_in_an_environment_that_pins_a_job_key():
+    """conf/paper pins ``student.training.epochs: 4``; the command line still wins over it."""
+    loader = ProjectConfigLoader(str(REPO_ROOT / "conf"), env="paper", runtime_params={"training": {"epochs": 1}},
+                                 **{**settings.CONFIG_LOADER_ARGS})
+    assert loader["parameters"]["student"]["training"]["epochs"] == 1
+    paper = ProjectConfigLoader(str(REPO_ROOT / "conf"), env="paper", **settings.CONFIG_LOADER_ARGS)["parameters"]
+    assert paper["student"]["training"]["epochs"] == 4
+
+
+@pytest.mark.parametrize("env, said", [("../../somewhere", "is a path"), ("papr", "did you mean --env paper")])
+def test_an_env_outside_conf_or_unknown_is_refused(env, said):
+    from bert_kd.errors import UserError
+
+    with pytest.raises(UserError) as caught:
+        ProjectConfigLoader(str(REPO_ROOT / "conf"), env=env, **settings.CONFIG_LOADER_ARGS)
+    block = caught.value.block()
+    assert said in block and "base, local, paper" in block
+
+
+def test_a_missing_interpolation_key_names_its_file_and_line(tmp_path):
+    from bert_kd.errors import UserError
+
+    base = tmp_path / "conf" / "base"
+    base.mkdir(parents=True)
+    (tmp_path / "conf" / "local").mkdir()
+    (base / "parameters.yml").write_text("training: {lr: 5}\nteacher:\n  training: '${merge:${trainin},{lr: 1}}'\n",
+                                         encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        parameters({}, conf=tmp_path / "conf")
+    error = caught.value
+    assert error.where == f"{base / 'parameters.yml'}:3" and "trainin" in error.what and "trainin" in error.fix

@@ -66,3 +66,17 @@ def test_a_damaged_database_is_found_and_a_sound_one_passes(tmp_path):
     assert str(damaged) in caught.value.block() and f"mv {damaged}" in caught.value.block()
     (tmp_path / "garbage.db").write_bytes(b"not a database at all" * 100)
     assert "not a database" in sqlite_problem(tmp_path / "garbage.db")
+
+
+@pytest.mark.parametrize("uri", ["file:./mlruns", "./mlruns", "mlruns", "/tmp/somewhere/mlruns"])
+def test_a_file_store_is_refused_before_mlflow_says_so_in_a_traceback(uri, monkeypatch):
+    """MLflow 3 refuses its file store (maintenance mode) with a long traceback mid-run."""
+    from bert_kd.errors import UserError
+
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(UserError) as caught:
+        check_tracking(uri)
+    block = caught.value.block()
+    assert uri in block and "sqlite:///mlflow.db" in block and "MLFLOW_TRACKING_URI" in block
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's own opt-out is honoured
+    check_tracking(uri)

@@ -74,6 +74,63 @@ def run_guarded(**options):
         sys.exit(USER_ERROR_EXIT)
 
 
+def comma_split_list(value: str) -> UserError | None:
+    """The user error of ``--params`` whose list was cut by Kedro's comma split
+    (``student.layer_selection=[1,9]`` arrives as ``student.layer_selection=[1`` and ``9]``), or of
+    an item that is not ``key=value``; None when every item is ``key=value``."""
+    items = [item.strip() for item in value.split(",")]
+    key, pieces = None, []
+    for index, item in enumerate(items):
+        if "=" in item:
+            if key is not None and pieces[1:]:
+                break
+            key, _, first = item.partition("=")
+            key, pieces = key.strip(), [first]
+        elif key is not None:
+            pieces.append(item)
+        else:
+            return UserError(f"--params item {item!r} is not key=value", "--params",
+                             "write each parameter as key=value, several separated by commas: "
+                             "--params 'task=rte,seed=1'")
+    if key is None or len(pieces) < 2:
+        return None
+    given = ",".join(pieces)
+    spaced = " ".join(piece.strip("[]() ") for piece in pieces)
+    return UserError(
+        f"--params {key}={given}: Kedro splits --params on commas, so this list arrived cut in pieces "
+        f"({', '.join(repr(p) for p in pieces[1:])} without a key)", f"--params {key}",
+        f"write a list space-separated, in quotes: --params '{key}={spaced}' (or set it in conf/, where YAML "
+        "lists work)")
+
+
+def split_params(ctx: click.Context, param: click.Parameter, value):
+    """Kedro's ``--params`` parser, with one user-error block (exit 2) for a list cut by its comma split."""
+    from kedro.framework.cli.utils import _split_params
+
+    if isinstance(value, str) and value:
+        error = comma_split_list(value)
+        if error is not None:
+            try:
+                raise error
+            except UserError as raised:  # raised, so the error log has its traceback like every other
+                report_user_error(raised, raised)
+            ctx.exit(USER_ERROR_EXIT)
+    return _split_params(ctx, param, value)
+
+
+def _run_params() -> list[click.Parameter]:
+    """Kedro's ``run`` options, ``--params`` parsed by :func:`split_params`."""
+    import copy
+
+    params = []
+    for option in kedro_run.params:
+        if option.name == "params":
+            option = copy.copy(option)
+            option.callback = split_params
+        params.append(option)
+    return params
+
+
 @click.group(name="bert_kd")
 def cli() -> None:
     """bert-kd project commands."""
@@ -82,7 +139,7 @@ def cli() -> None:
 #: Kedro's ``run`` with readable user errors (also what ``bert-kd`` / ``python -m bert_kd`` run).
 run = click.Command(
     name="run",
-    params=list(kedro_run.params),
+    params=_run_params(),
     callback=run_guarded,
     help=kedro_run.help,
     short_help=kedro_run.short_help,

@@ -8,8 +8,10 @@ without a traceback and exits with status 2; every other exception keeps its tra
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
+from contextvars import ContextVar
 
 #: Set to 1 to also print the traceback of user errors on the terminal.
 DEBUG_ENV = "BERT_KD_DEBUG"
@@ -142,3 +144,27 @@ def find_user_error(exc: BaseException | None) -> UserError | None:
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+class TrainingDivergedError(UserError):
+    """A training job's loss became non-finite or rose far above its first step's (the rule is
+    :func:`bert_kd.training.loop.diverged`): a learning rate too high for the job, not a result."""
+
+    kind = "training diverged"
+
+    def __init__(self, what: str, where: str | None, fix: str, *, step: int, learning_rate: float) -> None:
+        self.step, self.learning_rate = step, learning_rate
+        super().__init__(what, where, fix)
+
+
+#: The training blocks of the node that runs now, ``{parameter path: learning rate}`` (e.g.
+#: ``{"teacher.training": 1e-4}``), set by the parameter hook before each node: what a
+#: :class:`TrainingDivergedError` names as the parameter to change.
+RUNNING_TRAINING_BLOCKS: ContextVar[dict[str, float]] = ContextVar("running_training_blocks", default={})
+
+
+def learning_rate_parameters(learning_rate: float) -> list[str]:
+    """The ``<block>.learning_rate`` parameters of the running node whose value is ``learning_rate``."""
+    blocks = RUNNING_TRAINING_BLOCKS.get()
+    return [f"{path}.learning_rate" for path, value in blocks.items()
+            if value is not None and math.isclose(float(value), float(learning_rate), rel_tol=1e-12)]

@@ -161,6 +161,26 @@ def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
     return saved
 
 
+def check_precision(parameters) -> None:
+    """``runtime.mixed_precision`` runs as said on this device (fp16 on a CPU does not), checked before
+    any job is keyed: a :class:`~bert_kd.errors.ParameterError` otherwise."""
+    from bert_kd.errors import ParameterError
+    from bert_kd.training.config import precision_problem
+
+    problem = precision_problem(parameters.runtime.mixed_precision, cpu=parameters.runtime.cpu)
+    if problem is not None:
+        raise ParameterError([("runtime.mixed_precision", problem)])
+
+
+def check_sweep_parameters(parameters: dict) -> None:
+    """The ``reproduce`` block's table and restrictions (``reproduce.table/methods/tasks/seeds/grid``)
+    parsed before anything runs: a :class:`~bert_kd.sweep.spec.SweepParameterError` naming the bad one."""
+    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+
+    reproduce = parameters.get("reproduce") or {}
+    build_sweep(reproduce, {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES})
+
+
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.schema` before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
@@ -186,9 +206,11 @@ class ValidateParametersHook:
         apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
         typed = validate_parameters(parameters)
+        check_precision(typed)
         inputs = pipeline.inputs()
         cross_check(typed, used_blocks(inputs))
         if "reproduce" in used_blocks(inputs):
+            check_sweep_parameters(parameters)
             check_sweep_storage(parameters.get("reproduce"))
         for name in sorted(inputs):
             block, _, entry = name[len("params:"):].partition(".")
@@ -201,8 +223,37 @@ class ValidateParametersHook:
     def before_node_run(self, node, inputs) -> dict[str, object] | None:
         """The node's ``params:`` inputs as validated models (a copy each: a node may not change
         what the next one reads); kedro-mlflow, in the same call, still sees the catalog's dicts."""
+        from bert_kd.errors import RUNNING_TRAINING_BLOCKS
+
         models = {name: self._typed[name] for name in inputs if name in self._typed}
+        RUNNING_TRAINING_BLOCKS.set(training_blocks(models))
         return {name: _copy(value) for name, value in models.items()} or None
+
+
+def training_blocks(models: dict[str, object]) -> dict[str, float]:
+    """``{parameter path: learning rate}`` of every ``training`` block inside a node's ``params:``
+    models (``teacher.training``, ``multi_teachers[1].training``, ``ted.filters.training``); a block
+    without its own learning rate trains with ``TrainingConfig``'s default."""
+    from pydantic import BaseModel
+
+    from bert_kd.schema import Training
+    from bert_kd.training import TrainingConfig
+
+    found: dict[str, float] = {}
+
+    def walk(value, path: str) -> None:
+        if isinstance(value, Training):
+            found[path] = value.learning_rate if value.learning_rate is not None else TrainingConfig.learning_rate
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name), f"{path}.{name}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    for name, model in models.items():
+        walk(model, name[len("params:"):])
+    return found
 
 
 def _copy(value):

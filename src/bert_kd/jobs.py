@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 from filelock import FileLock
 
 from bert_kd import distributed
-from bert_kd.errors import storage_error
+from bert_kd.errors import TrainingDivergedError, storage_error
 from bert_kd.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -592,7 +592,11 @@ def run_job(
         _follow_rank_zero(True)
         started = time.time()
         resumed = job.checkpoint_dir.exists()
-        value = train_seeded(job, train_fn)
+        try:
+            value = train_seeded(job, train_fn)
+        except TrainingDivergedError:
+            shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # nothing of a diverged job is kept
+            raise
         provenance = {
             "key": job.key,
             "kind": job.kind,

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Mapping
 
-from bert_kd.errors import StorageError, TrackingUnreachableError
+from bert_kd.errors import StorageError, TrackingUnreachableError, UserError
 from bert_kd.tracking import tracking_server_problem
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,24 @@ def check_sqlite(path: Path | None, what: str, extra_fix: str = "") -> None:
         f"(or restore it from a backup){extra_fix}")
 
 
+def file_store(uri: str) -> bool:
+    """Whether ``uri`` names MLflow's file store (``file:./mlruns``, ``./mlruns``, ``/abs/mlruns``)."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    return uri.lower().startswith("file:") or (not scheme and not uri.lower().startswith(("sqlite:", "databricks")))
+
+
 def check_tracking(uri: str) -> None:
-    """Before anything is logged: the tracking server answers (≤ 15 s), its SQLite file is sound."""
+    """Before anything is logged: the tracking URI is not MLflow 3's refused file store, the tracking
+    server answers (≤ 15 s), its SQLite file is sound."""
+    import os
+
+    allowed = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in {"1", "true", "yes"}
+    if file_store(uri) and not allowed:
+        raise UserError(
+            f"the MLflow tracking URI {uri} is a file store, which MLflow 3 refuses (maintenance mode)",
+            TRACKING_URI_SETTING,
+            f"use a database: export MLFLOW_TRACKING_URI=sqlite:///mlflow.db (the project's default; "
+            f"`mlflow migrate-filestore` moves old runs there), or run without tracking: {TRACKING_OFF}")
     problem = tracking_server_problem(uri)
     if problem is not None:
         raise TrackingUnreachableError(

@@ -153,6 +153,24 @@ class Tracking(Strict):
     registered_model: str | None = None  # name the best student is registered under; None = bert_kd-<task>-student
     register_best: bool = True  # register the best student of a comparison pipeline (not when all tie)
 
+    @field_validator("registered_model")
+    @classmethod
+    def _registrable(cls, value: str | None) -> str | None:
+        """MLflow's own rule for registered model names, checked before any student trains (else it
+        fails only at registration, after every student trained)."""
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("an empty name; null registers as bert_kd-<task>-student")
+        from mlflow.exceptions import MlflowException
+        from mlflow.utils.validation import _validate_model_name
+
+        try:
+            _validate_model_name(value)
+        except MlflowException as exc:
+            raise ValueError(f"{exc.message.rstrip('.')} (MLflow's rule); e.g. bert_kd-rte-student") from None
+        return value
+
 
 class TeacherCache(Strict):
     enabled: bool = True
@@ -211,6 +229,14 @@ class Student(Strict):
     init: Literal["pretrained", "teacher"] = "teacher"
     model: str | None = None
     training: Training = Training()
+
+    @field_validator("layer_selection", mode="before")
+    @classmethod
+    def _space_separated_layers(cls, value: Any) -> Any:
+        """``"1 9"`` (the form ``--params`` can carry: it splits on commas) is the list ``[1, 9]``."""
+        if isinstance(value, str) and value.split() and all(part.isdigit() for part in value.split()):
+            return [int(part) for part in value.split()]
+        return value
 
     @model_validator(mode="after")
     def _depth_or_model(self) -> "Student":
@@ -532,12 +558,28 @@ def _problems(error: ValidationError, prefix: tuple = ()) -> list[tuple[str, str
     return list(seen.items())
 
 
+#: The one precedence rule of training settings (bert_kd.config_loader.apply_shared_training), quoted in
+#: the parameter errors of training keys.
+TRAINING_PRECEDENCE = ("training settings: the command line wins over conf, and a job's own <job>.training.<key> "
+                       "over the shared training.<key>, which reaches every job (--params training.epochs=1 "
+                       "changes every job; --params student.training.epochs=1 the student only)")
+
+
+def parameter_fix(problems: list[tuple[str, str]]) -> str | None:
+    """The fix line of a parameter block: the default, plus the training precedence rule when a
+    training key is among ``problems``."""
+    if any(key == "training" or key.startswith("training.") or ".training" in key for key, _ in problems):
+        return f"correct the parameter in conf/ or in --params key=value; {TRAINING_PRECEDENCE}"
+    return None
+
+
 def validate_parameters(params: Mapping) -> Parameters:
     """The typed parameter tree; :class:`ParameterError` naming every bad key otherwise."""
     try:
         return parameters_model().model_validate(dict(params))
     except ValidationError as error:
-        raise ParameterError(_problems(error)) from None
+        problems = _problems(error)
+        raise ParameterError(problems, fix=parameter_fix(problems)) from None
 
 
 def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
@@ -549,7 +591,8 @@ def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
     try:
         return model.model_validate(dict(value or {}))
     except ValidationError as error:
-        raise ParameterError(_problems(error, (where,) if where else ())) from None
+        problems = _problems(error, (where,) if where else ())
+        raise ParameterError(problems, fix=parameter_fix(problems)) from None
 
 
 _Model = TypeVar("_Model", bound=BaseModel)

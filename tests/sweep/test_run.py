@@ -64,3 +64,35 @@ def test_a_run_whose_params_change_trials_is_never_the_committed_table(tmp_path,
     _, paths = reproduce(params, RECIPES, Variant(), committed_dir=committed)
     assert paths["md"].resolve() == tmp_path / "data/08_reporting/reproduce/tiny__params-0a1b2c3d.md"
     assert not list(committed.iterdir())
+
+
+def test_results_only_with_missing_trials_never_writes_over_the_committed_table(tmp_path, monkeypatch, caplog):
+    """A results folder with the tables but not (all) the trial JSONs (a wrong path, a git clean):
+    the partial table goes to data/08_reporting/reproduce/, the committed one stays, the log says how many
+    trials are missing."""
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "results/tiny/tables"
+    committed.mkdir(parents=True)
+    (committed / "tiny.md").write_text("the committed table\n")
+    full = build_sweep(tiny_reproduce(), RECIPES)
+    kept = {t.key for t in full.trials()[:1]}
+
+    class StoredHalf:
+        results_dir = tmp_path / "results/tiny"
+
+        def __call__(self, spec):
+            raise AssertionError("results_only trains nothing")
+
+        def stored_result(self, spec):
+            return fake_run_trial(spec) if spec.key in kept else None
+
+    params = {**tiny_reproduce(), "bootstrap": {"resamples": 50, "seed": 0}}
+    for output_dir in (None, committed):  # not even when told to write there
+        with caplog.at_level("WARNING"):
+            _, paths = reproduce(params, RECIPES, StoredHalf(), output_dir, committed_dir=committed, results_only=True)
+        assert paths["md"].resolve().parent == tmp_path / "data/08_reporting/reproduce"
+    assert (committed / "tiny.md").read_text() == "the committed table\n"
+    assert sorted(p.name for p in committed.iterdir()) == ["tiny.md"]
+    missing = len(full.trials()) - 1
+    assert any(f"{missing} of {len(full.trials())} trials" in r.getMessage() and "data/08_reporting/reproduce" in
+               r.getMessage() for r in caplog.records)

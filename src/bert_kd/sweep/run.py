@@ -102,15 +102,13 @@ def reproduce(
             log.info("reproduce %s: a variant (%s); its trial results go to %s, not to the table's folder", sweep.table,
                      ", ".join(sorted(changes)), run_trial.results_dir)
     stored = run_trial.stored_result if getattr(run_trial, "results_dir", None) else None
+    missing: list[str] = []
     if results_only:
         if stored is None:
             raise ValueError("reproduce.results_only needs a results folder (reproduce.results_dir)")
         trials = sweep.trials()
         results = {t.key: r for t in trials if (r := stored(t)) is not None}
-        if len(results) < len(trials):
-            missing = [t.key for t in trials if t.key not in results]
-            log.warning("results_only: %d of %d trials have no valid result in %s (shown as –), e.g. %s",
-                        len(missing), len(trials), run_trial.results_dir, missing[0])
+        missing = [t.key for t in trials if t.key not in results]
     else:
         results = run_sweep(
             sweep, run_trial, reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db",
@@ -124,7 +122,14 @@ def reproduce(
                           seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
     report = dataclasses.replace(report, provenance=provenance)
     name = table_name(sweep, reproduce_params, changes)
-    if name == sweep.table:
+    if missing:  # a table is written only from the trials it shows: a partial one never over the committed one
+        directory = output_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR
+        if committed_dir is not None and Path(directory).resolve() == Path(committed_dir).resolve():
+            directory = DEFAULT_OUTPUT_DIR
+        log.warning("results_only: %d of %d trials have no valid result in %s (shown as –; e.g. %s): the partial "
+                    "table goes to %s%s", len(missing), len(sweep.trials()), run_trial.results_dir, missing[0],
+                    directory, f", not over {committed_dir}" if committed_dir is not None else "")
+    elif name == sweep.table:
         directory = output_dir or committed_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR
     else:
         directory = output_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from bert_kd.data.glue import normalize_task
+from bert_kd.errors import ParameterError
 from bert_kd.jobs import grouped_batches_material
 from bert_kd.schema import recipe_problems
 
@@ -358,13 +359,54 @@ def _extra_seeds(value: Any, tasks: Sequence[str], seeds: Sequence[int], where: 
     return result
 
 
+class SweepParameterError(ParameterError, ValueError):
+    """A ``reproduce`` parameter that names no table, method, task, seed or grid value of the
+    table, or a restriction that leaves no trial: the project's parameter block (a ``ValueError``
+    too, for callers that catch that)."""
+
+
+#: How the sweep's list parameters are written on the command line (Kedro splits ``--params`` on commas).
+SWEEP_FIX = ("correct the parameter in conf/ or in --params; lists are space-separated: "
+             "--params 'reproduce.table=cpu_protocol,reproduce.methods=nkd alp,reproduce.seeds=1 2'")
+
+
+def sweep_parameter_error(error: ValueError) -> SweepParameterError:
+    """``error`` (``"reproduce.methods: unknown 'x'; valid: …"``) as one parameter problem naming its key."""
+    import re
+
+    text = str(error)
+    match = re.match(r"(reproduce(?:\.[\w\[\]-]+)*)(?::\s*|\s+)(.*)", text, re.S)
+    key, message = (match.group(1), match.group(2)) if match else ("reproduce", text)
+    return SweepParameterError([(key, message)], fix=SWEEP_FIX)
+
+
 def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec:
     """Parse the ``reproduce`` block: pick ``reproduce.table`` from ``reproduce.tables`` and
     apply the ``tasks`` / ``methods`` / ``seeds`` restrictions.
 
     ``recipes`` maps recipe namespaces (``distill_methods``, ``ted_methods``,
-    ``multi_teacher_configs``) to their parameter blocks.
+    ``multi_teacher_configs``) to their parameter blocks. A bad entry, or a restriction that leaves
+    no trial, is a :class:`SweepParameterError` naming the parameter.
     """
+    if isinstance(reproduce, Mapping) and reproduce.get("table") in (None, ""):
+        raise SweepParameterError([("reproduce.table", "no table named; valid: "
+                                    + " ".join((reproduce.get("tables") or {})))], fix=SWEEP_FIX)
+    try:
+        sweep = _build_sweep(reproduce, recipes)
+    except SweepParameterError:
+        raise
+    except ValueError as error:
+        raise sweep_parameter_error(error) from error
+    if not sweep.trials():
+        given = ", ".join(f"reproduce.{k}={reproduce.get(k)!r}" for k in ("methods", "tasks", "seeds", "grid")
+                          if reproduce.get(k) not in (None, "", {}))
+        raise SweepParameterError([("reproduce", f"the restriction {given or ''} leaves no trial of table "
+                                                 f"{sweep.table!r} (a method may run on some tasks only)")],
+                                  fix=SWEEP_FIX)
+    return sweep
+
+
+def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec:
     tables = reproduce.get("tables") or {}
     name = reproduce.get("table")
     if name not in tables:

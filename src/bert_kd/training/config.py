@@ -131,6 +131,22 @@ def numeric_path() -> str:
     return " ".join([f"cpu {torch.backends.cpu.get_cpu_capability()}", *pins])
 
 
+def trains_on_cpu(cpu: bool = False) -> bool:
+    """Whether a fit with ``cpu`` (``runtime.cpu``) trains on the CPU: asked for, or no CUDA GPU."""
+    return bool(cpu) or not torch.cuda.is_available()
+
+
+def precision_problem(requested: str, cpu: bool = False) -> str | None:
+    """Why the training precision ``requested`` (``runtime.mixed_precision``) cannot run as said on
+    this device, or None. fp16 on a CPU: Accelerate has no fp16 autocast there and trains in fp32,
+    while the job's key, manifest and MLflow run would say fp16 (a duplicate fp32 result under an
+    fp16 label)."""
+    if requested == "fp16" and trains_on_cpu(cpu):
+        return ("fp16 needs a CUDA GPU and this run trains on the CPU, where it would train in fp32 under an fp16 "
+                "key; use bf16 (CPU autocast), auto (bf16 where the CPU computes it natively, else fp32) or no")
+    return None
+
+
 def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
     """Accelerate's ``mixed_precision`` for ``value``: "auto" is bf16 on GPUs that support it
     and on CPUs with AMX/AVX-512-BF16, "no" (fp32) otherwise; other values pass through."""

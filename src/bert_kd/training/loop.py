@@ -17,10 +17,11 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
 from bert_kd.distributed import check_process_group, use_cpu_backend
+from bert_kd.errors import ParameterError, TrainingDivergedError, learning_rate_parameters
 from bert_kd.seeding import seed_everything
 from bert_kd.training.batching import Collator, make_loader, sequence_lengths, use_device_loading
 from bert_kd.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
-from bert_kd.training.config import TrainingConfig, make_optimizer, resolve_mixed_precision
+from bert_kd.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
 from bert_kd.training.objectives import Objective
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ def make_accelerator(config: TrainingConfig) -> tuple[Any, str]:
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
     cpu = use_cpu_backend(config.cpu)
+    problem = precision_problem(config.mixed_precision, cpu=config.cpu)
+    if problem is not None:  # the parameter hook refuses it before keying; a direct caller here
+        raise ParameterError([("runtime.mixed_precision", problem)])
     mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=cpu)
     allow_new_precision(mixed_precision)
     accelerator = Accelerator(
@@ -110,15 +114,54 @@ class _RunningLosses:
             self.sums[key] = self.sums[key] + value if key in self.sums else value
         self.count += 1
 
-    def take_averages(self, step: int, description: str) -> dict[str, float]:
-        """``train/<term>`` averages over the batches since the last call (then start again); a
-        non-finite loss is a FloatingPointError naming the steps it came from."""
+    def mean_loss(self) -> float:
+        """The mean loss of the batches since the last :meth:`take_averages` (a device sync)."""
+        return float(self.sums["loss"]) / self.count
+
+    def take_averages(self, step: int) -> dict[str, float]:
+        """``train/<term>`` averages over the batches since the last call (then start again)."""
         averaged = {f"train/{k}": float(v) / self.count for k, v in self.sums.items()}
-        if not math.isfinite(averaged["train/loss"]):
-            raise FloatingPointError(f"{description}: non-finite loss within steps {self.first_step}..{step} "
-                                     f"(averaged terms: {averaged})")
         self.sums, self.count, self.first_step = {}, 0, step + 1
         return averaged
+
+
+#: The divergence rule: a job has diverged when the mean training loss of a logged window of steps is
+#: non-finite, or above ``DIVERGENCE_FACTOR`` × max(the first optimizer step's mean loss,
+#: ``DIVERGENCE_FLOOR``). The first step's loss is computed before any update, so it is the job's
+#: starting loss whatever the learning rate; 100× is far outside what a converging run does (warm-up
+#: bumps, a new task head), and the floor keeps a job that starts near zero loss (a student
+#: initialised from its teacher) from stopping on noise (its limit is at least 10).
+DIVERGENCE_FACTOR = 100.0
+DIVERGENCE_FLOOR = 0.1
+
+
+def divergence_limit(first_loss: float) -> float:
+    """The highest logged mean loss a job that started at ``first_loss`` may reach."""
+    return DIVERGENCE_FACTOR * max(first_loss, DIVERGENCE_FLOOR)
+
+
+def diverged(window_loss: float, first_loss: float) -> bool:
+    """Whether a logged window's mean loss says the job diverged (see :data:`DIVERGENCE_FACTOR`)."""
+    return not math.isfinite(window_loss) or window_loss > divergence_limit(first_loss)
+
+
+def divergence_error(description: str, learning_rate: float, window_loss: float, first_loss: float,
+                     steps: tuple[int, int]) -> TrainingDivergedError:
+    """The user error of a diverged job: the loss, the steps, the learning rate and its parameter."""
+    first, last = steps
+    where_steps = f"step {last}" if first == last else f"steps {first}..{last}"
+    if math.isfinite(window_loss):
+        what = (f"{description}: the training loss rose from {first_loss:.4g} (first step) to {window_loss:.4g} "
+                f"(mean of {where_steps}), over {DIVERGENCE_FACTOR:g}× its start")
+    else:
+        what = f"{description}: the training loss became {window_loss} within {where_steps}"
+    parameters = learning_rate_parameters(learning_rate)
+    where = " or ".join(f"{name}={learning_rate:g}" for name in parameters) if parameters else \
+        f"the learning_rate of {description} ({learning_rate:g})"
+    target = parameters[0] if parameters else "<job>.training.learning_rate"
+    fix = (f"lower the learning rate (e.g. --params {target}={learning_rate / 10:g}) and run again; "
+           "nothing of this job was stored")
+    return TrainingDivergedError(what, where, fix, step=last, learning_rate=learning_rate)
 
 
 class _Run:
@@ -196,8 +239,14 @@ class _Run:
         state["global_step"] += 1
         state["step_in_epoch"] += 1
         self.progress.update(1)
+        if state.get("first_loss") is None:  # the job's starting loss, the divergence rule's reference
+            state["first_loss"] = self.losses.mean_loss()
         if state["global_step"] % config.log_every_steps == 0 or state["global_step"] == self.total_steps:
-            averaged = self.losses.take_averages(state["global_step"], self.description)
+            first_step = self.losses.first_step
+            averaged = self.losses.take_averages(state["global_step"])
+            if diverged(averaged["train/loss"], state["first_loss"]):
+                raise divergence_error(self.description, config.learning_rate, averaged["train/loss"],
+                                       state["first_loss"], (first_step, state["global_step"]))
             averaged["train/lr"] = self.scheduler.get_last_lr()[0]
             self.progress.set_postfix(loss=f"{averaged['train/loss']:.4f}")
             if self.log_fn:
@@ -234,6 +283,14 @@ class _Run:
             state["best_metric"] = score
             state["best_epoch"] = state["epoch"]
             self.best_state = self.raw.trainable_state()
+
+    def abandon(self) -> None:
+        """A diverged run: close the progress bar, delete its checkpoint (a rerun must not resume
+        the diverged weights) and release the accelerator."""
+        self.progress.close()
+        if self.checkpoint_path is not None and self.accelerator.is_main_process:
+            shutil.rmtree(self.checkpoint_path, ignore_errors=True)
+        release(self.accelerator)
 
     def finish(self, mixed_precision: str) -> FitResult:
         """Log the padding share, remove a finished run's checkpoint (unless kept), restore the
@@ -304,10 +361,14 @@ def fit(
     run.begin()
     # With max_steps the step budget alone ends the run: a run stopped at max_steps mid-epoch
     # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
-    while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
-        run.train_epoch(accelerator.prepare(use_device_loading(train_loader(config.seed + run.state["epoch"]),
-                                                               accelerator.device)), n_epochs)
-        run.end_epoch(eval_loader, evaluate_fn)
+    try:
+        while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
+            run.train_epoch(accelerator.prepare(use_device_loading(train_loader(config.seed + run.state["epoch"]),
+                                                                   accelerator.device)), n_epochs)
+            run.end_epoch(eval_loader, evaluate_fn)
+    except TrainingDivergedError:
+        run.abandon()
+        raise
     return run.finish(mixed_precision)
 
 
