@@ -160,11 +160,11 @@ class TrainingDivergedError(UserError):
 #: The training blocks of the node that runs now, ``{parameter path: learning rate}`` (e.g.
 #: ``{"teacher.training": 1e-4}``), set by the parameter hook before each node: what a
 #: :class:`TrainingDivergedError` names as the parameter to change.
-RUNNING_TRAINING_BLOCKS: ContextVar[dict[str, float]] = ContextVar("running_training_blocks", default={})
+RUNNING_TRAINING_BLOCKS: ContextVar[dict[str, float] | None] = ContextVar("running_training_blocks", default=None)
 
 
 def learning_rate_parameters(learning_rate: float) -> list[str]:
     """The ``<block>.learning_rate`` parameters of the running node whose value is ``learning_rate``."""
-    blocks = RUNNING_TRAINING_BLOCKS.get()
+    blocks = RUNNING_TRAINING_BLOCKS.get() or {}
     return [f"{path}.learning_rate" for path, value in blocks.items()
             if value is not None and math.isclose(float(value), float(learning_rate), rel_tol=1e-12)]

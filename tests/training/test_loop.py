@@ -436,8 +436,8 @@ def test_fit_reproduces_its_recorded_trace_and_a_resume_matches_it_exactly(tmp_p
                     f"{trace['environment']['torch']} (other kernels and dropout streams; {RECORD_ENV}=1 records it here)")
     same_path = recorded.get("machine") == trace["machine"] and recorded["environment"] == trace["environment"]
     mismatches = trace_mismatches(trace, recorded, exact=same_path)
-    assert not mismatches, (f"{'bit for bit' if same_path else 'within ' + str(TRACE_TOLERANCE)} against "
-                            f"{TRACE_FILE.name}:", mismatches[:10])
+    how = "bit for bit" if same_path else f"within {TRACE_TOLERANCE}"
+    assert not mismatches, (f"{how} against {TRACE_FILE.name}:", mismatches[:10])
 
 
 def test_the_trace_comparison_holds_a_tolerance_across_processors_and_not_on_the_same_one():
