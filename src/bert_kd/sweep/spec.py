@@ -375,8 +375,11 @@ def sweep_parameter_error(error: ValueError) -> SweepParameterError:
     import re
 
     text = str(error)
-    match = re.match(r"(reproduce(?:\.[\w\[\]-]+)*)(?::\s*|\s+)(.*)", text, re.S)
-    key, message = (match.group(1), match.group(2)) if match else ("reproduce", text)
+    match = re.match(r"(reproduce(?:\.[\w\[\]-]+)*)(:\s*|\s+)(.*)", text, re.S)
+    if match is None:
+        key, message = "reproduce", text
+    else:  # "key: message" loses its key prefix; "key must be …" stays a sentence
+        key, message = match.group(1), match.group(3) if match.group(2).startswith(":") else text
     return SweepParameterError([(key, message)], fix=SWEEP_FIX)
 
 
