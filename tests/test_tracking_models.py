@@ -219,3 +219,24 @@ def test_the_served_model_names_its_labels_from_its_task_record(tmp_path, tiny_t
     path = save_bundle(ModelBundle(bundle.model, bundle.tokenizer, {"task": "mrpc"}), tmp_path / "mrpc")
     out = tracking_models.BertKdPyfunc(path).predict(pd.DataFrame({"sentence1": ["a dog"], "sentence2": ["a cat"]}))
     assert set(out["label"]) <= {"not_equivalent", "equivalent"}
+
+
+def test_a_uri_of_a_model_left_pending_is_refused_naming_the_model_not_a_temporary_folder(store, stored_student):
+    """A run killed while MLflow logged its model leaves a PENDING, empty LoggedModel: evaluating its
+    URI says so, naming the model and its run, never the temporary download folder."""
+    import mlflow
+
+    from bert_kd.errors import DamagedModelError
+    from bert_kd.pipelines.evaluate.nodes import resolve_model_source
+
+    with mlflow.start_run() as run:
+        pending = mlflow.initialize_logged_model(name="alp-rte-student")
+    for uri in (f"runs:/{run.info.run_id}/alp-rte-student", f"models:/{pending.model_id}"):
+        with pytest.raises(DamagedModelError) as caught:
+            resolve_model_source(uri)
+        block = caught.value.block()
+        assert "alp-rte-student" in block and "never finished logging (status PENDING)" in block
+        assert run.info.run_id in block and "/tmp" not in block.split("fix")[0]
+    run_id, model_id = trained_run(stored_student)
+    assert tracking_models.unfinished_model(f"runs:/{run_id}/alp-rte-student") is None
+    assert tracking_models.unfinished_model(f"models:/{model_id}") is None

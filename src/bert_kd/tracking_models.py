@@ -287,6 +287,42 @@ def _inside(root: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
 
+def unfinished_model(uri: str, client=None) -> str | None:
+    """What is wrong when the MLflow URI ``uri`` (``runs:/<run>/<name>``, ``models:/<model id>``,
+    ``models:/<name>/<version>`` or ``@<alias>``) names a LoggedModel that never finished logging
+    (``PENDING``/``FAILED``: a run killed while MLflow copied the files leaves it empty); None
+    when it is finished or is not a LoggedModel of this store."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = client or MlflowClient()
+    body = uri.split(":/", 1)[-1].strip("/")
+    try:
+        if uri.startswith("runs:/") and "/" in body:
+            run_id, name = body.split("/", 1)
+            experiment = client.get_run(run_id).info.experiment_id
+            found = [m for m in client.search_logged_models(experiment_ids=[experiment])
+                     if m.source_run_id == run_id and m.name == name]
+            model = max(found, key=lambda m: m.creation_timestamp) if found else None
+        elif uri.startswith("models:/") and body.startswith("m-") and "/" not in body:
+            model = client.get_logged_model(body)
+        elif uri.startswith("models:/"):
+            name, _, version = body.partition("/")
+            name, _, alias = name.partition("@")
+            found = (client.get_model_version_by_alias(name, alias) if alias
+                     else client.get_model_version(name, version))
+            model = client.get_logged_model(found.model_id) if getattr(found, "model_id", None) else None
+        else:
+            model = None
+    except MlflowException:
+        return None
+    status = str(getattr(model.status, "value", model.status)).upper() if model is not None else "READY"
+    if status == "READY":
+        return None
+    return (f"its LoggedModel {model.name} ({model.model_id}, run {model.source_run_id}) never finished logging "
+            f"(status {status}): the run was stopped while MLflow copied the model's files")
+
+
 def champion_uri(name: str, client=None) -> str | None:
     """``models:/<name>@champion`` when the registered model ``name`` has that alias in this
     tracking store (None otherwise, or when the store cannot be read)."""

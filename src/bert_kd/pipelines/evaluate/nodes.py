@@ -19,7 +19,7 @@ from bert_kd.jobs import MANIFEST, store_entry_problem
 from bert_kd.models import load_bundle
 from bert_kd.pipelines import common
 from bert_kd.schema import Block, Evaluate, Tracking, _length_problems, typed
-from bert_kd.tracking_models import UnsafeModelPathError, bundle_directory
+from bert_kd.tracking_models import UnsafeModelPathError, bundle_directory, unfinished_model
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
                                  f"give a model directory or an MLflow URI: --params {key}=runs:/<run id>/model")
     if source.startswith(MLFLOW_SCHEMES):
         path = _download(source, key)
+        shown = source  # the URI, never the temporary folder it was downloaded to
     else:
         path = Path(source).expanduser()
         if not path.exists():
@@ -46,14 +47,15 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
         if not path.is_dir():
             raise ModelNotFoundError(f"{source!r} is a file, not a model directory", key,
                                      "give the directory that holds config.json and the weights")
+        shown = str(path)
     _check_store_entry(path, key)
     if not (path / "config.json").is_file():
-        raise ModelNotFoundError(f"{str(path)!r} is not a model directory (no config.json)", key,
+        raise ModelNotFoundError(f"{shown!r} is not a model directory (no config.json)", key,
                                  "give a directory written by save_pretrained (a store entry under "
                                  "data/06_models/store/<kind>/<key>) or runs:/<run id>/model")
     problem = model_files_problem(path)
     if problem:
-        raise ModelNotFoundError(f"{str(path)!r} is not a bert-kd model: {problem}", key,
+        raise ModelNotFoundError(f"{shown!r} is not a bert-kd model: {problem}", key,
                                  "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
                                  "with its tokenizer (a store entry, runs:/<run id>/model, models:/<name>/<version>)")
     return path
@@ -87,6 +89,12 @@ def model_files_problem(path: Path) -> str | None:
 
 def _download(source: str, key: str) -> Path:
     import mlflow
+
+    unfinished = unfinished_model(source)
+    if unfinished:
+        raise DamagedModelError(f"{source} cannot be used: {unfinished}", key,
+                                "run the pipeline that trained it again: its store entry is reused and logged "
+                                "again, in the new run (use that run's URI), or evaluate the store entry's folder")
 
     try:
         local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
