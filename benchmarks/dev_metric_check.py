@@ -163,11 +163,11 @@ def main() -> None:
 
     import torch
 
-    from bert_kd.data.glue import load_glue_task
-    from bert_kd.data.tokenize import tokenize_frame
-    from bert_kd.metrics import glue_metrics
-    from bert_kd.models import build_student, load_classifier, load_tokenizer
-    from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, fit, make_loader, predict_logits
+    from bert_kd.core.data.glue import load_glue_task
+    from bert_kd.core.data.tokenize import tokenize_frame
+    from bert_kd.core.metrics import glue_metrics
+    from bert_kd.core.models import build_student, load_classifier, load_tokenizer
+    from bert_kd.core.training import Collator, SupervisedObjective, TrainingConfig, fit, make_loader, predict_logits
 
     done = {run_key(row) for row in read_rows(path)}
     tokenizer = load_tokenizer("minilm-l6")

@@ -74,7 +74,7 @@ def build_pair(shape: Shape, student_layers: int, device: torch.device):
     """A random BERT classifier of ``shape`` and a student of its first ``student_layers`` layers."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    from bert_kd.models import build_student
+    from bert_kd.core.models import build_student
 
     config = BertConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
                         num_attention_heads=shape.heads, intermediate_size=shape.intermediate, num_labels=2,
@@ -93,12 +93,12 @@ def random_batch(shape: Shape, batch_size: int, length: int, device: torch.devic
 
 
 def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.device) -> dict:
-    """The three kinds of work as :class:`bert_kd.training.Objective` s (the project's own code)."""
+    """The three kinds of work as :class:`bert_kd.core.training.Objective` s (the project's own code)."""
     import copy
 
-    from bert_kd.distill.methods import build_method
-    from bert_kd.distill.objective import DistillationObjective, Teacher, TeacherCache
-    from bert_kd.training import SupervisedObjective
+    from bert_kd.core.distill.methods import build_method
+    from bert_kd.core.distill.objective import DistillationObjective, Teacher, TeacherCache
+    from bert_kd.core.training import SupervisedObjective
 
     cache = TeacherCache(logits=torch.randn(batch_size, 2), cls=torch.randn(batch_size, shape.layers + 1, shape.hidden),
                          row_of_idx=torch.arange(batch_size), key="gpu_check")
@@ -119,7 +119,7 @@ def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.de
 
 def time_steps(objective, batch: dict, device: torch.device, precision: str, steps: int, warmup: int = 2) -> tuple[float, float | None]:
     """Seconds per training step (median) and peak memory (GiB, CUDA only) of ``objective``."""
-    from bert_kd.training import TrainingConfig, make_optimizer
+    from bert_kd.core.training import TrainingConfig, make_optimizer
 
     objective = objective.to(device).train()
     optimizer = make_optimizer(objective, TrainingConfig(), device)
@@ -148,7 +148,7 @@ def time_steps(objective, batch: dict, device: torch.device, precision: str, ste
 def precisions(device: torch.device) -> list[str]:
     if device.type == "cuda":
         return ["fp32", "bf16"] if torch.cuda.is_bf16_supported() else ["fp32"]
-    from bert_kd.training import cpu_has_bf16
+    from bert_kd.core.training import cpu_has_bf16
 
     return ["fp32", "bf16"] if cpu_has_bf16() else ["fp32"]
 
@@ -174,7 +174,7 @@ def fused_adamw_agreement(pairs: Mapping, device: torch.device, batch_size: int,
     """Largest parameter difference between ALP students trained ``steps`` steps with fused and with
     per-tensor (foreach) AdamW from the same start on the same batch, in fp32 (``auto`` picks fused
     on CPU and CUDA; the setting is kept out of job keys because the two agree to rounding)."""
-    from bert_kd.training import TrainingConfig, make_optimizer
+    from bert_kd.core.training import TrainingConfig, make_optimizer
 
     name, (shape, student_layers, length) = next(iter(pairs.items()))
     torch.manual_seed(0)
@@ -245,7 +245,7 @@ def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str)
     """:func:`estimate_table` for every table of ``conf/base/parameters_reproduce.yml``."""
     import yaml
 
-    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
 
     params: dict = {}
     for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):

@@ -20,8 +20,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from bert_kd.models import build_student, count_parameters, load_classifier  # noqa: E402
-from bert_kd.training import SupervisedObjective, TrainingConfig, make_optimizer  # noqa: E402
+from bert_kd.core.models import build_student, count_parameters, load_classifier  # noqa: E402
+from bert_kd.core.training import SupervisedObjective, TrainingConfig, make_optimizer  # noqa: E402
 
 from teacher_cache import TEACHER  # noqa: E402
 

@@ -11,10 +11,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bert_kd.data.glue import load_glue_task  # noqa: E402
-from bert_kd.data.tokenize import tokenize_frame  # noqa: E402
-from bert_kd.models import load_tokenizer  # noqa: E402
-from bert_kd.training import Collator, make_loader, padding_ratio, sequence_lengths  # noqa: E402
+from bert_kd.core.data.glue import load_glue_task  # noqa: E402
+from bert_kd.core.data.tokenize import tokenize_frame  # noqa: E402
+from bert_kd.core.models import load_tokenizer  # noqa: E402
+from bert_kd.core.training import Collator, make_loader, padding_ratio, sequence_lengths  # noqa: E402
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ For a batch of student logits z_S, labels y and K teachers' logits z_k, it compa
     g_pred = ∂/∂z_S  (1/K) Σ_k soft-CE(softmax(z_k/τ), softmax(z_S/τ))   (× τ² or not)
     g_ce   = ∂/∂z_S  CE(z_S, y)
 as the ratio of their norms ‖g_pred‖ / ‖g_ce‖ (per example, then the median over examples),
-using the project's own losses (:func:`bert_kd.distill.losses.multi_teacher_prediction_loss`).
+using the project's own losses (:func:`bert_kd.core.distill.losses.multi_teacher_prediction_loss`).
 
 Logits are random but shaped like the real regime: teachers are confident fine-tuned models
 (correct-class margin ~ N(4, 1.5), 85% correct), the student is either fresh (logits ~ N(0, 0.3),
@@ -21,7 +21,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from bert_kd.distill.losses import multi_teacher_prediction_loss
+from bert_kd.core.distill.losses import multi_teacher_prediction_loss
 
 
 def confident_logits(labels: torch.Tensor, classes: int, margin_mean: float, margin_std: float,

@@ -1,4 +1,4 @@
-"""Where the training time goes: ``bert_kd.training.fit`` vs. a plain PyTorch loop, on the same work.
+"""Where the training time goes: ``bert_kd.core.training.fit`` vs. a plain PyTorch loop, on the same work.
 
 Four kinds of work, each timed through ``fit`` and through :func:`plain_loop` (AdamW, linear
 schedule, clipping, the same length-grouped batches; no tracking, no Accelerate), alternating,
@@ -35,11 +35,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from transformers import get_linear_schedule_with_warmup  # noqa: E402
 
-from bert_kd.data.tokenize import tokenize_frame  # noqa: E402
-from bert_kd.distill.methods import build_method  # noqa: E402
-from bert_kd.distill.objective import DistillationObjective, Teacher, build_teacher_cache  # noqa: E402
-from bert_kd.models import build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
-from bert_kd.training import (  # noqa: E402
+from bert_kd.core.data.tokenize import tokenize_frame  # noqa: E402
+from bert_kd.core.distill.methods import build_method  # noqa: E402
+from bert_kd.core.distill.objective import DistillationObjective, Teacher, build_teacher_cache  # noqa: E402
+from bert_kd.core.models import build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
+from bert_kd.core.training import (  # noqa: E402
     Collator,
     cpu_has_bf16,
     resolve_mixed_precision,

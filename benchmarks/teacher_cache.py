@@ -2,11 +2,11 @@
 
 One run measures, with the real offline MiniLM-L6 teacher (``load_classifier("minilm-l6", 2)``)
 and a shallow student copied from it (``build_student``), the time of one training epoch of
-``--batches`` batches through :func:`bert_kd.training.fit`:
+``--batches`` batches through :func:`bert_kd.core.training.fit`:
 
 (a) student-only fine-tuning (method ``nkd``: the teacher is never run),
 (b) distillation with method ``alp`` and a live (frozen, eval-mode) teacher,
-(c) ``alp`` with a :class:`~bert_kd.distill.objective.TeacherCache` (its build time is
+(c) ``alp`` with a :class:`~bert_kd.core.distill.objective.TeacherCache` (its build time is
     reported separately and not counted in the epoch).
 
 Data: rows of ``../shared/glue/SST-2/train.tsv`` next to the repository when present,
@@ -31,11 +31,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from bert_kd.data.tokenize import tokenize_frame  # noqa: E402
-from bert_kd.distill.methods import build_method  # noqa: E402
-from bert_kd.distill.objective import DistillationObjective, Teacher, build_teacher_cache  # noqa: E402
-from bert_kd.models import build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
-from bert_kd.training import Collator, TrainingConfig, fit  # noqa: E402
+from bert_kd.core.data.tokenize import tokenize_frame  # noqa: E402
+from bert_kd.core.distill.methods import build_method  # noqa: E402
+from bert_kd.core.distill.objective import DistillationObjective, Teacher, build_teacher_cache  # noqa: E402
+from bert_kd.core.models import build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
+from bert_kd.core.training import Collator, TrainingConfig, fit  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SST2_TRAIN = REPO.parent / "shared" / "glue" / "SST-2" / "train.tsv"
@@ -48,7 +48,7 @@ WORDS = ("the a movie film story plot actor director scene was is feels remains 
 def load_rows(n: int, seed: int = 0) -> tuple[pd.DataFrame, str]:
     """``n`` labelled sentences: a seeded sample of real SST-2 train rows, else synthetic text."""
     if SST2_TRAIN.exists():
-        from bert_kd.data.glue import read_glue_tsv
+        from bert_kd.core.data.glue import read_glue_tsv
 
         frame = read_glue_tsv(SST2_TRAIN, "sst2", "train")
         if len(frame) >= n:

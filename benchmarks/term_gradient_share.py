@@ -35,18 +35,18 @@ import torch
 import yaml
 from torch import Tensor, nn
 
-from bert_kd.data.glue import get_task
-from bert_kd.data.tokenize import tokenize_frame
-from bert_kd.distill.methods import build_method
-from bert_kd.distill.gradient_share import batch_term_gradients, flat_gradient  # noqa: F401 (the package's measurement)
-from bert_kd.distill.objective import DistillationObjective, Teacher
-from bert_kd.models import ModelBundle, load_bundle
+from bert_kd.core.data.glue import get_task
+from bert_kd.core.data.tokenize import tokenize_frame
+from bert_kd.core.distill.methods import build_method
+from bert_kd.core.distill.gradient_share import batch_term_gradients, flat_gradient  # noqa: F401 (the package's measurement)
+from bert_kd.core.distill.objective import DistillationObjective, Teacher
+from bert_kd.core.models import ModelBundle, load_bundle
 from bert_kd.pipelines.common import collator_for
 from bert_kd.pipelines.data_processing.nodes import ingest_glue
 from bert_kd.pipelines.distill.nodes import build_student_model
-from bert_kd.schema import explicit_weights
-from bert_kd.sweep.spec import build_sweep
-from bert_kd.training import make_loader
+from bert_kd.experiment.parameters import explicit_weights
+from bert_kd.experiment.sweep.spec import build_sweep
+from bert_kd.core.training import make_loader
 
 PROJECT = Path(__file__).resolve().parents[1]
 CONF = PROJECT / "conf" / "base"

@@ -170,3 +170,17 @@ def tiny_glue_dir(tmp_path_factory) -> Path:
     write_tiny_glue(root, "RTE")
     write_tiny_glue(root, "SST-2")
     return root
+
+
+@pytest.fixture(scope="module")
+def rte(tiny_teacher_dir, tiny_glue_dir):
+    """The tiny 4-layer teacher, tokenized tiny RTE and its collator (distillation and job tests)."""
+    from bert_kd.core.data.glue import load_glue_task
+    from bert_kd.core.data.tokenize import tokenize_splits
+    from bert_kd.core.models import load_classifier, load_tokenizer
+    from bert_kd.core.training import Collator
+
+    tokenizer = load_tokenizer(str(tiny_teacher_dir))
+    datasets = tokenize_splits(load_glue_task("rte", tiny_glue_dir, allow_download=False), tokenizer, 32)
+    teacher = load_classifier(str(tiny_teacher_dir), 2)  # 4 layers, width 32
+    return teacher, datasets, Collator({"": tokenizer.pad_token_id})

@@ -23,11 +23,11 @@ import torch
 
 def main(teacher_dir: str, glue_dir: str, out_dir: str, batch_size: int, grouped: bool = False,
          crash_after: int | None = None) -> None:
-    from bert_kd.data.glue import load_glue_task
-    from bert_kd.data.tokenize import tokenize_splits
-    from bert_kd.models import load_classifier, load_tokenizer
+    from bert_kd.core.data.glue import load_glue_task
+    from bert_kd.core.data.tokenize import tokenize_splits
+    from bert_kd.core.models import load_classifier, load_tokenizer
     from bert_kd.tracking import tracked_run
-    from bert_kd.training import Collator, SupervisedObjective, TrainingConfig, fit
+    from bert_kd.core.training import Collator, SupervisedObjective, TrainingConfig, fit
 
     class CrashingObjective(SupervisedObjective):
         """Fine-tuning that dies (on every rank alike) after ``crash_after`` micro-batches."""

@@ -75,7 +75,8 @@ def _damaged_optuna_db(tmp: Path) -> dict:
 
 def _copied_store_entry(tmp: Path) -> dict:
     """A tiny teacher stored under one key, copied into another key's folder of a store."""
-    from bert_kd.jobs import Job, write_atomically
+    from bert_kd.experiment.jobs import Job
+    from bert_kd.core.files import write_atomically
     from tests.conftest import make_tiny_bert
 
     model = make_tiny_bert(tmp / "model", num_layers=1)
@@ -90,7 +91,8 @@ def _copied_store_entry(tmp: Path) -> dict:
 def _store_entry_with(extra: Callable[[Path], None]) -> Callable[[Path], dict]:
     """A tiny teacher stored under its own key, then ``extra`` adds something the manifest does not list."""
     def prepare(tmp: Path) -> dict:
-        from bert_kd.jobs import Job, write_atomically
+        from bert_kd.experiment.jobs import Job
+        from bert_kd.core.files import write_atomically
         from tests.conftest import make_tiny_bert
 
         model = make_tiny_bert(tmp / "model", num_layers=1)
@@ -107,7 +109,7 @@ def _model_recording(task: str, spoil: Callable[[Path], None] | None = None,
                      num_labels: int = 2) -> Callable[[Path], dict]:
     """A tiny model saved by bert-kd for ``task`` at ``<tmp>/model`` (``spoil`` changes it)."""
     def prepare(tmp: Path) -> dict:
-        from bert_kd.models import ModelBundle, load_bundle, save_bundle
+        from bert_kd.core.models import ModelBundle, load_bundle, save_bundle
         from tests.conftest import make_tiny_bert
 
         bundle = load_bundle(make_tiny_bert(tmp / "plain", num_layers=1, num_labels=num_labels))
@@ -410,7 +412,7 @@ def test_a_database_damaged_mid_run_is_named(monkeypatch, tmp_path):
 
 
 def test_user_error_found_in_the_exception_chain():
-    from bert_kd.errors import ParameterError, find_user_error
+    from bert_kd.config.errors import ParameterError, find_user_error
 
     inner = ParameterError([("seed", "bad")])
     try:

@@ -19,8 +19,8 @@ def test_ted_stage1_uses_the_bert_on_glue_settings_of_table_12():
 
 def test_tinybert_runs_the_papers_two_task_specific_stages():
     """TinyBERT Sec. 3.2: intermediate-layer, then prediction-layer distillation (20 + 3 epochs)."""
-    from bert_kd.distill.methods.tinybert import TinyBERT
-    from bert_kd.distill.objective import WeightSchedule
+    from bert_kd.core.distill.methods.tinybert import TinyBERT
+    from bert_kd.core.distill.objective import WeightSchedule
 
     paper = yaml.safe_load((REPO_ROOT / "conf" / "paper" / "parameters.yml").read_text())
     schedule = WeightSchedule.parse(paper["distill_methods"]["tinybert"]["stages"], TinyBERT.term_names)

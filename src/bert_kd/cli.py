@@ -2,7 +2,7 @@
 
 Kedro loads ``<package>.cli:cli`` and lets its commands override the built-in ones. ``run`` here
 is Kedro's own ``run`` (same options, same behaviour) except that a known user error
-(:class:`~bert_kd.errors.UserError` anywhere in the exception chain: bad parameters, bad data
+(:class:`~bert_kd.config.errors.UserError` anywhere in the exception chain: bad parameters, bad data
 files, missing models, offline hub) prints one block — what, where, how to fix — and exits with
 status 2 without a traceback. The full traceback is appended to ``logs/bert_kd_errors.log``
 (``BERT_KD_ERROR_LOG``) and printed too when ``BERT_KD_DEBUG=1``. Other errors keep their traceback.
@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 from kedro.framework.cli.project import run as kedro_run
 
-from bert_kd.errors import UserError, debug_enabled, error_log_path, find_user_error
+from bert_kd.config.errors import UserError, debug_enabled, error_log_path, find_user_error
 
 #: Exit status of a user error (click uses 2 for usage errors too).
 USER_ERROR_EXIT = 2
@@ -47,8 +47,8 @@ def report_user_error(error: UserError, exc: BaseException, stream=None) -> None
 def environment_error(exc: BaseException) -> UserError | None:
     """A full or read-only disk, or a damaged SQLite file, met mid-run by code that does not
     name it itself (Kedro's dataset saves, MLflow, Optuna): one block naming the file and the fix."""
-    from bert_kd.errors import storage_error
-    from bert_kd.preflight import damaged_database_error
+    from bert_kd.config.errors import storage_error
+    from bert_kd.kedro_project.preflight import damaged_database_error
 
     filename = next((getattr(e, "filename", None) for e in _chain(exc) if getattr(e, "filename", None)), None)
     return storage_error(exc, filename or "a file of this run", writing=False) or damaged_database_error(exc)

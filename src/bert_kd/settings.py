@@ -4,11 +4,11 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
-# from bert_kd.hooks import ProjectHooks
+# from bert_kd.kedro_project.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
-from bert_kd.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
-from bert_kd.run_status import RunStatusHook  # noqa: E402
-from bert_kd.tracking_hooks import ParentRunHook  # noqa: E402
+from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
+from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
+from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
 from bert_kd.pipelines.reproduce.nodes import CliParamsHook  # noqa: E402
 
 HOOKS = (PreflightHook(), ValidateParametersHook(), ParentRunHook(), RunStatusHook(), CliParamsHook(), ClosingSummaryHook())
@@ -21,14 +21,14 @@ HOOKS = (PreflightHook(), ValidateParametersHook(), ParentRunHook(), RunStatusHo
 import os  # noqa: E402
 
 if int(os.environ.get("RANK", "0") or 0) != 0:
-    from bert_kd.catalog import rank_zero_catalog_class
+    from bert_kd.kedro_project.datasets import rank_zero_catalog_class
 
     DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
 # Class that manages the KedroSession: its id, the save version of every versioned dataset of the
 # run, gets a per-run unique part, so two runs started in the same millisecond never collide.
-from bert_kd.session import UniqueVersionSession  # noqa: E402
+from bert_kd.kedro_project.session import UniqueVersionSession  # noqa: E402
 
 SESSION_CLASS = UniqueVersionSession
 
@@ -45,7 +45,7 @@ SESSION_CLASS = UniqueVersionSession
 
 # Class that manages how configuration is loaded: OmegaConfigLoader, with `--params` keys inside an
 # interpolated block (e.g. student.training.epochs) merged after the plain ones, whatever their order.
-from bert_kd.config_loader import ProjectConfigLoader  # noqa: E402
+from bert_kd.kedro_project.config_loader import ProjectConfigLoader  # noqa: E402
 
 CONFIG_LOADER_CLASS = ProjectConfigLoader
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from bert_kd.analysis import gradient_shares, paper_gap, power
 from bert_kd.analysis import statistics as st
 from bert_kd.analysis.cli import command_line, results
-from bert_kd.errors import UserError
+from bert_kd.config.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 V2 = ROOT / "results" / "cpu_protocol_v2"

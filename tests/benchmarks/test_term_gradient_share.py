@@ -25,7 +25,7 @@ def script():
 
 @pytest.fixture(scope="module")
 def setup(script, tmp_path_factory):
-    from bert_kd.models import load_bundle
+    from bert_kd.core.models import load_bundle
     from bert_kd.pipelines.distill.nodes import build_student_model
 
     root = tmp_path_factory.mktemp("share")

@@ -1,7 +1,7 @@
-"""Adding a method = one module under ``bert_kd.distill.methods`` + one recipe row in YAML.
+"""Adding a method = one module under ``bert_kd.core.distill.methods`` + one recipe row in YAML.
 
 A toy method is written to a temporary folder that is added to the methods package's path (as if
-the file sat in ``src/bert_kd/distill/methods/``) and discovered like every other method; one
+the file sat in ``src/bert_kd/core/distill/methods/``) and discovered like every other method; one
 ``distill_methods`` row in a scratch copy of ``conf/base`` names it. Nothing else is edited, and
 the schema, the ``distill_<row>`` pipeline and the sweep tables all know it.
 """
@@ -18,8 +18,8 @@ from tests.pipelines.conftest import latest_version
 
 TOY_MODULE = '''"""Toy method: Hinton KD whose soft term is multiplied by ``scale``."""
 
-from bert_kd.distill.methods.base import Method, register_method
-from bert_kd.schema import PositiveFloat, Recipe
+from bert_kd.core.distill.methods.base import Method, register_method
+from bert_kd.config.schema import PositiveFloat, Recipe
 
 
 class ToyOptions(Recipe):
@@ -43,9 +43,9 @@ TOY_ROW = {"method": "toy_kd", "temperature": 2.0, "scale": 3.0, "weights": {"kd
 @pytest.fixture
 def toy_method(tmp_path_factory, monkeypatch):
     """``toy_kd`` registered from a temporary module of the methods package; unregistered after."""
-    from bert_kd.distill import methods
-    from bert_kd.distill.methods import METHODS, discover_methods
-    from bert_kd.schema import parameters_model
+    from bert_kd.core.distill import methods
+    from bert_kd.core.distill.methods import METHODS, discover_methods
+    from bert_kd.experiment.parameters import parameters_model
 
     parameters_model()  # the schema was built before the module arrived (as in a long-lived process)
     folder = tmp_path_factory.mktemp("methods_plugin")
@@ -54,7 +54,7 @@ def toy_method(tmp_path_factory, monkeypatch):
     discover_methods()
     yield METHODS["toy_kd"]
     METHODS.pop("toy_kd", None)
-    sys.modules.pop("bert_kd.distill.methods.toy", None)
+    sys.modules.pop("bert_kd.core.distill.methods.toy", None)
 
 
 def add_recipe_row(root, row: str, recipe: dict) -> None:
@@ -66,10 +66,10 @@ def add_recipe_row(root, row: str, recipe: dict) -> None:
 
 
 def test_a_new_module_is_discovered_and_its_options_are_the_schema(toy_method):
-    from bert_kd.errors import ParameterError
-    from bert_kd.schema import method_names, validate_parameters
+    from bert_kd.config.errors import ParameterError
+    from bert_kd.experiment.parameters import method_names, validate_parameters
 
-    assert toy_method.__module__ == "bert_kd.distill.methods.toy" and "toy_kd" in method_names()
+    assert toy_method.__module__ == "bert_kd.core.distill.methods.toy" and "toy_kd" in method_names()
     params = {"task": "rte", "distill_methods": {"toy": TOY_ROW}}
     assert validate_parameters(params).distill_methods["toy"].scale == 3.0
     with pytest.raises(ParameterError) as err:
@@ -80,7 +80,7 @@ def test_a_new_module_is_discovered_and_its_options_are_the_schema(toy_method):
 
 
 def test_a_sweep_table_accepts_the_new_method(toy_method):
-    from bert_kd.sweep.spec import build_sweep
+    from bert_kd.experiment.sweep.spec import build_sweep
 
     table = {"tasks": ["rte"], "seeds": [1], "grid": {"method.scale": [1.0, 2.0]},
              "methods": {"toy": {"recipe": "distill_methods.toy", "label": "Toy", "set": {"temperature": 4.0}}}}

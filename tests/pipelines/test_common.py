@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from bert_kd.pipelines import common
-from bert_kd.schema import Runtime, Tracking
+from bert_kd.config.schema import Runtime, Tracking
 
 
 def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, row=None):
@@ -69,7 +69,7 @@ def test_run_settings_hold_the_tracking_and_runtime_models(form):
 
 
 def test_an_argument_named_run_gets_all_run_settings_as_one_object():
-    from bert_kd.runs import RunSettings
+    from bert_kd.experiment.run_setup import RunSettings
 
     node_fn = common.reads_run_settings(lambda tokenized, teacher, run: (tokenized, teacher, run))
     assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]

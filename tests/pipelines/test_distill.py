@@ -46,7 +46,7 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     # the teacher run sits next to it in the same experiment
     assert (runs["tags.mlflow.runName"] == "train_teacher:rte").sum() == 1
     # students are logged too, as a LoggedModel of their run holding the store entry (weights, tokenizer)
-    from bert_kd.tracking_models import find_logged_model
+    from bert_kd.tracking.logged_models import find_logged_model
 
     model_id = find_logged_model(alp["run_id"], mlflow.MlflowClient(uri))
     assert model_id == metrics["info"]["mlflow_model_id"]
@@ -89,7 +89,7 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert parent["metrics.compare/alp/accuracy"] == pytest.approx(table.loc[table["method"] == "alp", "accuracy"].iloc[0])
     assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
     assert parent["tags.teacher_run_id"]
-    # tiny students: either a best student, or the note says why there is none (bert_kd.verdict)
+    # tiny students: either a best student, or the note says why there is none (bert_kd.core.reports.verdict)
     if isinstance(parent.get("tags.comparison.warning"), str):
         assert pd.isna(parent.get("tags.best_method")) and "No best student" in parent["tags.mlflow.note.content"]
     else:
@@ -149,7 +149,7 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
     init: teacher copies the fine-tuned teacher and keeps the job key it had before the option."""
     import torch
 
-    from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
+    from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
     from bert_kd.pipelines.distill.nodes import build_student_model, student_start_spec
 
     fine_tuned = load_classifier(str(tiny_teacher_dir), 2)

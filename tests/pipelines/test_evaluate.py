@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from bert_kd.errors import DamagedModelError, ModelNotFoundError
-from bert_kd.jobs import Job, content_key, write_atomically
+from bert_kd.config.errors import DamagedModelError, ModelNotFoundError
+from bert_kd.experiment.jobs import Job, content_key
+from bert_kd.core.files import write_atomically
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
 
 
@@ -47,7 +48,7 @@ def test_a_folder_without_a_model_is_a_user_error(tmp_path):
 def test_the_hooks_evaluate_model_and_its_dict_give_the_same_evaluation(tmp_path, monkeypatch, tiny_teacher_dir,
                                                                          tiny_glue_dir):
     from bert_kd.pipelines.evaluate.nodes import evaluate_model_source
-    from bert_kd.schema import Evaluate, Tracking
+    from bert_kd.config.schema import Evaluate, Tracking
 
     monkeypatch.chdir(tmp_path)
     settings = {"model": str(tiny_teacher_dir), "max_seq_length": 32}
@@ -63,7 +64,7 @@ def test_the_hooks_evaluate_model_and_its_dict_give_the_same_evaluation(tmp_path
 
 def _model_for(directory, task, num_labels=2):
     """The tiny model saved as bert-kd saves one, recording ``task``."""
-    from bert_kd.models import ModelBundle, load_bundle, save_bundle
+    from bert_kd.core.models import ModelBundle, load_bundle, save_bundle
 
     bundle = load_bundle(directory)
     bundle.info = {"role": "teacher", "task": task}
@@ -79,7 +80,7 @@ def test_a_saved_model_records_its_task_labels_and_label_count(tmp_path, tiny_te
 
 
 def test_a_model_for_another_task_is_refused_unless_allowed(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
-    from bert_kd.errors import UserError
+    from bert_kd.config.errors import UserError
     from bert_kd.pipelines.evaluate.nodes import evaluate_model_source
 
     monkeypatch.chdir(tmp_path)
@@ -96,8 +97,8 @@ def test_a_model_for_another_task_is_refused_unless_allowed(tmp_path, monkeypatc
 
 
 def test_evaluate_max_seq_length_beyond_the_models_positions_is_refused_before_anything_runs(tiny_teacher_dir):
-    from bert_kd.errors import ParameterError
-    from bert_kd.schema import cross_check, validate_parameters
+    from bert_kd.config.errors import ParameterError
+    from bert_kd.experiment.parameters import cross_check, validate_parameters
 
     for block in ("evaluate", "predict_glue"):
         params = validate_parameters({"task": "rte", block: {"model": str(tiny_teacher_dir), "max_seq_length": 4096}})

@@ -42,10 +42,10 @@ def test_export_student_writes_onnx_files_report_and_latency_table(run_pipeline)
 def test_the_student_to_export_is_the_given_model_the_champion_or_the_pipelines(tiny_teacher_dir, monkeypatch):
     import pytest
 
-    from bert_kd.errors import UserError
-    from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
+    from bert_kd.config.errors import UserError
+    from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
     from bert_kd.pipelines.export_student import nodes
-    from bert_kd.schema import Tracking
+    from bert_kd.config.schema import Tracking
 
     pipeline_student = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})
     off, on = Tracking(enabled=False), Tracking()

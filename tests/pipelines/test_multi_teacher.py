@@ -48,7 +48,7 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     from kedro.pipeline import Pipeline, node
     from kedro.runner import SequentialRunner
 
-    from bert_kd.data.glue import load_glue_task
+    from bert_kd.core.data.glue import load_glue_task
     from bert_kd.pipelines.common import build_run_settings
     from bert_kd.pipelines.multi_teacher.nodes import gather_teachers
     from bert_kd.pipelines.multi_teacher.pipeline import teacher_block
@@ -79,9 +79,9 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
 def test_an_entry_without_max_seq_length_reads_the_schema_default(tiny_teacher_dir):
     """A ``multi_teachers`` entry without ``max_seq_length`` passes validation (default 128): each
     node reads that typed value instead of failing on the missing key."""
-    from bert_kd.models import ModelBundle, load_tokenizer
+    from bert_kd.core.models import ModelBundle, load_tokenizer
     from bert_kd.pipelines.multi_teacher.nodes import prepare_multi_teacher_data, select_teacher
-    from bert_kd.schema import validate_parameters
+    from bert_kd.experiment.parameters import validate_parameters
 
     entries = [{"name": "a", "model": str(tiny_teacher_dir)}, {"name": "b", "model": str(tiny_teacher_dir), "max_seq_length": 16}]
     assert validate_parameters({"task": "rte", "multi_teachers": entries}).multi_teachers[0].max_seq_length == 128
@@ -115,8 +115,9 @@ def test_the_first_conf_teacher_is_the_main_jobs_teacher():
     """conf/base: `multi_teachers[0]` trains with the settings of `teacher` at the run's seed, so its store key
     is the main job's teacher's and `distill_multi_teacher` after `distill_alp` reuses it."""
     from bert_kd.pipelines import common
-    from bert_kd.schema import Runtime, validate_parameters
-    from tests.test_schema import load_parameters
+    from bert_kd.config.schema import Runtime
+    from bert_kd.experiment.parameters import validate_parameters
+    from tests.config.test_schema import load_parameters
 
     params = validate_parameters(load_parameters("local"))
     main, first = params.teacher, params.multi_teachers[0]

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bert_kd.data.glue import load_glue_task
-from bert_kd.data.tokenize import tokenize_frame
-from bert_kd.errors import UserError
-from bert_kd.glue_submission import write_submission
-from bert_kd.models import load_bundle
+from bert_kd.core.data.glue import load_glue_task
+from bert_kd.core.data.tokenize import tokenize_frame
+from bert_kd.config.errors import UserError
+from bert_kd.core.data.glue_submission import write_submission
+from bert_kd.core.models import load_bundle
 from bert_kd.pipelines.common import collator_for
 from bert_kd.pipelines.predict_glue.nodes import predict_glue_test
-from bert_kd.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from tests.conftest import make_tiny_bert
 
 NLI_COLUMNS = ["index", "promptID", "pairID", "genre", "sentence1", "sentence2"]
@@ -43,7 +43,7 @@ def logits_of(model_dir, frame: pd.DataFrame) -> np.ndarray:
 
 @pytest.mark.parametrize("typed", [False, True], ids=["dicts", "hook_models"])
 def test_rte_predictions_column_by_column(tmp_path, tiny_teacher_dir, tiny_glue_dir, typed):
-    from bert_kd.schema import PredictGlue, Tracking
+    from bert_kd.config.schema import PredictGlue, Tracking
 
     dev = load_glue_task("rte", tiny_glue_dir, allow_download=False)["validation"]
     glue = tmp_path / "glue"
@@ -125,7 +125,7 @@ def _rte_test_folder(tmp_path, tiny_glue_dir):
 def test_each_file_is_written_with_its_record(tmp_path, tiny_teacher_dir, tiny_glue_dir):
     import json
 
-    from bert_kd.jobs import file_sha256
+    from bert_kd.core.files import file_sha256
 
     glue = _rte_test_folder(tmp_path, tiny_glue_dir)
     out = tmp_path / "out"

@@ -84,7 +84,7 @@ def test_conf_parameters_are_the_loaders_without_the_command_line():
     """What ``CliParamsHook`` hands the node as ``reproduce_conf_params``: the same conf, no --params, and the
     run's own loader untouched."""
     from bert_kd import settings
-    from bert_kd.config_loader import ProjectConfigLoader
+    from bert_kd.kedro_project.config_loader import ProjectConfigLoader
     from bert_kd.pipelines.reproduce.nodes import conf_parameters
     from tests.conftest import REPO_ROOT
 

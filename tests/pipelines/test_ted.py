@@ -46,7 +46,7 @@ def test_stage_two_start_hands_the_filters_beside_the_recipe(tiny_teacher_dir):
     recipe that keys the student; the recipe's own settings win."""
     from types import SimpleNamespace
 
-    from bert_kd.models import ModelBundle, load_classifier, load_tokenizer, parameters_fingerprint
+    from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer, parameters_fingerprint
     from bert_kd.pipelines.ted.nodes import FilteredStudentStart
 
     teacher = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})

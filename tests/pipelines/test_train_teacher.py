@@ -54,9 +54,9 @@ def test_second_run_reuses_the_teacher(run_pipeline, caplog):
 
 
 def _tokenized(glue_dir, model_dir, flip: bool = False):
-    from bert_kd.data.glue import load_glue_task
-    from bert_kd.data.tokenize import tokenize_splits
-    from bert_kd.models import load_tokenizer
+    from bert_kd.core.data.glue import load_glue_task
+    from bert_kd.core.data.tokenize import tokenize_splits
+    from bert_kd.core.models import load_tokenizer
 
     splits = load_glue_task("rte", glue_dir, allow_download=False)
     if flip:  # every label flipped and every first sentence edited: a different data set
@@ -88,8 +88,8 @@ def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypa
     """The hook's models (``Teacher``, ``Runtime``, ``Tracking``) and a notebook's or a sweep trial's
     dicts give the same teacher key; a ``multi_teachers`` entry trains with its own seed."""
     from bert_kd.pipelines.train_teacher.nodes import train_teacher
-    from bert_kd.runs import RunSettings
-    from bert_kd.schema import MultiTeacher, Runtime, Teacher, Tracking
+    from bert_kd.experiment.run_setup import RunSettings
+    from bert_kd.config.schema import MultiTeacher, Runtime, Teacher, Tracking
 
     monkeypatch.chdir(tmp_path)
     tokenized = _tokenized(tiny_glue_dir, tiny_teacher_dir)

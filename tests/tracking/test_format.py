@@ -30,7 +30,7 @@ def test_recipe_string_rounds_weights_and_shows_temperature_only_with_a_teacher_
 
 
 def test_a_staged_recipe_is_logged_by_its_stages_not_its_default_weights():
-    from bert_kd.distill.objective import WeightSchedule
+    from bert_kd.core.distill.objective import WeightSchedule
 
     terms = ("ce", "pred", "emb", "hidden", "attn")
     schedule = WeightSchedule.parse([{"fraction": 0.6, "weights": {"emb": 1, "hidden": 1, "attn": 1}},

@@ -28,7 +28,7 @@ def command_line(name: str, folder: Path, resamples: int = st.RESAMPLES) -> str:
 
 
 def write_text(path: Path, text: str) -> None:
-    from bert_kd.jobs import write_file_atomically
+    from bert_kd.core.files import write_file_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_file_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
@@ -38,7 +38,7 @@ def write_text(path: Path, text: str) -> None:
 def write_figure(path: Path, fig, **options) -> None:
     import matplotlib.pyplot as plt
 
-    from bert_kd.jobs import write_file_atomically
+    from bert_kd.core.files import write_file_atomically
 
     write_file_atomically(path, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None},
                                                         **options))
@@ -74,9 +74,9 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
 
 
 def guarded(action):
-    """Run ``action``; a :class:`~bert_kd.errors.UserError` prints its one block and exits with status 2."""
+    """Run ``action``; a :class:`~bert_kd.config.errors.UserError` prints its one block and exits with status 2."""
     from bert_kd.cli import USER_ERROR_EXIT
-    from bert_kd.errors import UserError
+    from bert_kd.config.errors import UserError
 
     try:
         action()

@@ -2,7 +2,7 @@
 
 Every training run measures, on its first ``runtime.gradient_share_batches`` training batches before the
 first step, each weighted term's gradient w.r.t. the student's parameters, g_name = w_name · ∂term/∂θ, and
-records its share ‖g_name‖ / Σ‖g‖ (``bert_kd.distill.gradient_share``; the trial JSON's
+records its share ‖g_name‖ / Σ‖g‖ (``bert_kd.core.distill.gradient_share``; the trial JSON's
 ``result.gradient_shares``). :func:`render` gives, per row and task, every term's weight and its share (mean over
 the trials, min–max); :func:`shares_figure` the mean shares as stacked bars. A term with a few percent barely
 moves the student, whatever its weight says.
@@ -33,7 +33,7 @@ def committed_trials(folder: Path) -> tuple[dict[str, dict], dict[str, dict[str,
 def share_table(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, float]]) -> list[str]:
     """Markdown rows: task, row, trials measured / committed, and per term ``name (w): mean% (min–max)``, the terms
     in the recipe's order, its weights with the shorthands expanded (β = 1 − η − λ; α/β)."""
-    from bert_kd.schema import explicit_weights
+    from bert_kd.experiment.parameters import explicit_weights
 
     groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for key, trial in trials.items():
@@ -99,7 +99,7 @@ def render(folder: Path, command: str) -> tuple[str, object]:
     trials, shares = committed_trials(folder)
     about = (f"{len(shares)} of the {len(trials)} committed trials measured, each on its first 2 training batches "
              "before the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over the student's own parameters; "
-             "`bert_kd.distill.gradient_share`; the trial JSON's `result.gradient_shares`). The weights are the "
+             "`bert_kd.core.distill.gradient_share`; the trial JSON's `result.gradient_shares`). The weights are the "
              f"table's; a term's share is what it does to the student. Made by: `{command}`.")
     text = "\n".join([f"# Each term's share of the student's gradient, {folder.name}", "", about, "",
                       *share_table(trials, shares), ""])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bert_kd.errors import UserError
+from bert_kd.config.errors import UserError
 
 
 def project_root(folder: Path) -> Path:
@@ -25,7 +25,7 @@ def project_root(folder: Path) -> Path:
 @functools.cache
 def table_params(folder: Path) -> dict:
     """The parameters the table of ``folder`` (named by the folder) runs with: conf/base, the table chosen."""
-    from bert_kd.config_loader import ProjectConfigLoader
+    from bert_kd.kedro_project.config_loader import ProjectConfigLoader
     from bert_kd.settings import CONFIG_LOADER_ARGS
 
     args = {**CONFIG_LOADER_ARGS, "default_run_env": "base"}  # conf/local is a user's, not the table's
@@ -35,9 +35,9 @@ def table_params(folder: Path) -> dict:
 
 @functools.cache
 def table_spec(folder: Path):
-    """The sweep of ``folder``'s table (:func:`bert_kd.sweep.spec.build_sweep`), so that counts of trials and seeds
+    """The sweep of ``folder``'s table (:func:`bert_kd.experiment.sweep.spec.build_sweep`), so that counts of trials and seeds
     follow the configuration instead of being written here."""
-    from bert_kd.sweep.spec import RECIPE_NAMESPACES, build_sweep
+    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
 
     params = table_params(folder)
     tables = (params.get("reproduce") or {}).get("tables") or {}
@@ -50,7 +50,7 @@ def table_spec(folder: Path):
 @functools.cache
 def table_keys(folder: Path) -> frozenset[str]:
     """The content keys of the table's trials: the only JSON names its folder may hold."""
-    from bert_kd.sweep.trial import TrialRunner
+    from bert_kd.experiment.sweep.trial import TrialRunner
 
     runner = TrialRunner(table_params(folder), commit="analysis")
     return frozenset(runner.content_key(trial) for trial in table_spec(folder).trials())

@@ -2,8 +2,8 @@
 node its run-wide parameters (:func:`settings_node`), and kedro-viz tags.
 
 The Kedro-free helpers the nodes call live in the core and are re-exported here for existing
-imports: :mod:`bert_kd.runs` (training settings, teacher blocks, collators), :mod:`bert_kd.store`
-(the content-keyed model store), :mod:`bert_kd.evaluation` (a model on its dev splits),
+imports: :mod:`bert_kd.experiment.run_setup` (training settings, teacher blocks, collators), :mod:`bert_kd.experiment.store`
+(the content-keyed model store), :mod:`bert_kd.experiment.evaluation` (a model on its dev splits),
 :mod:`bert_kd.tracking` and :mod:`bert_kd.tracking.distill` (MLflow).
 """
 
@@ -15,9 +15,9 @@ from typing import Mapping
 
 from kedro.pipeline import Pipeline, node
 
-from bert_kd.evaluation import evaluate_bundle, evaluate_fn, evaluation_split, measure_throughput  # noqa: F401
-from bert_kd.metrics import glue_metrics, primary_metric  # noqa: F401
-from bert_kd.runs import (  # noqa: F401
+from bert_kd.experiment.evaluation import evaluate_bundle, evaluate_fn, evaluation_split, measure_throughput  # noqa: F401
+from bert_kd.core.metrics import glue_metrics, primary_metric  # noqa: F401
+from bert_kd.experiment.run_setup import (  # noqa: F401
     DATA_SOURCE,
     RunSettings,
     collator_for,
@@ -27,8 +27,8 @@ from bert_kd.runs import (  # noqa: F401
     total_steps,
     training_config,
 )
-from bert_kd.schema import Block, Runtime, Tracking, typed
-from bert_kd.store import STORE_ROOT, job, model_identity, recompute, run_model_job  # noqa: F401
+from bert_kd.config.schema import Block, Runtime, Tracking, typed
+from bert_kd.experiment.store import STORE_ROOT, job, model_identity, recompute, run_model_job  # noqa: F401
 from bert_kd.tracking import (  # noqa: F401
     flat_eval_metrics,
     is_main_process,
@@ -46,7 +46,7 @@ from bert_kd.tracking import (  # noqa: F401
 RUN_PARAMETERS = ("task", "seed", "tracking", "runtime", "glue_dir", "max_train_samples", "max_eval_samples")
 #: The run parameters saying where the rows come from (one ``data_source`` dict in the run settings).
 DATA_SOURCE_PARAMETERS = ("glue_dir", "max_train_samples", "max_eval_samples")
-#: A node function's argument that receives the run settings as one :class:`~bert_kd.runs.RunSettings`.
+#: A node function's argument that receives the run settings as one :class:`~bert_kd.experiment.run_setup.RunSettings`.
 WHOLE_RUN_SETTINGS = "run"
 
 
@@ -83,7 +83,7 @@ def reads_run_settings(func, **fixed):
     """``func`` as a node function whose arguments named like a run setting (``task``, ``seed``,
     ``tracking``, ``runtime``, ``glue_dir``, ``max_*_samples``, ``data_source``) come from the
     last input, ``run_settings``, and an argument named ``run`` gets all of them as one
-    :class:`~bert_kd.runs.RunSettings`; the others are the node's inputs in order; ``fixed`` keyword
+    :class:`~bert_kd.experiment.run_setup.RunSettings`; the others are the node's inputs in order; ``fixed`` keyword
     arguments are bound when the pipeline is built (e.g. ``row="alp_no"``).
 
     ``func`` itself keeps its plain signature (notebooks and tests call it directly).

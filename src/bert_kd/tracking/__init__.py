@@ -16,7 +16,7 @@ The package, by concern: :mod:`.runs` (open, log to and clean up runs), :mod:`.p
 (machine, versions, git commit), :mod:`.format` (values as the UI shows them), :mod:`.data` (a
 training job's data and recipe columns), :mod:`.ui` (experiment, parent run, URLs, the CLI),
 :mod:`.comparison` (a comparison table on the parent run), :mod:`.evaluation` (an evaluation's
-metrics on its model's run), :mod:`.jobs` (the job path's :class:`~bert_kd.tracker.JobTracker`:
+metrics on its model's run), :mod:`.jobs` (the job path's :class:`~bert_kd.experiment.tracker.JobTracker`:
 one run per job, reused models linked to the run that trained them); :mod:`.distill` (what distillation runs record) imports the models
 and is imported by its own name. Every name is re-exported here.
 """
@@ -92,9 +92,9 @@ from bert_kd.tracking.ui import (
     ui_base_url,
 )
 
-from bert_kd.tracker import register_tracker  # noqa: E402 - after the names it registers
+from bert_kd.experiment.tracker import register_tracker  # noqa: E402 - after the names it registers
 
-register_tracker(MlflowTracker)  # the job path's tracker when tracking.enabled (bert_kd.tracker)
+register_tracker(MlflowTracker)  # the job path's tracker when tracking.enabled (bert_kd.experiment.tracker)
 
 __all__ = [
     "MlflowTracker",

@@ -6,7 +6,7 @@ import logging
 import math
 from typing import Callable, Mapping
 
-from bert_kd.markdown import markdown_table
+from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.tracking.format import format_number, is_number, metric_key
 from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG, run_url
 
@@ -50,7 +50,7 @@ def log_comparison_to_parent(
 
     ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
     rows, ``"majority class"`` the floor, logged as ``majority/<column>``). With ``warning`` (every
-    student ties, :mod:`bert_kd.verdict`) the description says so and no best student is named.
+    student ties, :mod:`bert_kd.core.reports.verdict`) the description says so and no best student is named.
     Logs to ``run_id`` or the active run (kedro-mlflow's); returns the metrics (also when
     there is no run, so callers and tests can inspect them).
     """
@@ -73,7 +73,7 @@ def log_comparison_to_parent(
     scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
     best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
     tags = {"comparison.primary_metric": primary_metric}
-    if warning:  # every student ties (bert_kd.verdict): no best student is named
+    if warning:  # every student ties (bert_kd.core.reports.verdict): no best student is named
         best = None
         tags["comparison.warning"] = warning
     if best is not None:
@@ -116,5 +116,5 @@ def log_comparison_to_parent(
     return metrics
 
 
-#: ``method`` of the majority-class row of a comparison (``bert_kd.verdict.MAJORITY_METHOD``).
+#: ``method`` of the majority-class row of a comparison (``bert_kd.core.reports.verdict.MAJORITY_METHOD``).
 FLOOR_METHOD = "majority class"

@@ -1,6 +1,6 @@
 """What distillation runs record in MLflow (tracking calls kept out of node bodies).
 
-The distillation body (:mod:`bert_kd.distill.job`), the teacher and TED Stage I jobs and the report
+The distillation body (:mod:`bert_kd.experiment.distill_job`), the teacher and TED Stage I jobs and the report
 nodes call these helpers with what they computed; nothing here changes a result. This module
 imports the models and the distillation package, so ``bert_kd.tracking`` does not re-export it.
 """
@@ -11,10 +11,10 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel
 
-from bert_kd import jobs
-from bert_kd.models import count_parameters
-from bert_kd.plots import attention_heatmap, per_layer_metric
-from bert_kd.schema import Tracking, typed
+from bert_kd.experiment import jobs
+from bert_kd.core.models import count_parameters
+from bert_kd.core.reports.plots import attention_heatmap, per_layer_metric
+from bert_kd.config.schema import Tracking, typed
 from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.data import log_training_job
 from bert_kd.tracking.runs import RunLogger, is_main_process, log_to_active_run

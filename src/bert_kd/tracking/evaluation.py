@@ -9,8 +9,8 @@ from typing import Mapping
 
 import numpy as np
 
-from bert_kd.schema import Block, Tracking
-from bert_kd.tracker import tracker_for
+from bert_kd.config.schema import Block, Tracking
+from bert_kd.experiment.tracker import tracker_for
 
 log = logging.getLogger(__name__)
 

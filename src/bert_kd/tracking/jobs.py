@@ -1,4 +1,4 @@
-"""The MLflow side of :class:`bert_kd.tracker.JobTracker`: one child run per job, open exactly
+"""The MLflow side of :class:`bert_kd.experiment.tracker.JobTracker`: one child run per job, open exactly
 while the job runs; a reused model's own short run linked to the run that trained it; the stored
 model logged once as a named LoggedModel; evaluations added to a finished run without reopening
 it (so a run's duration is its job's)."""
@@ -24,7 +24,7 @@ COPIED_TAGS = ("role", "method", "task", "seed", "parameters", "parameters_M")
 
 
 class MlflowTracker:
-    """:class:`bert_kd.tracker.JobTracker` on the active MLflow tracking store."""
+    """:class:`bert_kd.experiment.tracker.JobTracker` on the active MLflow tracking store."""
 
     enabled = True
 
@@ -58,7 +58,7 @@ class MlflowTracker:
         run.set_tags(tags)
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
-        from bert_kd.tracking_models import find_logged_model
+        from bert_kd.tracking.logged_models import find_logged_model
 
         return find_logged_model(run_id, store_key=store_key)
 
@@ -67,7 +67,7 @@ class MlflowTracker:
         """The store entry as the LoggedModel ``<row>-<task>-student`` / ``teacher-<task>`` of ``run``."""
         if not run.enabled:
             return None
-        from bert_kd.tracking_models import log_model_directory, logged_model_name
+        from bert_kd.tracking.logged_models import log_model_directory, logged_model_name
 
         return log_model_directory(directory, task=info.get("task"), regression=regression,
                                    name=logged_model_name(info),

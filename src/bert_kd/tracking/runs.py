@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from bert_kd.schema import Block, Tracking, typed
+from bert_kd.config.schema import Block, Tracking, typed
 from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
 from bert_kd.tracking.provenance import environment_info
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_kd import jobs
-from bert_kd.data.glue import get_task
-from bert_kd.data.tokenize import merge_tokenized, tokenize_splits
-from bert_kd.distill import figures as paper_figures
-from bert_kd.distill.job import (
+from bert_kd.experiment import jobs
+from bert_kd.core.data.glue import get_task
+from bert_kd.core.data.tokenize import merge_tokenized, tokenize_splits
+from bert_kd.core.distill import alp_figures as paper_figures
+from bert_kd.experiment.distill_job import (
     TEACHER_PREFIX,
     RunSettings,
     StudentStart,
@@ -24,11 +24,11 @@ from bert_kd.distill.job import (
     task_of,
     train_student,
 )
-from bert_kd.distill.methods.base import hidden_size, method_class
-from bert_kd.mapping import layer_map
-from bert_kd.distill.objective import TeacherCache, build_teacher_cache
-from bert_kd.distill.outputs import summary_key_material
-from bert_kd.models import (
+from bert_kd.core.distill.methods.base import hidden_size, method_class
+from bert_kd.core.layer_maps import layer_map
+from bert_kd.core.distill.objective import TeacherCache, build_teacher_cache
+from bert_kd.core.distill.outputs import summary_key_material
+from bert_kd.core.models import (
     ModelBundle,
     build_pretrained_student,
     build_student,
@@ -37,16 +37,16 @@ from bert_kd.models import (
     load_tokenizer,
     num_layers,
 )
-from bert_kd.markdown import markdown_table
+from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.plots import comparison_bars, comparison_title
-from bert_kd.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, set_values, typed
+from bert_kd.core.reports.plots import comparison_bars, comparison_title
+from bert_kd.config.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, set_values, typed
 from bert_kd.tracking import distill as records
-from bert_kd.tracking_models import CHAMPION_ALIAS, default_registered_name
-from bert_kd.tracking_models import register_best_student as register_model_version
-from bert_kd.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
-from bert_kd.training import resolve_mixed_precision
+from bert_kd.tracking.logged_models import CHAMPION_ALIAS, default_registered_name
+from bert_kd.tracking.logged_models import register_best_student as register_model_version
+from bert_kd.core.reports.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
+from bert_kd.core.training import resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def distill_student(teacher: ModelBundle, student: StudentStart, student_data, t
                     recipe, settings) -> ModelBundle:
     """Distil ``teacher`` into ``student`` (built by :func:`build_student_model`, which names its
     row) with the row's ``recipe`` through the one distillation body
-    (:func:`bert_kd.distill.job.train_student`); ``settings``: the run settings."""
+    (:func:`bert_kd.experiment.distill_job.train_student`); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     check_teacher(teacher, run.task)
     if not isinstance(student, StudentStart):
@@ -167,7 +167,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     """A Table-1-style comparison: one row per method plus the teacher and the majority class,
     % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
     title). When every student ties with the majority class or with each other
-    (:func:`bert_kd.verdict.comparison_verdict`) the log and the parent run say so instead of
+    (:func:`bert_kd.core.reports.verdict.comparison_verdict`) the log and the parent run say so instead of
     naming a best student."""
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
     majority = majority_row(teacher_metrics, student_metrics)
@@ -187,7 +187,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
-    """The majority-class row (:data:`bert_kd.verdict.MAJORITY_METHOD`) from the first evaluation
+    """The majority-class row (:data:`bert_kd.core.reports.verdict.MAJORITY_METHOD`) from the first evaluation
     that recorded it (same dev rows for every model of a table); None for regression tasks."""
     for evaluation in (teacher_metrics, *student_metrics):
         splits = {k: v for k, v in (evaluation.get("majority_class") or {}).items() if v}
@@ -335,7 +335,7 @@ def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_s
     """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
     for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
     to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
-    connections (:func:`~bert_kd.distill.figures.alignment_pairs`). → (CSV table, figure)."""
+    connections (:func:`~bert_kd.core.distill.alp_figures.alignment_pairs`). → (CSV table, figure)."""
     options, task = typed(Figures, figures, "figures"), alp_student.info.get("task", "?")
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]

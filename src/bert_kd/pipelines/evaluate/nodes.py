@@ -6,20 +6,22 @@ import json
 import logging
 from pathlib import Path
 
-from bert_kd.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
-from bert_kd.data.tokenize import tokenize_splits
-from bert_kd.errors import (
+from bert_kd.core.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
+from bert_kd.core.data.tokenize import tokenize_splits
+from bert_kd.config.errors import (
     DamagedModelError,
     ModelNotFoundError,
     ParameterError,
     TaskMismatchError,
     UserError,
 )
-from bert_kd.jobs import MANIFEST, store_entry_problem
-from bert_kd.models import load_bundle
+from bert_kd.core.files import MANIFEST
+from bert_kd.experiment.jobs import store_entry_problem
+from bert_kd.core.models import load_bundle
 from bert_kd.pipelines import common
-from bert_kd.schema import Block, Evaluate, Tracking, _length_problems, typed
-from bert_kd.tracking_models import UnsafeModelPathError, bundle_directory, unfinished_model
+from bert_kd.config.schema import Block, Evaluate, Tracking, typed
+from bert_kd.experiment.parameters import _length_problems
+from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_directory, unfinished_model
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ MODEL_KEY = "evaluate.model"
 
 def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
     """A local model directory (a store entry's manifest verified first), or an MLflow URI
-    downloaded to a local directory; :class:`~bert_kd.errors.UserError` naming the parameter ``key``."""
+    downloaded to a local directory; :class:`~bert_kd.config.errors.UserError` naming the parameter ``key``."""
     if not source:
         raise ModelNotFoundError(f"{key} is empty", key,
                                  f"give a model directory or an MLflow URI: --params {key}=runs:/<run id>/model")
@@ -162,7 +164,7 @@ def _task_name(recorded: str) -> str:
 def check_model_task(bundle, task: str, source: str, key: str, allow_mismatch: bool, verb: str) -> str | None:
     """The task ``bundle`` was trained for (its ``bert_kd.json``; a ``models:/`` URI's registry tag
     too) must be ``task``, unless ``allow_mismatch``; the label count must always match.
-    :class:`~bert_kd.errors.TaskMismatchError` naming both tasks and the overriding parameter.
+    :class:`~bert_kd.config.errors.TaskMismatchError` naming both tasks and the overriding parameter.
     Returns the recorded task (None: the model records none)."""
     spec = get_task(task)
     block = key.split(".")[0]

@@ -10,17 +10,17 @@ from typing import Mapping
 import pandas as pd
 import torch
 
-from bert_kd.data.glue import get_task
-from bert_kd.errors import UserError
-from bert_kd.export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
-from bert_kd.markdown import markdown_table
-from bert_kd.metrics import glue_metrics, primary_metric
-from bert_kd.models import ModelBundle, load_bundle
+from bert_kd.core.data.glue import get_task
+from bert_kd.config.errors import UserError
+from bert_kd.core.onnx_export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
+from bert_kd.core.reports.markdown_tables import markdown_table
+from bert_kd.core.metrics import glue_metrics, primary_metric
+from bert_kd.core.models import ModelBundle, load_bundle
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
-from bert_kd.runs import RunSettings
-from bert_kd.schema import Block, ExportStudent, Tracking, set_values, typed
-from bert_kd.tracking_models import champion_uri, default_registered_name, log_onnx_model
+from bert_kd.experiment.run_setup import RunSettings
+from bert_kd.config.schema import Block, ExportStudent, Tracking, set_values, typed
+from bert_kd.tracking.logged_models import champion_uri, default_registered_name, log_onnx_model
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,15 @@ import re
 
 import pandas as pd
 
-from bert_kd import jobs
-from bert_kd.data.glue import get_task
-from bert_kd.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
-from bert_kd.distill.figures import unavailable_figure
-from bert_kd.distill.job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
-from bert_kd.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
-from bert_kd.distill.objective import Teacher
-from bert_kd.distill.outputs import summary_key_material
-from bert_kd.models import ModelBundle, init_key_material
+from bert_kd.experiment import jobs
+from bert_kd.core.data.glue import get_task
+from bert_kd.core.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
+from bert_kd.core.distill.alp_figures import unavailable_figure
+from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
+from bert_kd.core.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
+from bert_kd.core.distill.objective import Teacher
+from bert_kd.core.distill.outputs import summary_key_material
+from bert_kd.core.models import ModelBundle, init_key_material
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
@@ -27,11 +27,11 @@ from bert_kd.pipelines.distill.nodes import (
     table_verdict,
     with_verdict,
 )
-from bert_kd.markdown import markdown_table
+from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.tracking import distill as records
-from bert_kd.plots import comparison_bars, comparison_title
-from bert_kd.schema import MultiStudent, MultiTeacher, set_values, typed
-from bert_kd.verdict import MAJORITY_METHOD
+from bert_kd.core.reports.plots import comparison_bars, comparison_title
+from bert_kd.config.schema import MultiStudent, MultiTeacher, set_values, typed
+from bert_kd.core.reports.verdict import MAJORITY_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def student_recipe(config) -> tuple[dict, dict]:
     """A ``multi_teacher_configs`` entry, without its ``teachers`` choice, as (key material, what the
     method is built from): the student is keyed on the recipe as written (the key of every stored
     multi-teacher student, a sweep trial's as a ``kedro run``'s), the method receives its weights
-    written out (:func:`~bert_kd.distill.job.with_explicit_weights`: Shi & Guo Eq. 12–13 expanded,
+    written out (:func:`~bert_kd.experiment.distill_job.with_explicit_weights`: Shi & Guo Eq. 12–13 expanded,
     what MLflow records)."""
     written = {k: v for k, v in set_values(config).items() if k != "teachers"}
     return written, with_explicit_weights(written)
@@ -137,7 +137,7 @@ def student_recipe(config) -> tuple[dict, dict]:
 def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config, student, settings) -> ModelBundle:
     """Distil the chosen teachers (``teachers: [indices]``, default all) into a fresh student built
     from teacher ``init_from_teacher``'s layers, through the one distillation body
-    (:func:`bert_kd.distill.job.train_student`); ``settings``: the run settings."""
+    (:func:`bert_kd.experiment.distill_job.train_student`); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     spec = get_task(run.task)
     written, recipe = student_recipe(config)
@@ -226,7 +226,7 @@ def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict]
 
 def multi_teacher_contributions(student: ModelBundle, settings):
     """Each teacher's and each layer group's share of the MT loss on dev at the end of training
-    (:mod:`bert_kd.distill.methods.multi_teacher.contributions`, recorded by the distillation
+    (:mod:`bert_kd.core.distill.methods.multi_teacher.contributions`, recorded by the distillation
     job in ``info["contributions"]``). → (CSV table, figure)."""
     contributions = student.info.get("contributions")
     configuration = student.info.get("configuration", student.info.get("method", "?"))

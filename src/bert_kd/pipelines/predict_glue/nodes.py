@@ -9,10 +9,10 @@ import logging
 import zipfile
 from pathlib import Path
 
-from bert_kd.data.glue import get_task, resolve_glue_dir
-from bert_kd.data.tokenize import tokenize_frame
-from bert_kd.errors import UserError
-from bert_kd.glue_submission import (
+from bert_kd.core.data.glue import get_task, resolve_glue_dir
+from bert_kd.core.data.tokenize import tokenize_frame
+from bert_kd.config.errors import UserError
+from bert_kd.core.data.glue_submission import (
     AX_FILE,
     prediction_strings,
     read_test_split,
@@ -23,11 +23,11 @@ from bert_kd.glue_submission import (
     write_submission,
     write_zip,
 )
-from bert_kd.jobs import file_sha256
+from bert_kd.core.files import file_sha256
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import load_model_for_task
-from bert_kd.schema import Block, PredictGlue, Tracking, typed
-from bert_kd.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.config.schema import Block, PredictGlue, Tracking, typed
+from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
 

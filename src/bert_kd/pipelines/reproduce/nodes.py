@@ -1,5 +1,5 @@
-"""Node of ``reproduce``: a thin call of :func:`bert_kd.sweep.run.reproduce` with the job-path
-``run_trial`` (:mod:`bert_kd.sweep.trial`), plus the parent MLflow run's table."""
+"""Node of ``reproduce``: a thin call of :func:`bert_kd.experiment.sweep.reproduce.reproduce` with the job-path
+``run_trial`` (:mod:`bert_kd.experiment.sweep.trial`), plus the parent MLflow run's table."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.distributed import broadcast_from_rank_zero, launched_processes
-from bert_kd.schema import Block, Reproduce, set_values, typed
-from bert_kd.sweep.report import bars_figure, markdown
-from bert_kd.sweep.run import reproduce
-from bert_kd.sweep.spec import RECIPE_NAMESPACES
-from bert_kd.sweep.trial import TrialRunner
+from bert_kd.core.training.distributed import broadcast_from_rank_zero, launched_processes
+from bert_kd.config.schema import Block, Reproduce, set_values, typed
+from bert_kd.experiment.sweep.paper_tables import bars_figure, markdown
+from bert_kd.experiment.sweep.reproduce import reproduce
+from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES
+from bert_kd.experiment.sweep.trial import TrialRunner
 from bert_kd.tracking import is_main_process, metric_key
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_p
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per trial; a
     variant run's — other data or key-changing ``--params`` — to its ``variants/`` folder); the tables go
     to ``<results_dir>/<table>/tables`` when the run covers the whole table at its own data sizes, else to
-    ``data/08_reporting/reproduce/<table>__<restriction>.*`` (:func:`bert_kd.sweep.run.table_name`); the
+    ``data/08_reporting/reproduce/<table>__<restriction>.*`` (:func:`bert_kd.experiment.sweep.reproduce.table_name`); the
     parent MLflow run gets the Markdown as its description and one ``compare/<method>/<task>`` metric per
     cell. ``conf_params`` (the parameters without ``--params``): a run whose ``--params`` change some
     trial's content key is named ``<table>__params-<hash>``, never written as the table itself.
@@ -92,7 +92,7 @@ def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_p
         broadcast_from_rank_zero(report)
     text = markdown(report)
     log.info("reproduce %s: tables in %s\n%s", table, paths["md"].parent, text)
-    for line in report.warnings:  # every student ties on a task (bert_kd.verdict)
+    for line in report.warnings:  # every student ties on a task (bert_kd.core.reports.verdict)
         log.warning("reproduce %s: no best student on %s", table, line)
     for line in report.mixed_teachers:  # one row's seeds from different teachers (report.teacher_mismatches)
         log.warning("reproduce %s: mixed teachers: %s", table, line)

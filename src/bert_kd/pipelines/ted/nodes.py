@@ -6,12 +6,12 @@ import logging
 from dataclasses import dataclass, field
 from functools import partial
 
-from bert_kd import jobs
-from bert_kd.data.glue import get_task
-from bert_kd.distill.job import RunSettings, StudentStart, task_of
-from bert_kd.distill.outputs import summary_key_material
-from bert_kd.distill.ted.quality import filter_quality_figure, filter_quality_table, majority_class_score
-from bert_kd.distill.ted import (
+from bert_kd.experiment import jobs
+from bert_kd.core.data.glue import get_task
+from bert_kd.experiment.distill_job import RunSettings, StudentStart, task_of
+from bert_kd.core.distill.outputs import summary_key_material
+from bert_kd.core.distill.ted_filters.quality import filter_quality_figure, filter_quality_table, majority_class_score
+from bert_kd.core.distill.ted_filters import (
     evaluate_filters,
     copy_filters_for_student,
     load_ted_filters,
@@ -19,12 +19,12 @@ from bert_kd.distill.ted import (
     ted_layer_map,
     train_filters,
 )
-from bert_kd.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
+from bert_kd.core.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
 from bert_kd.pipelines import common
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
-from bert_kd.schema import Student, Ted, set_values, typed
+from bert_kd.config.schema import Student, Ted, set_values, typed
 from bert_kd.tracking import distill as records
-from bert_kd.training import SupervisedObjective, fit
+from bert_kd.core.training import SupervisedObjective, fit
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def ted_student_init(ted_filters: dict, teacher: ModelBundle, student, settings,
 
 
 def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_student, settings):
-    """TED per-layer filter quality (:mod:`bert_kd.distill.ted.quality`): the dev score of each
+    """TED per-layer filter quality (:mod:`bert_kd.core.distill.ted_filters.quality`): the dev score of each
     Stage I filter's task head, teacher filters at M(k) next to student filters at k, against the
     majority class. Teacher (and trained student) scores come from the Stage I report; copied
     student filters are scored here on the student Stage II starts from. → (CSV table, figure)."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Mapping
 
-from bert_kd import jobs
-from bert_kd.data.glue import TaskSpec, get_task
-from bert_kd.models import ModelBundle, load_classifier, load_tokenizer
+from bert_kd.experiment import jobs
+from bert_kd.core.data.glue import TaskSpec, get_task
+from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.pipelines import common
-from bert_kd.runs import RunSettings
-from bert_kd.schema import Block, Runtime, Teacher, Tracking, set_values, typed
-from bert_kd.tracker import tracker_for
-from bert_kd.training import SupervisedObjective, fit
+from bert_kd.experiment.run_setup import RunSettings
+from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values, typed
+from bert_kd.experiment.tracker import tracker_for
+from bert_kd.core.training import SupervisedObjective, fit
 
 
 def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping) -> ModelBundle:

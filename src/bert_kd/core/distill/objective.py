@@ -1,0 +1,316 @@
+"""The generic distillation objective: a student, K frozen teachers and one loss recipe.
+
+L = Σ_name weight_name · term_name, where the terms come from a :class:`~bert_kd.core.distill.methods.Method`
+(ALP-KD's L = β·L_ce + η·L_KD + λ·L_ALP is the recipe {ce: β, kd: η, alp: λ}). Teachers run live
+or are served from a :class:`TeacherCache` when the recipe only reads logits and [CLS] states.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from bert_kd.core.distill.outputs import Features, forward_features
+from bert_kd.core.training import Collator, Objective, make_loader
+
+
+@dataclass
+class TeacherCache:
+    """Teacher logits and per-layer [CLS] states of one split, looked up by example ``idx``.
+
+    ``cls`` has shape (examples, layers + 1, hidden); ``row_of_idx[idx]`` is the row of an example.
+    """
+
+    logits: Tensor
+    cls: Tensor
+    row_of_idx: Tensor
+    key: str = ""
+
+    def lookup(self, idx: Tensor) -> Features:
+        idx_cpu = idx.cpu()
+        inside = (idx_cpu >= 0) & (idx_cpu < len(self.row_of_idx))  # idx past the table: missing, not IndexError
+        rows = torch.full_like(idx_cpu, -1)
+        rows[inside] = self.row_of_idx[idx_cpu[inside]]
+        if (rows < 0).any():
+            missing = idx.cpu()[rows < 0][:5].tolist()
+            raise KeyError(f"teacher cache {self.key!r} has no entry for example idx {missing}")
+        logits = self.logits[rows].to(idx.device)
+        cls = self.cls[rows].to(idx.device)
+        return Features(logits=logits, attention_mask=torch.ones(len(rows), 1, device=idx.device), extras={"cls": cls})
+
+
+@torch.no_grad()
+def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefix: str = "", key: str = "",
+                        collator=None, progress: bool = True, autocast_dtype: torch.dtype | None = None) -> TeacherCache:
+    """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states
+    (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast)."""
+    was_training = teacher.training
+    teacher.eval()
+    loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
+    device = next(teacher.parameters()).device
+    logits, cls, idx = [], [], []
+    for batch in tqdm(loader, desc="teacher cache", disable=not progress, leave=False):
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            features = forward_features(teacher, batch, hidden_states=True, prefix=prefix)
+        logits.append(features.logits.float().cpu())
+        cls.append(features.cls().float().cpu())
+        idx.append(batch["idx"].cpu())
+    teacher.train(was_training)
+    all_idx = torch.cat(idx)
+    row_of_idx = torch.full((int(all_idx.max()) + 1,), -1, dtype=torch.long)
+    row_of_idx[all_idx] = torch.arange(len(all_idx))
+    return TeacherCache(torch.cat(logits), torch.cat(cls), row_of_idx, key)
+
+
+@dataclass
+class Teacher:
+    """A frozen teacher, the batch columns of its own tokenization, and an optional cache."""
+
+    model: nn.Module
+    prefix: str = ""
+    cache: TeacherCache | None = None
+    name: str = "teacher"
+
+
+class DistillationObjective(Objective):
+    """Train ``student`` (and the method's auxiliary modules) against frozen ``teachers``."""
+
+    def __init__(self, student: nn.Module, teachers: list[Teacher], method, weights: dict[str, float]):
+        super().__init__(student)
+        if not teachers:
+            raise ValueError("distillation needs at least one teacher")
+        self.teacher_specs = teachers
+        for k, teacher in enumerate(teachers):
+            self.add_frozen(f"teacher_{k}", teacher.model)
+        self.method = method
+        method.bind_teachers(teachers)
+        self.weights = validate_weights(weights, method.term_names)
+        self.stage: int | None = None  # 0-based stage of a staged recipe, set by set_epoch
+
+    def set_epoch(self, epoch: int, n_epochs: int) -> dict[str, float]:
+        """Told by the training loop at the start of every epoch (0-based, also after a resume):
+        a staged recipe (``stages``) switches to the weights of the stage ``epoch`` falls in.
+        Returns metrics to log (``{"stage": 1-based stage}``), ``{}`` for an unstaged recipe."""
+        schedule = getattr(self.method, "schedule", None)
+        if schedule is None:
+            return {}
+        self.stage = schedule.stage_at(epoch, n_epochs)
+        self.weights = dict(schedule.stages[self.stage].weights)
+        self.method.weights = dict(self.weights)  # Method.wants() follows the active stage
+        return {"stage": float(self.stage + 1)}
+
+    @property
+    def teachers(self) -> list[nn.Module]:
+        return [getattr(self, f"teacher_{k}") for k in range(len(self.teacher_specs))]
+
+    def uses_cache(self, k: int) -> bool:
+        """Teacher k is served from its cache: the method reads only logits and [CLS] states."""
+        needs = self.method.teacher_needs
+        return self.teacher_specs[k].cache is not None and not needs.get("hidden") and not needs.get("attention")
+
+    def teacher_features(self, k: int, batch: dict[str, Tensor], allow_cache: bool = True) -> Features:
+        """Teacher k's features for ``batch``: from the cache (which covers the training split
+        only) when the method and ``allow_cache`` allow, else live."""
+        spec = self.teacher_specs[k]
+        needs = self.method.teacher_needs
+        if allow_cache and self.uses_cache(k):
+            return spec.cache.lookup(batch["idx"])
+        attention = bool(needs.get("attention"))
+        # no_grad, not inference_mode: the losses save teacher tensors for backward, which inference
+        # tensors refuse, and the copy that would need costs what inference_mode saves (measured on the main job)
+        with torch.no_grad(), self.frozen_autocast(), attention_implementation(self.teachers[k], "eager" if attention else "sdpa"):
+            features = forward_features(
+                self.teachers[k],
+                batch,
+                hidden_states=bool(needs.get("hidden") or needs.get("cls")),
+                attention_scores=attention,
+                prefix=spec.prefix,
+            )
+        return features if self.frozen_precision == "same" else as_float32(features)
+
+    def student_features(self, batch: dict[str, Tensor]) -> Features:
+        """The student's forward pass with what the method reads."""
+        needs = self.method.student_needs
+        return forward_features(
+            self.model,
+            batch,
+            hidden_states=bool(needs.get("hidden") or needs.get("cls")),
+            attention_scores=bool(needs.get("attention")),
+        )
+
+    def training_step(self, batch):
+        student = self.student_features(batch)
+        chosen = self.method.choose_teachers(len(self.teacher_specs), self.training)
+        teachers = {k: self.teacher_features(k, batch) for k in chosen}
+        terms = self.method.terms(student, teachers, batch)
+        total = sum(self.weights[name] * value for name, value in terms.items() if self.weights.get(name, 0.0) != 0.0)
+        if not torch.is_tensor(total):
+            raise ValueError(f"all loss weights are zero for method {self.method.name!r}")
+        result = {"loss": total}
+        result.update({name: value.detach() for name, value in terms.items()})
+        return result
+
+
+@contextlib.contextmanager
+def attention_implementation(model: nn.Module, name: str):
+    """Run ``model``'s attention with ``name`` ("sdpa": PyTorch's fused kernel, "eager") inside the
+    block, for models whose attention is chosen per forward from ``config._attn_implementation``
+    (BERT and other models that declare SDPA support); others are left as they are. Teachers
+    are loaded eager (attention maps for the methods that read them); a teacher forward that
+    reads no attention maps needs none of that."""
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if current is None or current == name or (name == "sdpa" and not getattr(model, "_supports_sdpa", False)):
+        yield
+        return
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = current
+
+
+def as_float32(features: Features) -> Features:
+    """``features`` with every floating tensor in fp32 (teacher outputs computed in bf16/fp16)."""
+    import dataclasses
+
+    def cast(value):
+        if torch.is_tensor(value) and value.is_floating_point():
+            return value.float()
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(v) for v in value)
+        if isinstance(value, dict):
+            return {k: cast(v) for k, v in value.items()}
+        return value
+
+    return dataclasses.replace(features, **{f.name: cast(getattr(features, f.name)) for f in dataclasses.fields(features)})
+
+
+def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> dict[str, float]:
+    """Loss weights: known term names only, non-negative, not all zero."""
+    weights = {str(k): float(v) for k, v in (weights or {}).items()}
+    unknown = sorted(set(weights) - set(term_names))
+    if unknown:
+        raise ValueError(f"unknown loss term(s) {unknown} in weights; this method has {list(term_names)}")
+    negative = {k: v for k, v in weights.items() if v < 0}
+    if negative:
+        raise ValueError(f"loss weights must be >= 0, got {negative}")
+    if not any(v > 0 for v in weights.values()):
+        raise ValueError(f"at least one loss weight must be > 0 (terms: {list(term_names)})")
+    return weights
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a staged recipe: its full weights (absent terms 0) and its length, either
+    ``epochs`` (a count) or ``fraction`` (of the run's epochs); the last stage has neither."""
+
+    weights: dict[str, float]
+    epochs: int | None = None
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class WeightSchedule:
+    """Per-epoch loss weights: ``stages`` run one after another, the last one to the end of training.
+
+    Stage lengths: ``epochs: n`` is n epochs; ``fraction: f`` is ``floor(f · E + 0.5)`` epochs of
+    a run of E epochs (the nearest whole epoch, halves up). The stage of an epoch depends only on
+    (epoch, E), so a resumed run is back in the right stage. E.g. TinyBERT's task-specific
+    distillation (Jiao et al., 2020, Sec. 3.2): ``[{fraction: 0.6, weights: {emb: 1, hidden: 1,
+    attn: 1}}, {weights: {pred: 1}}]`` is 3 + 2 epochs of a 5-epoch run.
+    """
+
+    stages: tuple[Stage, ...]
+
+    @classmethod
+    def parse(cls, stages, term_names: Sequence[str], key: str = "stages") -> "WeightSchedule":
+        """Validate a recipe's ``stages`` list; ValueError naming ``key[i].<field>`` otherwise."""
+        if not isinstance(stages, (list, tuple)) or not stages:
+            raise ValueError(f"{key} must be a non-empty list of stages ({{epochs|fraction, weights}}), got {stages!r}")
+        parsed = []
+        for i, stage in enumerate(stages):
+            where = f"{key}[{i}]"
+            if not isinstance(stage, Mapping):
+                raise ValueError(f"{where} must be a mapping {{epochs|fraction, weights}}, got {stage!r}")
+            unknown = sorted(set(stage) - {"epochs", "fraction", "weights"})
+            if unknown:
+                raise ValueError(f"{where}: unknown key(s) {unknown}; a stage has epochs or fraction, and weights")
+            last = i == len(stages) - 1
+            epochs, fraction = stage.get("epochs"), stage.get("fraction")
+            if last and (epochs is not None or fraction is not None):
+                raise ValueError(f"{where} is the last stage and runs to the end of training: drop its "
+                                 f"{'epochs' if epochs is not None else 'fraction'}")
+            if not last and (epochs is None) == (fraction is None):
+                raise ValueError(f"{where} needs exactly one of epochs (a count) or fraction (of the run's epochs)")
+            if epochs is not None:
+                if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 1 \
+                        or not float(epochs).is_integer():
+                    raise ValueError(f"{where}.epochs must be a whole number >= 1, got {epochs!r}")
+                epochs = int(epochs)
+            if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                         or not 0 < fraction < 1):
+                raise ValueError(f"{where}.fraction must be a number in (0, 1), got {fraction!r}")
+            given = stage.get("weights")
+            if not isinstance(given, Mapping) or not given:
+                raise ValueError(f"{where}.weights must be a mapping term → weight (absent terms are 0), got {given!r}")
+            try:
+                weights = validate_weights(dict(given), tuple(term_names))
+            except ValueError as exc:
+                raise ValueError(f"{where}.weights: {exc}") from None
+            full = {term: round(weights.get(term, 0.0), 10) for term in term_names}
+            parsed.append(Stage(full, epochs, float(fraction) if fraction is not None else None))
+        fractions = sum(s.fraction or 0.0 for s in parsed)
+        if fractions >= 1:
+            raise ValueError(f"{key}: the fractions sum to {fractions:g} >= 1, leaving nothing for the last stage")
+        return cls(tuple(parsed))
+
+    def stage_lengths(self, n_epochs: int) -> list[int]:
+        """Epochs of every stage in a run of ``n_epochs``; ValueError naming ``stages`` when a stage
+        would get no epoch."""
+        lengths = [s.epochs if s.epochs is not None else math.floor(s.fraction * n_epochs + 0.5) for s in self.stages[:-1]]
+        lengths.append(n_epochs - sum(lengths))
+        empty = [i for i, n in enumerate(lengths) if n < 1]
+        if empty:
+            raise ValueError(
+                f"stages: with {n_epochs} training epoch(s) the stages get {lengths} epochs, so "
+                f"{', '.join(f'stages[{i}]' for i in empty)} would never run; give more training epochs or shorter stages"
+            )
+        return lengths
+
+    def stage_at(self, epoch: int, n_epochs: int) -> int:
+        """The 0-based stage of 0-based ``epoch`` in a run of ``n_epochs``."""
+        end = 0
+        for i, length in enumerate(self.stage_lengths(n_epochs)):
+            end += length
+            if epoch < end:
+                return i
+        return len(self.stages) - 1
+
+    def weights_at(self, epoch: int, n_epochs: int) -> dict[str, float]:
+        return dict(self.stages[self.stage_at(epoch, n_epochs)].weights)
+
+
+@torch.no_grad()
+def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
+    """Let the method observe student and teacher features over ``loader`` (e.g. ALP's α map)."""
+    if not objective.method.observes:
+        return {}
+    was_training = objective.training
+    objective.eval()
+    device = next(objective.model.parameters()).device
+    for batch in loader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        student = objective.student_features(batch)
+        # live teachers: the cache holds training examples only, and dev ids overlap train ids
+        teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
+        objective.method.observe(student, teachers, batch)
+    objective.train(was_training)
+    return objective.method.diagnostics()

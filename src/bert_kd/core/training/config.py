@@ -1,0 +1,157 @@
+"""Engineering settings of a training run: TrainingConfig, mixed precision, the optimizer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+import os
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+from bert_kd.config.schema import MAX_SEED, Runtime, Training, typed
+
+
+@dataclass
+class TrainingConfig:
+    """Engineering settings of a run (no maths here)."""
+
+    epochs: float = 3.0
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    learning_rate: float = 5e-5
+    aux_learning_rate: float | None = None  # projections, ALP/TED modules; None = learning_rate
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default: docs/decisions.md), "fp16", "bf16"
+    group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); the project default is runtime.group_by_length: docs/decisions.md
+    teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
+    gradient_accumulation_steps: int = 1
+    max_steps: int | None = None
+    log_every_steps: int = 10
+    checkpoint_dir: str | None = None
+    checkpoint_every_steps: int = 0  # 0 = at the end of each epoch only
+    keep_checkpoint: bool = False  # keep the last checkpoint once training has finished
+    select_metric: str | None = None  # key of the evaluate_fn result; None = keep the last epoch
+    greater_is_better: bool = True
+    progress_bar: bool = True
+    cpu: bool = False
+    fused_optimizer: bool | str = "auto"  # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
+
+    @classmethod
+    def from_schema(cls, training: Training | Mapping | None, runtime: Runtime | Mapping | None = None, *,
+                    seed: int, select_metric: str | None, greater_is_better: bool = True,
+                    checkpoint_dir: str | Path | None = None, where: str = "training") -> "TrainingConfig":
+        """Build from a ``training:`` block (:class:`bert_kd.config.schema.Training`) and the ``runtime``
+        settings (:class:`bert_kd.config.schema.Runtime`); dicts are validated through
+        :func:`bert_kd.config.schema.typed` (a bad key is a ParameterError naming it under ``where``).
+
+        A key the parameters leave out, or set to null, keeps this class's default (so a runtime
+        block without ``group_by_length`` keeps random batches, whatever the schema's default);
+        runtime settings win over the block's (``eval_batch_size``, ``log_every_steps``).
+        """
+        values = typed(Training, training, where).model_dump(exclude_none=True)
+        chosen = typed(Runtime, runtime, "runtime").model_dump(exclude_unset=True)
+        values.update({k: v for k, v in chosen.items() if k in _FIELD_NAMES and v is not None})
+        _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir)
+        values.update(seed=seed, select_metric=select_metric, greater_is_better=greater_is_better,
+                      checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir))
+        return cls(**values)
+
+    @classmethod
+    def from_dict(cls, values: Mapping | None) -> "TrainingConfig":
+        """Build from one flat dict of this class's fields (a notebook's, a test's): the keys of a
+        ``training:`` block and of ``runtime`` are validated by the schema (:meth:`from_schema`);
+        an unknown key is a ValueError naming it."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - _FIELD_NAMES)
+        if unknown:
+            raise ValueError(f"unknown training parameter(s) {unknown}; valid: {sorted(_FIELD_NAMES)}")
+        training = {k: v for k, v in values.items() if k in Training.model_fields}
+        runtime = {k: v for k, v in values.items() if k in Runtime.model_fields and k not in training}
+        run_settings = {"seed": cls.seed, "select_metric": cls.select_metric}  # the dataclass defaults
+        run_settings.update({k: v for k, v in values.items() if k not in training and k not in runtime})
+        return cls.from_schema(training, runtime, **run_settings)
+
+
+#: TrainingConfig's fields: the schema's ``training:`` and ``runtime`` keys, and the settings of one run
+#: (``seed``, ``select_metric``, ``greater_is_better``, ``checkpoint_dir``) that neither block holds.
+_FIELD_NAMES = frozenset(f.name for f in fields(TrainingConfig))
+
+
+def _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir) -> None:
+    """The settings the schema's blocks do not cover: a ValueError naming the one that is wrong."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"training.seed must be an integer in 0 … {MAX_SEED}, got {seed!r}")
+    if select_metric is not None and not isinstance(select_metric, str):
+        raise ValueError(f"training.select_metric must be a metric name or null, got {select_metric!r}")
+    if not isinstance(greater_is_better, bool):
+        raise ValueError(f"training.greater_is_better must be true or false, got {greater_is_better!r}")
+    if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, Path)):
+        raise ValueError(f"training.checkpoint_dir must be a path or null, got {checkpoint_dir!r}")
+
+
+def make_optimizer(objective, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over the objective's parameter groups; on CPU and CUDA (``fused_optimizer: auto``)
+    PyTorch's fused kernel (one launch for all parameters on a GPU): on CPU the per-tensor loop spent a quarter of a 2-layer student's CPU step updating
+    the 11.7M-entry word embedding. Fused and per-tensor AdamW agree to float rounding (≈ 1e-7),
+    not bit for bit, so the setting is an engineering one (not part of job keys)."""
+    fused = device.type in ("cpu", "cuda") if config.fused_optimizer == "auto" else bool(config.fused_optimizer)
+    return torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate, fused=fused or None)
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """The CPU computes bf16 natively (AMX or AVX-512-BF16 in /proc/cpuinfo's flags)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
+
+
+CPU_ISA_PINS = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+
+
+def numeric_path() -> str:
+    """Which fp32 kernels this process computes with: ``cpu AVX2``, ``cpu AVX512`` (PyTorch's CPU
+    capability: ``ATEN_CPU_CAPABILITY`` lowers it), with the MKL / oneDNN instruction-set pins when set
+    (``cpu AVX2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``), or the GPU's name. The same job on another path
+    gives other float rounding, and a retrained teacher other weights (0.3 points on SST-2 dev):
+    results record it; job keys do not (they name the experiment, not the hardware)."""
+    if torch.cuda.is_available():
+        return f"cuda {torch.cuda.get_device_name()}"
+    pins = [f"{name}={os.environ[name]}" for name in CPU_ISA_PINS if os.environ.get(name)]
+    return " ".join([f"cpu {torch.backends.cpu.get_cpu_capability()}", *pins])
+
+
+def trains_on_cpu(cpu: bool = False) -> bool:
+    """Whether a fit with ``cpu`` (``runtime.cpu``) trains on the CPU: asked for, or no CUDA GPU."""
+    return bool(cpu) or not torch.cuda.is_available()
+
+
+def precision_problem(requested: str, cpu: bool = False) -> str | None:
+    """Why the training precision ``requested`` (``runtime.mixed_precision``) cannot run as said on
+    this device, or None. fp16 on a CPU: Accelerate has no fp16 autocast there and trains in fp32,
+    while the job's key, manifest and MLflow run would say fp16 (a duplicate fp32 result under an
+    fp16 label)."""
+    if requested == "fp16" and trains_on_cpu(cpu):
+        return ("fp16 needs a CUDA GPU and this run trains on the CPU, where it would train in fp32 under an fp16 "
+                "key; use bf16 (CPU autocast), auto (bf16 where the CPU computes it natively, else fp32) or no")
+    return None
+
+
+def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
+    """Accelerate's ``mixed_precision`` for ``value``: "auto" is bf16 on GPUs that support it
+    and on CPUs with AMX/AVX-512-BF16, "no" (fp32) otherwise; other values pass through."""
+    if value != "auto":
+        return value
+    if not cpu and torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "no"
+    return "bf16" if cpu_has_bf16() else "no"

@@ -1,0 +1,214 @@
+"""One distillation body: a :class:`DistillJob` says what is trained — the student's
+start, the teachers as :class:`~bert_kd.core.distill.objective.Teacher` sources (prefix, cache), the
+recipe, the student settings and the run settings — and :func:`train_student` trains it once
+through the content-keyed job path, for one teacher (K = 1: the ALP-KD and TED tables) and for
+K teachers (multi-teacher) alike.
+
+The nodes of ``distill_<row>``, TED Stage II and multi-teacher describe their job here and call
+:func:`train_student`; a sweep trial calls the same nodes. The job's content key is built from
+exactly the material the nodes used before this module existed (keys of stored results stay).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel
+
+from bert_kd.experiment import jobs
+from bert_kd.core.data.glue import get_task
+from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
+from bert_kd.core.distill.gradient_share import share_metrics
+from bert_kd.core.distill.methods import build_method
+from bert_kd.core.distill.methods.multi_teacher.contributions import dev_contributions
+from bert_kd.core.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
+from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
+from bert_kd.core.distill.outputs import summary_key_material
+from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.core.models import ModelBundle, count_parameters, init_key_material, student_init
+from bert_kd.experiment.run_setup import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
+from bert_kd.config.schema import Student, Tracking, set_values, typed
+from bert_kd.experiment.parameters import explicit_weights
+from bert_kd.experiment.store import job as store_job
+from bert_kd.experiment.store import model_identity, recompute, run_model_job
+from bert_kd.experiment.tracker import JobRun, tracker_for
+from bert_kd.core.training import fit, make_loader
+
+#: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
+TEACHER_PREFIX = "t0_"
+
+
+def task_of(settings: "RunSettings | Mapping | str") -> str:
+    """The task of the run settings (or of a task name, for notebooks and benchmarks)."""
+    return get_task(settings).name if isinstance(settings, str) else RunSettings.of(settings).task
+
+
+@dataclass
+class StudentStart(ModelBundle):
+    """A student's initial weights (copied before each training run) with the typed student block
+    it was built from, the table row it is for and the keys of the upstream jobs it depends on."""
+
+    params: Any = None  # the student parameter block as given (dict or schema.Student)
+    row: str | None = None
+    upstream: dict = field(default_factory=dict)
+
+    def method_inputs(self, recipe: Mapping, teacher: ModelBundle, task: str) -> tuple[dict, dict]:
+        """(the recipe as key material, live objects handed to the method beside it); a plain
+        start adds nothing (TED's Stage II start adds its Stage I filters)."""
+        return dict(recipe), {}
+
+
+def with_explicit_weights(recipe) -> dict:
+    """A recipe as a ``distill_<row>`` node receives it: its loss weights written out
+    (:func:`bert_kd.experiment.parameters.explicit_weights`, what MLflow records). The validation hook prepares a
+    pipeline's recipes so, a sweep trial its row's."""
+    config = set_values(recipe)
+    return {**config, "weights": explicit_weights(config)}
+
+
+def recipe_spec(method_config: Mapping) -> dict:
+    """The JSON part of a method recipe (the part that enters the student's content key)."""
+    return {k: v for k, v in method_config.items() if v is None or isinstance(v, (str, int, float, bool, list, tuple, dict))}
+
+
+def student_start_spec(student: ModelBundle, student_params) -> dict:
+    """What the student starts from: the teacher copy's layer selection (``init: pretrained``: from
+    the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
+    or another model's identity."""
+    params = typed(Student, student_params, "student")
+    spec = {"num_layers": params.num_layers, "layer_selection": params.layer_selection, "from_job": student.info.get("key")}
+    if params.model:
+        spec["model"] = model_identity(params.model)
+    else:
+        spec.update(init_key_material({"init": student_init({"init": params.init})}))
+    return spec
+
+
+@dataclass
+class DistillJob:
+    """Everything one distillation run reads, and its content-keyed store entry (``store``)."""
+
+    store: jobs.Job
+    #: builds the student's initial weights when the job trains: (model, tokenizer, teacher layers kept)
+    initial_student: Callable[[], tuple[Any, Any, Any]]
+    teachers: list[Teacher]
+    #: column prefix → tokenizer of each teacher tokenization in ``data`` (the collator pads each by its own)
+    teacher_tokenizers: Mapping[str, Any]
+    recipe: dict
+    #: live objects the method reads beside the recipe (TED's Stage I filters): never key material
+    method_objects: dict
+    student_params: Any
+    settings: RunSettings
+    row: str
+    data: Any
+    run_name: str
+    multi_teacher: bool = False
+    teacher_parameters: int | None = None
+    student_layers: Any = None
+
+    @property
+    def task(self) -> str:
+        return self.settings.task
+
+    def training(self, checkpoint_dir=None, n_train: int | None = None):
+        """The job's :class:`~bert_kd.core.training.TrainingConfig` (student ``training`` block + runtime)."""
+        return training_config(set_values(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
+                               self.task, checkpoint_dir, n_train=n_train)
+
+
+def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache, recipe: Mapping,
+                       settings: RunSettings) -> DistillJob:
+    """The job of one ``distill_methods`` / ``ted_methods`` row: ``student`` distilled from ``teacher``
+    (its cache used unless the student reads another vocabulary); key material unchanged since job keys were introduced."""
+    task = settings.task
+    row = student.row or recipe["method"]
+    key_recipe, objects = student.method_inputs(recipe, teacher, task)
+    params = set_values(student.params)
+    config = training_config(params.get("training"), settings.runtime, settings.seed, task, None)
+    store = store_job("student", {
+        "task": task, "recipe": recipe_spec(key_recipe), "teacher": teacher.info.get("key"),
+        "start": student_start_spec(student, student.params),
+        "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
+        "training": jobs.training_spec(vars(config)), "seed": settings.seed, "data": jobs.dataset_fingerprint(student_data),
+        "upstream": student.upstream, **summary_key_material(teacher.model, student.model),
+    })
+    prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
+    source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
+    return DistillJob(
+        store=store, initial_student=lambda: (copy.deepcopy(student.model), student.tokenizer,
+                                              student.info.get("initialised_from_teacher_layers")),
+        teachers=[source], teacher_tokenizers={TEACHER_PREFIX: teacher.tokenizer} if prefix else {},
+        recipe=key_recipe, method_objects=objects, student_params=student.params, settings=settings, row=row,
+        data=student_data, run_name=f"distill_{row}:{task}", teacher_parameters=count_parameters(teacher.model),
+        student_layers=student.info.get("initialised_from_teacher_layers"),
+    )
+
+
+def train_student(job: DistillJob) -> ModelBundle:
+    """Train ``job``'s student once (or reuse the stored one with the same content key)."""
+    train = partial(_train, job=job)
+    bundle = run_model_job(job.store, train, job.settings.tracking, recompute=recompute(job.settings.runtime),
+                           run_name=job.run_name, run_tags={"role": "student", "method": job.row, "task": job.task})
+    bundle.info["method"] = job.row  # a stored result may have been trained under another name
+    return bundle
+
+
+def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
+    """Build the student, its method and objective, fit it and record it on the job's ``run``."""
+    spec = get_task(job.task)
+    model, tokenizer, kept = job.initial_student()
+    algorithm = job.recipe["method"]
+    method = build_method({**job.recipe, **job.method_objects}, model, [t.model for t in job.teachers],
+                          regression=spec.is_regression)
+    token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
+    if any(t.prefix for t in job.teachers) and token_level and not method.reads_teacher_prefixes:
+        raise ValueError(
+            f"method {algorithm!r} compares token positions, but student.model uses another tokenizer "
+            "than the teacher: use a [CLS]-level method (rkd, pkd, ckd, alp) or multi_teacher"
+        )
+    objective = DistillationObjective(model, job.teachers, method, method.weights)
+    train_split = job.data["train"]
+    settings = job.training(checkpoint_dir, n_train=len(train_split))
+    collator = collator_for(tokenizer, job.teacher_tokenizers or None)
+    eval_split = evaluation_split(job.data)
+    tracker = tracker_for(job.settings.tracking)
+    tracker.distillation_started(run, job, model, method, objective, settings)
+    shares = measure_gradient_shares(run, objective, train_split, collator, settings.batch_size,
+                                     typed(Tracking, job.settings.tracking, "tracking").gradient_share_batches,
+                                     name=job.run_name if job.multi_teacher else f"distill_{job.row}", seed=settings.seed)
+    result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
+                 evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
+                 description=progress_label(job.row, algorithm, spec.name))
+    outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
+                                                                shuffle=False), eval_split)
+    tracker.distillation_ended(run, job, method, outcome)
+    info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
+            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
+            "mlflow_run_id": run.run_id, "gradient_shares": share_metrics(shares, prefix=""), **outcome}
+    if job.multi_teacher:
+        info.update({"configuration": job.run_name, "teachers": [t.name for t in job.teachers],
+                     "initialised_from_teacher_layers": kept})
+    else:
+        info.update({"algorithm": algorithm, "teacher_key": job.store.spec.get("teacher")})
+    return ModelBundle(model, tokenizer, info)
+
+
+def progress_label(row: str, algorithm: str, task: str) -> str:
+    """A progress bar's label: the table row (``alp_no sst2``), its method when the row's name
+    differs (``alp_no (alp) sst2``), so three ALP rows are three labels."""
+    return f"{row} ({algorithm}) {task}" if row != algorithm else f"{row} {task}"
+
+
+def _observations(job: DistillJob, method, objective, dev_loader, split: str) -> dict:
+    """What the trained student's method observed on dev: ALP's α map and other diagnostics (one
+    teacher); the alignment report and, for the MT method, each teacher's and layer group's loss
+    share (multi-teacher contributions figure)."""
+    if not job.multi_teacher:
+        return {"diagnostics": collect_diagnostics(objective, dev_loader)}
+    contributions = None
+    if isinstance(method, MultiTeacherOneToMany):
+        contributions = {**dev_contributions(objective, dev_loader), "split": split}
+    return {"alignment": method.alignment_report(), "contributions": contributions}

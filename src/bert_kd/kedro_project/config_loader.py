@@ -1,0 +1,204 @@
+"""The project's config loader: Kedro's ``OmegaConfigLoader`` with ``--params`` merged in an order that
+keeps inherited blocks inherited.
+
+``conf/base`` writes every job's ``training`` as an interpolation of the global block
+(``student.training: ${merge:${training},{epochs: 4}}``). Kedro merges ``--params`` into the unresolved
+config key by key, and OmegaConf resolves an interpolation node the moment a key is merged *into* it. So
+``--params student.training.epochs=1,training.batch_size=16`` froze ``student.training`` before the global
+batch size arrived (batch 32), while the same two keys in the other order gave batch 16: a silent,
+order-dependent config. Here the ``--params`` keys that go through an interpolation node are merged after
+all the others, so the node is resolved with every plain override in place, whatever the order.
+
+It also refuses, as one user-error block each, what Kedro would follow silently or answer with a long
+traceback: an ``--env`` that is not a folder inside ``conf/`` (``--env ../../somewhere`` used to fall
+back on ``base`` without a word; ``--env papr`` printed a ``MissingConfigException``), and an
+interpolation whose key no file defines (``${trainin}``: an ``InterpolationKeyError`` traceback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kedro.config import OmegaConfigLoader
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
+
+from bert_kd.config.errors import UserError
+
+
+def environments(conf_source: str | Path) -> list[str]:
+    """The environments a run may name: the folders directly inside ``conf_source`` (hidden ones left out)."""
+    root = Path(conf_source)
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+
+
+def check_environment(conf_source: str | Path, env: str | None) -> None:
+    """:class:`UserError` unless ``env`` (``kedro run --env``) names a folder directly inside ``conf_source``."""
+    if env is None or not Path(conf_source).is_dir():  # a remote conf_source: Kedro checks it
+        return
+    known = environments(conf_source)
+    if env in known:
+        return
+    outside = Path(env).name != env or env in ("", ".", "..")
+    what = (f"--env {env} is a path, not the name of an environment folder inside {conf_source}/" if outside
+            else f"--env {env}: there is no folder {Path(conf_source) / env}/")
+    import difflib
+
+    close = difflib.get_close_matches(env, known, n=1, cutoff=0.6)
+    hint = f"did you mean --env {close[0]}? " if close and not outside else ""
+    raise UserError(what, f"--env (or KEDRO_ENV); environments: {', '.join(known) or 'none'}",
+                    f"{hint}name one of {', '.join(known)}; a new environment is a folder {conf_source}/<name>/ "
+                    "holding only what differs from base")
+
+
+def interpolation_error(exc: InterpolationResolutionError, config_per_file: Mapping[Path, DictConfig]) -> UserError:
+    """One block for an interpolation that cannot be resolved, naming the file and line that use it."""
+    import re
+
+    message = getattr(exc, "msg", str(exc)).splitlines()[0]
+    full_key = getattr(exc, "full_key", None)
+    missing = re.search(r"Interpolation key '([^']+)' not found", message)
+    where = None
+    if missing:
+        needle = re.compile(r"\$\{[^}]*\b" + re.escape(missing.group(1)) + r"\b")
+        for path in config_per_file:
+            try:
+                lines = Path(path).read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue
+            line = next((i for i, text in enumerate(lines, 1) if needle.search(text)), None)
+            if line is not None:
+                where = f"{path}:{line}"
+                break
+    where = where or ", ".join(str(p) for p in config_per_file)
+    key = f" (in {full_key})" if full_key else ""
+    fix = (f"define {missing.group(1)} in conf/base (or the environment's files) or correct the name in the ${{…}}"
+           if missing else "correct the ${…} expression")
+    return UserError(f"the configuration cannot be resolved: {message}{key}", where, fix)
+
+
+def split_runtime_params(config: DictConfig, params: Mapping[str, Any]) -> tuple[dict, dict]:
+    """``(plain, through)``: the nested ``params`` split into the keys whose path stays outside every
+    interpolation node of ``config`` (unresolved) and the sub-blocks merged *into* an interpolation node
+    (e.g. ``{"student": {"training": {"epochs": 1}}}`` when ``student.training`` is ``${merge:…}``)."""
+    plain: dict = {}
+    through: dict = {}
+
+    def walk(node: DictConfig | None, values: Mapping, plain_at: dict, through_at: dict) -> None:
+        for key, value in values.items():
+            inside = isinstance(node, DictConfig) and key in node
+            if isinstance(value, Mapping) and value and inside and OmegaConf.is_interpolation(node, key):
+                through_at[key] = value
+            elif isinstance(value, Mapping) and value and inside and isinstance(node[key], DictConfig):
+                walk(node[key], value, plain_at.setdefault(key, {}), through_at.setdefault(key, {}))
+                for part in (plain_at, through_at):
+                    if not part[key]:
+                        del part[key]
+            else:
+                plain_at[key] = value
+
+    walk(config, params, plain, through)
+    return plain, through
+
+
+#: The shared training block every job's ``training`` derives from in conf/base.
+SHARED_TRAINING = "training"
+
+
+def job_training_paths(config: DictConfig) -> list[tuple]:
+    """Paths of the job ``training`` blocks that ``config`` (unresolved) derives from the shared block:
+    ``${training}``, ``${merge:${training},{…}}``, or a reference to another such block
+    (``multi_teachers[0].training: ${teacher.training}``). Blocks written out in full (the reproduce
+    tables') are not among them."""
+    candidates: dict[tuple, str] = {}
+
+    def walk(node, path: tuple) -> None:
+        items = node.items_ex(resolve=False) if isinstance(node, DictConfig) else enumerate(node)
+        for key, _ in items:
+            if isinstance(node, DictConfig) and OmegaConf.is_interpolation(node, str(key)):
+                if key == SHARED_TRAINING and path:
+                    candidates[(*path, key)] = node._get_node(key)._value()
+                continue
+            child = node._get_node(key) if isinstance(node, DictConfig) else node[key]
+            if isinstance(child, (DictConfig, ListConfig)):
+                walk(child, (*path, key))
+
+    walk(config, ())
+    derived: set[tuple] = set()
+    changed = True
+    while changed:
+        changed = False
+        for path, text in candidates.items():
+            names = {f"${{{SHARED_TRAINING}}}"} | {"${" + dotted_path(other) + "}" for other in derived}
+            if path not in derived and any(name in text for name in names):
+                derived.add(path)
+                changed = True
+    return sorted(derived, key=str)
+
+
+def dotted_path(path: tuple) -> str:
+    """``("multi_teachers", 0, "training")`` → ``multi_teachers[0].training`` (OmegaConf's own spelling)."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def apply_shared_training(config: dict, paths: list[tuple], runtime_params: Mapping) -> None:
+    """The one precedence rule of training settings, applied to the resolved ``config``: the command line
+    over conf, and a job's own key over the shared block. A ``--params training.<key>`` therefore reaches
+    every job block in ``paths`` (also one whose conf pins that key), unless ``--params <job>.training.<key>``
+    sets it for that job."""
+    runtime = OmegaConf.to_container(OmegaConf.create(dict(runtime_params)))
+    shared = runtime.get(SHARED_TRAINING)
+    if not isinstance(shared, Mapping) or not shared:
+        return
+    for path in paths:
+        block, own = config, runtime
+        for part in path:
+            block = block[part] if isinstance(block, (dict, list)) and _has(block, part) else None
+            own = own.get(part) if isinstance(own, Mapping) else None
+        if not isinstance(block, dict):
+            continue
+        for key, value in shared.items():
+            if not (isinstance(own, Mapping) and key in own):
+                block[key] = value
+
+
+def _has(container, part) -> bool:
+    return part in container if isinstance(container, dict) else isinstance(part, int) and part < len(container)
+
+
+class ProjectConfigLoader(OmegaConfigLoader):
+    """``OmegaConfigLoader`` whose ``parameters`` take ``--params`` in two passes (see the module): the
+    plain keys first, then the keys inside interpolated blocks."""
+
+    def __init__(self, conf_source: str | Path, env: str | None = None, *args, **kwargs) -> None:
+        check_environment(conf_source, env)
+        self._job_training_paths: list[tuple] = []
+        super().__init__(conf_source, env, *args, **kwargs)
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        self._job_training_paths = []
+        config = super().__getitem__(key)
+        if key == "parameters" and self.runtime_params:
+            apply_shared_training(config, self._job_training_paths, self.runtime_params)
+        return config
+
+    def _merge_and_resolve(self, key: str, config_per_file: dict[Path, DictConfig]) -> dict[str, Any]:
+        if key == "parameters" and not self._job_training_paths and config_per_file:
+            merged = OmegaConf.unsafe_merge(*config_per_file.values())  # conf/base, read first: its derived blocks
+            self._job_training_paths = job_training_paths(merged)
+        try:
+            return self._merge_and_resolve_params(key, config_per_file)
+        except InterpolationResolutionError as exc:
+            raise interpolation_error(exc, config_per_file) from exc
+
+    def _merge_and_resolve_params(self, key: str, config_per_file: dict[Path, DictConfig]) -> dict[str, Any]:
+        if key != "parameters" or not self.runtime_params or not config_per_file:
+            return super()._merge_and_resolve(key, config_per_file)
+        merged = OmegaConf.unsafe_merge(*config_per_file.values())
+        plain, through = split_runtime_params(merged, OmegaConf.to_container(OmegaConf.create(self.runtime_params)))
+        return OmegaConf.to_container(OmegaConf.unsafe_merge(merged, plain, through), resolve=True)

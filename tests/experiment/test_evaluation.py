@@ -1,0 +1,23 @@
+"""A model's evaluation: its size on disk."""
+
+from __future__ import annotations
+
+from bert_kd.experiment import evaluation
+
+
+def test_model_size_is_read_from_the_store_entry_and_matches_a_fresh_save(tmp_path, tiny_teacher_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    from bert_kd.core.models import ModelBundle, write_bundle_files
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_teacher_dir)
+    unsaved = ModelBundle(model, tokenizer=None, info={})
+    measured = evaluation._saved_size(unsaved)  # no store entry: saved to a temporary folder
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    model.save_pretrained(entry)
+    (entry / "manifest.json").write_text("{}" * 1000)  # store bookkeeping is not the model's size
+    stored = ModelBundle(model, tokenizer=None, info={"store_path": str(entry)})
+    assert evaluation._saved_size(stored) == measured > 0
+    (entry / "model.safetensors").write_bytes(b"0" * 10)  # proves the store entry is what was read
+    assert evaluation._saved_size(stored) == (entry / "config.json").stat().st_size + 10

@@ -1,0 +1,142 @@
+"""The model store's ``runtime.recompute`` (and ``tracking.enabled``) from the hook's models or from dicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bert_kd.config.schema import Runtime, Tracking
+from bert_kd.experiment.store import recompute
+from bert_kd.tracking import tracking_enabled
+
+
+@pytest.mark.parametrize("form", [dict, "model"])
+def test_settings_helpers_read_the_hooks_models_and_dicts_alike(form):
+    tracking, runtime = {"enabled": False, "log_models": False}, {"recompute": True}
+    if form == "model":
+        tracking, runtime = Tracking.model_validate(tracking), Runtime.model_validate(runtime)
+    assert tracking_enabled(tracking) is False and recompute(runtime) is True
+    assert tracking_enabled(None) is True and recompute(None) is False  # the schema's defaults
+
+
+def test_a_bad_key_in_a_notebooks_dict_names_the_block():
+    from bert_kd.config.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="runtime.recompte"):
+        recompute({"recompte": True})
+
+
+# ---------------------------------------------------------------- one run per job, open while the job runs
+@pytest.fixture()
+def tracking_store(tmp_path):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment("bert_kd", artifact_location=str(tmp_path / "art")))
+    return mlflow.MlflowClient(uri)
+
+
+def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
+    """A student job of the store whose ``train_fn`` loads the tiny model (a run's worth of logging)."""
+    from bert_kd.experiment import jobs
+    from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
+
+    job = jobs.Job("student", {"task": "rte", "row": name}, tmp_path / "store")
+
+    def train(checkpoint_dir, *, run):
+        run.log_params({"method": name, "recipe": f"{name} recipe"})
+        run.log_metrics({"train/loss": 0.5}, step=1)
+        model = load_classifier(str(tiny_teacher_dir), 2)
+        return ModelBundle(model, load_tokenizer(str(tiny_teacher_dir)),
+                           {"role": "student", "method": name, "task": "rte", "mlflow_run_id": run.run_id})
+
+    return job, train
+
+
+def run_job(tmp_path, tiny_teacher_dir, name, tracking=None):
+    from bert_kd.experiment.store import run_model_job
+
+    job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name)
+    return run_model_job(job, train, tracking or {}, run_name=f"distill_{name}:rte",
+                         run_tags={"role": "student", "method": name, "task": "rte"})
+
+
+def test_a_jobs_run_ends_when_its_job_ends_and_an_evaluation_does_not_reopen_it(tracking_store, tmp_path, tiny_teacher_dir):
+    import mlflow
+
+    from bert_kd.experiment.store import TRAINING_SECONDS
+    from bert_kd.tracking import log_evaluation
+
+    with mlflow.start_run(run_name="distill_baselines:rte [kedro run]") as parent:
+        first = run_job(tmp_path, tiny_teacher_dir, "alp")
+        second = run_job(tmp_path, tiny_teacher_dir, "pkd")
+        log_evaluation({"task": "rte", "metrics": {"validation": {"accuracy": 0.5}}, "score": 0.5, "parameters": 1,
+                        "encoder_parameters": 1, "size_on_disk_bytes": 1, "throughput_examples_per_s": 1.0,
+                        "evaluation_seconds": 0.25}, first.info["mlflow_run_id"], {})
+    a, b = (tracking_store.get_run(bundle.info["mlflow_run_id"]) for bundle in (first, second))
+    assert a.info.status == b.info.status == "FINISHED"
+    assert a.info.end_time <= b.info.start_time < b.info.end_time <= tracking_store.get_run(parent.info.run_id).info.end_time
+    assert a.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert a.data.metrics[TRAINING_SECONDS] > 0 and a.data.metrics["time/evaluation_seconds"] == 0.25
+    assert a.data.metrics["time/training_seconds"] * 1000 <= a.info.end_time - a.info.start_time
+    model = tracking_store.get_logged_model(first.info["mlflow_model_id"])
+    assert (model.name, model.source_run_id) == ("alp-rte-student", a.info.run_id)
+
+
+def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it(tracking_store, tmp_path, tiny_teacher_dir):
+    from bert_kd.tracking.jobs import TRAINED_IN_ID_TAG, TRAINED_IN_TAG
+
+    trained = run_job(tmp_path, tiny_teacher_dir, "alp")
+    before = tracking_store.get_run(trained.info["mlflow_run_id"]).info
+    reused = run_job(tmp_path, tiny_teacher_dir, "alp")
+    run = tracking_store.get_run(reused.info["mlflow_run_id"])
+    assert reused.info["reused"] and reused.info["trained_in_run_id"] == before.run_id != run.info.run_id
+    assert run.info.run_name == "distill_alp:rte (reused)" and run.info.status == "FINISHED"
+    assert run.data.tags[TRAINED_IN_ID_TAG] == before.run_id
+    assert run.data.tags[TRAINED_IN_TAG].endswith(f"#/experiments/{before.experiment_id}/runs/{before.run_id}"
+                                                  "?workflowType=machine_learning")
+    assert run.data.params["recipe"] == "alp recipe"  # the comparison view's columns, copied
+    after = tracking_store.get_run(before.run_id).info
+    assert (after.end_time, after.status) == (before.end_time, before.status)  # never reopened
+    assert reused.info["mlflow_model_id"] == trained.info["mlflow_model_id"]  # not logged again
+    assert len(tracking_store.search_logged_models([before.experiment_id])) == 1
+
+
+def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracking_store, tmp_path, tiny_teacher_dir):
+    """The run that trained the entry was killed while MLflow logged its model: the LoggedModel is
+    left PENDING and empty. The next run that reuses the entry logs it (once), so its URIs work."""
+    import mlflow
+
+    trained = run_job(tmp_path, tiny_teacher_dir, "alp", tracking={"log_models": False})
+    mlflow.initialize_logged_model(name="alp-rte-student", source_run_id=trained.info["mlflow_run_id"],
+                                   tags={"store_key": trained.info["key"]})  # what the killed logging left
+    reused = run_job(tmp_path, tiny_teacher_dir, "alp")
+    model = tracking_store.get_logged_model(reused.info["mlflow_model_id"])
+    assert str(model.status) == "READY" and model.source_run_id == reused.info["mlflow_run_id"]
+    local = mlflow.artifacts.download_artifacts(f"models:/{model.model_id}")
+    assert list(Path(local).rglob("config.json"))
+    again = run_job(tmp_path, tiny_teacher_dir, "alp")
+    assert again.info["mlflow_model_id"] == model.model_id  # found by its store key: not logged a third time
+
+
+def test_the_job_path_with_tracking_off_imports_no_mlflow(tmp_path, tiny_teacher_dir):
+    """``tracking.enabled: false``: training, storing and reusing a model never loads mlflow."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+        from tests.experiment.test_store import run_job
+        for _ in range(2):  # trained, then reused
+            bundle = run_job(Path({str(tmp_path)!r}), Path({str(tiny_teacher_dir)!r}), "alp", tracking={{"enabled": False}})
+        import bert_kd.experiment.distill_job, bert_kd.experiment.evaluation, bert_kd.experiment.run_setup  # the rest of the job path
+        print(bundle.info["reused"], "mlflow" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["True", "False"]

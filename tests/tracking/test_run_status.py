@@ -1,0 +1,139 @@
+"""MLflow runs end FAILED on a node error and KILLED on SIGTERM, nested and parent alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def _status(uri, run_id):
+    import mlflow
+
+    return mlflow.MlflowClient(uri).get_run(run_id).info.status
+
+
+def test_pipeline_error_marks_parent_and_nested_runs_failed(tmp_path):
+    import mlflow
+
+    from bert_kd.tracking.run_status import RunStatusHook
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.tracking.fluent._active_experiment_id = None  # other tests leave another store's experiment active
+    mlflow.set_experiment("run_status")
+    parent = mlflow.start_run(run_name="kedro run")
+    nested = mlflow.start_run(run_name="train_teacher:rte", nested=True)
+    hook = RunStatusHook()
+    hook.install_signal_handlers()
+    hook.on_pipeline_error(error=RuntimeError("boom"), run_params={}, pipeline=None, catalog=None)
+    assert mlflow.active_run() is None
+    assert (_status(uri, parent.info.run_id), _status(uri, nested.info.run_id)) == ("FAILED", "FAILED")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+
+SCRIPT = r"""
+import sys, time, mlflow
+from bert_kd.tracking.run_status import RunStatusHook
+mlflow.set_tracking_uri(sys.argv[1])
+parent = mlflow.start_run(run_name="kedro run")
+nested = mlflow.start_run(run_name="train", nested=True)
+RunStatusHook().install_signal_handlers()
+print(parent.info.run_id, nested.info.run_id, flush=True)
+time.sleep(120)
+"""
+
+
+def test_sigterm_marks_parent_and_nested_runs_killed(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    parent_id, nested_id = proc.stdout.readline().split()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert (_status(uri, parent_id), _status(uri, nested_id)) == ("KILLED", "KILLED")
+
+
+ORPHAN_SCRIPT = r"""
+import sys, mlflow
+from bert_kd.tracking import owner_tags, tracked_run
+mlflow.set_tracking_uri(sys.argv[1])
+mlflow.set_experiment("orphans")
+with mlflow.start_run(run_name="kedro run", tags=owner_tags()) as parent:
+    with tracked_run("train_student:mrpc") as child:
+        print(parent.info.run_id, child.run_id, flush=True)
+        sys.stdin.readline()  # wait to be killed
+"""
+
+
+def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_path):
+    import mlflow
+
+    from bert_kd.tracking.run_status import RunStatusHook
+    from bert_kd.tracking import HOST_TAG, PID_TAG, STARTED_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, uri], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    parent_id, child_id = proc.stdout.readline().split()
+    proc.kill()  # SIGKILL: no handler runs
+    proc.communicate(timeout=60)
+    assert (_status(uri, parent_id), _status(uri, child_id)) == ("RUNNING", "RUNNING")
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.tracking.fluent._active_experiment_id = None
+    mlflow.set_experiment("orphans")
+    other_host = mlflow.MlflowClient().create_run(
+        mlflow.get_experiment_by_name("orphans").experiment_id,
+        tags={HOST_TAG: "another-machine", PID_TAG: "1", STARTED_TAG: "0.00"}).info.run_id
+    hook = RunStatusHook()
+    mlflow.start_run(run_name="next kedro run")  # what kedro-mlflow opens before the hook's wrapper resumes
+    wrapper = hook.before_pipeline_run(run_params={}, pipeline=None, catalog=None)
+    next(wrapper)
+    try:
+        wrapper.send(type("Outcome", (), {"excinfo": None})())
+    except StopIteration:
+        pass
+    current = mlflow.active_run().info.run_id
+    mlflow.end_run()
+    assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")
+    assert _status(uri, other_host) == "RUNNING"  # another host's process: not ours to judge
+    assert mlflow.MlflowClient(uri).get_run(current).data.tags[PID_TAG] == str(os.getpid())
+    assert "was gone" in mlflow.MlflowClient(uri).get_run(child_id).data.tags["bert_kd.ended_by"]
+
+
+def test_ctrl_c_is_reported_once_and_never_by_a_forked_worker(tmp_path, monkeypatch, caplog):
+    """Ctrl-C reaches every process of the group: DataLoader workers forked with the handler
+    installed must not end (and report) the parent's runs again, and a second signal says nothing."""
+    import logging
+
+    import pytest
+
+    from bert_kd.tracking import run_status
+
+    ended: list[str] = []
+    monkeypatch.setattr(run_status, "end_active_runs", lambda status: ended.append(status) or ["r1"])
+    hook = run_status.RunStatusHook()
+    hook.install_signal_handlers()
+    real_pid = os.getpid()
+    caplog.set_level(logging.WARNING, logger="bert_kd.tracking.run_status")
+    try:
+        monkeypatch.setattr(run_status.os, "getpid", lambda: real_pid + 1)  # a forked worker
+        with pytest.raises(KeyboardInterrupt):
+            hook._on_signal(signal.SIGINT, None)
+        assert ended == [] and not caplog.records
+        monkeypatch.setattr(run_status.os, "getpid", lambda: real_pid)
+        for _ in range(3):
+            with pytest.raises(KeyboardInterrupt):
+                hook._on_signal(signal.SIGINT, None)
+    finally:
+        hook._restore()
+    assert ended == ["KILLED"]
+    assert [r.getMessage() for r in caplog.records] == ["SIGINT: MLflow run(s) r1 marked KILLED"]
