@@ -26,7 +26,7 @@ class TinyBERTOptions(Recipe):
 class TinyBERT(Method):
     """L = emb·MSE(E_S W_e, E_T) + hidden·Σ_m MSE(H_S^m W_h, H_T^{g(m)})
     + attn·Σ_m MSE(A_S^m, A_T^{g(m)}) (pre-softmax scores, heads averaged)
-    + pred·soft-CE(z_T/T, z_S/T) [+ ce·CE] [+ cos·DistilBERT cosine on the mapped hidden states]."""
+    + pred·soft-CE(z_T/T, z_S/T), optionally + ce·CE and + cos·(DistilBERT cosine on the mapped hidden states)."""
 
     term_names = ("ce", "pred", "emb", "hidden", "attn", "cos")
     default_weights = {"ce": 0.0, "pred": 1.0, "emb": 1.0, "hidden": 1.0, "attn": 1.0, "cos": 0.0}
