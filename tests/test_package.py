@@ -1,4 +1,5 @@
-"""Package-wide structure: import direction and no function-local imports of bert_kd."""
+"""Package-wide structure: no import cycle among bert_kd modules (function-local imports counted),
+the core imports neither Kedro nor MLflow, and the package root holds Kedro's entry points and folders."""
 
 from __future__ import annotations
 
@@ -10,27 +11,110 @@ from pathlib import Path
 import bert_kd
 
 PACKAGE = Path(bert_kd.__file__).parent
-#: Modules whose imports are already clean (extend as the other modules are cleaned).
-CHECKED = ["core/distill", "core/layer_maps.py", "core/models.py", "kedro_project/datasets.py", "experiment/jobs.py",
-           "tracking/run_status.py", "pipelines", "config", "experiment/parameters.py"]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def bert_kd_imports() -> dict[str, set[str]]:
+    """Every bert_kd module → the bert_kd modules it imports anywhere in its file (top level,
+    function-local, under ``if``): ``from a import b`` counts ``a.b`` when that is a module, else ``a``."""
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+    def known(name: str) -> str:
+        while name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(known(alias.name) for alias in node.names if alias.name.split(".")[0] == "bert_kd")
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                if base.split(".")[0] == "bert_kd":
+                    imported.update(f"{base}.{a.name}" if f"{base}.{a.name}" in paths else known(base) for a in node.names)
+        graph[module] = imported - {module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_scan_sees_top_level_and_function_local_imports():
+    graph = bert_kd_imports()
+    assert "bert_kd.config.schema" in graph["bert_kd.core.training.config"]  # top level
+    assert "bert_kd.config.errors" in graph["bert_kd.analysis.cli"]  # inside a function
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_among_bert_kd_modules():
+    assert cycles(bert_kd_imports()) == []
+
+
+def test_the_config_leaf_imports_no_other_bert_kd_room():
+    graph = bert_kd_imports()
+    leaf = {module: sorted(m for m in imported if not m.startswith("bert_kd.config"))
+            for module, imported in graph.items() if module.startswith("bert_kd.config")}
+    assert leaf == {module: [] for module in leaf}
+
+
+def test_the_core_loads_neither_kedro_nor_mlflow():
+    code = ("import sys, bert_kd.core.training, bert_kd.core.distill, bert_kd.core.models, bert_kd.core.data, "
+            "bert_kd.core.distill.methods, bert_kd.config.schema; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'kedro', 'mlflow'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_package_root_holds_entry_points_and_folders_only():
+    entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
+    modules = {name for name in entries if name.endswith(".py")}
+    assert modules <= {"__init__.py", "__main__.py", "cli.py", "settings.py", "pipeline_registry.py", "hooks.py"}
+    assert all((PACKAGE / name).is_dir() for name in set(entries) - modules) and len(entries) <= 12
 
 
 def test_models_does_not_import_distill():
     code = "import sys, bert_kd.core.models; print(sorted(m for m in sys.modules if m.startswith('bert_kd.core.distill')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-def test_no_function_local_bert_kd_imports():
-    files = [f for entry in CHECKED for f in ([PACKAGE / entry] if entry.endswith(".py") else (PACKAGE / entry).rglob("*.py"))]
-    local = []
-    for path in files:
-        for func in ast.walk(ast.parse(path.read_text())):
-            if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node in ast.walk(func):
-                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bert_kd"):
-                        local.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-    assert len(files) > 20 and local == []
 
 
 def test_catalog_and_jobs_do_not_import_pipelines_or_kedro_nodes():

@@ -18,10 +18,7 @@ from pathlib import Path
 import click
 from kedro.framework.cli.project import run as kedro_run
 
-from bert_kd.config.errors import UserError, debug_enabled, error_log_path, find_user_error
-
-#: Exit status of a user error (click uses 2 for usage errors too).
-USER_ERROR_EXIT = 2
+from bert_kd.config.errors import USER_ERROR_EXIT, UserError, debug_enabled, error_log_path, find_user_error
 
 
 def report_user_error(error: UserError, exc: BaseException, stream=None) -> None:

@@ -13,6 +13,9 @@ import os
 import re
 from contextvars import ContextVar
 
+#: Exit status of a user error (click uses 2 for usage errors too).
+USER_ERROR_EXIT = 2
+
 #: Set to 1 to also print the traceback of user errors on the terminal.
 DEBUG_ENV = "BERT_KD_DEBUG"
 #: Where the full traceback of a user error is appended (relative to the project root).

@@ -97,13 +97,13 @@ class Parameters(Strict):
     teacher: Teacher | None = None
     student: Student | None = None
     teacher_cache: TeacherCache = TeacherCache()
-    distill_methods: dict[str, AnyRecipe] = {}
+    distill_methods: dict[str, AnyRecipe] = {}  # noqa: F821 (the registry's union, resolved by parameters_model)
     ted: Ted | None = None
     ted_student: Student | None = None
-    ted_methods: dict[str, AnyRecipe] = {}
+    ted_methods: dict[str, AnyRecipe] = {}  # noqa: F821 (the registry's union, resolved by parameters_model)
     multi_teachers: list[MultiTeacher] | None = None
     multi_student: MultiStudent | None = None
-    multi_teacher_configs: dict[str, AnyRecipe] = {}
+    multi_teacher_configs: dict[str, AnyRecipe] = {}  # noqa: F821 (the registry's union, resolved by parameters_model)
     reproduce: Reproduce | None = None
     export_student: ExportStudent | None = None
     evaluate: Evaluate | None = None
