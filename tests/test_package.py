@@ -146,3 +146,28 @@ def test_a_sweep_trial_needs_only_kedro_pipeline_definitions():
     loaded = kedro_modules_after_importing("bert_kd.experiment.sweep.trial")
     assert "kedro.pipeline" in loaded
     assert [m for m in loaded if not m.startswith(("kedro.pipeline", "kedro.utils")) and m != "kedro"] == []
+
+
+def documented_folders(markdown: str) -> set[str]:
+    """The folders of the first tree (```text block) under '## Layout', as paths under src/bert_kd."""
+    block = markdown.split("## Layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    folders, stack = set(), []
+    for line in block.splitlines():
+        marker = next((m for m in ("├── ", "└── ") if m in line), None)
+        if marker is None:
+            continue
+        depth = line.index(marker) // 4
+        name = line[line.index(marker) + len(marker):].split()[0]
+        del stack[depth:]
+        if name.endswith("/"):
+            stack.append(name.rstrip("/"))
+            folders.add("/".join(stack))
+    return folders
+
+
+def test_the_architecture_page_lists_every_folder_of_the_package():
+    page = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert documented_folders("## Layout\n```text\n├── a/  x\n│   └── b/  y\n└── c/  z\n```") == {"a", "a/b", "c"}
+    actual = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*")
+              if path.is_dir() and path.name != "__pycache__" and (path / "__init__.py").exists()}
+    assert documented_folders(page) == actual
