@@ -372,17 +372,12 @@ def test_length_grouped_batches_are_the_default(base):
 
 def test_layer_selection_takes_the_space_separated_form_of_the_command_line():
     """``--params`` splits on commas, so ``student.layer_selection=1 9`` is how a list reaches it."""
-    from bert_kd.schema import validate_parameters
-
     params = validate_parameters({"task": "rte", "student": {"num_layers": 2, "layer_selection": "1 3"}})
     assert params.student.layer_selection == [1, 3]
     assert validate_parameters({"task": "rte", "student": {"num_layers": 2}}).student.layer_selection == "first"
 
 
 def test_a_training_key_error_states_the_precedence_rule():
-    from bert_kd.errors import ParameterError
-    from bert_kd.schema import validate_parameters
-
     with pytest.raises(ParameterError) as caught:
         validate_parameters({"task": "rte", "student": {"num_layers": 2, "training": {"epochs": -1}}})
     assert "the command line wins over conf" in caught.value.fix and "training.epochs=1" in caught.value.fix
