@@ -1,4 +1,4 @@
-"""Kedro datasets for what kedro-datasets cannot store: HF model directories and tokenized data.
+"""Kedro datasets for what kedro-datasets cannot store: HF model directories and folders of files.
 
 The project's own catalog keeps models in memory (the content-keyed store under
 ``data/06_models/store`` is their one on-disk copy); these classes are for users who want a
@@ -13,7 +13,6 @@ from kedro.io import AbstractVersionedDataset
 from kedro.io.core import Version
 
 from bert_kd.core.files import MANIFEST, write_atomically
-from bert_kd.core.distill.ted_filters import load_ted_filters, save_ted_filters
 from bert_kd.core.models import ModelBundle, directory_size_bytes, load_bundle, save_bundle
 
 
@@ -63,31 +62,6 @@ class HFModelDataset(_VersionedFolder):
 
     def size_bytes(self) -> int:
         return directory_size_bytes(str(self._get_load_path()))
-
-
-class TokenizedDataset(_VersionedFolder):
-    """A tokenized ``datasets.DatasetDict`` stored with ``save_to_disk`` (Arrow), versioned."""
-
-    def load(self):
-        from datasets import load_from_disk
-
-        return load_from_disk(str(self._folder()))
-
-    def save(self, data) -> None:
-        write_atomically(self._folder(load=False), lambda directory: data.save_to_disk(str(directory)))
-
-
-class TEDFiltersDataset(_VersionedFolder):
-    """TED Stage I output as a versioned folder: ``teacher/`` filters, optional ``student/``
-    filters and, for the ``train`` route, the fine-tuned ``student_model/`` they were trained on."""
-
-    marker = "teacher"
-
-    def load(self) -> dict:
-        return load_ted_filters(self._folder())
-
-    def save(self, data: dict) -> None:
-        save_ted_filters(data, self._folder(load=False))
 
 
 class FilesDataset(_VersionedFolder):

@@ -170,15 +170,6 @@ def find_logged_model(run_id: str | None, client=None, store_key: str | None = N
     return max(matches, key=lambda m: m.creation_timestamp).model_id if matches else None
 
 
-def log_model_metrics(model_id: str | None, metrics: Mapping[str, float]) -> None:
-    """Final metrics on the LoggedModel as well as its run (the Models tab's metric columns)."""
-    if not model_id or not metrics:
-        return
-    import mlflow
-
-    mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, model_id=model_id)
-
-
 def store_manifest(store_path: str | Path | None) -> dict:
     """The job spec of a store entry (``manifest.json`` → ``spec``), ``{}`` when absent."""
     path = Path(store_path or "") / MANIFEST
