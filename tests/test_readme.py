@@ -1,0 +1,39 @@
+"""README.md stays a front page: short, its links resolve, and its layout tree names every folder of the package
+(down to the core's and the experiment's sub-folders; docs/architecture.md has the full tree)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PACKAGE = ROOT / "src" / "bert_kd"
+
+
+def layout_block(text: str) -> str:
+    return text.split("## Layout", 1)[1].split("```", 2)[1]
+
+
+def test_the_readme_is_at_most_200_lines():
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_every_relative_link_of_the_readme_resolves():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
+    missing = [link for link in links if "://" not in link and not (ROOT / link).exists()]
+    assert links and not missing, missing
+
+
+def test_the_layout_tree_names_every_folder_of_the_package():
+    block = layout_block(README.read_text(encoding="utf-8"))
+    named = {line.split()[0].rstrip("/") for line in block.splitlines() if line.strip()}
+    packages = [path for path in PACKAGE.iterdir() if (path / "__init__.py").exists()]
+    expected = {path.name for path in packages}
+    expected |= {child.name for path in packages if path.name != "pipelines"
+                 for child in path.iterdir() if (child / "__init__.py").exists()}
+    assert expected <= named, f"add to README's layout, with its role: {sorted(expected - named)}"
+
+
+def test_the_layout_check_reads_a_tree():
+    assert layout_block("## Layout\n\n```\nsrc/  x\n  core/  y\n```\n") == "\nsrc/  x\n  core/  y\n"
