@@ -33,11 +33,28 @@ def test_students_within_noise_tie_and_a_clear_winner_is_not_warned_about(caplog
     teacher = evaluation(None, 0.8)
     # 400 dev examples: noise 0.5/√400 = 0.025
     _, tied, _ = compare_methods(teacher, evaluation("nkd", 0.70), evaluation("alp", 0.72))
-    assert "ties with the others" in tied
+    assert tied.startswith("**No best student**: tied: alp, nkd (accuracy 0.7000–0.7200")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         _, clear, _ = compare_methods(teacher, evaluation("nkd", 0.65), evaluation("alp", 0.72))
     assert clear.startswith("| method |") and "No best student" not in caplog.text
+
+
+def test_a_teacher_at_the_majority_class_is_named_as_the_cause(caplog):
+    teacher = evaluation(None, 0.51)
+    with caplog.at_level(logging.WARNING):
+        _, markdown, _ = compare_methods(teacher, evaluation("nkd", 0.5), evaluation("alp", 0.5))
+    assert markdown.startswith("**No best student**: the teacher itself ties with the majority class (accuracy 0.5100")
+    assert "label prior" not in markdown
+
+
+def test_rows_that_are_one_job_say_so_and_do_not_tie_with_themselves():
+    teacher = evaluation(None, 0.8)
+    frame, markdown, _ = compare_methods(teacher, evaluation("alp", 0.78, key="k1"), evaluation("alp_no", 0.78, key="k1"),
+                                         evaluation("nkd", 0.70, key="k2"))
+    assert list(frame["same job as"].iloc[2:].fillna("")) == ["", "alp", ""]
+    assert markdown.startswith("| method |")  # alp is a clear winner over nkd: alp_no is not a runner-up
+    assert "| alp_no | rte | 0.780 | 97.5 | 4.00 | 100 | alp |" in markdown  # rounded, fixed decimals
 
 
 def test_the_multi_teacher_tables_carry_the_floor_and_the_warning():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from bert_kd.core.data.glue import get_task
@@ -45,18 +46,24 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
 
 
 def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int = 64) -> dict:
-    """GLUE metrics on every dev split, parameter count, size on disk, throughput and the seconds all this took."""
+    """GLUE metrics on every dev split, parameter count, size on disk, throughput and the seconds all this took;
+    for classification also ``correct``: per split, ``"1"``/``"0"`` per example in dev order (the paired
+    test of :func:`bert_kd.verdict.comparison_verdict`)."""
     started = time.perf_counter()
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
-    result: dict = {"task": spec.name, "metrics": {}, "majority_class": {}, "examples": {}}
+    result: dict = {"task": spec.name, "metrics": {}, "majority_class": {}, "examples": {}, "correct": {}}
     for split in [name for name in tokenized if name != "train"]:
         loader = make_loader(tokenized[split], batch_size, collator, shuffle=False)
         predictions, labels = predict_logits(objective, loader)
         result["metrics"][split] = glue_metrics(spec.name, predictions, labels)
         result["majority_class"][split] = majority_class_metrics(spec.name, labels)  # the floor of every table
         result["examples"][split] = int(len(labels))
+        if not spec.is_regression:
+            ids = np.asarray(predictions)
+            hits = (ids.argmax(axis=-1) if ids.ndim > 1 else ids) == np.asarray(labels)
+            result["correct"][split] = "".join("1" if hit else "0" for hit in hits)
     main = result["metrics"][evaluation_split(tokenized)]
     result["score_examples"] = result["examples"][evaluation_split(tokenized)]
     result["primary_metric"] = primary_metric(spec.name)

@@ -84,3 +84,19 @@ def test_ted_per_layer_pairs_teacher_and_student_layers():
 def test_ted_per_layer_single_model_uses_layer_numbers():
     fig = plots.per_layer_metric({"teacher": {"2": 0.71, "5": 0.83}}, "accuracy", "TED filters")
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["2", "5"]
+
+
+def test_one_seed_comparison_spans_floor_to_teacher_with_its_noise_band():
+    fig = plots.comparison_bars(["nkd", "alp", "ckd"], [0.780, 0.786, 0.770], 0.819, "accuracy", "t",
+                                floor=0.509, noise=0.017)
+    ax = fig.axes[0]
+    low, high = ax.get_xlim()
+    assert low < 0.509 < 0.52 and high > 0.819  # from the majority class to the teacher, not zoomed to the spread
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["students (± 0.017: noise of one dev-set run)", "within ± 0.017 of the top score",
+                      "teacher 0.819", "majority class 0.509"]
+    assert any(c.__class__.__name__ == "LineCollection" for c in ax.collections)  # ± noise error bars
+    assert "0.786" in _texts(ax) and not any("±" in t for t in _texts(ax))  # the band is in the legend, not per bar
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert [line.get_xdata()[0] for line in dotted] == [0.509]
+    assert "from the majority class to the teacher" in ax.get_xlabel()

@@ -1,7 +1,9 @@
 """Figures people would rather look at than read: α heatmaps, per-layer metrics, comparisons.
 
-Every chart zooms its value axis to the data (a 0.549–0.563 spread is invisible from 0) and says
-so in the axis label; unconnected layers are drawn as such, never as zeros.
+A comparison with a floor (the majority class) spans the floor to the teacher and draws a one-seed
+table's noise band, so gaps within the noise do not look large; other charts zoom their value axis
+to the data (a 0.549–0.563 spread is invisible from 0) and say so in the axis label; unconnected
+layers are drawn as such, never as zeros.
 """
 
 from __future__ import annotations
@@ -48,10 +50,18 @@ def comparison_bars(
     errors: Sequence[float] | None = None,
     counts: Sequence[int] | None = None,
     reference_label: str = "teacher",
+    floor: float | None = None,
+    noise: float | None = None,
 ):
     """Dev score per method as horizontal bars, best on top, with ± ``errors`` (e.g. the std over
-    seeds, ``n`` from ``counts``) and the teacher as a dashed line; the score axis is zoomed to the
-    data and the legend sits outside the bars."""
+    seeds, ``n`` from ``counts``) and the teacher as a dashed line.
+
+    With ``floor`` (the majority class) the score axis runs from the floor to the teacher, both
+    drawn, so gaps between students look as large as they are against what there was to learn;
+    ``noise`` (a one-seed table's ±band, :func:`bert_kd.core.reports.verdict.noise_tolerance`) is drawn as error
+    bars on every bar and as a shaded band around the top score: rows reaching into it tie with
+    the top. Without a floor the axis is zoomed to the data, and the axis label says so. The legend
+    sits outside the bars."""
     if len(names) != len(scores):
         raise ValueError(f"comparison_bars: {len(names)} names but {len(scores)} scores")
     if errors is not None and len(errors) != len(scores):
@@ -61,14 +71,25 @@ def comparison_bars(
     labels = [str(names[i]).replace("\n", " ") for i in order]
     values = [float(scores[i]) for i in order]
     spreads = [errors_list[i] for i in order] if errors_list else None
+    band = float(noise) if noise and math.isfinite(float(noise)) and not spreads else 0.0
+    if band:
+        spreads = [band] * len(values)
     if counts is not None:
         labels = [f"{label} (n={counts[i]})" for label, i in zip(labels, order)]
 
     extent = values + ([v - e for v, e in zip(values, spreads)] + [v + e for v, e in zip(values, spreads)] if spreads else [])
-    low, high = zoomed_limits(extent)
-    reference_on_scale = reference is not None and low - (high - low) <= reference <= high + (high - low)
-    if reference_on_scale:
-        low, high = zoomed_limits(extent + [reference])
+    anchored = floor is not None and math.isfinite(float(floor))
+    if anchored:
+        on_axis = extent + [float(floor)] + ([float(reference)] if reference is not None else [])
+        low, high = min(on_axis), max(on_axis)
+        pad = max(0.03 * (high - low), 0.005)
+        low, high = low - pad, high + pad
+        reference_on_scale = reference is not None
+    else:
+        low, high = zoomed_limits(extent)
+        reference_on_scale = reference is not None and low - (high - low) <= reference <= high + (high - low)
+        if reference_on_scale:
+            low, high = zoomed_limits(extent + [reference])
     span = high - low
     width = max(6.0, 4.0 + 0.09 * max(len(s) for s in labels))
     fig, ax = plt.subplots(figsize=(width, 1.4 + 0.45 * len(values)))
@@ -80,10 +101,17 @@ def comparison_bars(
     ax.set_xlim(low, high + 0.32 * span)
     ax.axvspan(high, high + 0.32 * span, color="white", zorder=2)
     for y, value, spread in zip(positions, values, spreads or [0.0] * len(values)):
-        text = f"{value:.3f}" + (f" ± {spread:.3f}" if spreads and spread > 0 else "")
+        text = f"{value:.3f}" + (f" ± {spread:.3f}" if spreads and spread > 0 and not band else "")
         ax.text(0.99, y, text, va="center", ha="right", fontsize=8, zorder=3,
                 transform=matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData))
-    handles = [Patch(color=BAR_COLOR, label="students" + (" (mean ± std)" if spreads else ""))]
+    student_label = "students" + (" (mean ± std)" if spreads and not band else "")
+    if band:
+        student_label += f" (± {band:.3f}: noise of one dev-set run)"
+    handles = [Patch(color=BAR_COLOR, label=student_label)]
+    if band:
+        top = max(values)
+        handles.append(ax.axvspan(top - band, min(top + band, high), color=BAR_COLOR, alpha=0.15, zorder=0,
+                                  label=f"within ± {band:.3f} of the top score"))
     if reference is not None:
         label = f"{reference_label} {reference:.3f}" + ("" if reference_on_scale else " (off this scale)")
         line = ax.axvline(reference, color="black", linestyle="--", linewidth=1.2, label=label, zorder=1)
@@ -91,10 +119,16 @@ def comparison_bars(
             line.set_visible(False)
             line = plt.Line2D([], [], color="black", linestyle="--", label=label)
         handles.append(line)
+    if anchored:
+        handles.append(ax.axvline(float(floor), color="#C44E52", linestyle=":", linewidth=1.5, zorder=1,
+                                  label=f"majority class {float(floor):.3f}"))
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
     ticks = [t for t in ax.get_xticks() if low <= t <= high]
     ax.set_xticks(ticks)
-    ax.set_xlabel(f"{metric} (axis zoomed to the data)")
+    if anchored:
+        ax.set_xlabel(f"{metric} (axis {low:.2f}–{high:.2f}: from the majority class to the teacher)")
+    else:
+        ax.set_xlabel(f"{metric} (axis zoomed to the data)")
     ax.set_title(title, loc="left", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)

@@ -45,7 +45,7 @@ from bert_kd.config.schema import Figures, Student, TeacherCache as TeacherCache
 from bert_kd.tracking import distill as records
 from bert_kd.tracking.logged_models import CHAMPION_ALIAS, default_registered_name
 from bert_kd.tracking.logged_models import register_best_student as register_model_version
-from bert_kd.core.reports.verdict import MAJORITY_METHOD, Verdict, comparison_verdict, noise_tolerance
+from bert_kd.core.reports.verdict import MAJORITY_METHOD, TIE, Verdict, comparison_verdict, duplicate_rows, noise_tolerance
 from bert_kd.core.training import resolve_mixed_precision
 
 log = logging.getLogger(__name__)
@@ -166,24 +166,53 @@ def distill_student(teacher: ModelBundle, student: StudentStart, student_data, t
 def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | None = None):
     """A Table-1-style comparison: one row per method plus the teacher and the majority class,
     % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
-    title). When every student ties with the majority class or with each other
-    (:func:`bert_kd.core.reports.verdict.comparison_verdict`) the log and the parent run say so instead of
-    naming a best student."""
+    title). Rows that are the same job (same content key: the same layers connected with the same
+    weights) say which row they repeat. The verdict (:func:`bert_kd.core.reports.verdict.comparison_verdict`)
+    crowns the top row only when the data separate it from the runner-up; otherwise the table,
+    the log and the parent run name the tied rows (or say that the teacher or every student sits
+    at the majority class)."""
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
     majority = majority_row(teacher_metrics, student_metrics)
     rows += [majority] if majority else []
     students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
+    same_as = duplicate_rows({r["method"]: m["info"].get("key") for r, m in zip(students, student_metrics)},
+                             preferred=named_after_method(student_metrics))
+    if same_as:
+        for row in students:
+            row[SAME_JOB_COLUMN] = same_as.get(row["method"])
     rows += students
     frame = pd.DataFrame(rows)
     metric = teacher_metrics["primary_metric"]
     title = comparison_title(table, teacher_metrics["task"], metric)
-    figure = comparison_bars([r["method"] for r in students], [r[metric] for r in students], teacher_metrics["score"], metric, title)
-    verdict = table_verdict(students, majority, metric, teacher_metrics)
-    body = markdown_table(frame)
+    verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=student_metrics)
+    figure = comparison_bars([r["method"] for r in students], [r[metric] for r in students], teacher_metrics["score"], metric,
+                             title, floor=majority.get(metric) if majority else None, noise=verdict.tolerance)
+    body = markdown_table(display_frame(frame, metric))
     markdown = with_verdict(body, verdict, title)
     records.log_comparison("comparison", markdown, figure, frame, metric, body=body, title=title, warning=verdict.warning,
                            teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
+    records.tag_parent_run({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})
     return frame, markdown, figure
+
+
+#: The column of a comparison that names the row a duplicate row's job is (only when a table has one).
+SAME_JOB_COLUMN = "same job as"
+#: Decimals of the Markdown table (the CSV keeps 4): metric columns, then the others by name.
+METRIC_DECIMALS = 3
+DECIMALS = {"% of teacher": 1, "parameters (M)": 2, "throughput (ex/s)": 0}
+
+
+def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``frame`` with its numbers as fixed-decimal text for the Markdown table: metrics to
+    :data:`METRIC_DECIMALS` places (the noise of a dev set of a few hundred examples is in the
+    second), the other numeric columns per :data:`DECIMALS`; empty cells stay empty."""
+    shown = frame.astype(object).copy()
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
+            continue
+        decimals = DECIMALS.get(column, METRIC_DECIMALS)
+        shown[column] = [None if pd.isna(v) else f"{float(v):.{decimals}f}" for v in frame[column]]
+    return shown
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
@@ -210,9 +239,12 @@ def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% o
 def register_best_student(table: pd.DataFrame, teacher_metrics: dict, settings, *student_metrics: dict,
                           table_name: str | None = None, label=None) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
-    ``bert_kd-<task>-student``) with its lineage tags, unless every student ties
-    (:func:`table_verdict`), tracking is off or ``tracking.register_best`` is false (``settings``:
-    the run settings). → what was done (``registered``, ``uri`` or ``reason``), also tagged on the parent run."""
+    ``bert_kd-<task>-student``) with its lineage tags and the verdict's (:meth:`Verdict.tags`).
+    A tie registers its top scorer tagged as a tie (``bert_kd.verdict: tie``, ``bert_kd.tied``)
+    unless ``tracking.register_ties`` is false; nothing is registered when the teacher or every
+    student sits at the majority class, tracking is off or ``tracking.register_best`` is false
+    (``settings``: the run settings). → what was done (``registered``, ``uri``, ``verdict``,
+    ``tied`` or ``reason``), also tagged on the parent run."""
     run = RunSettings.of(settings)
     tracking = typed(Tracking, run.tracking, "tracking")
     label = label or (lambda info: info.get("method", "?"))
@@ -223,27 +255,38 @@ def register_best_student(table: pd.DataFrame, teacher_metrics: dict, settings, 
     majority = next((r for r in rows if r.get("method") == MAJORITY_METHOD), None)
     students = [r for r in rows if r.get("method") not in ("teacher", MAJORITY_METHOD)]
     row_label = (lambda r: f"{r['method']}[{r['teachers']}]") if "teachers" in table.columns else None
-    verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label)
-    if verdict.best is None:
+    verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label,
+                            evaluations=None if row_label else student_metrics)
+    chosen = verdict.best or (verdict.top if verdict.kind == TIE and tracking.register_ties else None)
+    if chosen is None:
         log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
-        return {"registered": False, "reason": verdict.warning}
-    best = next(e for e in student_metrics if label(e["info"]) == verdict.best)
+        return {"registered": False, "reason": verdict.warning, "verdict": verdict.kind, "tied": list(verdict.tied)}
+    best = next(e for e in student_metrics if label(e["info"]) == chosen)
     name = tracking.registered_model or default_registered_name(run.task)
     version = register_model_version(best["info"], teacher_metrics.get("info"), name, extra_tags={
-        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or ""},
-        description=registration_description(verdict.best, table, metric, table_name, run.task))
+        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or "",
+        **verdict.tags()}, description=registration_description(chosen, table, metric, table_name, run.task, verdict))
     uri = f"models:/{name}/{version.version}"
-    log.info("%s: best student %s registered as %s (alias %s)", table_name or "comparison", verdict.best, uri,
-             f"models:/{name}@{CHAMPION_ALIAS}")
-    records.tag_parent_run({"registered_model": uri, "registered_method": verdict.best})
-    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": verdict.best,
-            "alias": CHAMPION_ALIAS}
+    if verdict.kind == TIE:
+        log.warning("%s: %s registered as %s (alias %s), tagged as a tie (%s)", table_name or "comparison", chosen, uri,
+                    f"models:/{name}@{CHAMPION_ALIAS}", verdict.warning)
+    else:
+        log.info("%s: best student %s registered as %s (alias %s)", table_name or "comparison", chosen, uri,
+                 f"models:/{name}@{CHAMPION_ALIAS}")
+    records.tag_parent_run({"registered_model": uri, "registered_method": chosen, **verdict.tags()})
+    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": chosen,
+            "alias": CHAMPION_ALIAS, "verdict": verdict.kind, "tied": list(verdict.tied)}
 
 
-def registration_description(best: str, table: pd.DataFrame, metric: str | None, table_name: str | None, task: str) -> str:
-    """The registered version's description: which row won what, then the comparison it won."""
-    return (f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
-            + markdown_table(table))
+def registration_description(best: str, table: pd.DataFrame, metric: str | None, table_name: str | None, task: str,
+                             verdict: Verdict | None = None) -> str:
+    """The registered version's description: which row won what (or that it tops a tie), then the comparison."""
+    if verdict is not None and verdict.kind == TIE:
+        head = (f"Top scorer of a tie in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**; "
+                f"{verdict.warning}.\n\n")
+    else:
+        head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
+    return head + markdown_table(table)
 
 
 def registration_node(table_name: str, label=None):
@@ -265,13 +308,32 @@ def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:
     return f"**No best student**: {verdict.warning}.\n\n" + markdown
 
 
-def table_verdict(students: list[dict], majority: dict | None, metric: str, reference: dict, label=None) -> Verdict:
-    """The verdict over ``students`` rows (their ``metric`` column) against the majority row, at the
-    noise of the evaluation split's size (``reference['score_examples']``)."""
+def table_verdict(students: list[dict], majority: dict | None, metric: str, reference: dict, label=None,
+                  evaluations=None) -> Verdict:
+    """The verdict over ``students`` rows (their ``metric`` column) against the majority row and the
+    teacher (``reference['score']``), at the noise of the evaluation split's size
+    (``reference['score_examples']``). ``evaluations``: the rows' evaluations, in row order, for the
+    rows that are the same job (equal ``info['key']``) and the paired test (``correct``)."""
     label = label or (lambda row: row["method"])
     scores = {label(row): row.get(metric) for row in students}
     floor = majority.get(metric) if majority else None
-    return comparison_verdict(scores, floor, noise_tolerance(reference.get("score_examples")), metric)
+    same_as, correct = {}, {}
+    if evaluations:
+        names = [label(row) for row in students]
+        same_as = duplicate_rows({n: e.get("info", {}).get("key") for n, e in zip(names, evaluations)},
+                                 preferred=named_after_method(evaluations))
+        for name, evaluation in zip(names, evaluations):
+            splits = evaluation.get("correct") or {}
+            if splits:
+                correct[name] = splits[common.evaluation_split(splits)]
+    teacher = reference.get("score") if isinstance(reference, dict) else None
+    return comparison_verdict(scores, floor, noise_tolerance(reference.get("score_examples")), metric,
+                              teacher=None if teacher is None else float(teacher), same_as=same_as, correct=correct)
+
+
+def named_after_method(evaluations) -> set[str]:
+    """The rows named after their method (``alp``, ``ckd``): they stand for rows that are the same job."""
+    return {e["info"]["method"] for e in evaluations if e.get("info", {}).get("method") == e["info"].get("algorithm")}
 
 
 def _row(name: str, evaluation: dict, teacher: dict) -> dict:
