@@ -207,3 +207,31 @@ def test_the_summary_hook_collects_node_outputs_and_prints_after_every_other_hoo
     out = capsys.readouterr().out.strip().splitlines()
     assert out == ["── distill_baselines finished ──", "| a |", "table: data/08_reporting/t_table_md.md",
                    "not registered (t): off"]
+
+
+def test_rows_that_connect_the_same_layers_are_handed_one_recipe(tiny_teacher_dir):
+    """A 2-layer student: ALP's all / NO / PO maps and CKD's NO / PO maps connect the same layers."""
+    from bert_kd.hooks import collapse_duplicate_rows, teacher_layer_count
+    from bert_kd.experiment.parameters import validate_parameters
+
+    params = load_parameters("local")
+    params["teacher"]["model"] = str(tiny_teacher_dir)
+    params["student"]["num_layers"] = 2
+    assert teacher_layer_count(str(tiny_teacher_dir)) >= 2
+    catalog = FakeCatalog(params)
+    rows = ("nkd", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp")
+    pipeline = FakePipeline({"params:teacher", "params:student", *(f"params:distill_methods.{r}" for r in rows)})
+    ValidateParametersHook().before_pipeline_run({}, pipeline, catalog)
+    alp, ckd = catalog.load("params:distill_methods.alp"), catalog.load("params:distill_methods.ckd")
+    assert alp["mapping"] == "all" and ckd["mapping"] == "buckets_no"
+    assert catalog.load("params:distill_methods.alp_no") == alp == catalog.load("params:distill_methods.alp_po")
+    assert catalog.load("params:distill_methods.ckd_po") == ckd
+    assert catalog.load("params:distill_methods.pkd")["mapping"] == "bucket_first"  # another map: its own job
+    fresh = FakeCatalog(params)
+    assert collapse_duplicate_rows(params, validate_parameters(params), pipeline.inputs(), fresh) == {
+        "ckd_po": "ckd", "alp_no": "alp", "alp_po": "alp"}
+    # a student as deep as the teacher: ALP-NO's buckets are not ALP's all-layer map, each row stays its own job
+    params["student"]["num_layers"] = teacher_layer_count(str(tiny_teacher_dir))
+    deep = FakeCatalog(params)
+    assert collapse_duplicate_rows(params, validate_parameters(params), pipeline.inputs(), deep) == {}
+    assert deep.load("params:distill_methods.alp_no")["mapping"] == "buckets_no"

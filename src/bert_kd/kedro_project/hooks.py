@@ -181,6 +181,43 @@ def check_sweep_parameters(parameters: dict) -> None:
     build_sweep(reproduce, {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES})
 
 
+def teacher_layer_count(model: str) -> int:
+    """Transformer layers of the checkpoint ``teacher.model`` names (its config only)."""
+    from transformers import AutoConfig
+
+    from bert_kd.core.models import resolve_model_name
+
+    return int(AutoConfig.from_pretrained(resolve_model_name(model)).num_hidden_layers)
+
+
+def collapse_duplicate_rows(parameters: dict, typed, inputs, catalog) -> dict[str, str]:
+    """Hand every ``distill_methods`` row of the pipeline that is the same job as another
+    (:func:`bert_kd.core.distill.duplicates.same_jobs`: the same layers connected with the same weights)
+    the other row's recipe, so the job is trained once and the store gives the other row the
+    same student (the table shows it as "same job as <row>"). → row → the row it repeats."""
+    from bert_kd.core.distill.duplicates import same_jobs
+
+    rows = [row for row in parameters.get("distill_methods") or {} if f"params:distill_methods.{row}" in inputs]
+    student = getattr(typed, "student", None)
+    if len(rows) < 2 or student is None or student.model or not student.num_layers:
+        return {}
+    try:
+        n_teacher = teacher_layer_count(typed.teacher.model)
+    except Exception as exc:  # noqa: BLE001 - no config readable here: every row is trained as given
+        log.debug("teacher layer count unknown (%s): rows are not checked for duplicates", exc)
+        return {}
+    recipes = {row: catalog.load(f"params:distill_methods.{row}") for row in rows}
+    same = same_jobs(recipes, n_teacher, student.num_layers)
+    for row, first in same.items():
+        catalog.save(f"params:distill_methods.{row}", recipes[first])
+    for first in dict.fromkeys(same.values()):
+        repeats = [row for row, other in same.items() if other == first]
+        log.info("distill_methods: %s connect%s the same layers with the same weights as %s (a %d-layer student of a "
+                 "%d-layer teacher): one job, trained once, shown as 'same job as %s'", ", ".join(repeats),
+                 "" if len(repeats) > 1 else "s", first, student.num_layers, n_teacher, first)
+    return same
+
+
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with :mod:`bert_kd.config.schema` before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
@@ -216,6 +253,7 @@ class ValidateParametersHook:
             block, _, entry = name[len("params:"):].partition(".")
             if name.startswith("params:") and block in EXPLICIT_WEIGHT_BLOCKS and entry and "." not in entry:
                 catalog.save(name, with_explicit_weights(catalog.load(name)))
+        collapse_duplicate_rows(parameters, typed, inputs, catalog)
         self._typed = typed_inputs(typed, inputs)
         save_entry_defaults(typed, inputs, catalog)
 
