@@ -208,7 +208,8 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     students_only = table[~table["method"].isin(["teacher", MAJORITY_METHOD])]
     figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
                              list(students_only[metric]), best_teacher["score"], metric,
-                             comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric))
+                             comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric),
+                             floor=majority.get(metric) if majority else None, noise=verdict.tolerance)
     records.log_comparison("multi_teacher_comparison", markdown, figure, table, metric, body=body, title=title,
                            warning=verdict.warning, teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
     return table, markdown, figure
