@@ -30,7 +30,7 @@ def test_run_settings_node_reads_its_arguments_by_name():
 def test_settings_node_is_a_kedro_node_with_one_settings_input():
     node = common.settings_node(_train, ["tokenized", "params:teacher"], "model", name="train", tags=common.tags_for("alp_kd", "alp", "student"))
     assert node.inputs == ["tokenized", "params:teacher", "run_settings"]
-    assert node.tags == {"paper.alp_kd", "method.alp", "role.student"}
+    assert node.tags == {"paper_alp_kd", "method_alp", "role_student"}
 
 
 def test_a_function_without_run_settings_is_refused():

@@ -71,10 +71,18 @@ def test_every_dataset_has_a_data_layer_in_order(viz_graph):
 def test_nodes_carry_paper_method_and_role_tags(viz_graph):
     graph, _, _ = viz_graph
     tags = {t["id"] for t in graph["tags"]}
-    assert {"paper.alp_kd", "paper.ted", "paper.multi_teacher", "method.alp", "method.ted", "role.teacher",
-            "role.student", "role.report"} <= tags
+    assert {"paper_alp_kd", "paper_ted", "paper_multi_teacher", "method_alp", "method_ted", "role_teacher",
+            "role_student", "role_report"} <= tags
     distil = next(n for n in graph["nodes"] if n["type"] == "task" and n.get("full_name", n["name"]) == "alp_kd.alp.distill")
-    assert {"paper.alp_kd", "method.alp", "role.student"} <= set(distil["tags"])
+    assert {"paper_alp_kd", "method_alp", "role_student"} <= set(distil["tags"])
+
+
+def test_tag_names_read_the_same_after_kedro_vizs_formatting(viz_graph):
+    """kedro-viz turns ``_``/``-`` into spaces and capitalises each word; a ``.`` would stay
+    ("Method.alp No"): every tag is words joined by ``_``, so it reads "Method Alp No"."""
+    graph, _, _ = viz_graph
+    tags = {t["id"] for t in graph["tags"]}
+    assert tags and not [t for t in tags if "." in t or not t.split("_", 1)[0] in ("paper", "method", "role")]
 
 
 def test_run_parameters_reach_the_nodes_through_one_input(viz_graph):

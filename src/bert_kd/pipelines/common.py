@@ -119,5 +119,8 @@ def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str
 
 
 def tags_for(paper: str | None = None, method: str | None = None, role: str | None = None) -> list[str]:
-    """kedro-viz filter tags: ``paper.alp_kd``, ``method.alp``, ``role.student`` (Kedro allows ``[\\w.-]``)."""
-    return [f"{kind}.{value}" for kind, value in (("paper", paper), ("method", method), ("role", role)) if value]
+    """kedro-viz filter tags: ``paper_alp_kd``, ``method_alp_no``, ``role_student`` (Kedro allows ``[\\w.-]``).
+
+    kedro-viz shows a tag with ``_``/``-`` as spaces and each word capitalised ("Method Alp No"), so a
+    tag is words joined by ``_``: a ``.`` would survive as "Method.alp No"."""
+    return [f"{kind}_{value}" for kind, value in (("paper", paper), ("method", method), ("role", role)) if value]
