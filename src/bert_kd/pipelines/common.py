@@ -73,9 +73,9 @@ def run_settings_node() -> Pipeline:
     """The nodes making the ``run_settings`` dataset: the data source, then all run settings."""
     return Pipeline([
         node(gather_data_source, [f"params:{p}" for p in DATA_SOURCE_PARAMETERS], DATA_SOURCE, name="gather_data_source",
-             tags=["role.data"]),
+             tags=tags_for(role="data")),
         node(build_run_settings, [*(f"params:{p}" for p in RUN_PARAMETERS if p not in DATA_SOURCE_PARAMETERS), DATA_SOURCE],
-             "run_settings", name="build_run_settings", tags=["role.data"]),
+             "run_settings", name="build_run_settings", tags=tags_for(role="data")),
     ])
 
 
