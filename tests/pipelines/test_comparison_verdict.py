@@ -66,3 +66,4 @@ def test_the_multi_teacher_tables_carry_the_floor_and_the_warning():
     assert table.loc[2, "% of best teacher"] == pytest.approx(71.4)
     assert markdown.startswith("**No best student**")
     assert "| majority class |" in markdown.split("## Table 3")[1]  # the floor in both tables
+

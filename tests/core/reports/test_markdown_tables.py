@@ -52,3 +52,9 @@ def test_nothing_to_show_is_an_empty_string_and_a_frame_without_rows_keeps_its_h
     assert markdown_table([]) == ""
     assert markdown_table(pd.DataFrame()) == ""
     assert markdown_table(pd.DataFrame(columns=["method", "accuracy"])) == "| method | accuracy |\n|---|---|\n"
+
+
+def test_rounded_halves_up_from_a_four_decimal_table_value():
+    from bert_kd.core.reports.markdown_tables import rounded
+
+    assert (rounded(0.7775, 3), rounded(0.7798, 3), rounded(52.94, 0), rounded(15.616, 2)) == ("0.778", "0.780", "53", "15.62")

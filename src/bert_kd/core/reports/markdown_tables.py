@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -36,6 +37,13 @@ def markdown_table(
     rule = "|" + "|".join(RULES[align.get(name)] for name in columns) + "|"
     body = [_line(_cell(record.get(name)) for name in columns) for record in records]
     return "\n".join([header, rule, *body]) + "\n"
+
+
+def rounded(value: float, decimals: int) -> str:
+    """``value`` to ``decimals`` places, halves away from zero on its shortest decimal form: a table's
+    4-decimal 0.7775 shows as 0.778, where binary rounding (``f"{0.7775:.3f}"``) gives 0.777."""
+    step = Decimal(1).scaleb(-decimals)
+    return str(Decimal(repr(float(value))).quantize(step, rounding=ROUND_HALF_UP))
 
 
 def _records(rows) -> list[Mapping]:

@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from bert_kd.core.reports.markdown_tables import rounded  # noqa: E402
+
 BAR_COLOR = "#4C72B0"
 NOT_CONNECTED = "#d9d9d9"
 
@@ -91,8 +93,8 @@ def comparison_bars(
         if reference_on_scale:
             low, high = zoomed_limits(extent + [reference])
     span = high - low
-    width = max(6.0, 4.0 + 0.09 * max(len(s) for s in labels))
-    fig, ax = plt.subplots(figsize=(width, 1.4 + 0.45 * len(values)))
+    width = max(8.0 if anchored else 6.0, 4.0 + 0.09 * max(len(s) for s in labels))
+    fig, ax = plt.subplots(figsize=(width, (2.4 if anchored else 1.4) + 0.45 * len(values)))
     positions = np.arange(len(values))
     ax.barh(positions, [v - low for v in values], left=low, color=BAR_COLOR, height=0.6,
             xerr=spreads, error_kw={"ecolor": "black", "capsize": 4, "elinewidth": 1.2})
@@ -101,7 +103,7 @@ def comparison_bars(
     ax.set_xlim(low, high + 0.32 * span)
     ax.axvspan(high, high + 0.32 * span, color="white", zorder=2)
     for y, value, spread in zip(positions, values, spreads or [0.0] * len(values)):
-        text = f"{value:.3f}" + (f" ± {spread:.3f}" if spreads and spread > 0 and not band else "")
+        text = rounded(value, 3) + (f" ± {spread:.3f}" if spreads and spread > 0 and not band else "")
         ax.text(0.99, y, text, va="center", ha="right", fontsize=8, zorder=3,
                 transform=matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData))
     student_label = "students" + (" (mean ± std)" if spreads and not band else "")
@@ -132,7 +134,11 @@ def comparison_bars(
     ax.set_title(title, loc="left", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+    if anchored:  # below the axis: the bars keep the figure's width
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.12 - 0.6 / len(values)), ncol=2,
+                  frameon=False, fontsize=8)
+    else:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
 

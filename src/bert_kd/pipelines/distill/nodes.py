@@ -37,7 +37,7 @@ from bert_kd.core.models import (
     load_tokenizer,
     num_layers,
 )
-from bert_kd.core.reports.markdown_tables import markdown_table
+from bert_kd.core.reports.markdown_tables import markdown_table, rounded
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.core.reports.plots import comparison_bars, comparison_title
@@ -211,8 +211,9 @@ def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
             continue
         decimals = DECIMALS.get(column, METRIC_DECIMALS)
-        shown[column] = [None if pd.isna(v) else f"{float(v):.{decimals}f}" for v in frame[column]]
+        shown[column] = [None if pd.isna(v) else rounded(float(v), decimals) for v in frame[column]]
     return shown
+
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
