@@ -211,7 +211,7 @@ def test_the_summary_hook_collects_node_outputs_and_prints_after_every_other_hoo
 
 def test_rows_that_connect_the_same_layers_are_handed_one_recipe(tiny_teacher_dir):
     """A 2-layer student: ALP's all / NO / PO maps and CKD's NO / PO maps connect the same layers."""
-    from bert_kd.hooks import collapse_duplicate_rows, teacher_layer_count
+    from bert_kd.kedro_project.hooks import collapse_duplicate_rows, teacher_layer_count
     from bert_kd.experiment.parameters import validate_parameters
 
     params = load_parameters("local")
