@@ -23,8 +23,6 @@ from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
 from bert_kd.core.distill.methods import build_method
-from bert_kd.core.distill.methods.multi_teacher.contributions import dev_contributions
-from bert_kd.core.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
 from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
@@ -208,7 +206,7 @@ def _observations(job: DistillJob, method, objective, dev_loader, split: str) ->
     share (multi-teacher contributions figure)."""
     if not job.multi_teacher:
         return {"diagnostics": collect_diagnostics(objective, dev_loader)}
-    contributions = None
-    if isinstance(method, MultiTeacherOneToMany):
-        contributions = {**dev_contributions(objective, dev_loader), "split": split}
+    contributions = method.dev_contributions(objective, dev_loader)
+    if contributions is not None:
+        contributions = {**contributions, "split": split}
     return {"alignment": method.alignment_report(), "contributions": contributions}

@@ -189,6 +189,11 @@ class Method(nn.Module):
         """Per-teacher description of what the method compared (multi-teacher methods); ``{}`` by default."""
         return {}
 
+    def dev_contributions(self, objective, loader) -> dict | None:
+        """Each teacher's and layer group's share of the loss over ``loader``, for a method whose
+        loss splits by teacher and layer group (the MT method); None for the others."""
+        return None
+
     def alignment_metrics(self) -> dict[str, float]:
         """Numeric view of :meth:`alignment_report` for MLflow; ``{}`` by default."""
         return {}

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from bert_kd.core.distill import losses  # noqa: E402
-from bert_kd.core.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany  # noqa: E402
+from bert_kd.core.distill.methods.base import Method  # noqa: E402
 from bert_kd.core.distill.outputs import Features  # noqa: E402
 from bert_kd.core.training import task_loss  # noqa: E402
 
@@ -39,7 +39,7 @@ def _only_group(groups: list[list[int]], i: int) -> list[list[int]]:
 
 
 @torch.no_grad()
-def batch_contributions(method: MultiTeacherOneToMany, weights: Mapping[str, float], student: Features,
+def batch_contributions(method: Method, weights: Mapping[str, float], student: Features,
                         teachers: Mapping[int, Features], batch: dict[str, Tensor]) -> dict[tuple, float]:
     """``{(term, teacher index or None, student layer or None): weighted loss}`` for one batch;
     the values add up to the objective's loss on that batch (all teachers, no sampling)."""
@@ -77,7 +77,7 @@ def dev_contributions(objective, loader) -> dict:
     :class:`~bert_kd.core.distill.objective.DistillationObjective` whose method is MT; JSON-able:
     ``{"examples", "total", "rows": [{term, teacher, student_layer, teacher_layers, loss}]}``."""
     method = objective.method
-    if not isinstance(method, MultiTeacherOneToMany):
+    if method.name != "multi_teacher":
         raise TypeError(f"per-teacher/group contributions need method 'multi_teacher', got {method.name!r}")
     was_training = objective.training
     objective.eval()

@@ -22,6 +22,7 @@ from bert_kd.core.distill.methods.multi_teacher.alignment import (
     tokens_aligned,
 )
 from bert_kd.core.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, MultiTeacherOptions
+from bert_kd.core.distill.methods.multi_teacher.contributions import dev_contributions
 from bert_kd.core.distill.methods.multi_teacher.reporting import alignment_metrics, one_to_many_report
 from bert_kd.core.distill.methods.multi_teacher.spans import pool_attention_scores
 from bert_kd.core.distill.outputs import Features
@@ -203,6 +204,10 @@ class MultiTeacherOneToMany(MultiTeacherBase):
     def alignment_report(self) -> dict:
         """Per teacher: the alignment seen so far and the levels the terms ran at (:func:`one_to_many_report`)."""
         return one_to_many_report(self)
+
+    def dev_contributions(self, objective, loader) -> dict:
+        """Each teacher's and layer group's mean loss share over ``loader`` (:func:`~bert_kd.core.distill.methods.multi_teacher.contributions.dev_contributions`)."""
+        return dev_contributions(objective, loader)
 
     def alignment_metrics(self) -> dict[str, float]:
         """Flat numeric view of :meth:`alignment_report` for MLflow (:func:`alignment_metrics`)."""
