@@ -318,6 +318,25 @@ def test_an_unlisted_file_or_link_in_an_entry_is_damage(tmp_path, caplog, extra,
     assert sorted(p.name for p in job.store_dir.iterdir()) == [jobs.MANIFEST, "value.txt"]
 
 
+def test_a_sub_result_written_atomically_inside_an_entry_is_reused(tmp_path):
+    """A result saved with write_atomically inside the entry (TED's ``stage1/``) carries its own
+    manifest.json; the entry's list leaves it out like its own, and the entry stays whole."""
+    calls = []
+    job = Job("ted_filters", {"a": 1}, tmp_path)
+
+    def save(value, directory):
+        write_atomically(directory / "stage1", lambda d: (d / "value.txt").write_text(value))
+
+    def load(directory):
+        return (directory / "stage1" / "value.txt").read_text()
+
+    run_job(job, lambda checkpoint_dir: calls.append(checkpoint_dir) or "trained", save, load)
+    assert (job.store_dir / "stage1" / jobs.MANIFEST).is_file()
+    assert jobs.store_entry_problem(job.store_dir) is None
+    assert run_job(job, lambda checkpoint_dir: calls.append(checkpoint_dir) or "again", save, load).value == "trained"
+    assert len(calls) == 1
+
+
 def test_write_atomically_gives_every_file_the_umask_mode(tmp_path):
     """A writer that makes its files 0600 (safetensors' temporary file) still leaves a store entry
     as readable as any file the user writes: 0644 under umask 022, 0640 under 027."""

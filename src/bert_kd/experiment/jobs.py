@@ -252,7 +252,9 @@ def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
             relative = str(path.relative_to(directory))
             if path.is_symlink():
                 return f"{path} is a symbolic link (to {os.readlink(path)}); a stored result holds plain files only"
-            if name in names and relative != MANIFEST and relative not in listed:
+            # A manifest.json at any depth is the entry's own record or that of a sub-result written
+            # atomically inside it (TED's stage1/): file_entries leaves those out of the list as well.
+            if name in names and name != MANIFEST and relative not in listed:
                 return f"{path} is not listed in manifest.json (a file added after the entry was written)"
     return None
 
