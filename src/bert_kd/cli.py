@@ -77,7 +77,7 @@ def comma_split_list(value: str) -> UserError | None:
     an item that is not ``key=value``; None when every item is ``key=value``."""
     items = [item.strip() for item in value.split(",")]
     key, pieces = None, []
-    for index, item in enumerate(items):
+    for item in items:
         if "=" in item:
             if key is not None and pieces[1:]:
                 break

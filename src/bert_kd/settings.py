@@ -50,7 +50,6 @@ from bert_kd.kedro_project.config_loader import ProjectConfigLoader  # noqa: E40
 CONFIG_LOADER_CLASS = ProjectConfigLoader
 
 # Keyword arguments to pass to the `CONFIG_LOADER_CLASS` constructor.
-import os
 
 
 def _env(name: str, default: str | None = None) -> str | None:

@@ -150,7 +150,9 @@ def verdict(gain: float, p: float, error: float, holm_p: float, holm_error: floa
             reverse: tuple[float, float] | None, alpha: float = ALPHA) -> str:
     """The verdict of a tested claim from its p and Holm p (each ± its Monte Carlo error; 0 for an exact p): a
     threshold inside the 95% Monte Carlo interval (± 1.96 errors) of the p that decides makes it ``borderline``."""
-    straddles = lambda value, err: value - 1.96 * err < alpha <= value + 1.96 * err
+    def straddles(value: float, err: float) -> bool:
+        return value - 1.96 * err < alpha <= value + 1.96 * err
+
     if gain == 0:
         return "no difference"
     if gain > 0:

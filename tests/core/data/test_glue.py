@@ -356,7 +356,7 @@ def test_download_writes_original_layout(tmp_path: Path, monkeypatch: pytest.Mon
     out = load_glue_task(task, tmp_path / "glue", allow_download=True)
     assert calls == [("nyu-mll/glue", spec.hf_config)]
     assert list(out) == ["train", *spec.dev_splits]
-    for split, df in out.items():
+    for df in out.values():
         assert df["sentence1"].tolist() == ['he said "hi there', "b", "c"]
         if spec.has_pair:
             assert df["sentence2"].tolist() == ["x", "y", "z"]

@@ -365,7 +365,7 @@ SAME_JOBS = [("distill_alp", "distill_methods.alp"), ("distill_ted", "ted_method
 
 
 @pytest.mark.parametrize(("pipeline", "recipe"), SAME_JOBS, ids=[p for p, _ in SAME_JOBS])
-def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher_dir, tiny_glue_dir, pipeline, recipe):
+def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher_dir, tiny_glue_dir, pipeline, recipe):  # noqa: F811
     """``kedro run --pipeline=distill_<row>`` and a sweep trial of that row with the same parameters
     build the same teacher(s), teacher caches, (TED filters) and student jobs: the trial trains
     nothing new. The ``multi_teachers`` entries set no ``training``: each slot is its own entry in

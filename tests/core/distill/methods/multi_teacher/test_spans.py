@@ -179,7 +179,7 @@ def test_truncation_leaves_out_text_only_one_side_kept(mrpc, student_tokenizer):
     _, student_tokens = _covered(student_tokenizer, frame.iloc[:1], 24)
     _, teacher_tokens = _covered(teacher_tokenizer, frame.iloc[:1], 40)
     s_max = max(b for seq, (a, b) in student_tokens[0] if seq == 0)
-    for i, (seq, (a, b)) in zip(row["t1_span_ids"], teacher_tokens[0]):
+    for i, (seq, (a, _b)) in zip(row["t1_span_ids"], teacher_tokens[0]):
         if seq == 0 and a >= s_max:  # characters the student's truncation dropped
             assert i == NO_SPAN
 

@@ -84,11 +84,10 @@ know which columns a teacher read).
 
 Modules: :mod:`.base` (validation, α/β, teacher binding), :mod:`.alignment` (the alignment
 rule), :mod:`.spans` (shared character spans and span pooling), :mod:`.one_to_many` (MT terms), :mod:`.baselines` (OKD, multi-PKD, RSE-KD),
-:mod:`.reporting` (alignment report and metrics), :mod:`.objective` (wiring).
+:mod:`.reporting` (alignment report and metrics), :mod:`.build_objective` (wiring).
 """
 
-from bert_kd.core.distill.methods.multi_teacher.alignment import ALIGNMENT_MODES, SENTENCE_REPRS, TeacherAlignment, tokens_aligned
-from bert_kd.core.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, check_unit_interval
+from bert_kd.core.distill.methods.multi_teacher.base import MultiTeacherBase, check_unit_interval
 from bert_kd.core.distill.methods.multi_teacher.baselines import MultiPKD, OnlineKD, RandomSingleTeacherKD
 from bert_kd.core.distill.methods.multi_teacher.build_objective import build_multi_teacher_objective
 from bert_kd.core.distill.methods.multi_teacher.one_to_many import MultiTeacherOneToMany
