@@ -98,6 +98,7 @@ def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it
     assert run.data.tags[TRAINED_IN_TAG].endswith(f"#/experiments/{before.experiment_id}/runs/{before.run_id}"
                                                   "?workflowType=machine_learning")
     assert run.data.params["recipe"] == "alp recipe"  # the comparison view's columns, copied
+    assert f"]({run.data.tags[TRAINED_IN_TAG]})" in run.data.tags["mlflow.note.content"]  # a link in its Overview
     after = tracking_store.get_run(before.run_id).info
     assert (after.end_time, after.status) == (before.end_time, before.status)  # never reopened
     assert reused.info["mlflow_model_id"] == trained.info["mlflow_model_id"]  # not logged again

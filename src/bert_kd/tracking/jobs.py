@@ -9,7 +9,7 @@ import logging
 from typing import Any, Mapping
 
 from bert_kd.tracking.runs import RunLogger, tracked_run
-from bert_kd.tracking.ui import run_url
+from bert_kd.tracking.ui import NOTE_TAG, run_url
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,18 @@ class MlflowTracker:
             except MlflowException:
                 log.info("the run %s that trained this stored model is not in this tracking store", trained_in_run_id)
         if source is not None:
-            tags[TRAINED_IN_TAG] = run_url(source.info.experiment_id, trained_in_run_id)
+            link = run_url(source.info.experiment_id, trained_in_run_id)
+            tags[TRAINED_IN_TAG] = link
+            tags[NOTE_TAG] = (f"Reused the stored model trained in run [{source.info.run_name}]({link}) "
+                              f"(`{trained_in_run_id}`); this run only loaded it.")
             tags.update({k: v for k, v in source.data.tags.items() if k in COPIED_TAGS})
             params = {k: v for k, v in source.data.params.items() if k not in own.data.params}
             if params:
                 run.log_params(params)
+            if source.inputs.dataset_inputs:  # the data it was trained on: the run's Datasets
+                from mlflow.entities import DatasetInput
+
+                client.log_inputs(run.run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in source.inputs.dataset_inputs])
         run.set_tags(tags)
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
