@@ -51,7 +51,9 @@ from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_te
 from bert_kd.experiment.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.experiment.sweep.scheduler import SweepTrialError, check_result
 from bert_kd.experiment.sweep.spec import TrialSpec
-from bert_kd.tracking import git_commit_label, tracked_run
+from bert_kd.core.files import write_file_atomically
+from bert_kd.experiment.tracker import tracker_for
+from bert_kd.tracking import git_commit_label
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.core.training.config import numeric_path
 
@@ -224,7 +226,7 @@ class TrialRunner:
                   "seconds": round(seconds, 1), "commit": self.commit, "command": self.command,
                   "machine": platform.machine(), "numerics": numeric_path(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
-        return jobs.write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        return write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
     # ------------------------------------------------------------------ parameter blocks
     def teacher_block(self, spec: TrialSpec) -> dict:
@@ -255,9 +257,9 @@ class TrialRunner:
         started = _dt.datetime.now()
         tracking = self.params.get("tracking") or {}
         key = self.content_key(spec)
-        with tracked_run(f"trial:{spec.key}", bool(tracking.get("enabled", True)),
-                         {"role": "trial", "method": spec.method, "task": spec.task, "table": spec.table,
-                          "content_key": key}) as run:
+        with tracker_for(tracking).start_job(f"trial:{spec.key}", {"role": "trial", "method": spec.method,
+                                                                   "task": spec.task, "table": spec.table,
+                                                                   "content_key": key}) as run:
             run.log_params({"trial": spec.key, "seed": spec.seed, **{f"grid.{k}": v for k, v in spec.params.items()},
                             "recipe": spec.recipe, "training": spec.training, "content_key": key})
             result = self.train_and_evaluate(spec)

@@ -1,0 +1,51 @@
+"""bert_kd.experiment.tracker: which tracker a job reports to."""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_kd.config.schema import Tracking
+from bert_kd.experiment import tracker
+
+
+@pytest.mark.parametrize("block", [{"enabled": False}, Tracking(enabled=False)])
+def test_tracking_off_is_the_tracker_that_records_nothing(block):
+    chosen = tracker.tracker_for(block)
+    assert chosen is tracker.NO_TRACKER and not chosen.enabled
+    with chosen.start_job("distill_alp:rte") as run:
+        run.log_metrics({"train/loss": 1.0})
+        assert run.run_id is None and not run.enabled
+    assert chosen.log_model(run, "/nowhere", {}, "key") is None and chosen.logged_model("r", "key") is None
+
+
+def test_tracking_on_is_mlflows_tracker_on_rank_zero_only(monkeypatch):
+    from bert_kd.tracking.jobs import MlflowTracker
+
+    assert isinstance(tracker.tracker_for({}), MlflowTracker)  # the schema's default: enabled
+    assert isinstance(tracker.tracker_for(Tracking()), MlflowTracker)
+    monkeypatch.setenv("RANK", "1")
+    assert tracker.tracker_for(Tracking()) is tracker.NO_TRACKER  # one process reports
+
+
+def test_a_registered_tracker_is_used(monkeypatch):
+    made = []
+    monkeypatch.setattr(tracker, "_factory", None)
+    tracker.register_tracker(lambda: made.append(1) or tracker.NO_TRACKER)
+    try:
+        assert tracker.tracker_for({"enabled": True}) is tracker.NO_TRACKER and made == [1]
+    finally:
+        from bert_kd.tracking.jobs import MlflowTracker
+
+        tracker.register_tracker(MlflowTracker)
+
+
+def test_timed_logs_the_seconds_of_its_block():
+    logged = {}
+
+    class Run(tracker.NoRun):
+        def log_metrics(self, metrics, step=None):
+            logged.update(metrics)
+
+    with tracker.timed(Run(), "time/training_seconds"):
+        pass
+    assert set(logged) == {"time/training_seconds"} and logged["time/training_seconds"] >= 0
