@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from bert_kd.experiment import jobs
-from bert_kd.core.models import ModelBundle, load_bundle, resolve_model_name, write_bundle_files
 from bert_kd.config.schema import Block, Runtime, Tracking, typed
+from bert_kd.core.models import ModelBundle, load_bundle, resolve_model_name, write_bundle_files
+from bert_kd.experiment import jobs
 from bert_kd.experiment.tracker import is_main_process, timed, tracker_for
-
 
 #: Where reusable artefacts keyed by their content live (teachers, students, filters, caches).
 STORE_ROOT = Path("data/06_models/store")

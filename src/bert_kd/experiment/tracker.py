@@ -73,15 +73,17 @@ class JobTracker(Protocol):
         """The id of the finished model that run ``run_id`` logged, else of any finished model of the
         store entry ``store_key`` (None: none, unfinished, or another tracking store)."""
 
-    def log_model(self, run: JobRun, directory, info: Mapping[str, Any], store_key: str,
-                  regression: bool = False) -> str | None:
+    def log_model(
+        self, run: JobRun, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
+    ) -> str | None:
         """Log the stored model ``directory`` on ``run``; its id (None when not logged)."""
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         """An evaluation's metrics on the (finished) run of the evaluated model, without reopening it."""
 
-    def describe_job(self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int,
-                     model) -> None:
+    def describe_job(
+        self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
+    ) -> None:
         """The columns that make a job's run comparable (task, seed, data source, sample caps, the
         train split as the run's dataset, the model's size)."""
 
@@ -107,15 +109,17 @@ class NoTracker:
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
         return None
 
-    def log_model(self, run: JobRun, directory, info: Mapping[str, Any], store_key: str,
-                  regression: bool = False) -> str | None:
+    def log_model(
+        self, run: JobRun, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
+    ) -> str | None:
         return None
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         pass
 
-    def describe_job(self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int,
-                     model) -> None:
+    def describe_job(
+        self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
+    ) -> None:
         pass
 
     def distillation_started(self, run: JobRun, job, model, method, objective, settings) -> None:

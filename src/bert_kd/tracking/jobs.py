@@ -52,8 +52,10 @@ class MlflowTracker:
         if source is not None:
             link = run_url(source.info.experiment_id, trained_in_run_id)
             tags[TRAINED_IN_TAG] = link
-            tags[NOTE_TAG] = (f"Reused the stored model trained in run [{source.info.run_name}]({link}) "
-                              f"(`{trained_in_run_id}`); this run only loaded it.")
+            tags[NOTE_TAG] = (
+                f"Reused the stored model trained in run [{source.info.run_name}]({link}) "
+                f"(`{trained_in_run_id}`); this run only loaded it."
+            )
             tags.update({k: v for k, v in source.data.tags.items() if k in COPIED_TAGS})
             params = {k: v for k, v in source.data.params.items() if k not in own.data.params}
             if params:
@@ -61,7 +63,9 @@ class MlflowTracker:
             if source.inputs.dataset_inputs:  # the data it was trained on: the run's Datasets
                 from mlflow.entities import DatasetInput
 
-                client.log_inputs(run.run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in source.inputs.dataset_inputs])
+                client.log_inputs(
+                    run.run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in source.inputs.dataset_inputs]
+                )
         run.set_tags(tags)
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
@@ -69,24 +73,30 @@ class MlflowTracker:
 
         return find_logged_model(run_id, store_key=store_key)
 
-    def log_model(self, run: RunLogger, directory, info: Mapping[str, Any], store_key: str,
-                  regression: bool = False) -> str | None:
+    def log_model(
+        self, run: RunLogger, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
+    ) -> str | None:
         """The store entry as the LoggedModel ``<row>-<task>-student`` / ``teacher-<task>`` of ``run``."""
         if not run.enabled:
             return None
         from bert_kd.tracking.logged_models import log_model_directory, logged_model_name
 
-        return log_model_directory(directory, task=info.get("task"), regression=regression,
-                                   name=logged_model_name(info),
-                                   tags={"role": info.get("role", ""), "store_key": store_key})
+        return log_model_directory(
+            directory,
+            task=info.get("task"),
+            regression=regression,
+            name=logged_model_name(info),
+            tags={"role": info.get("role", ""), "store_key": store_key},
+        )
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         from bert_kd.tracking.evaluation import log_evaluation_to_run
 
         log_evaluation_to_run(evaluation, run_id)
 
-    def describe_job(self, run: RunLogger, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int,
-                     model) -> None:
+    def describe_job(
+        self, run: RunLogger, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
+    ) -> None:
         from bert_kd.tracking.distill import log_job_columns
 
         log_job_columns(run, store_job, task, seed, data_source, n_train, model)
@@ -100,4 +110,3 @@ class MlflowTracker:
         from bert_kd.tracking.distill import log_distillation_end
 
         log_distillation_end(run, job, method, outcome)
-

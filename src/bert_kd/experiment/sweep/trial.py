@@ -29,16 +29,22 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-
-from bert_kd.experiment import jobs
-from bert_kd.core.data.glue import get_task
-from bert_kd.core.metrics import glue_metrics, primary_metric
 from kedro.pipeline import Pipeline
 
-from bert_kd.experiment.distill_job import with_explicit_weights
+from bert_kd.core.data.glue import get_task
+from bert_kd.core.files import write_file_atomically
+from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, init_key_material
-from bert_kd.pipelines.common import build_run_settings
+from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.core.training.config import numeric_path
+from bert_kd.experiment import jobs
+from bert_kd.experiment.distill_job import with_explicit_weights
 from bert_kd.experiment.run_setup import teacher_seed
+from bert_kd.experiment.sweep.identity import keyed_source, short_hash, source_fingerprint
+from bert_kd.experiment.sweep.scheduler import SweepTrialError, check_result
+from bert_kd.experiment.sweep.spec import TrialSpec
+from bert_kd.experiment.tracker import tracker_for
+from bert_kd.pipelines.common import build_run_settings
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
 from bert_kd.pipelines.distill.pipeline import block_name, method_pipeline, teacher_cache_pipeline
@@ -48,14 +54,7 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
-from bert_kd.experiment.sweep.identity import keyed_source, short_hash, source_fingerprint
-from bert_kd.experiment.sweep.scheduler import SweepTrialError, check_result
-from bert_kd.experiment.sweep.spec import TrialSpec
-from bert_kd.core.files import write_file_atomically
-from bert_kd.experiment.tracker import tracker_for
 from bert_kd.tracking import git_commit_label
-from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
-from bert_kd.core.training.config import numeric_path
 
 log = logging.getLogger(__name__)
 
