@@ -124,7 +124,7 @@ class Training(Strict):
 class Runtime(Strict):
     """Engineering settings shared by every training job."""
 
-    mixed_precision: Literal["no", "fp16", "bf16", "auto"] = "no"
+    mixed_precision: Literal["no", "fp16", "bf16", "auto"] = "auto"  # bf16 on a CUDA device with bf16, else fp32
     checkpoint_every_steps: NonNegativeInt = 0  # 0 = at the end of each epoch only
     keep_checkpoint: bool = False
     progress_bar: bool = True
@@ -135,6 +135,8 @@ class Runtime(Strict):
     cpu: bool = False
     recompute: bool = False  # retrain every job of the run instead of reusing the content-keyed store
     fused_optimizer: bool | Literal["auto"] = "auto"  # fused AdamW kernel ("auto": on CPU)
+    tf32: bool = True  # TF32 matmuls for fp32 work on CUDA; off: full fp32 matmuls
+    compile: bool | Annotated[str, Field(min_length=1)] = False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
     # the dev metric the best epoch is kept by; None = the task's primary metric (a sweep table sets its paper's)
     select_metric: str | None = None
 

@@ -60,6 +60,9 @@ SCHEMA_VERSIONS: dict[str, int] = {
 VOLATILE_TRAINING_SETTINGS = ("checkpoint_dir", "checkpoint_every_steps", "keep_checkpoint", "progress_bar",
                               "log_every_steps", "fused_optimizer")  # fused: same weights to float rounding
 
+#: Settings that enter keys only where they change the numbers (:func:`bert_kd.core.training.precision.numeric_key_material`).
+NUMERIC_PATH_SETTINGS = ("tf32", "compile")
+
 #: Key material of length-grouped training batches (``group_by_length: true``), added to a key only
 #: when grouping is on, so random-batch keys (every committed result's) stay as they were. Version 2:
 #: the grouped loader draws its base seed from its own generator, seeded per epoch (version 1 drew it
@@ -124,7 +127,10 @@ def _key_for(kind: str, schema_version: int, spec: Mapping) -> str:
 def training_spec(settings: Mapping) -> dict:
     """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped;
     :data:`GROUPED_BATCHES_MATERIAL` added when ``group_by_length`` is on)."""
-    spec = {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS}
+    from bert_kd.core.training.precision import numeric_key_material
+
+    spec = {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS + NUMERIC_PATH_SETTINGS}
+    spec.update(numeric_key_material(settings))  # resolved for the device: auto on a CPU is "no"
     return {**spec, **grouped_batches_material(spec.get("group_by_length", False))}
 
 

@@ -135,13 +135,11 @@ def test_cpu_has_bf16_reads_the_flags_line(flags, expected):
     assert cpu_has_bf16(f"processor : 0\nflags\t\t: {flags}\nbugs : x\n") is expected
 
 
-def test_resolve_mixed_precision_auto_follows_the_hardware(monkeypatch):
+def test_resolve_mixed_precision_auto_is_fp32_on_a_cpu_even_with_bf16_instructions(monkeypatch):
     import bert_kd.core.training.config as training_config
 
     assert resolve_mixed_precision("fp16") == "fp16" and resolve_mixed_precision("no") == "no"
     monkeypatch.setattr(training_config, "cpu_has_bf16", lambda: True)
-    assert resolve_mixed_precision("auto", cpu=True) == "bf16"
-    monkeypatch.setattr(training_config, "cpu_has_bf16", lambda: False)
     assert resolve_mixed_precision("auto", cpu=True) == "no"
     with pytest.raises(ParameterError, match="mixed_precision"):
         TrainingConfig.from_dict({"mixed_precision": "int8"})

@@ -14,6 +14,7 @@ from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoi
 from bert_kd.core.training.config import TrainingConfig, cpu_has_bf16, make_optimizer, resolve_mixed_precision
 from bert_kd.core.training.loop import EvaluateFn, FitResult, LogFn, config_fingerprint, fit, predict_logits, seed_everything
 from bert_kd.core.training.objectives import Objective, SupervisedObjective, task_loss
+from bert_kd.core.training.precision import resolve_precision
 
 __all__ = [
     "PADDED_BY_TOKENIZER",
@@ -37,6 +38,7 @@ __all__ = [
     "predict_logits",
     "release",
     "resolve_mixed_precision",
+    "resolve_precision",
     "save_checkpoint",
     "seed_everything",
     "sequence_lengths",

@@ -10,6 +10,7 @@ from typing import Mapping
 import torch
 
 from bert_kd.config.schema import MAX_SEED, Runtime, Training, typed
+from bert_kd.core.training.precision import resolve_precision, training_device
 
 
 @dataclass
@@ -25,7 +26,7 @@ class TrainingConfig:
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
     seed: int = 42
-    mixed_precision: str = "no"  # "auto" (bf16 where the hardware has it; not the default: docs/decisions.md), "fp16", "bf16"
+    mixed_precision: str = "auto"  # "auto": bf16 on a CUDA device with bf16, fp32 elsewhere (resolve_precision); "no", "bf16", "fp16"
     group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); the project default is runtime.group_by_length: docs/decisions.md
     teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
@@ -38,6 +39,8 @@ class TrainingConfig:
     greater_is_better: bool = True
     progress_bar: bool = True
     cpu: bool = False
+    tf32: bool = True  # TF32 matmuls for fp32 work on CUDA (no effect on a CPU)
+    compile: bool | str = False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
     fused_optimizer: bool | str = "auto"  # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
 
     @classmethod
@@ -143,15 +146,12 @@ def precision_problem(requested: str, cpu: bool = False) -> str | None:
     fp16 label)."""
     if requested == "fp16" and trains_on_cpu(cpu):
         return ("fp16 needs a CUDA GPU and this run trains on the CPU, where it would train in fp32 under an fp16 "
-                "key; use bf16 (CPU autocast), auto (bf16 where the CPU computes it natively, else fp32) or no")
+                "key; use bf16 (CPU autocast), auto (fp32 on a CPU, bf16 on a CUDA GPU with bf16) or no")
     return None
 
 
 def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
-    """Accelerate's ``mixed_precision`` for ``value``: "auto" is bf16 on GPUs that support it
-    and on CPUs with AMX/AVX-512-BF16, "no" (fp32) otherwise; other values pass through."""
-    if value != "auto":
-        return value
-    if not cpu and torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "no"
-    return "bf16" if cpu_has_bf16() else "no"
+    """Accelerate's ``mixed_precision`` for ``value`` on the device a run with ``runtime.cpu = cpu``
+    trains on (:func:`bert_kd.core.training.precision.resolve_precision`: "auto" is bf16 on a CUDA device
+    with bf16, "no" (fp32) elsewhere, CPUs included); other values pass through."""
+    return resolve_precision(value, training_device(cpu))

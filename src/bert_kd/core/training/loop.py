@@ -23,6 +23,7 @@ from bert_kd.core.training.batching import Collator, make_loader, sequence_lengt
 from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
 from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
 from bert_kd.core.training.objectives import Objective
+from bert_kd.core.training.precision import compile_backend, set_tf32, uses_tf32
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +337,8 @@ def fit(
     seed_everything(config.seed)
     collator = collator or Collator()
     accelerator, mixed_precision = make_accelerator(config)
+    if accelerator.device.type == "cuda":  # CPU runs leave the flags alone: setting them moved CPU float rounding
+        set_tf32(uses_tf32(config.tf32, mixed_precision, accelerator.device))
     train_lengths = sequence_lengths(train_dataset) if config.group_by_length else None
 
     def train_loader(seed: int) -> DataLoader:
@@ -348,6 +351,8 @@ def fit(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
     run = _Run(accelerator, objective, optimizer, scheduler, config, total_steps, log_fn, description)
+    if config.compile:  # in place (state_dict names stay); dynamic shapes: lengths vary per batch
+        run.raw.model.compile(dynamic=True, backend=compile_backend(config.compile))
     if config.teacher_mixed_precision != "same":
         run.raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
     eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order

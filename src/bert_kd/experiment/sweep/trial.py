@@ -37,6 +37,7 @@ from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, init_key_material
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.core.training.config import numeric_path
+from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
 from bert_kd.experiment.distill_job import with_explicit_weights
 from bert_kd.experiment.run_setup import teacher_seed
@@ -161,7 +162,7 @@ class TrialRunner:
             "data_seed": p.get(DATA_SEED_KEY), "teacher": _keyed(self.teacher_block(spec)),
             "student": _keyed(init_key_material(self.student_block(spec))), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
-            "precision": {k: (p.get("runtime") or {}).get(k) for k in ("mixed_precision", "teacher_mixed_precision")},
+            "precision": trial_precision_material(p.get("runtime") or {}),
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
             **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
         }

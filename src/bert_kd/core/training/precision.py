@@ -1,0 +1,90 @@
+"""The numeric path of a run: mixed precision, TF32 matmuls and ``torch.compile``, resolved for the
+device the run trains on, and the part of them that enters job keys.
+
+Kept free of the rest of the package (torch only), so key code and checks can call it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+
+#: ``mixed_precision`` values: ``auto`` resolves per device, the others are Accelerate's.
+PRECISIONS = ("auto", "no", "bf16", "fp16")
+
+
+def training_device(cpu: bool = False) -> str:
+    """``cuda`` where a run trains on a GPU (one is visible and ``runtime.cpu`` is off), else ``cpu``."""
+    return "cuda" if not cpu and torch.cuda.is_available() else "cpu"
+
+
+def resolve_precision(requested: str, device: str | torch.device) -> str:
+    """Accelerate's ``mixed_precision`` for ``requested`` on ``device``: ``auto`` is ``bf16`` on a CUDA
+    device that computes bf16 and ``no`` (fp32) elsewhere, CPUs included (bf16 on a CPU trained
+    slower than fp32 here); ``no``, ``bf16`` and ``fp16`` pass through."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    kind = torch.device(device).type if not isinstance(device, torch.device) else device.type
+    if kind == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bf16"
+    return "no"
+
+
+def uses_tf32(tf32: bool, precision: str, device: str | torch.device) -> bool:
+    """TF32 matmuls run: allowed (``runtime.tf32``), on CUDA, for fp32 work (resolved precision ``no``)."""
+    kind = torch.device(device).type if not isinstance(device, torch.device) else device.type
+    return bool(tf32) and kind == "cuda" and precision == "no"
+
+
+def set_tf32(enabled: bool) -> None:
+    """Let CUDA matmuls and cuDNN convolutions of fp32 tensors run on TF32 tensor cores (or not)."""
+    torch.backends.cuda.matmul.allow_tf32 = bool(enabled)
+    torch.backends.cudnn.allow_tf32 = bool(enabled)
+
+
+def numeric_key_material(settings: Mapping) -> dict:
+    """The numeric-path part of a job's training settings (``vars(TrainingConfig)``) as key material:
+    ``mixed_precision`` resolved for the device (``auto`` on a CPU is ``no``, so keys made before
+    ``auto`` existed keep their value); ``tf32`` and ``compile`` only where they change the numbers
+    (TF32: CUDA fp32 work; compile: on), so CPU keys stay as they were."""
+    device = training_device(bool(settings.get("cpu", False)))
+    material = {}
+    if "mixed_precision" in settings:
+        material["mixed_precision"] = resolve_precision(str(settings["mixed_precision"]), device)
+    if "teacher_mixed_precision" in settings and settings["teacher_mixed_precision"] != "same":
+        material["teacher_mixed_precision"] = resolve_precision(str(settings["teacher_mixed_precision"]), device)
+    if uses_tf32(settings.get("tf32", True), material.get("mixed_precision", "no"), device):
+        material["tf32"] = True
+    if settings.get("compile"):
+        material["compile"] = compile_backend(settings["compile"])
+    return material
+
+
+def compile_backend(setting) -> str | None:
+    """The ``torch.compile`` backend of a ``compile`` setting: ``inductor`` for ``true``, the name given,
+    ``None`` when off."""
+    if not setting:
+        return None
+    return "inductor" if setting is True else str(setting)
+
+
+def trial_precision_material(runtime: Mapping) -> dict:
+    """A sweep trial's precision key material from its ``runtime`` parameters: ``mixed_precision`` and
+    ``teacher_mixed_precision`` resolved for the device as the trial's jobs resolve them (a value left
+    out stays ``None``, ``same`` stays ``same``, so every key made on a CPU keeps its value), plus
+    ``tf32`` / ``compile`` where they change the numbers (:func:`numeric_key_material`)."""
+    device = training_device(bool(runtime.get("cpu", False)))
+
+    def resolved(value):
+        return value if value in (None, "same") else resolve_precision(str(value), device)
+
+    material = {key: resolved(runtime.get(key)) for key in ("mixed_precision", "teacher_mixed_precision")}
+    student = resolve_precision(str(runtime.get("mixed_precision") or "auto"), device)
+    if uses_tf32(runtime.get("tf32", True), student, device):
+        material["tf32"] = True
+    if runtime.get("compile"):
+        material["compile"] = compile_backend(runtime["compile"])
+    return material

@@ -1,0 +1,96 @@
+"""The numeric path resolved per device (mixed precision, TF32, compile) and what of it enters keys."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bert_kd.experiment import jobs
+from bert_kd.core.training import SupervisedObjective, TrainingConfig, fit
+from bert_kd.core.training.precision import (
+    PRECISIONS, numeric_key_material, resolve_precision, trial_precision_material, uses_tf32,
+)
+
+
+def cuda_with_bf16(monkeypatch, bf16: bool = True) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+
+
+def test_auto_is_bf16_on_a_cuda_device_with_bf16_and_fp32_elsewhere(monkeypatch):
+    assert resolve_precision("auto", "cpu") == "no"
+    for explicit in ("no", "bf16", "fp16"):
+        assert resolve_precision(explicit, "cpu") == explicit
+    cuda_with_bf16(monkeypatch)
+    assert resolve_precision("auto", "cuda") == "bf16" and resolve_precision("auto", torch.device("cuda", 0)) == "bf16"
+    assert resolve_precision("auto", "cpu") == "no"
+    cuda_with_bf16(monkeypatch, bf16=False)
+    assert resolve_precision("auto", "cuda") == "no"
+    with pytest.raises(ValueError, match="mixed_precision must be one of"):
+        resolve_precision("int8", "cpu")
+
+
+def test_tf32_runs_only_for_fp32_work_on_cuda():
+    assert uses_tf32(True, "no", "cuda")
+    assert not uses_tf32(True, "bf16", "cuda") and not uses_tf32(True, "no", "cpu") and not uses_tf32(False, "no", "cuda")
+
+
+def test_cpu_keys_of_the_new_defaults_equal_the_old_fp32_keys():
+    """``auto``, ``tf32: true`` and ``compile: false`` on a CPU give the keys ``mixed_precision: no`` gave."""
+    new = TrainingConfig.from_dict({})
+    old = {k: v for k, v in vars(new).items() if k not in ("tf32", "compile")} | {"mixed_precision": "no"}
+    assert new.mixed_precision == "auto" and new.tf32 and not new.compile
+    assert jobs.training_spec(vars(new)) == jobs.training_spec(old)
+    assert trial_precision_material({"mixed_precision": "auto", "teacher_mixed_precision": "same", "tf32": True}) == \
+        {"mixed_precision": "no", "teacher_mixed_precision": "same"}
+    assert trial_precision_material({}) == {"mixed_precision": None, "teacher_mixed_precision": None}
+
+
+def test_the_gpu_numeric_path_enters_keys(monkeypatch):
+    cuda_with_bf16(monkeypatch)
+    settings = vars(TrainingConfig.from_dict({}))
+    assert numeric_key_material(settings) == {"mixed_precision": "bf16"}
+    fp32 = vars(TrainingConfig.from_dict({"mixed_precision": "no"}))
+    assert numeric_key_material(fp32) == {"mixed_precision": "no", "tf32": True}
+    assert numeric_key_material({**fp32, "tf32": False}) == {"mixed_precision": "no"}
+    assert numeric_key_material({**fp32, "cpu": True}) == {"mixed_precision": "no"}  # runtime.cpu: no TF32
+    assert jobs.training_spec({**settings, "compile": True})["compile"] == "inductor"
+    assert jobs.training_spec({**settings, "compile": "aot_eager"})["compile"] == "aot_eager"
+    assert trial_precision_material({"mixed_precision": "auto"})["mixed_precision"] == "bf16"
+
+
+def test_a_cpu_fit_leaves_the_tf32_flags_alone(tiny_teacher_dir, monkeypatch):
+    """Setting PyTorch's TF32 flags, even to off, changed CPU float rounding of a recorded fit."""
+    calls = []
+    monkeypatch.setattr("bert_kd.core.training.loop.set_tf32", calls.append)
+    run_tiny_fit(tiny_teacher_dir, {})
+    assert calls == []
+
+
+def run_tiny_fit(tiny_teacher_dir, settings: dict):
+    from transformers import AutoModelForSequenceClassification
+
+    from bert_kd.core.models import prefer_fused_attention
+
+    torch.manual_seed(0)
+    model = prefer_fused_attention(AutoModelForSequenceClassification.from_pretrained(
+        str(tiny_teacher_dir), attn_implementation="eager"))
+    generator = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(5, 50, (int(n),), generator=generator).tolist(), "labels": int(n) % 2,
+             "idx": i} for i, n in enumerate(torch.randint(4, 12, (16,), generator=generator))]
+    config = TrainingConfig.from_dict({"epochs": 1, "batch_size": 8, "progress_bar": False, "cpu": True,
+                                       "group_by_length": False, **settings})
+    return model, fit(SupervisedObjective(model), rows, None, config)
+
+
+def test_compile_is_opt_in_and_trains_a_tiny_model_on_cpu(tiny_teacher_dir):
+    """torch.compile through TorchDynamo with the ``aot_eager`` backend (inductor's C++ build of a
+    training graph takes minutes on a CPU; the same path, another code generator)."""
+    plain_model, plain = run_tiny_fit(tiny_teacher_dir, {})
+    compiled_model, compiled = run_tiny_fit(tiny_teacher_dir, {"compile": "aot_eager"})
+    assert not hasattr(plain_model.forward, "_torchdynamo_orig_callable")
+    assert compiled_model._compiled_call_impl is not None  # nn.Module.compile, in place
+    assert set(compiled_model.state_dict()) == set(plain_model.state_dict())  # names without _orig_mod
+    for name, value in plain_model.state_dict().items():
+        torch.testing.assert_close(compiled_model.state_dict()[name], value, atol=1e-4, rtol=1e-4)
+    assert PRECISIONS == ("auto", "no", "bf16", "fp16")
