@@ -84,7 +84,7 @@ def test_load_classifier_sizes_the_head_and_uses_eager_attention(tiny_teacher_di
     model = load_classifier(str(tiny_teacher_dir), 3, is_regression=False)
     torch.testing.assert_close(model.bert.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
     assert model.config.num_labels == 3 and model.classifier.out_features == 3
-    assert model.config._attn_implementation == "eager"
+    assert model.config._attn_implementation == "sdpa"  # loaded eager, forwards on the fused kernel
     regression = load_classifier(str(tiny_teacher_dir), 1, is_regression=True)
     assert regression.config.problem_type == "regression" and regression.classifier.out_features == 1
 
@@ -203,7 +203,7 @@ def test_save_and_load_bundle_round_trip(teacher, tokenizer, tmp_path):
     assert not (tmp_path / "student.partial").exists()
     loaded = load_bundle(path)
     assert loaded.info == {**info, "label_names": ["negative", "positive"], "num_labels": 2}  # what it is for
-    assert num_layers(loaded.model) == 2 and loaded.model.config._attn_implementation == "eager"
+    assert num_layers(loaded.model) == 2 and loaded.model.config._attn_implementation == "sdpa"
     text = ["the movie was great", "a dog sat on the mat"]
     assert loaded.tokenizer(text)["input_ids"] == tokenizer(text)["input_ids"]
     assert loaded.tokenizer.pad_token_id == tokenizer.pad_token_id

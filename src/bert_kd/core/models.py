@@ -5,6 +5,7 @@ Kedro-free. Layer numbers are 1-based, as in the papers (= index into HF ``hidde
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from dataclasses import dataclass, field
@@ -65,16 +66,54 @@ def load_classifier(
 ) -> nn.Module:
     """Load any HF encoder with a sequence-classification head sized for the task.
 
-    Eager attention is used so that attention maps are available to the distillation losses.
+    Loaded with eager attention (so a forward can return attention maps), then set to run PyTorch's
+    fused SDPA kernel where the model supports it (:func:`prefer_fused_attention`).
     """
     path = resolve_model_name(name)
     config = AutoConfig.from_pretrained(path)
     config.num_labels = num_labels
     config.problem_type = "regression" if is_regression else "single_label_classification"
     # A checkpoint fine-tuned with another label count gets a fresh head (HF logs which weights).
-    return AutoModelForSequenceClassification.from_pretrained(
+    model = AutoModelForSequenceClassification.from_pretrained(
         path, config=config, attn_implementation=attn_implementation, ignore_mismatched_sizes=True
     )
+    return prefer_fused_attention(model) if attn_implementation == "eager" else model
+
+
+def supports_fused_attention(model: nn.Module) -> bool:
+    """``model`` picks its attention kernel per forward from ``config._attn_implementation`` and has an
+    SDPA one (BERT, RoBERTa, MiniLM …; not XLNet, whose relative attention has only the eager one)."""
+    config = getattr(model, "config", None)
+    return bool(getattr(model, "_supports_sdpa", False)) and getattr(config, "_attn_implementation", None) is not None
+
+
+def prefer_fused_attention(model: nn.Module) -> nn.Module:
+    """Make PyTorch's fused scaled-dot-product attention (SDPA) the kernel of ``model``'s forwards where
+    it has one: training and evaluation forwards read no attention map, and SDPA gives the eager
+    kernel's outputs to float rounding. A forward that reads attention maps (TinyBERT's and the
+    multi-teacher attention terms) runs inside :func:`attention_implementation` ``(model, "eager")``."""
+    if supports_fused_attention(model):
+        model.config._attn_implementation = "sdpa"
+    return model
+
+
+@contextlib.contextmanager
+def attention_implementation(model: nn.Module, name: str):
+    """Run ``model``'s attention with ``name`` ("sdpa": PyTorch's fused kernel, "eager": softmax(QKᵀ/√d)V,
+    which can return attention maps) inside the block, for models whose attention is chosen per
+    forward (:func:`supports_fused_attention`); other models keep the kernel they have."""
+    if name not in ("sdpa", "eager"):
+        raise ValueError(f"attention implementation must be 'sdpa' or 'eager', got {name!r}")
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if current is None or current == name or (name == "sdpa" and not getattr(model, "_supports_sdpa", False)):
+        yield
+        return
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = current
 
 
 def find_layer_stack(model: nn.Module) -> tuple[nn.Module, str, nn.ModuleList]:
@@ -284,13 +323,16 @@ def save_bundle(bundle: ModelBundle, path: str | Path) -> Path:
 
 
 def load_bundle(path: str | Path, attn_implementation: str = "eager") -> ModelBundle:
-    """Read a directory written by :func:`save_bundle`."""
+    """Read a directory written by :func:`save_bundle` (forwards on SDPA where the model has it, as
+    :func:`load_classifier`)."""
     import json
 
     path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{path} is not a saved model directory (no config.json)")
     model = AutoModelForSequenceClassification.from_pretrained(path, attn_implementation=attn_implementation)
+    if attn_implementation == "eager":
+        prefer_fused_attention(model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     info_file = path / "bert_kd.json"
     info = json.loads(info_file.read_text()) if info_file.exists() else {}

@@ -464,9 +464,9 @@ def test_a_run_resumed_in_stage_two_trains_with_stage_two(teacher, data, tmp_pat
     assert ({"train/stage": 2.0}, steps_per_epoch + 2) in logged
 
 
-def test_teacher_forward_runs_sdpa_attention_and_restores_eager(tiny_teacher_dir, monkeypatch):
-    """A teacher forward that reads no attention maps runs PyTorch's fused attention (same logits);
-    the model stays eager for forwards that need the maps."""
+def test_a_loaded_model_runs_sdpa_and_switches_to_eager_per_forward(tiny_teacher_dir, monkeypatch):
+    """A loaded model's forwards run PyTorch's fused attention; a forward that needs the maps runs
+    eager inside ``attention_implementation`` (same logits), and the model is back on SDPA after it."""
     import torch
 
     from bert_kd.core.distill.objective import attention_implementation
@@ -481,10 +481,10 @@ def test_teacher_forward_runs_sdpa_attention_and_restores_eager(tiny_teacher_dir
     mask = torch.ones(2, 7, dtype=torch.long)
     mask[0, 5:] = 0
     with torch.no_grad():
-        eager = model(input_ids=ids, attention_mask=mask).logits
+        with attention_implementation(model, "eager"):
+            eager = model(input_ids=ids, attention_mask=mask).logits
         assert not fused_calls
-        with attention_implementation(model, "sdpa"):
-            sdpa = model(input_ids=ids, attention_mask=mask).logits
+        sdpa = model(input_ids=ids, attention_mask=mask).logits
     assert len(fused_calls) == model.config.num_hidden_layers
-    assert model.config._attn_implementation == "eager"
+    assert model.config._attn_implementation == "sdpa"
     assert torch.allclose(eager, sdpa, atol=1e-5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bert_kd.core.distill.outputs import Features, forward_features, summary_position
-from bert_kd.core.models import find_layer_stack, load_classifier, load_tokenizer
+from bert_kd.core.models import attention_implementation, find_layer_stack, load_classifier, load_tokenizer
 
 TEXTS = ["the movie was great", "a dog sat on the mat and it was very fun", "no"]
 
@@ -89,7 +89,8 @@ def test_softmax_of_scores_equals_eager_attention_probabilities(model, tokenizer
     batch = padded_batch(tokenizer) if padded else dict(tokenizer(TEXTS[:1], return_tensors="pt"))
     with torch.no_grad():
         features = forward_features(model, batch, attention_scores=True)
-        eager = model(**batch, output_attentions=True).attentions
+        with attention_implementation(model, "eager"):  # loaded models run SDPA, which returns no maps
+            eager = model(**batch, output_attentions=True).attentions
     assert len(eager) == 4
     mask = batch["attention_mask"]
     additive = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min

@@ -7,7 +7,6 @@ or are served from a :class:`TeacherCache` when the recipe only reads logits and
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -17,6 +16,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from bert_kd.core.distill.outputs import Features, forward_features
+from bert_kd.core.models import attention_implementation
 from bert_kd.core.training import Collator, Objective, make_loader
 
 
@@ -125,7 +125,8 @@ class DistillationObjective(Objective):
         attention = bool(needs.get("attention"))
         # no_grad, not inference_mode: the losses save teacher tensors for backward, which inference
         # tensors refuse, and the copy that would need costs what inference_mode saves (measured on the main job)
-        with torch.no_grad(), self.frozen_autocast(), attention_implementation(self.teachers[k], "eager" if attention else "sdpa"):
+        with torch.no_grad(), self.frozen_autocast(), \
+                attention_implementation(self.teachers[k], self.method.teacher_attention):
             features = forward_features(
                 self.teachers[k],
                 batch,
@@ -138,12 +139,13 @@ class DistillationObjective(Objective):
     def student_features(self, batch: dict[str, Tensor]) -> Features:
         """The student's forward pass with what the method reads."""
         needs = self.method.student_needs
-        return forward_features(
-            self.model,
-            batch,
-            hidden_states=bool(needs.get("hidden") or needs.get("cls")),
-            attention_scores=bool(needs.get("attention")),
-        )
+        with attention_implementation(self.model, self.method.student_attention):
+            return forward_features(
+                self.model,
+                batch,
+                hidden_states=bool(needs.get("hidden") or needs.get("cls")),
+                attention_scores=bool(needs.get("attention")),
+            )
 
     def training_step(self, batch):
         student = self.student_features(batch)
@@ -156,25 +158,6 @@ class DistillationObjective(Objective):
         result = {"loss": total}
         result.update({name: value.detach() for name, value in terms.items()})
         return result
-
-
-@contextlib.contextmanager
-def attention_implementation(model: nn.Module, name: str):
-    """Run ``model``'s attention with ``name`` ("sdpa": PyTorch's fused kernel, "eager") inside the
-    block, for models whose attention is chosen per forward from ``config._attn_implementation``
-    (BERT and other models that declare SDPA support); others are left as they are. Teachers
-    are loaded eager (attention maps for the methods that read them); a teacher forward that
-    reads no attention maps needs none of that."""
-    config = getattr(model, "config", None)
-    current = getattr(config, "_attn_implementation", None)
-    if current is None or current == name or (name == "sdpa" and not getattr(model, "_supports_sdpa", False)):
-        yield
-        return
-    config._attn_implementation = name
-    try:
-        yield
-    finally:
-        config._attn_implementation = current
 
 
 def as_float32(features: Features) -> Features:

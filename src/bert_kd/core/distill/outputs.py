@@ -7,13 +7,14 @@ pre-softmax attention scores QKᵀ/√d (TinyBERT's attention target) and the [C
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from bert_kd.core.models import find_layer_stack
+from bert_kd.core.models import attention_implementation, find_layer_stack
 
 #: Inputs a HF encoder accepts from our collated batches.
 MODEL_INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -28,6 +29,9 @@ class Features:
     hidden_states: tuple[Tensor, ...] | None = None
     attention_scores: list[Tensor] | None = None
     summary_index: str = "first"
+    #: what ``attention_scores`` hold: ``scores`` (pre-softmax QKᵀ/√d) or ``log_probs`` (log attention
+    #: probabilities, for models without BERT-style query/key projections, e.g. XLNet)
+    attention_space: str = "scores"
     extras: dict = field(default_factory=dict)
 
     @property
@@ -75,11 +79,14 @@ def summary_position(model: nn.Module) -> str:
 
 
 def summary_key_material(*models: nn.Module) -> dict:
-    """Key material of jobs whose result reads a model's summary token: ``{"summary_token": ...}`` when
-    one of ``models`` summarises with its last token (XLNet), whose position is now the mask's last 1
-    (before 2026-11-26 a left-padded row read a pad there), so such stored jobs are recomputed; ``{}``
-    for first-token models, whose keys stay as they were."""
-    return {"summary_token": "last real token"} if any(summary_position(m) == "last" for m in models) else {}
+    """Key material of jobs with an XLNet (a model that summarises with its last token) among ``models``:
+    the summary token is now the mask's last 1 (before 2026-11-26 a left-padded row read a pad there)
+    and its attention maps are compared as log-probabilities on both sides
+    (:func:`attention_in_one_space`), so such stored jobs are recomputed; ``{}`` for first-token
+    models, whose keys stay as they were."""
+    if any(summary_position(m) == "last" for m in models):
+        return {"summary_token": "last real token", "attention_target": "log-probabilities, both sides"}
+    return {}
 
 
 class _ScoreRecorder:
@@ -145,13 +152,15 @@ def forward_features(
             recorder = _ScoreRecorder(model)
         except (LookupError, ValueError, AttributeError):
             want_probs = True
+    kernel = "eager" if attention_scores else None  # attention maps and scores: the eager kernel
     try:
-        out = model(
-            **inputs,
-            output_hidden_states=hidden_states or attention_scores,
-            output_attentions=want_probs,
-            return_dict=True,
-        )
+        with attention_implementation(model, kernel) if kernel else contextlib.nullcontext():
+            out = model(
+                **inputs,
+                output_hidden_states=hidden_states or attention_scores,
+                output_attentions=want_probs,
+                return_dict=True,
+            )
         scores = None
         if recorder is not None:
             scores = recorder.scores()
@@ -170,4 +179,39 @@ def forward_features(
         hidden_states=tuple(out.hidden_states) if (hidden_states or attention_scores) else None,
         attention_scores=scores,
         summary_index=summary_position(model),
+        attention_space="log_probs" if want_probs else "scores",
     )
+
+
+#: log of the smallest attention probability kept (padding keys and underflow), both sides alike
+LOG_PROB_FLOOR = math.log(1e-12)
+
+
+def attention_log_probs(scores: Tensor, attention_mask: Tensor) -> Tensor:
+    """Log attention probabilities of pre-softmax ``scores`` (B, H, L, L): a log-softmax over the keys
+    with padding keys (``attention_mask`` (B, L) = 0) masked out, floored at :data:`LOG_PROB_FLOOR`
+    as :func:`forward_features` floors a model's own probabilities."""
+    keys = attention_mask[:, None, None, :].to(torch.bool)
+    masked = scores.masked_fill(~keys, torch.finfo(scores.dtype).min)
+    return torch.log_softmax(masked, dim=-1).clamp_min(LOG_PROB_FLOOR)
+
+
+def attention_in_one_space(student: Features, teacher: Features) -> tuple[list[Tensor], list[Tensor], str]:
+    """Both sides' attention maps in one space, for an attention-map MSE (TinyBERT's L_attn, the
+    multi-teacher Eq. 6): pre-softmax scores QKᵀ/√d when both models give them (the equation as
+    written); log attention probabilities when either gives only probabilities (XLNet: its relative
+    attention has no query/key projections to hook), the other side's scores going through a masked
+    log-softmax. Log-probabilities are scores less each row's log-normaliser, so the two sides then
+    differ by the shape of their rows only, not by a per-row shift that MSE would count
+    (docs/fidelity.md, "XLNet attention target"). Returns (student maps, teacher maps, space)."""
+    if student.attention_scores is None or teacher.attention_scores is None:
+        raise ValueError("attention scores were not requested for this forward pass")
+    if student.attention_space == teacher.attention_space == "scores":
+        return list(student.attention_scores), list(teacher.attention_scores), "scores"
+
+    def log_probs(features: Features) -> list[Tensor]:
+        if features.attention_space == "log_probs":
+            return list(features.attention_scores)
+        return [attention_log_probs(a, features.attention_mask) for a in features.attention_scores]
+
+    return log_probs(student), log_probs(teacher), "log_probs"

@@ -150,6 +150,18 @@ class Method(nn.Module):
                 weights["ce"] = 1.0 - rest
         return weights
 
+    @property
+    def student_attention(self) -> str:
+        """Attention kernel of the student's forwards in training: ``eager`` when a term reads its
+        attention maps (:attr:`student_needs`), else PyTorch's fused ``sdpa``."""
+        return "eager" if self.student_needs.get("attention") else "sdpa"
+
+    @property
+    def teacher_attention(self) -> str:
+        """Attention kernel of the teachers' forwards: ``eager`` when a term reads their attention
+        maps (:attr:`teacher_needs`), else ``sdpa``."""
+        return "eager" if self.teacher_needs.get("attention") else "sdpa"
+
     def wants(self, term: str) -> bool:
         return self.weights.get(term, 0.0) > 0
 

@@ -7,6 +7,7 @@ from torch import nn
 from bert_kd.core.distill import losses
 from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.distill.methods.base import Method, hidden_size, register_method
+from bert_kd.core.distill.outputs import attention_in_one_space
 from bert_kd.core.models import num_layers
 from bert_kd.config.schema import LayerMapping, Recipe
 
@@ -56,13 +57,14 @@ class TinyBERT(Method):
         result["emb"] = losses.masked_mse(
             self.embedding_projection(student.hidden_states[0]), teacher.hidden_states[0], mask
         )
+        s_maps, t_maps, _ = attention_in_one_space(student, teacher)
         hidden = attn = cos = student.logits.new_zeros(())
         for m, group in enumerate(self.mapping, start=1):
             for k in group:
                 s_h, t_h = student.hidden_states[m], teacher.hidden_states[k]
                 hidden = hidden + losses.masked_mse(self.hidden_projection(s_h), t_h, mask)
                 attn = attn + losses.attention_score_mse(
-                    student.attention_scores[m - 1], teacher.attention_scores[k - 1], mask
+                    s_maps[m - 1], t_maps[k - 1], mask
                 )
                 if self.wants("cos"):
                     cos = cos + losses.cosine_hidden_loss(self.hidden_projection(s_h), t_h, mask)

@@ -25,7 +25,7 @@ from bert_kd.core.distill.methods.multi_teacher.base import PROJECTION_MODES, Mu
 from bert_kd.core.distill.methods.multi_teacher.contributions import dev_contributions
 from bert_kd.core.distill.methods.multi_teacher.reporting import alignment_metrics, one_to_many_report
 from bert_kd.core.distill.methods.multi_teacher.spans import pool_attention_scores
-from bert_kd.core.distill.outputs import Features
+from bert_kd.core.distill.outputs import Features, attention_in_one_space
 from bert_kd.core.layer_maps import layer_map
 from bert_kd.config.schema import UnitFloat
 from bert_kd.core.training import task_loss
@@ -147,7 +147,7 @@ class MultiTeacherOneToMany(MultiTeacherBase):
         over shared-span pairs (:func:`~.spans.pool_attention_scores`); none at sentence level."""
         if alignment.level == "sentence":
             raise ValueError("the attention term needs token or span alignment")
-        s_scores, t_scores = list(student.attention_scores), list(teacher.attention_scores)
+        s_scores, t_scores, _ = attention_in_one_space(student, teacher)  # XLNet: log-probabilities
         mask = student.attention_mask
         if alignment.level == "span":
             spans = alignment.spans
