@@ -8,7 +8,9 @@ and times, in fp32 and bf16 (autocast, where the device has it):
 - ALP distillation steps with a live teacher (the teacher's forward with all hidden states),
 - distillation steps with a cached teacher (logits and [CLS] states looked up, KD + CE),
 
-printing examples/s and peak memory; checks that fused and per-tensor AdamW (``fused_optimizer``)
+printing examples/s, peak memory, the achieved TFLOP/s (:func:`step_flops`) and its share of the
+device's dense peak for that precision (:data:`DENSE_PEAK_TFLOPS`; "unknown" for other devices, a CPU
+included); checks that fused and per-tensor AdamW (``fused_optimizer``)
 train the same ALP student to float rounding on this device; then estimates the GPU-hours of every table of
 ``conf/base/parameters_reproduce.yml`` (trials from the sweep definitions, GLUE training-set
 sizes, each trial's epochs) from those rates. ``--tiny`` runs tiny shapes on the CPU (CI).
@@ -65,6 +67,58 @@ class Timing:
     precision: str  # fp32 | bf16
     examples_per_s: float
     peak_memory_GiB: float | None  # None on CPU
+    tflops: float = 0.0  # achieved: step_flops per example × examples/s
+    share_of_peak: float | None = None  # of the device's dense peak for this precision; None = unknown
+
+
+#: Dense (no structured sparsity) tensor-core peaks in TFLOP/s from the vendors' data sheets, per
+#: precision: ``fp32`` (CUDA cores), ``tf32`` (fp32 matmuls on tensor cores), ``bf16``.
+DENSE_PEAK_TFLOPS = {
+    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0},  # SXM and PCIe alike
+    "H100 SXM": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4},
+    "H100 PCIe": {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0},
+    "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4},  # SXM; the H100 SXM's compute
+    "L40S": {"fp32": 91.6, "tf32": 183.0, "bf16": 362.0},
+    "L4": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0},
+    "A10": {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0},
+}
+
+
+def device_family(name: str) -> str | None:
+    """The :data:`DENSE_PEAK_TFLOPS` entry of a device name (``torch.cuda.get_device_name``), or None."""
+    upper = name.upper()
+    if "H200" in upper and "NVL" not in upper:
+        return "H200"
+    if "H100" in upper:
+        return None if "NVL" in upper else ("H100 PCIe" if "PCIE" in upper else "H100 SXM")
+    if "A100" in upper:
+        return "A100"
+    if "L40S" in upper:
+        return "L40S"
+    if upper.replace("NVIDIA", "").strip() in ("L4", "A10"):
+        return upper.replace("NVIDIA", "").strip()
+    return None
+
+
+def peak_tflops(device_name: str, precision: str) -> float | None:
+    """Dense peak of ``device_name`` for ``precision`` (``fp32``/``tf32``/``bf16``); None when unknown."""
+    family = device_family(device_name)
+    return DENSE_PEAK_TFLOPS[family].get(precision) if family else None
+
+
+def forward_flops(shape: Shape, layers: int, length: int) -> float:
+    """FLOPs of one example's encoder forward: per layer and token 2·(4h² + 2h·i) for the Q, K, V, output
+    and feed-forward matmuls and 4·L·h for QKᵀ and the attention-weighted values (embeddings, layer
+    norms, softmax and the classifier are left out: < 1% at these shapes)."""
+    h, i = shape.hidden, shape.intermediate
+    return layers * length * (2 * (4 * h * h + 2 * h * i) + 4 * length * h)
+
+
+def step_flops(work: str, shape: Shape, student_layers: int, length: int) -> float:
+    """FLOPs per example of a training step (backward = 2 × forward): teacher fine-tuning 3·F_teacher,
+    live distillation F_teacher (no grad) + 3·F_student, cached distillation 3·F_student."""
+    teacher, student = forward_flops(shape, shape.layers, length), forward_flops(shape, student_layers, length)
+    return {"teacher_finetune": 3 * teacher, "live_distill": teacher + 3 * student, "cached_distill": 3 * student}[work]
 
 
 # --------------------------------------------------------------------------- models and steps
@@ -74,12 +128,12 @@ def build_pair(shape: Shape, student_layers: int, device: torch.device):
     """A random BERT classifier of ``shape`` and a student of its first ``student_layers`` layers."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    from bert_kd.core.models import build_student
+    from bert_kd.core.models import build_student, prefer_fused_attention
 
     config = BertConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
                         num_attention_heads=shape.heads, intermediate_size=shape.intermediate, num_labels=2,
                         attn_implementation="eager")
-    teacher = BertForSequenceClassification(config).to(device)
+    teacher = prefer_fused_attention(BertForSequenceClassification(config)).to(device)  # SDPA, as load_classifier
     student, _ = build_student(teacher, student_layers)
     return teacher, student.to(device)
 
@@ -146,24 +200,41 @@ def time_steps(objective, batch: dict, device: torch.device, precision: str, ste
 
 
 def precisions(device: torch.device) -> list[str]:
+    """``tf32`` (fp32 work with TF32 matmuls, the project's CUDA default) and ``bf16`` on a GPU; ``fp32``
+    (and ``bf16`` where the CPU has it) on a CPU."""
     if device.type == "cuda":
-        return ["fp32", "bf16"] if torch.cuda.is_bf16_supported() else ["fp32"]
+        return ["tf32", "bf16"] if torch.cuda.is_bf16_supported() else ["tf32"]
     from bert_kd.core.training import cpu_has_bf16
 
     return ["fp32", "bf16"] if cpu_has_bf16() else ["fp32"]
 
 
+def share_text(share: float | None) -> str:
+    return "unknown" if share is None else f"{100 * share:.1f}%"
+
+
 def measure(pairs: Mapping, device: torch.device, batch_size: int, steps: int) -> list[Timing]:
+    from bert_kd.core.training.precision import set_tf32
+
     timings = []
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print("| pair | work | precision | examples/s | TFLOP/s | share of dense peak | peak memory GiB |\n"
+          "|---|---|---|---|---|---|---|", flush=True)
     for name, (shape, student_layers, length) in pairs.items():
         teacher, student = build_pair(shape, student_layers, device)
         batch = random_batch(shape, batch_size, length, device)
         for precision in precisions(device):
+            if device.type == "cuda":
+                set_tf32(precision == "tf32")  # bf16 rows: autocast; their fp32 leftovers without TF32
             for work, make in objectives(teacher, student, shape, batch_size, device).items():
                 seconds, peak = time_steps(make(), batch, device, precision, steps)
-                timings.append(Timing(name, work, precision, batch_size / seconds, peak))
-                print(f"{name:16s} {work:16s} {precision}: {batch_size / seconds:9.1f} examples/s"
-                      + (f", peak {peak:.2f} GiB" if peak is not None else ""), flush=True)
+                rate = batch_size / seconds
+                tflops = rate * step_flops(work, shape, student_layers, length) / 1e12
+                top = peak_tflops(device_name, precision)
+                timing = Timing(name, work, precision, rate, peak, tflops, tflops / top if top else None)
+                timings.append(timing)
+                print(f"| {name} | {work} | {precision} | {rate:.1f} | {tflops:.3g} | {share_text(timing.share_of_peak)} | "
+                      + (f"{peak:.2f} |" if peak is not None else "– |"), flush=True)
         del teacher, student
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -278,7 +349,7 @@ def main(argv=None) -> dict:
     print(f"device: {name}; batch {batch_size}; {steps} timed steps after 2 warm-up steps")
     timings = measure(pairs, device, batch_size, steps)
     agreement = fused_adamw_agreement(pairs, device, batch_size)
-    precision = "bf16" if "bf16" in precisions(device) else "fp32"
+    precision = "bf16" if "bf16" in precisions(device) else precisions(device)[0]
     estimates = estimate_paper_tables(timings, pairs, precision)
     print(f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if args.tiny else ''}):")
     print("| table | pair | trials | teacher h | students h | total h |\n|---|---|---|---|---|---|")

@@ -24,10 +24,15 @@ def gpu_check():
     sys.modules.pop(spec.name, None)
 
 
-def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check, tmp_path):
+def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check, tmp_path, capsys):
     out = tmp_path / "gpu_check.json"
     gpu_check.main(["--tiny", "--json", str(out)])
     report = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert "| share of dense peak |" in printed
+    rows = [line for line in printed.splitlines() if line.startswith("| tiny 4→2 |")]
+    assert rows and all(line.split("|")[6].strip() == "unknown" for line in rows)  # a CPU has no peak in the table
+    assert all(t["share_of_peak"] is None and t["tflops"] > 0 for t in report["timings"])
     works = {(t["work"], t["precision"]) for t in report["timings"]}
     assert {w for w, _ in works} == {"teacher_finetune", "live_distill", "cached_distill"}
     assert all(t["examples_per_s"] > 0 for t in report["timings"])
@@ -63,3 +68,23 @@ def test_tables_pick_the_nearest_measured_pair(gpu_check):
     assert gpu_check.pair_for({"teacher": {"model": "minilm-l6"}, "student": {"num_layers": 2}}, pairs) == "minilm-l6 6→2"
     assert gpu_check.pair_for({"teacher": {"model": "bert-base-uncased"}, "student": {"num_layers": 6}}, pairs) == "bert-base 12→6"
     assert gpu_check.pair_for({"student": {"num_layers": 3}}, pairs) == "bert-base 12→4"
+
+
+@pytest.mark.parametrize("name, family", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100 80GB PCIe", "A100"), ("NVIDIA L40S", "L40S"),
+    ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"), ("NVIDIA H100 NVL", None), ("NVIDIA GeForce RTX 4090", None),
+    ("cpu", None),
+])
+def test_device_names_map_to_their_dense_peaks(gpu_check, name, family):
+    assert gpu_check.device_family(name) == family
+    assert (gpu_check.peak_tflops(name, "bf16") is None) == (family is None)
+
+
+def test_flops_of_a_bert_base_fine_tuning_step(gpu_check):
+    """12 layers × 128 tokens × (2·(4·768² + 2·768·3072) + 4·128·768) per forward, × 3 for a training step."""
+    forward = 12 * 128 * (2 * (4 * 768**2 + 2 * 768 * 3072) + 4 * 128 * 768)
+    assert gpu_check.step_flops("teacher_finetune", gpu_check.BERT_BASE, 4, 128) == 3 * forward
+    student = forward // 3
+    assert gpu_check.step_flops("live_distill", gpu_check.BERT_BASE, 4, 128) == forward + 3 * student
+    assert gpu_check.step_flops("cached_distill", gpu_check.BERT_BASE, 4, 128) == 3 * student
