@@ -15,6 +15,10 @@ Each run is timed by the wall clock and by this process's CPU time (``time.proce
 shared machine the CPU time is the steadier measure of the work done (other processes' load
 stretches the wall clock, not the CPU seconds).
 
+Then the student step with PyTorch's fused attention (SDPA, what every forward that reads no attention
+map runs) against the eager kernel: the 2-layer student's fine-tuning through ``fit``, alternating,
+medians and their ratio (``--attention-only`` runs this part alone).
+
 Also printed: padded/real tokens (grouped vs. random batches), examples/s and the plain loop's
 share of time in data/forward/backward/optimizer. Goals: fit <= 1.05x the plain loop,
 cached <= 1.10x student-only, live <= 1.40x student-only.
@@ -97,6 +101,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-teacher-finetuning", action="store_true", help="skip the (slowest) teacher work")
+    parser.add_argument("--attention-only", action="store_true", help="only the SDPA-against-eager student step")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -118,6 +123,9 @@ def main(argv=None) -> None:
           f"{count_parameters(student) / 1e6:.1f} M")
     print(f"padded/real tokens: {grouped:.2f} length-grouped (used here), {random_order:.2f} random batches")
 
+    if args.attention_only:
+        attention_kernels(teacher, args, dataset, collator, config)
+        return
     start = time.perf_counter()
     cache = build_teacher_cache(teacher, dataset, batch_size=64, collator=collator, progress=False, key="bench")
     cache_seconds = time.perf_counter() - start
@@ -212,6 +220,42 @@ def main(argv=None) -> None:
         checks += [(f"{n} / student-only", med[(n, "fit")] / ref, 1.40) for n in live_names]
         for label, value, goal in checks:
             print(f"[{clock}] {label}: {value:.2f}x (goal <= {goal:.2f}x: {'met' if value <= goal else 'MISSED'})")
+    print()
+    attention_kernels(teacher, args, dataset, collator, config)
+
+
+def attention_kernels(teacher, args, dataset, collator, config: TrainingConfig) -> dict[str, float]:
+    """The student's fine-tuning through ``fit`` with SDPA and with eager attention, alternating; prints
+    the medians (wall and CPU seconds, examples/s) and eager / SDPA. Returns the median wall seconds."""
+    def student(kernel: str):
+        model = build_student(teacher, args.student_layers)[0]
+        model.config._attn_implementation = kernel  # BERT reads it per forward
+        return SupervisedObjective(model)
+
+    warm = TrainingConfig(**{**vars(config), "max_steps": 2})
+    for kernel in ("sdpa", "eager"):
+        fit(student(kernel), dataset, None, warm, collator=collator)
+    wall = {"sdpa": [], "eager": []}
+    cpu = {"sdpa": [], "eager": []}
+    for repeat in range(args.repeats):
+        for kernel in ("sdpa", "eager") if repeat % 2 == 0 else ("eager", "sdpa"):
+            objective = student(kernel)
+            begin, begin_cpu = time.perf_counter(), time.process_time()
+            fit(objective, dataset, None, config, collator=collator)
+            wall[kernel].append(time.perf_counter() - begin)
+            cpu[kernel].append(time.process_time() - begin_cpu)
+            print(f"repeat {repeat + 1} student {kernel}: {wall[kernel][-1]:.2f} s wall, {cpu[kernel][-1]:.2f} s cpu",
+                  flush=True)
+    n_rows = args.batches * args.batch_size
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"\nstudent step ({args.student_layers} layers, batch {args.batch_size}, max length {args.max_length}, "
+          f"{args.batches} steps, {args.repeats} alternating repeats, torch threads {torch.get_num_threads()}):")
+    print("| attention | wall s | cpu s | examples/s (wall) |\n|---|---|---|---|")
+    for kernel in ("sdpa", "eager"):
+        print(f"| {kernel} | {med[kernel]:.2f} | {med_cpu[kernel]:.2f} | {n_rows / med[kernel]:.0f} |")
+    print(f"eager / SDPA: {med['eager'] / med['sdpa']:.2f}x wall, {med_cpu['eager'] / med_cpu['sdpa']:.2f}x cpu")
+    return med
 
 
 if __name__ == "__main__":
