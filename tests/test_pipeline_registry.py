@@ -55,6 +55,16 @@ def test_a_removed_row_takes_its_pipeline_with_it(project):
     assert not any(".ckd_po." in n.name for n in pipelines["distill_baselines"].nodes)
 
 
+def test_the_default_pipeline_is_the_main_job(project):
+    """A bare ``kedro run`` and kedro-viz's first screen are ``distill_alp``; ``all`` holds every block."""
+    from bert_kd.pipeline_registry import register_pipelines
+
+    pipelines = register_pipelines()
+    assert pipelines["__default__"] is pipelines["distill_alp"]
+    assert set(pipelines["distill_baselines"].nodes) | set(pipelines["distill_ted"].nodes) <= set(pipelines["all"].nodes)
+    assert len(pipelines["__default__"].nodes) < len(pipelines["all"].nodes)
+
+
 def node_functions(func):
     """What a node calls: the function Kedro wraps, and the plain functions behind it (a
     :func:`~bert_kd.pipelines.common.reads_run_settings` wrapper, a bound ``partial``)."""

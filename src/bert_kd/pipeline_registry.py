@@ -49,7 +49,10 @@ def recipe_rows(parameters: dict | None = None, block: str = "distill_methods") 
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    """``train_teacher``, ``distill_<row>`` (one per row of ``distill_methods``), ``distill_baselines`` … (see README)."""
+    """``train_teacher``, ``distill_<row>`` (one per row of ``distill_methods``), ``distill_baselines`` … (see README).
+
+    ``__default__`` (what a bare ``kedro run`` and kedro-viz's first screen show) is the main job
+    ``distill_alp``; ``all`` holds every block (about 100 nodes, unreadable as a first screen)."""
     parameters = project_parameters()
     recipes = recipe_rows(parameters, "distill_methods")
     teacher = data_processing.create_pipeline() + train_teacher.create_pipeline() + evaluate_teacher.create_pipeline()
@@ -67,7 +70,8 @@ def register_pipelines() -> dict[str, Pipeline]:
     count = configured_teacher_count(parameters)
     pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
-    pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
-    pipelines["reproduce"], pipelines["evaluate"] = reproduce.create_pipeline(), evaluate.create_pipeline()  # not in __default__
-    pipelines["predict_glue"] = predict_glue.create_pipeline()  # not in __default__: needs a model
+    pipelines["all"] = sum(pipelines.values(), Pipeline([]))
+    pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
+    pipelines["reproduce"], pipelines["evaluate"] = reproduce.create_pipeline(), evaluate.create_pipeline()  # not in all
+    pipelines["predict_glue"] = predict_glue.create_pipeline()  # not in all: needs a model
     return pipelines

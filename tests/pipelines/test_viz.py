@@ -1,5 +1,5 @@
-"""kedro-viz builds the whole DAG grouped by paper, with data layers and filter tags (its exit
-code is 0 even on failure: check the files)."""
+"""kedro-viz opens on the main job alone and builds the whole DAG (pipeline ``all``) grouped by paper,
+with data layers and filter tags (its exit code is 0 even on failure: check the files)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 PAPERS = {"alp_kd", "ted", "multi_teacher"}
+#: kedro-viz's first screen: ``distill_alp`` has 42 nodes (12 tasks); the whole DAG has 287 (103 tasks)
+MAX_FIRST_SCREEN_NODES = 50
 
 
 @pytest.fixture(scope="module")
 def viz_graph(tmp_path_factory):
-    """(``build/api/main``, the command's output, ``build/``) of ``kedro viz build`` over a scratch copy
-    of the project's configuration."""
+    """(the ``all`` pipeline's graph, the command's output, ``build/``) of ``kedro viz build`` over a
+    scratch copy of the project's configuration."""
     root = tmp_path_factory.mktemp("viz")
     shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
     shutil.copytree(REPO_ROOT / "conf" / "base", root / "conf" / "base")
@@ -33,7 +35,17 @@ def viz_graph(tmp_path_factory):
                           timeout=600)
     main = root / "build" / "api" / "main"
     assert main.exists(), f"kedro viz build wrote no build/api/main:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return json.loads(main.read_text()), done.stdout + done.stderr, root / "build"
+    return json.loads((root / "build/api/pipelines/all").read_text()), done.stdout + done.stderr, root / "build"
+
+
+def test_the_first_screen_is_the_main_job_and_small(viz_graph):
+    """``build/api/main`` (what ``kedro viz run`` opens) is ``distill_alp``, not every pipeline at once."""
+    first = json.loads((viz_graph[2] / "api" / "main").read_text())
+    assert first["selected_pipeline"] == "__default__"
+    default = json.loads((viz_graph[2] / "api/pipelines/distill_alp").read_text())
+    assert {n["id"] for n in first["nodes"]} == {n["id"] for n in default["nodes"]}
+    assert len(first["nodes"]) <= MAX_FIRST_SCREEN_NODES < len(viz_graph[0]["nodes"])
+    assert set(first["modular_pipelines"]) == {"__root__", "alp_kd", "alp_kd.alp"}
 
 
 def test_kedro_viz_build_writes_the_dag(viz_graph):
@@ -99,7 +111,8 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
 
 
 def test_built_site_shows_the_three_paper_groups_in_a_browser(viz_graph):
-    """The static site of ``kedro viz build`` rendered by headless Chromium lists the paper groups."""
+    """The static site of ``kedro viz build`` rendered by headless Chromium on pipeline ``all``
+    (``?pid=all``) lists the paper groups."""
     browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if browser is None:
         pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
@@ -109,7 +122,7 @@ def test_built_site_shows_the_three_paper_groups_in_a_browser(viz_graph):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000",
-                              "--dump-dom", f"http://127.0.0.1:{server.server_address[1]}/"],
+                              "--dump-dom", f"http://127.0.0.1:{server.server_address[1]}/?pid=all"],
                              capture_output=True, text=True, timeout=120).stdout
     finally:
         server.shutdown()
