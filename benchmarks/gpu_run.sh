@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The prepared GPU run (docs/gpu.md, "The prepared GPU run"):
+#   bash benchmarks/gpu_run.sh [--dry-run] OUTDIR
+# Runs, each with its log and wall time in OUTDIR: (1) benchmarks/gpu_check.py, (2) the main job
+# `kedro run --pipelines=distill_alp`, (3) a small `distill_baselines` (--env compare), (4) a 2-worker
+# `reproduce` slice (cpu_protocol, NKD, one task, seeds 1 and 2: one trial per worker), every kedro run
+# tracked in OUTDIR/mlflow.db; then OUTDIR/summary.md. Kedro runs in a scratch copy of the project's
+# conf (OUTDIR/project), so nothing is written into the checkout (data/, results/).
+# Normal mode (a GPU machine, possibly offline, ≤ 8 min): uses the machine's Python and its CUDA torch as
+# they are (torch is never reinstalled); if benchmarks/wheels/ exists, the project's pure-Python pins are
+# installed from it first (pip install --no-index --find-links benchmarks/wheels, then -e . --no-deps).
+# --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu_run_helper.py).
+# GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python).
+set -euo pipefail
+usage="usage: bash benchmarks/gpu_run.sh [--dry-run] OUTDIR"
+dry_run=false
+if [ "${1:-}" = "--dry-run" ]; then dry_run=true; shift; fi
+if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then echo "$usage" >&2; exit 2; fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+PY=${PYTHON:-python}
+cd "$repo"
+glue=$(cd "${GLUE_DIR:-../shared/glue}" 2>/dev/null && pwd || echo "${GLUE_DIR:-../shared/glue}")
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TRANSFORMERS_OFFLINE=${TRANSFORMERS_OFFLINE:-1}  # a GPU machine may have no internet
+export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" KEDRO_DISABLE_TELEMETRY=1 MLFLOW_TRACKING_URI="sqlite:///$out/mlflow.db"
+: > "$out/steps.tsv"
+
+if ! $dry_run && [ -d benchmarks/wheels ]; then
+  # The wheels first (offline: --no-index, so a missing one fails loudly), then the project itself with
+  # --no-deps: its torch==2.13.0 pin would otherwise replace the machine's CUDA torch, which is kept as it is.
+  { $PY -m pip install --no-index --find-links benchmarks/wheels benchmarks/wheels/*.whl \
+      && $PY -m pip install --no-index --no-deps -e .; } > "$out/pip_install.log" 2>&1
+fi
+
+step() {  # step NAME COMMAND...: run it, log to OUTDIR/NAME.log, record NAME, exit code, wall seconds
+  local name=$1 start code=0
+  shift
+  start=$(date +%s%N)
+  "$@" > "$out/$name.log" 2>&1 || code=$?
+  local tenths=$(( ($(date +%s%N) - start) / 100000000 ))
+  printf '%s\t%s\t%d.%d\n' "$name" "$code" $((tenths / 10)) $((tenths % 10)) >> "$out/steps.tsv"
+  echo "=== $name: exit $code"
+}
+
+# A scratch Kedro project: the checkout's conf, its pyproject.toml; bert_kd is imported from src (PYTHONPATH).
+project=$out/project
+rm -rf "$project" && mkdir -p "$project/src" "$project/conf/local"
+cp pyproject.toml "$project/"
+cp -r conf/base conf/compare "$project/conf/"
+
+common="glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"
+sweep="reproduce.table=cpu_protocol,reproduce.methods=nkd,reproduce.results_dir=$out/results,reproduce.storage=sqlite:///$out/optuna.db"
+if $dry_run; then
+  $PY benchmarks/gpu_run_helper.py tiny "$out"
+  glue=$out/tiny_glue
+  tiny="teacher.model=$out/tiny_teacher,teacher.max_seq_length=32,training.epochs=1,max_train_samples=64,runtime.checkpoint_every_steps=0"
+  common="glue_dir=$glue,task=sst2,tracking.log_models=false,runtime.progress_bar=false,$tiny"
+  t=reproduce.tables.cpu_protocol
+  sweep="$sweep,reproduce.tasks=sst2,$t.teacher.model=$out/tiny_teacher,$t.teacher.max_seq_length=32,$t.teacher.training.epochs=1,$t.training.epochs=1,$t.data.sst2.max_train_samples=64,runtime.checkpoint_every_steps=0"
+  check_args=(--tiny)
+  baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
+else
+  sweep="$sweep,reproduce.tasks=mrpc"
+  check_args=()
+fi
+baselines_extra=${baselines_extra:-}
+sweep="$sweep,glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"
+
+reproduce_two_workers() {  # two workers on one Optuna study, as scripts/sweep.sh starts them
+  local code=0 w1 w2
+  $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=1" > "$out/reproduce_worker1.log" 2>&1 & w1=$!
+  sleep 5  # the first worker creates the study before the second opens it
+  $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=2" > "$out/reproduce_worker2.log" 2>&1 & w2=$!
+  wait $w1 || code=$?
+  wait $w2 || code=$?
+  return $code
+}
+
+step gpu_check $PY benchmarks/gpu_check.py "${check_args[@]}" --json "$out/gpu_check.json"
+cd "$project"
+step distill_alp $PY -m kedro run --pipelines=distill_alp --params "$common"
+step distill_baselines $PY -m kedro run --env compare --pipelines=distill_baselines --params "$common$baselines_extra"
+step reproduce reproduce_two_workers
+cd "$repo"
+$PY benchmarks/gpu_run_helper.py summary "$out"
