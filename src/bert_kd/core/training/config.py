@@ -73,8 +73,10 @@ class TrainingConfig:
         if unknown:
             raise ValueError(f"unknown training parameter(s) {unknown}; valid: {sorted(_FIELD_NAMES)}")
         training = {k: v for k, v in values.items() if k in Training.model_fields}
-        runtime = {k: v for k, v in values.items() if k in Runtime.model_fields and k not in training}
         run_settings = {"seed": cls.seed, "select_metric": cls.select_metric}  # the dataclass defaults
+        # select_metric is also a runtime key (the parameters' choice), but here it is this run's setting
+        runtime = {k: v for k, v in values.items()
+                   if k in Runtime.model_fields and k not in training and k not in run_settings}
         run_settings.update({k: v for k, v in values.items() if k not in training and k not in runtime})
         return cls.from_schema(training, runtime, **run_settings)
 
