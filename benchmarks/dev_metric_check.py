@@ -34,17 +34,67 @@ VARIANTS = {
 MAX_LENGTH = {"sst2": 64, "mrpc": 128, "rte": 128, "qnli": 128}  # SST-2: the main job's length
 LEARNING_RATE = {"teacher": 5e-5, "student": 1e-4}  # the CPU protocol's (results/cpu_protocol)
 METRIC = {"sst2": "accuracy", "mrpc": "accuracy", "rte": "accuracy", "qnli": "accuracy"}
-FIELDS = ["task", "model", "seed", "variant", "rows", "epochs", "max_length", "learning_rate",
-          "accuracy", "f1", "seconds", "padded_per_real", "threads"]
+FIELDS = [
+    "task",
+    "model",
+    "seed",
+    "variant",
+    "rows",
+    "epochs",
+    "max_length",
+    "learning_rate",
+    "accuracy",
+    "f1",
+    "seconds",
+    "padded_per_real",
+    "threads",
+]
 # t quantiles (two-sided 95%) for df = 1..30
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042]
+T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def run_key(row: dict) -> tuple:
-    return (row["task"], row["model"], int(row["seed"]), row["variant"], int(row["rows"]),
-            float(row["epochs"]), int(row["max_length"]), float(row["learning_rate"]))
+    return (
+        row["task"],
+        row["model"],
+        int(row["seed"]),
+        row["variant"],
+        int(row["rows"]),
+        float(row["epochs"]),
+        int(row["max_length"]),
+        float(row["learning_rate"]),
+    )
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -86,12 +136,15 @@ def paired_summary(rows: list[dict], treated: str = "grouped", control: str = "r
     (treated − control, same seed) with a 95% t interval over seeds."""
     cells: dict[tuple, dict[str, dict[int, dict]]] = {}
     for row in rows:
-        cells.setdefault((row["task"], row["model"], row["rows"], row["epochs"]), {}).setdefault(
-            row["variant"], {})[int(row["seed"])] = row
-    lines = [f"| task | model | rows × epochs | n pairs | {control} acc | {treated} acc | "
-             f"paired diff ({treated} − {control}), mean [95% CI] | per-seed diffs | s {control} / {treated} "
-             f"| padded/real {control} / {treated} |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+        cells.setdefault((row["task"], row["model"], row["rows"], row["epochs"]), {}).setdefault(row["variant"], {})[
+            int(row["seed"])
+        ] = row
+    lines = [
+        f"| task | model | rows × epochs | n pairs | {control} acc | {treated} acc | "
+        f"paired diff ({treated} − {control}), mean [95% CI] | per-seed diffs | s {control} / {treated} "
+        f"| padded/real {control} / {treated} |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (task, model, n_rows, epochs), variants in sorted(cells.items()):
         a, b = variants.get(control, {}), variants.get(treated, {})
         seeds = sorted(set(a) & set(b))
@@ -107,30 +160,43 @@ def paired_summary(rows: list[dict], treated: str = "grouped", control: str = "r
         acc = lambda v: statistics.mean(100 * float(v[s]["accuracy"]) for s in seeds)  # noqa: E731, B023 (called in this iteration)
         sec = lambda v: statistics.median(float(v[s]["seconds"]) for s in seeds)  # noqa: E731, B023 (called in this iteration)
         pad = lambda v: statistics.mean(float(v[s]["padded_per_real"]) for s in seeds)  # noqa: E731, B023 (called in this iteration)
-        lines.append(f"| {task} | {model} | {n_rows} × {epochs} | {len(seeds)} | {acc(a):.2f} | {acc(b):.2f} | "
-                     f"{interval} | {', '.join(f'{d:+.1f}' for d in diffs)} | {sec(a):.0f} / {sec(b):.0f} | "
-                     f"{pad(a):.2f} / {pad(b):.2f} |")
+        lines.append(
+            f"| {task} | {model} | {n_rows} × {epochs} | {len(seeds)} | {acc(a):.2f} | {acc(b):.2f} | "
+            f"{interval} | {', '.join(f'{d:+.1f}' for d in diffs)} | {sec(a):.0f} / {sec(b):.0f} | "
+            f"{pad(a):.2f} / {pad(b):.2f} |"
+        )
     pooled = pooled_difference(rows, treated, control)
     if pooled is not None:
         mean, low, high, n = pooled
-        lines += ["", f"All {n} pairs pooled: mean {mean:+.2f} points, bootstrap 95% CI [{low:+.2f}, {high:+.2f}] "
-                      f"({POOLED_RESAMPLES:,} resamples of the pairs, seed 0)."]
+        lines += [
+            "",
+            f"All {n} pairs pooled: mean {mean:+.2f} points, bootstrap 95% CI [{low:+.2f}, {high:+.2f}] "
+            f"({POOLED_RESAMPLES:,} resamples of the pairs, seed 0).",
+        ]
     return "\n".join(lines)
 
 
 POOLED_RESAMPLES = 10_000
 
 
-def pooled_difference(rows: list[dict], treated: str = "grouped", control: str = "random",
-                      resamples: int = POOLED_RESAMPLES) -> tuple[float, float, float, int] | None:
+def pooled_difference(
+    rows: list[dict], treated: str = "grouped", control: str = "random", resamples: int = POOLED_RESAMPLES
+) -> tuple[float, float, float, int] | None:
     """Every (task, model, rows, epochs, seed) pair pooled: mean of treated − control in points and a
     percentile-bootstrap 95% CI over the pairs (numpy generator, seed 0); None without pairs."""
     import numpy as np
 
-    runs = {(r["task"], r["model"], r["rows"], r["epochs"], int(r["seed"]), r["variant"]): float(r["accuracy"])
-            for r in rows}
-    diffs = np.array([100 * (runs[key[:-1] + (treated,)] - value) for key, value in runs.items()
-                      if key[-1] == control and key[:-1] + (treated,) in runs])
+    runs = {
+        (r["task"], r["model"], r["rows"], r["epochs"], int(r["seed"]), r["variant"]): float(r["accuracy"])
+        for r in rows
+    }
+    diffs = np.array(
+        [
+            100 * (runs[key[:-1] + (treated,)] - value)
+            for key, value in runs.items()
+            if key[-1] == control and key[:-1] + (treated,) in runs
+        ]
+    )
     if not len(diffs):
         return None
     means = np.random.default_rng(0).choice(diffs, (resamples, len(diffs))).mean(axis=1)
@@ -158,7 +224,9 @@ def main() -> None:
         if args.markdown:
             Path(args.markdown).write_text(
                 f"Made by `python benchmarks/dev_metric_check.py --summary --csv {args.csv} --markdown {args.markdown}`"
-                f" from the runs in `{args.csv}`.\n\n{table}\n", encoding="utf-8")
+                f" from the runs in `{args.csv}`.\n\n{table}\n",
+                encoding="utf-8",
+            )
         return
 
     import torch
@@ -184,8 +252,16 @@ def main() -> None:
             dev_loader = make_loader(dev, 128, collator, shuffle=False, group_by_length=True)
             for seed in seeds:
                 for variant in args.variants.split(","):
-                    row = dict(task=task, model=model, seed=seed, variant=variant, rows=n_rows, epochs=args.epochs,
-                               max_length=max_length, learning_rate=LEARNING_RATE[model])
+                    row = dict(
+                        task=task,
+                        model=model,
+                        seed=seed,
+                        variant=variant,
+                        rows=n_rows,
+                        epochs=args.epochs,
+                        max_length=max_length,
+                        learning_rate=LEARNING_RATE[model],
+                    )
                     if run_key(row) in done or run_key(row) in {run_key(r) for r in read_rows(path)}:
                         continue  # (re-read: another worker on the same CSV may have finished it)
                     if not claim(path, row):
@@ -194,21 +270,35 @@ def main() -> None:
                     network = load_classifier("minilm-l6", 2)
                     if model == "student":
                         network = build_student(network, 2)[0]
-                    config = TrainingConfig(epochs=args.epochs, batch_size=32, eval_batch_size=128,
-                                            learning_rate=LEARNING_RATE[model], seed=seed, progress_bar=False,
-                                            cpu=True, **VARIANTS[variant])
+                    config = TrainingConfig(
+                        epochs=args.epochs,
+                        batch_size=32,
+                        eval_batch_size=128,
+                        learning_rate=LEARNING_RATE[model],
+                        seed=seed,
+                        progress_bar=False,
+                        cpu=True,
+                        **VARIANTS[variant],
+                    )
                     objective = SupervisedObjective(network)
                     start = time.perf_counter()
                     result = fit(objective, train, None, config, collator=collator)
                     seconds = time.perf_counter() - start
                     predictions, labels = predict_logits(objective, dev_loader)
                     metrics = glue_metrics(task, predictions, labels)
-                    row.update(accuracy=f"{metrics['accuracy']:.6f}", f1=f"{metrics.get('f1', float('nan')):.6f}",
-                               seconds=f"{seconds:.1f}", padded_per_real=f"{result.padded_per_real_token:.3f}",
-                               threads=torch.get_num_threads())
+                    row.update(
+                        accuracy=f"{metrics['accuracy']:.6f}",
+                        f1=f"{metrics.get('f1', float('nan')):.6f}",
+                        seconds=f"{seconds:.1f}",
+                        padded_per_real=f"{result.padded_per_real_token:.3f}",
+                        threads=torch.get_num_threads(),
+                    )
                     append_row(path, row)
-                    print(f"{task} {model} seed {seed} {variant}: dev accuracy {metrics['accuracy']:.4f}, "
-                          f"train {seconds:.1f} s, padded/real {result.padded_per_real_token:.2f}", flush=True)
+                    print(
+                        f"{task} {model} seed {seed} {variant}: dev accuracy {metrics['accuracy']:.4f}, "
+                        f"train {seconds:.1f} s, padded/real {result.padded_per_real_token:.2f}",
+                        flush=True,
+                    )
     print(paired_summary(read_rows(path)))
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -34,8 +33,17 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 #: GLUE training-set sizes (examples), as the GLUE distribution ships them.
-GLUE_TRAIN_SIZES = {"cola": 8551, "sst2": 67349, "mrpc": 3668, "stsb": 5749, "qqp": 363846, "mnli": 392702,
-                    "qnli": 104743, "rte": 2490, "wnli": 635}
+GLUE_TRAIN_SIZES = {
+    "cola": 8551,
+    "sst2": 67349,
+    "mrpc": 3668,
+    "stsb": 5749,
+    "qqp": 363846,
+    "mnli": 392702,
+    "qnli": 104743,
+    "rte": 2490,
+    "wnli": 635,
+}
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,11 @@ MINILM_L6 = Shape(6, 384, 12, 1536)
 TINY = Shape(4, 32, 4, 64, vocab=200)
 
 #: (name, teacher shape, student layers, max length) — the papers' pairs; tiny: one CPU pair.
-PAIRS = {"bert-base 12→4": (BERT_BASE, 4, 128), "bert-base 12→6": (BERT_BASE, 6, 128), "minilm-l6 6→2": (MINILM_L6, 2, 64)}
+PAIRS = {
+    "bert-base 12→4": (BERT_BASE, 4, 128),
+    "bert-base 12→6": (BERT_BASE, 6, 128),
+    "minilm-l6 6→2": (MINILM_L6, 2, 64),
+}
 TINY_PAIRS = {"tiny 4→2": (TINY, 2, 16)}
 
 
@@ -130,20 +142,28 @@ def build_pair(shape: Shape, student_layers: int, device: torch.device):
 
     from bert_kd.core.models import build_student, prefer_fused_attention
 
-    config = BertConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
-                        num_attention_heads=shape.heads, intermediate_size=shape.intermediate, num_labels=2,
-                        attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        intermediate_size=shape.intermediate,
+        num_labels=2,
+        attn_implementation="eager",
+    )
     teacher = prefer_fused_attention(BertForSequenceClassification(config)).to(device)  # SDPA, as load_classifier
     student, _ = build_student(teacher, student_layers)
     return teacher, student.to(device)
 
 
 def random_batch(shape: Shape, batch_size: int, length: int, device: torch.device) -> dict:
-    return {"input_ids": torch.randint(5, shape.vocab, (batch_size, length), device=device),
-            "attention_mask": torch.ones(batch_size, length, dtype=torch.long, device=device),
-            "token_type_ids": torch.zeros(batch_size, length, dtype=torch.long, device=device),
-            "labels": torch.randint(0, 2, (batch_size,), device=device),
-            "idx": torch.arange(batch_size, device=device)}
+    return {
+        "input_ids": torch.randint(5, shape.vocab, (batch_size, length), device=device),
+        "attention_mask": torch.ones(batch_size, length, dtype=torch.long, device=device),
+        "token_type_ids": torch.zeros(batch_size, length, dtype=torch.long, device=device),
+        "labels": torch.randint(0, 2, (batch_size,), device=device),
+        "idx": torch.arange(batch_size, device=device),
+    }
 
 
 def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.device) -> dict:
@@ -154,8 +174,12 @@ def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.de
     from bert_kd.core.distill.objective import DistillationObjective, Teacher, TeacherCache
     from bert_kd.core.training import SupervisedObjective
 
-    cache = TeacherCache(logits=torch.randn(batch_size, 2), cls=torch.randn(batch_size, shape.layers + 1, shape.hidden),
-                         row_of_idx=torch.arange(batch_size), key="gpu_check")
+    cache = TeacherCache(
+        logits=torch.randn(batch_size, 2),
+        cls=torch.randn(batch_size, shape.layers + 1, shape.hidden),
+        row_of_idx=torch.arange(batch_size),
+        key="gpu_check",
+    )
 
     def live():
         fresh = copy.deepcopy(student)
@@ -167,11 +191,16 @@ def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.de
         method = build_method({"method": "rkd"}, fresh, [teacher])  # logits only: served from the cache
         return DistillationObjective(fresh, [Teacher(teacher, cache=cache)], method, method.weights)
 
-    return {"teacher_finetune": lambda: SupervisedObjective(copy.deepcopy(teacher).requires_grad_(True).train()),
-            "live_distill": live, "cached_distill": cached}
+    return {
+        "teacher_finetune": lambda: SupervisedObjective(copy.deepcopy(teacher).requires_grad_(True).train()),
+        "live_distill": live,
+        "cached_distill": cached,
+    }
 
 
-def time_steps(objective, batch: dict, device: torch.device, precision: str, steps: int, warmup: int = 2) -> tuple[float, float | None]:
+def time_steps(
+    objective, batch: dict, device: torch.device, precision: str, steps: int, warmup: int = 2
+) -> tuple[float, float | None]:
     """Seconds per training step (median) and peak memory (GiB, CUDA only) of ``objective``."""
     from bert_kd.core.training import TrainingConfig, make_optimizer
 
@@ -218,8 +247,11 @@ def measure(pairs: Mapping, device: torch.device, batch_size: int, steps: int) -
 
     timings = []
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print("| pair | work | precision | examples/s | TFLOP/s | share of dense peak | peak memory GiB |\n"
-          "|---|---|---|---|---|---|---|", flush=True)
+    print(
+        "| pair | work | precision | examples/s | TFLOP/s | share of dense peak | peak memory GiB |\n"
+        "|---|---|---|---|---|---|---|",
+        flush=True,
+    )
     for name, (shape, student_layers, length) in pairs.items():
         teacher, student = build_pair(shape, student_layers, device)
         batch = random_batch(shape, batch_size, length, device)
@@ -233,8 +265,11 @@ def measure(pairs: Mapping, device: torch.device, batch_size: int, steps: int) -
                 top = peak_tflops(device_name, precision)
                 timing = Timing(name, work, precision, rate, peak, tflops, tflops / top if top else None)
                 timings.append(timing)
-                print(f"| {name} | {work} | {precision} | {rate:.1f} | {tflops:.3g} | {share_text(timing.share_of_peak)} | "
-                      + (f"{peak:.2f} |" if peak is not None else "– |"), flush=True)
+                print(
+                    f"| {name} | {work} | {precision} | {rate:.1f} | {tflops:.3g} | {share_text(timing.share_of_peak)} | "
+                    + (f"{peak:.2f} |" if peak is not None else "– |"),
+                    flush=True,
+                )
         del teacher, student
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -263,8 +298,11 @@ def fused_adamw_agreement(pairs: Mapping, device: torch.device, batch_size: int,
         trained[fused] = [p.detach().float().cpu() for p in objective.parameters() if p.requires_grad]
     difference = max((a - b).abs().max().item() for a, b in zip(trained[True], trained[False]))
     scale = max(p.abs().max().item() for p in trained[False])
-    print(f"fused vs per-tensor AdamW ({name}, {steps} ALP steps, fp32): max |Δparam| {difference:.2e} "
-          f"(largest |param| {scale:.2f})", flush=True)
+    print(
+        f"fused vs per-tensor AdamW ({name}, {steps} ALP steps, fp32): max |Δparam| {difference:.2e} "
+        f"(largest |param| {scale:.2f})",
+        flush=True,
+    )
     return {"pair": name, "steps": steps, "max_abs_difference": difference, "max_abs_parameter": scale}
 
 
@@ -290,15 +328,21 @@ def trial_hours(examples: int, epochs: float, examples_per_s: float) -> float:
     return examples * epochs / examples_per_s / 3600.0
 
 
-def estimate_table(trials: Iterable, table_settings: Mapping, rates: Mapping[tuple[str, str], float], pairs: Mapping,
-                   teacher_epochs: float = 3.0, default_epochs: float = 3.0,
-                   train_sizes: Mapping[str, int] = GLUE_TRAIN_SIZES) -> dict:
+def estimate_table(
+    trials: Iterable,
+    table_settings: Mapping,
+    rates: Mapping[tuple[str, str], float],
+    pairs: Mapping,
+    teacher_epochs: float = 3.0,
+    default_epochs: float = 3.0,
+    train_sizes: Mapping[str, int] = GLUE_TRAIN_SIZES,
+) -> dict:
     """GPU-hours of one table: every trial's student training (live or cached rate by method,
     its epochs × the task's training set) plus one teacher fine-tuning per task. ``rates`` maps
     (pair, work) to examples/s."""
     pair = pair_for(table_settings, pairs)
     student_hours, tasks, n_trials = 0.0, set(), 0
-    sizes = ((table_settings.get("data") or {}))
+    sizes = table_settings.get("data") or {}
     for trial in trials:
         n_trials += 1
         tasks.add(trial.task)
@@ -306,10 +350,21 @@ def estimate_table(trials: Iterable, table_settings: Mapping, rates: Mapping[tup
         epochs = float(trial.training.get("epochs", default_epochs))
         work = "cached_distill" if trial.recipe.get("method") in CACHED_METHODS else "live_distill"
         student_hours += trial_hours(examples, epochs, rates[(pair, work)])
-    teacher_hours = sum(trial_hours(int((sizes.get(t) or {}).get("max_train_samples") or train_sizes[t]), teacher_epochs,
-                                    rates[(pair, "teacher_finetune")]) for t in tasks)
-    return {"pair": pair, "trials": n_trials, "teacher_hours": teacher_hours, "student_hours": student_hours,
-            "total_hours": teacher_hours + student_hours}
+    teacher_hours = sum(
+        trial_hours(
+            int((sizes.get(t) or {}).get("max_train_samples") or train_sizes[t]),
+            teacher_epochs,
+            rates[(pair, "teacher_finetune")],
+        )
+        for t in tasks
+    )
+    return {
+        "pair": pair,
+        "trials": n_trials,
+        "teacher_hours": teacher_hours,
+        "student_hours": student_hours,
+        "total_hours": teacher_hours + student_hours,
+    }
 
 
 def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str) -> dict[str, dict]:
@@ -351,13 +406,23 @@ def main(argv=None) -> dict:
     agreement = fused_adamw_agreement(pairs, device, batch_size)
     precision = "bf16" if "bf16" in precisions(device) else precisions(device)[0]
     estimates = estimate_paper_tables(timings, pairs, precision)
-    print(f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if args.tiny else ''}):")
+    print(
+        f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if args.tiny else ''}):"
+    )
     print("| table | pair | trials | teacher h | students h | total h |\n|---|---|---|---|---|---|")
     for table, e in estimates.items():
-        print(f"| {table} | {e['pair']} | {e['trials']} | {e['teacher_hours']:.1f} | {e['student_hours']:.1f} | "
-              f"{e['total_hours']:.1f} |")
-    report = {"device": name, "tiny": args.tiny, "precision_for_estimate": precision,
-              "timings": [asdict(t) for t in timings], "fused_adamw_agreement": agreement, "estimates": estimates}
+        print(
+            f"| {table} | {e['pair']} | {e['trials']} | {e['teacher_hours']:.1f} | {e['student_hours']:.1f} | "
+            f"{e['total_hours']:.1f} |"
+        )
+    report = {
+        "device": name,
+        "tiny": args.tiny,
+        "precision_for_estimate": precision,
+        "timings": [asdict(t) for t in timings],
+        "fused_adamw_agreement": agreement,
+        "estimates": estimates,
+    }
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return report

@@ -19,11 +19,10 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from teacher_cache import TEACHER  # noqa: E402
 
 from bert_kd.core.models import build_student, count_parameters, load_classifier  # noqa: E402
 from bert_kd.core.training import SupervisedObjective, TrainingConfig, make_optimizer  # noqa: E402
-
-from teacher_cache import TEACHER  # noqa: E402
 
 
 def step_times(student, fused: bool, steps: int, seed: int = 0) -> tuple[list[float], list[torch.Tensor]]:
@@ -32,7 +31,9 @@ def step_times(student, fused: bool, steps: int, seed: int = 0) -> tuple[list[fl
 
     model = copy.deepcopy(student)
     objective = SupervisedObjective(model)
-    optimizer = make_optimizer(objective, TrainingConfig(learning_rate=1e-4, fused_optimizer=fused), torch.device("cpu"))
+    optimizer = make_optimizer(
+        objective, TrainingConfig(learning_rate=1e-4, fused_optimizer=fused), torch.device("cpu")
+    )
     params = [p for p in objective.parameters() if p.requires_grad]
     generator = torch.Generator().manual_seed(seed)
     times = []
@@ -53,8 +54,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     student, kept = build_student(load_classifier(TEACHER, 2), args.student_layers)
-    print(f"student layers {kept} of {TEACHER}: {count_parameters(student) / 1e6:.1f} M parameters; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"student layers {kept} of {TEACHER}: {count_parameters(student) / 1e6:.1f} M parameters; "
+        f"torch threads {torch.get_num_threads()}"
+    )
     loop, loop_weights = step_times(student, False, args.steps)
     fused, fused_weights = step_times(student, True, args.steps)
     loop_ms, fused_ms = statistics.median(loop[1:]) * 1e3, statistics.median(fused[1:]) * 1e3

@@ -35,8 +35,17 @@ def main() -> None:
             dataset = tokenize_frame(frame, tokenizer, max_length)
             lengths = sequence_lengths(dataset)
             ratios = [
-                padding_ratio(make_loader(dataset, args.batch_size, collator, shuffle=True, seed=args.seed,
-                                          group_by_length=grouped, lengths=lengths))
+                padding_ratio(
+                    make_loader(
+                        dataset,
+                        args.batch_size,
+                        collator,
+                        shuffle=True,
+                        seed=args.seed,
+                        group_by_length=grouped,
+                        lengths=lengths,
+                    )
+                )
                 for grouped in (False, True)
             ]
             print(f"| {task} | {max_length} | {len(dataset)} | {ratios[0]:.2f} | {ratios[1]:.2f} |", flush=True)

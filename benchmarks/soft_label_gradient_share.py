@@ -24,8 +24,14 @@ import torch.nn.functional as F
 from bert_kd.core.distill.losses import multi_teacher_prediction_loss
 
 
-def confident_logits(labels: torch.Tensor, classes: int, margin_mean: float, margin_std: float,
-                     accuracy: float, generator: torch.Generator) -> torch.Tensor:
+def confident_logits(
+    labels: torch.Tensor,
+    classes: int,
+    margin_mean: float,
+    margin_std: float,
+    accuracy: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
     """Logits whose argmax is the label with probability ``accuracy`` and whose winning margin is ~ N(mean, std)."""
     n = len(labels)
     wrong = torch.rand(n, generator=generator) > accuracy
@@ -37,8 +43,9 @@ def confident_logits(labels: torch.Tensor, classes: int, margin_mean: float, mar
     return logits
 
 
-def gradient_share(student: torch.Tensor, labels: torch.Tensor, teachers: list[torch.Tensor], tau: float,
-                   scale_by_t2: bool) -> float:
+def gradient_share(
+    student: torch.Tensor, labels: torch.Tensor, teachers: list[torch.Tensor], tau: float, scale_by_t2: bool
+) -> float:
     """Median over examples of ‖∂pred/∂z_S‖ / ‖∂CE/∂z_S‖ (per-example gradients: sum reduction)."""
     z = student.clone().requires_grad_(True)
     n = len(labels)

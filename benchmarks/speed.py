@@ -37,6 +37,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from teacher_cache import SST2_TRAIN, TEACHER, load_rows  # noqa: E402  (same rows as that benchmark)
 from transformers import get_linear_schedule_with_warmup  # noqa: E402
 
 from bert_kd.core.data.tokenize import tokenize_frame  # noqa: E402
@@ -45,18 +46,16 @@ from bert_kd.core.distill.objective import DistillationObjective, Teacher, build
 from bert_kd.core.models import build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
 from bert_kd.core.training import (  # noqa: E402
     Collator,
-    cpu_has_bf16,
-    resolve_mixed_precision,
     SupervisedObjective,
     TrainingConfig,
+    cpu_has_bf16,
     fit,
     make_loader,
     make_optimizer,
     padding_ratio,
+    resolve_mixed_precision,
     sequence_lengths,
 )
-
-from teacher_cache import SST2_TRAIN, TEACHER, load_rows  # noqa: E402  (same rows as that benchmark)
 
 PHASES = ("data", "forward", "backward", "optimizer")
 
@@ -68,8 +67,15 @@ def plain_loop(objective, dataset, collator, config: TrainingConfig, lengths) ->
     optimizer = make_optimizer(objective, config, torch.device("cpu"))  # the same AdamW as fit's
     total = len(dataset) // config.batch_size
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
-    loader = make_loader(dataset, config.batch_size, collator, shuffle=True, seed=config.seed,
-                         group_by_length=config.group_by_length, lengths=lengths)
+    loader = make_loader(
+        dataset,
+        config.batch_size,
+        collator,
+        shuffle=True,
+        seed=config.seed,
+        group_by_length=config.group_by_length,
+        lengths=lengths,
+    )
     params = [p for p in objective.parameters() if p.requires_grad]
     spent = dict.fromkeys(PHASES, 0.0)
     objective.train()
@@ -85,8 +91,9 @@ def plain_loop(objective, dataset, collator, config: TrainingConfig, lengths) ->
         scheduler.step()
         optimizer.zero_grad()
         t_step = time.perf_counter()
-        for phase, (a, b) in zip(PHASES, ((clock, t_data), (t_data, t_forward), (t_forward, t_backward),
-                                          (t_backward, t_step))):
+        for phase, (a, b) in zip(
+            PHASES, ((clock, t_data), (t_data, t_forward), (t_forward, t_backward), (t_backward, t_step))
+        ):
             spent[phase] += b - a
         clock = time.perf_counter()
     return spent
@@ -113,14 +120,27 @@ def main(argv=None) -> None:
     lengths = sequence_lengths(dataset)
     teacher = load_classifier(TEACHER, 2)
     student, kept = build_student(teacher, args.student_layers)
-    config = TrainingConfig(epochs=1, batch_size=args.batch_size, learning_rate=5e-5, progress_bar=False, cpu=True,
-                            mixed_precision="no", log_every_steps=10, seed=42, group_by_length=True)
+    config = TrainingConfig(
+        epochs=1,
+        batch_size=args.batch_size,
+        learning_rate=5e-5,
+        progress_bar=False,
+        cpu=True,
+        mixed_precision="no",
+        log_every_steps=10,
+        seed=42,
+        group_by_length=True,
+    )
     grouped = padding_ratio(make_loader(dataset, args.batch_size, collator, True, 42, True, lengths))
     random_order = padding_ratio(make_loader(dataset, args.batch_size, collator, True, 42, False))
-    print(f"data: {source if source != str(SST2_TRAIN) else 'SST-2 train'}: {n_rows} rows = {args.batches} batches "
-          f"x {args.batch_size}, max length {args.max_length}; torch threads {torch.get_num_threads()}")
-    print(f"teacher {TEACHER} {count_parameters(teacher) / 1e6:.1f} M; student layers {kept} "
-          f"{count_parameters(student) / 1e6:.1f} M")
+    print(
+        f"data: {source if source != str(SST2_TRAIN) else 'SST-2 train'}: {n_rows} rows = {args.batches} batches "
+        f"x {args.batch_size}, max length {args.max_length}; torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"teacher {TEACHER} {count_parameters(teacher) / 1e6:.1f} M; student layers {kept} "
+        f"{count_parameters(student) / 1e6:.1f} M"
+    )
     print(f"padded/real tokens: {grouped:.2f} length-grouped (used here), {random_order:.2f} random batches")
 
     if args.attention_only:
@@ -133,8 +153,7 @@ def main(argv=None) -> None:
     def alp(cached: bool):
         fresh, _ = build_student(teacher, args.student_layers)
         method = build_method({"method": "alp"}, fresh, [teacher])
-        return DistillationObjective(fresh, [Teacher(teacher, cache=cache if cached else None)], method,
-                                     method.weights)
+        return DistillationObjective(fresh, [Teacher(teacher, cache=cache if cached else None)], method, method.weights)
 
     def trainable_teacher():
         model = copy.deepcopy(teacher)  # the distillation objectives freeze ``teacher`` itself
@@ -188,8 +207,11 @@ def main(argv=None) -> None:
     median = {key: statistics.median(values) for key, values in seconds.items()}
     median_cpu = {key: statistics.median(values) for key, values in cpu_seconds.items()}
     base = median[("student only", "fit")]
-    header = ("| work | fit s | plain s | fit / plain | fit / student-only | examples/s (fit) | "
-              + " | ".join(f"{p} %" for p in PHASES) + " |")
+    header = (
+        "| work | fit s | plain s | fit / plain | fit / student-only | examples/s (fit) | "
+        + " | ".join(f"{p} %" for p in PHASES)
+        + " |"
+    )
     print()
     print(header)
     print("|" + "---|" * header.count(" | ") + "---|")
@@ -197,13 +219,20 @@ def main(argv=None) -> None:
         fit_s, plain_s = median[(name, "fit")], median[(name, "plain")]
         spent = {p: statistics.median(s[p] for s in phases[name]) for p in PHASES}
         share = " | ".join(f"{100 * spent[p] / sum(spent.values()):.0f}" for p in PHASES)
-        print(f"| {name} | {fit_s:.2f} | {plain_s:.2f} | {fit_s / plain_s:.2f} | {fit_s / base:.2f} | "
-              f"{n_rows / fit_s:.0f} | {share} |")
+        print(
+            f"| {name} | {fit_s:.2f} | {plain_s:.2f} | {fit_s / plain_s:.2f} | {fit_s / base:.2f} | "
+            f"{n_rows / fit_s:.0f} | {share} |"
+        )
     print()
     print(f"teacher cache build (not in the epochs): {cache_seconds:.2f} s for {n_rows} examples")
-    print(f"medians of {args.repeats} alternating repeats; all (fit / plain): " + "; ".join(
-        f"{name}: {', '.join(f'{v:.2f}' for v in seconds[(name, 'fit')])} / "
-        f"{', '.join(f'{v:.2f}' for v in seconds[(name, 'plain')])}" for name in work))
+    print(
+        f"medians of {args.repeats} alternating repeats; all (fit / plain): "
+        + "; ".join(
+            f"{name}: {', '.join(f'{v:.2f}' for v in seconds[(name, 'fit')])} / "
+            f"{', '.join(f'{v:.2f}' for v in seconds[(name, 'plain')])}"
+            for name in work
+        )
+    )
     base_cpu = median_cpu[("student only", "fit")]
     print()
     print("CPU time (process_time, s): | work | fit | plain | fit / plain | fit / student-only |")
@@ -227,6 +256,7 @@ def main(argv=None) -> None:
 def attention_kernels(teacher, args, dataset, collator, config: TrainingConfig) -> dict[str, float]:
     """The student's fine-tuning through ``fit`` with SDPA and with eager attention, alternating; prints
     the medians (wall and CPU seconds, examples/s) and eager / SDPA. Returns the median wall seconds."""
+
     def student(kernel: str):
         model = build_student(teacher, args.student_layers)[0]
         model.config._attn_implementation = kernel  # BERT reads it per forward
@@ -244,13 +274,17 @@ def attention_kernels(teacher, args, dataset, collator, config: TrainingConfig) 
             fit(objective, dataset, None, config, collator=collator)
             wall[kernel].append(time.perf_counter() - begin)
             cpu[kernel].append(time.process_time() - begin_cpu)
-            print(f"repeat {repeat + 1} student {kernel}: {wall[kernel][-1]:.2f} s wall, {cpu[kernel][-1]:.2f} s cpu",
-                  flush=True)
+            print(
+                f"repeat {repeat + 1} student {kernel}: {wall[kernel][-1]:.2f} s wall, {cpu[kernel][-1]:.2f} s cpu",
+                flush=True,
+            )
     n_rows = args.batches * args.batch_size
     med = {k: statistics.median(v) for k, v in wall.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
-    print(f"\nstudent step ({args.student_layers} layers, batch {args.batch_size}, max length {args.max_length}, "
-          f"{args.batches} steps, {args.repeats} alternating repeats, torch threads {torch.get_num_threads()}):")
+    print(
+        f"\nstudent step ({args.student_layers} layers, batch {args.batch_size}, max length {args.max_length}, "
+        f"{args.batches} steps, {args.repeats} alternating repeats, torch threads {torch.get_num_threads()}):"
+    )
     print("| attention | wall s | cpu s | examples/s (wall) |\n|---|---|---|---|")
     for kernel in ("sdpa", "eager"):
         print(f"| {kernel} | {med[kernel]:.2f} | {med_cpu[kernel]:.2f} | {n_rows / med[kernel]:.0f} |")

@@ -37,16 +37,16 @@ from torch import Tensor, nn
 
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import tokenize_frame
-from bert_kd.core.distill.methods import build_method
 from bert_kd.core.distill.gradient_share import batch_term_gradients, flat_gradient  # noqa: F401 (the package's measurement)
+from bert_kd.core.distill.methods import build_method
 from bert_kd.core.distill.objective import DistillationObjective, Teacher
 from bert_kd.core.models import ModelBundle, load_bundle
+from bert_kd.core.training import make_loader
+from bert_kd.experiment.parameters import explicit_weights
+from bert_kd.experiment.sweep.spec import build_sweep
 from bert_kd.pipelines.common import collator_for
 from bert_kd.pipelines.data_processing.nodes import ingest_glue
 from bert_kd.pipelines.distill.nodes import build_student_model
-from bert_kd.experiment.parameters import explicit_weights
-from bert_kd.experiment.sweep.spec import build_sweep
-from bert_kd.core.training import make_loader
 
 PROJECT = Path(__file__).resolve().parents[1]
 CONF = PROJECT / "conf" / "base"
@@ -78,12 +78,15 @@ def protocol_recipes(rows: Sequence[str] = ROWS, conf: Path = CONF, table: str =
     for name in RECIPE_FILES:
         recipes.update(yaml.safe_load((conf / name).read_text(encoding="utf-8")))
     reproduce = yaml.safe_load((conf / "parameters_reproduce.yml").read_text(encoding="utf-8"))["reproduce"]
-    sweep = build_sweep({**reproduce, "table": table, "methods": list(rows), "tasks": None, "seeds": None, "grid": None},
-                        recipes)
+    sweep = build_sweep(
+        {**reproduce, "table": table, "methods": list(rows), "tasks": None, "seeds": None, "grid": None}, recipes
+    )
     result = {}
     for method in sweep.methods:
         if method.job != "distill":
-            raise ValueError(f"--recipes: {method.name!r} is a {method.job} row; only distill_methods rows are measured")
+            raise ValueError(
+                f"--recipes: {method.name!r} is a {method.job} row; only distill_methods rows are measured"
+            )
         result[method.name] = {**method.recipe, "weights": explicit_weights(method.recipe)}
     return result
 
@@ -117,8 +120,9 @@ def stored_students(students_dir: Path, teacher_key: str, task: str) -> list[tup
     return result
 
 
-def training_batches(teacher: ModelBundle, task: str, glue_dir: str | None, batches: int, batch_size: int,
-                     max_seq_length: int, seed: int) -> list[dict[str, Tensor]]:
+def training_batches(
+    teacher: ModelBundle, task: str, glue_dir: str | None, batches: int, batch_size: int, max_seq_length: int, seed: int
+) -> list[dict[str, Tensor]]:
     """``batches`` × ``batch_size`` seeded training examples, tokenized as the teacher was trained."""
     train, _, _ = ingest_glue(task, glue_dir, batches * batch_size, 1, seed)
     dataset = tokenize_frame(train, teacher.tokenizer, max_seq_length)
@@ -127,8 +131,16 @@ def training_batches(teacher: ModelBundle, task: str, glue_dir: str | None, batc
 
 
 # ---------------------------------------------------------------- the measurement
-def term_gradients(students: Sequence[nn.Module], teacher: nn.Module, recipe: dict, batches: Sequence[dict],
-                   *, regression: bool = False, seed: int = 0, dropout: bool = True) -> list[TermGradient]:
+def term_gradients(
+    students: Sequence[nn.Module],
+    teacher: nn.Module,
+    recipe: dict,
+    batches: Sequence[dict],
+    *,
+    regression: bool = False,
+    seed: int = 0,
+    dropout: bool = True,
+) -> list[TermGradient]:
     """Per-term gradient norms, shares and cosines of ``recipe`` over ``students`` × ``batches``
     (the last entry, term ``total``, is ‖Σ_name g_name‖ with share 1)."""
     sums: dict[str, dict[str, float]] = {}
@@ -148,7 +160,9 @@ def term_gradients(students: Sequence[nn.Module], teacher: nn.Module, recipe: di
                 row["unweighted"] += float(g.norm())
                 if reference is not None:
                     row["cos"] += float(torch.nn.functional.cosine_similarity(g, reference, dim=0, eps=1e-30))
-            sums.setdefault("total", {"unweighted": 0.0, "cos": 0.0})["unweighted"] += float(torch.as_tensor(total).norm())
+            sums.setdefault("total", {"unweighted": 0.0, "cos": 0.0})["unweighted"] += float(
+                torch.as_tensor(total).norm()
+            )
             count += 1
             del grads, total, reference
     weights = dict(method.weights)
@@ -162,9 +176,17 @@ def term_gradients(students: Sequence[nn.Module], teacher: nn.Module, recipe: di
         if prediction is not None and name not in PREDICTION_TERMS + TASK_TERMS:
             target = weighted[prediction]
             parity = target / mean[name] if mean[name] > 0 else math.inf
-        rows.append(TermGradient(
-            name, weights.get(name, 0.0), weighted[name], mean[name], weighted[name] / denominator if denominator else 0.0,
-            sums[name]["cos"] / count if prediction is not None else None, parity))
+        rows.append(
+            TermGradient(
+                name,
+                weights.get(name, 0.0),
+                weighted[name],
+                mean[name],
+                weighted[name] / denominator if denominator else 0.0,
+                sums[name]["cos"] / count if prediction is not None else None,
+                parity,
+            )
+        )
     rows.append(TermGradient("total", 1.0, mean["total"], mean["total"], 1.0, None, None))
     return rows
 
@@ -191,26 +213,35 @@ def number(value: float | None, digits: int = 3) -> str:
 
 
 def markdown(results: list[tuple[str, str, list[TermGradient]]]) -> str:
-    lines = ["| recipe | point | term | weight | ‖g‖ | share | cos(g, g_kd) | weight for ‖g‖ = ‖g_kd‖ |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| recipe | point | term | weight | ‖g‖ | share | cos(g, g_kd) | weight for ‖g‖ = ‖g_kd‖ |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for recipe, point, rows in results:
         for r in rows:
             share = "" if r.term == "total" else f"{100 * r.share:.1f}%"
             weight = "" if r.term == "total" else number(r.weight)
-            lines.append(f"| {recipe} | {point} | {r.term} | {weight} | {number(r.norm)} | {share} | "
-                         f"{number(r.cos_with_prediction, 2)} | {number(r.parity_weight)} |")
+            lines.append(
+                f"| {recipe} | {point} | {r.term} | {weight} | {number(r.norm)} | {share} | "
+                f"{number(r.cos_with_prediction, 2)} | {number(r.parity_weight)} |"
+            )
     return "\n".join(lines)
 
 
 def what_if(results: list[tuple[str, str, list[TermGradient]]], weights: Sequence[float]) -> str:
     """Each layer term's share of Σ‖g‖ at other weights (the other terms' weights kept)."""
-    lines = ["| recipe | point | term | " + " | ".join(f"share at {number(w)}" for w in weights) + " |",
-             "|---|---|---|" + "---:|" * len(weights)]
+    lines = [
+        "| recipe | point | term | " + " | ".join(f"share at {number(w)}" for w in weights) + " |",
+        "|---|---|---|" + "---:|" * len(weights),
+    ]
     for recipe, point, rows in results:
         for r in layer_terms(rows):
             if r.unweighted_norm > 0:
-                lines.append(f"| {recipe} | {point} | {r.term} | "
-                             + " | ".join(f"{100 * share_at(rows, r.term, w):.1f}%" for w in weights) + " |")
+                lines.append(
+                    f"| {recipe} | {point} | {r.term} | "
+                    + " | ".join(f"{100 * share_at(rows, r.term, w):.1f}%" for w in weights)
+                    + " |"
+                )
     return "\n".join(lines)
 
 
@@ -223,17 +254,26 @@ def summary(results: list[tuple[str, str, list[TermGradient]]]) -> str:
             continue
         shares = [r.share for r in layer]
         parities = [r.parity_weight for r in layer if r.parity_weight is not None]
-        parts.append(f"{kind}: weighted layer terms carry {100 * min(shares):.1f}–{100 * max(shares):.1f}% of Σ‖g‖, "
-                     f"parity with the KD term at weight {number(min(parities))}–{number(max(parities))}")
+        parts.append(
+            f"{kind}: weighted layer terms carry {100 * min(shares):.1f}–{100 * max(shares):.1f}% of Σ‖g‖, "
+            f"parity with the KD term at weight {number(min(parities))}–{number(max(parities))}"
+        )
     return "Summary: " + ("; ".join(parts) if parts else "no intermediate-layer term measured")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--teacher", type=Path, default=None, help="teacher directory (default: newest <task> teacher in the store)")
-    parser.add_argument("--glue-dir", default=None, help="GLUE root (default: $GLUE_DIR or the project's data/01_raw/glue)")
-    parser.add_argument("--students", default=str(STORE / "student"),
-                        help="folder of trained students (<key>/manifest.json); '' skips point (b)")
+    parser.add_argument(
+        "--teacher", type=Path, default=None, help="teacher directory (default: newest <task> teacher in the store)"
+    )
+    parser.add_argument(
+        "--glue-dir", default=None, help="GLUE root (default: $GLUE_DIR or the project's data/01_raw/glue)"
+    )
+    parser.add_argument(
+        "--students",
+        default=str(STORE / "student"),
+        help="folder of trained students (<key>/manifest.json); '' skips point (b)",
+    )
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-seq-length", type=int, default=64)
@@ -241,30 +281,43 @@ def main() -> None:
     parser.add_argument("--recipes", default=" ".join(ROWS), help=f"space-separated {TABLE} rows")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--eval-mode", action="store_true", help="dropout off in the student")
-    parser.add_argument("--what-if", default="0.2 0.7 2 20 200",
-                        help="space-separated layer-term weights for the second table (other weights kept)")
+    parser.add_argument(
+        "--what-if",
+        default="0.2 0.7 2 20 200",
+        help="space-separated layer-term weights for the second table (other weights kept)",
+    )
     args = parser.parse_args()
 
     task = get_task(args.task)
     teacher_dir = args.teacher or newest_teacher(task.name)
     teacher = load_bundle(teacher_dir)
     recipes = protocol_recipes(args.recipes.split())
-    batches = training_batches(teacher, task.name, args.glue_dir, args.batches, args.batch_size, args.max_seq_length, args.seed)
+    batches = training_batches(
+        teacher, task.name, args.glue_dir, args.batches, args.batch_size, args.max_seq_length, args.seed
+    )
     student_params = {"num_layers": 2, "layer_selection": "first"}
-    student_params.update(yaml.safe_load((CONF / "parameters_reproduce.yml").read_text(encoding="utf-8"))
-                          ["reproduce"]["tables"][TABLE].get("student") or {})
+    student_params.update(
+        yaml.safe_load((CONF / "parameters_reproduce.yml").read_text(encoding="utf-8"))["reproduce"]["tables"][
+            TABLE
+        ].get("student")
+        or {}
+    )
     init = build_student_model(teacher, student_params, task.name).model
     options = {"regression": task.is_regression, "seed": args.seed, "dropout": not args.eval_mode}
 
     trained: dict[str, list[Path]] = {}
     if args.students:
         by_recipe = {canonical(r): name for name, r in recipes.items()}
-        for directory, recipe in stored_students(Path(args.students), teacher.info.get("key", teacher_dir.name), task.name):
+        for directory, recipe in stored_students(
+            Path(args.students), teacher.info.get("key", teacher_dir.name), task.name
+        ):
             name = by_recipe.get(canonical(recipe))
             if name is not None:
                 trained.setdefault(name, []).append(directory)
-    print(f"teacher {teacher_dir} · {args.batches} batches of {args.batch_size} {task.name} training examples "
-          f"(max length {args.max_seq_length}) · student {'eval' if args.eval_mode else 'train'} mode")
+    print(
+        f"teacher {teacher_dir} · {args.batches} batches of {args.batch_size} {task.name} training examples "
+        f"(max length {args.max_seq_length}) · student {'eval' if args.eval_mode else 'train'} mode"
+    )
     results = []
     for name, recipe in recipes.items():
         results.append((name, "init", term_gradients([init], teacher.model, recipe, batches, **options)))
@@ -275,7 +328,9 @@ def main() -> None:
             print(f"{name}: {len(directories)} trained student(s) skipped: their auxiliary modules are not stored")
             continue
         students = [load_bundle(d).model for d in directories]
-        results.append((name, f"trained (n={len(students)})", term_gradients(students, teacher.model, recipe, batches, **options)))
+        results.append(
+            (name, f"trained (n={len(students)})", term_gradients(students, teacher.model, recipe, batches, **options))
+        )
     print(markdown(results))
     print()
     print(what_if(results, [float(w) for w in args.what_if.split()]))

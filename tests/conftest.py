@@ -31,11 +31,59 @@ atexit.register(shutil.rmtree, HERMETIC_ROOT, ignore_errors=True)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO_ROOT.parent / "shared" / "glue"
 
-WORDS = (
-    "the a movie film was is great good bad terrible awful fine plot actor story boring fun "
-    "not very really i it this that he she they said and but or man woman dog cat runs sat on "
-    "mat question answer entailment sentence true false yes no why what who where"
-).split()
+WORDS = [
+    "the",
+    "a",
+    "movie",
+    "film",
+    "was",
+    "is",
+    "great",
+    "good",
+    "bad",
+    "terrible",
+    "awful",
+    "fine",
+    "plot",
+    "actor",
+    "story",
+    "boring",
+    "fun",
+    "not",
+    "very",
+    "really",
+    "i",
+    "it",
+    "this",
+    "that",
+    "he",
+    "she",
+    "they",
+    "said",
+    "and",
+    "but",
+    "or",
+    "man",
+    "woman",
+    "dog",
+    "cat",
+    "runs",
+    "sat",
+    "on",
+    "mat",
+    "question",
+    "answer",
+    "entailment",
+    "sentence",
+    "true",
+    "false",
+    "yes",
+    "no",
+    "why",
+    "what",
+    "who",
+    "where",
+]
 
 
 def make_wordpiece_tokenizer(directory: Path, lowercase: bool = True):
@@ -46,24 +94,30 @@ def make_wordpiece_tokenizer(directory: Path, lowercase: bool = True):
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    )
+    trainer = trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     tok.train_from_iterator([" ".join(WORDS)] * 20, trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
     )
     fast.save_pretrained(directory)
     return fast
 
 
-def make_tiny_bert(directory: Path, num_layers: int = 4, hidden: int = 32, heads: int = 4, num_labels: int = 2,
-                   seed: int = 0) -> Path:
+def make_tiny_bert(
+    directory: Path, num_layers: int = 4, hidden: int = 32, heads: int = 4, num_labels: int = 2, seed: int = 0
+) -> Path:
     """A randomly initialised BERT classifier + tokenizer saved as an HF directory."""
     import torch
     from transformers import BertConfig, BertForSequenceClassification
@@ -72,8 +126,13 @@ def make_tiny_bert(directory: Path, num_layers: int = 4, hidden: int = 32, heads
     tokenizer = make_wordpiece_tokenizer(directory)
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=num_layers, num_attention_heads=heads,
-        intermediate_size=hidden * 2, max_position_embeddings=128, num_labels=num_labels,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        intermediate_size=hidden * 2,
+        max_position_embeddings=128,
+        num_labels=num_labels,
     )
     BertForSequenceClassification(config).save_pretrained(directory)
     return directory

@@ -75,14 +75,17 @@ def _damaged_optuna_db(tmp: Path) -> dict:
 
 def _copied_store_entry(tmp: Path) -> dict:
     """A tiny teacher stored under one key, copied into another key's folder of a store."""
-    from bert_kd.experiment.jobs import Job
     from bert_kd.core.files import write_atomically
+    from bert_kd.experiment.jobs import Job
     from tests.conftest import make_tiny_bert
 
     model = make_tiny_bert(tmp / "model", num_layers=1)
     seed_7, seed_42 = Job("teacher", {"seed": 7}, tmp / "store"), Job("teacher", {"seed": 42}, tmp / "store")
-    write_atomically(seed_7.store_dir, lambda d: shutil.copytree(model, d, dirs_exist_ok=True),
-                     {"kind": "teacher", "key": seed_7.key, "schema_version": 2, "spec": {"seed": 7}})
+    write_atomically(
+        seed_7.store_dir,
+        lambda d: shutil.copytree(model, d, dirs_exist_ok=True),
+        {"kind": "teacher", "key": seed_7.key, "schema_version": 2, "spec": {"seed": 7}},
+    )
     shutil.copytree(seed_7.store_dir, seed_42.store_dir)
     (tmp / "entry").symlink_to(seed_42.store_dir)
     return {}
@@ -90,33 +93,43 @@ def _copied_store_entry(tmp: Path) -> dict:
 
 def _store_entry_with(extra: Callable[[Path], None]) -> Callable[[Path], dict]:
     """A tiny teacher stored under its own key, then ``extra`` adds something the manifest does not list."""
+
     def prepare(tmp: Path) -> dict:
-        from bert_kd.experiment.jobs import Job
         from bert_kd.core.files import write_atomically
+        from bert_kd.experiment.jobs import Job
         from tests.conftest import make_tiny_bert
 
         model = make_tiny_bert(tmp / "model", num_layers=1)
         job = Job("teacher", {"seed": 7}, tmp / "store")
-        write_atomically(job.store_dir, lambda d: shutil.copytree(model, d, dirs_exist_ok=True),
-                         {"kind": "teacher", "key": job.key, "schema_version": 2, "spec": {"seed": 7}})
+        write_atomically(
+            job.store_dir,
+            lambda d: shutil.copytree(model, d, dirs_exist_ok=True),
+            {"kind": "teacher", "key": job.key, "schema_version": 2, "spec": {"seed": 7}},
+        )
         extra(job.store_dir)
         (tmp / "entry").symlink_to(job.store_dir)
         return {}
+
     return prepare
 
 
-def _model_recording(task: str, spoil: Callable[[Path], None] | None = None,
-                     num_labels: int = 2) -> Callable[[Path], dict]:
+def _model_recording(
+    task: str, spoil: Callable[[Path], None] | None = None, num_labels: int = 2
+) -> Callable[[Path], dict]:
     """A tiny model saved by bert-kd for ``task`` at ``<tmp>/model`` (``spoil`` changes it)."""
+
     def prepare(tmp: Path) -> dict:
         from bert_kd.core.models import ModelBundle, load_bundle, save_bundle
         from tests.conftest import make_tiny_bert
 
         bundle = load_bundle(make_tiny_bert(tmp / "plain", num_layers=1, num_labels=num_labels))
-        path = save_bundle(ModelBundle(bundle.model, bundle.tokenizer, {"role": "teacher", "task": task}), tmp / "model")
+        path = save_bundle(
+            ModelBundle(bundle.model, bundle.tokenizer, {"role": "teacher", "task": task}), tmp / "model"
+        )
         if spoil:
             spoil(path)
         return {}
+
     return prepare
 
 
@@ -147,8 +160,12 @@ CASES = [
     Case("alp_weights_over_one", "distill_methods.alp.weights.kd=0.9", ("distill_methods.alp", "β = 1 − η − λ")),
     Case("unknown_loss_term", "distill_methods.alp.weights.foo=1", ("distill_methods.alp", "foo")),
     Case("unknown_method", "distill_methods.alp.method=alpp", ("distill_methods.alp", "'alpp'")),
-    Case("unknown_mapping", "distill_methods.pkd.mapping=nosuch", ("distill_methods.pkd.mapping", "nosuch"),
-         pipeline="distill_pkd"),
+    Case(
+        "unknown_mapping",
+        "distill_methods.pkd.mapping=nosuch",
+        ("distill_methods.pkd.mapping", "nosuch"),
+        pipeline="distill_pkd",
+    ),
     Case("bad_layer_selection", "student.layer_selection=middle", ("student.layer_selection",)),
     Case("short_sequences", "teacher.max_seq_length=2", ("teacher.max_seq_length",)),
     Case("zero_cache_batch", "teacher_cache.batch_size=0", ("teacher_cache.batch_size",)),
@@ -157,121 +174,339 @@ CASES = [
     Case("negative_ted_weight", "ted_methods.ted.weights.ted=-1", ("ted_methods.ted.weights.ted",)),
     Case("teacher_index", "multi_student.init_from_teacher=5", ("multi_student.init_from_teacher=5",)),
     Case("seed_too_big", "seed=99999999999999999999999", ("seed", "4294967295")),
-    Case("seq_longer_than_positions", "teacher.max_seq_length=1024",
-         ("teacher.max_seq_length", "exceeds the 128 positions", "use at most 128")),
+    Case(
+        "seq_longer_than_positions",
+        "teacher.max_seq_length=1024",
+        ("teacher.max_seq_length", "exceeds the 128 positions", "use at most 128"),
+    ),
     # ---- environment: tracking server, damaged databases (checked before anything runs)
-    Case("tracking_down", "tracking.enabled=true", ("http://127.0.0.1:9", "tracking.enabled=false"),
-         prepare=_tracking_down),
-    Case("damaged_mlflow_db", "tracking.enabled=true", ("mlflow.db", "malformed", "mv ", "tracking.enabled=false"),
-         prepare=_damaged_mlflow_db),
-    Case("damaged_optuna_db", "reproduce.storage=sqlite:///{tmp}/optuna.db,reproduce.table=cpu_protocol",
-         ("optuna.db", "malformed", "mv "), pipeline="reproduce", prepare=_damaged_optuna_db),
+    Case(
+        "tracking_down",
+        "tracking.enabled=true",
+        ("http://127.0.0.1:9", "tracking.enabled=false"),
+        prepare=_tracking_down,
+    ),
+    Case(
+        "damaged_mlflow_db",
+        "tracking.enabled=true",
+        ("mlflow.db", "malformed", "mv ", "tracking.enabled=false"),
+        prepare=_damaged_mlflow_db,
+    ),
+    Case(
+        "damaged_optuna_db",
+        "reproduce.storage=sqlite:///{tmp}/optuna.db,reproduce.table=cpu_protocol",
+        ("optuna.db", "malformed", "mv "),
+        pipeline="reproduce",
+        prepare=_damaged_optuna_db,
+    ),
     # ---- training that diverges: stopped, nothing stored
-    Case("diverging_teacher", "teacher.training.learning_rate=1000",
-         ("training diverged", "teacher.training.learning_rate=1000", "rose from"), pipeline="train_teacher",
-         node_may_run=True, trains=True),
-    Case("nan_loss_teacher", "teacher.training.learning_rate=1e30",
-         ("training diverged", "teacher.training.learning_rate=1e+30", "became nan"), pipeline="train_teacher",
-         node_may_run=True, trains=True),
+    Case(
+        "diverging_teacher",
+        "teacher.training.learning_rate=1000",
+        ("training diverged", "teacher.training.learning_rate=1000", "rose from"),
+        pipeline="train_teacher",
+        node_may_run=True,
+        trains=True,
+    ),
+    Case(
+        "nan_loss_teacher",
+        "teacher.training.learning_rate=1e30",
+        ("training diverged", "teacher.training.learning_rate=1e+30", "became nan"),
+        pipeline="train_teacher",
+        node_may_run=True,
+        trains=True,
+    ),
     # ---- settings that would not mean what they say
     Case("fp16_on_cpu", "runtime.mixed_precision=fp16", ("runtime.mixed_precision", "fp16 needs a CUDA GPU")),
-    Case("env_outside_conf", args=("--env", "../../somewhere"), expect=("--env ../../somewhere", "is a path", "base, local")),
+    Case(
+        "env_outside_conf",
+        args=("--env", "../../somewhere"),
+        expect=("--env ../../somewhere", "is a path", "base, local"),
+    ),
     Case("env_misspelt", args=("--env", "papr"), expect=("--env papr", "no folder", "base, local")),
-    Case("env_missing_interpolation_key", args=("--env", "broken"),
-         conf={"broken/parameters.yml": "student:\n  training: '${merge:${trainin},{epochs: 1}}'\n"},
-         expect=("trainin", "broken/parameters.yml:2")),
-    Case("mlflow_file_store", "tracking.enabled=true", ("file:./mlruns", "sqlite:///mlflow.db", "MLFLOW_TRACKING_URI"),
-         prepare=lambda tmp: {"MLFLOW_TRACKING_URI": "file:./mlruns"}),
-    Case("registered_model_name", "tracking.registered_model=../../x y/z:1",
-         ("tracking.registered_model", "cannot contain '/' or ':'")),
+    Case(
+        "env_missing_interpolation_key",
+        args=("--env", "broken"),
+        conf={"broken/parameters.yml": "student:\n  training: '${merge:${trainin},{epochs: 1}}'\n"},
+        expect=("trainin", "broken/parameters.yml:2"),
+    ),
+    Case(
+        "mlflow_file_store",
+        "tracking.enabled=true",
+        ("file:./mlruns", "sqlite:///mlflow.db", "MLFLOW_TRACKING_URI"),
+        prepare=lambda tmp: {"MLFLOW_TRACKING_URI": "file:./mlruns"},
+    ),
+    Case(
+        "registered_model_name",
+        "tracking.registered_model=../../x y/z:1",
+        ("tracking.registered_model", "cannot contain '/' or ':'"),
+    ),
     # ---- lists through --params (Kedro splits it on commas)
-    Case("list_through_params", "student.layer_selection=[1,9]",
-         ("student.layer_selection", "--params 'student.layer_selection=1 9'")),
-    Case("seeds_through_params", "reproduce.table=cpu_protocol,reproduce.seeds=1,2",
-         ("reproduce.seeds", "--params 'reproduce.seeds=1 2'"), pipeline="reproduce"),
+    Case(
+        "list_through_params",
+        "student.layer_selection=[1,9]",
+        ("student.layer_selection", "--params 'student.layer_selection=1 9'"),
+    ),
+    Case(
+        "seeds_through_params",
+        "reproduce.table=cpu_protocol,reproduce.seeds=1,2",
+        ("reproduce.seeds", "--params 'reproduce.seeds=1 2'"),
+        pipeline="reproduce",
+    ),
     # ---- the sweep's table and restrictions (checked before anything runs)
-    Case("unknown_table", "reproduce.table=nope", ("reproduce.table", "unknown table 'nope'", "cpu_protocol"),
-         pipeline="reproduce"),
+    Case(
+        "unknown_table",
+        "reproduce.table=nope",
+        ("reproduce.table", "unknown table 'nope'", "cpu_protocol"),
+        pipeline="reproduce",
+    ),
     Case("no_table", "reproduce.table=", ("reproduce.table", "no table named"), pipeline="reproduce"),
-    Case("unknown_sweep_method", "reproduce.table=cpu_protocol,reproduce.methods=nosuch",
-         ("reproduce.methods", "unknown 'nosuch'"), pipeline="reproduce"),
-    Case("unknown_sweep_task", "reproduce.table=cpu_protocol,reproduce.tasks=cola",
-         ("reproduce.tasks", "unknown 'cola'"), pipeline="reproduce"),
-    Case("unknown_sweep_seed", "reproduce.table=cpu_protocol,reproduce.seeds=99",
-         ("reproduce.seeds", "unknown 99"), pipeline="reproduce"),
-    Case("unknown_sweep_grid", "reproduce.table=cpu_protocol,reproduce.grid=training.learning_rate=7e-5",
-         ("reproduce.grid", "7e-05"), pipeline="reproduce"),
+    Case(
+        "unknown_sweep_method",
+        "reproduce.table=cpu_protocol,reproduce.methods=nosuch",
+        ("reproduce.methods", "unknown 'nosuch'"),
+        pipeline="reproduce",
+    ),
+    Case(
+        "unknown_sweep_task",
+        "reproduce.table=cpu_protocol,reproduce.tasks=cola",
+        ("reproduce.tasks", "unknown 'cola'"),
+        pipeline="reproduce",
+    ),
+    Case(
+        "unknown_sweep_seed",
+        "reproduce.table=cpu_protocol,reproduce.seeds=99",
+        ("reproduce.seeds", "unknown 99"),
+        pipeline="reproduce",
+    ),
+    Case(
+        "unknown_sweep_grid",
+        "reproduce.table=cpu_protocol,reproduce.grid=training.learning_rate=7e-5",
+        ("reproduce.grid", "7e-05"),
+        pipeline="reproduce",
+    ),
     # ---- evaluate.model
-    Case("evaluate_missing_model", "evaluate.model=./no/such/model", ("evaluate.model", "does not exist"),
-         pipeline="evaluate", node_may_run=True),
-    Case("evaluate_not_a_model", "evaluate.model={tmp}/glue", ("evaluate.model", "no config.json"),
-         pipeline="evaluate", node_may_run=True),
-    Case("evaluate_bad_run_id", "evaluate.model=runs:/badid/model", ("evaluate.model", "runs:/badid/model"),
-         pipeline="evaluate", node_may_run=True),
-    Case("evaluate_copied_store_entry", "evaluate.model={tmp}/entry", ("evaluate.model", "damaged", "a copied entry"),
-         pipeline="evaluate", node_may_run=True, prepare=_copied_store_entry),
-    Case("evaluate_entry_with_stray_file", "evaluate.model={tmp}/entry",
-         ("evaluate.model", "notes.txt is not listed in manifest.json"), pipeline="evaluate", node_may_run=True,
-         prepare=_store_entry_with(lambda d: (d / "notes.txt").write_text("stray"))),
-    Case("evaluate_entry_with_a_link", "evaluate.model={tmp}/entry",
-         ("evaluate.model", "hostname is a symbolic link"), pipeline="evaluate", node_may_run=True,
-         prepare=_store_entry_with(lambda d: (d / "hostname").symlink_to("/etc/hostname"))),
-    Case("evaluate_model_for_another_task", "evaluate.model={tmp}/model",
-         ("evaluate.model, task", "trained for mrpc", "task=rte", "evaluate.allow_task_mismatch=true"),
-         pipeline="evaluate", node_may_run=True, prepare=_model_recording("mrpc")),
-    Case("predict_glue_model_for_another_task", "predict_glue.model={tmp}/model",
-         ("predict_glue.model, task", "trained for mrpc", "predict_glue.allow_task_mismatch=true"),
-         pipeline="predict_glue", node_may_run=True, prepare=_model_recording("mrpc")),
-    Case("evaluate_seq_longer_than_positions", "evaluate.model={tmp}/model,evaluate.max_seq_length=4096",
-         ("evaluate.max_seq_length", "exceeds the 128 positions"), pipeline="evaluate", prepare=_model_recording("rte")),
-    Case("predict_glue_seq_longer_than_positions", "predict_glue.model={tmp}/model,predict_glue.max_seq_length=1024",
-         ("predict_glue.max_seq_length", "exceeds the 128 positions"), pipeline="predict_glue",
-         prepare=_model_recording("rte")),
-    Case("evaluate_pickled_weights_only", "evaluate.model={tmp}/model", ("evaluate.model", "no safetensors weights"),
-         pipeline="evaluate", node_may_run=True,
-         prepare=_model_recording("rte", lambda d: ((d / "manifest.json").unlink(),  # a plain folder, not a store entry
-                                                    (d / "model.safetensors").rename(d / "pytorch_model.bin")))),
-    Case("evaluate_custom_code", "evaluate.model={tmp}/model", ("evaluate.model", "custom code (auto_map"),
-         pipeline="evaluate", node_may_run=True,
-         prepare=_model_recording("rte", lambda d: ((d / "manifest.json").unlink(), (d / "config.json").write_text(
-             (d / "config.json").read_text().replace("{", '{"auto_map": {"AutoModel": "evil.Model"}, ', 1))))),
+    Case(
+        "evaluate_missing_model",
+        "evaluate.model=./no/such/model",
+        ("evaluate.model", "does not exist"),
+        pipeline="evaluate",
+        node_may_run=True,
+    ),
+    Case(
+        "evaluate_not_a_model",
+        "evaluate.model={tmp}/glue",
+        ("evaluate.model", "no config.json"),
+        pipeline="evaluate",
+        node_may_run=True,
+    ),
+    Case(
+        "evaluate_bad_run_id",
+        "evaluate.model=runs:/badid/model",
+        ("evaluate.model", "runs:/badid/model"),
+        pipeline="evaluate",
+        node_may_run=True,
+    ),
+    Case(
+        "evaluate_copied_store_entry",
+        "evaluate.model={tmp}/entry",
+        ("evaluate.model", "damaged", "a copied entry"),
+        pipeline="evaluate",
+        node_may_run=True,
+        prepare=_copied_store_entry,
+    ),
+    Case(
+        "evaluate_entry_with_stray_file",
+        "evaluate.model={tmp}/entry",
+        ("evaluate.model", "notes.txt is not listed in manifest.json"),
+        pipeline="evaluate",
+        node_may_run=True,
+        prepare=_store_entry_with(lambda d: (d / "notes.txt").write_text("stray")),
+    ),
+    Case(
+        "evaluate_entry_with_a_link",
+        "evaluate.model={tmp}/entry",
+        ("evaluate.model", "hostname is a symbolic link"),
+        pipeline="evaluate",
+        node_may_run=True,
+        prepare=_store_entry_with(lambda d: (d / "hostname").symlink_to("/etc/hostname")),
+    ),
+    Case(
+        "evaluate_model_for_another_task",
+        "evaluate.model={tmp}/model",
+        ("evaluate.model, task", "trained for mrpc", "task=rte", "evaluate.allow_task_mismatch=true"),
+        pipeline="evaluate",
+        node_may_run=True,
+        prepare=_model_recording("mrpc"),
+    ),
+    Case(
+        "predict_glue_model_for_another_task",
+        "predict_glue.model={tmp}/model",
+        ("predict_glue.model, task", "trained for mrpc", "predict_glue.allow_task_mismatch=true"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("mrpc"),
+    ),
+    Case(
+        "evaluate_seq_longer_than_positions",
+        "evaluate.model={tmp}/model,evaluate.max_seq_length=4096",
+        ("evaluate.max_seq_length", "exceeds the 128 positions"),
+        pipeline="evaluate",
+        prepare=_model_recording("rte"),
+    ),
+    Case(
+        "predict_glue_seq_longer_than_positions",
+        "predict_glue.model={tmp}/model,predict_glue.max_seq_length=1024",
+        ("predict_glue.max_seq_length", "exceeds the 128 positions"),
+        pipeline="predict_glue",
+        prepare=_model_recording("rte"),
+    ),
+    Case(
+        "evaluate_pickled_weights_only",
+        "evaluate.model={tmp}/model",
+        ("evaluate.model", "no safetensors weights"),
+        pipeline="evaluate",
+        node_may_run=True,
+        prepare=_model_recording(
+            "rte",
+            lambda d: (
+                (d / "manifest.json").unlink(),  # a plain folder, not a store entry
+                (d / "model.safetensors").rename(d / "pytorch_model.bin"),
+            ),
+        ),
+    ),
+    Case(
+        "evaluate_custom_code",
+        "evaluate.model={tmp}/model",
+        ("evaluate.model", "custom code (auto_map"),
+        pipeline="evaluate",
+        node_may_run=True,
+        prepare=_model_recording(
+            "rte",
+            lambda d: (
+                (d / "manifest.json").unlink(),
+                (d / "config.json").write_text(
+                    (d / "config.json").read_text().replace("{", '{"auto_map": {"AutoModel": "evil.Model"}, ', 1)
+                ),
+            ),
+        ),
+    ),
     # ---- predict_glue: the output folder, the test files (checked before anything is written)
-    Case("predict_glue_output_dir_is_a_file", "predict_glue.model={tmp}/model,predict_glue.output_dir=pyproject.toml",
-         ("predict_glue.output_dir", "pyproject.toml is a file"), pipeline="predict_glue", node_may_run=True,
-         prepare=_model_recording("rte")),
-    Case("predict_glue_mnli_without_diagnostic", "predict_glue.model={tmp}/model,task=mnli",
-         ("diagnostic/diagnostic.tsv", "predict_glue.ax_file", "fix:"), pipeline="predict_glue", node_may_run=True,
-         prepare=_model_recording("mnli", num_labels=3), spoil=_mnli_tests_without_diagnostic),
-    Case("predict_glue_dev_file_as_test", "predict_glue.model={tmp}/model",
-         ("RTE/test.tsv:1:label", "a dev or train file"), pipeline="predict_glue", node_may_run=True,
-         prepare=_model_recording("rte"), spoil=lambda g: shutil.copy(_rte(g, "dev"), _rte(g, "test"))),
-    Case("predict_glue_repeated_index", "predict_glue.model={tmp}/model",
-         ("RTE/test.tsv:4:index", "index '0' repeats line 2"), pipeline="predict_glue", node_may_run=True,
-         prepare=_model_recording("rte"), spoil=lambda g: _rte_test(g, ["0\ta\tb", "1\tc\td", "0\te\tf"])),
-    Case("predict_glue_empty_index", "predict_glue.model={tmp}/model",
-         ("RTE/test.tsv:3:index", "empty index"), pipeline="predict_glue", node_may_run=True,
-         prepare=_model_recording("rte"), spoil=lambda g: _rte_test(g, ["0\ta\tb", "\tc\td"])),
+    Case(
+        "predict_glue_output_dir_is_a_file",
+        "predict_glue.model={tmp}/model,predict_glue.output_dir=pyproject.toml",
+        ("predict_glue.output_dir", "pyproject.toml is a file"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("rte"),
+    ),
+    Case(
+        "predict_glue_mnli_without_diagnostic",
+        "predict_glue.model={tmp}/model,task=mnli",
+        ("diagnostic/diagnostic.tsv", "predict_glue.ax_file", "fix:"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("mnli", num_labels=3),
+        spoil=_mnli_tests_without_diagnostic,
+    ),
+    Case(
+        "predict_glue_dev_file_as_test",
+        "predict_glue.model={tmp}/model",
+        ("RTE/test.tsv:1:label", "a dev or train file"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("rte"),
+        spoil=lambda g: shutil.copy(_rte(g, "dev"), _rte(g, "test")),
+    ),
+    Case(
+        "predict_glue_repeated_index",
+        "predict_glue.model={tmp}/model",
+        ("RTE/test.tsv:4:index", "index '0' repeats line 2"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("rte"),
+        spoil=lambda g: _rte_test(g, ["0\ta\tb", "1\tc\td", "0\te\tf"]),
+    ),
+    Case(
+        "predict_glue_empty_index",
+        "predict_glue.model={tmp}/model",
+        ("RTE/test.tsv:3:index", "empty index"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("rte"),
+        spoil=lambda g: _rte_test(g, ["0\ta\tb", "\tc\td"]),
+    ),
     # ---- data files (glue.py)
-    Case("non_utf8", pipeline="data_processing", expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
-         spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"), node_may_run=True),
-    Case("binary_file", pipeline="data_processing", expect=("RTE/train.tsv:1", "binary"),
-         spoil=lambda g: _rte(g).write_bytes(b"\x00\x01\x02" * 100), node_may_run=True),
-    Case("gzip_file", pipeline="data_processing", expect=("RTE/train.tsv:1", "gzip"),
-         spoil=lambda g: _rte(g).write_bytes(gzip.compress(_rte(g).read_bytes())), node_may_run=True),
-    Case("huge_field", pipeline="data_processing", expect=("RTE/train.tsv:4", "field limit"),
-         spoil=lambda g: _replace_line(_rte(g), 4, b"2\t" + b"x" * 200_000 + b"\tyes\tentailment"), node_may_run=True),
-    Case("wrong_field_count", pipeline="data_processing", expect=("RTE/train.tsv:5", "tab-separated fields"),
-         spoil=lambda g: _replace_line(_rte(g), 5, b"3\tonly two"), node_may_run=True),
-    Case("unknown_label", pipeline="data_processing", expect=("RTE/dev.tsv:2:label", "unknown label"),
-         spoil=lambda g: _replace_line(_rte(g, "dev"), 2, b"0\ta\tb\tmaybe"), node_may_run=True),
-    Case("missing_column", pipeline="data_processing", expect=("RTE/train.tsv:1", "sentence2"),
-         spoil=lambda g: _replace_line(_rte(g), 1, b"index\tsentence1\tsentenceX\tlabel"), node_may_run=True),
-    Case("empty_file", pipeline="data_processing", expect=("RTE/train.tsv", "empty"),
-         spoil=lambda g: _rte(g).write_bytes(b""), node_may_run=True),
-    Case("missing_dev", pipeline="data_processing", expect=("RTE/dev.tsv", "missing"),
-         spoil=lambda g: _rte(g, "dev").unlink(), node_may_run=True),
-    Case("train_is_a_directory", pipeline="data_processing", expect=("RTE/train.tsv", "directory"),
-         spoil=lambda g: (_rte(g).unlink(), _rte(g).mkdir()), node_may_run=True),
+    Case(
+        "non_utf8",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv:3:", "cp1252", "iconv"),
+        spoil=lambda g: _replace_line(_rte(g), 3, b"0\tcaf\xe9 au lait\tyes\tentailment"),
+        node_may_run=True,
+    ),
+    Case(
+        "binary_file",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv:1", "binary"),
+        spoil=lambda g: _rte(g).write_bytes(b"\x00\x01\x02" * 100),
+        node_may_run=True,
+    ),
+    Case(
+        "gzip_file",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv:1", "gzip"),
+        spoil=lambda g: _rte(g).write_bytes(gzip.compress(_rte(g).read_bytes())),
+        node_may_run=True,
+    ),
+    Case(
+        "huge_field",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv:4", "field limit"),
+        spoil=lambda g: _replace_line(_rte(g), 4, b"2\t" + b"x" * 200_000 + b"\tyes\tentailment"),
+        node_may_run=True,
+    ),
+    Case(
+        "wrong_field_count",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv:5", "tab-separated fields"),
+        spoil=lambda g: _replace_line(_rte(g), 5, b"3\tonly two"),
+        node_may_run=True,
+    ),
+    Case(
+        "unknown_label",
+        pipeline="data_processing",
+        expect=("RTE/dev.tsv:2:label", "unknown label"),
+        spoil=lambda g: _replace_line(_rte(g, "dev"), 2, b"0\ta\tb\tmaybe"),
+        node_may_run=True,
+    ),
+    Case(
+        "missing_column",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv:1", "sentence2"),
+        spoil=lambda g: _replace_line(_rte(g), 1, b"index\tsentence1\tsentenceX\tlabel"),
+        node_may_run=True,
+    ),
+    Case(
+        "empty_file",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv", "empty"),
+        spoil=lambda g: _rte(g).write_bytes(b""),
+        node_may_run=True,
+    ),
+    Case(
+        "missing_dev",
+        pipeline="data_processing",
+        expect=("RTE/dev.tsv", "missing"),
+        spoil=lambda g: _rte(g, "dev").unlink(),
+        node_may_run=True,
+    ),
+    Case(
+        "train_is_a_directory",
+        pipeline="data_processing",
+        expect=("RTE/train.tsv", "directory"),
+        spoil=lambda g: (_rte(g).unlink(), _rte(g).mkdir()),
+        node_may_run=True,
+    ),
 ]
 
 
@@ -286,7 +521,8 @@ def project(tmp_path_factory, tiny_teacher_dir):
     (root / "conf" / "local").mkdir()
     (root / "src").mkdir()
     local = {
-        "task": "rte", "max_train_samples": None,
+        "task": "rte",
+        "max_train_samples": None,
         "teacher": {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": TINY},
         "student": {"num_layers": 2, "training": TINY},
         "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
@@ -434,14 +670,25 @@ def test_real_kedro_run_subprocess(case, project, tmp_path):
     if case.spoil:
         case.spoil(glue)
     shutil.rmtree(project / "data", ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}", "HF_HUB_OFFLINE": "1",
-           "BERT_KD_ERROR_LOG": str(tmp_path / "errors.log"), "KEDRO_DISABLE_TELEMETRY": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}",
+        "HF_HUB_OFFLINE": "1",
+        "BERT_KD_ERROR_LOG": str(tmp_path / "errors.log"),
+        "KEDRO_DISABLE_TELEMETRY": "1",
+    }
     env.pop("BERT_KD_DEBUG", None)
     env.pop("GLUE_DIR", None)
     params = ",".join(p for p in (f"glue_dir={glue}", case.params) if p)
-    proc = subprocess.run([sys.executable, "-m", "kedro", "run", f"--pipelines={case.pipeline}", "--params", params],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kedro", "run", f"--pipelines={case.pipeline}", "--params", params],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     assert "bert-kd: " in proc.stderr

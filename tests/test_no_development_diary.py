@@ -30,20 +30,35 @@ def tracked_text_files() -> list[Path]:
 
 def diary_lines(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8", errors="replace")
-    return [f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}"
-            for number, line in enumerate(text.splitlines(), start=1) if DIARY.search(line)]
+    return [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}"
+        for number, line in enumerate(text.splitlines(), start=1)
+        if DIARY.search(line)
+    ]
 
 
 def test_the_pattern_finds_what_it_must_and_spares_kedro_sessions():
-    for phrase in ("until session " + "15", "Sessions " + "17–22", "since issue " + "19", "Issue " + "22: nodes",
-                   "fixed (#" + "12)"):
+    for phrase in (
+        "until session " + "15",
+        "Sessions " + "17–22",
+        "since issue " + "19",
+        "Issue " + "22: nodes",
+        "fixed (#" + "12)",
+    ):
         assert DIARY.search(phrase), phrase
-    for phrase in ("with KedroSession.create() as session:", "a Kedro session", "sessions run in parallel",
-                   "an issue with the cache", "optuna/optuna#6844"):
+    for phrase in (
+        "with KedroSession.create() as session:",
+        "a Kedro session",
+        "sessions run in parallel",
+        "an issue with the cache",
+        "optuna/optuna#6844",
+    ):
         assert not DIARY.search(phrase), phrase
 
 
 def test_no_tracked_text_file_narrates_development():
     found = [line for path in tracked_text_files() for line in diary_lines(path)]
-    assert not found, ("say what the thing is or why, or give a date, instead of a work period or an issue "
-                       "number:\n" + "\n".join(found))
+    assert not found, (
+        "say what the thing is or why, or give a date, instead of a work period or an issue "
+        "number:\n" + "\n".join(found)
+    )

@@ -16,8 +16,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def tiny_settings(glue_dir: Path, teacher_dir: Path) -> str:
-    return (f"TASK = 'rte'\nGLUE_DIR = {str(glue_dir)!r}\nTEACHER = {str(teacher_dir)!r}\n"
-            "TRAIN_ROWS = 32\nMAX_LENGTH = 32\nEPOCHS = 1\n")
+    return (
+        f"TASK = 'rte'\nGLUE_DIR = {str(glue_dir)!r}\nTEACHER = {str(teacher_dir)!r}\n"
+        "TRAIN_ROWS = 32\nMAX_LENGTH = 32\nEPOCHS = 1\n"
+    )
 
 
 def test_the_notebook_has_one_settings_cell_that_names_every_setting_it_uses():
@@ -35,11 +37,17 @@ def test_every_cell_of_the_notebook_runs_on_tiny_data(tmp_path, monkeypatch, tin
     # the kernel imports this checkout's package, whatever the venv's editable install points at
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError naming the cell that failed
-    outputs = {index: "".join(str(output.get("data", {}).get("text/plain", "")) for output in cell.get("outputs", []))
-               for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"}
+    outputs = {
+        index: "".join(str(output.get("data", {}).get("text/plain", "")) for output in cell.get("outputs", []))
+        for index, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code"
+    }
     fit_cell = next(index for index, cell in enumerate(notebook.cells) if "fit(objective" in cell.source)
     assert "accuracy" in outputs[fit_cell], "the fit cell shows the student's dev metrics"
-    assert not any(output.get("output_type") == "error" for cell in notebook.cells for output in cell.get("outputs", []))
+    assert not any(
+        output.get("output_type") == "error" for cell in notebook.cells for output in cell.get("outputs", [])
+    )

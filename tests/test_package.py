@@ -41,7 +41,9 @@ def bert_kd_imports() -> dict[str, set[str]]:
                     parts = package.split(".")
                     base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
                 if base.split(".")[0] == "bert_kd":
-                    imported.update(f"{base}.{a.name}" if f"{base}.{a.name}" in paths else known(base) for a in node.names)
+                    imported.update(
+                        f"{base}.{a.name}" if f"{base}.{a.name}" in paths else known(base) for a in node.names
+                    )
         graph[module] = imported - {module}
     return graph
 
@@ -91,15 +93,20 @@ def test_no_import_cycle_among_bert_kd_modules():
 
 def test_the_config_leaf_imports_no_other_bert_kd_room():
     graph = bert_kd_imports()
-    leaf = {module: sorted(m for m in imported if not m.startswith("bert_kd.config"))
-            for module, imported in graph.items() if module.startswith("bert_kd.config")}
+    leaf = {
+        module: sorted(m for m in imported if not m.startswith("bert_kd.config"))
+        for module, imported in graph.items()
+        if module.startswith("bert_kd.config")
+    }
     assert leaf == {module: [] for module in leaf}
 
 
 def test_the_core_loads_neither_kedro_nor_mlflow():
-    code = ("import sys, bert_kd.core.training, bert_kd.core.distill, bert_kd.core.models, bert_kd.core.data, "
-            "bert_kd.core.distill.methods, bert_kd.config.schema; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'kedro', 'mlflow'}))")
+    code = (
+        "import sys, bert_kd.core.training, bert_kd.core.distill, bert_kd.core.models, bert_kd.core.data, "
+        "bert_kd.core.distill.methods, bert_kd.config.schema; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'kedro', 'mlflow'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -112,18 +119,25 @@ def test_the_package_root_holds_entry_points_and_folders_only():
 
 
 def test_models_does_not_import_distill():
-    code = "import sys, bert_kd.core.models; print(sorted(m for m in sys.modules if m.startswith('bert_kd.core.distill')))"
+    code = (
+        "import sys, bert_kd.core.models; print(sorted(m for m in sys.modules if m.startswith('bert_kd.core.distill')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_catalog_and_jobs_do_not_import_pipelines_or_kedro_nodes():
-    code = ("import sys, bert_kd.kedro_project.datasets, bert_kd.experiment.jobs; "
-            "print(sorted(m for m in sys.modules if m.startswith('bert_kd.pipelines')), 'kedro' in sys.modules)")
+    code = (
+        "import sys, bert_kd.kedro_project.datasets, bert_kd.experiment.jobs; "
+        "print(sorted(m for m in sys.modules if m.startswith('bert_kd.pipelines')), 'kedro' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] True"  # catalog.py is a Kedro dataset module; it never loads node modules
     code = "import sys, bert_kd.experiment.jobs; print('kedro' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def kedro_modules_after_importing(module: str) -> list[str]:
@@ -135,8 +149,16 @@ def kedro_modules_after_importing(module: str) -> list[str]:
 def test_the_core_imports_no_kedro():
     """The distillation body, training, tracking, the store, run set-up and evaluation run without Kedro
     (notebooks, benchmarks, sweep workers); only ``pipelines/`` (and the sweep trial, below) need it."""
-    core = ["bert_kd.experiment.distill_job", "bert_kd.core.training", "bert_kd.tracking", "bert_kd.tracking.distill", "bert_kd.experiment.store",
-            "bert_kd.experiment.run_setup", "bert_kd.experiment.evaluation", "bert_kd.experiment.sweep"]
+    core = [
+        "bert_kd.experiment.distill_job",
+        "bert_kd.core.training",
+        "bert_kd.tracking",
+        "bert_kd.tracking.distill",
+        "bert_kd.experiment.store",
+        "bert_kd.experiment.run_setup",
+        "bert_kd.experiment.evaluation",
+        "bert_kd.experiment.sweep",
+    ]
     assert {module: kedro_modules_after_importing(module) for module in core} == {module: [] for module in core}
 
 
@@ -157,7 +179,7 @@ def documented_folders(markdown: str) -> set[str]:
         if marker is None:
             continue
         depth = line.index(marker) // 4
-        name = line[line.index(marker) + len(marker):].split()[0]
+        name = line[line.index(marker) + len(marker) :].split()[0]
         del stack[depth:]
         if name.endswith("/"):
             stack.append(name.rstrip("/"))
@@ -168,6 +190,9 @@ def documented_folders(markdown: str) -> set[str]:
 def test_the_architecture_page_lists_every_folder_of_the_package():
     page = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert documented_folders("## Layout\n```text\n├── a/  x\n│   └── b/  y\n└── c/  z\n```") == {"a", "a/b", "c"}
-    actual = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*")
-              if path.is_dir() and path.name != "__pycache__" and (path / "__init__.py").exists()}
+    actual = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*")
+        if path.is_dir() and path.name != "__pycache__" and (path / "__init__.py").exists()
+    }
     assert documented_folders(page) == actual

@@ -12,7 +12,10 @@ def test_ted_stage1_uses_the_bert_on_glue_settings_of_table_12():
     paper = yaml.safe_load((REPO_ROOT / "conf" / "paper" / "parameters.yml").read_text())
     training = paper["ted"]["filters"]["training"]
     assert (training["epochs"], training["batch_size"], training["learning_rate"], training["weight_decay"]) == (
-        3, 32, 3.0e-5, 0.0
+        3,
+        32,
+        3.0e-5,
+        0.0,
     )
     assert paper["ted"]["mapping"] == "distilbert"
 

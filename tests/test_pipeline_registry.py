@@ -39,7 +39,9 @@ def test_every_recipe_row_has_its_pipeline(project):
         assert f"distill_{row}" in pipelines, row
     compared = {n.name.split(".")[1] for n in pipelines["distill_baselines"].nodes if n.name.endswith(".distill")}
     assert compared == set(distill_rows)
-    figure3 = {n.name.split(".")[1] for n in pipelines["distill_baselines"].nodes if n.name.endswith(".alp_attention_figure")}
+    figure3 = {
+        n.name.split(".")[1] for n in pipelines["distill_baselines"].nodes if n.name.endswith(".alp_attention_figure")
+    }
     assert figure3 == {"alp", "alp_no", "alp_po"}  # the rows whose recipe runs ALP
 
 
@@ -61,7 +63,9 @@ def test_the_default_pipeline_is_the_main_job(project):
 
     pipelines = register_pipelines()
     assert pipelines["__default__"] is pipelines["distill_alp"]
-    assert set(pipelines["distill_baselines"].nodes) | set(pipelines["distill_ted"].nodes) <= set(pipelines["all"].nodes)
+    assert set(pipelines["distill_baselines"].nodes) | set(pipelines["distill_ted"].nodes) <= set(
+        pipelines["all"].nodes
+    )
     assert len(pipelines["__default__"].nodes) < len(pipelines["all"].nodes)
 
 
@@ -72,7 +76,9 @@ def node_functions(func):
 
     seen = [func]
     while True:
-        inner = getattr(seen[-1], "__wrapped__", None) or (seen[-1].func if isinstance(seen[-1], functools.partial) else None)
+        inner = getattr(seen[-1], "__wrapped__", None) or (
+            seen[-1].func if isinstance(seen[-1], functools.partial) else None
+        )
         if inner is None or inner in seen:
             return seen
         seen.append(inner)

@@ -30,8 +30,13 @@ def test_the_layout_tree_names_every_folder_of_the_package():
     named = {line.split()[0].rstrip("/") for line in block.splitlines() if line.strip()}
     packages = [path for path in PACKAGE.iterdir() if (path / "__init__.py").exists()]
     expected = {path.name for path in packages}
-    expected |= {child.name for path in packages if path.name != "pipelines"
-                 for child in path.iterdir() if (child / "__init__.py").exists()}
+    expected |= {
+        child.name
+        for path in packages
+        if path.name != "pipelines"
+        for child in path.iterdir()
+        if (child / "__init__.py").exists()
+    }
     assert expected <= named, f"add to README's layout, with its role: {sorted(expected - named)}"
 
 

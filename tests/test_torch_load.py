@@ -11,8 +11,13 @@ SCANNED = ("src", "tests", "scripts", "benchmarks")
 
 def _torch_load_calls(tree: ast.AST):
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "load"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch"
+        ):
             yield node
 
 

@@ -86,18 +86,22 @@ def comma_split_list(value: str) -> UserError | None:
         elif key is not None:
             pieces.append(item)
         else:
-            return UserError(f"--params item {item!r} is not key=value", "--params",
-                             "write each parameter as key=value, several separated by commas: "
-                             "--params 'task=rte,seed=1'")
+            return UserError(
+                f"--params item {item!r} is not key=value",
+                "--params",
+                "write each parameter as key=value, several separated by commas: --params 'task=rte,seed=1'",
+            )
     if key is None or len(pieces) < 2:
         return None
     given = ",".join(pieces)
     spaced = " ".join(piece.strip("[]() ") for piece in pieces)
     return UserError(
         f"--params {key}={given}: Kedro splits --params on commas, so this list arrived cut in pieces "
-        f"({', '.join(repr(p) for p in pieces[1:])} without a key)", f"--params {key}",
+        f"({', '.join(repr(p) for p in pieces[1:])} without a key)",
+        f"--params {key}",
         f"write a list space-separated, in quotes: --params '{key}={spaced}' (or set it in conf/, where YAML "
-        "lists work)")
+        "lists work)",
+    )
 
 
 def split_params(ctx: click.Context, param: click.Parameter, value):

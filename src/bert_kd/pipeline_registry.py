@@ -14,11 +14,20 @@ from kedro.config import OmegaConfigLoader
 from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines import data_processing, distill, evaluate_teacher, export_student, multi_teacher, ted, train_teacher
-from bert_kd.pipelines import evaluate, predict_glue, reproduce
-from bert_kd.pipelines.multi_teacher.pipeline import comparison as multi_teacher_comparison
-from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
+from bert_kd.pipelines import (
+    data_processing,
+    distill,
+    evaluate,
+    evaluate_teacher,
+    export_student,
+    multi_teacher,
+    predict_glue,
+    reproduce,
+    ted,
+    train_teacher,
+)
 from bert_kd.pipelines.distill.pipeline import row_pipeline, teacher_cache_pipeline
+from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 
 log = logging.getLogger(__name__)
@@ -64,7 +73,9 @@ def register_pipelines() -> dict[str, Pipeline]:
         pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
     pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
     for method in recipe_rows(parameters, "ted_methods"):
-        pipelines[f"distill_{method}"] = teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
+        pipelines[f"distill_{method}"] = (
+            teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
+        )
     pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
     ingest = data_processing.create_pipeline()
     count = configured_teacher_count(parameters)
@@ -72,6 +83,9 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["all"] = sum(pipelines.values(), Pipeline([]))
     pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
-    pipelines["reproduce"], pipelines["evaluate"] = reproduce.create_pipeline(), evaluate.create_pipeline()  # not in all
+    pipelines["reproduce"], pipelines["evaluate"] = (
+        reproduce.create_pipeline(),
+        evaluate.create_pipeline(),
+    )  # not in all
     pipelines["predict_glue"] = predict_glue.create_pipeline()  # not in all: needs a model
     return pipelines

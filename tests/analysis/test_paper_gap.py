@@ -54,7 +54,9 @@ def test_v2_verdicts(v2):
     model changes no verdict, and the seed component is ≈ 0 for every claim."""
     by = {(e.name, e.task): e for e in v2.tests}
     ted = by[("TED > LWD", "sst2")]
-    assert ted.verdict == paper_gap.HOLDS and 0.04 < ted.holm_p < 0.05 and ted.test.resamples == paper_gap.RETEST_RESAMPLES
+    assert (
+        ted.verdict == paper_gap.HOLDS and 0.04 < ted.holm_p < 0.05 and ted.test.resamples == paper_gap.RETEST_RESAMPLES
+    )
     assert [k for k, e in by.items() if e.verdict == paper_gap.HOLDS] == [("TED > LWD", "sst2")]
     assert all(e.model_verdict == e.verdict for e in v2.tests)
     assert all(e.components.seed < 1e-5 for e in v2.tests)  # σ²_seed ≤ 0.1 points²
@@ -70,17 +72,20 @@ def test_each_claim_says_what_it_tests():
     assert paper_gap.tests_what("two teachers > one (multi-teacher Table 2)", "mrpc").startswith("stand-in")
 
 
-@pytest.mark.parametrize("args, expected", [
-    ((0.01, 0.001, 0.0001, 0.01, 0.001, None), "holds"),
-    ((0.01, 0.008, 0.0003, 0.049, 0.002, None), "borderline: holds or not within Monte Carlo error"),
-    ((0.01, 0.02, 0.0004, 0.3, 0.004, None), paper_gap.NOMINAL),
-    ((0.01, 0.0499, 0.0007, 0.3, 0.004, None), "same direction; borderline p ≈ 0.05 before correction"),
-    ((0.01, 0.2, 0.001, 1.0, 0.0, None), "same direction, not significant"),
-    ((0.0, 1.0, 0.0, 1.0, 0.0, None), "no difference"),
-    ((-0.01, 0.99, 0.0, 1.0, 0.0, (0.01, 0.0003)), "reversed, significant"),
-    ((-0.01, 0.9, 0.0, 1.0, 0.0, (0.3, 0.001)), "reversed, not significant"),
-    ((-0.01, 0.99, 0.0, 1.0, 0.0, (0.05, 0.001)), "reversed, borderline"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ((0.01, 0.001, 0.0001, 0.01, 0.001, None), "holds"),
+        ((0.01, 0.008, 0.0003, 0.049, 0.002, None), "borderline: holds or not within Monte Carlo error"),
+        ((0.01, 0.02, 0.0004, 0.3, 0.004, None), paper_gap.NOMINAL),
+        ((0.01, 0.0499, 0.0007, 0.3, 0.004, None), "same direction; borderline p ≈ 0.05 before correction"),
+        ((0.01, 0.2, 0.001, 1.0, 0.0, None), "same direction, not significant"),
+        ((0.0, 1.0, 0.0, 1.0, 0.0, None), "no difference"),
+        ((-0.01, 0.99, 0.0, 1.0, 0.0, (0.01, 0.0003)), "reversed, significant"),
+        ((-0.01, 0.9, 0.0, 1.0, 0.0, (0.3, 0.001)), "reversed, not significant"),
+        ((-0.01, 0.99, 0.0, 1.0, 0.0, (0.05, 0.001)), "reversed, borderline"),
+    ],
+)
 def test_verdict_rules(args, expected):
     assert paper_gap.verdict(*args) == expected
 
@@ -107,8 +112,11 @@ def test_holm_runs_within_each_paper_and_the_reverse_claim_in_its_own_family():
         return {"dev_predictions": [int(p) for p in predictions], "dev_labels": labels}
 
     good = np.where(np.arange(600) < 300, 1, 0)  # always right
-    runs = {("ted", "sst2"): {s: trial(good) for s in (1, 2)}, ("kd", "sst2"): {s: trial(base) for s in (1, 2)},
-            ("lwd", "sst2"): {s: trial(1 - good) for s in (1, 2)}}
+    runs = {
+        ("ted", "sst2"): {s: trial(good) for s in (1, 2)},
+        ("kd", "sst2"): {s: trial(base) for s in (1, 2)},
+        ("lwd", "sst2"): {s: trial(1 - good) for s in (1, 2)},
+    }
     tests = {(e.name, e.task): e for e in paper_gap.claim_tests(runs, resamples=2000)}
     assert tests[("TED > KD", "sst2")].verdict == paper_gap.HOLDS
     assert tests[("TED > KD", "sst2")].holm_p == pytest.approx(3 / 2001)  # 3 TED claims tested on SST-2
@@ -134,9 +142,11 @@ def test_init_ablation_compares_the_alp_kd_rows_spread_and_agreement_with_nkd(tm
 
     v1 = {("nkd", "mrpc"): {1: result([1, 1, 0, 0])}, ("alp", "mrpc"): {1: result([1, 0, 0, 0])}}
     monkeypatch.setattr(paper_gap, "load_runs", lambda folder: (v1, {}))
-    v2 = {("nkd", "mrpc"): {1: result([1, 1, 0, 1]), 4: result([0, 0, 0, 0])},  # seed 4: not v1's, left out
-          ("alp", "mrpc"): {1: result([1, 1, 1, 1]), 4: result([1, 1, 0, 0])},
-          ("ckd", "mrpc"): {1: result([1, 1, 0, 1])}}
+    v2 = {
+        ("nkd", "mrpc"): {1: result([1, 1, 0, 1]), 4: result([0, 0, 0, 0])},  # seed 4: not v1's, left out
+        ("alp", "mrpc"): {1: result([1, 1, 1, 1]), 4: result([1, 1, 0, 0])},
+        ("ckd", "mrpc"): {1: result([1, 1, 0, 1])},
+    }
     figures = paper_gap.init_ablation(v2, tmp_path)
     mrpc = figures["mrpc"]
     assert mrpc["nkd"] == pytest.approx((100.0, 75.0))
@@ -163,10 +173,15 @@ def test_a_json_that_is_no_trial_of_the_table_is_refused_by_name(tmp_path):
 
 
 def test_gradient_shares_read_the_trials_own_records(tmp_path):
-    trials = {"a": {"task": "mrpc", "method": "rkd", "recipe": {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}},
-              "b": {"task": "mrpc", "method": "rkd", "recipe": {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}}}
+    trials = {
+        "a": {"task": "mrpc", "method": "rkd", "recipe": {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}},
+        "b": {"task": "mrpc", "method": "rkd", "recipe": {"method": "rkd", "temperature": 1.0, "weights": {"kd": 0.2}}},
+    }
     shares = {"a": {"ce": 0.25, "kd": 0.75}}
-    assert gradient_shares.share_table(trials, shares)[-1] == "| mrpc | rkd | 1 of 2 | ce (0.8): 25.0% (25.0–25.0); kd (0.2): 75.0% (75.0–75.0) |"
+    assert (
+        gradient_shares.share_table(trials, shares)[-1]
+        == "| mrpc | rkd | 1 of 2 | ce (0.8): 25.0% (25.0–25.0); kd (0.2): 75.0% (75.0–75.0) |"
+    )
     assert gradient_shares.share_table(trials, {})[-1] == "| mrpc | rkd | 0 of 2 | not measured |"
     assert gradient_shares.mean_shares(trials, shares) == {("mrpc", "rkd"): {"ce": 0.25, "kd": 0.75}}
     ax = gradient_shares.shares_figure(gradient_shares.mean_shares(trials, shares)).axes[0]

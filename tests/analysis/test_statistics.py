@@ -70,7 +70,7 @@ def test_variance_components_recover_known_components():
     rng = np.random.default_rng(11)
     n, m = 40, 3000
     seed, example, residual = 0.3, 1.0, 0.5
-    d = (rng.normal(0, seed, (n, 1)) + rng.normal(0, example, (1, m)) + rng.normal(0, residual, (n, m)))
+    d = rng.normal(0, seed, (n, 1)) + rng.normal(0, example, (1, m)) + rng.normal(0, residual, (n, m))
     fitted = st.variance_components(d, np.zeros_like(d))
     assert fitted.seed == pytest.approx(seed**2, rel=0.3)
     assert fitted.example == pytest.approx(example**2, rel=0.1)

@@ -23,14 +23,27 @@ def script():
 
 
 def run(task: str, model: str, seed: int, variant: str, accuracy: float) -> dict:
-    return dict(task=task, model=model, seed=str(seed), variant=variant, rows="3000", epochs="3.0",
-                accuracy=str(accuracy), seconds="10", padded_per_real="1.5")
+    return dict(
+        task=task,
+        model=model,
+        seed=str(seed),
+        variant=variant,
+        rows="3000",
+        epochs="3.0",
+        accuracy=str(accuracy),
+        seconds="10",
+        padded_per_real="1.5",
+    )
 
 
 def test_pooled_difference_pairs_by_cell_and_seed(script):
-    rows = [run("sst2", "teacher", 1, "random", 0.80), run("sst2", "teacher", 1, "grouped", 0.81),
-            run("mrpc", "teacher", 1, "random", 0.70), run("mrpc", "teacher", 1, "grouped", 0.68),
-            run("mrpc", "teacher", 2, "grouped", 0.99)]  # no random run of seed 2: not a pair
+    rows = [
+        run("sst2", "teacher", 1, "random", 0.80),
+        run("sst2", "teacher", 1, "grouped", 0.81),
+        run("mrpc", "teacher", 1, "random", 0.70),
+        run("mrpc", "teacher", 1, "grouped", 0.68),
+        run("mrpc", "teacher", 2, "grouped", 0.99),
+    ]  # no random run of seed 2: not a pair
     mean, low, high, n = script.pooled_difference(rows)
     assert n == 2
     assert mean == pytest.approx((1.0 - 2.0) / 2)
@@ -38,8 +51,11 @@ def test_pooled_difference_pairs_by_cell_and_seed(script):
 
 
 def test_summary_states_the_pooled_line_and_skips_it_without_pairs(script):
-    rows = [run("sst2", "student", seed, variant, 0.75 + 0.01 * seed + (0.005 if variant == "grouped" else 0))
-            for seed in (1, 2, 3) for variant in ("random", "grouped")]
+    rows = [
+        run("sst2", "student", seed, variant, 0.75 + 0.01 * seed + (0.005 if variant == "grouped" else 0))
+        for seed in (1, 2, 3)
+        for variant in ("random", "grouped")
+    ]
     table = script.paired_summary(rows)
     assert "| sst2 | student | 3000 × 3.0 | 3 |" in table
     assert "All 3 pairs pooled: mean +0.50 points, bootstrap 95% CI [+0.50, +0.50]" in table

@@ -49,13 +49,17 @@ def trial(task, method, epochs=None):
 
 def test_gpu_hours_from_fake_rates(gpu_check):
     pairs = gpu_check.PAIRS
-    rates = {("bert-base 12→4", "teacher_finetune"): 100.0, ("bert-base 12→4", "live_distill"): 200.0,
-             ("bert-base 12→4", "cached_distill"): 400.0}
+    rates = {
+        ("bert-base 12→4", "teacher_finetune"): 100.0,
+        ("bert-base 12→4", "live_distill"): 200.0,
+        ("bert-base 12→4", "cached_distill"): 400.0,
+    }
     settings = {"teacher": {"model": "bert-base-uncased"}, "student": {"num_layers": 4}}
     sizes = {"rte": 3600, "mrpc": 7200}
     trials = [trial("rte", "alp"), trial("rte", "nkd"), trial("mrpc", "pkd", epochs=1)]
-    estimate = gpu_check.estimate_table(trials, settings, rates, pairs, teacher_epochs=2, default_epochs=3,
-                                        train_sizes=sizes)
+    estimate = gpu_check.estimate_table(
+        trials, settings, rates, pairs, teacher_epochs=2, default_epochs=3, train_sizes=sizes
+    )
     # students: rte ALP 3600·3/200 s, rte NKD (cached rate) 3600·3/400 s, mrpc PKD 7200·1/200 s
     assert estimate["student_hours"] == pytest.approx((54 + 27 + 36) / 3600)
     # one teacher per task: (3600 + 7200)·2/100 s
@@ -65,17 +69,32 @@ def test_gpu_hours_from_fake_rates(gpu_check):
 
 def test_tables_pick_the_nearest_measured_pair(gpu_check):
     pairs = gpu_check.PAIRS
-    assert gpu_check.pair_for({"teacher": {"model": "minilm-l6"}, "student": {"num_layers": 2}}, pairs) == "minilm-l6 6→2"
-    assert gpu_check.pair_for({"teacher": {"model": "bert-base-uncased"}, "student": {"num_layers": 6}}, pairs) == "bert-base 12→6"
+    assert (
+        gpu_check.pair_for({"teacher": {"model": "minilm-l6"}, "student": {"num_layers": 2}}, pairs) == "minilm-l6 6→2"
+    )
+    assert (
+        gpu_check.pair_for({"teacher": {"model": "bert-base-uncased"}, "student": {"num_layers": 6}}, pairs)
+        == "bert-base 12→6"
+    )
     assert gpu_check.pair_for({"student": {"num_layers": 3}}, pairs) == "bert-base 12→4"
 
 
-@pytest.mark.parametrize("name, family", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100 80GB PCIe", "A100"), ("NVIDIA L40S", "L40S"),
-    ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"), ("NVIDIA H100 NVL", None), ("NVIDIA GeForce RTX 4090", None),
-    ("cpu", None),
-])
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100 80GB PCIe", "A100"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A10", "A10"),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA GeForce RTX 4090", None),
+        ("cpu", None),
+    ],
+)
 def test_device_names_map_to_their_dense_peaks(gpu_check, name, family):
     assert gpu_check.device_family(name) == family
     assert (gpu_check.peak_tflops(name, "bf16") is None) == (family is None)

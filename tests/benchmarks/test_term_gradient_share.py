@@ -42,7 +42,12 @@ def by_term(rows):
 
 def test_shares_sum_to_one_and_a_zero_weight_term_has_no_share(script, setup):
     teacher, student, batches = setup
-    recipe = {"method": "pkd", "mapping": [[3], []], "temperature": 5.0, "weights": {"ce": 0.3, "kd": 0.7, "layer": 0.0}}
+    recipe = {
+        "method": "pkd",
+        "mapping": [[3], []],
+        "temperature": 5.0,
+        "weights": {"ce": 0.3, "kd": 0.7, "layer": 0.0},
+    }
     rows = by_term(script.term_gradients([student], teacher.model, recipe, batches, seed=0))
     assert len(batches) == 2 and set(rows) == {"ce", "kd", "layer", "total"}
     assert math.isclose(sum(r.share for t, r in rows.items() if t != "total"), 1.0, rel_tol=1e-9)
@@ -51,17 +56,29 @@ def test_shares_sum_to_one_and_a_zero_weight_term_has_no_share(script, setup):
     assert rows["layer"].unweighted_norm > 0
     assert math.isclose(rows["layer"].parity_weight * rows["layer"].unweighted_norm, rows["kd"].norm, rel_tol=1e-9)
     assert rows["ce"].parity_weight is None and rows["kd"].parity_weight is None
-    assert -1.0 <= rows["ce"].cos_with_prediction <= 1.0 and math.isclose(rows["kd"].cos_with_prediction, 1.0, rel_tol=1e-5)
+    assert -1.0 <= rows["ce"].cos_with_prediction <= 1.0 and math.isclose(
+        rows["kd"].cos_with_prediction, 1.0, rel_tol=1e-5
+    )
 
 
 def test_a_weighted_layer_term_takes_a_share_proportional_to_its_weight(script, setup):
     teacher, student, batches = setup
-    recipe = {"method": "pkd", "mapping": [[3], []], "temperature": 5.0, "weights": {"ce": 0.3, "kd": 0.5, "layer": 0.2}}
+    recipe = {
+        "method": "pkd",
+        "mapping": [[3], []],
+        "temperature": 5.0,
+        "weights": {"ce": 0.3, "kd": 0.5, "layer": 0.2},
+    }
     small = by_term(script.term_gradients([student], teacher.model, recipe, batches, seed=0))
-    large = by_term(script.term_gradients([student], teacher.model, {**recipe, "weights": {"ce": 0.3, "kd": 0.5, "layer": 2.0}},
-                                          batches, seed=0))
+    large = by_term(
+        script.term_gradients(
+            [student], teacher.model, {**recipe, "weights": {"ce": 0.3, "kd": 0.5, "layer": 2.0}}, batches, seed=0
+        )
+    )
     assert 0 < small["layer"].share < large["layer"].share
-    assert math.isclose(large["layer"].norm, 10 * small["layer"].norm, rel_tol=1e-6)  # same dropout masks, same gradient
+    assert math.isclose(
+        large["layer"].norm, 10 * small["layer"].norm, rel_tol=1e-6
+    )  # same dropout masks, same gradient
     assert math.isclose(sum(r.share for t, r in large.items() if t != "total"), 1.0, rel_tol=1e-9)
 
 
@@ -77,10 +94,21 @@ def test_protocol_recipes_are_the_cpu_protocol_rows_with_explicit_weights(script
 
 def test_share_at_the_recipe_weight_is_the_measured_share(script, setup):
     teacher, student, batches = setup
-    recipe = {"method": "pkd", "mapping": [[3], []], "temperature": 5.0, "weights": {"ce": 0.3, "kd": 0.5, "layer": 0.2}}
+    recipe = {
+        "method": "pkd",
+        "mapping": [[3], []],
+        "temperature": 5.0,
+        "weights": {"ce": 0.3, "kd": 0.5, "layer": 0.2},
+    }
     rows = script.term_gradients([student], teacher.model, recipe, batches, seed=0)
     layer = by_term(rows)["layer"]
     assert [r.term for r in script.layer_terms(rows)] == ["layer"]
     assert math.isclose(script.share_at(rows, "layer", 0.2), layer.share, rel_tol=1e-9)
-    assert script.share_at(rows, "layer", 0.0) == 0.0 < script.share_at(rows, "layer", 2.0) < script.share_at(rows, "layer", 20.0) < 1.0
+    assert (
+        script.share_at(rows, "layer", 0.0)
+        == 0.0
+        < script.share_at(rows, "layer", 2.0)
+        < script.share_at(rows, "layer", 20.0)
+        < 1.0
+    )
     assert "share at 20" in script.what_if([("pkd", "init", rows)], [0.2, 20.0])

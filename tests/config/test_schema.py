@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, Literal, Union
 import json
+from typing import Annotated, Any, Literal, Union
 
 import pytest
 
@@ -54,8 +54,11 @@ def test_one_training_block_is_shared_through_interpolation(base):
     assert base["ted"]["filters"]["training"]["epochs"] == 1
     # written once, in the shared block; the sweep tables state their teachers in full on purpose (their
     # trials must not follow the main job's teacher), so parameters_reproduce.yml is not counted
-    text = "".join(p.read_text() for p in (REPO_ROOT / "conf" / "base").glob("parameters*.yml")
-                   if p.name != "parameters_reproduce.yml")
+    text = "".join(
+        p.read_text()
+        for p in (REPO_ROOT / "conf" / "base").glob("parameters*.yml")
+        if p.name != "parameters_reproduce.yml"
+    )
     assert text.count("max_grad_norm") == 1
 
 
@@ -66,7 +69,11 @@ def test_paper_states_only_differences_and_the_papers_set_ups():
     assert paper["ted_student"]["num_layers"] == 6 and paper["ted_student"]["layer_selection"] == "distilbert"
     stage_one = paper["ted"]["filters"]["training"]
     assert (stage_one["epochs"], stage_one["learning_rate"], stage_one["batch_size"], stage_one["weight_decay"]) == (
-        3, 3e-5, 32, 0.0)
+        3,
+        3e-5,
+        32,
+        0.0,
+    )
     assert [t["model"] for t in paper["multi_teachers"]] == ["bert-base-uncased", "roberta-base", "xlnet-base-cased"]
     assert paper["multi_student"]["num_layers"] == 3
     import yaml
@@ -79,14 +86,21 @@ def test_paper_states_only_differences_and_the_papers_set_ups():
 
 def test_alp_shorthand_expands_to_rounded_explicit_weights():
     assert explicit_weights({"method": "alp", "weights": {"kd": 0.5, "layer": 0.2}}) == {
-        "ce": 0.3, "kd": 0.5, "layer": 0.2}
+        "ce": 0.3,
+        "kd": 0.5,
+        "layer": 0.2,
+    }
     assert explicit_weights({"method": "rkd", "weights": {"kd": 0.7}})["ce"] == 0.3  # not 0.30000000000000004
 
 
 def test_multi_teacher_alpha_beta_expand_to_eq_12_13():
     weights = explicit_weights({"method": "multi_teacher", "alpha": 0.2, "beta": 0.7, "teachers": [0]})
     assert weights == {"ce": 0.3, "pred": 0.56, "hidden": 0.14, "attn": 0.7, "emb": 0.7}
-    assert explicit_weights({"method": "multi_pkd", "alpha": 0.1, "beta": 0.2}) == {"ce": 0.8, "pred": 0.18, "layer": 0.02}
+    assert explicit_weights({"method": "multi_pkd", "alpha": 0.1, "beta": 0.2}) == {
+        "ce": 0.8,
+        "pred": 0.18,
+        "layer": 0.02,
+    }
     override = explicit_weights({"method": "okd", "beta": 0.5, "weights": {"ce": 2.0}})
     assert override == {"ce": 2.0, "pred": 0.5}
 
@@ -156,14 +170,20 @@ def test_newer_keys_are_accepted(base):
     params = copy.deepcopy(base)
     params["runtime"].update(mixed_precision="auto", group_by_length=True)
     params["multi_teacher_configs"]["okd"]["scale_by_t2"] = True
-    params["reproduce"] = {"table": "cpu_protocol", "tasks": "mrpc sst2", "methods": ["nkd", "alp"], "seeds": "1 2",
-                           "grids": {"alp": {"eta": [0, 0.2]}}}
+    params["reproduce"] = {
+        "table": "cpu_protocol",
+        "tasks": "mrpc sst2",
+        "methods": ["nkd", "alp"],
+        "seeds": "1 2",
+        "grids": {"alp": {"eta": [0, 0.2]}},
+    }
     params["distill_methods"]["pkd"]["mapping"] = [[1], [3]]
     typed = validate_parameters(params)
     assert typed.multi_teacher_configs["okd"].scale_by_t2 is True
     assert typed.runtime.mixed_precision == "auto" and typed.reproduce.seeds == "1 2"
     assert problems_of({**params, "reproduce": {"tabel": "x"}}) == {
-        "reproduce.tabel": "unknown key; did you mean 'reproduce.table'?"}
+        "reproduce.tabel": "unknown key; did you mean 'reproduce.table'?"
+    }
 
 
 def test_recipe_options_are_the_methods_own(base):
@@ -171,7 +191,9 @@ def test_recipe_options_are_the_methods_own(base):
     params = copy.deepcopy(base)
     params["ted_methods"]["ted"].update(task="rte", allow_filter_mismatch=True)  # read by TED, once refused here
     validate_parameters(params)
-    params["multi_teacher_configs"]["multi_pkd"].update(projection=True, mapping="all")  # once passed, then failed to build
+    params["multi_teacher_configs"]["multi_pkd"].update(
+        projection=True, mapping="all"
+    )  # once passed, then failed to build
     params["multi_teacher_configs"]["multi_teacher"]["projection"] = False
     problems = problems_of(params)
     assert problems["multi_teacher_configs.multi_pkd.projection"].startswith("Input should be 'always' or 'auto'")
@@ -249,7 +271,9 @@ def test_schema_module_is_kedro_free():
     import subprocess
     import sys
 
-    code = "import sys, bert_kd.config.schema; print(json.dumps(sorted(m for m in sys.modules if m.startswith('kedro'))))"
+    code = (
+        "import sys, bert_kd.config.schema; print(json.dumps(sorted(m for m in sys.modules if m.startswith('kedro'))))"
+    )
     out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
 
@@ -260,7 +284,10 @@ def test_schema_module_is_kedro_free():
 def test_stage_errors_name_the_recipe_stage_key(base):
     params = copy.deepcopy(base)
     params["distill_methods"]["tinybert"]["stages"] = [{"epochs": 0, "weights": {"attn": 1}}, {"weights": {"pred": 1}}]
-    params["distill_methods"]["pkd"]["stages"] = [{"epochs": 1, "weights": {"layer": 1}}, {"weights": {"kd": 1, "attn": 1}}]
+    params["distill_methods"]["pkd"]["stages"] = [
+        {"epochs": 1, "weights": {"layer": 1}},
+        {"weights": {"kd": 1, "attn": 1}},
+    ]
     params["distill_methods"]["alp"]["stages"] = [{"epoch": 1, "weights": {"layer": 1}}, {"weights": {"kd": 1}}]
     problems = problems_of(params)
     assert "greater than or equal to 1" in problems["distill_methods.tinybert.stages[0].epochs"]
@@ -276,7 +303,9 @@ def test_conf_tinybert_is_two_stage_and_the_one_stage_row_stays(base):
     schedule = WeightSchedule.parse(typed["tinybert"].method_config()["stages"], TinyBERT.term_names)
     assert schedule.stage_lengths(5) == [3, 2] and schedule.stage_lengths(3) == [2, 1]  # CPU protocol; conf/base
     first, second = (stage.weights for stage in schedule.stages)
-    assert {k for k, v in first.items() if v} == {"emb", "hidden", "attn"} and {k for k, v in second.items() if v} == {"pred"}
+    assert {k for k, v in first.items() if v} == {"emb", "hidden", "attn"} and {k for k, v in second.items() if v} == {
+        "pred"
+    }
     assert typed["tinybert_one_stage"].stages is None
     assert explicit_weights(base["distill_methods"]["tinybert_one_stage"])["attn"] == 1.0
 
@@ -352,7 +381,10 @@ def test_max_seq_length_above_the_models_positions_fails_before_any_node(base, t
     params["multi_student"] = {**params["multi_student"], "model": str(short)}  # 64 positions
     with pytest.raises(ParameterError) as err:
         cross_check(validate_parameters(params), {"teacher", "multi_teachers", "multi_student"})
-    assert "100 exceeds the 64 positions of multi_student.model" in dict(err.value.problems)["multi_teachers[0].max_seq_length"]
+    assert (
+        "100 exceeds the 64 positions of multi_student.model"
+        in dict(err.value.problems)["multi_teachers[0].max_seq_length"]
+    )
 
 
 def test_max_positions_knows_robertas_padding_offset():

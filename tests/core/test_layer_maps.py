@@ -35,7 +35,14 @@ def test_named_strategies(strategy, n_t, n_s, expected):
 
 def test_strategies_tuple_lists_every_name():
     assert set(STRATEGIES) == {
-        "pkd_skip", "pkd_last", "bucket_first", "buckets_no", "buckets_po", "all", "one_to_many", "distilbert"
+        "pkd_skip",
+        "pkd_last",
+        "bucket_first",
+        "buckets_no",
+        "buckets_po",
+        "all",
+        "one_to_many",
+        "distilbert",
     }
     for name in STRATEGIES:
         m = layer_map(name, 12, 4)
@@ -84,7 +91,7 @@ def test_distilbert_every_layer_connected_increasing_in_range(n_t, n_s):
     flat = [e[0] for e in m]
     assert all(len(e) == 1 for e in m)
     assert flat == sorted(set(flat)), "strictly increasing"
-    assert 1 <= flat[0] and flat[-1] == n_t
+    assert flat[0] >= 1 and flat[-1] == n_t
 
 
 def test_explicit_mapping_is_validated_and_copied():
@@ -134,8 +141,9 @@ def test_more_students_than_teachers_rejected_for_named(strategy):
         layer_map(strategy, 4, 6)
 
 
-@pytest.mark.parametrize("strategy", ["pkd_skip", "pkd_last", "bucket_first", "buckets_no", "buckets_po", "all",
-                                      "teacher_layer:1"])
+@pytest.mark.parametrize(
+    "strategy", ["pkd_skip", "pkd_last", "bucket_first", "buckets_no", "buckets_po", "all", "teacher_layer:1"]
+)
 def test_single_layer_student_rejected_when_last_layer_unconnected(strategy):
     with pytest.raises(ValueError, match="n_student >= 2"):
         layer_map(strategy, 12, 1)
@@ -175,9 +183,14 @@ def test_pkd_single_teacher_layer_maps(n_t, layers):
     assert layer_map("teacher_layer:5", 12, 4) == [[5], [], [], []]
 
 
-@pytest.mark.parametrize("spec, match", [
-    ("teacher_layer:13", "outside 1..12"), ("teacher_layer:0", "outside 1..12"), ("teacher_layer:x", "not a teacher layer"),
-])
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("teacher_layer:13", "outside 1..12"),
+        ("teacher_layer:0", "outside 1..12"),
+        ("teacher_layer:x", "not a teacher layer"),
+    ],
+)
 def test_single_teacher_layer_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         layer_map(spec, 12, 2)
@@ -193,7 +206,11 @@ def test_connected_layers():
 def test_check_strategy_without_layer_counts():
     for ok in ("bucket_first", "PKD-Skip", "teacher_layer:12", [[1], []]):
         check_strategy(ok)
-    for bad, match in (("bucket_frist", "unknown layer-mapping strategy"), ("teacher_layer:-1", "not a teacher layer"),
-                       (["1"], "list of teacher-layer lists"), (3, "strategy name")):
+    for bad, match in (
+        ("bucket_frist", "unknown layer-mapping strategy"),
+        ("teacher_layer:-1", "not a teacher layer"),
+        (["1"], "list of teacher-layer lists"),
+        (3, "strategy name"),
+    ):
         with pytest.raises(ValueError, match=match):
             check_strategy(bad)

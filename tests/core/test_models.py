@@ -262,8 +262,9 @@ def test_pretrained_student_takes_the_checkpoints_layers_and_a_fresh_head(tiny_t
     for i in (0, 1):
         assert_same_layer(find_layer_stack(student)[2][i], find_layer_stack(checkpoint)[2][i])
     assert torch.equal(student.bert.pooler.dense.weight, checkpoint.bert.pooler.dense.weight)
-    assert not torch.equal(student.bert.encoder.layer[0].output.dense.weight,
-                           from_teacher.bert.encoder.layer[0].output.dense.weight)
+    assert not torch.equal(
+        student.bert.encoder.layer[0].output.dense.weight, from_teacher.bert.encoder.layer[0].output.dense.weight
+    )
     assert torch.count_nonzero(student.classifier.bias) == 0  # re-initialised, not the checkpoint's head
     again, _ = build_pretrained_student(str(tiny_teacher_dir), 2, "first", 2)
     assert torch.equal(again.classifier.weight, student.classifier.weight)  # seeded: same start every time

@@ -8,6 +8,7 @@ import torch
 
 from bert_kd.core.data.glue import load_glue_task
 from bert_kd.core.data.tokenize import tokenize_splits
+from bert_kd.core.models import load_classifier, load_tokenizer
 from bert_kd.core.onnx_export import (
     OnnxClassifier,
     export_and_verify,
@@ -17,7 +18,6 @@ from bert_kd.core.onnx_export import (
     verify,
 )
 from bert_kd.core.reports.markdown_tables import markdown_table
-from bert_kd.core.models import load_classifier, load_tokenizer
 from bert_kd.core.training import Collator
 
 
@@ -42,8 +42,11 @@ def test_export_and_verify_writes_onnx_files_that_predict_like_pytorch(tiny, tmp
     session = OnnxClassifier(paths["onnx_fp32"])
     assert session.input_names == model_input_names(model)
     # dynamic axes: another batch size and sequence length than the export example
-    batch = {"input_ids": torch.randint(5, 20, (3, 11)), "attention_mask": torch.ones(3, 11, dtype=torch.long),
-             "token_type_ids": torch.zeros(3, 11, dtype=torch.long)}
+    batch = {
+        "input_ids": torch.randint(5, 20, (3, 11)),
+        "attention_mask": torch.ones(3, 11, dtype=torch.long),
+        "token_type_ids": torch.zeros(3, 11, dtype=torch.long),
+    }
     np.testing.assert_allclose(session.logits(batch), torch_logits_fn(model)(batch), atol=1e-4)
 
 
@@ -62,8 +65,13 @@ def test_verify_rejects_a_metric_drop_naming_the_model():
 def test_latency_table_rows_and_markdown(tiny):
     model, dev, collator = tiny
     fn = torch_logits_fn(model)
-    rows = latency_table({"a": (fn, dev, collator), "b": (torch_logits_fn(model, torch.bfloat16), dev, collator)},
-                         batch_sizes=(1, 4), max_batches=2, repeats=1, scores={"a": 0.5})
+    rows = latency_table(
+        {"a": (fn, dev, collator), "b": (torch_logits_fn(model, torch.bfloat16), dev, collator)},
+        batch_sizes=(1, 4),
+        max_batches=2,
+        repeats=1,
+        scores={"a": 0.5},
+    )
     assert [(r["model"], r["batch_size"]) for r in rows] == [("a", 1), ("b", 1), ("a", 4), ("b", 4)]
     assert all(r["ms_per_batch"] > 0 and r["examples_per_s"] > 0 for r in rows)
     assert rows[0]["speedup_vs_first"] == 1.0 and rows[0]["dev_score"] == 0.5 and rows[1]["dev_score"] is None

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from bert_kd.experiment.distill_job import RunSettings, StudentStart, recipe_spec, task_of
 from bert_kd.config.schema import Student, set_values, typed
+from bert_kd.experiment.distill_job import RunSettings, StudentStart, recipe_spec, task_of
 
 
 def test_run_settings_from_the_run_settings_dataset_or_as_is():
-    values = {"task": "RTE", "seed": 3, "tracking": {"enabled": False}, "runtime": None,
-              "glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None,
-              "data_source": {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None}}
+    values = {
+        "task": "RTE",
+        "seed": 3,
+        "tracking": {"enabled": False},
+        "runtime": None,
+        "glue_dir": "g",
+        "max_train_samples": 8,
+        "max_eval_samples": None,
+        "data_source": {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None},
+    }
     settings = RunSettings.of(values)
     assert (settings.task, settings.seed, settings.runtime) == ("rte", 3, {})
     assert settings.data_source == {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None}
@@ -24,7 +31,11 @@ def test_run_settings_from_the_run_settings_dataset_or_as_is():
 def test_set_values_keeps_what_the_user_wrote():
     block = {"num_layers": 2, "model": None, "training": {"epochs": 1}}
     assert set_values(block) == block and set_values(block) is not block
-    assert set_values(typed(Student, block)) == {"num_layers": 2, "model": None, "training": {"epochs": 1.0}}  # no defaults
+    assert set_values(typed(Student, block)) == {
+        "num_layers": 2,
+        "model": None,
+        "training": {"epochs": 1.0},
+    }  # no defaults
 
 
 def test_a_plain_start_adds_nothing_to_the_recipe():
@@ -34,7 +45,13 @@ def test_a_plain_start_adds_nothing_to_the_recipe():
 
 
 def test_objects_handed_to_a_method_stay_out_of_the_key():
-    recipe = {"method": "ted", "task": "rte", "student_filters": "copy", "teacher_filters": object(), "mapping": [[1], [2]]}
+    recipe = {
+        "method": "ted",
+        "task": "rte",
+        "student_filters": "copy",
+        "teacher_filters": object(),
+        "mapping": [[1], [2]],
+    }
     assert recipe_spec(recipe) == {"method": "ted", "task": "rte", "student_filters": "copy", "mapping": [[1], [2]]}
 
 

@@ -8,7 +8,7 @@ from bert_kd.experiment import evaluation
 def test_model_size_is_read_from_the_store_entry_and_matches_a_fresh_save(tmp_path, tiny_teacher_dir):
     from transformers import AutoModelForSequenceClassification
 
-    from bert_kd.core.models import ModelBundle, write_bundle_files
+    from bert_kd.core.models import ModelBundle
 
     model = AutoModelForSequenceClassification.from_pretrained(tiny_teacher_dir)
     unsaved = ModelBundle(model, tokenizer=None, info={})

@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bert_kd.core.files import write_atomically, write_file_atomically
 from bert_kd.experiment import jobs
 from bert_kd.experiment.jobs import Job, content_key, run_job
-from bert_kd.core.files import write_atomically, write_file_atomically
 from tests.conftest import REPO_ROOT
 
 BASE_SPEC = {
@@ -73,8 +73,14 @@ def test_key_depends_on_kind_and_schema_version(monkeypatch):
 
 def test_volatile_training_settings_do_not_reach_the_key():
     settings = {"epochs": 1, "learning_rate": 5e-5, "seed": 3}
-    noisy = {**settings, "progress_bar": False, "checkpoint_dir": "/elsewhere", "checkpoint_every_steps": 5,
-             "keep_checkpoint": True, "log_every_steps": 1}
+    noisy = {
+        **settings,
+        "progress_bar": False,
+        "checkpoint_dir": "/elsewhere",
+        "checkpoint_every_steps": 5,
+        "keep_checkpoint": True,
+        "log_every_steps": 1,
+    }
     assert jobs.training_spec(noisy) == settings
 
 
@@ -84,11 +90,13 @@ def test_grouped_batches_changed_their_training_key_and_random_batches_kept_thei
     random = {"epochs": 1, "learning_rate": 5e-5, "seed": 3, "group_by_length": False}
     grouped = {**random, "group_by_length": True}
     assert jobs.training_spec(random) == random
-    assert content_key("student", {**BASE_SPEC, "training": jobs.training_spec(random)}) == \
-        content_key("student", {**BASE_SPEC, "training": random})  # as training_spec kept it before
+    assert content_key("student", {**BASE_SPEC, "training": jobs.training_spec(random)}) == content_key(
+        "student", {**BASE_SPEC, "training": random}
+    )  # as training_spec kept it before
     assert jobs.training_spec(grouped) == {**grouped, "grouped_sampler": 2}
-    assert content_key("student", {**BASE_SPEC, "training": jobs.training_spec(grouped)}) != \
-        content_key("student", {**BASE_SPEC, "training": grouped})  # the key grouped runs had before
+    assert content_key("student", {**BASE_SPEC, "training": jobs.training_spec(grouped)}) != content_key(
+        "student", {**BASE_SPEC, "training": grouped}
+    )  # the key grouped runs had before
 
 
 def test_unknown_kind_and_non_json_values_are_refused():
@@ -191,7 +199,9 @@ def _run_text_job(job, calls, value="trained", **kwargs):
         calls.append(checkpoint_dir)
         return value
 
-    return run_job(job, train, lambda v, d: (d / "value.txt").write_text(v), lambda d: (d / "value.txt").read_text(), **kwargs)
+    return run_job(
+        job, train, lambda v, d: (d / "value.txt").write_text(v), lambda d: (d / "value.txt").read_text(), **kwargs
+    )
 
 
 def test_run_job_trains_once_then_reuses_and_records_provenance(tmp_path):
@@ -282,15 +292,18 @@ def test_an_entry_of_another_kind_is_not_reused(tmp_path, caplog):
     _recomputed_once(teacher, calls, caplog, "says kind 'student'")
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (lambda m: {**m, "files": {}}, "lists no files"),
-    (lambda m: {**m, "files": list(m["files"])}, "lists no files ('files' is list"),
-    (lambda m: {k: v for k, v in m.items() if k != "files"}, "has no 'files'"),
-    (lambda m: [m], "not an object"),
-    (lambda m: {**m, "files": {"../elsewhere.txt": {"size": 1, "sha256": "0" * 64}}}, "outside"),
-    (lambda m: {**m, "files": {"value.txt": "abc"}}, "has no size and sha256"),
-    (lambda m: {k: v for k, v in m.items() if k not in ("kind", "key")}, "written before identity checks"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda m: {**m, "files": {}}, "lists no files"),
+        (lambda m: {**m, "files": list(m["files"])}, "lists no files ('files' is list"),
+        (lambda m: {k: v for k, v in m.items() if k != "files"}, "has no 'files'"),
+        (lambda m: [m], "not an object"),
+        (lambda m: {**m, "files": {"../elsewhere.txt": {"size": 1, "sha256": "0" * 64}}}, "outside"),
+        (lambda m: {**m, "files": {"value.txt": "abc"}}, "has no size and sha256"),
+        (lambda m: {k: v for k, v in m.items() if k not in ("kind", "key")}, "written before identity checks"),
+    ],
+)
 def test_a_malformed_manifest_is_damage_not_a_crash(tmp_path, caplog, damage, reason):
     calls = []
     job = _text_job(tmp_path)
@@ -300,12 +313,15 @@ def test_a_malformed_manifest_is_damage_not_a_crash(tmp_path, caplog, damage, re
     _recomputed_once(job, calls, caplog, reason)
 
 
-@pytest.mark.parametrize("extra, reason", [
-    (lambda d: (d / "notes.txt").write_text("stray"), "notes.txt is not listed"),
-    (lambda d: (d / "hosts").symlink_to("/etc/hosts"), "hosts is a symbolic link"),
-    (lambda d: (d / "value.link").symlink_to(d / "value.txt"), "value.link is a symbolic link"),
-    (lambda d: ((d / "sub").mkdir(), (d / "sub" / "x.bin").write_bytes(b"x")), "x.bin is not listed"),
-])
+@pytest.mark.parametrize(
+    "extra, reason",
+    [
+        (lambda d: (d / "notes.txt").write_text("stray"), "notes.txt is not listed"),
+        (lambda d: (d / "hosts").symlink_to("/etc/hosts"), "hosts is a symbolic link"),
+        (lambda d: (d / "value.link").symlink_to(d / "value.txt"), "value.link is a symbolic link"),
+        (lambda d: ((d / "sub").mkdir(), (d / "sub" / "x.bin").write_bytes(b"x")), "x.bin is not listed"),
+    ],
+)
 def test_an_unlisted_file_or_link_in_an_entry_is_damage(tmp_path, caplog, extra, reason):
     """Every file of a stored result is checked: one the manifest does not list (a stray file, a
     link to a system file) makes the entry damaged, never part of what is reused."""
@@ -354,7 +370,10 @@ def test_write_atomically_gives_every_file_the_umask_mode(tmp_path):
         finally:
             os.umask(previous)
         assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in target.iterdir()} == {
-            "weights.bin": mode, "config.json": mode, jobs.MANIFEST: mode}
+            "weights.bin": mode,
+            "config.json": mode,
+            jobs.MANIFEST: mode,
+        }
 
 
 def test_a_manifest_that_is_not_json_is_damage(tmp_path, caplog):
@@ -432,7 +451,9 @@ def test_a_second_process_waits_for_the_lock_then_reuses(tmp_path):
         return "v"
 
     def run(train):
-        results.append(run_job(job, train, lambda v, d: (d / "value.txt").write_text(v), lambda d: (d / "value.txt").read_text()))
+        results.append(
+            run_job(job, train, lambda v, d: (d / "value.txt").write_text(v), lambda d: (d / "value.txt").read_text())
+        )
 
     first = threading.Thread(target=run, args=(slow_train,))
     first.start()
@@ -476,8 +497,9 @@ def worker(tmp_path_factory, tiny_teacher_dir, tiny_glue_dir):
         if fault:
             env[jobs.FAULT_ENV] = fault
         workdir.mkdir(exist_ok=True)
-        return subprocess.run([sys.executable, str(script), str(workdir)], env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [sys.executable, str(script), str(workdir)], env=env, capture_output=True, text=True, timeout=300
+        )
 
     return run
 

@@ -40,8 +40,8 @@ def tracking_store(tmp_path):
 
 def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
     """A student job of the store whose ``train_fn`` loads the tiny model (a run's worth of logging)."""
-    from bert_kd.experiment import jobs
     from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
+    from bert_kd.experiment import jobs
 
     job = jobs.Job("student", {"task": "rte", "row": name}, tmp_path / "store")
 
@@ -49,8 +49,11 @@ def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
         run.log_params({"method": name, "recipe": f"{name} recipe"})
         run.log_metrics({"train/loss": 0.5}, step=1)
         model = load_classifier(str(tiny_teacher_dir), 2)
-        return ModelBundle(model, load_tokenizer(str(tiny_teacher_dir)),
-                           {"role": "student", "method": name, "task": "rte", "mlflow_run_id": run.run_id})
+        return ModelBundle(
+            model,
+            load_tokenizer(str(tiny_teacher_dir)),
+            {"role": "student", "method": name, "task": "rte", "mlflow_run_id": run.run_id},
+        )
 
     return job, train
 
@@ -59,11 +62,18 @@ def run_job(tmp_path, tiny_teacher_dir, name, tracking=None):
     from bert_kd.experiment.store import run_model_job
 
     job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name)
-    return run_model_job(job, train, tracking or {}, run_name=f"distill_{name}:rte",
-                         run_tags={"role": "student", "method": name, "task": "rte"})
+    return run_model_job(
+        job,
+        train,
+        tracking or {},
+        run_name=f"distill_{name}:rte",
+        run_tags={"role": "student", "method": name, "task": "rte"},
+    )
 
 
-def test_a_jobs_run_ends_when_its_job_ends_and_an_evaluation_does_not_reopen_it(tracking_store, tmp_path, tiny_teacher_dir):
+def test_a_jobs_run_ends_when_its_job_ends_and_an_evaluation_does_not_reopen_it(
+    tracking_store, tmp_path, tiny_teacher_dir
+):
     import mlflow
 
     from bert_kd.experiment.store import TRAINING_SECONDS
@@ -72,12 +82,28 @@ def test_a_jobs_run_ends_when_its_job_ends_and_an_evaluation_does_not_reopen_it(
     with mlflow.start_run(run_name="distill_baselines:rte [kedro run]") as parent:
         first = run_job(tmp_path, tiny_teacher_dir, "alp")
         second = run_job(tmp_path, tiny_teacher_dir, "pkd")
-        log_evaluation({"task": "rte", "metrics": {"validation": {"accuracy": 0.5}}, "score": 0.5, "parameters": 1,
-                        "encoder_parameters": 1, "size_on_disk_bytes": 1, "throughput_examples_per_s": 1.0,
-                        "evaluation_seconds": 0.25}, first.info["mlflow_run_id"], {})
+        log_evaluation(
+            {
+                "task": "rte",
+                "metrics": {"validation": {"accuracy": 0.5}},
+                "score": 0.5,
+                "parameters": 1,
+                "encoder_parameters": 1,
+                "size_on_disk_bytes": 1,
+                "throughput_examples_per_s": 1.0,
+                "evaluation_seconds": 0.25,
+            },
+            first.info["mlflow_run_id"],
+            {},
+        )
     a, b = (tracking_store.get_run(bundle.info["mlflow_run_id"]) for bundle in (first, second))
     assert a.info.status == b.info.status == "FINISHED"
-    assert a.info.end_time <= b.info.start_time < b.info.end_time <= tracking_store.get_run(parent.info.run_id).info.end_time
+    assert (
+        a.info.end_time
+        <= b.info.start_time
+        < b.info.end_time
+        <= tracking_store.get_run(parent.info.run_id).info.end_time
+    )
     assert a.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert a.data.metrics[TRAINING_SECONDS] > 0 and a.data.metrics["time/evaluation_seconds"] == 0.25
     assert a.data.metrics["time/training_seconds"] * 1000 <= a.info.end_time - a.info.start_time
@@ -85,7 +111,9 @@ def test_a_jobs_run_ends_when_its_job_ends_and_an_evaluation_does_not_reopen_it(
     assert (model.name, model.source_run_id) == ("alp-rte-student", a.info.run_id)
 
 
-def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it(tracking_store, tmp_path, tiny_teacher_dir):
+def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it(
+    tracking_store, tmp_path, tiny_teacher_dir
+):
     from bert_kd.tracking.jobs import TRAINED_IN_ID_TAG, TRAINED_IN_TAG
 
     trained = run_job(tmp_path, tiny_teacher_dir, "alp")
@@ -95,8 +123,9 @@ def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it
     assert reused.info["reused"] and reused.info["trained_in_run_id"] == before.run_id != run.info.run_id
     assert run.info.run_name == "distill_alp:rte (reused)" and run.info.status == "FINISHED"
     assert run.data.tags[TRAINED_IN_ID_TAG] == before.run_id
-    assert run.data.tags[TRAINED_IN_TAG].endswith(f"#/experiments/{before.experiment_id}/runs/{before.run_id}"
-                                                  "?workflowType=machine_learning")
+    assert run.data.tags[TRAINED_IN_TAG].endswith(
+        f"#/experiments/{before.experiment_id}/runs/{before.run_id}?workflowType=machine_learning"
+    )
     assert run.data.params["recipe"] == "alp recipe"  # the comparison view's columns, copied
     assert f"]({run.data.tags[TRAINED_IN_TAG]})" in run.data.tags["mlflow.note.content"]  # a link in its Overview
     after = tracking_store.get_run(before.run_id).info
@@ -111,8 +140,9 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
     import mlflow
 
     trained = run_job(tmp_path, tiny_teacher_dir, "alp", tracking={"log_models": False})
-    mlflow.initialize_logged_model(name="alp-rte-student", source_run_id=trained.info["mlflow_run_id"],
-                                   tags={"store_key": trained.info["key"]})  # what the killed logging left
+    mlflow.initialize_logged_model(
+        name="alp-rte-student", source_run_id=trained.info["mlflow_run_id"], tags={"store_key": trained.info["key"]}
+    )  # what the killed logging left
     reused = run_job(tmp_path, tiny_teacher_dir, "alp")
     model = tracking_store.get_logged_model(reused.info["mlflow_model_id"])
     assert str(model.status) == "READY" and model.source_run_id == reused.info["mlflow_run_id"]

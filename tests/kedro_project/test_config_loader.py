@@ -25,13 +25,23 @@ def test_the_project_uses_the_loader():
 
 
 def test_split_puts_keys_inside_interpolated_blocks_last():
-    config = OmegaConf.create({"training": {"lr": 5}, "student": {"layers": 2, "training": "${training}"},
-                               "teacher": {"training": {"lr": 1}}})
-    runtime = {"student": {"layers": 3, "training": {"epochs": 1}}, "training": {"bs": 16},
-               "teacher": {"training": {"lr": 2}}, "new": {"key": 1}}
+    config = OmegaConf.create(
+        {"training": {"lr": 5}, "student": {"layers": 2, "training": "${training}"}, "teacher": {"training": {"lr": 1}}}
+    )
+    runtime = {
+        "student": {"layers": 3, "training": {"epochs": 1}},
+        "training": {"bs": 16},
+        "teacher": {"training": {"lr": 2}},
+        "new": {"key": 1},
+    }
     plain, through = split_runtime_params(config, runtime)
     assert through == {"student": {"training": {"epochs": 1}}}
-    assert plain == {"student": {"layers": 3}, "training": {"bs": 16}, "teacher": {"training": {"lr": 2}}, "new": {"key": 1}}
+    assert plain == {
+        "student": {"layers": 3},
+        "training": {"bs": 16},
+        "teacher": {"training": {"lr": 2}},
+        "new": {"key": 1},
+    }
 
 
 @pytest.mark.parametrize("block", ["student", "teacher"])
@@ -57,7 +67,9 @@ def test_an_interpolation_of_an_overridden_block_sees_the_override(tmp_path):
     (base / "parameters.yml").write_text(
         "training: {lr: 5, bs: 32}\n"
         "teacher: {msl: 128, training: '${merge:${training},{lr: 1}}'}\n"
-        "other_teacher: {training: '${teacher.training}'}\n", encoding="utf-8")
+        "other_teacher: {training: '${teacher.training}'}\n",
+        encoding="utf-8",
+    )
     got = parameters({"teacher": {"msl": 32, "training": {"lr": 9}}, "training": {"bs": 4}}, conf=tmp_path / "conf")
     assert got["teacher"] == {"msl": 32, "training": {"lr": 9, "bs": 4}}
     assert got["other_teacher"]["training"] == {"lr": 9, "bs": 4}
@@ -100,8 +112,12 @@ def test_a_shared_training_key_on_the_command_line_changes_every_job():
 
 def test_the_rule_holds_in_an_environment_that_pins_a_job_key():
     """conf/paper pins ``student.training.epochs: 4``; the command line still wins over it."""
-    loader = ProjectConfigLoader(str(REPO_ROOT / "conf"), env="paper", runtime_params={"training": {"epochs": 1}},
-                                 **{**settings.CONFIG_LOADER_ARGS})
+    loader = ProjectConfigLoader(
+        str(REPO_ROOT / "conf"),
+        env="paper",
+        runtime_params={"training": {"epochs": 1}},
+        **{**settings.CONFIG_LOADER_ARGS},
+    )
     assert loader["parameters"]["student"]["training"]["epochs"] == 1
     paper = ProjectConfigLoader(str(REPO_ROOT / "conf"), env="paper", **settings.CONFIG_LOADER_ARGS)["parameters"]
     assert paper["student"]["training"]["epochs"] == 4
@@ -123,8 +139,9 @@ def test_a_missing_interpolation_key_names_its_file_and_line(tmp_path):
     base = tmp_path / "conf" / "base"
     base.mkdir(parents=True)
     (tmp_path / "conf" / "local").mkdir()
-    (base / "parameters.yml").write_text("training: {lr: 5}\nteacher:\n  training: '${merge:${trainin},{lr: 1}}'\n",
-                                         encoding="utf-8")
+    (base / "parameters.yml").write_text(
+        "training: {lr: 5}\nteacher:\n  training: '${merge:${trainin},{lr: 1}}'\n", encoding="utf-8"
+    )
     with pytest.raises(UserError) as caught:
         parameters({}, conf=tmp_path / "conf")
     error = caught.value

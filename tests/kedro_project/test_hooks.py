@@ -68,7 +68,9 @@ def test_hook_hands_multi_teacher_recipes_as_written():
     params = load_parameters("local")
     written = dict(params["multi_teacher_configs"]["multi_teacher"])
     catalog = FakeCatalog(params)
-    pipeline = FakePipeline({"params:multi_teachers", "params:multi_student", "params:multi_teacher_configs.multi_teacher"})
+    pipeline = FakePipeline(
+        {"params:multi_teachers", "params:multi_student", "params:multi_teacher_configs.multi_teacher"}
+    )
     ValidateParametersHook().before_pipeline_run({}, pipeline, catalog)
     assert catalog.load("params:multi_teacher_configs.multi_teacher") == written
 
@@ -85,18 +87,37 @@ def test_hook_hands_nodes_the_validated_models_and_keeps_dicts_in_the_catalog(ti
     params["teacher"] = {"model": str(tiny_teacher_dir), "training": {"epochs": 1}}  # no max_seq_length
     catalog = FakeCatalog(params)
     raw_teacher = catalog.load("params:teacher")
-    inputs = {"params:teacher", "params:teacher.training", "params:student", "params:tracking", "params:runtime",
-              "params:multi_teachers", "params:distill_methods.rkd", "params:task", "teacher_model"}
+    inputs = {
+        "params:teacher",
+        "params:teacher.training",
+        "params:student",
+        "params:tracking",
+        "params:runtime",
+        "params:multi_teachers",
+        "params:distill_methods.rkd",
+        "params:task",
+        "teacher_model",
+    }
     hook = ValidateParametersHook()
     hook.before_pipeline_run({}, FakePipeline(inputs), catalog)
-    handed = hook.before_node_run(FakeNode(sorted(inputs)), {name: catalog.load(name) for name in inputs - {"teacher_model"}})
-    assert isinstance(handed["params:teacher"], Teacher) and handed["params:teacher"].max_seq_length == 128  # schema default
+    handed = hook.before_node_run(
+        FakeNode(sorted(inputs)), {name: catalog.load(name) for name in inputs - {"teacher_model"}}
+    )
+    assert (
+        isinstance(handed["params:teacher"], Teacher) and handed["params:teacher"].max_seq_length == 128
+    )  # schema default
     assert isinstance(handed["params:teacher.training"], Training) and handed["params:teacher.training"].epochs == 1
     assert isinstance(handed["params:student"], Student)
     assert isinstance(handed["params:tracking"], Tracking) and isinstance(handed["params:runtime"], Runtime)
     assert all(isinstance(entry, MultiTeacher) for entry in handed["params:multi_teachers"])
-    assert set(handed) == {"params:teacher", "params:teacher.training", "params:student", "params:tracking",
-                           "params:runtime", "params:multi_teachers"}  # recipes, scalars and datasets as loaded
+    assert set(handed) == {
+        "params:teacher",
+        "params:teacher.training",
+        "params:student",
+        "params:tracking",
+        "params:runtime",
+        "params:multi_teachers",
+    }  # recipes, scalars and datasets as loaded
     assert catalog.load("params:distill_methods.rkd")["weights"] == {"ce": 0.3, "kd": 0.7}  # a dict, weights explicit
     assert catalog.load("params:teacher") == raw_teacher  # what kedro-mlflow and the other hooks read
     handed["params:teacher"].max_seq_length = 8  # a node changing its model does not change the next node's
@@ -109,7 +130,12 @@ def test_an_entry_the_configuration_leaves_out_gets_the_schemas_default(tiny_tea
     params = load_parameters("local")
     params["teacher"] = {"model": str(tiny_teacher_dir)}
     catalog = FakeCatalog(params)
-    inputs = {"params:teacher.max_seq_length", "params:teacher.retrain", "params:teacher.model", "params:teacher.training"}
+    inputs = {
+        "params:teacher.max_seq_length",
+        "params:teacher.retrain",
+        "params:teacher.model",
+        "params:teacher.training",
+    }
     hook = ValidateParametersHook()
     hook.before_pipeline_run({}, FakePipeline(inputs), catalog)
     assert catalog.load("params:teacher.max_seq_length") == 128 and catalog.load("params:teacher.retrain") is False
@@ -124,15 +150,19 @@ def test_hook_refuses_before_any_node(tiny_teacher_dir):
     params["teacher"]["model"] = str(tiny_teacher_dir)
     params["student"]["num_layers"] = 99
     with pytest.raises(ParameterError, match="student.num_layers"):
-        ValidateParametersHook().before_pipeline_run({}, FakePipeline({"params:teacher", "params:student"}),
-                                                     FakeCatalog(params))
+        ValidateParametersHook().before_pipeline_run(
+            {}, FakePipeline({"params:teacher", "params:student"}), FakeCatalog(params)
+        )
 
 
-@pytest.mark.parametrize("cli, env, expected", [
-    ({"glue_dir": "/from/params"}, "/from/env", "/from/params"),  # --params > environment
-    ({}, "/from/env", "/from/env"),  # environment > conf
-    ({}, "", "/from/conf"),  # conf when nothing else says
-])
+@pytest.mark.parametrize(
+    "cli, env, expected",
+    [
+        ({"glue_dir": "/from/params"}, "/from/env", "/from/params"),  # --params > environment
+        ({}, "/from/env", "/from/env"),  # environment > conf
+        ({}, "", "/from/conf"),  # conf when nothing else says
+    ],
+)
 def test_glue_dir_precedence_params_then_environment_then_conf(monkeypatch, caplog, cli, env, expected):
     from bert_kd.kedro_project.hooks import apply_glue_dir_precedence
 
@@ -163,13 +193,31 @@ def test_the_closing_summary_names_the_table_its_file_the_run_and_the_registrati
     from bert_kd.kedro_project.hooks import closing_summary
 
     text = closing_summary(
-        "distill_baselines", {"distill_baselines": ("| method | accuracy |\n|---|---|\n| alp | 0.8 |\n",
-                                                    "data/08_reporting/distill_baselines.md")}, [],
-        {"distill_baselines": {"registered": True, "uri": "models:/bert_kd-rte-student/3", "name": "bert_kd-rte-student",
-                               "version": "3", "method": "alp", "alias": "champion"}},
-        "http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning")
+        "distill_baselines",
+        {
+            "distill_baselines": (
+                "| method | accuracy |\n|---|---|\n| alp | 0.8 |\n",
+                "data/08_reporting/distill_baselines.md",
+            )
+        },
+        [],
+        {
+            "distill_baselines": {
+                "registered": True,
+                "uri": "models:/bert_kd-rte-student/3",
+                "name": "bert_kd-rte-student",
+                "version": "3",
+                "method": "alp",
+                "alias": "champion",
+            }
+        },
+        "http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning",
+    )
     assert text.splitlines() == [
-        "── distill_baselines finished ──", "| method | accuracy |", "|---|---|", "| alp | 0.8 |",
+        "── distill_baselines finished ──",
+        "| method | accuracy |",
+        "|---|---|",
+        "| alp | 0.8 |",
         "table: data/08_reporting/distill_baselines.md",
         "MLflow run: http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning",
         "registered: alp as models:/bert_kd-rte-student/3 = models:/bert_kd-rte-student@champion",
@@ -179,13 +227,31 @@ def test_the_closing_summary_names_the_table_its_file_the_run_and_the_registrati
 def test_without_a_table_the_summary_gives_each_jobs_metric_and_why_nothing_was_registered():
     from bert_kd.kedro_project.hooks import closing_summary
 
-    evaluations = [{"task": "rte", "primary_metric": "accuracy", "score": 0.61234, "score_examples": 24,
-                    "info": {"role": "teacher", "reused": True}},
-                   {"task": "rte", "primary_metric": "accuracy", "score": 0.5, "score_examples": 24,
-                    "info": {"role": "student", "method": "alp"}}]
-    text = closing_summary("distill_alp", {}, evaluations, {"x": {"registered": False, "reason": "every student ties"}}, None)
-    assert text.splitlines() == ["── distill_alp finished ──", "teacher (reused): dev accuracy = 0.6123 (rte, 24 rows)",
-                                 "alp: dev accuracy = 0.5000 (rte, 24 rows)", "not registered (x): every student ties"]
+    evaluations = [
+        {
+            "task": "rte",
+            "primary_metric": "accuracy",
+            "score": 0.61234,
+            "score_examples": 24,
+            "info": {"role": "teacher", "reused": True},
+        },
+        {
+            "task": "rte",
+            "primary_metric": "accuracy",
+            "score": 0.5,
+            "score_examples": 24,
+            "info": {"role": "student", "method": "alp"},
+        },
+    ]
+    text = closing_summary(
+        "distill_alp", {}, evaluations, {"x": {"registered": False, "reason": "every student ties"}}, None
+    )
+    assert text.splitlines() == [
+        "── distill_alp finished ──",
+        "teacher (reused): dev accuracy = 0.6123 (rte, 24 rows)",
+        "alp: dev accuracy = 0.5000 (rte, 24 rows)",
+        "not registered (x): every student ties",
+    ]
 
 
 def test_the_summary_hook_collects_node_outputs_and_prints_after_every_other_hook(capsys):
@@ -197,22 +263,27 @@ def test_the_summary_hook_collects_node_outputs_and_prints_after_every_other_hoo
 
     hook = ClosingSummaryHook()
     hook.before_pipeline_run({}, None, Catalog())
-    hook.after_node_run(None, {"t_table_md": "| a |", "t_registered_model": {"registered": False, "reason": "off"}},
-                        Catalog())
+    hook.after_node_run(
+        None, {"t_table_md": "| a |", "t_registered_model": {"registered": False, "reason": "off"}}, Catalog()
+    )
     wrapper = hook.after_pipeline_run({"pipeline_names": ["distill_baselines"]}, None, Catalog())
     next(wrapper)  # the other hooks' after_pipeline_run run here
     assert capsys.readouterr().out == ""
     with pytest.raises(StopIteration):
         next(wrapper)
     out = capsys.readouterr().out.strip().splitlines()
-    assert out == ["── distill_baselines finished ──", "| a |", "table: data/08_reporting/t_table_md.md",
-                   "not registered (t): off"]
+    assert out == [
+        "── distill_baselines finished ──",
+        "| a |",
+        "table: data/08_reporting/t_table_md.md",
+        "not registered (t): off",
+    ]
 
 
 def test_rows_that_connect_the_same_layers_are_handed_one_recipe(tiny_teacher_dir):
     """A 2-layer student: ALP's all / NO / PO maps and CKD's NO / PO maps connect the same layers."""
-    from bert_kd.kedro_project.hooks import collapse_duplicate_rows, teacher_layer_count
     from bert_kd.experiment.parameters import validate_parameters
+    from bert_kd.kedro_project.hooks import collapse_duplicate_rows, teacher_layer_count
 
     params = load_parameters("local")
     params["teacher"]["model"] = str(tiny_teacher_dir)
@@ -229,7 +300,10 @@ def test_rows_that_connect_the_same_layers_are_handed_one_recipe(tiny_teacher_di
     assert catalog.load("params:distill_methods.pkd")["mapping"] == "bucket_first"  # another map: its own job
     fresh = FakeCatalog(params)
     assert collapse_duplicate_rows(params, validate_parameters(params), pipeline.inputs(), fresh) == {
-        "ckd_po": "ckd", "alp_no": "alp", "alp_po": "alp"}
+        "ckd_po": "ckd",
+        "alp_no": "alp",
+        "alp_po": "alp",
+    }
     # a student as deep as the teacher: ALP-NO's buckets are not ALP's all-layer map, each row stays its own job
     params["student"]["num_layers"] = teacher_layer_count(str(tiny_teacher_dir))
     deep = FakeCatalog(params)

@@ -25,7 +25,9 @@ def test_known_warnings_are_ignored_but_others_still_raise():
 
 
 def _catalog_record(message: str, level: int = logging.INFO) -> logging.LogRecord:
-    return logging.LogRecord("kedro.io.data_catalog", level, __file__, 1, message, ("alp_kd.alp.student", "MemoryDataset"), None)
+    return logging.LogRecord(
+        "kedro.io.data_catalog", level, __file__, 1, message, ("alp_kd.alp.student", "MemoryDataset"), None
+    )
 
 
 def test_kedros_per_dataset_lines_are_quiet_unless_asked_for(monkeypatch):

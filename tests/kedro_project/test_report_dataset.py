@@ -17,7 +17,9 @@ def test_latest_at_fixed_path_and_every_save_kept(tmp_path, monkeypatch):
     md.save("| method |\n")
     first_run = reporting.run_stamp()
     assert sorted(p.name for p in (tmp_path / "history" / first_run).iterdir()) == [
-        "distill_baselines.csv", "distill_baselines.md"]  # .md and .csv alike, one folder per run
+        "distill_baselines.csv",
+        "distill_baselines.md",
+    ]  # .md and .csv alike, one folder per run
 
     monkeypatch.setattr(reporting, "_RUN_STAMP", "2099-01-01T00.00.00.000Z")  # a later kedro run
     csv.save(pd.DataFrame({"method": ["pkd"], "accuracy": [0.55]}))

@@ -73,7 +73,9 @@ def test_a_new_module_is_discovered_and_its_options_are_the_schema(toy_method):
     params = {"task": "rte", "distill_methods": {"toy": TOY_ROW}}
     assert validate_parameters(params).distill_methods["toy"].scale == 3.0
     with pytest.raises(ParameterError) as err:
-        validate_parameters({"task": "rte", "distill_methods": {"toy": {**TOY_ROW, "scael": 2.0, "weights": {"kd": -1}}}})
+        validate_parameters(
+            {"task": "rte", "distill_methods": {"toy": {**TOY_ROW, "scael": 2.0, "weights": {"kd": -1}}}}
+        )
     problems = dict(err.value.problems)
     assert problems["distill_methods.toy.scael"] == "unknown key; did you mean 'distill_methods.toy.scale'?"
     assert "greater than or equal to 0" in problems["distill_methods.toy.weights.kd"]
@@ -82,15 +84,22 @@ def test_a_new_module_is_discovered_and_its_options_are_the_schema(toy_method):
 def test_a_sweep_table_accepts_the_new_method(toy_method):
     from bert_kd.experiment.sweep.spec import build_sweep
 
-    table = {"tasks": ["rte"], "seeds": [1], "grid": {"method.scale": [1.0, 2.0]},
-             "methods": {"toy": {"recipe": "distill_methods.toy", "label": "Toy", "set": {"temperature": 4.0}}}}
+    table = {
+        "tasks": ["rte"],
+        "seeds": [1],
+        "grid": {"method.scale": [1.0, 2.0]},
+        "methods": {"toy": {"recipe": "distill_methods.toy", "label": "Toy", "set": {"temperature": 4.0}}},
+    }
     recipes = {"distill_methods": {"toy": TOY_ROW}}
     sweep = build_sweep({"table": "t", "tables": {"t": table}}, recipes)
     assert sorted(t.recipe["scale"] for t in sweep.trials()) == [1.0, 2.0]
     assert {t.recipe["temperature"] for t in sweep.trials()} == {4.0}
     table["methods"]["toy"]["set"] = {"scael": 4.0}
-    with pytest.raises(ValueError, match=r"reproduce.tables.t.methods.toy.set.scael: unknown key; did you mean "
-                                         r"'reproduce.tables.t.methods.toy.set.scale'"):
+    with pytest.raises(
+        ValueError,
+        match=r"reproduce.tables.t.methods.toy.set.scael: unknown key; did you mean "
+        r"'reproduce.tables.t.methods.toy.set.scale'",
+    ):
         build_sweep({"table": "t", "tables": {"t": table}}, recipes)
 
 

@@ -6,29 +6,39 @@ import inspect
 
 import pytest
 
-from bert_kd.pipelines import common
 from bert_kd.config.schema import Runtime, Tracking
+from bert_kd.pipelines import common
 
 
 def _train(tokenized, task, teacher, seed, tracking, runtime, data_source=None, row=None):
     return tokenized, task, teacher, seed, tracking, runtime, data_source, row
 
 
-SETTINGS = common.build_run_settings("rte", 7, {"enabled": False}, {"progress_bar": False},
-                                     common.gather_data_source("glue", 100, None))
+SETTINGS = common.build_run_settings(
+    "rte", 7, {"enabled": False}, {"progress_bar": False}, common.gather_data_source("glue", 100, None)
+)
 
 
 def test_run_settings_node_reads_its_arguments_by_name():
     node_fn = common.reads_run_settings(_train, row="alp_no")
     assert list(inspect.signature(node_fn).parameters) == ["tokenized", "teacher", "run_settings"]
     assert node_fn("rows", {"model": "m"}, SETTINGS) == (
-        "rows", "rte", {"model": "m"}, 7, Tracking(enabled=False), Runtime(progress_bar=False),
-        {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}, "alp_no")
+        "rows",
+        "rte",
+        {"model": "m"},
+        7,
+        Tracking(enabled=False),
+        Runtime(progress_bar=False),
+        {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None},
+        "alp_no",
+    )
     assert node_fn.__wrapped__ is _train and node_fn.__name__ == "_train"  # kedro-viz shows _train's code
 
 
 def test_settings_node_is_a_kedro_node_with_one_settings_input():
-    node = common.settings_node(_train, ["tokenized", "params:teacher"], "model", name="train", tags=common.tags_for("alp_kd", "alp", "student"))
+    node = common.settings_node(
+        _train, ["tokenized", "params:teacher"], "model", name="train", tags=common.tags_for("alp_kd", "alp", "student")
+    )
     assert node.inputs == ["tokenized", "params:teacher", "run_settings"]
     assert node.tags == {"paper_alp_kd", "method_alp", "role_student"}
 
@@ -45,8 +55,15 @@ def test_the_run_settings_nodes_group_the_data_source_and_take_at_most_six_argum
     pipeline = common.run_settings_node()
     assert [n.name for n in pipeline.nodes] == ["gather_data_source", "build_run_settings"]
     assert all(len(inspect.signature(n.func).parameters) <= 6 for n in pipeline.nodes)
-    values = {"task": "rte", "seed": 7, "tracking": {"enabled": False}, "runtime": {"progress_bar": False},
-              "glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}
+    values = {
+        "task": "rte",
+        "seed": 7,
+        "tracking": {"enabled": False},
+        "runtime": {"progress_bar": False},
+        "glue_dir": "glue",
+        "max_train_samples": 100,
+        "max_eval_samples": None,
+    }
     catalog = DataCatalog({f"params:{k}": MemoryDataset(v) for k, v in values.items()})
     catalog["run_settings"] = MemoryDataset(copy_mode="assign")
     SequentialRunner().run(pipeline, catalog)

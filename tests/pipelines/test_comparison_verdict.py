@@ -11,10 +11,18 @@ from bert_kd.pipelines.multi_teacher.nodes import compare_multi_teacher
 
 
 def evaluation(method: str | None, accuracy: float, majority: float = 0.5, n: int = 400, **info) -> dict:
-    return {"task": "rte", "primary_metric": "accuracy", "score": accuracy,
-            "metrics": {"validation": {"accuracy": accuracy}}, "majority_class": {"validation": {"accuracy": majority}},
-            "examples": {"validation": n}, "score_examples": n, "parameters": 4e6, "throughput_examples_per_s": 100.0,
-            "info": {"method": method, **info}}
+    return {
+        "task": "rte",
+        "primary_metric": "accuracy",
+        "score": accuracy,
+        "metrics": {"validation": {"accuracy": accuracy}},
+        "majority_class": {"validation": {"accuracy": majority}},
+        "examples": {"validation": n},
+        "score_examples": n,
+        "parameters": 4e6,
+        "throughput_examples_per_s": 100.0,
+        "info": {"method": method, **info},
+    }
 
 
 def test_a_majority_class_only_run_is_reported_as_such(caplog):
@@ -50,8 +58,12 @@ def test_a_teacher_at_the_majority_class_is_named_as_the_cause(caplog):
 
 def test_rows_that_are_one_job_say_so_and_do_not_tie_with_themselves():
     teacher = evaluation(None, 0.8)
-    frame, markdown, _ = compare_methods(teacher, evaluation("alp", 0.78, key="k1"), evaluation("alp_no", 0.78, key="k1"),
-                                         evaluation("nkd", 0.70, key="k2"))
+    frame, markdown, _ = compare_methods(
+        teacher,
+        evaluation("alp", 0.78, key="k1"),
+        evaluation("alp_no", 0.78, key="k1"),
+        evaluation("nkd", 0.70, key="k2"),
+    )
     assert list(frame["same job as"].iloc[2:].fillna("")) == ["", "alp", ""]
     assert markdown.startswith("| method |")  # alp is a clear winner over nkd: alp_no is not a runner-up
     assert "| alp_no | rte | 0.780 | 97.5 | 4.00 | 100 | alp |" in markdown  # rounded, fixed decimals
@@ -59,11 +71,12 @@ def test_rows_that_are_one_job_say_so_and_do_not_tie_with_themselves():
 
 def test_the_multi_teacher_tables_carry_the_floor_and_the_warning():
     teachers = [{**evaluation(None, 0.7), "name": "a"}, {**evaluation(None, 0.6), "name": "b"}]
-    students = [evaluation("okd", 0.5, configuration="okd", teachers=["a", "b"]),
-                evaluation("multi_teacher", 0.51, configuration="mt", teachers=["a", "b"])]
+    students = [
+        evaluation("okd", 0.5, configuration="okd", teachers=["a", "b"]),
+        evaluation("multi_teacher", 0.51, configuration="mt", teachers=["a", "b"]),
+    ]
     table, markdown, _ = compare_multi_teacher(teachers, *students)
     assert list(table["method"]) == ["teacher", "teacher", "majority class", "okd", "multi_teacher"]
     assert table.loc[2, "% of best teacher"] == pytest.approx(71.4)
     assert markdown.startswith("**No best student**")
     assert "| majority class |" in markdown.split("## Table 3")[1]  # the floor in both tables
-

@@ -22,9 +22,15 @@ from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
 def _params(glue_dir, model_dir, learning_rate: float) -> dict:
     return {
-        "task": "rte", "glue_dir": str(glue_dir), "max_train_samples": None,
-        "teacher": {"model": str(model_dir), "max_seq_length": 32, "retrain": False,
-                    "training": {**TINY_TRAINING, "learning_rate": learning_rate}},
+        "task": "rte",
+        "glue_dir": str(glue_dir),
+        "max_train_samples": None,
+        "teacher": {
+            "model": str(model_dir),
+            "max_seq_length": 32,
+            "retrain": False,
+            "training": {**TINY_TRAINING, "learning_rate": learning_rate},
+        },
         "tracking": {"enabled": True, "log_models": False},
         "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
     }
@@ -46,11 +52,24 @@ def _run_together(project, uri, envs, timestamp):
     pin = project.parent / "pin_timestamp"
     pin.mkdir(exist_ok=True)
     (pin / "sitecustomize.py").write_text(PIN_TIMESTAMP)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pin), str(REPO_ROOT / "src")]), "MLFLOW_TRACKING_URI": uri,
-           "OMP_NUM_THREADS": "1", "PINNED_KEDRO_TIMESTAMP": timestamp}
-    procs = [subprocess.Popen([sys.executable, "-m", "kedro", "run", "--pipeline", "train_teacher", "--env", name],
-                              cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for name in envs]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(pin), str(REPO_ROOT / "src")]),
+        "MLFLOW_TRACKING_URI": uri,
+        "OMP_NUM_THREADS": "1",
+        "PINNED_KEDRO_TIMESTAMP": timestamp,
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kedro", "run", "--pipeline", "train_teacher", "--env", name],
+            cwd=project,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name in envs
+    ]
     for proc in procs:
         output, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, output[-4000:]
@@ -72,7 +91,9 @@ def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_d
     (project / "conf" / "local").mkdir()
     for name, lr in (("run_a", 1e-4), ("run_b", 3e-4), ("run_c", 2e-4)):
         (project / "conf" / name).mkdir()
-        (project / "conf" / name / "parameters.yml").write_text(json.dumps(_params(tiny_glue_dir, tiny_teacher_dir, lr)))
+        (project / "conf" / name / "parameters.yml").write_text(
+            json.dumps(_params(tiny_glue_dir, tiny_teacher_dir, lr))
+        )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("bert_kd")  # create the database once, before two processes race for it
@@ -87,7 +108,10 @@ def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_d
         run = runs.loc[report["info"]["mlflow_run_id"]]
         assert run["params.key"] == report["info"]["key"]  # the run that trained this very model
         assert run["metrics.final/score"] == pytest.approx(report["score"])
-    assert {runs.loc[r["info"]["mlflow_run_id"], "params.training.learning_rate"] for r in first} == {"0.0001", "0.0003"}
+    assert {runs.loc[r["info"]["mlflow_run_id"], "params.training.learning_rate"] for r in first} == {
+        "0.0001",
+        "0.0003",
+    }
 
     _run_together(project, uri, ["run_c", "run_c"], "2026-01-01T00.00.01.000Z")  # identical parameters
     second = _reports(project)[2:]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from bert_kd.config.schema import MultiTeacher, Teacher
 from bert_kd.core.data.glue import load_glue_task
 from bert_kd.pipelines.data_processing import nodes
-from bert_kd.config.schema import MultiTeacher, Teacher
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import yaml
 from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
 
 
-
 def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     _, root, uri = run_pipeline("distill_alp")
     tiny_train_rows = len(pd.read_csv(tiny_glue_dir / "RTE" / "train.tsv", sep="\t"))
@@ -66,8 +65,10 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
 
 def test_distill_baselines_writes_table_one(run_pipeline):
     # 2 student epochs: the two-stage TinyBERT row needs one epoch per stage (1 + 1 at fraction 0.6)
-    outputs, root, uri = run_pipeline("distill_baselines",
-                                student={"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2, "aux_learning_rate": 1e-3}})
+    outputs, root, uri = run_pipeline(
+        "distill_baselines",
+        student={"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2, "aux_learning_rate": 1e-3}},
+    )
     table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
     rows = list(yaml.safe_load((root / "conf/base/parameters_distill.yml").read_text())["distill_methods"])
     assert rows[:10] == ["nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert"]
@@ -81,7 +82,11 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     # a 2-layer student: CKD-PO is CKD's job and ALP-NO / ALP-PO are ALP's (the same layers, the same weights):
     # trained once, each shown as the row it repeats
     same_job = dict(zip(table["method"], table["same job as"]))
-    assert {row: same_job[row] for row in ("ckd_po", "alp_no", "alp_po")} == {"ckd_po": "ckd", "alp_no": "alp", "alp_po": "alp"}
+    assert {row: same_job[row] for row in ("ckd_po", "alp_no", "alp_po")} == {
+        "ckd_po": "ckd",
+        "alp_no": "alp",
+        "alp_po": "alp",
+    }
     assert pd.isna(same_job["alp"]) and pd.isna(same_job["pkd"])
     assert set(rows) - {"ckd_po", "alp_no", "alp_po"} <= methods
     alp = table[table["method"].isin(["alp", "alp_no", "alp_po"])]
@@ -93,7 +98,9 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     # the kedro run's parent: named after pipeline and task, the comparison as description + metrics
     parent = runs[runs["tags.mlflow.runName"] == "distill_baselines:rte [kedro run]"].iloc[0]
     assert "| method |" in parent["tags.mlflow.note.content"]
-    assert parent["metrics.compare/alp/accuracy"] == pytest.approx(table.loc[table["method"] == "alp", "accuracy"].iloc[0])
+    assert parent["metrics.compare/alp/accuracy"] == pytest.approx(
+        table.loc[table["method"] == "alp", "accuracy"].iloc[0]
+    )
     assert parent["metrics.teacher/accuracy"] == pytest.approx(table.loc[0, "accuracy"])
     assert parent["tags.teacher_run_id"]
     # tiny students: either a best student, or the note says why there is none (bert_kd.core.reports.verdict)
@@ -138,7 +145,10 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     assert set(zip(figure4["student_layer"], figure4["teacher_layer"])) == {(1, 1)}
     assert figure4.groupby("model").size().to_dict() == {"ALP": 24, "PKD": 24, "teacher": 24}
     students = figure4[figure4["model"] != "teacher"]
-    assert students["cosine_distance"].between(0, 2).all() and figure4.loc[figure4["model"] == "teacher", "cosine_distance"].isna().all()
+    assert (
+        students["cosine_distance"].between(0, 2).all()
+        and figure4.loc[figure4["model"] == "teacher", "cosine_distance"].isna().all()
+    )
     assert (root / "data/08_reporting/alp_kd_figure4.png").stat().st_size > 1000
 
 
@@ -173,7 +183,9 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
     with torch.no_grad():
         for p in fine_tuned.parameters():
             p.add_(0.5)
-    teacher = ModelBundle(fine_tuned, load_tokenizer(str(tiny_teacher_dir)), {"task": "rte", "base_model": str(tiny_teacher_dir)})
+    teacher = ModelBundle(
+        fine_tuned, load_tokenizer(str(tiny_teacher_dir)), {"task": "rte", "base_model": str(tiny_teacher_dir)}
+    )
     checkpoint = load_classifier(str(tiny_teacher_dir), 2)
     block = {"num_layers": 2, "layer_selection": "first"}
     pretrained = build_student_model(teacher, {**block, "init": "pretrained"}, "rte")
@@ -186,4 +198,6 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
     assert student_start_spec(copied, {**block, "init": "teacher"}) == student_start_spec(copied, block)
     assert student_start_spec(pretrained, {**block, "init": "pretrained"})["init"] == "pretrained"
     with pytest.raises(ValueError, match="base_model"):
-        build_student_model(ModelBundle(fine_tuned, teacher.tokenizer, {"task": "rte"}), {**block, "init": "pretrained"}, "rte")
+        build_student_model(
+            ModelBundle(fine_tuned, teacher.tokenizer, {"task": "rte"}), {**block, "init": "pretrained"}, "rte"
+        )

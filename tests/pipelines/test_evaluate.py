@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from bert_kd.config.errors import DamagedModelError, ModelNotFoundError
-from bert_kd.experiment.jobs import Job, content_key
 from bert_kd.core.files import write_atomically
+from bert_kd.experiment.jobs import Job, content_key
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
 
 
@@ -16,8 +16,11 @@ from bert_kd.pipelines.evaluate.nodes import resolve_model_source
 def stored_teacher(tmp_path, tiny_teacher_dir):
     """The tiny teacher as a store entry ``<store>/teacher/<key>`` with its manifest."""
     job = Job("teacher", {"seed": 7}, tmp_path / "store")
-    write_atomically(job.store_dir, lambda d: shutil.copytree(tiny_teacher_dir, d, dirs_exist_ok=True),
-                     {"kind": "teacher", "key": job.key, "schema_version": 2, "spec": {"seed": 7}})
+    write_atomically(
+        job.store_dir,
+        lambda d: shutil.copytree(tiny_teacher_dir, d, dirs_exist_ok=True),
+        {"kind": "teacher", "key": job.key, "schema_version": 2, "spec": {"seed": 7}},
+    )
     return job.store_dir
 
 
@@ -45,10 +48,11 @@ def test_a_folder_without_a_model_is_a_user_error(tmp_path):
         resolve_model_source(str(tmp_path))
 
 
-def test_the_hooks_evaluate_model_and_its_dict_give_the_same_evaluation(tmp_path, monkeypatch, tiny_teacher_dir,
-                                                                         tiny_glue_dir):
-    from bert_kd.pipelines.evaluate.nodes import evaluate_model_source
+def test_the_hooks_evaluate_model_and_its_dict_give_the_same_evaluation(
+    tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir
+):
     from bert_kd.config.schema import Evaluate, Tracking
+    from bert_kd.pipelines.evaluate.nodes import evaluate_model_source
 
     monkeypatch.chdir(tmp_path)
     settings = {"model": str(tiny_teacher_dir), "max_seq_length": 32}
@@ -91,8 +95,9 @@ def test_a_model_for_another_task_is_refused_unless_allowed(tmp_path, monkeypatc
         evaluate_model_source(settings, "rte", str(tiny_glue_dir), 4, 0, {"enabled": False})
     block = caught.value.block()
     assert "trained for mrpc" in block and "task=rte" in block and "evaluate.allow_task_mismatch=true" in block
-    allowed = evaluate_model_source({**settings, "allow_task_mismatch": True}, "rte", str(tiny_glue_dir), 4, 0,
-                                    {"enabled": False})
+    allowed = evaluate_model_source(
+        {**settings, "allow_task_mismatch": True}, "rte", str(tiny_glue_dir), 4, 0, {"enabled": False}
+    )
     assert allowed["task"] == "rte" and allowed["model_task"] == "mrpc"
 
 
@@ -105,15 +110,27 @@ def test_evaluate_max_seq_length_beyond_the_models_positions_is_refused_before_a
         with pytest.raises(ParameterError) as caught:
             cross_check(params, {block})
         assert f"{block}.max_seq_length" in caught.value.block() and "exceeds the 128 positions" in caught.value.block()
-        cross_check(validate_parameters({"task": "rte", block: {"model": str(tiny_teacher_dir), "max_seq_length": 128}}), {block})
+        cross_check(
+            validate_parameters({"task": "rte", block: {"model": str(tiny_teacher_dir), "max_seq_length": 128}}),
+            {block},
+        )
 
 
-@pytest.mark.parametrize("spoil, words", [
-    (lambda d: next(d.glob("*.safetensors")).rename(d / "pytorch_model.bin"), "no safetensors weights"),
-    (lambda d: (d / "tokenizer.json").unlink(), "no tokenizer"),
-    (lambda d: (d / "config.json").write_text((d / "config.json").read_text().replace(
-        '{', '{"auto_map": {"AutoModelForSequenceClassification": "modeling.Evil"}, ', 1)), "custom code"),
-])
+@pytest.mark.parametrize(
+    "spoil, words",
+    [
+        (lambda d: next(d.glob("*.safetensors")).rename(d / "pytorch_model.bin"), "no safetensors weights"),
+        (lambda d: (d / "tokenizer.json").unlink(), "no tokenizer"),
+        (
+            lambda d: (d / "config.json").write_text(
+                (d / "config.json")
+                .read_text()
+                .replace("{", '{"auto_map": {"AutoModelForSequenceClassification": "modeling.Evil"}, ', 1)
+            ),
+            "custom code",
+        ),
+    ],
+)
 def test_a_folder_without_the_projects_model_files_is_refused_before_loading(tmp_path, tiny_teacher_dir, spoil, words):
     model = tmp_path / "model"
     shutil.copytree(tiny_teacher_dir, model)

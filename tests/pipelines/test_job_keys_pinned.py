@@ -15,7 +15,11 @@ from bert_kd.experiment.jobs import SCHEMA_VERSIONS
 from tests.conftest import WORDS
 from tests.pipelines.conftest import TINY_TRAINING
 
-TED_STUDENT = {"num_layers": 2, "layer_selection": "distilbert", "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
+TED_STUDENT = {
+    "num_layers": 2,
+    "layer_selection": "distilbert",
+    "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3},
+}
 MULTI_STUDENT = {"num_layers": 2, "init_from_teacher": 0, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
 
 PINNED = {
@@ -29,8 +33,10 @@ PINNED = {
         "student": ["06024c0ce6fe00d12ae0668a01bdd5f27125b5ba397433df03c191ad8405113f"],
     },
     "distill_multi_teacher": {
-        "teacher": ["64035e20e03d4cd8d4db205d698d250d2fa4402a5605f51328aa97d35aadcc44",
-                    "702594029fe8b0c2f429f108c02d13a9db13a629f9ee4a26847d563c0a9c04f6"],
+        "teacher": [
+            "64035e20e03d4cd8d4db205d698d250d2fa4402a5605f51328aa97d35aadcc44",
+            "702594029fe8b0c2f429f108c02d13a9db13a629f9ee4a26847d563c0a9c04f6",
+        ],
         "multi_teacher_student": ["5703c81e780a17dbba51944c61dbd03d9eecca1589ab2e1facb0d1f8d7810e41"],
     },
 }
@@ -50,30 +56,52 @@ def fixed_teacher_dir(tmp_path_factory):
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                            sep_token="[SEP]", mask_token="[MASK]",
-                            model_input_names=["input_ids", "token_type_ids", "attention_mask"]).save_pretrained(directory)
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    ).save_pretrained(directory)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=2)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=2,
+    )
     BertForSequenceClassification(config).save_pretrained(directory)
     return directory
 
 
 def stored_keys(root) -> dict[str, list[str]]:
     store = root / "data" / "06_models" / "store"
-    return {kind.name: sorted(p.name for p in kind.iterdir() if p.is_dir() and not p.name.startswith("."))
-            for kind in sorted(store.iterdir()) if kind.name in SCHEMA_VERSIONS}
+    return {
+        kind.name: sorted(p.name for p in kind.iterdir() if p.is_dir() and not p.name.startswith("."))
+        for kind in sorted(store.iterdir())
+        if kind.name in SCHEMA_VERSIONS
+    }
 
 
 @pytest.mark.parametrize("pipeline", sorted(PINNED))
 def test_job_keys_are_unchanged(run_pipeline, fixed_teacher_dir, pipeline):
     teacher = {"model": str(fixed_teacher_dir), "max_seq_length": 32, "training": TINY_TRAINING}
-    teachers = [{**teacher, "name": "a", "seed": 1}, {**teacher, "name": "b", "seed": 2,
-                                                     "training": {**TINY_TRAINING, "learning_rate": 1e-4}}]
-    extra = {"distill_alp": {}, "distill_ted": {"ted_student": TED_STUDENT},
-             "distill_multi_teacher": {"multi_teachers": teachers, "multi_student": MULTI_STUDENT}}
+    teachers = [
+        {**teacher, "name": "a", "seed": 1},
+        {**teacher, "name": "b", "seed": 2, "training": {**TINY_TRAINING, "learning_rate": 1e-4}},
+    ]
+    extra = {
+        "distill_alp": {},
+        "distill_ted": {"ted_student": TED_STUDENT},
+        "distill_multi_teacher": {"multi_teachers": teachers, "multi_student": MULTI_STUDENT},
+    }
     _, root, _ = run_pipeline(pipeline, teacher=teacher, **extra[pipeline])
     keys = stored_keys(root)
     assert keys == PINNED[pipeline]

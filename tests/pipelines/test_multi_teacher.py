@@ -8,17 +8,24 @@ import pytest
 from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
 
-
 def _teachers(model_dir):
     return [
         {"name": "a", "model": str(model_dir), "seed": 1, "max_seq_length": 32, "training": TINY_TRAINING},
-        {"name": "b", "model": str(model_dir), "seed": 2, "max_seq_length": 32, "training": {**TINY_TRAINING, "learning_rate": 1e-4}},
+        {
+            "name": "b",
+            "model": str(model_dir),
+            "seed": 2,
+            "max_seq_length": 32,
+            "training": {**TINY_TRAINING, "learning_rate": 1e-4},
+        },
     ]
 
 
 def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     student = {"num_layers": 2, "init_from_teacher": 0, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
-    _, root, uri = run_pipeline("distill_multi_teacher_baselines", multi_teachers=_teachers(tiny_teacher_dir), multi_student=student)
+    _, root, uri = run_pipeline(
+        "distill_multi_teacher_baselines", multi_teachers=_teachers(tiny_teacher_dir), multi_student=student
+    )
     table = pd.read_csv(root / "data/08_reporting/distill_multi_teacher_baselines.csv")
     assert set(table["method"]) == {"teacher", "majority class", "multi_teacher", "okd", "multi_pkd", "rse_kd"}
     assert set(table.loc[table["method"] == "multi_teacher", "teachers"]) == {"a+b", "a", "b"}
@@ -29,16 +36,28 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     assert "distill_multi_teacher:multi_teacher[a,b]:rte" in names
     assert "distill_multi_teacher:rse_kd[a,b]:rte" in names
     parent = runs[runs["tags.mlflow.runName"] == "distill_multi_teacher_baselines:rte [kedro run]"].iloc[0]
-    assert parent["metrics.teacher/a/accuracy"] == pytest.approx(table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0])
+    assert parent["metrics.teacher/a/accuracy"] == pytest.approx(
+        table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0]
+    )
     assert 0 <= parent["metrics.compare/multi_teacher_a_b/accuracy"] <= 1
     assert "Table 2" in parent["tags.mlflow.note.content"]
     # per-teacher / per-group loss shares of the MT student on dev (one configuration: multi_teacher)
     shares = pd.read_csv(root / "data/08_reporting/multi_teacher_contributions.csv")
     assert shares["share_%"].sum() == pytest.approx(100.0, abs=0.1)
-    assert set(shares["teacher"].dropna()) == {"a", "b"} and set(shares["term"]) == {"ce", "pred", "hidden", "attn", "emb"}
+    assert set(shares["teacher"].dropna()) == {"a", "b"} and set(shares["term"]) == {
+        "ce",
+        "pred",
+        "hidden",
+        "attn",
+        "emb",
+    }
     groups = shares[shares["term"] == "hidden"]
     assert list(zip(groups["teacher"], groups["student_layer"], groups["teacher_layers"])) == [
-        ("a", 1, "1-2"), ("a", 2, "3-4"), ("b", 1, "1-2"), ("b", 2, "3-4")]
+        ("a", 1, "1-2"),
+        ("a", 2, "3-4"),
+        ("b", 1, "1-2"),
+        ("b", 2, "3-4"),
+    ]
     assert (root / "data/08_reporting/multi_teacher_contributions.png").stat().st_size > 1000
 
 
@@ -56,16 +75,40 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     monkeypatch.chdir(tmp_path)
     splits = load_glue_task("rte", tiny_glue_dir, allow_download=False)
     teachers = _teachers(tiny_teacher_dir)
-    blocks = teacher_block(0) + teacher_block(1) + Pipeline(
-        [node(gather_teachers, ["params:multi_teachers", "multi_teacher.teacher_0.teacher_model",
-                                 "multi_teacher.teacher_1.teacher_model"],
-              "multi_teacher_models", name="gather")]
+    blocks = (
+        teacher_block(0)
+        + teacher_block(1)
+        + Pipeline(
+            [
+                node(
+                    gather_teachers,
+                    [
+                        "params:multi_teachers",
+                        "multi_teacher.teacher_0.teacher_model",
+                        "multi_teacher.teacher_1.teacher_model",
+                    ],
+                    "multi_teacher_models",
+                    name="gather",
+                )
+            ]
+        )
     )
-    assert {n.name for n in blocks.nodes} >= {"multi_teacher.teacher_0.train_teacher", "multi_teacher.teacher_1.train_teacher"}
-    values = {"glue_train": splits["train"], "glue_validation": splits["validation"].assign(split="validation"),
-              "params:multi_teachers": teachers,
-              "run_settings": build_run_settings("rte", 0, {"enabled": False}, {"progress_bar": False, "checkpoint_every_steps": 0},
-                                                 {"glue_dir": str(tiny_glue_dir)})}
+    assert {n.name for n in blocks.nodes} >= {
+        "multi_teacher.teacher_0.train_teacher",
+        "multi_teacher.teacher_1.train_teacher",
+    }
+    values = {
+        "glue_train": splits["train"],
+        "glue_validation": splits["validation"].assign(split="validation"),
+        "params:multi_teachers": teachers,
+        "run_settings": build_run_settings(
+            "rte",
+            0,
+            {"enabled": False},
+            {"progress_bar": False, "checkpoint_every_steps": 0},
+            {"glue_dir": str(tiny_glue_dir)},
+        ),
+    }
     catalog = DataCatalog({name: MemoryDataset(value, copy_mode="assign") for name, value in values.items()})
     catalog["multi_teacher_models"] = MemoryDataset(copy_mode="assign")
     SequentialRunner().run(blocks, catalog)
@@ -73,17 +116,22 @@ def test_teacher_blocks_run_in_a_sequential_runner(tmp_path, monkeypatch, tiny_t
     assert [m.info["name"] for m in models] == ["a", "b"]
     assert [m.info["seed"] for m in models] == [1, 2]
     assert models[0].info["key"] != models[1].info["key"]
-    assert sorted(p.name for p in (tmp_path / "data/06_models/store/teacher").iterdir()) == sorted(m.info["key"] for m in models)
+    assert sorted(p.name for p in (tmp_path / "data/06_models/store/teacher").iterdir()) == sorted(
+        m.info["key"] for m in models
+    )
 
 
 def test_an_entry_without_max_seq_length_reads_the_schema_default(tiny_teacher_dir):
     """A ``multi_teachers`` entry without ``max_seq_length`` passes validation (default 128): each
     node reads that typed value instead of failing on the missing key."""
     from bert_kd.core.models import ModelBundle, load_tokenizer
-    from bert_kd.pipelines.multi_teacher.nodes import prepare_multi_teacher_data, select_teacher
     from bert_kd.experiment.parameters import validate_parameters
+    from bert_kd.pipelines.multi_teacher.nodes import prepare_multi_teacher_data, select_teacher
 
-    entries = [{"name": "a", "model": str(tiny_teacher_dir)}, {"name": "b", "model": str(tiny_teacher_dir), "max_seq_length": 16}]
+    entries = [
+        {"name": "a", "model": str(tiny_teacher_dir)},
+        {"name": "b", "model": str(tiny_teacher_dir), "max_seq_length": 16},
+    ]
     assert validate_parameters({"task": "rte", "multi_teachers": entries}).multi_teachers[0].max_seq_length == 128
     assert select_teacher(entries, 0) == {"model": str(tiny_teacher_dir), "max_seq_length": 128}
     assert select_teacher(entries, 1)["max_seq_length"] == 16
@@ -114,9 +162,9 @@ def test_the_student_is_keyed_on_the_recipe_as_written_and_the_method_reads_expl
 def test_the_first_conf_teacher_is_the_main_jobs_teacher():
     """conf/base: `multi_teachers[0]` trains with the settings of `teacher` at the run's seed, so its store key
     is the main job's teacher's and `distill_multi_teacher` after `distill_alp` reuses it."""
-    from bert_kd.pipelines import common
     from bert_kd.config.schema import Runtime
     from bert_kd.experiment.parameters import validate_parameters
+    from bert_kd.pipelines import common
     from tests.config.test_schema import load_parameters
 
     params = validate_parameters(load_parameters("local"))

@@ -28,9 +28,17 @@ def dropout_free_teacher(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("teacher_no_dropout")
     tokenizer = make_wordpiece_tokenizer(directory)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=2,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=2,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     BertForSequenceClassification(config).save_pretrained(directory)
     return directory
 
@@ -49,32 +57,60 @@ def new_project(directory: Path) -> Path:
     return directory
 
 
-def kedro_run(project: Path, pipeline: str, params: dict, processes: int, extra_env: dict | None = None,
-              expect_ok: bool = True) -> subprocess.CompletedProcess:
+def kedro_run(
+    project: Path, pipeline: str, params: dict, processes: int, extra_env: dict | None = None, expect_ok: bool = True
+) -> subprocess.CompletedProcess:
     """``[torchrun --nproc_per_node N] -m kedro run --pipeline … --params …`` in ``project``."""
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}",
-           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-           **(extra_env or {})}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}",
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        **(extra_env or {}),
+    }
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GLUE_DIR", "MLFLOW_EXPERIMENT_ID"):
         env.pop(name, None)
     params_arg = ",".join(f"{k}={v}" for k, v in params.items())
-    done = subprocess.run([sys.executable, *launcher, "-m", "kedro", "run", f"--pipeline={pipeline}", "--params", params_arg],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run(
+        [sys.executable, *launcher, "-m", "kedro", "run", f"--pipeline={pipeline}", "--params", params_arg],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     if expect_ok:
         assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     return done
 
 
 def tiny_params(teacher: Path, glue: Path, batch_size: int, **more) -> dict:
-    return {"task": "rte", "glue_dir": glue, "teacher.model": teacher, "teacher.max_seq_length": 32,
-            "training.epochs": 1, "training.batch_size": batch_size, "training.eval_batch_size": 16,
-            "training.learning_rate": 1e-3, "training.warmup_ratio": 0.0,
-            # conf/base's teacher has its own lr: the teacher's tiny settings are written out
-            **{f"teacher.training.{k}": v for k, v in (("epochs", 1), ("batch_size", batch_size), ("eval_batch_size", 16),
-                                                        ("learning_rate", 1e-3), ("warmup_ratio", 0.0))},
-            "runtime.progress_bar": "false",
-            "tracking.log_models": "false", **more}
+    return {
+        "task": "rte",
+        "glue_dir": glue,
+        "teacher.model": teacher,
+        "teacher.max_seq_length": 32,
+        "training.epochs": 1,
+        "training.batch_size": batch_size,
+        "training.eval_batch_size": 16,
+        "training.learning_rate": 1e-3,
+        "training.warmup_ratio": 0.0,
+        # conf/base's teacher has its own lr: the teacher's tiny settings are written out
+        **{
+            f"teacher.training.{k}": v
+            for k, v in (
+                ("epochs", 1),
+                ("batch_size", batch_size),
+                ("eval_batch_size", 16),
+                ("learning_rate", 1e-3),
+                ("warmup_ratio", 0.0),
+            )
+        },
+        "runtime.progress_bar": "false",
+        "tracking.log_models": "false",
+        **more,
+    }
 
 
 def training_runs(project: Path) -> list:
@@ -128,7 +164,9 @@ def test_two_process_kedro_run_makes_one_run_and_one_store_entry_per_job(two_pro
     assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 1
 
 
-def test_two_processes_train_like_one_with_the_same_global_batch(two_process_alp, tmp_path, dropout_free_teacher, glue_dir):
+def test_two_processes_train_like_one_with_the_same_global_batch(
+    two_process_alp, tmp_path, dropout_free_teacher, glue_dir
+):
     one = new_project(tmp_path / "one")
     kedro_run(one, "distill_alp", tiny_params(dropout_free_teacher, glue_dir, batch_size=16), processes=1)
     for kind in ("teacher", "student"):
@@ -141,12 +179,19 @@ def test_two_processes_train_like_one_with_the_same_global_batch(two_process_alp
         assert run.data.metrics["final/score"] == pytest.approx(final[run.data.tags["mlflow.runName"]], abs=1e-6)
 
 
-def test_a_killed_two_process_run_resumes_from_its_checkpoint(two_process_alp, tmp_path, dropout_free_teacher, glue_dir):
+def test_a_killed_two_process_run_resumes_from_its_checkpoint(
+    two_process_alp, tmp_path, dropout_free_teacher, glue_dir
+):
     project = new_project(tmp_path / "resumed")
-    params = tiny_params(dropout_free_teacher, glue_dir, batch_size=8, **{
-        "runtime.checkpoint_every_steps": 1, "training.log_every_steps": 1})
-    killed = kedro_run(project, "train_teacher", params, processes=2, extra_env={"BERT_KD_FAULT": "step:2"},
-                       expect_ok=False)
+    params = tiny_params(
+        dropout_free_teacher,
+        glue_dir,
+        batch_size=8,
+        **{"runtime.checkpoint_every_steps": 1, "training.log_every_steps": 1},
+    )
+    killed = kedro_run(
+        project, "train_teacher", params, processes=2, extra_env={"BERT_KD_FAULT": "step:2"}, expect_ok=False
+    )
     assert killed.returncode != 0
     assert any((project / "data" / "06_models" / "store" / "checkpoints" / "teacher").rglob("trainer_state.json"))
     kedro_run(project, "train_teacher", params, processes=2)

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bert_kd.core.data.glue import load_glue_task
-from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.config.errors import UserError
+from bert_kd.core.data.glue import load_glue_task
 from bert_kd.core.data.glue_submission import write_submission
+from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.models import load_bundle
+from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.pipelines.common import collator_for
 from bert_kd.pipelines.predict_glue.nodes import predict_glue_test
-from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from tests.conftest import make_tiny_bert
 
 NLI_COLUMNS = ["index", "promptID", "pairID", "genre", "sentence1", "sentence2"]
@@ -26,8 +26,14 @@ def test_format_from_dev(dev: pd.DataFrame, columns: list[str], first_index: int
     predictor that writes row numbers), the text columns, no label."""
     lines = ["\t".join(columns)]
     for i, row in enumerate(dev.itertuples()):
-        values = {"index": str(first_index + i), "promptID": "1", "pairID": "1n", "genre": "fiction",
-                  "sentence1": row.sentence1, "sentence2": row.sentence2}
+        values = {
+            "index": str(first_index + i),
+            "promptID": "1",
+            "pairID": "1n",
+            "genre": "fiction",
+            "sentence1": row.sentence1,
+            "sentence2": row.sentence2,
+        }
         lines.append("\t".join(values[c] for c in columns))
     return "\n".join(lines) + "\n"
 
@@ -37,7 +43,9 @@ test_format_from_dev.__test__ = False  # a helper, not a test
 
 def logits_of(model_dir, frame: pd.DataFrame) -> np.ndarray:
     bundle = load_bundle(model_dir)
-    loader = make_loader(tokenize_frame(frame, bundle.tokenizer, 128), 64, collator_for(bundle.tokenizer), shuffle=False)
+    loader = make_loader(
+        tokenize_frame(frame, bundle.tokenizer, 128), 64, collator_for(bundle.tokenizer), shuffle=False
+    )
     return predict_logits(SupervisedObjective(bundle.model), loader)[0]
 
 
@@ -73,7 +81,9 @@ def test_mnli_writes_matched_mismatched_and_ax(tmp_path, tiny_glue_dir):
     (glue / "diagnostic").mkdir()
     (glue / "MNLI" / "test_matched.tsv").write_text(test_format_from_dev(dev, NLI_COLUMNS, 0))
     (glue / "MNLI" / "test_mismatched.tsv").write_text(test_format_from_dev(dev.iloc[:5], NLI_COLUMNS, 0))
-    (glue / "diagnostic" / "diagnostic.tsv").write_text(test_format_from_dev(dev.iloc[:3], ["index", "sentence1", "sentence2"], 0))
+    (glue / "diagnostic" / "diagnostic.tsv").write_text(
+        test_format_from_dev(dev.iloc[:3], ["index", "sentence1", "sentence2"], 0)
+    )
     out = tmp_path / "submission"
     out.mkdir()
     earlier = pd.DataFrame({"index": ["0"], "prediction": ["entailment"]})
@@ -110,8 +120,9 @@ def test_a_missing_model_or_test_file_is_a_user_error(tmp_path, tiny_teacher_dir
     with pytest.raises(UserError, match="predict_glue.model"):
         predict_glue_test({"model": str(tmp_path / "nope")}, "rte", str(tiny_glue_dir), {"enabled": False})
     with pytest.raises(UserError, match="test.tsv"):  # the tiny folder has train/dev only
-        predict_glue_test({"model": str(tiny_teacher_dir), "output_dir": str(tmp_path)}, "rte", str(tiny_glue_dir),
-                          {"enabled": False})
+        predict_glue_test(
+            {"model": str(tiny_teacher_dir), "output_dir": str(tmp_path)}, "rte", str(tiny_glue_dir), {"enabled": False}
+        )
 
 
 def _rte_test_folder(tmp_path, tiny_glue_dir):
@@ -141,8 +152,9 @@ def test_an_output_dir_that_is_a_file_is_refused_before_predicting(tmp_path, tin
     glue = _rte_test_folder(tmp_path, tiny_glue_dir)
     (tmp_path / "out").write_text("a file")
     with pytest.raises(UserError) as caught:
-        predict_glue_test({"model": str(tiny_teacher_dir), "output_dir": str(tmp_path / "out")}, "rte", str(glue),
-                          {"enabled": False})
+        predict_glue_test(
+            {"model": str(tiny_teacher_dir), "output_dir": str(tmp_path / "out")}, "rte", str(glue), {"enabled": False}
+        )
     assert caught.value.where == "predict_glue.output_dir" and "is a file" in caught.value.what
     assert (tmp_path / "out").read_text() == "a file"
 

@@ -6,14 +6,20 @@ import json
 
 import mlflow
 
-from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
+from tests.pipelines.conftest import latest_version, mlflow_runs
 
 TINY_TABLE = {
-    "tasks": ["rte"], "seeds": [1, 2], "baseline": "nkd", "selection": "dev",
-    "student": {"num_layers": 2}, "data": {"rte": {"max_train_samples": 40}},
+    "tasks": ["rte"],
+    "seeds": [1, 2],
+    "baseline": "nkd",
+    "selection": "dev",
+    "student": {"num_layers": 2},
+    "data": {"rte": {"max_train_samples": 40}},
     "grid": {"training.learning_rate": [1.0e-4, 2.0e-4]},
-    "methods": {"nkd": {"recipe": "distill_methods.nkd", "label": "NKD"},
-                "alp": {"recipe": "distill_methods.alp", "label": "ALP"}},
+    "methods": {
+        "nkd": {"recipe": "distill_methods.nkd", "label": "NKD"},
+        "alp": {"recipe": "distill_methods.alp", "label": "ALP"},
+    },
 }
 
 
@@ -23,9 +29,15 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     committed = tmp_path / "results/tiny/tables"
     committed.mkdir(parents=True)
     (committed / "tiny.md").write_text("| Model | RTE |\nthe committed table\n")
-    params = {"reproduce": {"table": "tiny", "tables": {"tiny": TINY_TABLE}, "grid": "training.learning_rate=1e-4",
-                            "storage": "sqlite:///data/09_sweeps/optuna.db"},
-              "tracking": {"enabled": True, "log_models": False}}
+    params = {
+        "reproduce": {
+            "table": "tiny",
+            "tables": {"tiny": TINY_TABLE},
+            "grid": "training.learning_rate=1e-4",
+            "storage": "sqlite:///data/09_sweeps/optuna.db",
+        },
+        "tracking": {"enabled": True, "log_models": False},
+    }
     outputs, root, uri = run_pipeline("reproduce", **params)  # max_train_samples=None on the command line
     table = (root / "data/08_reporting/reproduce/table.md").read_text()
     assert "| NKD |" in table and "±" in table and "(2)" in table
@@ -37,13 +49,16 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     assert sorted(p.name for p in committed.iterdir()) == ["tiny.md"]
     # named after its restriction, its data (the fixture's GLUE files, not the release, and all training rows)
     # and its settings: the fixture's tiny teacher and student come from --params and change every trial's key
-    own, = (root / "data/08_reporting/reproduce").glob(
-        "tiny__grid-training.learning_rate=1e-4__glue-*__max_train_samples-all__params-*.md")
+    (own,) = (root / "data/08_reporting/reproduce").glob(
+        "tiny__grid-training.learning_rate=1e-4__glue-*__max_train_samples-all__params-*.md"
+    )
     assert own.read_text() == table and own.with_name(own.name.replace(".md", ".png")).exists()
     runs = mlflow_runs(uri)
     parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
     note = parent["tags.mlflow.note.content"]
-    assert note.startswith(("| Model |", "**No best student** on RTE")) and "\n| Model |" in "\n" + note  # tiny students may tie
+    assert (
+        note.startswith(("| Model |", "**No best student** on RTE")) and "\n| Model |" in "\n" + note
+    )  # tiny students may tie
     assert "metrics.compare/alp/rte" in runs.columns and "metrics.compare/nkd/Average" in runs.columns
     trials = runs[runs["tags.role"] == "trial"]
     assert len(trials) == 4 and set(trials["tags.mlflow.parentRunId"]) == {parent["run_id"]}
@@ -88,8 +103,11 @@ def test_conf_parameters_are_the_loaders_without_the_command_line():
     from bert_kd.pipelines.reproduce.nodes import conf_parameters
     from tests.conftest import REPO_ROOT
 
-    loader = ProjectConfigLoader(str(REPO_ROOT / "conf"), runtime_params={"student": {"training": {"warmup_ratio": 0.3}}},
-                                 **{**settings.CONFIG_LOADER_ARGS, "default_run_env": "base"})
+    loader = ProjectConfigLoader(
+        str(REPO_ROOT / "conf"),
+        runtime_params={"student": {"training": {"warmup_ratio": 0.3}}},
+        **{**settings.CONFIG_LOADER_ARGS, "default_run_env": "base"},
+    )
     plain = conf_parameters(loader)
     assert plain["student"]["training"]["warmup_ratio"] == plain["training"]["warmup_ratio"] != 0.3
     assert loader["parameters"]["student"]["training"]["warmup_ratio"] == 0.3

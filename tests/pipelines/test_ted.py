@@ -5,10 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.pipelines.conftest import TINY_TRAINING, latest_version, mlflow_runs
+from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
-TED_STUDENT = {"num_layers": 2, "layer_selection": "distilbert", "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}}
-
+TED_STUDENT = {
+    "num_layers": 2,
+    "layer_selection": "distilbert",
+    "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3},
+}
 
 
 def test_train_ted_filters_then_distill_ted(run_pipeline):
@@ -22,9 +25,14 @@ def test_train_ted_filters_then_distill_ted(run_pipeline):
     # per-layer filter quality: teacher filters at M(k) = [1, 4], the copied student filters at k = 1, 2
     quality = pd.read_csv(root / "data/08_reporting/ted_filter_quality.csv")
     assert list(zip(quality["filters"], quality["k"], quality["model_layer"])) == [
-        ("teacher", 1, 1), ("teacher", 2, 4), ("student", 1, 1), ("student", 2, 2)]
+        ("teacher", 1, 1),
+        ("teacher", 2, 4),
+        ("student", 1, 1),
+        ("student", 2, 2),
+    ]
     assert quality.loc[quality["filters"] == "teacher", "accuracy"].tolist() == [
-        round(stage1[f"metrics.filters/teacher/layer_{k}/accuracy"], 4) for k in (1, 4)]
+        round(stage1[f"metrics.filters/teacher/layer_{k}/accuracy"], 4) for k in (1, 4)
+    ]
     assert quality["accuracy"].between(0, 1).all() and quality["majority_class"].between(0.5, 1).all()
     assert (root / "data/08_reporting/ted_filter_quality.png").stat().st_size > 1000
 
@@ -51,7 +59,9 @@ def test_stage_two_start_hands_the_filters_beside_the_recipe(tiny_teacher_dir):
 
     teacher = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})
     filters = {"teacher": SimpleNamespace(fingerprint=parameters_fingerprint(teacher.model)), "student": None}
-    start = FilteredStudentStart(None, None, {}, params={"num_layers": 2}, upstream={"ted_filters": "k"}, filters=filters)
+    start = FilteredStudentStart(
+        None, None, {}, params={"num_layers": 2}, upstream={"ted_filters": "k"}, filters=filters
+    )
     spec, objects = start.method_inputs({"method": "ted", "weights": {"ted": 1.0}}, teacher, "RTE")
     assert spec == {"method": "ted", "weights": {"ted": 1.0}, "student_filters": "copy", "task": "rte"}
     assert objects == {"teacher_filters": filters["teacher"]}
@@ -59,5 +69,9 @@ def test_stage_two_start_hands_the_filters_beside_the_recipe(tiny_teacher_dir):
     other = {**filters, "teacher": SimpleNamespace(fingerprint="another teacher")}
     with pytest.raises(ValueError, match="allow_filter_mismatch"):
         FilteredStudentStart(None, None, {}, filters=other).method_inputs({"method": "ted"}, teacher, "rte")
-    assert FilteredStudentStart(None, None, {}, filters=other).method_inputs(
-        {"method": "ted", "allow_filter_mismatch": True}, teacher, "rte")[0]["allow_filter_mismatch"] is True
+    assert (
+        FilteredStudentStart(None, None, {}, filters=other).method_inputs(
+            {"method": "ted", "allow_filter_mismatch": True}, teacher, "rte"
+        )[0]["allow_filter_mismatch"]
+        is True
+    )

@@ -7,7 +7,6 @@ import json
 from tests.pipelines.conftest import latest_version, mlflow_runs
 
 
-
 def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
     outputs, root, uri = run_pipeline("train_teacher")
     stored = list((root / "data/06_models/store/teacher").iterdir())
@@ -60,12 +59,16 @@ def _tokenized(glue_dir, model_dir, flip: bool = False):
 
     splits = load_glue_task("rte", glue_dir, allow_download=False)
     if flip:  # every label flipped and every first sentence edited: a different data set
-        splits = {name: frame.assign(label=1 - frame["label"], sentence1=frame["sentence1"] + " really")
-                  for name, frame in splits.items()}
+        splits = {
+            name: frame.assign(label=1 - frame["label"], sentence1=frame["sentence1"] + " really")
+            for name, frame in splits.items()
+        }
     return tokenize_splits(splits, load_tokenizer(str(model_dir)), 32)
 
 
-def test_train_teacher_node_stores_once_and_retrains_on_changed_data(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+def test_train_teacher_node_stores_once_and_retrains_on_changed_data(
+    tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir
+):
     from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
     monkeypatch.chdir(tmp_path)
@@ -81,15 +84,16 @@ def test_train_teacher_node_stores_once_and_retrains_on_changed_data(tmp_path, m
     assert flipped.info["reused"] is False and flipped.info["key"] != first.info["key"]
     assert sorted(p.name for p in store.iterdir()) == sorted([first.info["key"], flipped.info["key"]])
     assert not (tmp_path / "data/06_models/store/checkpoints/teacher").exists() or not any(
-        (tmp_path / "data/06_models/store/checkpoints/teacher").iterdir())
+        (tmp_path / "data/06_models/store/checkpoints/teacher").iterdir()
+    )
 
 
 def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
     """The hook's models (``Teacher``, ``Runtime``, ``Tracking``) and a notebook's or a sweep trial's
     dicts give the same teacher key; a ``multi_teachers`` entry trains with its own seed."""
-    from bert_kd.pipelines.train_teacher.nodes import train_teacher
-    from bert_kd.experiment.run_setup import RunSettings
     from bert_kd.config.schema import MultiTeacher, Runtime, Teacher, Tracking
+    from bert_kd.experiment.run_setup import RunSettings
+    from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
     monkeypatch.chdir(tmp_path)
     tokenized = _tokenized(tiny_glue_dir, tiny_teacher_dir)
@@ -97,8 +101,11 @@ def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypa
     runtime = {"progress_bar": False, "checkpoint_every_steps": 0}
     run = {"task": "rte", "seed": 0, "tracking": {"enabled": False}, "runtime": runtime}
     first = train_teacher(tokenized, teacher, run)
-    typed = train_teacher(tokenized, Teacher.model_validate(teacher),
-                          RunSettings("rte", 0, Tracking(enabled=False), Runtime.model_validate(runtime)))
+    typed = train_teacher(
+        tokenized,
+        Teacher.model_validate(teacher),
+        RunSettings("rte", 0, Tracking(enabled=False), Runtime.model_validate(runtime)),
+    )
     assert (typed.info["key"], typed.info["reused"]) == (first.info["key"], True)
     entry = {**teacher, "name": "t1", "seed": 5}
     from_dict = train_teacher(tokenized, entry, run)
@@ -109,7 +116,9 @@ def test_a_typed_teacher_block_and_its_dict_make_the_same_job(tmp_path, monkeypa
     assert train_teacher(tokenized, unseeded, run).info["key"] == first.info["key"]
 
 
-def test_the_same_teacher_key_retrains_into_the_same_weights_whatever_the_process_rng(tmp_path, monkeypatch, tiny_glue_dir):
+def test_the_same_teacher_key_retrains_into_the_same_weights_whatever_the_process_rng(
+    tmp_path, monkeypatch, tiny_glue_dir
+):
     """A head the checkpoint lacks is drawn from the job's seed, not from the state the process's generators
     happen to be in (PyTorch seeds its default generator from the OS at start): before 2026-11-25 every process
     that trained the same teacher key got another head, and so another teacher."""
@@ -121,8 +130,12 @@ def test_the_same_teacher_key_retrains_into_the_same_weights_whatever_the_proces
     monkeypatch.chdir(tmp_path)
     model_dir = make_tiny_bert(tmp_path / "three_labels", num_labels=3)  # RTE has 2 labels: a fresh head
     teacher = {"model": str(model_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
-    run = {"task": "rte", "seed": 0, "tracking": {"enabled": False},
-           "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "recompute": True}}
+    run = {
+        "task": "rte",
+        "seed": 0,
+        "tracking": {"enabled": False},
+        "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "recompute": True},
+    }
     trained = []
     for state in (1, 2):
         torch.manual_seed(state)  # another process: another default-generator state

@@ -22,7 +22,10 @@ def test_parent_run_gets_name_comparison_metrics_description_and_teacher_link(st
     with mlflow.start_run(run_name="distill_baselines") as parent:
         name = name_parent_run("distill_baselines", "sst2")
         logged = log_comparison_to_parent(
-            table, "accuracy", markdown="| method |\n|---|\n| alp |\n", title="distill_baselines on sst2",
+            table,
+            "accuracy",
+            markdown="| method |\n|---|\n| alp |\n",
+            title="distill_baselines on sst2",
             teacher_run_id=teacher_run.info.run_id,
         )
     run = store.client.get_run(parent.info.run_id)
@@ -49,8 +52,12 @@ def test_sweep_parent_name_and_multi_teacher_rows():
         {"method": "okd", "teachers": "a+b", "accuracy": 0.75},
     ]
     metrics = log_comparison_to_parent(rows, "accuracy")  # no active run: computed only
-    assert metrics == {"teacher/a/accuracy": 0.8, "teacher/b/accuracy": 0.7, "compare/okd_a_b/accuracy": 0.75,
-                       "best/accuracy": 0.75}
+    assert metrics == {
+        "teacher/a/accuracy": 0.8,
+        "teacher/b/accuracy": 0.7,
+        "compare/okd_a_b/accuracy": 0.75,
+        "best/accuracy": 0.75,
+    }
     with pytest.raises(ValueError, match="primary_metric 'f1'"):
         log_comparison_to_parent(rows, "f1")
 
@@ -70,8 +77,12 @@ def test_long_comparison_is_truncated_to_mlflow_tag_limit(store):
 def test_a_tied_comparison_names_no_best_student_and_logs_the_floor(store):
     import mlflow
 
-    rows = [{"method": "teacher", "accuracy": 0.9}, {"method": "majority class", "accuracy": 0.527},
-            {"method": "nkd", "accuracy": 0.527}, {"method": "alp", "accuracy": 0.527}]
+    rows = [
+        {"method": "teacher", "accuracy": 0.9},
+        {"method": "majority class", "accuracy": 0.527},
+        {"method": "nkd", "accuracy": 0.527},
+        {"method": "alp", "accuracy": 0.527},
+    ]
     with mlflow.start_run() as parent:
         metrics = log_comparison_to_parent(rows, "accuracy", warning="every student ties with the majority class")
     run = store.client.get_run(parent.info.run_id)

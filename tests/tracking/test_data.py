@@ -9,12 +9,25 @@ from bert_kd.tracking.runs import tracked_run
 
 
 def test_child_run_has_recipe_layer_map_rounded_weights_data_and_dataset_input(store, tmp_path):
-    method = SimpleNamespace(name="alp", weights={"ce": 1 - 0.5 - 0.2, "kd": 0.5, "layer": 0.2}, temperature=5.0,
-                             mapping=[[1, 2, 3, 4, 5, 6], []])
+    method = SimpleNamespace(
+        name="alp",
+        weights={"ce": 1 - 0.5 - 0.2, "kd": 0.5, "layer": 0.2},
+        temperature=5.0,
+        mapping=[[1, 2, 3, 4, 5, 6], []],
+    )
     with tracked_run("distill_alp:sst2") as run:
-        log_training_job(run, task="sst2", seed=42, glue_dir=tmp_path, max_train_samples=512,
-                                  max_eval_samples=None, method=method, dataset_digest="abc123", n_train=512,
-                                  model_parameters=15_600_000)
+        log_training_job(
+            run,
+            task="sst2",
+            seed=42,
+            glue_dir=tmp_path,
+            max_train_samples=512,
+            max_eval_samples=None,
+            method=method,
+            dataset_digest="abc123",
+            n_train=512,
+            model_parameters=15_600_000,
+        )
         run.log_metrics({"final/score": 0.56, "final/parameters": 15_600_000, "final/size_on_disk_bytes": 62.5e6})
     logged = store.client.get_run(run.run_id)
     params, tags = logged.data.params, logged.data.tags
@@ -37,7 +50,9 @@ def test_hub_data_source_is_named():
 
 def test_child_run_of_a_table_row_is_named_by_the_row(store):
     """``alp_no`` runs the ``alp`` method: the compare view shows the row, the algorithm beside it."""
-    method = SimpleNamespace(name="alp", weights={"ce": 0.3, "kd": 0.5, "layer": 0.2}, temperature=5.0, mapping=[[1, 2], [3, 4]])
+    method = SimpleNamespace(
+        name="alp", weights={"ce": 0.3, "kd": 0.5, "layer": 0.2}, temperature=5.0, mapping=[[1, 2], [3, 4]]
+    )
     with tracked_run("distill_alp_no:rte") as run:
         log_training_job(run, task="rte", seed=1, method=method, name="alp_no")
     logged = store.client.get_run(run.run_id)
@@ -55,8 +70,10 @@ def test_logging_a_dataset_input_tolerates_another_process_inserting_it_first(st
         """The other `kedro run` inserts the same data set row between MLflow's lookup and insert."""
         calls.append(dataset.name)
         if len(calls) == 1:
-            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
-                                  "datasets.name, datasets.digest")
+            raise MlflowException(
+                "(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+                "datasets.name, datasets.digest"
+            )
         return real_log_input(dataset, context=context)
 
     monkeypatch.setattr(mlflow, "log_input", racing_log_input)

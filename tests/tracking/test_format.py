@@ -33,12 +33,17 @@ def test_a_staged_recipe_is_logged_by_its_stages_not_its_default_weights():
     from bert_kd.core.distill.objective import WeightSchedule
 
     terms = ("ce", "pred", "emb", "hidden", "attn")
-    schedule = WeightSchedule.parse([{"fraction": 0.6, "weights": {"emb": 1, "hidden": 1, "attn": 1}},
-                                     {"weights": {"pred": 1}}], terms)
+    schedule = WeightSchedule.parse(
+        [{"fraction": 0.6, "weights": {"emb": 1, "hidden": 1, "attn": 1}}, {"weights": {"pred": 1}}], terms
+    )
     method = SimpleNamespace(weights={"ce": 1.0}, temperature=1.0, schedule=schedule)
     assert recipe_string(method) == "emb 1 + hidden 1 + attn 1 (60% of epochs) → pred 1, T=1"
-    assert weight_params(method) == {"stages.0.emb": 1.0, "stages.0.hidden": 1.0, "stages.0.attn": 1.0,
-                                              "stages.1.pred": 1.0}
+    assert weight_params(method) == {
+        "stages.0.emb": 1.0,
+        "stages.0.hidden": 1.0,
+        "stages.0.attn": 1.0,
+        "stages.1.pred": 1.0,
+    }
     two_epochs = WeightSchedule.parse([{"epochs": 2, "weights": {"ce": 1}}, {"weights": {"ce": 1}}], terms)
     assert recipe_string(SimpleNamespace(weights={}, temperature=2.0, schedule=two_epochs)) == "ce 1 (2 epochs) → ce 1"
     assert weight_params(SimpleNamespace(weights={"ce": 0.5}, schedule=None)) == {"weights.ce": 0.5}

@@ -25,12 +25,15 @@ def test_parent_run_is_renamed_after_pipeline_task_and_sweep(tmp_path):
         experiment = mlflow.set_experiment("hook_test")
         with mlflow.start_run(run_name="distill_alp") as run:  # conf/base's reproduce block is not its sweep
             ParentRunHook().before_pipeline_run(
-                {"pipeline_names": ["distill_alp"]}, DISTILL,
+                {"pipeline_names": ["distill_alp"]},
+                DISTILL,
                 FakeCatalog({"task": "SST-2", "reproduce": {"table": "cpu_protocol"}}),
             )
         with mlflow.start_run(run_name="reproduce") as sweep:
             ParentRunHook().before_pipeline_run(
-                {"pipeline_name": "reproduce"}, SWEEP, FakeCatalog({"task": "rte", "reproduce": {"table": "cpu_protocol"}})
+                {"pipeline_name": "reproduce"},
+                SWEEP,
+                FakeCatalog({"task": "rte", "reproduce": {"table": "cpu_protocol"}}),
             )
         client = mlflow.tracking.MlflowClient()
         assert client.get_run(run.info.run_id).info.run_name == "distill_alp:sst2 [kedro run]"

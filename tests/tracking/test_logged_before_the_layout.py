@@ -28,7 +28,10 @@ def test_the_old_module_name_is_the_new_module():
 
 def test_importing_bert_kd_loads_no_mlflow_for_the_alias():
     code = "import sys, bert_kd; print('mlflow' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def test_a_model_logged_before_the_layout_loads_and_predicts():

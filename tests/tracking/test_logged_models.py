@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from bert_kd.tracking import logged_models as tracking_models
 from bert_kd.tracking import glue_dataset
+from bert_kd.tracking import logged_models as tracking_models
 from bert_kd.tracking.evaluation import log_evaluation_to_run
 
 
@@ -31,14 +31,22 @@ def stored_student(tmp_path, tiny_teacher_dir):
     directory = tmp_path / "store" / "student" / "abc123"
     shutil.copytree(tiny_teacher_dir, directory)
     (directory / "bert_kd.json").write_text(json.dumps({"task": "rte", "role": "student", "method": "alp"}))
-    (directory / "manifest.json").write_text(json.dumps({"spec": {"data": "d1g3st", "teacher": "t-key",
-                                                                  "recipe": {"method": "alp"}}}))
+    (directory / "manifest.json").write_text(
+        json.dumps({"spec": {"data": "d1g3st", "teacher": "t-key", "recipe": {"method": "alp"}}})
+    )
     return directory
 
 
-EVALUATION = {"task": "rte", "metrics": {"validation": {"accuracy": 0.61}}, "score": 0.61, "parameters": 10,
-              "encoder_parameters": 8, "size_on_disk_bytes": 40, "throughput_examples_per_s": 5.0,
-              "evaluation_seconds": 1.5}
+EVALUATION = {
+    "task": "rte",
+    "metrics": {"validation": {"accuracy": 0.61}},
+    "score": 0.61,
+    "parameters": 10,
+    "encoder_parameters": 8,
+    "size_on_disk_bytes": 40,
+    "throughput_examples_per_s": 5.0,
+    "evaluation_seconds": 1.5,
+}
 
 
 def trained_run(directory):
@@ -76,12 +84,15 @@ def test_an_evaluation_does_not_reopen_the_finished_run(store, stored_student):
     assert after.data.metrics["final/score"] == 0.61 and mlflow.active_run() is None
 
 
-@pytest.mark.parametrize(("info", "name"), [
-    ({"role": "student", "method": "alp_no", "task": "sst2"}, "alp_no-sst2-student"),
-    ({"role": "teacher", "task": "sst2"}, "teacher-sst2"),
-    ({"role": "student", "task": "rte"}, "student-rte"),
-    ({"role": "student", "method": "mt one/many", "task": "rte"}, "mt-one-many-rte-student"),
-])
+@pytest.mark.parametrize(
+    ("info", "name"),
+    [
+        ({"role": "student", "method": "alp_no", "task": "sst2"}, "alp_no-sst2-student"),
+        ({"role": "teacher", "task": "sst2"}, "teacher-sst2"),
+        ({"role": "student", "task": "rte"}, "student-rte"),
+        ({"role": "student", "method": "mt one/many", "task": "rte"}, "mt-one-many-rte-student"),
+    ],
+)
 def test_logged_models_are_named_after_what_they_are(info, name):
     assert tracking_models.logged_model_name(info) == name
 
@@ -163,8 +174,17 @@ def test_a_registered_version_tagged_for_another_task_is_refused(store, tmp_path
     assert recorded == "mrpc" and bundle.model.config.num_labels == 2
 
 
-@pytest.mark.parametrize("entry", ["data: /etc", "data: ../elsewhere", "data: data/../../elsewhere", "data: data/link",
-                                   "data: data\n    code: /usr/lib/python3", "data: data\n    env:\n      conda: ../c.yaml"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "data: /etc",
+        "data: ../elsewhere",
+        "data: data/../../elsewhere",
+        "data: data/link",
+        "data: data\n    code: /usr/lib/python3",
+        "data: data\n    env:\n      conda: ../c.yaml",
+    ],
+)
 def test_an_mlmodel_path_that_leaves_the_download_is_refused(tmp_path, tiny_teacher_dir, entry):
     import shutil
 

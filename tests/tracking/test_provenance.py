@@ -13,8 +13,13 @@ KEDRO_PYPROJECT = '[tool.kedro]\npackage_name = "bert_kd"\nproject_name = "bert-
 
 
 def _git(folder: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=folder,
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def _checkout(folder: Path) -> str:

@@ -51,7 +51,9 @@ def test_sigterm_marks_parent_and_nested_runs_killed(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["PYTHONPATH"] = str(REPO_ROOT / "src")
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     parent_id, nested_id = proc.stdout.readline().split()
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
@@ -74,14 +76,20 @@ with mlflow.start_run(run_name="kedro run", tags=owner_tags()) as parent:
 def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_path):
     import mlflow
 
-    from bert_kd.tracking.run_status import RunStatusHook
     from bert_kd.tracking import HOST_TAG, PID_TAG, STARTED_TAG
+    from bert_kd.tracking.run_status import RunStatusHook
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["PYTHONPATH"] = str(REPO_ROOT / "src")
-    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, uri], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_SCRIPT, uri],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     parent_id, child_id = proc.stdout.readline().split()
     proc.kill()  # SIGKILL: no handler runs
     proc.communicate(timeout=60)
@@ -90,9 +98,14 @@ def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_p
     mlflow.set_tracking_uri(uri)
     mlflow.tracking.fluent._active_experiment_id = None
     mlflow.set_experiment("orphans")
-    other_host = mlflow.MlflowClient().create_run(
-        mlflow.get_experiment_by_name("orphans").experiment_id,
-        tags={HOST_TAG: "another-machine", PID_TAG: "1", STARTED_TAG: "0.00"}).info.run_id
+    other_host = (
+        mlflow.MlflowClient()
+        .create_run(
+            mlflow.get_experiment_by_name("orphans").experiment_id,
+            tags={HOST_TAG: "another-machine", PID_TAG: "1", STARTED_TAG: "0.00"},
+        )
+        .info.run_id
+    )
     hook = RunStatusHook()
     mlflow.start_run(run_name="next kedro run")  # what kedro-mlflow opens before the hook's wrapper resumes
     wrapper = hook.before_pipeline_run(run_params={}, pipeline=None, catalog=None)

@@ -1,7 +1,7 @@
 """``bert-kd results …``: write a table folder's readings into its ``tables/`` from its trial JSONs.
 
-    bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, power.md, gradient_shares.{md,png}
-    bert-kd results paper-gap results/cpu_protocol_v2       # one of them
+bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, power.md, gradient_shares.{md,png}
+bert-kd results paper-gap results/cpu_protocol_v2       # one of them
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ import click
 from bert_kd.analysis import statistics as st
 
 FOLDER = click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-RESAMPLES = click.option("--resamples", type=click.IntRange(min=1000), default=st.RESAMPLES, show_default=True,
-                         help="bootstrap resamples per claim")
+RESAMPLES = click.option(
+    "--resamples",
+    type=click.IntRange(min=1000),
+    default=st.RESAMPLES,
+    show_default=True,
+    help="bootstrap resamples per claim",
+)
 
 
 def command_line(name: str, folder: Path, resamples: int = st.RESAMPLES) -> str:
@@ -40,8 +45,9 @@ def write_figure(path: Path, fig, **options) -> None:
 
     from bert_kd.core.files import write_file_atomically
 
-    write_file_atomically(path, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None},
-                                                        **options))
+    write_file_atomically(
+        path, lambda tmp: fig.savefig(str(tmp), dpi=120, format="png", metadata={"Software": None}, **options)
+    )
     plt.close(fig)
     click.echo(f"wrote {path}")
 
@@ -54,8 +60,10 @@ def write_paper_gap(folder: Path, resamples: int, name: str = "paper-gap") -> No
     write_text(folder / "tables" / "paper_gap.md", paper_gap.render(read, command))
     write_text(folder / "tables" / "summary.md", paper_gap.summary(read, command))
     done = paper_gap.finished(read.runs)
-    write_figure(folder / "tables" / "paper_gap.png", paper_gap.forest_figure(
-        read.tests, f"{folder.resolve().name}: the papers' ordering claims, {done} trials"))
+    write_figure(
+        folder / "tables" / "paper_gap.png",
+        paper_gap.forest_figure(read.tests, f"{folder.resolve().name}: the papers' ordering claims, {done} trials"),
+    )
 
 
 def write_power(folder: Path, resamples: int, name: str = "power") -> None:
@@ -75,8 +83,7 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
 
 def guarded(action):
     """Run ``action``; a :class:`~bert_kd.config.errors.UserError` prints its one block and exits with status 2."""
-    from bert_kd.config.errors import USER_ERROR_EXIT
-    from bert_kd.config.errors import UserError
+    from bert_kd.config.errors import USER_ERROR_EXIT, UserError
 
     try:
         action()
@@ -118,6 +125,7 @@ def gradient_shares_command(folder: Path) -> None:
 @RESAMPLES
 def render_command(folder: Path, resamples: int) -> None:
     """Every reading of the folder (paper-gap, power, gradient-shares)."""
+
     def everything() -> None:
         write_paper_gap(folder, resamples, "render")
         write_power(folder, resamples, "render")

@@ -38,8 +38,10 @@ def share_table(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, fl
     groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for key, trial in trials.items():
         groups[(trial["task"], trial["method"])].append(key)
-    lines = ["| task | row | trials measured | term (weight): share of the student's gradient, mean (min–max) |",
-             "|---|---|---|---|"]
+    lines = [
+        "| task | row | trials measured | term (weight): share of the student's gradient, mean (min–max) |",
+        "|---|---|---|---|",
+    ]
     for (task, row), keys in sorted(groups.items()):
         weights = explicit_weights(trials[keys[0]]["recipe"])
         found = [shares[key] for key in keys if key in shares]
@@ -47,21 +49,29 @@ def share_table(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, fl
         for term in [*weights, *sorted({name for measured in found for name in measured} - set(weights))]:
             values = [100 * measured[term] for measured in found if term in measured]
             if values:
-                cells.append(f"{term} ({weights.get(term, '–')}): {sum(values) / len(values):.1f}% "
-                             f"({min(values):.1f}–{max(values):.1f})")
+                cells.append(
+                    f"{term} ({weights.get(term, '–')}): {sum(values) / len(values):.1f}% "
+                    f"({min(values):.1f}–{max(values):.1f})"
+                )
         lines.append(f"| {task} | {row} | {len(found)} of {len(keys)} | {'; '.join(cells) or 'not measured'} |")
     return lines
 
 
-def mean_shares(trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, float]]) -> dict[tuple[str, str], dict[str, float]]:
+def mean_shares(
+    trials: Mapping[str, dict], shares: Mapping[str, Mapping[str, float]]
+) -> dict[tuple[str, str], dict[str, float]]:
     """(task, row) → term → mean share over the row's measured trials (rows with none left out)."""
     found: dict[tuple[str, str], list[Mapping[str, float]]] = collections.defaultdict(list)
     for key, trial in trials.items():
         if key in shares:
             found[(trial["task"], trial["method"])].append(shares[key])
-    return {group: {term: sum(m.get(term, 0.0) for m in measured) / len(measured)
-                    for term in dict.fromkeys(t for m in measured for t in m)}
-            for group, measured in sorted(found.items())}
+    return {
+        group: {
+            term: sum(m.get(term, 0.0) for m in measured) / len(measured)
+            for term in dict.fromkeys(t for m in measured for t in m)
+        }
+        for group, measured in sorted(found.items())
+    }
 
 
 def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: str = ""):
@@ -86,8 +96,15 @@ def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: s
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of the student's gradient at the start of training, % (mean over trials)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[term]) for term in terms]
-    ax.legend(handles, terms, loc="upper center", bbox_to_anchor=(0.5, -0.5 / height - 0.06),
-              ncol=max(len(terms), 1), fontsize=7, frameon=False)
+    ax.legend(
+        handles,
+        terms,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.5 / height - 0.06),
+        ncol=max(len(terms), 1),
+        fontsize=7,
+        frameon=False,
+    )
     if title:
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
@@ -97,10 +114,20 @@ def shares_figure(means: Mapping[tuple[str, str], Mapping[str, float]], title: s
 def render(folder: Path, command: str) -> tuple[str, object]:
     """(``tables/gradient_shares.md``, its figure) for the trials of ``folder``."""
     trials, shares = committed_trials(folder)
-    about = (f"{len(shares)} of the {len(trials)} committed trials measured, each on its first 2 training batches "
-             "before the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over the student's own parameters; "
-             "`bert_kd.core.distill.gradient_share`; the trial JSON's `result.gradient_shares`). The weights are the "
-             f"table's; a term's share is what it does to the student. Made by: `{command}`.")
-    text = "\n".join([f"# Each term's share of the student's gradient, {folder.name}", "", about, "",
-                      *share_table(trials, shares), ""])
+    about = (
+        f"{len(shares)} of the {len(trials)} committed trials measured, each on its first 2 training batches "
+        "before the first step (‖w·∂term/∂θ‖ / Σ‖·‖ over the student's own parameters; "
+        "`bert_kd.core.distill.gradient_share`; the trial JSON's `result.gradient_shares`). The weights are the "
+        f"table's; a term's share is what it does to the student. Made by: `{command}`."
+    )
+    text = "\n".join(
+        [
+            f"# Each term's share of the student's gradient, {folder.name}",
+            "",
+            about,
+            "",
+            *share_table(trials, shares),
+            "",
+        ]
+    )
     return text, shares_figure(mean_shares(trials, shares), f"{folder.name}: what trains the student")

@@ -37,8 +37,18 @@ from bert_kd.analysis.table import accuracy, correct, load_runs, table_total, ta
 
 TASKS = ("mrpc", "sst2")
 ALPHA = 0.05
-LABELS = {"nkd": "NKD", "rkd": "RKD", "pkd": "PKD", "ckd": "CKD", "alp": "ALP", "kd": "KD (TED set-up)",
-          "lwd": "LWD", "ted": "TED", "single_teacher": "one teacher", "two_teachers": "two teachers"}
+LABELS = {
+    "nkd": "NKD",
+    "rkd": "RKD",
+    "pkd": "PKD",
+    "ckd": "CKD",
+    "alp": "ALP",
+    "kd": "KD (TED set-up)",
+    "lwd": "LWD",
+    "ted": "TED",
+    "single_teacher": "one teacher",
+    "two_teachers": "two teachers",
+}
 #: (MRPC, SST-2) dev accuracy ×100 reported by the papers, and the regime.
 PAPER = {
     "teacher": ((86.76, 92.67), "ALP-KD T_BERT, 12 layers"),
@@ -81,8 +91,10 @@ def tests_what(claim: str, task: str) -> str:
     report, or a stand-in where our rows differ from the paper's in kind."""
     paper = paper_of(claim)
     if paper == "multi-teacher":
-        return ("stand-in: two MiniLM-L6 teachers (seeds 42, 43) vs one; the paper: heterogeneous teachers "
-                "(BERT + RoBERTa) vs the best single teacher, on QNLI, SST-2, MNLI (no MRPC)")
+        return (
+            "stand-in: two MiniLM-L6 teachers (seeds 42, 43) vs one; the paper: heterogeneous teachers "
+            "(BERT + RoBERTa) vs the best single teacher, on QNLI, SST-2, MNLI (no MRPC)"
+        )
     if paper == "TED" and task != "sst2":
         return "extrapolation: TED Table 4 has MNLI, SST-2 and RTE, not MRPC"
     return f"paper claim ({paper} reports {task_label(task)})"
@@ -142,14 +154,29 @@ class ClaimTest:
         if not self.placement:
             return "–"
         head = f"{self.paper_gain:+.2f} (its noise ±{100 * self.noise:.2f})"
-        return head + {"noise": ": within the paper's own noise", "above": ": **excluded**, above our CIs",
-                       "below": ": below our CIs", "within": ": within our CIs"}[self.placement]
+        return (
+            head
+            + {
+                "noise": ": within the paper's own noise",
+                "above": ": **excluded**, above our CIs",
+                "below": ": below our CIs",
+                "within": ": within our CIs",
+            }[self.placement]
+        )
 
 
-def verdict(gain: float, p: float, error: float, holm_p: float, holm_error: float,
-            reverse: tuple[float, float] | None, alpha: float = ALPHA) -> str:
+def verdict(
+    gain: float,
+    p: float,
+    error: float,
+    holm_p: float,
+    holm_error: float,
+    reverse: tuple[float, float] | None,
+    alpha: float = ALPHA,
+) -> str:
     """The verdict of a tested claim from its p and Holm p (each ± its Monte Carlo error; 0 for an exact p): a
     threshold inside the 95% Monte Carlo interval (± 1.96 errors) of the p that decides makes it ``borderline``."""
+
     def straddles(value: float, err: float) -> bool:
         return value - 1.96 * err < alpha <= value + 1.96 * err
 
@@ -200,8 +227,18 @@ def _claim_tests(runs: dict, resamples: int, seed: int, more: dict | None = None
             components = st.variance_components(A, B) if len(seeds) > 1 else None
             interval = st.t_interval([100 * (accuracy(a[s]) - accuracy(b[s])) for s in seeds])
             model_p = st.analytic_p(test.gain, float(np.sqrt(components.gain_variance()))) if components else None
-            pending.append(ClaimTest(claim, task, len(seeds), test, components, interval, model_p=model_p,
-                                     paper_gain=paper_gain(better, worse, task)))
+            pending.append(
+                ClaimTest(
+                    claim,
+                    task,
+                    len(seeds),
+                    test,
+                    components,
+                    interval,
+                    model_p=model_p,
+                    paper_gain=paper_gain(better, worse, task),
+                )
+            )
     out = list(pending)
     for paper in dict.fromkeys(paper_of(claim) for claim, *_ in CLAIMS):
         family = [i for i, entry in enumerate(pending) if entry.test is not None and paper_of(entry.claim) == paper]
@@ -217,8 +254,15 @@ def _claim_tests(runs: dict, resamples: int, seed: int, more: dict | None = None
             model_said = ""
             if i in model:
                 model_said = verdict(t.gain, entry.model_p, 0.0, model[i][0], 0.0, model_reverse[i])
-            out[i] = replace(entry, holm_p=holm_p, holm_error=holm_error, reverse_holm=reverse, verdict=said,
-                             model_holm_p=model[i][0] if i in model else None, model_verdict=model_said)
+            out[i] = replace(
+                entry,
+                holm_p=holm_p,
+                holm_error=holm_error,
+                reverse_holm=reverse,
+                verdict=said,
+                model_holm_p=model[i][0] if i in model else None,
+                model_verdict=model_said,
+            )
     return out
 
 
@@ -265,7 +309,9 @@ def mean_ci(values: list[float]) -> str:
         return "–"
     interval = st.t_interval([100 * v for v in values])
     mean = 100 * float(np.mean(values))
-    return f"{mean:.2f} (1)" if interval is None else f"{mean:.2f} ± {(interval[1] - interval[0]) / 2:.2f} ({len(values)})"
+    return (
+        f"{mean:.2f} (1)" if interval is None else f"{mean:.2f} ± {(interval[1] - interval[0]) / 2:.2f} ({len(values)})"
+    )
 
 
 def p_cell(p: float, error: float) -> str:
@@ -288,42 +334,74 @@ def render(read: Reading, command: str) -> str:
         lines.append(f"| {label} | {paper_mrpc or '–'} / {paper_sst2} ({regime}) | {cells[0]} | {cells[1]} |")
     counts = sorted({e.test.resamples for e in tests if e.test})
     retested = [f"{e.name} on {task_label(e.task)}" for e in tests if e.test and e.test.resamples > counts[0]]
-    how = (f"Claims: paired bootstrap over dev examples ({counts[0]:,} resamples, seeds pooled"
-           + (f"; {counts[-1]:,} for {', '.join(retested)}, borderline at the first count" if retested else "")
-           + "), one-sided p ± its Monte Carlo error, Holm within each paper; gains in accuracy points.")
-    lines += ["", how, "",
-              "| claim | task | tests | n | gain [95% CI] | p | Holm p | verdict | the paper's gain |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    how = (
+        f"Claims: paired bootstrap over dev examples ({counts[0]:,} resamples, seeds pooled"
+        + (f"; {counts[-1]:,} for {', '.join(retested)}, borderline at the first count" if retested else "")
+        + "), one-sided p ± its Monte Carlo error, Holm within each paper; gains in accuracy points."
+    )
+    lines += [
+        "",
+        how,
+        "",
+        "| claim | task | tests | n | gain [95% CI] | p | Holm p | verdict | the paper's gain |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for e in tests:
         if e.test is None:
-            lines.append(f"| {e.claim} | {task_label(e.task)} | {tests_what(e.claim, e.task)} | 0 | – | – | – | {e.verdict} | – |")
+            lines.append(
+                f"| {e.claim} | {task_label(e.task)} | {tests_what(e.claim, e.task)} | 0 | – | – | – | {e.verdict} | – |"
+            )
             continue
         t = e.test
-        lines.append(f"| {e.claim} | {task_label(e.task)} | {tests_what(e.claim, e.task)} | {e.seeds} | "
-                     f"{100 * t.gain:+.2f} [{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {p_cell(t.p, t.mc_error)} | "
-                     f"{p_cell(e.holm_p, e.holm_error)} | {e.verdict} | {e.paper_cell()} |")
-    lines += ["", ("Seeds and examples: the crossed model D_ij = μ + s_i + e_j + r_ij of each claim's per-seed, per-example "
-                   "differences (method of moments; SDs in points, a negative variance estimate shown as 0), the SE of "
-                   "the gain it gives (both sources) beside the bootstrap's (examples), the analytic test on it and its "
-                   "verdict; noise: the SD of one run of each row, the paper's single-run noise on this dev set."), "",
-              ("| claim | task | σ seed / σ example / σ residual | SE: bootstrap / model | model p, Holm p | "
-               "verdict on the model | single-run noise |"), "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {e.claim} | {task_label(e.task)} | {tests_what(e.claim, e.task)} | {e.seeds} | "
+            f"{100 * t.gain:+.2f} [{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {p_cell(t.p, t.mc_error)} | "
+            f"{p_cell(e.holm_p, e.holm_error)} | {e.verdict} | {e.paper_cell()} |"
+        )
+    lines += [
+        "",
+        (
+            "Seeds and examples: the crossed model D_ij = μ + s_i + e_j + r_ij of each claim's per-seed, per-example "
+            "differences (method of moments; SDs in points, a negative variance estimate shown as 0), the SE of "
+            "the gain it gives (both sources) beside the bootstrap's (examples), the analytic test on it and its "
+            "verdict; noise: the SD of one run of each row, the paper's single-run noise on this dev set."
+        ),
+        "",
+        (
+            "| claim | task | σ seed / σ example / σ residual | SE: bootstrap / model | model p, Holm p | "
+            "verdict on the model | single-run noise |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
     for e in tests:
         if e.components is None:
             continue
         c = e.components
         sds = " / ".join(f"{100 * np.sqrt(max(v, 0.0)):.2f}" for v in (c.seed, c.example, c.residual))
         same = "same" if e.model_verdict == e.verdict else f"**{e.model_verdict}**"
-        lines.append(f"| {e.name} | {task_label(e.task)} | {sds} | {100 * e.test.se:.2f} / {100 * e.model_sd:.2f} | "
-                     f"{e.model_p:.4f}, {e.model_holm_p:.4f} | {same} | {100 * e.noise:.2f} |")
-    lines += ["", ("The warm start: RKD, CKD and ALP against NKD, v1 (`init: teacher`) → v2 (`init: pretrained`, "
-                   "and v2's other fidelity fixes), both on seeds 1–3; agreement = dev examples on which the row's "
-                   "student predicts what the same seed's NKD student predicts."), "",
-              "| task | NKD accuracy v1 → v2 | mean \\|row − NKD\\|, points | agreement with NKD, % |", "|---|---|---|---|"]
+        lines.append(
+            f"| {e.name} | {task_label(e.task)} | {sds} | {100 * e.test.se:.2f} / {100 * e.model_sd:.2f} | "
+            f"{e.model_p:.4f}, {e.model_holm_p:.4f} | {same} | {100 * e.noise:.2f} |"
+        )
+    lines += [
+        "",
+        (
+            "The warm start: RKD, CKD and ALP against NKD, v1 (`init: teacher`) → v2 (`init: pretrained`, "
+            "and v2's other fidelity fixes), both on seeds 1–3; agreement = dev examples on which the row's "
+            "student predicts what the same seed's NKD student predicts."
+        ),
+        "",
+        "| task | NKD accuracy v1 → v2 | mean \\|row − NKD\\|, points | agreement with NKD, % |",
+        "|---|---|---|---|",
+    ]
     for task, figures in read.ablation.items():
-        cells = ["–" if figures[name] is None else f"{figures[name][0]:.2f} → {figures[name][1]:.2f}"
-                 for name in ("nkd", "spread")]
-        cells.append("–" if figures["agreement"] is None else f"{figures['agreement'][0]:.1f} → {figures['agreement'][1]:.1f}")
+        cells = [
+            "–" if figures[name] is None else f"{figures[name][0]:.2f} → {figures[name][1]:.2f}"
+            for name in ("nkd", "spread")
+        ]
+        cells.append(
+            "–" if figures["agreement"] is None else f"{figures['agreement'][0]:.1f} → {figures['agreement'][1]:.1f}"
+        )
         lines.append(f"| {task_label(task)} | {' | '.join(cells)} |")
     lines += ["", f"{finished(runs)} of {table_total(read.folder)} trials. Made by: `{command}`."]
     return "\n".join(lines) + "\n"
@@ -354,15 +432,22 @@ def tally(tests: list[ClaimTest]) -> list[str]:
         with_paper = [e for e in tested if e.placement]
         excluded = [e for e in with_paper if e.placement == "above"]
         noise = [e for e in with_paper if e.placement == "noise"]
-        line = f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold" + (f" ({named(holds)})" if holds else "")
+        line = f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold" + (
+            f" ({named(holds)})" if holds else ""
+        )
         if borderline:
             line += f"; {len(borderline)} borderline ({named(borderline)})"
-        line += (f"; {len(same)} point the paper's way without holding ({len(nominal)} at p < 0.05 before correction"
-                 + (f": {named(nominal)}" if nominal else "") + f"); {len(backwards)} point the other way "
-                 f"({len(significant)} significantly)")
+        line += (
+            f"; {len(same)} point the paper's way without holding ({len(nominal)} at p < 0.05 before correction"
+            + (f": {named(nominal)}" if nominal else "")
+            + f"); {len(backwards)} point the other way "
+            f"({len(significant)} significantly)"
+        )
         if with_paper:
-            line += (f"; of the {len(with_paper)} pairs with the paper's own gain, {len(noise)} within the paper's "
-                     f"single-run noise, {len(excluded)} excluded here" + (f" ({named(excluded)})" if excluded else ""))
+            line += (
+                f"; of the {len(with_paper)} pairs with the paper's own gain, {len(noise)} within the paper's "
+                f"single-run noise, {len(excluded)} excluded here" + (f" ({named(excluded)})" if excluded else "")
+            )
         lines.append(line + ".")
     return lines
 
@@ -376,9 +461,16 @@ def summary(read: Reading, command: str) -> str:
         if e.test is None:
             lines.append(f"| {e.name} | {task_label(e.task)} | {what} | – | – | – | {e.verdict} |")
             continue
-        lines.append(f"| {e.name} | {task_label(e.task)} | {what} | {100 * e.test.gain:+.2f} | "
-                     f"{p_cell(e.test.p, e.test.mc_error)} | {p_cell(e.holm_p, e.holm_error)} | {e.verdict} |")
-    lines += ["", *tally(read.tests), "", f"{finished(read.runs)} of {table_total(read.folder)} trials. Made by: `{command}`."]
+        lines.append(
+            f"| {e.name} | {task_label(e.task)} | {what} | {100 * e.test.gain:+.2f} | "
+            f"{p_cell(e.test.p, e.test.mc_error)} | {p_cell(e.holm_p, e.holm_error)} | {e.verdict} |"
+        )
+    lines += [
+        "",
+        *tally(read.tests),
+        "",
+        f"{finished(read.runs)} of {table_total(read.folder)} trials. Made by: `{command}`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -402,10 +494,18 @@ def init_ablation(runs: dict, v1_dir: Path) -> dict[str, dict[str, tuple[float, 
                 continue
             nkd_mean = float(np.mean([accuracy(r) for r in nkd.values()]))
             figures["nkd"].append(100 * nkd_mean)
-            figures["spread"].append(100 * float(np.mean(
-                [abs(float(np.mean([accuracy(r) for r in seeds.values()])) - nkd_mean) for seeds in rows])))
-            agree = [np.mean(np.asarray(seeds[s]["dev_predictions"]) == np.asarray(nkd[s]["dev_predictions"]))
-                     for seeds in rows for s in seeds if s in nkd]
+            figures["spread"].append(
+                100
+                * float(
+                    np.mean([abs(float(np.mean([accuracy(r) for r in seeds.values()])) - nkd_mean) for seeds in rows])
+                )
+            )
+            agree = [
+                np.mean(np.asarray(seeds[s]["dev_predictions"]) == np.asarray(nkd[s]["dev_predictions"]))
+                for seeds in rows
+                for s in seeds
+                if s in nkd
+            ]
             figures["agreement"].append(100 * float(np.mean(agree)) if agree else None)
         out[task] = {name: None if None in values else tuple(values) for name, values in figures.items()}
     return out
@@ -426,24 +526,35 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
     fig, ax = plt.subplots(figsize=(8.0, height))
     for y, entry in enumerate(reversed(tested)):
         t = entry.test
-        colour = ("tab:green" if entry.verdict == HOLDS else "tab:orange" if entry.verdict.startswith(BORDERLINE)
-                  else "tab:red" if t.gain < 0 else "tab:blue")
+        colour = (
+            "tab:green"
+            if entry.verdict == HOLDS
+            else "tab:orange"
+            if entry.verdict.startswith(BORDERLINE)
+            else "tab:red"
+            if t.gain < 0
+            else "tab:blue"
+        )
         if entry.by_seed is not None:
             ax.plot(entry.by_seed, [y - 0.18] * 2, color=colour, linewidth=1, alpha=0.7)
         ax.plot([100 * t.low, 100 * t.high], [y, y], color=colour, linewidth=3, solid_capstyle="butt")
         ax.plot(100 * t.gain, y, "o", color=colour, markerfacecolor=colour if entry.verdict == HOLDS else "white")
         if entry.paper_gain is not None:
             ax.plot(entry.paper_gain, y, "x", color="black", markersize=7)
-    ax.set_yticks(range(len(tested)), [f"{entry.name} · {task_label(entry.task)}" for entry in reversed(tested)], fontsize=7)
+    ax.set_yticks(
+        range(len(tested)), [f"{entry.name} · {task_label(entry.task)}" for entry in reversed(tested)], fontsize=7
+    )
     ax.axvline(0, color="grey", linestyle="--", linewidth=1)
     ax.set_xlabel("gain, accuracy points (better row − worse row)")
     ax.grid(axis="x", alpha=0.3)
-    handles = [Line2D([], [], color="tab:blue", linewidth=3, label="our gain, 95% bootstrap CI (dev examples)"),
-               Line2D([], [], color="tab:blue", linewidth=1, label="95% t-interval over per-seed gains"),
-               Line2D([], [], color="tab:green", marker="o", linewidth=3, label="holds after Holm"),
-               Line2D([], [], color="tab:orange", linewidth=3, label="borderline"),
-               Line2D([], [], color="tab:red", linewidth=3, label="reversed"),
-               Line2D([], [], color="black", marker="x", linestyle="", label="the paper's gain (its regime)")]
+    handles = [
+        Line2D([], [], color="tab:blue", linewidth=3, label="our gain, 95% bootstrap CI (dev examples)"),
+        Line2D([], [], color="tab:blue", linewidth=1, label="95% t-interval over per-seed gains"),
+        Line2D([], [], color="tab:green", marker="o", linewidth=3, label="holds after Holm"),
+        Line2D([], [], color="tab:orange", linewidth=3, label="borderline"),
+        Line2D([], [], color="tab:red", linewidth=3, label="reversed"),
+        Line2D([], [], color="black", marker="x", linestyle="", label="the paper's gain (its regime)"),
+    ]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
     if title:
         ax.set_title(title, fontsize=9)

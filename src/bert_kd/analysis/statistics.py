@@ -93,11 +93,17 @@ def bootstrap_test(better, worse, resamples: int = RESAMPLES, seed: int = 0) -> 
     sums = np.empty(resamples, dtype=np.int64)
     for start in range(0, resamples, BLOCK):
         size = min(BLOCK, resamples - start)
-        sums[start:start + size] = per_example[rng.integers(0, m, size=(size, m))].sum(axis=1)
+        sums[start : start + size] = per_example[rng.integers(0, m, size=(size, m))].sum(axis=1)
     gains = sums / scale
-    return TestResult(float(per_example.sum() / scale), int(np.count_nonzero(sums <= 0)),
-                      int(np.count_nonzero(sums >= 0)), resamples, float(np.quantile(gains, 0.025)),
-                      float(np.quantile(gains, 0.975)), float(gains.std()))
+    return TestResult(
+        float(per_example.sum() / scale),
+        int(np.count_nonzero(sums <= 0)),
+        int(np.count_nonzero(sums >= 0)),
+        resamples,
+        float(np.quantile(gains, 0.025)),
+        float(np.quantile(gains, 0.975)),
+        float(gains.std()),
+    )
 
 
 def analytic_p(gain: float, sd: float) -> float:
@@ -181,6 +187,8 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, flo
 
     if len(values) < 2:
         return None
-    mean, half = float(np.mean(values)), float(t.ppf(0.5 + level / 2, len(values) - 1) * np.std(values, ddof=1)
-                                               / math.sqrt(len(values)))
+    mean, half = (
+        float(np.mean(values)),
+        float(t.ppf(0.5 + level / 2, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values))),
+    )
     return mean - half, mean + half

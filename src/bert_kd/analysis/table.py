@@ -18,8 +18,11 @@ def project_root(folder: Path) -> Path:
     for parent in Path(folder).resolve().parents:
         if (parent / "conf" / "base").is_dir():
             return parent
-    raise UserError(f"{folder} is not inside a bert-kd project (no conf/base above it)", str(folder),
-                    "pass a table folder of the project, e.g. results/cpu_protocol_v2")
+    raise UserError(
+        f"{folder} is not inside a bert-kd project (no conf/base above it)",
+        str(folder),
+        "pass a table folder of the project, e.g. results/cpu_protocol_v2",
+    )
 
 
 @functools.cache
@@ -42,8 +45,11 @@ def table_spec(folder: Path):
     params = table_params(folder)
     tables = (params.get("reproduce") or {}).get("tables") or {}
     if folder.name not in tables:
-        raise UserError(f"no table named {folder.name!r} in conf/base (reproduce.tables)", str(folder),
-                        f"pass a folder named after a table: {', '.join(sorted(tables))}")
+        raise UserError(
+            f"no table named {folder.name!r} in conf/base (reproduce.tables)",
+            str(folder),
+            f"pass a folder named after a table: {', '.join(sorted(tables))}",
+        )
     return build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
 
 
@@ -68,8 +74,11 @@ def trial_files(folder: Path) -> list[Path]:
     paths = sorted(folder.glob("*.json"))
     foreign = [path.name for path in paths if path.stem not in table_keys(folder)]
     if foreign:
-        raise UserError(f"{len(foreign)} JSON(s) are not trials of {folder.name} as conf/base defines it "
-                        f"(e.g. {foreign[0]})", str(folder), "move a variant's or another table's results out of the folder")
+        raise UserError(
+            f"{len(foreign)} JSON(s) are not trials of {folder.name} as conf/base defines it (e.g. {foreign[0]})",
+            str(folder),
+            "move a variant's or another table's results out of the folder",
+        )
     return paths
 
 

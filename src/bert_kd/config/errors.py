@@ -102,9 +102,13 @@ class TrackingUnreachableError(UserError):
 
 
 #: errno values (and their Rust/safetensors spelling ``os error <n>``) of a full or read-only disk.
-_STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                   errno.EPERM: "operation not permitted"}
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
 
 
 def storage_error(exc: BaseException, path, writing: bool = True) -> StorageError | None:
@@ -121,9 +125,12 @@ def storage_error(exc: BaseException, path, writing: bool = True) -> StorageErro
         if code in _STORAGE_ERRNOS:
             where = getattr(exc, "filename", None) or path
             full = code in (errno.ENOSPC, errno.EDQUOT)
-            fix = (f"free space on the disk holding {path} (df -h {path}; old store entries and "
-                   "data/08_reporting/history/ can go) and run again" if full else
-                   f"make {path} writable (ls -ld; chmod u+w), or run from a folder you can write to")
+            fix = (
+                f"free space on the disk holding {path} (df -h {path}; old store entries and "
+                "data/08_reporting/history/ can go) and run again"
+                if full
+                else f"make {path} writable (ls -ld; chmod u+w), or run from a folder you can write to"
+            )
             verb = "write" if writing or full or code == errno.EROFS else "access"
             return StorageError(f"cannot {verb} {path}: {_STORAGE_ERRNOS[code]}", str(where), fix)
         exc = exc.__cause__ or exc.__context__
@@ -169,5 +176,8 @@ RUNNING_TRAINING_BLOCKS: ContextVar[dict[str, float] | None] = ContextVar("runni
 def learning_rate_parameters(learning_rate: float) -> list[str]:
     """The ``<block>.learning_rate`` parameters of the running node whose value is ``learning_rate``."""
     blocks = RUNNING_TRAINING_BLOCKS.get() or {}
-    return [f"{path}.learning_rate" for path, value in blocks.items()
-            if value is not None and math.isclose(float(value), float(learning_rate), rel_tol=1e-12)]
+    return [
+        f"{path}.learning_rate"
+        for path, value in blocks.items()
+        if value is not None and math.isclose(float(value), float(learning_rate), rel_tol=1e-12)
+    ]

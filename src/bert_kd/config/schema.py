@@ -72,8 +72,13 @@ class Strict(BaseModel):
     def _no_boolean_for_numbers(cls, data: Any) -> Any:
         """``true``/``false`` where a number is expected is an error, not 1/0 (pydantic's lax mode takes it)."""
         if isinstance(data, Mapping):
-            wrong = [f"{key}: {value!r}" for key, value in data.items() if isinstance(value, bool)
-                     and key in cls.model_fields and reads_bool_as_number(cls.model_fields[key].annotation)]
+            wrong = [
+                f"{key}: {value!r}"
+                for key, value in data.items()
+                if isinstance(value, bool)
+                and key in cls.model_fields
+                and reads_bool_as_number(cls.model_fields[key].annotation)
+            ]
             if wrong:
                 raise ValueError(f"{', '.join(wrong)} — a boolean where this key takes a number")
         return data
@@ -136,7 +141,9 @@ class Runtime(Strict):
     recompute: bool = False  # retrain every job of the run instead of reusing the content-keyed store
     fused_optimizer: bool | Literal["auto"] = "auto"  # fused AdamW kernel ("auto": on CPU)
     tf32: bool = True  # TF32 matmuls for fp32 work on CUDA; off: full fp32 matmuls
-    compile: bool | Annotated[str, Field(min_length=1)] = False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
+    compile: bool | Annotated[str, Field(min_length=1)] = (
+        False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
+    )
     # the dev metric the best epoch is kept by; None = the task's primary metric (a sweep table sets its paper's)
     select_metric: str | None = None
 
@@ -240,7 +247,7 @@ class Student(Strict):
         return value
 
     @model_validator(mode="after")
-    def _depth_or_model(self) -> "Student":
+    def _depth_or_model(self) -> Student:
         if self.model is None and self.num_layers is None:
             raise ValueError("give num_layers (a copy of the teacher's first layers) or model")
         return self
@@ -395,8 +402,16 @@ def keys_at(root: type[BaseModel], loc: tuple) -> list[str]:
 
 
 #: A method-level message (``check_method_config``) → the recipe option it is about.
-_OPTION_WORDS = (("stages", "stages"), ("layer-mapping", "mapping"), ("mapping", "mapping"), ("loss term", "weights"),
-                 ("weight", "weights"), ("temperature", "temperature"), ("alpha", "alpha"), ("beta", "beta"))
+_OPTION_WORDS = (
+    ("stages", "stages"),
+    ("layer-mapping", "mapping"),
+    ("mapping", "mapping"),
+    ("loss term", "weights"),
+    ("weight", "weights"),
+    ("temperature", "temperature"),
+    ("alpha", "alpha"),
+    ("beta", "beta"),
+)
 
 
 def _recipe_option(loc: tuple, message: str, tags: tuple[str, ...]) -> tuple:
@@ -409,8 +424,9 @@ def _recipe_option(loc: tuple, message: str, tags: tuple[str, ...]) -> tuple:
     return ()
 
 
-def problems_of(error: ValidationError, root: type[BaseModel], prefix: tuple = (), tags: tuple[str, ...] = (),
-                root_depth: int = 0) -> list[tuple[str, str]]:
+def problems_of(
+    error: ValidationError, root: type[BaseModel], prefix: tuple = (), tags: tuple[str, ...] = (), root_depth: int = 0
+) -> list[tuple[str, str]]:
     """``error`` as ``(dotted key, message)`` pairs: keys under ``prefix``, unknown keys with the
     closest valid key of the model ``root`` (found ``root_depth`` items down the key), recipe
     entries' union ``tags`` (the method names) dropped from the keys."""
@@ -421,13 +437,16 @@ def problems_of(error: ValidationError, root: type[BaseModel], prefix: tuple = (
             valid = keys_at(root, loc[root_depth:-1])
             key = str(loc[-1])
             close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-            hint = (f"did you mean {dotted(loc[:-1] + (close[0],), tags)!r}?" if close
-                    else f"valid keys here: {', '.join(valid)}")
+            hint = (
+                f"did you mean {dotted(loc[:-1] + (close[0],), tags)!r}?"
+                if close
+                else f"valid keys here: {', '.join(valid)}"
+            )
             problems.append((dotted(loc, tags), f"unknown key; {hint}"))
             continue
         message = item["msg"]
         if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
+            message = message[len("Value error, ") :]
             loc += _recipe_option(loc, message, tags)
         if kind not in ("value_error", "union_tag_invalid", "union_tag_not_found", "missing") and "input" in item:
             message += f"; given {item['input']!r}"
@@ -441,9 +460,11 @@ def problems_of(error: ValidationError, root: type[BaseModel], prefix: tuple = (
 
 #: The one precedence rule of training settings (bert_kd.kedro_project.config_loader.apply_shared_training), quoted in
 #: the parameter errors of training keys.
-TRAINING_PRECEDENCE = ("training settings: the command line wins over conf, and a job's own <job>.training.<key> "
-                       "over the shared training.<key>, which reaches every job (--params training.epochs=1 "
-                       "changes every job; --params student.training.epochs=1 the student only)")
+TRAINING_PRECEDENCE = (
+    "training settings: the command line wins over conf, and a job's own <job>.training.<key> "
+    "over the shared training.<key>, which reaches every job (--params training.epochs=1 "
+    "changes every job; --params student.training.epochs=1 the student only)"
+)
 
 
 def parameter_fix(problems: list[tuple[str, str]]) -> str | None:

@@ -58,8 +58,9 @@ def _fsync_tree(directory: Path) -> None:
         _fsync(path)
 
 
-def write_atomically(target: str | os.PathLike[str], write: Callable[[Path], None],
-                     manifest: Mapping | None = None) -> Path:
+def write_atomically(
+    target: str | os.PathLike[str], write: Callable[[Path], None], manifest: Mapping | None = None
+) -> Path:
     """Create directory ``target`` all at once: ``write(tmp)`` fills a temporary directory next to
     it, its files are fsynced and listed in ``manifest.json`` (written last, with ``manifest``'s
     extra fields), then it is renamed to ``target`` (an older ``target`` is replaced)."""
@@ -122,7 +123,6 @@ def _give_umask_mode(directory: Path) -> None:
     for path in directory.rglob("*"):
         if path.is_file() and not path.is_symlink():
             path.chmod(mode)
-
 
 
 def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:

@@ -89,8 +89,7 @@ def _validate_explicit(strategy: Sequence, n_teacher: int, n_student: int) -> Ma
     for j, entry in enumerate(strategy, start=1):
         if isinstance(entry, (str, bytes)) or not isinstance(entry, (list, tuple)):
             raise ValueError(
-                f"explicit layer mapping entry for student layer {j} must be a list of "
-                f"teacher layers, got {entry!r}"
+                f"explicit layer mapping entry for student layer {j} must be a list of teacher layers, got {entry!r}"
             )
         layers: list[int] = []
         for k in entry:
@@ -155,7 +154,7 @@ def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_s
 
     name = strategy.strip().lower().replace("-", "_")
     if name.startswith(TEACHER_LAYER_PREFIX):
-        return _single_teacher_layer(strategy, name[len(TEACHER_LAYER_PREFIX):], n_teacher, n_student)
+        return _single_teacher_layer(strategy, name[len(TEACHER_LAYER_PREFIX) :], n_teacher, n_student)
     if name not in STRATEGIES:
         raise ValueError(
             f"unknown layer-mapping strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)} "
@@ -215,7 +214,7 @@ def check_strategy(strategy: Union[str, Sequence[Sequence[int]]]) -> None:
     if isinstance(strategy, str):
         name = strategy.strip().lower().replace("-", "_")
         if name.startswith(TEACHER_LAYER_PREFIX):
-            value = name[len(TEACHER_LAYER_PREFIX):]
+            value = name[len(TEACHER_LAYER_PREFIX) :]
             if not value.isdigit() or int(value) < 1:
                 raise ValueError(f"layer-mapping strategy {strategy!r}: {value!r} is not a teacher layer number")
             return
@@ -225,7 +224,9 @@ def check_strategy(strategy: Union[str, Sequence[Sequence[int]]]) -> None:
                 f"(or {TEACHER_LAYER_PREFIX}<l>, or an explicit list of teacher-layer lists)"
             )
         return
-    if not isinstance(strategy, (list, tuple)) or any(isinstance(e, (str, bytes)) or not isinstance(e, (list, tuple)) for e in strategy):
+    if not isinstance(strategy, (list, tuple)) or any(
+        isinstance(e, (str, bytes)) or not isinstance(e, (list, tuple)) for e in strategy
+    ):
         raise ValueError(f"a layer mapping must be a strategy name or a list of teacher-layer lists, got {strategy!r}")
 
 

@@ -44,8 +44,14 @@ def metric_names(task: str) -> list[str]:
 
 def metric_label(name: str) -> str:
     """Human name of a metric key (for captions)."""
-    return {"matthews_correlation": "MCC", "pearson": "Pearson", "spearmanr": "Spearman", "accuracy": "accuracy",
-            "f1": "F1", "combined": "combined"}.get(name, name)
+    return {
+        "matthews_correlation": "MCC",
+        "pearson": "Pearson",
+        "spearmanr": "Spearman",
+        "accuracy": "accuracy",
+        "f1": "F1",
+        "combined": "combined",
+    }.get(name, name)
 
 
 def _as_predictions(predictions: ArrayLike, is_regression: bool) -> np.ndarray:

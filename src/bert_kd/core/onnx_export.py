@@ -54,13 +54,20 @@ def export_onnx(model: nn.Module, path: str | Path, opset: int = 17) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     names = model_input_names(model)
     model = model.to("cpu", torch.float32).eval()
-    example = tuple(torch.ones(2, 8, dtype=torch.long) if n != "token_type_ids" else torch.zeros(2, 8, dtype=torch.long)
-                    for n in names)
+    example = tuple(
+        torch.ones(2, 8, dtype=torch.long) if n != "token_type_ids" else torch.zeros(2, 8, dtype=torch.long)
+        for n in names
+    )
 
     def write(tmp: Path) -> None:
         with torch.no_grad():
             torch.onnx.export(
-                _LogitsOnly(model), example, str(tmp), dynamo=False, input_names=names, output_names=["logits"],
+                _LogitsOnly(model),
+                example,
+                str(tmp),
+                dynamo=False,
+                input_names=names,
+                output_names=["logits"],
                 dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "logits": {0: "batch"}},
                 opset_version=opset,
             )
@@ -73,7 +80,9 @@ def quantize_int8(onnx_path: str | Path, path: str | Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     path = Path(path)
-    return write_file_atomically(path, lambda tmp: quantize_dynamic(str(onnx_path), str(tmp), weight_type=QuantType.QInt8))
+    return write_file_atomically(
+        path, lambda tmp: quantize_dynamic(str(onnx_path), str(tmp), weight_type=QuantType.QInt8)
+    )
 
 
 class OnnxClassifier:
@@ -140,8 +149,15 @@ class Verification:
         return {**vars(self), "delta_points": self.delta_points, "within_tolerance": self.within_tolerance}
 
 
-def verify(name: str, task: str, reference: np.ndarray, exported: np.ndarray, labels: np.ndarray,
-           tolerance_points: float = 0.5, strict: bool = True) -> Verification:
+def verify(
+    name: str,
+    task: str,
+    reference: np.ndarray,
+    exported: np.ndarray,
+    labels: np.ndarray,
+    tolerance_points: float = 0.5,
+    strict: bool = True,
+) -> Verification:
     """Compare ``exported`` logits with ``reference`` logits. When the dev metric moves by more
     than ``tolerance_points`` (points = 100 × metric): a ValueError naming the model if ``strict``,
     else a warning (the result says ``within_tolerance=False``)."""
@@ -151,21 +167,32 @@ def verify(name: str, task: str, reference: np.ndarray, exported: np.ndarray, la
         metric=metric,
         reference_score=float(glue_metrics(task, reference, labels)[metric]),
         score=float(glue_metrics(task, exported, labels)[metric]),
-        agreement=float((reference.argmax(-1) == exported.argmax(-1)).mean()) if reference.shape[-1] > 1 else float("nan"),
+        agreement=float((reference.argmax(-1) == exported.argmax(-1)).mean())
+        if reference.shape[-1] > 1
+        else float("nan"),
         max_abs_logit_diff=float(np.abs(reference - exported).max()),
         tolerance_points=tolerance_points,
     )
     if not result.within_tolerance:
-        message = (f"exported model {name!r}: dev {metric} {result.score:.4f} vs PyTorch {result.reference_score:.4f} "
-                   f"({result.delta_points:+.2f} points, tolerance {tolerance_points})")
+        message = (
+            f"exported model {name!r}: dev {metric} {result.score:.4f} vs PyTorch {result.reference_score:.4f} "
+            f"({result.delta_points:+.2f} points, tolerance {tolerance_points})"
+        )
         if strict:
             raise ValueError(message)
         log.warning("%s", message)
     return result
 
 
-def export_and_verify(model: nn.Module, dataset, collator: Collator, task: str, directory: str | Path,
-                      quantize: bool = True, tolerance_points: float = 0.5) -> tuple[dict[str, Path], list[Verification]]:
+def export_and_verify(
+    model: nn.Module,
+    dataset,
+    collator: Collator,
+    task: str,
+    directory: str | Path,
+    quantize: bool = True,
+    tolerance_points: float = 0.5,
+) -> tuple[dict[str, Path], list[Verification]]:
     """Export ``model`` to ``directory/student.onnx`` (and ``student.int8.onnx``) and verify both
     on ``dataset`` against the PyTorch fp32 model: the fp32 export must hold the metric (else a
     ValueError); int8 is reported, with a warning when it loses more than the tolerance."""
@@ -193,9 +220,13 @@ def time_batches(logits_fn: Callable[[Mapping], np.ndarray], batches: Sequence[M
     return 1000.0 * statistics.median(per_pass)
 
 
-def latency_table(candidates: Mapping[str, tuple[Callable[[Mapping], np.ndarray], object, Collator]],
-                  batch_sizes: Sequence[int] = (1, 32), max_batches: int = 8, repeats: int = 3,
-                  scores: Mapping[str, float] | None = None) -> list[dict]:
+def latency_table(
+    candidates: Mapping[str, tuple[Callable[[Mapping], np.ndarray], object, Collator]],
+    batch_sizes: Sequence[int] = (1, 32),
+    max_batches: int = 8,
+    repeats: int = 3,
+    scores: Mapping[str, float] | None = None,
+) -> list[dict]:
     """One row per (model, batch size): ms/batch, examples/s and the speed-up over the first model.
 
     ``candidates`` maps a name to ``(logits_fn, dev dataset in that model's tokenization, collator)``;
@@ -210,12 +241,14 @@ def latency_table(candidates: Mapping[str, tuple[Callable[[Mapping], np.ndarray]
                 raise ValueError(f"latency_table: no dev examples for {name!r}")
             ms = time_batches(logits_fn, batches, repeats)
             baseline = baseline or ms
-            rows.append({
-                "model": name,
-                "batch_size": batch_size,
-                "ms_per_batch": round(ms, 3),
-                "examples_per_s": round(1000.0 * batch_size / ms, 1),
-                "speedup_vs_first": round(baseline / ms, 2),
-                "dev_score": None if scores is None else scores.get(name),
-            })
+            rows.append(
+                {
+                    "model": name,
+                    "batch_size": batch_size,
+                    "ms_per_batch": round(ms, 3),
+                    "examples_per_s": round(1000.0 * batch_size / ms, 1),
+                    "speedup_vs_first": round(baseline / ms, 2),
+                    "dev_score": None if scores is None else scores.get(name),
+                }
+            )
     return rows

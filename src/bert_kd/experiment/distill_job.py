@@ -16,30 +16,33 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from pydantic import BaseModel
-
-from bert_kd.experiment import jobs
+from bert_kd.config.schema import Student, Tracking, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
 from bert_kd.core.distill.methods import build_method
 from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.core.distill.outputs import summary_key_material
-from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
 from bert_kd.core.models import ModelBundle, count_parameters, init_key_material, student_init
-from bert_kd.experiment.run_setup import RunSettings, collator_for, step_logger, training_config  # RunSettings: re-exported
-from bert_kd.config.schema import Student, Tracking, set_values, typed
+from bert_kd.core.training import fit, make_loader
+from bert_kd.experiment import jobs
+from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
 from bert_kd.experiment.parameters import explicit_weights
+from bert_kd.experiment.run_setup import (  # RunSettings: re-exported
+    RunSettings,
+    collator_for,
+    step_logger,
+    training_config,
+)
 from bert_kd.experiment.store import job as store_job
 from bert_kd.experiment.store import model_identity, recompute, run_model_job
 from bert_kd.experiment.tracker import JobRun, tracker_for
-from bert_kd.core.training import fit, make_loader
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
 TEACHER_PREFIX = "t0_"
 
 
-def task_of(settings: "RunSettings | Mapping | str") -> str:
+def task_of(settings: RunSettings | Mapping | str) -> str:
     """The task of the run settings (or of a task name, for notebooks and benchmarks)."""
     return get_task(settings).name if isinstance(settings, str) else RunSettings.of(settings).task
 
@@ -69,7 +72,9 @@ def with_explicit_weights(recipe) -> dict:
 
 def recipe_spec(method_config: Mapping) -> dict:
     """The JSON part of a method recipe (the part that enters the student's content key)."""
-    return {k: v for k, v in method_config.items() if v is None or isinstance(v, (str, int, float, bool, list, tuple, dict))}
+    return {
+        k: v for k, v in method_config.items() if v is None or isinstance(v, (str, int, float, bool, list, tuple, dict))
+    }
 
 
 def student_start_spec(student: ModelBundle, student_params) -> dict:
@@ -77,7 +82,11 @@ def student_start_spec(student: ModelBundle, student_params) -> dict:
     the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
     or another model's identity."""
     params = typed(Student, student_params, "student")
-    spec = {"num_layers": params.num_layers, "layer_selection": params.layer_selection, "from_job": student.info.get("key")}
+    spec = {
+        "num_layers": params.num_layers,
+        "layer_selection": params.layer_selection,
+        "from_job": student.info.get("key"),
+    }
     if params.model:
         spec["model"] = model_identity(params.model)
     else:
@@ -113,12 +122,19 @@ class DistillJob:
 
     def training(self, checkpoint_dir=None, n_train: int | None = None):
         """The job's :class:`~bert_kd.core.training.TrainingConfig` (student ``training`` block + runtime)."""
-        return training_config(set_values(self.student_params).get("training"), self.settings.runtime, self.settings.seed,
-                               self.task, checkpoint_dir, n_train=n_train)
+        return training_config(
+            set_values(self.student_params).get("training"),
+            self.settings.runtime,
+            self.settings.seed,
+            self.task,
+            checkpoint_dir,
+            n_train=n_train,
+        )
 
 
-def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache, recipe: Mapping,
-                       settings: RunSettings) -> DistillJob:
+def single_teacher_job(
+    teacher: ModelBundle, student: StudentStart, student_data, teacher_cache, recipe: Mapping, settings: RunSettings
+) -> DistillJob:
     """The job of one ``distill_methods`` / ``ted_methods`` row: ``student`` distilled from ``teacher``
     (its cache used unless the student reads another vocabulary); key material unchanged since job keys were introduced."""
     task = settings.task
@@ -126,21 +142,40 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
     key_recipe, objects = student.method_inputs(recipe, teacher, task)
     params = set_values(student.params)
     config = training_config(params.get("training"), settings.runtime, settings.seed, task, None)
-    store = store_job("student", {
-        "task": task, "recipe": recipe_spec(key_recipe), "teacher": teacher.info.get("key"),
-        "start": student_start_spec(student, student.params),
-        "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
-        "training": jobs.training_spec(vars(config)), "seed": settings.seed, "data": jobs.dataset_fingerprint(student_data),
-        "upstream": student.upstream, **summary_key_material(teacher.model, student.model),
-    })
+    store = store_job(
+        "student",
+        {
+            "task": task,
+            "recipe": recipe_spec(key_recipe),
+            "teacher": teacher.info.get("key"),
+            "start": student_start_spec(student, student.params),
+            "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
+            "training": jobs.training_spec(vars(config)),
+            "seed": settings.seed,
+            "data": jobs.dataset_fingerprint(student_data),
+            "upstream": student.upstream,
+            **summary_key_material(teacher.model, student.model),
+        },
+    )
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
     source = Teacher(teacher.model, prefix=prefix, cache=teacher_cache if not prefix else None, name="teacher")
     return DistillJob(
-        store=store, initial_student=lambda: (copy.deepcopy(student.model), student.tokenizer,
-                                              student.info.get("initialised_from_teacher_layers")),
-        teachers=[source], teacher_tokenizers={TEACHER_PREFIX: teacher.tokenizer} if prefix else {},
-        recipe=key_recipe, method_objects=objects, student_params=student.params, settings=settings, row=row,
-        data=student_data, run_name=f"distill_{row}:{task}", teacher_parameters=count_parameters(teacher.model),
+        store=store,
+        initial_student=lambda: (
+            copy.deepcopy(student.model),
+            student.tokenizer,
+            student.info.get("initialised_from_teacher_layers"),
+        ),
+        teachers=[source],
+        teacher_tokenizers={TEACHER_PREFIX: teacher.tokenizer} if prefix else {},
+        recipe=key_recipe,
+        method_objects=objects,
+        student_params=student.params,
+        settings=settings,
+        row=row,
+        data=student_data,
+        run_name=f"distill_{row}:{task}",
+        teacher_parameters=count_parameters(teacher.model),
         student_layers=student.info.get("initialised_from_teacher_layers"),
     )
 
@@ -148,8 +183,14 @@ def single_teacher_job(teacher: ModelBundle, student: StudentStart, student_data
 def train_student(job: DistillJob) -> ModelBundle:
     """Train ``job``'s student once (or reuse the stored one with the same content key)."""
     train = partial(_train, job=job)
-    bundle = run_model_job(job.store, train, job.settings.tracking, recompute=recompute(job.settings.runtime),
-                           run_name=job.run_name, run_tags={"role": "student", "method": job.row, "task": job.task})
+    bundle = run_model_job(
+        job.store,
+        train,
+        job.settings.tracking,
+        recompute=recompute(job.settings.runtime),
+        run_name=job.run_name,
+        run_tags={"role": "student", "method": job.row, "task": job.task},
+    )
     bundle.info["method"] = job.row  # a stored result may have been trained under another name
     return bundle
 
@@ -159,8 +200,9 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
     spec = get_task(job.task)
     model, tokenizer, kept = job.initial_student()
     algorithm = job.recipe["method"]
-    method = build_method({**job.recipe, **job.method_objects}, model, [t.model for t in job.teachers],
-                          regression=spec.is_regression)
+    method = build_method(
+        {**job.recipe, **job.method_objects}, model, [t.model for t in job.teachers], regression=spec.is_regression
+    )
     token_level = method.teacher_needs.get("hidden") or method.teacher_needs.get("attention")
     if any(t.prefix for t in job.teachers) and token_level and not method.reads_teacher_prefixes:
         raise ValueError(
@@ -174,21 +216,54 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
     eval_split = evaluation_split(job.data)
     tracker = tracker_for(job.settings.tracking)
     tracker.distillation_started(run, job, model, method, objective, settings)
-    shares = measure_gradient_shares(run, objective, train_split, collator, settings.batch_size,
-                                     typed(Tracking, job.settings.tracking, "tracking").gradient_share_batches,
-                                     name=job.run_name if job.multi_teacher else f"distill_{job.row}", seed=settings.seed)
-    result = fit(objective, train_split, job.data[eval_split], settings, collator=collator,
-                 evaluate_fn=evaluate_fn(spec.name), log_fn=step_logger(run),
-                 description=progress_label(job.row, algorithm, spec.name))
-    outcome = _observations(job, method, objective, make_loader(job.data[eval_split], settings.eval_batch_size, collator,
-                                                                shuffle=False), eval_split)
+    shares = measure_gradient_shares(
+        run,
+        objective,
+        train_split,
+        collator,
+        settings.batch_size,
+        typed(Tracking, job.settings.tracking, "tracking").gradient_share_batches,
+        name=job.run_name if job.multi_teacher else f"distill_{job.row}",
+        seed=settings.seed,
+    )
+    result = fit(
+        objective,
+        train_split,
+        job.data[eval_split],
+        settings,
+        collator=collator,
+        evaluate_fn=evaluate_fn(spec.name),
+        log_fn=step_logger(run),
+        description=progress_label(job.row, algorithm, spec.name),
+    )
+    outcome = _observations(
+        job,
+        method,
+        objective,
+        make_loader(job.data[eval_split], settings.eval_batch_size, collator, shuffle=False),
+        eval_split,
+    )
     tracker.distillation_ended(run, job, method, outcome)
-    info = {"role": "student", "method": job.row, "task": spec.name, "key": job.store.key,
-            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-            "mlflow_run_id": run.run_id, "gradient_shares": share_metrics(shares, prefix=""), **outcome}
+    info = {
+        "role": "student",
+        "method": job.row,
+        "task": spec.name,
+        "key": job.store.key,
+        "best_epoch": result.best_epoch,
+        "best_metrics": result.best_metrics,
+        "history": result.history,
+        "mlflow_run_id": run.run_id,
+        "gradient_shares": share_metrics(shares, prefix=""),
+        **outcome,
+    }
     if job.multi_teacher:
-        info.update({"configuration": job.run_name, "teachers": [t.name for t in job.teachers],
-                     "initialised_from_teacher_layers": kept})
+        info.update(
+            {
+                "configuration": job.run_name,
+                "teachers": [t.name for t in job.teachers],
+                "initialised_from_teacher_layers": kept,
+            }
+        )
     else:
         info.update({"algorithm": algorithm, "teacher_key": job.store.spec.get("teacher")})
     return ModelBundle(model, tokenizer, info)

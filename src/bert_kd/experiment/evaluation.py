@@ -12,9 +12,9 @@ import torch
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, count_parameters
-from bert_kd.experiment.run_setup import collator_for
-from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.core.reports.verdict import majority_class_metrics
+from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.experiment.run_setup import collator_for
 
 
 def evaluation_split(tokenized) -> str:
@@ -83,8 +83,11 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
 
 def _model_files(folder: Path) -> list[Path]:
     """The files ``save_pretrained`` writes for a model: its config and (sharded) safetensors weights."""
-    return [f for f in folder.iterdir() if f.is_file()
-            and (f.name == "config.json" or f.name.startswith("model") and ".safetensors" in f.name)]
+    return [
+        f
+        for f in folder.iterdir()
+        if f.is_file() and (f.name == "config.json" or f.name.startswith("model") and ".safetensors" in f.name)
+    ]
 
 
 def _saved_size(bundle: ModelBundle) -> int:

@@ -38,9 +38,9 @@ from typing import Any, Callable, Mapping
 
 from filelock import FileLock
 
-from bert_kd.core.training import distributed
 from bert_kd.config.errors import TrainingDivergedError
 from bert_kd.core.files import MANIFEST, file_sha256, storage_errors, write_atomically
+from bert_kd.core.training import distributed
 from bert_kd.core.training.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,14 @@ SCHEMA_VERSIONS: dict[str, int] = {
 }
 
 #: Training settings that do not change the trained weights (excluded from keys).
-VOLATILE_TRAINING_SETTINGS = ("checkpoint_dir", "checkpoint_every_steps", "keep_checkpoint", "progress_bar",
-                              "log_every_steps", "fused_optimizer")  # fused: same weights to float rounding
+VOLATILE_TRAINING_SETTINGS = (
+    "checkpoint_dir",
+    "checkpoint_every_steps",
+    "keep_checkpoint",
+    "progress_bar",
+    "log_every_steps",
+    "fused_optimizer",
+)  # fused: same weights to float rounding
 
 #: Settings that enter keys only where they change the numbers (:func:`bert_kd.core.training.precision.numeric_key_material`).
 NUMERIC_PATH_SETTINGS = ("tf32", "compile")
@@ -174,8 +180,18 @@ def frame_fingerprint(frame) -> str:
     return hashlib.sha256(f"{columns};{len(frame)};".encode() + hashed.tobytes()).hexdigest()
 
 
-_MODEL_FILES = ("config.json", "*.safetensors", "*.bin", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                "special_tokens_map.json", "merges.txt", "vocab.json", "*.model")
+_MODEL_FILES = (
+    "config.json",
+    "*.safetensors",
+    "*.bin",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "merges.txt",
+    "vocab.json",
+    "*.model",
+)
 _identity_cache: dict[tuple, dict] = {}
 
 
@@ -235,8 +251,11 @@ def _files_problem(directory: Path, files: Any) -> str | None:
         path = directory / name
         if Path(name).is_absolute() or not path.resolve().is_relative_to(root):
             return f"manifest.json lists {name!r}, which is outside {directory}"
-        if not (isinstance(expected, Mapping) and isinstance(expected.get("size"), int)
-                and isinstance(expected.get("sha256"), str)):
+        if not (
+            isinstance(expected, Mapping)
+            and isinstance(expected.get("size"), int)
+            and isinstance(expected.get("sha256"), str)
+        ):
             return f"manifest.json entry for {name!r} has no size and sha256"
         if not path.is_file():
             return f"{path} is missing"
@@ -391,8 +410,13 @@ def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome |
 def identity_manifest(job: Job) -> dict:
     """The manifest fields that tie a store entry to its job (kind, key, schema version, spec and
     its hash): what :func:`manifest_problem` checks against the folder the entry sits in."""
-    return {"kind": job.kind, "key": job.key, "schema_version": SCHEMA_VERSIONS[job.kind],
-            "spec_sha256": spec_sha256(job.spec), "spec": _plain(job.spec)}
+    return {
+        "kind": job.kind,
+        "key": job.key,
+        "schema_version": SCHEMA_VERSIONS[job.kind],
+        "spec_sha256": spec_sha256(job.spec),
+        "spec": _plain(job.spec),
+    }
 
 
 def _multi_process() -> bool:

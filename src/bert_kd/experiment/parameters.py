@@ -38,9 +38,9 @@ from bert_kd.config.schema import (
     Runtime,
     Strict,
     Student,
-    Ted,
     Teacher,
     TeacherCache,
+    Ted,
     Tracking,
     Training,
     keys_at,
@@ -52,7 +52,6 @@ from bert_kd.core.distill.methods.base import check_method_config, method_class,
 from bert_kd.core.distill.objective import WeightSchedule
 from bert_kd.core.distill.ted_filters import ted_layer_map
 from bert_kd.core.models import resolve_model_name, select_student_layers
-
 
 
 def _registered_recipes() -> tuple[type[Recipe], ...]:
@@ -137,11 +136,13 @@ class Parameters(Strict):
         return value
 
     @model_validator(mode="after")
-    def _teacher_indices(self) -> "Parameters":
+    def _teacher_indices(self) -> Parameters:
         n = len(self.multi_teachers or [])
         problems = []
         if self.multi_student is not None and self.multi_teachers and self.multi_student.init_from_teacher >= n:
-            problems.append(f"multi_student.init_from_teacher={self.multi_student.init_from_teacher} but only {n} teacher(s)")
+            problems.append(
+                f"multi_student.init_from_teacher={self.multi_student.init_from_teacher} but only {n} teacher(s)"
+            )
         for name, recipe in self.multi_teacher_configs.items():
             for index in getattr(recipe, "teachers", None) or []:
                 if index >= n:
@@ -182,7 +183,6 @@ def validate_parameters(params: Mapping) -> Parameters:
         raise ParameterError(problems, fix=parameter_fix(problems)) from None
 
 
-
 def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:
     """Problems of one recipe outside the parameter tree (a sweep row's), as ``(dotted key, message)``
     under ``where``, worded like :func:`validate_parameters`' (unknown keys with the closest one)."""
@@ -192,8 +192,10 @@ def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:
     except ValidationError as error:
         slot = (RECIPE_BLOCKS[0], "_")  # where a recipe sits in the tree, for valid keys and wording
         placeholder = ".".join(slot)
-        return [(where + key[len(placeholder):], message.replace(f"'{placeholder}", f"'{where}"))
-                for key, message in problems_of(error, parameters_model(), prefix=slot, tags=method_names())]
+        return [
+            (where + key[len(placeholder) :], message.replace(f"'{placeholder}", f"'{where}"))
+            for key, message in problems_of(error, parameters_model(), prefix=slot, tags=method_names())
+        ]
 
 
 def explicit_weights(recipe: Mapping) -> dict[str, float]:
@@ -224,24 +226,30 @@ def model_config(name: str, key: str) -> dict:
     try:
         resolved = resolve_model_name(name)
     except FileNotFoundError:
-        raise ModelNotFoundError(f"directory {name!r} does not exist", key,
-                                 "give an existing model directory or a Hugging Face hub id") from None
+        raise ModelNotFoundError(
+            f"directory {name!r} does not exist", key, "give an existing model directory or a Hugging Face hub id"
+        ) from None
     except (ValueError, ImportError) as exc:
         raise ModelNotFoundError(str(exc), key, "install the package or name another model") from None
     path = Path(resolved).expanduser()
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
-            raise ModelNotFoundError(f"{str(path)!r} has no config.json (not a Hugging Face model directory)", key,
-                                     "point it at a directory written by save_pretrained")
+            raise ModelNotFoundError(
+                f"{str(path)!r} has no config.json (not a Hugging Face model directory)",
+                key,
+                "point it at a directory written by save_pretrained",
+            )
         return json.loads(config.read_text(encoding="utf-8"))
     if path.exists():
-        raise ModelNotFoundError(f"{resolved!r} is a file, not a model directory", key,
-                                 "give a model directory or a Hugging Face hub id")
+        raise ModelNotFoundError(
+            f"{resolved!r} is a file, not a model directory", key, "give a model directory or a Hugging Face hub id"
+        )
     looks_local = resolved.startswith((".", "/", "~")) or resolved.count("/") > 1 or os.sep + os.sep in resolved
     if looks_local:
-        raise ModelNotFoundError(f"directory {resolved!r} does not exist", key,
-                                 "give an existing model directory or a Hugging Face hub id")
+        raise ModelNotFoundError(
+            f"directory {resolved!r} does not exist", key, "give an existing model directory or a Hugging Face hub id"
+        )
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
     cached = try_to_load_from_cache(resolved, "config.json")
@@ -250,13 +258,18 @@ def model_config(name: str, key: str) -> dict:
     if _offline():
         raise ModelNotFoundError(
             f"{resolved!r} is neither a local directory nor in the Hugging Face cache, and the machine is offline "
-            f"(HF_HUB_OFFLINE=1)", key,
-            "give a local model directory (or minilm-l6), or go online once (unset HF_HUB_OFFLINE) to download it")
+            f"(HF_HUB_OFFLINE=1)",
+            key,
+            "give a local model directory (or minilm-l6), or go online once (unset HF_HUB_OFFLINE) to download it",
+        )
     try:
         return json.loads(Path(hf_hub_download(resolved, "config.json")).read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - any hub failure means "not reachable"
-        raise ModelNotFoundError(f"{resolved!r} could not be fetched from the Hugging Face hub ({type(exc).__name__})",
-                                 key, "check the model id and the network, or give a local directory") from None
+        raise ModelNotFoundError(
+            f"{resolved!r} could not be fetched from the Hugging Face hub ({type(exc).__name__})",
+            key,
+            "check the model id and the network, or give a local directory",
+        ) from None
 
 
 def _depth(config: dict) -> int | None:
@@ -289,16 +302,22 @@ def max_positions(config: dict) -> int | None:
     return None
 
 
-def _length_problems(max_seq_length: int, config: dict, block: str, model_key: str | None = None) -> list[tuple[str, str]]:
+def _length_problems(
+    max_seq_length: int, config: dict, block: str, model_key: str | None = None
+) -> list[tuple[str, str]]:
     """``<block>.max_seq_length`` longer than the model's position embeddings: it would crash at
     the first long batch (``The size of tensor a (…) must match … (512)``), possibly hours in."""
     positions = max_positions(config)
     if positions is None or max_seq_length <= positions:
         return []
     model = f" of {model_key}" if model_key else ""
-    return [(f"{block}.max_seq_length",
-             f"{max_seq_length} exceeds the {positions} positions{model} ({config.get('model_type', 'model')} "
-             f"config.json max_position_embeddings); use at most {positions}")]
+    return [
+        (
+            f"{block}.max_seq_length",
+            f"{max_seq_length} exceeds the {positions} positions{model} ({config.get('model_type', 'model')} "
+            f"config.json max_position_embeddings); use at most {positions}",
+        )
+    ]
 
 
 def _model_length_problems(settings, block: str, used: set[str]) -> list[tuple[str, str]]:
@@ -313,8 +332,9 @@ def _model_length_problems(settings, block: str, used: set[str]) -> list[tuple[s
         loaded = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []  # the node's loader names the damage
-    return _length_problems(settings.max_seq_length, loaded if isinstance(loaded, dict) else {}, block,
-                            f"{block}.model")
+    return _length_problems(
+        settings.max_seq_length, loaded if isinstance(loaded, dict) else {}, block, f"{block}.model"
+    )
 
 
 # --------------------------------------------------------------------------- cross-checks
@@ -331,8 +351,12 @@ def cross_check(params: Parameters, used: set[str]) -> None:
         for key in ("student", "ted_student"):
             student = getattr(params, key)
             if student is not None and key in used and student.model:  # reads the teacher's max_seq_length
-                problems += _length_problems(params.teacher.max_seq_length, model_config(student.model, f"{key}.model"),
-                                             "teacher", f"{key}.model")
+                problems += _length_problems(
+                    params.teacher.max_seq_length,
+                    model_config(student.model, f"{key}.model"),
+                    "teacher",
+                    f"{key}.model",
+                )
     students = {"student": params.student, "ted_student": params.ted_student}
     for key, student in students.items():
         if student is None or key not in used or teacher_conf is None:
@@ -345,8 +369,12 @@ def cross_check(params: Parameters, used: set[str]) -> None:
             try:
                 select_student_layers(student.layer_selection, n_teacher, n_student)
             except ValueError as exc:
-                problems.append((f"{key}.num_layers" if n_student > n_teacher else f"{key}.layer_selection",
-                                 f"{exc} (teacher.model={params.teacher.model!r})"))
+                problems.append(
+                    (
+                        f"{key}.num_layers" if n_student > n_teacher else f"{key}.layer_selection",
+                        f"{exc} (teacher.model={params.teacher.model!r})",
+                    )
+                )
                 continue
         blocks = ("distill_methods",) if key == "student" else ("ted_methods",)
         for block in blocks:
@@ -358,12 +386,18 @@ def cross_check(params: Parameters, used: set[str]) -> None:
                     try:  # each method checks its own maps (TinyBERT's uniform, last … are its own)
                         method_class({"method": recipe.method}).check_layer_map(mapping, n_teacher, n_student)
                     except ValueError as exc:
-                        problems.append((f"{block}.{name}.mapping", f"{exc} (teacher {n_teacher} layers, student {n_student})"))
+                        problems.append(
+                            (f"{block}.{name}.mapping", f"{exc} (teacher {n_teacher} layers, student {n_student})")
+                        )
                 projection = getattr(recipe, "projection", None)
                 widths = (_width(teacher_conf), _width(student_conf) if student_conf else _width(teacher_conf))
                 if projection is False and None not in widths and widths[0] != widths[1]:
-                    problems.append((f"{block}.{name}.projection",
-                                     f"teacher width {widths[0]} != student width {widths[1]}; use projection: auto"))
+                    problems.append(
+                        (
+                            f"{block}.{name}.projection",
+                            f"teacher width {widths[0]} != student width {widths[1]}; use projection: auto",
+                        )
+                    )
         if key == "ted_student" and params.ted is not None and "ted" in used and n_teacher and n_student:
             try:
                 ted_layer_map(params.ted.mapping, n_teacher, n_student)
@@ -376,30 +410,45 @@ def cross_check(params: Parameters, used: set[str]) -> None:
         for i, (entry, config) in enumerate(zip(params.multi_teachers, configs)):
             problems += _length_problems(entry.max_seq_length, config, f"multi_teachers[{i}]")
         student = params.multi_student
-        if student is not None and "multi_student" in used and student.model and student.init_from_teacher < len(configs):
+        if (
+            student is not None
+            and "multi_student" in used
+            and student.model
+            and student.init_from_teacher < len(configs)
+        ):
             init = student.init_from_teacher  # the student reads its initialising teacher's max_seq_length
-            problems += _length_problems(params.multi_teachers[init].max_seq_length,
-                                         model_config(student.model, "multi_student.model"),
-                                         f"multi_teachers[{init}]", "multi_student.model")
+            problems += _length_problems(
+                params.multi_teachers[init].max_seq_length,
+                model_config(student.model, "multi_student.model"),
+                f"multi_teachers[{init}]",
+                "multi_student.model",
+            )
         depths = [_depth(config) for config in configs]
         student = params.multi_student
         if student is not None and "multi_student" in used and student.model is None and student.num_layers:
             depth = depths[student.init_from_teacher]
             if depth is not None and student.num_layers > depth:
-                problems.append(("multi_student.num_layers",
-                                 f"{student.num_layers} exceeds the {depth} layers of multi_teachers[{student.init_from_teacher}]"))
+                problems.append(
+                    (
+                        "multi_student.num_layers",
+                        f"{student.num_layers} exceeds the {depth} layers of multi_teachers[{student.init_from_teacher}]",
+                    )
+                )
     if problems:
         raise ParameterError(problems)
 
 
 #: The student block whose ``training.epochs`` a recipe block's stages are laid out over.
-_STUDENT_OF_BLOCK = {"distill_methods": "student", "ted_methods": "ted_student", "multi_teacher_configs": "multi_student"}
+_STUDENT_OF_BLOCK = {
+    "distill_methods": "student",
+    "ted_methods": "ted_student",
+    "multi_teacher_configs": "multi_student",
+}
 
 
 def _stage_problems(params: Parameters, used: set[str]) -> list[tuple[str, str]]:
     """Staged recipes of the used blocks whose stages do not fit their student's training epochs."""
     import math
-
 
     problems = []
     for block, student_key in _STUDENT_OF_BLOCK.items():

@@ -12,13 +12,13 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel
 
-from bert_kd.experiment import jobs
-from bert_kd.core.data.glue import get_task
 from bert_kd.config.errors import ParameterError
-from bert_kd.core.metrics import metric_names, primary_metric
 from bert_kd.config.schema import Block, Runtime, Teacher, Training, typed
-from bert_kd.experiment.tracker import JobRun
+from bert_kd.core.data.glue import get_task
+from bert_kd.core.metrics import metric_names, primary_metric
 from bert_kd.core.training import Collator, TrainingConfig
+from bert_kd.experiment import jobs
+from bert_kd.experiment.tracker import JobRun
 
 #: What a training run records about its data (``tracking.log_training_job``): the key of the
 #: ``run_settings`` entry grouping ``glue_dir`` and the sample caps.
@@ -38,7 +38,7 @@ class RunSettings:
     data_source: Mapping = field(default_factory=dict)
 
     @classmethod
-    def of(cls, settings: "RunSettings | Mapping") -> "RunSettings":
+    def of(cls, settings: RunSettings | Mapping) -> RunSettings:
         """From the ``run_settings`` dataset (:func:`bert_kd.pipelines.common.build_run_settings`) or as is."""
         if isinstance(settings, cls):
             return settings
@@ -49,12 +49,23 @@ class RunSettings:
         source = values.get(DATA_SOURCE)
         if source is None:
             source = {k: values.get(k) for k in ("glue_dir", "max_train_samples", "max_eval_samples")}
-        return cls(task=get_task(values["task"]).name, seed=values["seed"], tracking=values.get("tracking") or {},
-                   runtime=values.get("runtime") or {}, data_source=dict(source))
+        return cls(
+            task=get_task(values["task"]).name,
+            seed=values["seed"],
+            tracking=values.get("tracking") or {},
+            runtime=values.get("runtime") or {},
+            data_source=dict(source),
+        )
 
 
-def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: str, checkpoint_dir: Path | None,
-                    n_train: int | None = None):
+def training_config(
+    section: Mapping,
+    runtime: Mapping | None,
+    seed: int,
+    task: str,
+    checkpoint_dir: Path | None,
+    n_train: int | None = None,
+):
     """TrainingConfig from a ``training:`` parameter block plus ``runtime`` settings.
 
     With a ``checkpoint_dir`` the checkpoint is kept after training: the job path removes it
@@ -65,10 +76,13 @@ def training_config(section: Mapping, runtime: Mapping | None, seed: int, task: 
     training, runtime = typed(Training, section, "training"), typed(Runtime, runtime, "runtime")
     select = runtime.select_metric or primary_metric(task)  # a sweep table's paper metric, else the task's primary
     if select not in (known := metric_names(task)):
-        raise ParameterError([("runtime.select_metric", f"{select!r} is not a dev metric of {task} ({', '.join(known)})")],
-                             fix="leave runtime.select_metric out (the task's primary metric) or name one of them")
-    config = TrainingConfig.from_schema(training, runtime, seed=seed, select_metric=select,
-                                        checkpoint_dir=checkpoint_dir)
+        raise ParameterError(
+            [("runtime.select_metric", f"{select!r} is not a dev metric of {task} ({', '.join(known)})")],
+            fix="leave runtime.select_metric out (the task's primary metric) or name one of them",
+        )
+    config = TrainingConfig.from_schema(
+        training, runtime, seed=seed, select_metric=select, checkpoint_dir=checkpoint_dir
+    )
     if checkpoint_dir is not None:
         config.keep_checkpoint = True
     if n_train is not None and training.log_every_steps is None and runtime.log_every_steps is None:

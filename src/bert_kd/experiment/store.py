@@ -35,8 +35,15 @@ def recompute(runtime: Block[Runtime] | None) -> bool:
 TRAINING_SECONDS = "time/training_seconds"
 
 
-def run_model_job(model_job: jobs.Job, train_fn, tracking: Block[Tracking] | None, *, recompute: bool = False,
-                  run_name: str | None = None, run_tags: Mapping[str, str] | None = None) -> ModelBundle:
+def run_model_job(
+    model_job: jobs.Job,
+    train_fn,
+    tracking: Block[Tracking] | None,
+    *,
+    recompute: bool = False,
+    run_name: str | None = None,
+    run_tags: Mapping[str, str] | None = None,
+) -> ModelBundle:
     """Reuse or train a model through the job path, inside the job's own run; the bundle's
     ``info`` names its store path.
 
@@ -52,12 +59,18 @@ def run_model_job(model_job: jobs.Job, train_fn, tracking: Block[Tracking] | Non
     tracker = tracker_for(settings)
     name = run_name or f"{model_job.kind}:{model_job.spec.get('task')}"
     with tracker.start_job(name, run_tags) as run:
+
         def train(checkpoint_dir):
             with timed(run, TRAINING_SECONDS):
                 return train_fn(checkpoint_dir, run=run)
 
         outcome = jobs.run_job(
-            model_job, train, write_bundle_files, load_bundle, recompute=recompute, writer=is_main_process(),
+            model_job,
+            train,
+            write_bundle_files,
+            load_bundle,
+            recompute=recompute,
+            writer=is_main_process(),
             provenance_fn=lambda bundle: {"mlflow_run_id": bundle.info.get("mlflow_run_id")},
         )
         bundle = outcome.value

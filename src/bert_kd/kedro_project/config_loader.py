@@ -42,15 +42,21 @@ def check_environment(conf_source: str | Path, env: str | None) -> None:
     if env in known:
         return
     outside = Path(env).name != env or env in ("", ".", "..")
-    what = (f"--env {env} is a path, not the name of an environment folder inside {conf_source}/" if outside
-            else f"--env {env}: there is no folder {Path(conf_source) / env}/")
+    what = (
+        f"--env {env} is a path, not the name of an environment folder inside {conf_source}/"
+        if outside
+        else f"--env {env}: there is no folder {Path(conf_source) / env}/"
+    )
     import difflib
 
     close = difflib.get_close_matches(env, known, n=1, cutoff=0.6)
     hint = f"did you mean --env {close[0]}? " if close and not outside else ""
-    raise UserError(what, f"--env (or KEDRO_ENV); environments: {', '.join(known) or 'none'}",
-                    f"{hint}name one of {', '.join(known)}; a new environment is a folder {conf_source}/<name>/ "
-                    "holding only what differs from base")
+    raise UserError(
+        what,
+        f"--env (or KEDRO_ENV); environments: {', '.join(known) or 'none'}",
+        f"{hint}name one of {', '.join(known)}; a new environment is a folder {conf_source}/<name>/ "
+        "holding only what differs from base",
+    )
 
 
 def interpolation_error(exc: InterpolationResolutionError, config_per_file: Mapping[Path, DictConfig]) -> UserError:
@@ -74,8 +80,11 @@ def interpolation_error(exc: InterpolationResolutionError, config_per_file: Mapp
                 break
     where = where or ", ".join(str(p) for p in config_per_file)
     key = f" (in {full_key})" if full_key else ""
-    fix = (f"define {missing.group(1)} in conf/base (or the environment's files) or correct the name in the ${{…}}"
-           if missing else "correct the ${…} expression")
+    fix = (
+        f"define {missing.group(1)} in conf/base (or the environment's files) or correct the name in the ${{…}}"
+        if missing
+        else "correct the ${…} expression"
+    )
     return UserError(f"the configuration cannot be resolved: {message}{key}", where, fix)
 
 

@@ -25,7 +25,7 @@ def used_blocks(pipeline_inputs) -> set[str]:
     used: set[str] = set()
     for name in pipeline_inputs:
         if name.startswith("params:"):
-            parts = name[len("params:"):].split(".")
+            parts = name[len("params:") :].split(".")
             used.update(".".join(parts[: i + 1]) for i in range(min(len(parts), 2)))
     if "params:ted" in pipeline_inputs or any(n.startswith("params:ted_methods.") for n in pipeline_inputs):
         used.add("ted_student")
@@ -125,13 +125,14 @@ def typed_inputs(parameters, inputs) -> dict[str, object]:
 
     def is_model(value) -> bool:
         return isinstance(value, BaseModel) or (
-            isinstance(value, list) and bool(value) and all(isinstance(v, BaseModel) for v in value))
+            isinstance(value, list) and bool(value) and all(isinstance(v, BaseModel) for v in value)
+        )
 
     found: dict[str, object] = {}
     for name in sorted(inputs):
         if not name.startswith("params:"):
             continue
-        path = name[len("params:"):].split(".")
+        path = name[len("params:") :].split(".")
         if path[0] in RECIPE_BLOCKS or len(path) > 2:
             continue
         value = parameters
@@ -152,7 +153,7 @@ def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
 
     saved = {}
     for name in sorted(inputs):
-        block, _, entry = name[len("params:"):].partition(".") if name.startswith("params:") else ("", "", "")
+        block, _, entry = name[len("params:") :].partition(".") if name.startswith("params:") else ("", "", "")
         model = getattr(parameters, block, None) if entry and "." not in entry else None
         if isinstance(model, BaseModel) and entry in type(model).model_fields and name not in catalog:
             value = getattr(model, entry)  # a model entry (``training``) reaches nodes through before_node_run
@@ -212,9 +213,16 @@ def collapse_duplicate_rows(parameters: dict, typed, inputs, catalog) -> dict[st
         catalog.save(f"params:distill_methods.{row}", recipes[first])
     for first in dict.fromkeys(same.values()):
         repeats = [row for row, other in same.items() if other == first]
-        log.info("distill_methods: %s connect%s the same layers with the same weights as %s (a %d-layer student of a "
-                 "%d-layer teacher): one job, trained once, shown as 'same job as %s'", ", ".join(repeats),
-                 "" if len(repeats) > 1 else "s", first, student.num_layers, n_teacher, first)
+        log.info(
+            "distill_methods: %s connect%s the same layers with the same weights as %s (a %d-layer student of a "
+            "%d-layer teacher): one job, trained once, shown as 'same job as %s'",
+            ", ".join(repeats),
+            "" if len(repeats) > 1 else "s",
+            first,
+            student.num_layers,
+            n_teacher,
+            first,
+        )
     return same
 
 
@@ -236,7 +244,6 @@ class ValidateParametersHook:
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
         from bert_kd.experiment.distill_job import with_explicit_weights  # the sweep trial's expansion too
         from bert_kd.experiment.parameters import cross_check, validate_parameters
-
         from bert_kd.kedro_project.preflight import check_sweep_storage
 
         self._typed = {}
@@ -250,7 +257,7 @@ class ValidateParametersHook:
             check_sweep_parameters(parameters)
             check_sweep_storage(parameters.get("reproduce"))
         for name in sorted(inputs):
-            block, _, entry = name[len("params:"):].partition(".")
+            block, _, entry = name[len("params:") :].partition(".")
             if name.startswith("params:") and block in EXPLICIT_WEIGHT_BLOCKS and entry and "." not in entry:
                 catalog.save(name, with_explicit_weights(catalog.load(name)))
         collapse_duplicate_rows(parameters, typed, inputs, catalog)
@@ -290,7 +297,7 @@ def training_blocks(models: dict[str, object]) -> dict[str, float]:
                 walk(item, f"{path}[{i}]")
 
     for name, model in models.items():
-        walk(model, name[len("params:"):])
+        walk(model, name[len("params:") :])
     return found
 
 
@@ -303,8 +310,13 @@ def _copy(value):
 REPORT_FOLDER = "data/08_reporting"
 
 
-def closing_summary(pipeline: str, tables: dict[str, tuple[str, str]], evaluations: list[dict],
-                    registrations: dict[str, dict], parent_url: str | None) -> str:
+def closing_summary(
+    pipeline: str,
+    tables: dict[str, tuple[str, str]],
+    evaluations: list[dict],
+    registrations: dict[str, dict],
+    parent_url: str | None,
+) -> str:
     """The lines a ``kedro run`` ends with: each comparison table (``tables``: name → (markdown,
     the file it is written to)) or, without one, each job's dev metric; the MLflow link to the
     ``kedro run``'s run; what was registered."""
@@ -314,12 +326,20 @@ def closing_summary(pipeline: str, tables: dict[str, tuple[str, str]], evaluatio
     if not tables:
         for evaluation in evaluations:
             info = evaluation.get("info") or {}
-            who = info.get("method") or info.get("configuration") or info.get("role") or evaluation.get("model") or "model"
+            who = (
+                info.get("method")
+                or info.get("configuration")
+                or info.get("role")
+                or evaluation.get("model")
+                or "model"
+            )
             metric, score = evaluation.get("primary_metric"), evaluation.get("score")
             if metric and score is not None:
                 reused = " (reused)" if info.get("reused") else ""
-                lines.append(f"{who}{reused}: dev {metric} = {float(score):.4f} ({evaluation.get('task', '?')}, "
-                             f"{evaluation.get('score_examples', '?')} rows)")
+                lines.append(
+                    f"{who}{reused}: dev {metric} = {float(score):.4f} ({evaluation.get('task', '?')}, "
+                    f"{evaluation.get('score_examples', '?')} rows)"
+                )
     if parent_url:
         lines.append(f"MLflow run: {parent_url}")
     for name, registration in registrations.items():
@@ -381,4 +401,6 @@ class ClosingSummaryHook:
         yield
         names = run_params.get("pipeline_names") or run_params.get("pipeline_name") or ["__default__"]
         name = "+".join([names] if isinstance(names, str) else names)
-        print("\n" + closing_summary(name, self.tables, self.evaluations, self.registrations, self.parent_url), flush=True)
+        print(
+            "\n" + closing_summary(name, self.tables, self.evaluations, self.registrations, self.parent_url), flush=True
+        )

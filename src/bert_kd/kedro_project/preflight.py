@@ -30,7 +30,7 @@ def sqlite_path(uri: str | None) -> Path | None:
     for other URLs and in-memory databases)."""
     if not uri or not uri.startswith("sqlite:///"):
         return None
-    name = uri[len("sqlite:///"):].split("?", 1)[0]
+    name = uri[len("sqlite:///") :].split("?", 1)[0]
     return Path(name) if name and name != ":memory:" else None
 
 
@@ -60,9 +60,11 @@ def check_sqlite(path: Path | None, what: str, extra_fix: str = "") -> None:
     if problem is None:
         return
     raise StorageError(
-        f"the {what} database is damaged: {problem}", str(path),
+        f"the {what} database is damaged: {problem}",
+        str(path),
         f"move it aside (mv {path} {path}.damaged) and run again: a new, empty one is created "
-        f"(or restore it from a backup){extra_fix}")
+        f"(or restore it from a backup){extra_fix}",
+    )
 
 
 def file_store(uri: str) -> bool:
@@ -82,26 +84,33 @@ def check_tracking(uri: str) -> None:
             f"the MLflow tracking URI {uri} is a file store, which MLflow 3 refuses (maintenance mode)",
             TRACKING_URI_SETTING,
             f"use a database: export MLFLOW_TRACKING_URI=sqlite:///mlflow.db (the project's default; "
-            f"`mlflow migrate-filestore` moves old runs there), or run without tracking: {TRACKING_OFF}")
+            f"`mlflow migrate-filestore` moves old runs there), or run without tracking: {TRACKING_OFF}",
+        )
     problem = tracking_server_problem(uri)
     if problem is not None:
         raise TrackingUnreachableError(
-            f"the MLflow tracking server {uri} does not answer ({problem})", TRACKING_URI_SETTING,
-            f"start the server or point MLFLOW_TRACKING_URI at one that runs, or run without tracking: {TRACKING_OFF}")
-    check_sqlite(sqlite_path(uri), "MLflow tracking",
-                 f"; or run without tracking: {TRACKING_OFF}")
+            f"the MLflow tracking server {uri} does not answer ({problem})",
+            TRACKING_URI_SETTING,
+            f"start the server or point MLFLOW_TRACKING_URI at one that runs, or run without tracking: {TRACKING_OFF}",
+        )
+    check_sqlite(sqlite_path(uri), "MLflow tracking", f"; or run without tracking: {TRACKING_OFF}")
 
 
 def check_sweep_storage(reproduce: Mapping | None) -> None:
     """The Optuna storage of ``reproduce`` (``reproduce.storage``), when it is a SQLite file."""
     storage = (reproduce or {}).get("storage")
-    check_sqlite(sqlite_path(storage), "Optuna sweep",
-                 " (finished trials are also in the results folder: nothing finished is lost)")
+    check_sqlite(
+        sqlite_path(storage),
+        "Optuna sweep",
+        " (finished trials are also in the results folder: nothing finished is lost)",
+    )
 
 
 #: SQLite files a run may use when the error itself does not say which (checked in this order).
-KNOWN_DATABASES = (("MLflow tracking", "MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
-                   ("Optuna sweep", None, "sqlite:///data/09_sweeps/optuna.db"))
+KNOWN_DATABASES = (
+    ("MLflow tracking", "MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
+    ("Optuna sweep", None, "sqlite:///data/09_sweeps/optuna.db"),
+)
 
 
 def damaged_database_error(exc: BaseException) -> StorageError | None:
@@ -121,7 +130,10 @@ def damaged_database_error(exc: BaseException) -> StorageError | None:
                     check_sqlite(path, what)
                 except StorageError as error:
                     return error
-            return StorageError(f"a SQLite database is damaged ({text.splitlines()[0][:200]})", None,
-                                "find the damaged file in the traceback (logs/bert_kd_errors.log), move it aside and run again")
+            return StorageError(
+                f"a SQLite database is damaged ({text.splitlines()[0][:200]})",
+                None,
+                "find the damaged file in the traceback (logs/bert_kd_errors.log), move it aside and run again",
+            )
         exc = exc.__cause__ or exc.__context__
     return None

@@ -43,8 +43,9 @@ class ReportDataset(AbstractDataset):
     ``history/`` on the first save, so older results are kept, not overwritten.
     """
 
-    def __init__(self, filepath: str, dataset: str | dict, history_dir: str | None = None,
-                 metadata: dict[str, Any] | None = None):
+    def __init__(
+        self, filepath: str, dataset: str | dict, history_dir: str | None = None, metadata: dict[str, Any] | None = None
+    ):
         self._filepath = Path(filepath)
         self._history_dir = Path(history_dir) if history_dir else self._filepath.parent / "history"
         self._dataset_config = {"type": dataset} if isinstance(dataset, str) else dict(dataset)
@@ -84,5 +85,8 @@ class ReportDataset(AbstractDataset):
         return self._filepath.is_file()
 
     def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "history_dir": str(self._history_dir),
-                "dataset": self._dataset_config["type"]}
+        return {
+            "filepath": str(self._filepath),
+            "history_dir": str(self._history_dir),
+            "dataset": self._dataset_config["type"],
+        }

@@ -15,8 +15,9 @@ from typing import Mapping
 
 from kedro.pipeline import Pipeline, node
 
-from bert_kd.experiment.evaluation import evaluate_bundle, evaluate_fn, evaluation_split, measure_throughput  # noqa: F401
+from bert_kd.config.schema import Block, Runtime, Tracking, typed
 from bert_kd.core.metrics import glue_metrics, primary_metric  # noqa: F401
+from bert_kd.experiment.evaluation import evaluate_bundle, evaluate_fn, evaluation_split, measure_throughput  # noqa: F401
 from bert_kd.experiment.run_setup import (  # noqa: F401
     DATA_SOURCE,
     RunSettings,
@@ -27,7 +28,6 @@ from bert_kd.experiment.run_setup import (  # noqa: F401
     total_steps,
     training_config,
 )
-from bert_kd.config.schema import Block, Runtime, Tracking, typed
 from bert_kd.experiment.store import STORE_ROOT, job, model_identity, recompute, run_model_job  # noqa: F401
 from bert_kd.tracking import (  # noqa: F401
     flat_eval_metrics,
@@ -56,8 +56,13 @@ def gather_data_source(glue_dir, max_train_samples, max_eval_samples) -> dict:
     return {"glue_dir": glue_dir, "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples}
 
 
-def build_run_settings(task: str, seed: int, tracking: Block[Tracking] | None, runtime: Block[Runtime] | None,
-                       data_source: Mapping | None = None) -> dict:
+def build_run_settings(
+    task: str,
+    seed: int,
+    tracking: Block[Tracking] | None,
+    runtime: Block[Runtime] | None,
+    data_source: Mapping | None = None,
+) -> dict:
     """The run-wide parameters as one dict, ``tracking`` and ``runtime`` as schema models (the
     hook's, or validated here from a notebook's dicts); ``data_source`` (:func:`gather_data_source`)
     groups where the rows came from (a key left out: None) and its entries are also there by their own names."""
@@ -65,18 +70,36 @@ def build_run_settings(task: str, seed: int, tracking: Block[Tracking] | None, r
     if unknown:
         raise ValueError(f"data_source has unknown key(s) {unknown}; valid: {list(DATA_SOURCE_PARAMETERS)}")
     data = gather_data_source(**{key: (data_source or {}).get(key) for key in DATA_SOURCE_PARAMETERS})
-    return {"task": task, "seed": seed, "tracking": typed(Tracking, tracking, "tracking"),
-            "runtime": typed(Runtime, runtime, "runtime"), **data, DATA_SOURCE: data}
+    return {
+        "task": task,
+        "seed": seed,
+        "tracking": typed(Tracking, tracking, "tracking"),
+        "runtime": typed(Runtime, runtime, "runtime"),
+        **data,
+        DATA_SOURCE: data,
+    }
 
 
 def run_settings_node() -> Pipeline:
     """The nodes making the ``run_settings`` dataset: the data source, then all run settings."""
-    return Pipeline([
-        node(gather_data_source, [f"params:{p}" for p in DATA_SOURCE_PARAMETERS], DATA_SOURCE, name="gather_data_source",
-             tags=tags_for(role="data")),
-        node(build_run_settings, [*(f"params:{p}" for p in RUN_PARAMETERS if p not in DATA_SOURCE_PARAMETERS), DATA_SOURCE],
-             "run_settings", name="build_run_settings", tags=tags_for(role="data")),
-    ])
+    return Pipeline(
+        [
+            node(
+                gather_data_source,
+                [f"params:{p}" for p in DATA_SOURCE_PARAMETERS],
+                DATA_SOURCE,
+                name="gather_data_source",
+                tags=tags_for(role="data"),
+            ),
+            node(
+                build_run_settings,
+                [*(f"params:{p}" for p in RUN_PARAMETERS if p not in DATA_SOURCE_PARAMETERS), DATA_SOURCE],
+                "run_settings",
+                name="build_run_settings",
+                tags=tags_for(role="data"),
+            ),
+        ]
+    )
 
 
 def reads_run_settings(func, **fixed):
@@ -91,16 +114,23 @@ def reads_run_settings(func, **fixed):
     names = (*RUN_PARAMETERS, DATA_SOURCE, WHOLE_RUN_SETTINGS)
     parameters = list(inspect.signature(func).parameters.values())
     from_settings = [p.name for p in parameters if p.name in names]
-    own = [p for p in parameters if p.name not in names and p.name not in fixed and p.default is inspect.Parameter.empty
-           and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    own = [
+        p
+        for p in parameters
+        if p.name not in names
+        and p.name not in fixed
+        and p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     if not from_settings:
         raise ValueError(f"{func.__qualname__} takes none of the run settings {names}")
 
     def call(*args):
         *values, settings = args
         kwargs = {p.name: v for p, v in zip(own, values)}
-        kwargs.update({name: RunSettings.of(settings) if name == WHOLE_RUN_SETTINGS else settings[name]
-                       for name in from_settings})
+        kwargs.update(
+            {name: RunSettings.of(settings) if name == WHOLE_RUN_SETTINGS else settings[name] for name in from_settings}
+        )
         return func(**kwargs, **fixed)
 
     functools.update_wrapper(call, func)  # name, docstring and source shown by kedro-viz are func's
@@ -114,8 +144,14 @@ def reads_run_settings(func, **fixed):
 def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None, fixed=None):
     """``node(func, [*inputs, "run_settings"], …)`` with :func:`reads_run_settings` (``fixed``: bound keywords)."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
-    return node(reads_run_settings(func, **(fixed or {})), [*inputs, "run_settings"], outputs, name=name, tags=tags,
-                namespace=namespace)
+    return node(
+        reads_run_settings(func, **(fixed or {})),
+        [*inputs, "run_settings"],
+        outputs,
+        name=name,
+        tags=tags,
+        namespace=namespace,
+    )
 
 
 def tags_for(paper: str | None = None, method: str | None = None, role: str | None = None) -> list[str]:

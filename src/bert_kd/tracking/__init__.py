@@ -21,6 +21,7 @@ one run per job, reused models linked to the run that trained them); :mod:`.dist
 and is imported by its own name. Every name is re-exported here.
 """
 
+from bert_kd.experiment.tracker import register_tracker  # noqa: E402 - after the names it registers
 from bert_kd.tracking.comparison import FLOOR_METHOD, log_comparison_to_parent, row_label
 from bert_kd.tracking.data import (
     DEFAULT_GLUE_DIR,
@@ -45,6 +46,7 @@ from bert_kd.tracking.format import (
     size_tags,
     weight_params,
 )
+from bert_kd.tracking.jobs import MlflowTracker
 from bert_kd.tracking.provenance import (
     NOT_A_CHECKOUT,
     environment_info,
@@ -62,15 +64,14 @@ from bert_kd.tracking.runs import (
     active_run,
     end_orphaned_runs,
     is_main_process,
-    num_processes,
     log_to_active_run,
+    num_processes,
     owner_tags,
     reopen_run,
     tracked_run,
     tracking_enabled,
     tracking_server_problem,
 )
-from bert_kd.tracking.jobs import MlflowTracker
 from bert_kd.tracking.ui import (
     COMPARE_VIEW_COLUMNS,
     COMPARE_VIEW_KEY,
@@ -92,20 +93,70 @@ from bert_kd.tracking.ui import (
     ui_base_url,
 )
 
-from bert_kd.experiment.tracker import register_tracker  # noqa: E402 - after the names it registers
-
 register_tracker(MlflowTracker)  # the job path's tracker when tracking.enabled (bert_kd.experiment.tracker)
 
 __all__ = [
     "MlflowTracker",
-    "COMPARE_VIEW_COLUMNS", "COMPARE_VIEW_KEY", "DEFAULT_GLUE_DIR", "ENDED_BY_TAG", "EXPERIMENT_DESCRIPTION",
-    "EXPERIMENT_KIND_TAG", "FLOOR_METHOD", "HOST_TAG", "HUB_GLUE", "MAX_NOTE_CHARS", "NOTE_TAG", "NOT_A_CHECKOUT",
-    "PARENT_SUFFIX", "PID_TAG", "SHARED_VIEW_TAG_PREFIX", "SIZE_METRICS", "STARTED_TAG", "TRACKING_CHECK_TIMEOUT_S",
-    "RunLogger", "active_run", "compare_view_state", "compare_view_url", "data_params",
-    "data_source", "describe_experiment", "end_orphaned_runs", "environment_info", "flat_eval_metrics", "flatten", "format_number",
-    "format_param", "git_commit_label", "git_provenance", "glue_dataset", "is_layer_map", "is_main_process",
-    "is_number", "layer_map_string", "log_comparison_to_parent", "log_evaluation", "log_input_once", "log_to_active_run", "log_training_job", "main",
-    "metric_key", "name_parent_run", "num_processes", "open_ui", "owner_tags", "parent_run_name", "project_root",
-    "recipe_string", "reopen_run", "row_label", "run_url", "runs_table_url", "size_tags", "tracked_run", "tracking_enabled", "tracking_server_problem",
-    "ui_base_url", "weight_params",
+    "COMPARE_VIEW_COLUMNS",
+    "COMPARE_VIEW_KEY",
+    "DEFAULT_GLUE_DIR",
+    "ENDED_BY_TAG",
+    "EXPERIMENT_DESCRIPTION",
+    "EXPERIMENT_KIND_TAG",
+    "FLOOR_METHOD",
+    "HOST_TAG",
+    "HUB_GLUE",
+    "MAX_NOTE_CHARS",
+    "NOTE_TAG",
+    "NOT_A_CHECKOUT",
+    "PARENT_SUFFIX",
+    "PID_TAG",
+    "SHARED_VIEW_TAG_PREFIX",
+    "SIZE_METRICS",
+    "STARTED_TAG",
+    "TRACKING_CHECK_TIMEOUT_S",
+    "RunLogger",
+    "active_run",
+    "compare_view_state",
+    "compare_view_url",
+    "data_params",
+    "data_source",
+    "describe_experiment",
+    "end_orphaned_runs",
+    "environment_info",
+    "flat_eval_metrics",
+    "flatten",
+    "format_number",
+    "format_param",
+    "git_commit_label",
+    "git_provenance",
+    "glue_dataset",
+    "is_layer_map",
+    "is_main_process",
+    "is_number",
+    "layer_map_string",
+    "log_comparison_to_parent",
+    "log_evaluation",
+    "log_input_once",
+    "log_to_active_run",
+    "log_training_job",
+    "main",
+    "metric_key",
+    "name_parent_run",
+    "num_processes",
+    "open_ui",
+    "owner_tags",
+    "parent_run_name",
+    "project_root",
+    "recipe_string",
+    "reopen_run",
+    "row_label",
+    "run_url",
+    "runs_table_url",
+    "size_tags",
+    "tracked_run",
+    "tracking_enabled",
+    "tracking_server_problem",
+    "ui_base_url",
+    "weight_params",
 ]

@@ -104,15 +104,21 @@ def log_comparison_to_parent(
     body = markdown if markdown is not None else markdown_table(rows)
     note = (f"### {title}\n\n" if title else "") + best_line + teacher_link + body
     if len(note) > MAX_NOTE_CHARS:  # MLflow refuses tag values over 8000 characters
-        note = note[: MAX_NOTE_CHARS - 80].rsplit("\n", 1)[0] + "\n\n… (truncated: the full table is in the run's artifacts)\n"
+        note = (
+            note[: MAX_NOTE_CHARS - 80].rsplit("\n", 1)[0]
+            + "\n\n… (truncated: the full table is in the run's artifacts)\n"
+        )
     tags[NOTE_TAG] = note
     import time
 
     now = int(time.time() * 1000)
     entries = [Metric(k, v, now, 0) for k, v in metrics.items()]
     for start in range(0, max(len(entries), 1), 1000):  # MLflow's per-request limit
-        client.log_batch(run_id, metrics=entries[start:start + 1000],
-                         tags=[RunTag(k, str(v)) for k, v in tags.items()] if start == 0 else [])
+        client.log_batch(
+            run_id,
+            metrics=entries[start : start + 1000],
+            tags=[RunTag(k, str(v)) for k, v in tags.items()] if start == 0 else [],
+        )
     return metrics
 
 

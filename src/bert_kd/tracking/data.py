@@ -51,7 +51,7 @@ def glue_dataset(task: str, glue_dir=None, digest: str | None = None, split: str
 
 
 def log_training_job(
-    run: "RunLogger",
+    run: RunLogger,
     *,
     task: str,
     seed: int,
@@ -72,9 +72,12 @@ def log_training_job(
     ``method`` = ``alp_no``, ``algorithm`` = ``alp``)."""
     if not run.enabled:
         return
-    import mlflow
 
-    params: dict[str, object] = {"task": task, "seed": seed, **data_params(glue_dir, max_train_samples, max_eval_samples)}
+    params: dict[str, object] = {
+        "task": task,
+        "seed": seed,
+        **data_params(glue_dir, max_train_samples, max_eval_samples),
+    }
     if method is not None:
         algorithm = getattr(method, "name", type(method).__name__)
         params["method"] = name or algorithm
@@ -113,4 +116,3 @@ def log_input_once(dataset, context: str, attempts: int = 3) -> None:
         except MlflowException as error:
             if "UNIQUE constraint" not in str(error) or attempt == attempts - 1:
                 raise
-

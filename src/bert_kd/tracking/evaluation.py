@@ -59,8 +59,11 @@ def log_evaluation_to_run(evaluation: Mapping, run_id: str | None) -> None:
     try:
         run = client.get_run(run_id)
     except MlflowException:
-        log.warning("MLflow run %s of this model is not in the tracking store %s: its evaluation is not logged there",
-                    run_id, mlflow.get_tracking_uri())
+        log.warning(
+            "MLflow run %s of this model is not in the tracking store %s: its evaluation is not logged there",
+            run_id,
+            mlflow.get_tracking_uri(),
+        )
         return
     splits = list(evaluation.get("metrics") or {})
     split = "validation_matched" if "validation_matched" in splits else (splits[0] if splits else None)

@@ -53,7 +53,8 @@ def format_param(value) -> str:
 
 def is_layer_map(value) -> bool:
     return (
-        isinstance(value, (list, tuple)) and len(value) > 0
+        isinstance(value, (list, tuple))
+        and len(value) > 0
         and all(isinstance(entry, (list, tuple)) for entry in value)
         and all(isinstance(k, int) and not isinstance(k, bool) for entry in value for k in entry)
     )
@@ -90,7 +91,8 @@ def recipe_string(weights, temperature: float | None = None) -> str:
         schedule = getattr(weights, "schedule", None)
         if schedule is not None:  # a staged recipe trains with its stages' weights, not ``.weights``
             return " → ".join(_stage_string(stage) for stage in schedule.stages) + _temperature_suffix(
-                temperature, [name for stage in schedule.stages for name in _nonzero_terms(stage.weights)])
+                temperature, [name for stage in schedule.stages for name in _nonzero_terms(stage.weights)]
+            )
         weights = weights.weights
     terms = _nonzero_terms(weights)
     if not terms:
@@ -125,7 +127,9 @@ def weight_params(method) -> dict[str, float]:
     schedule = getattr(method, "schedule", None)
     if schedule is None:
         return {f"weights.{k}": float(v) for k, v in method.weights.items()}
-    return {f"stages.{i}.{k}": float(v) for i, stage in enumerate(schedule.stages) for k, v in stage.weights.items() if v}
+    return {
+        f"stages.{i}.{k}": float(v) for i, stage in enumerate(schedule.stages) for k, v in stage.weights.items() if v
+    }
 
 
 def size_tags(values: Mapping[str, float]) -> dict[str, str]:

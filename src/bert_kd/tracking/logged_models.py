@@ -83,12 +83,20 @@ def _signature(regression: bool):
     from mlflow.types import ColSpec, Schema
 
     inputs = Schema([ColSpec("string", "sentence1"), ColSpec("string", "sentence2", required=False)])
-    outputs = Schema([ColSpec("double", "score")] if regression else [ColSpec("string", "label"), ColSpec("double", "score")])
+    outputs = Schema(
+        [ColSpec("double", "score")] if regression else [ColSpec("string", "label"), ColSpec("double", "score")]
+    )
     return ModelSignature(inputs=inputs, outputs=outputs)
 
 
-def log_model_directory(directory: str | Path, *, task: str | None = None, regression: bool = False,
-                        tags: Mapping[str, str] | None = None, name: str | None = None) -> str:
+def log_model_directory(
+    directory: str | Path,
+    *,
+    task: str | None = None,
+    regression: bool = False,
+    tags: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> str:
     """Log the bert-kd model ``directory`` as a LoggedModel of the active run (``name``, default
     from the directory's ``bert_kd.json``: :func:`logged_model_name`), link the run's training
     dataset(s) to it, and return its model id."""
@@ -99,8 +107,11 @@ def log_model_directory(directory: str | Path, *, task: str | None = None, regre
     with warnings.catch_warnings():  # "no input example": one would make MLflow load and run the model here
         warnings.filterwarnings("ignore", message=".*input example was not provided.*")
         info = mlflow.pyfunc.log_model(
-            name=name or _default_name(directory), loader_module="bert_kd.tracking.logged_models", data_path=str(directory),
-            pip_requirements=_requirements(), signature=_signature(regression),
+            name=name or _default_name(directory),
+            loader_module="bert_kd.tracking.logged_models",
+            data_path=str(directory),
+            pip_requirements=_requirements(),
+            signature=_signature(regression),
             tags={k: str(v) for k, v in {**({"task": task} if task else {}), **(tags or {})}.items()},
         )
     link_training_data(mlflow.active_run().info.run_id, info.model_id)
@@ -128,11 +139,15 @@ def link_training_data(run_id: str, model_id: str, client=None) -> int:
     from mlflow.entities import DatasetInput, LoggedModelInput
 
     client = client or MlflowClient()
-    inputs = [d for d in client.get_run(run_id).inputs.dataset_inputs
-              if any(t.key == "mlflow.data.context" and t.value == "training" for t in d.tags)]
+    inputs = [
+        d
+        for d in client.get_run(run_id).inputs.dataset_inputs
+        if any(t.key == "mlflow.data.context" and t.value == "training" for t in d.tags)
+    ]
     if inputs:
-        client.log_inputs(run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in inputs],
-                          models=[LoggedModelInput(model_id)])
+        client.log_inputs(
+            run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in inputs], models=[LoggedModelInput(model_id)]
+        )
     return len(inputs)
 
 
@@ -235,9 +250,16 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
     return {k: str(v) for k, v in tags.items() if v not in (None, "")}
 
 
-def register_best_student(student_info: Mapping, teacher_info: Mapping | None, name: str,
-                          extra_tags: Mapping[str, str] | None = None, client=None, *,
-                          description: str | None = None, alias: str | None = CHAMPION_ALIAS):
+def register_best_student(
+    student_info: Mapping,
+    teacher_info: Mapping | None,
+    name: str,
+    extra_tags: Mapping[str, str] | None = None,
+    client=None,
+    *,
+    description: str | None = None,
+    alias: str | None = CHAMPION_ALIAS,
+):
     """Register the student's LoggedModel as a new version of ``name`` with its lineage tags (on the
     version; ``bert_kd.task`` on the registered model too), ``description`` (the comparison) and
     ``alias`` (default ``champion``: ``models:/<name>@champion`` is the version a comparison chose
@@ -248,16 +270,27 @@ def register_best_student(student_info: Mapping, teacher_info: Mapping | None, n
 
     client = client or MlflowClient()
     model_id = student_info.get("mlflow_model_id") or find_logged_model(
-        student_info.get("trained_in_run_id") or student_info.get("mlflow_run_id"), client, store_key=student_info.get("key"))
+        student_info.get("trained_in_run_id") or student_info.get("mlflow_run_id"),
+        client,
+        store_key=student_info.get("key"),
+    )
     if model_id is None:
         store_path = student_info.get("store_path")
         if not store_path or not Path(store_path).is_dir():
-            raise FileNotFoundError(f"the best student ({student_info.get('method')}, store entry "
-                                    f"{store_entry(store_path)}) has no LoggedModel and no store directory to log")
-        log.info("the best student had no LoggedModel in this tracking store: logging store entry %s into the current run",
-                 store_entry(store_path))
-        model_id = log_model_directory(store_path, task=student_info.get("task"), name=logged_model_name(student_info),
-                                       tags={"role": "student", "store_key": student_info.get("key", "")})
+            raise FileNotFoundError(
+                f"the best student ({student_info.get('method')}, store entry "
+                f"{store_entry(store_path)}) has no LoggedModel and no store directory to log"
+            )
+        log.info(
+            "the best student had no LoggedModel in this tracking store: logging store entry %s into the current run",
+            store_entry(store_path),
+        )
+        model_id = log_model_directory(
+            store_path,
+            task=student_info.get("task"),
+            name=logged_model_name(student_info),
+            tags={"role": "student", "store_key": student_info.get("key", "")},
+        )
     tags = {**lineage_tags(student_info, teacher_info, client), **(extra_tags or {})}
     version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
     if "bert_kd.task" in tags:
@@ -292,16 +325,18 @@ def unfinished_model(uri: str, client=None) -> str | None:
         if uri.startswith("runs:/") and "/" in body:
             run_id, name = body.split("/", 1)
             experiment = client.get_run(run_id).info.experiment_id
-            found = [m for m in client.search_logged_models(experiment_ids=[experiment])
-                     if m.source_run_id == run_id and m.name == name]
+            found = [
+                m
+                for m in client.search_logged_models(experiment_ids=[experiment])
+                if m.source_run_id == run_id and m.name == name
+            ]
             model = max(found, key=lambda m: m.creation_timestamp) if found else None
         elif uri.startswith("models:/") and body.startswith("m-") and "/" not in body:
             model = client.get_logged_model(body)
         elif uri.startswith("models:/"):
             name, _, version = body.partition("/")
             name, _, alias = name.partition("@")
-            found = (client.get_model_version_by_alias(name, alias) if alias
-                     else client.get_model_version(name, version))
+            found = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, version)
             model = client.get_logged_model(found.model_id) if getattr(found, "model_id", None) else None
         else:
             model = None
@@ -310,8 +345,10 @@ def unfinished_model(uri: str, client=None) -> str | None:
     status = str(getattr(model.status, "value", model.status)).upper() if model is not None else "READY"
     if status == "READY":
         return None
-    return (f"its LoggedModel {model.name} ({model.model_id}, run {model.source_run_id}) never finished logging "
-            f"(status {status}): the run was stopped while MLflow copied the model's files")
+    return (
+        f"its LoggedModel {model.name} ({model.model_id}, run {model.source_run_id}) never finished logging "
+        f"(status {status}): the run was stopped while MLflow copied the model's files"
+    )
 
 
 def champion_uri(name: str, client=None) -> str | None:
@@ -347,15 +384,23 @@ def bundle_directory(local: str | Path) -> Path:
     flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors", {})
     pyfunc = flavors.get("python_function") or {}
     env = pyfunc.get("env") if isinstance(pyfunc.get("env"), dict) else {"env": pyfunc.get("env")}
-    named = {"data": pyfunc.get("data"), "code": pyfunc.get("code"), "python_model": pyfunc.get("python_model"),
-             **{f"env.{k}": v for k, v in env.items()}}
+    named = {
+        "data": pyfunc.get("data"),
+        "code": pyfunc.get("code"),
+        "python_model": pyfunc.get("python_model"),
+        **{f"env.{k}": v for k, v in env.items()},
+    }
     for field, value in named.items():
         if isinstance(value, str) and value and (Path(value).is_absolute() or not _inside(local, local / value)):
-            raise UnsafeModelPathError(f"{mlmodel}'s {field}: {value} names a path outside the downloaded model {local}")
+            raise UnsafeModelPathError(
+                f"{mlmodel}'s {field}: {value} names a path outside the downloaded model {local}"
+            )
     data = pyfunc.get("data")
     if isinstance(data, str) and data and (local / data).is_dir():
         return local / data
-    raise FileNotFoundError(f"{local} is an MLflow model without a bert-kd model directory (flavors: {sorted(flavors)})")
+    raise FileNotFoundError(
+        f"{local} is an MLflow model without a bert-kd model directory (flavors: {sorted(flavors)})"
+    )
 
 
 def log_onnx_model(onnx_path: str | Path, tags: Mapping[str, str] | None = None) -> str:
@@ -363,9 +408,12 @@ def log_onnx_model(onnx_path: str | Path, tags: Mapping[str, str] | None = None)
     import mlflow
     import onnx
 
-    info = mlflow.onnx.log_model(onnx.load(str(onnx_path)), name=ONNX_MODEL_NAME,
-                                 pip_requirements=[f"onnx=={onnx.__version__}", "onnxruntime"],
-                                 tags={k: str(v) for k, v in (tags or {}).items()})
+    info = mlflow.onnx.log_model(
+        onnx.load(str(onnx_path)),
+        name=ONNX_MODEL_NAME,
+        pip_requirements=[f"onnx=={onnx.__version__}", "onnxruntime"],
+        tags={k: str(v) for k, v in (tags or {}).items()},
+    )
     return info.model_id
 
 
@@ -385,9 +433,19 @@ class BertKdPyfunc:
 
         frame = pd.DataFrame(model_input)
         first = frame["sentence1"].astype(str).tolist()
-        second = frame["sentence2"].astype(str).tolist() if "sentence2" in frame and frame["sentence2"].notna().any() else None
-        encoded = self.bundle.tokenizer(first, second, truncation=True, padding=True,
-                                        max_length=int((params or {}).get("max_seq_length", 128)), return_tensors="pt")
+        second = (
+            frame["sentence2"].astype(str).tolist()
+            if "sentence2" in frame and frame["sentence2"].notna().any()
+            else None
+        )
+        encoded = self.bundle.tokenizer(
+            first,
+            second,
+            truncation=True,
+            padding=True,
+            max_length=int((params or {}).get("max_seq_length", 128)),
+            return_tensors="pt",
+        )
         with torch.no_grad():
             logits = self.bundle.model(**encoded).logits
         if logits.shape[-1] == 1:
@@ -395,8 +453,12 @@ class BertKdPyfunc:
         probabilities = logits.softmax(-1)
         names = self._label_names(logits.shape[-1])
         best = probabilities.argmax(-1)
-        return pd.DataFrame({"label": [names[i] for i in best.tolist()],
-                             "score": probabilities.gather(-1, best[:, None])[:, 0].double().numpy()})
+        return pd.DataFrame(
+            {
+                "label": [names[i] for i in best.tolist()],
+                "score": probabilities.gather(-1, best[:, None])[:, 0].double().numpy(),
+            }
+        )
 
     def _label_names(self, n: int) -> list[str]:
         from bert_kd.core.data.glue import get_task

@@ -84,7 +84,9 @@ class RunStatusHook:
         else:
             ended = end_active_runs("FAILED")
             if ended:
-                log.info("MLflow run(s) %s marked FAILED (%s before the run)", ", ".join(ended), outcome.excinfo[0].__name__)
+                log.info(
+                    "MLflow run(s) %s marked FAILED (%s before the run)", ", ".join(ended), outcome.excinfo[0].__name__
+                )
             self._restore()
 
     @staticmethod
@@ -98,8 +100,9 @@ class RunStatusHook:
         mlflow.set_tags(owner_tags())
         ended = end_orphaned_runs([active.info.experiment_id])
         if ended:
-            log.warning("MLflow run(s) %s were RUNNING but their process is gone (killed): marked KILLED",
-                        ", ".join(ended))
+            log.warning(
+                "MLflow run(s) %s were RUNNING but their process is gone (killed): marked KILLED", ", ".join(ended)
+            )
 
     @hook_impl(hookwrapper=True)
     def after_pipeline_run(self, run_params, pipeline, catalog):

@@ -77,7 +77,7 @@ class RunLogger:
 
         items = [(key, format_param(value)[:6000]) for key, value in flatten(params).items()]
         for start in range(0, len(items), 100):  # MLflow's per-request limit
-            mlflow.log_params(dict(items[start:start + 100]))
+            mlflow.log_params(dict(items[start : start + 100]))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Numeric metrics; model-size figures (:data:`SIZE_METRICS`) go to tags instead, since a
@@ -208,8 +208,11 @@ def reopen_run(run_id: str | None, tracking: Block[Tracking] | None):
         try:
             mlflow.MlflowClient().get_run(run_id)
         except MlflowException:
-            log.warning("MLflow run %s of this stored model is not in the tracking store %s: not logging to it",
-                        run_id, mlflow.get_tracking_uri())
+            log.warning(
+                "MLflow run %s of this stored model is not in the tracking store %s: not logging to it",
+                run_id,
+                mlflow.get_tracking_uri(),
+            )
             yield RunLogger(False)
             return
         nested = mlflow.active_run() is not None

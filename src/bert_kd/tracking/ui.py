@@ -7,7 +7,6 @@ import os
 import sys
 from typing import Sequence
 
-
 EXPERIMENT_DESCRIPTION = """\
 **bert-kd**: knowledge distillation of BERT models on GLUE (ALP-KD, TED, multi-teacher KD).
 
@@ -41,8 +40,15 @@ def run_url(experiment_id: str, run_id: str, base: str | None = None) -> str:
 
 #: Columns of the saved comparison view, as the MLflow UI names them (``<type>.`<key>```).
 COMPARE_VIEW_COLUMNS = (
-    "attributes.`Dataset`", "params.`method`", "params.`recipe`", "params.`layer_map`", "params.`task`",
-    "params.`seed`", "params.`max_train_samples`", "metrics.`final/score`", "tags.`parameters_M`",
+    "attributes.`Dataset`",
+    "params.`method`",
+    "params.`recipe`",
+    "params.`layer_map`",
+    "params.`task`",
+    "params.`seed`",
+    "params.`max_train_samples`",
+    "metrics.`final/score`",
+    "tags.`parameters_M`",
     "tags.`best_method`",
 )
 #: Experiment tag prefix under which the MLflow UI looks up ``?viewStateShareKey=<key>`` views.
@@ -53,14 +59,20 @@ COMPARE_VIEW_KEY = "bert_kd_compare"
 def compare_view_state() -> dict:
     """The runs-table view behind :func:`compare_view_url`: newest first, the columns that tell
     child runs apart (method, recipe, layer map, task, seed, data cap, final dev score)."""
-    return {"orderByKey": "attributes.start_time", "orderByAsc": False, "searchFilter": "",
-            "selectedColumns": list(COMPARE_VIEW_COLUMNS)}
+    return {
+        "orderByKey": "attributes.start_time",
+        "orderByAsc": False,
+        "searchFilter": "",
+        "selectedColumns": list(COMPARE_VIEW_COLUMNS),
+    }
 
 
 def compare_view_url(experiment_id: str, base: str | None = None) -> str:
     """The runs table opened on the saved comparison view (MLflow 3 shared-view link)."""
-    return (f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs"
-            f"?viewStateShareKey={COMPARE_VIEW_KEY}&workflowType=machine_learning")
+    return (
+        f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs"
+        f"?viewStateShareKey={COMPARE_VIEW_KEY}&workflowType=machine_learning"
+    )
 
 
 def describe_experiment(experiment_id: str, client=None) -> None:
@@ -71,8 +83,11 @@ def describe_experiment(experiment_id: str, client=None) -> None:
     from mlflow.tracking import MlflowClient
 
     client = client or MlflowClient()
-    wanted = {NOTE_TAG: EXPERIMENT_DESCRIPTION, EXPERIMENT_KIND_TAG: "custom_model_development",
-              SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY: json.dumps(compare_view_state())}
+    wanted = {
+        NOTE_TAG: EXPERIMENT_DESCRIPTION,
+        EXPERIMENT_KIND_TAG: "custom_model_development",
+        SHARED_VIEW_TAG_PREFIX + COMPARE_VIEW_KEY: json.dumps(compare_view_state()),
+    }
     present = client.get_experiment(experiment_id).tags
     for key, value in wanted.items():
         if present.get(key) == value:
@@ -122,8 +137,13 @@ def name_parent_run(pipeline: str, task: str | None, sweep: str | None = None, r
 
 
 # ---------------------------------------------------------------- `python -m bert_kd.tracking ui`
-def open_ui(tracking_uri: str | None = None, experiment: str = "bert_kd", host: str = "127.0.0.1",
-            port: int = 5000, serve: bool = True) -> str:
+def open_ui(
+    tracking_uri: str | None = None,
+    experiment: str = "bert_kd",
+    host: str = "127.0.0.1",
+    port: int = 5000,
+    serve: bool = True,
+) -> str:
     """Print the runs-table URL of ``experiment`` (created and described if new) and start
     ``mlflow ui`` on the same store; returns the URL."""
     import mlflow
@@ -138,11 +158,24 @@ def open_ui(tracking_uri: str | None = None, experiment: str = "bert_kd", host: 
     base = f"http://{host}:{port}"
     url = runs_table_url(experiment_id, base)
     print(f"MLflow runs table of '{experiment}': {url}", flush=True)
-    print(f"  with the comparison columns (method, recipe, layer_map, seed, final/score): "
-          f"{compare_view_url(experiment_id, base)}", flush=True)
+    print(
+        f"  with the comparison columns (method, recipe, layer_map, seed, final/score): "
+        f"{compare_view_url(experiment_id, base)}",
+        flush=True,
+    )
     if serve:
-        command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri,
-                   "--host", host, "--port", str(port)]
+        command = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            tracking_uri,
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
         os.execvp(command[0], command)
     return url
 

@@ -52,8 +52,10 @@ def test_tasks_metadata() -> None:
     assert TASKS["sst2"].dir_name == "SST-2" and TASKS["stsb"].dir_name == "STS-B"
     assert TASKS["mnli"].label_names == ["entailment", "neutral", "contradiction"]
     assert TASKS["wnli"].label_names == ["not_entailment", "entailment"]
-    assert TASKS["mnli"].dev_splits == {"validation_matched": "dev_matched.tsv",
-                                        "validation_mismatched": "dev_mismatched.tsv"}
+    assert TASKS["mnli"].dev_splits == {
+        "validation_matched": "dev_matched.tsv",
+        "validation_mismatched": "dev_mismatched.tsv",
+    }
     assert TASKS["stsb"].num_labels == 1 and TASKS["stsb"].is_regression
     assert TASKS["stsb"].label_names == []
     assert TASKS["mnli"].num_labels == 3 and TASKS["rte"].num_labels == 2
@@ -62,10 +64,21 @@ def test_tasks_metadata() -> None:
         assert spec.name == name and spec.hf_config == name
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ("SST-2", "sst2"), ("sst-2", "sst2"), ("sst2", "sst2"), ("STS-B", "stsb"), ("sts-b", "stsb"),
-    ("stsb", "stsb"), ("MNLI", "mnli"), ("CoLA", "cola"), (" qqp ", "qqp"), ("WNLI", "wnli"),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("SST-2", "sst2"),
+        ("sst-2", "sst2"),
+        ("sst2", "sst2"),
+        ("STS-B", "stsb"),
+        ("sts-b", "stsb"),
+        ("stsb", "stsb"),
+        ("MNLI", "mnli"),
+        ("CoLA", "cola"),
+        (" qqp ", "qqp"),
+        ("WNLI", "wnli"),
+    ],
+)
 def test_normalize_task(raw: str, expected: str) -> None:
     assert normalize_task(raw) == expected
 
@@ -79,8 +92,7 @@ def test_normalize_task_unknown_lists_valid_names() -> None:
 
 
 def test_cola_headerless(tmp_path: Path) -> None:
-    p = write(tmp_path / "dev.tsv", [tsv("gj04", "1", "", "Our friends won't buy this."),
-                                     tsv("gj04", "0", "*", QUOTE)])
+    p = write(tmp_path / "dev.tsv", [tsv("gj04", "1", "", "Our friends won't buy this."), tsv("gj04", "0", "*", QUOTE)])
     df = read_glue_tsv(p, "CoLA", "validation")
     assert list(df.columns) == ["idx", "sentence1", "sentence2", "label"]
     assert df["idx"].tolist() == [0, 1]
@@ -90,8 +102,7 @@ def test_cola_headerless(tmp_path: Path) -> None:
 
 
 def test_sst2_quote_survives(tmp_path: Path) -> None:
-    p = write(tmp_path / "train.tsv", [tsv("sentence", "label"), tsv(QUOTE + " ", "1"),
-                                       tsv('"quoted" start', "0")])
+    p = write(tmp_path / "train.tsv", [tsv("sentence", "label"), tsv(QUOTE + " ", "1"), tsv('"quoted" start', "0")])
     df = read_glue_tsv(p, "sst-2")
     assert df["sentence1"].tolist() == [QUOTE + " ", '"quoted" start']
     assert df["label"].tolist() == [1, 0]
@@ -99,10 +110,15 @@ def test_sst2_quote_survives(tmp_path: Path) -> None:
 
 
 def test_mrpc_bom_header(tmp_path: Path) -> None:
-    p = write(tmp_path / "train.tsv",
-              [tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
-               tsv("1", "702876", "702977", QUOTE, 'Referring to him as " the witness "'),
-               tsv("0", "1", "2", "a", "b")], bom=True)
+    p = write(
+        tmp_path / "train.tsv",
+        [
+            tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+            tsv("1", "702876", "702977", QUOTE, 'Referring to him as " the witness "'),
+            tsv("0", "1", "2", "a", "b"),
+        ],
+        bom=True,
+    )
     assert p.read_bytes().startswith(b"\xef\xbb\xbf")
     df = read_glue_tsv(p, "MRPC")
     assert df["sentence1"].tolist() == [QUOTE, "a"]
@@ -116,11 +132,28 @@ def test_mnli_dev_label_columns_and_gold_mapping(tmp_path: Path) -> None:
 
     def row(i: int, gold: str) -> str:
         # label1..label5 deliberately disagree with gold_label: gold must win.
-        return tsv(str(i), "p", "q", "fiction", "(bp)", "(bp)", "(p)", "(p)", f"prem {i}",
-                   f"hyp {i}", "neutral", "neutral", "contradiction", "entailment", "neutral", gold)
+        return tsv(
+            str(i),
+            "p",
+            "q",
+            "fiction",
+            "(bp)",
+            "(bp)",
+            "(p)",
+            "(p)",
+            f"prem {i}",
+            f"hyp {i}",
+            "neutral",
+            "neutral",
+            "contradiction",
+            "entailment",
+            "neutral",
+            gold,
+        )
 
-    p = write(tmp_path / "dev_matched.tsv", [tsv(*header), row(0, "entailment"),
-                                             row(1, "neutral"), row(2, "contradiction")])
+    p = write(
+        tmp_path / "dev_matched.tsv", [tsv(*header), row(0, "entailment"), row(1, "neutral"), row(2, "contradiction")]
+    )
     df = read_glue_tsv(p, "MNLI", "validation_matched")
     assert df["label"].tolist() == [0, 1, 2]
     assert df["sentence1"].tolist() == ["prem 0", "prem 1", "prem 2"]
@@ -130,44 +163,56 @@ def test_mnli_dev_label_columns_and_gold_mapping(tmp_path: Path) -> None:
 def test_mnli_train_fewer_columns(tmp_path: Path) -> None:
     header = glue._HEADERS["mnli"]
     assert header is not None
-    p = write(tmp_path / "train.tsv", [tsv(*header), tsv("0", "1", "1e", "gov", "", "", "", "",
-                                                         "s1", "s2", "neutral", "neutral")])
+    p = write(
+        tmp_path / "train.tsv",
+        [tsv(*header), tsv("0", "1", "1e", "gov", "", "", "", "", "s1", "s2", "neutral", "neutral")],
+    )
     assert read_glue_tsv(p, "mnli")["label"].tolist() == [1]
 
 
 def test_stsb_floats(tmp_path: Path) -> None:
     header = glue._HEADERS["stsb"]
     assert header is not None
-    p = write(tmp_path / "dev.tsv", [tsv(*header),
-                                     tsv("0", "g", "f", "y", "0", "s", "s", "a", "b", "5.000"),
-                                     tsv("1", "g", "f", "y", "1", "s", "s", "c", "d", "0"),
-                                     tsv("2", "g", "f", "y", "2", "s", "s", "e", "f", "3.8")])
+    p = write(
+        tmp_path / "dev.tsv",
+        [
+            tsv(*header),
+            tsv("0", "g", "f", "y", "0", "s", "s", "a", "b", "5.000"),
+            tsv("1", "g", "f", "y", "1", "s", "s", "c", "d", "0"),
+            tsv("2", "g", "f", "y", "2", "s", "s", "e", "f", "3.8"),
+        ],
+    )
     df = read_glue_tsv(p, "STS-B", "validation")
     assert df["label"].dtype == np.float64
     assert df["label"].tolist() == [5.0, 0.0, 3.8]
 
 
-@pytest.mark.parametrize("task,header,label,expected", [
-    ("qnli", ["index", "question", "sentence", "label"], "not_entailment", 1),
-    ("rte", ["index", "sentence1", "sentence2", "label"], "entailment", 0),
-    ("wnli", ["index", "sentence1", "sentence2", "label"], "1", 1),
-])
+@pytest.mark.parametrize(
+    "task,header,label,expected",
+    [
+        ("qnli", ["index", "question", "sentence", "label"], "not_entailment", 1),
+        ("rte", ["index", "sentence1", "sentence2", "label"], "entailment", 0),
+        ("wnli", ["index", "sentence1", "sentence2", "label"], "1", 1),
+    ],
+)
 def test_pair_tasks(tmp_path: Path, task: str, header: list[str], label: str, expected: int) -> None:
     p = write(tmp_path / "dev.tsv", [tsv(*header), tsv("7", QUOTE, "x", label)])
     df = read_glue_tsv(p, task, "validation")
-    assert df.to_dict("records") == [{"idx": 0, "sentence1": QUOTE, "sentence2": "x",
-                                      "label": expected}]
+    assert df.to_dict("records") == [{"idx": 0, "sentence1": QUOTE, "sentence2": "x", "label": expected}]
 
 
 def test_qqp(tmp_path: Path) -> None:
-    p = write(tmp_path / "train.tsv", [tsv("id", "qid1", "qid2", "question1", "question2",
-                                           "is_duplicate"), tsv("1", "2", "3", "q1?", "q2?", "1")])
+    p = write(
+        tmp_path / "train.tsv",
+        [tsv("id", "qid1", "qid2", "question1", "question2", "is_duplicate"), tsv("1", "2", "3", "q1?", "q2?", "1")],
+    )
     assert read_glue_tsv(p, "QQP")["label"].tolist() == [1]
 
 
 def test_header_columns_found_by_name_in_any_order(tmp_path: Path) -> None:
-    p = write(tmp_path / "dev.tsv", [tsv("label", "sentence2", "sentence1", "index"),
-                                     tsv("not_entailment", "b", "a", "0")])
+    p = write(
+        tmp_path / "dev.tsv", [tsv("label", "sentence2", "sentence1", "index"), tsv("not_entailment", "b", "a", "0")]
+    )
     df = read_glue_tsv(p, "rte", "validation")
     assert (df["sentence1"][0], df["sentence2"][0], df["label"][0]) == ("a", "b", 1)
 
@@ -190,9 +235,14 @@ def test_test_split_without_labels(tmp_path: Path) -> None:
 
 
 def test_unknown_label_reports_line_column_value(tmp_path: Path) -> None:
-    p = write(tmp_path / "dev.tsv", [tsv("index", "sentence1", "sentence2", "label"),
-                                     tsv("0", "a", "b", "entailment"),
-                                     tsv("1", "a", "b", "neutral")])
+    p = write(
+        tmp_path / "dev.tsv",
+        [
+            tsv("index", "sentence1", "sentence2", "label"),
+            tsv("0", "a", "b", "entailment"),
+            tsv("1", "a", "b", "neutral"),
+        ],
+    )
     with pytest.raises(GlueFormatError) as err:
         read_glue_tsv(p, "rte", "validation")
     msg = str(err.value)
@@ -208,8 +258,7 @@ def test_cola_unknown_label_line(tmp_path: Path) -> None:
 
 
 def test_wrong_field_count(tmp_path: Path) -> None:
-    p = write(tmp_path / "train.tsv", [tsv("sentence", "label"), tsv("a", "1"),
-                                       tsv("b", "extra", "0")])
+    p = write(tmp_path / "train.tsv", [tsv("sentence", "label"), tsv("a", "1"), tsv("b", "extra", "0")])
     with pytest.raises(GlueFormatError, match=r"line 3: expected 2 tab-separated fields, got 3"):
         read_glue_tsv(p, "sst2")
 
@@ -226,14 +275,20 @@ def test_missing_column(tmp_path: Path) -> None:
         read_glue_tsv(p, "rte", "validation")
 
 
-@pytest.mark.parametrize("score,why", [("5.5", "outside"), ("-0.1", "outside"),
-                                       ("nan", "outside"), ("high", "not a number")])
+@pytest.mark.parametrize(
+    "score,why", [("5.5", "outside"), ("-0.1", "outside"), ("nan", "outside"), ("high", "not a number")]
+)
 def test_stsb_bad_score(tmp_path: Path, score: str, why: str) -> None:
     header = glue._HEADERS["stsb"]
     assert header is not None
-    p = write(tmp_path / "dev.tsv", [tsv(*header),
-                                     tsv("0", "g", "f", "y", "0", "s", "s", "a", "b", "1.0"),
-                                     tsv("1", "g", "f", "y", "1", "s", "s", "a", "b", score)])
+    p = write(
+        tmp_path / "dev.tsv",
+        [
+            tsv(*header),
+            tsv("0", "g", "f", "y", "0", "s", "s", "a", "b", "1.0"),
+            tsv("1", "g", "f", "y", "1", "s", "s", "a", "b", score),
+        ],
+    )
     with pytest.raises(GlueFormatError, match=rf"line 3, column 'score': .*{why}"):
         read_glue_tsv(p, "stsb", "validation")
 
@@ -278,8 +333,7 @@ def test_resolve_glue_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 def _rte_files(root: Path) -> None:
     header = tsv("index", "sentence1", "sentence2", "label")
-    write(root / "RTE" / "train.tsv", [header, tsv("0", "a", "b", "entailment"),
-                                       tsv("1", "c", "d", "not_entailment")])
+    write(root / "RTE" / "train.tsv", [header, tsv("0", "a", "b", "entailment"), tsv("1", "c", "d", "not_entailment")])
     write(root / "RTE" / "dev.tsv", [header, tsv("0", "e", "f", "not_entailment")])
 
 
@@ -323,7 +377,8 @@ def _fake_glue(config: str) -> datasets.DatasetDict:
     """A tiny in-memory stand-in for nyu-mll/glue with the real field names."""
     q = 'he said "hi\tthere'  # tab must be sanitised, quote kept
     text = {
-        "cola": {"sentence": [q, "b", "c"]}, "sst2": {"sentence": [q, "b", "c"]},
+        "cola": {"sentence": [q, "b", "c"]},
+        "sst2": {"sentence": [q, "b", "c"]},
         "mrpc": {"sentence1": [q, "b", "c"], "sentence2": ["x", "y", "z"]},
         "stsb": {"sentence1": [q, "b", "c"], "sentence2": ["x", "y", "z"]},
         "qqp": {"question1": [q, "b", "c"], "question2": ["x", "y", "z"]},
@@ -343,8 +398,7 @@ def _fail_load(*args: object, **kwargs: object) -> None:
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
-def test_download_writes_original_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         task: str) -> None:
+def test_download_writes_original_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: str) -> None:
     calls: list[tuple[str, str]] = []
 
     def fake_load(path: str, name: str, **kwargs: object) -> datasets.DatasetDict:
@@ -428,8 +482,14 @@ def test_atomic_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest
 
 
 def test_subsample() -> None:
-    df = pd.DataFrame({"idx": np.arange(100), "sentence1": ["s"] * 100, "sentence2": [None] * 100,
-                       "label": np.zeros(100, dtype=np.int64)})
+    df = pd.DataFrame(
+        {
+            "idx": np.arange(100),
+            "sentence1": ["s"] * 100,
+            "sentence2": [None] * 100,
+            "label": np.zeros(100, dtype=np.int64),
+        }
+    )
     assert subsample(df, None, 0) is df
     a, b = subsample(df, 10, seed=3), subsample(df, 10, seed=3)
     pd.testing.assert_frame_equal(a, b)

@@ -12,13 +12,30 @@ from bert_kd.core.data.glue_submission import prediction_strings, read_test_spli
 
 
 def test_every_task_has_its_server_file_and_mnli_adds_ax(tmp_path):
-    names = [f.name for t in ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-             for f in submission_files(t, tmp_path)]
-    assert names == ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv",
-                     "QNLI.tsv", "RTE.tsv", "WNLI.tsv"]
+    names = [
+        f.name
+        for t in ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+        for f in submission_files(t, tmp_path)
+    ]
+    assert names == [
+        "CoLA.tsv",
+        "SST-2.tsv",
+        "MRPC.tsv",
+        "STS-B.tsv",
+        "QQP.tsv",
+        "MNLI-m.tsv",
+        "MNLI-mm.tsv",
+        "AX.tsv",
+        "QNLI.tsv",
+        "RTE.tsv",
+        "WNLI.tsv",
+    ]
     mnli = submission_files("mnli", tmp_path)
-    assert [f.source for f in mnli] == [tmp_path / "MNLI/test_matched.tsv", tmp_path / "MNLI/test_mismatched.tsv",
-                                        tmp_path / "diagnostic/diagnostic.tsv"]
+    assert [f.source for f in mnli] == [
+        tmp_path / "MNLI/test_matched.tsv",
+        tmp_path / "MNLI/test_mismatched.tsv",
+        tmp_path / "diagnostic/diagnostic.tsv",
+    ]
     assert submission_files("mnli", tmp_path, ax_file=tmp_path / "AX.tsv")[-1].source == tmp_path / "AX.tsv"
 
 
@@ -30,7 +47,11 @@ def test_label_names_as_the_server_expects():
         assert prediction_strings(task, two) == ["0", "1"]
     three = np.array([[3.0, 0, 0], [0, 3.0, 0], [0, 0, 3.0]])
     assert prediction_strings("mnli", three) == ["entailment", "neutral", "contradiction"]
-    assert prediction_strings("stsb", np.array([[-0.7], [2.25], [5.6]])) == ["0.000", "2.250", "5.000"]  # clipped to [0, 5]
+    assert prediction_strings("stsb", np.array([[-0.7], [2.25], [5.6]])) == [
+        "0.000",
+        "2.250",
+        "5.000",
+    ]  # clipped to [0, 5]
 
 
 def test_test_files_keep_their_own_index_qqp_calls_it_id(tmp_path):
@@ -92,17 +113,23 @@ def test_files_without_a_valid_record_are_left_out_of_the_zip_and_named(tmp_path
     assert sorted(skipped) == ["CoLA.tsv", "MRPC.tsv", "QNLI.tsv", "WNLI.tsv"]
     assert "no record" in skipped["CoLA.tsv"] and "no record" in skipped["MRPC.tsv"]
     assert "changed since" in skipped["WNLI.tsv"] and "rows" in skipped["QNLI.tsv"]
-    with caplog.at_level("WARNING", logger="bert_kd.core.data.glue_submission"), zipfile.ZipFile(write_zip(tmp_path)) as archive:
+    with (
+        caplog.at_level("WARNING", logger="bert_kd.core.data.glue_submission"),
+        zipfile.ZipFile(write_zip(tmp_path)) as archive,
+    ):
         assert archive.namelist() == ["RTE.tsv"]
     warned = " ".join(r.getMessage() for r in caplog.records)
     assert all(name in warned for name in ("CoLA.tsv", "MRPC.tsv", "QNLI.tsv", "WNLI.tsv"))
 
 
-@pytest.mark.parametrize("lines, words, line", [
-    (["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment"], "label column 'label'", 1),
-    (["index\tsentence1\tsentence2", "0\ta\tb", "1\tc\td", "0\te\tf"], "index '0' repeats line 2", 4),
-    (["index\tsentence1\tsentence2", "0\ta\tb", "\tc\td"], "empty index", 3),
-])
+@pytest.mark.parametrize(
+    "lines, words, line",
+    [
+        (["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment"], "label column 'label'", 1),
+        (["index\tsentence1\tsentence2", "0\ta\tb", "1\tc\td", "0\te\tf"], "index '0' repeats line 2", 4),
+        (["index\tsentence1\tsentence2", "0\ta\tb", "\tc\td"], "empty index", 3),
+    ],
+)
 def test_a_test_file_with_labels_or_bad_indexes_is_refused(tmp_path, lines, words, line):
     (tmp_path / "test.tsv").write_text("\n".join(lines) + "\n")
     with pytest.raises(GlueFormatError, match=words) as caught:

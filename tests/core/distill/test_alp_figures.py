@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from bert_kd.core.distill.alp_figures import (
-    alp_attention_figure, alp_attention_per_example, layer_alignment, layer_alignment_figure, save_figure,
+    alp_attention_figure,
+    alp_attention_per_example,
+    layer_alignment,
+    layer_alignment_figure,
+    save_figure,
 )
 from bert_kd.core.models import build_student, load_classifier, load_tokenizer
 from tests.conftest import WORDS

@@ -11,7 +11,11 @@ from bert_kd.core.data.tokenize import tokenize_splits
 from bert_kd.core.distill.methods import build_method
 from bert_kd.core.distill.objective import DistillationObjective, Teacher
 from bert_kd.core.models import (
-    attention_implementation, build_student, load_classifier, load_tokenizer, prefer_fused_attention,
+    attention_implementation,
+    build_student,
+    load_classifier,
+    load_tokenizer,
+    prefer_fused_attention,
     supports_fused_attention,
 )
 from bert_kd.core.training import Collator, make_loader
@@ -24,8 +28,16 @@ def tiny_model(family: str):
     if family == "xlnet":
         config = XLNetConfig(vocab_size=40, d_model=32, n_layer=2, n_head=4, d_inner=64, num_labels=2)
         return XLNetForSequenceClassification(config).eval()
-    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64, num_labels=2, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=40,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=2,
+        attn_implementation="eager",
+    )
     return prefer_fused_attention(BertForSequenceClassification(config).eval())
 
 
@@ -67,9 +79,9 @@ def test_bert_has_the_fused_kernel_and_xlnet_keeps_its_own():
 
 
 def test_a_bad_kernel_name_is_refused():
-    with pytest.raises(ValueError, match="'sdpa' or 'eager'"):
-        with attention_implementation(tiny_model("bert"), "flash"):
-            pass
+    model = tiny_model("bert")
+    with pytest.raises(ValueError, match="'sdpa' or 'eager'"), attention_implementation(model, "flash"):
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +109,15 @@ def fused_calls_per_model(objective, batch, monkeypatch) -> dict[str, int]:
     return calls
 
 
-@pytest.mark.parametrize("recipe,kernel", [
-    ({"method": "alp"}, "sdpa"), ({"method": "pkd"}, "sdpa"), ({"method": "kd"}, "sdpa"),
-    ({"method": "tinybert"}, "eager"),
-])
+@pytest.mark.parametrize(
+    "recipe,kernel",
+    [
+        ({"method": "alp"}, "sdpa"),
+        ({"method": "pkd"}, "sdpa"),
+        ({"method": "kd"}, "sdpa"),
+        ({"method": "tinybert"}, "eager"),
+    ],
+)
 def test_a_recipe_that_reads_attention_maps_runs_eager_the_others_sdpa(rte, recipe, kernel, monkeypatch):
     teacher, batch = rte
     student, _ = build_student(teacher, 2)

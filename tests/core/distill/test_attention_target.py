@@ -9,7 +9,10 @@ import torch
 
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.outputs import (
-    LOG_PROB_FLOOR, attention_in_one_space, attention_log_probs, forward_features,
+    LOG_PROB_FLOOR,
+    attention_in_one_space,
+    attention_log_probs,
+    forward_features,
 )
 from bert_kd.core.models import attention_implementation
 from tests.core.distill.test_attention_kernels import padded_batch, tiny_model
@@ -53,8 +56,12 @@ def test_a_bert_student_against_an_xlnet_teacher_is_compared_in_log_probabilitie
     keys = batch["attention_mask"][:, None, None, :].bool()
     for ours, p in zip(s_maps, probabilities):  # the student's side: log of its own softmax
         expected = torch.log(p.clamp_min(1e-12))
-        torch.testing.assert_close(ours.masked_select(keys.expand_as(ours)),
-                                   expected.masked_select(keys.expand_as(expected)), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            ours.masked_select(keys.expand_as(ours)),
+            expected.masked_select(keys.expand_as(expected)),
+            atol=1e-5,
+            rtol=1e-5,
+        )
         assert ours.min() >= LOG_PROB_FLOOR - 1e-6
 
 

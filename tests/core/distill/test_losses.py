@@ -406,8 +406,6 @@ def test_multi_teacher_prediction_loss():
     # no T^2: uniform student at T=2 -> ln 2
     assert close(multi_teacher_prediction_loss(t([[0.0, 0.0]]), [t([[0.0, 5.0]])], 2.0), LN2)
     # regression: ((1-0)^2 + (1-3)^2) / 2 = 2.5
-    assert close(
-        multi_teacher_prediction_loss(t([[1.0]]), [t([0.0]), t([3.0])], 1.0, regression=True), 2.5
-    )
+    assert close(multi_teacher_prediction_loss(t([[1.0]]), [t([0.0]), t([3.0])], 1.0, regression=True), 2.5)
     with pytest.raises(ValueError, match="at least one teacher"):
         multi_teacher_prediction_loss(s, [], 1.0)

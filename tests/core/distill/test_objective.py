@@ -23,6 +23,7 @@ from bert_kd.core.distill.outputs import forward_features
 from bert_kd.core.models import build_student, load_classifier, load_tokenizer
 from bert_kd.core.training import Collator, TrainingConfig, fit, make_loader
 
+
 def _distill_methods() -> tuple[str, ...]:
     """The methods the ``distill_methods`` recipes of ``conf/base`` run (single teacher, one each)."""
     import yaml
@@ -55,8 +56,15 @@ def narrow_student(teacher, hidden: int = 16, layers: int = 2):
     """A BERT student with the teacher's vocabulary but a smaller width (needs projections)."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(**{**teacher.config.to_dict(), "hidden_size": hidden, "num_attention_heads": 2,
-                           "intermediate_size": 2 * hidden, "num_hidden_layers": layers})
+    config = BertConfig(
+        **{
+            **teacher.config.to_dict(),
+            "hidden_size": hidden,
+            "num_attention_heads": 2,
+            "intermediate_size": 2 * hidden,
+            "num_hidden_layers": layers,
+        }
+    )
     config._attn_implementation = "eager"
     torch.manual_seed(1)
     return BertForSequenceClassification(config)
@@ -171,8 +179,9 @@ def test_training_step_and_fit_keep_the_teacher_frozen(teacher, data, name, kind
     assert all(p.grad is None for p in teacher.parameters())
     objective.zero_grad(set_to_none=True)
 
-    config = TrainingConfig(max_steps=3, batch_size=8, learning_rate=1e-3, warmup_ratio=0.0, progress_bar=False,
-                            cpu=True)
+    config = TrainingConfig(
+        max_steps=3, batch_size=8, learning_rate=1e-3, warmup_ratio=0.0, progress_bar=False, cpu=True
+    )
     student_before = {k: v.clone() for k, v in student.state_dict().items()}
     aux_before = {k: v.clone() for k, v in method.state_dict().items()}
     result = fit(objective, data[0]["train"], None, config, collator=data[1])
@@ -230,8 +239,13 @@ def test_cache_gives_the_same_terms_as_a_live_teacher(teacher, data, name):
     assert teacher_calls[0] == 1  # served from the cache: the teacher did not run
     assert live_terms.keys() == cached_terms.keys()
     for term in live_terms:
-        torch.testing.assert_close(cached_terms[term].detach(), live_terms[term].detach(), rtol=0, atol=1e-6,
-                                   msg=f"{name}: term {term!r} differs")
+        torch.testing.assert_close(
+            cached_terms[term].detach(),
+            live_terms[term].detach(),
+            rtol=0,
+            atol=1e-6,
+            msg=f"{name}: term {term!r} differs",
+        )
 
 
 def test_cache_is_ignored_when_the_method_needs_hidden_states(teacher, data):
@@ -344,33 +358,68 @@ TWO_STAGES = [{"epochs": 1, "weights": INTERMEDIATE}, {"weights": {"pred": 1.0}}
 
 
 def test_weight_schedule_lays_stages_over_the_run():
-    schedule = WeightSchedule.parse([{"fraction": 0.6, "weights": INTERMEDIATE}, {"weights": {"pred": 1.0}}],
-                                    TINYBERT_TERMS)
+    schedule = WeightSchedule.parse(
+        [{"fraction": 0.6, "weights": INTERMEDIATE}, {"weights": {"pred": 1.0}}], TINYBERT_TERMS
+    )
     assert schedule.stage_lengths(5) == [3, 2] and schedule.stage_lengths(3) == [2, 1]  # 1.8 → 2
     assert [schedule.stage_at(e, 5) for e in range(5)] == [0, 0, 0, 1, 1]
     # a term absent from a stage has weight 0 there
     assert schedule.weights_at(0, 5) == {"ce": 0.0, "pred": 0.0, "emb": 1.0, "hidden": 1.0, "attn": 1.0, "cos": 0.0}
     assert schedule.weights_at(4, 5) == {"ce": 0.0, "pred": 1.0, "emb": 0.0, "hidden": 0.0, "attn": 0.0, "cos": 0.0}
-    three = WeightSchedule.parse([{"epochs": 2, "weights": {"attn": 1}}, {"fraction": 0.25, "weights": {"emb": 1}},
-                                  {"weights": {"pred": 1}}], TINYBERT_TERMS)
+    three = WeightSchedule.parse(
+        [{"epochs": 2, "weights": {"attn": 1}}, {"fraction": 0.25, "weights": {"emb": 1}}, {"weights": {"pred": 1}}],
+        TINYBERT_TERMS,
+    )
     assert three.stage_lengths(8) == [2, 2, 4]
     assert [three.stage_at(e, 8) for e in range(8)] == [0, 0, 1, 1, 2, 2, 2, 2]
 
 
-@pytest.mark.parametrize("stages, words", [
-    ([{"epochs": 1, "weights": {"attn": 1}}, {"weights": {"pred": 1, "logits": 1}}],
-     r"stages\[1\]\.weights: unknown loss term\(s\) \['logits'\]"),
-    ([{"epochs": 0, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]\.epochs must be a whole number >= 1"),
-    ([{"epochs": 1.5, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]\.epochs must be a whole number"),
-    ([{"fraction": 1.2, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]\.fraction must be a number in \(0, 1\)"),
-    ([{"weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\] needs exactly one of epochs .* or fraction"),
-    ([{"epochs": 1, "weights": {"attn": 1}}, {"epochs": 2, "weights": {"pred": 1}}], r"stages\[1\] is the last stage"),
-    ([{"epochs": 1, "weights": {"attn": 0}}, {"weights": {"pred": 1}}], r"stages\[0\]\.weights: at least one loss weight"),
-    ([{"epochs": 1, "epoch": 2, "weights": {"attn": 1}}, {"weights": {"pred": 1}}], r"stages\[0\]: unknown key\(s\) \['epoch'\]"),
-    ([{"fraction": 0.5, "weights": {"attn": 1}}, {"fraction": 0.5, "weights": {"emb": 1}}, {"weights": {"pred": 1}}],
-     r"stages: the fractions sum to 1 >= 1"),
-    ([], r"stages must be a non-empty list"),
-])
+@pytest.mark.parametrize(
+    "stages, words",
+    [
+        (
+            [{"epochs": 1, "weights": {"attn": 1}}, {"weights": {"pred": 1, "logits": 1}}],
+            r"stages\[1\]\.weights: unknown loss term\(s\) \['logits'\]",
+        ),
+        (
+            [{"epochs": 0, "weights": {"attn": 1}}, {"weights": {"pred": 1}}],
+            r"stages\[0\]\.epochs must be a whole number >= 1",
+        ),
+        (
+            [{"epochs": 1.5, "weights": {"attn": 1}}, {"weights": {"pred": 1}}],
+            r"stages\[0\]\.epochs must be a whole number",
+        ),
+        (
+            [{"fraction": 1.2, "weights": {"attn": 1}}, {"weights": {"pred": 1}}],
+            r"stages\[0\]\.fraction must be a number in \(0, 1\)",
+        ),
+        (
+            [{"weights": {"attn": 1}}, {"weights": {"pred": 1}}],
+            r"stages\[0\] needs exactly one of epochs .* or fraction",
+        ),
+        (
+            [{"epochs": 1, "weights": {"attn": 1}}, {"epochs": 2, "weights": {"pred": 1}}],
+            r"stages\[1\] is the last stage",
+        ),
+        (
+            [{"epochs": 1, "weights": {"attn": 0}}, {"weights": {"pred": 1}}],
+            r"stages\[0\]\.weights: at least one loss weight",
+        ),
+        (
+            [{"epochs": 1, "epoch": 2, "weights": {"attn": 1}}, {"weights": {"pred": 1}}],
+            r"stages\[0\]: unknown key\(s\) \['epoch'\]",
+        ),
+        (
+            [
+                {"fraction": 0.5, "weights": {"attn": 1}},
+                {"fraction": 0.5, "weights": {"emb": 1}},
+                {"weights": {"pred": 1}},
+            ],
+            r"stages: the fractions sum to 1 >= 1",
+        ),
+        ([], r"stages must be a non-empty list"),
+    ],
+)
 def test_stage_errors_name_the_stage_and_field(stages, words):
     with pytest.raises(ValueError, match=words):
         check_method_config({"method": "tinybert", "stages": stages})
@@ -386,7 +435,9 @@ def test_recipe_weights_beside_stages_are_an_error_not_ignored():
 
 def test_stages_longer_than_the_run_say_so():
     schedule = WeightSchedule.parse([{"epochs": 3, "weights": INTERMEDIATE}, {"weights": {"pred": 1}}], TINYBERT_TERMS)
-    with pytest.raises(ValueError, match=r"with 3 training epoch\(s\) the stages get \[3, 0\] epochs, so stages\[1\] would never run"):
+    with pytest.raises(
+        ValueError, match=r"with 3 training epoch\(s\) the stages get \[3, 0\] epochs, so stages\[1\] would never run"
+    ):
         schedule.stage_lengths(3)
 
 
@@ -400,7 +451,9 @@ def gradients_after_step(objective, batch) -> tuple[dict, dict]:
     objective.zero_grad(set_to_none=True)
     terms = objective.training_step(batch)
     terms["loss"].backward()
-    grads = {name: (p.grad.abs().sum().item() if p.grad is not None else 0.0) for name, p in objective.named_parameters()}
+    grads = {
+        name: (p.grad.abs().sum().item() if p.grad is not None else 0.0) for name, p in objective.named_parameters()
+    }
     return terms, grads
 
 
@@ -411,7 +464,10 @@ def test_staged_tinybert_switches_terms_at_the_stage_boundary(teacher, data):
     terms, grads = gradients_after_step(objective, batch)
     torch.testing.assert_close(terms["loss"], terms["emb"] + terms["hidden"] + terms["attn"])
     assert grads["model.classifier.weight"] == 0.0  # the prediction term has no gradient in stage 1
-    assert grads["method.hidden_projection.weight"] > 0 and grads["model.bert.encoder.layer.0.attention.self.query.weight"] > 0
+    assert (
+        grads["method.hidden_projection.weight"] > 0
+        and grads["model.bert.encoder.layer.0.attention.self.query.weight"] > 0
+    )
 
     assert objective.set_epoch(1, 2) == {"stage": 2.0}
     assert objective.weights["attn"] == objective.weights["hidden"] == objective.weights["emb"] == 0.0
@@ -446,13 +502,24 @@ class CrashingStaged(DistillationObjective):
 
 def test_a_run_resumed_in_stage_two_trains_with_stage_two(teacher, data, tmp_path):
     ds, collator = data
-    config = TrainingConfig(epochs=2, batch_size=8, learning_rate=1e-3, warmup_ratio=0.0, progress_bar=False, cpu=True,
-                            seed=3, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every_steps=1)
+    config = TrainingConfig(
+        epochs=2,
+        batch_size=8,
+        learning_rate=1e-3,
+        warmup_ratio=0.0,
+        progress_bar=False,
+        cpu=True,
+        seed=3,
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        checkpoint_every_steps=1,
+    )
     steps_per_epoch = math.ceil(len(ds["train"]) / 8)
 
     def objective(crash_after=None):
         staged = staged_tinybert(teacher)
-        return CrashingStaged(staged.model, [Teacher(teacher)], staged.method, staged.method.weights, crash_after=crash_after)
+        return CrashingStaged(
+            staged.model, [Teacher(teacher)], staged.method, staged.method.weights, crash_after=crash_after
+        )
 
     with pytest.raises(KeyboardInterrupt):  # dies two steps into epoch 2 (stage 2)
         fit(objective(crash_after=steps_per_epoch + 2), ds["train"], None, config, collator=collator)
@@ -475,8 +542,9 @@ def test_a_loaded_model_runs_sdpa_and_switches_to_eager_per_forward(tiny_teacher
     model = load_classifier(str(tiny_teacher_dir), 2).eval()
     fused_calls = []
     fused = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
-                        lambda *a, **k: fused_calls.append(1) or fused(*a, **k))
+    monkeypatch.setattr(
+        torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: fused_calls.append(1) or fused(*a, **k)
+    )
     ids = torch.randint(5, 50, (2, 7))
     mask = torch.ones(2, 7, dtype=torch.long)
     mask[0, 5:] = 0

@@ -153,8 +153,15 @@ def test_non_bert_architectures_fall_back_to_log_probabilities(tokenizer):
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     torch.manual_seed(0)
-    config = DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                              max_position_embeddings=64, num_labels=2)
+    config = DistilBertConfig(
+        vocab_size=len(tokenizer),
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=64,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
     config._attn_implementation = "eager"
     distil = DistilBertForSequenceClassification(config).eval()
     batch = {k: v for k, v in padded_batch(tokenizer).items() if k != "token_type_ids"}

@@ -24,9 +24,16 @@ def tiny_model(family: str):
     if family == "xlnet":
         config = XLNetConfig(vocab_size=40, d_model=32, n_layer=2, n_head=4, d_inner=64, num_labels=2)
         return XLNetForSequenceClassification(config).eval()
-    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64, num_labels=2,
-                        attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=40,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=2,
+        attn_implementation="eager",
+    )
     return BertForSequenceClassification(config).eval()
 
 
@@ -37,10 +44,15 @@ def batch_and_alone(side: str):
     short_row = torch.randint(5, 40, (SHORT,), generator=generator)
     pad = torch.zeros(LONG - SHORT, dtype=torch.long)
     short_padded = torch.cat([pad, short_row]) if side == "left" else torch.cat([short_row, pad])
-    short_mask = (torch.cat([pad, torch.ones(SHORT, dtype=torch.long)]) if side == "left"
-                  else torch.cat([torch.ones(SHORT, dtype=torch.long), pad]))
-    batch = {"input_ids": torch.stack([long_row, short_padded]),
-             "attention_mask": torch.stack([torch.ones(LONG, dtype=torch.long), short_mask])}
+    short_mask = (
+        torch.cat([pad, torch.ones(SHORT, dtype=torch.long)])
+        if side == "left"
+        else torch.cat([torch.ones(SHORT, dtype=torch.long), pad])
+    )
+    batch = {
+        "input_ids": torch.stack([long_row, short_padded]),
+        "attention_mask": torch.stack([torch.ones(LONG, dtype=torch.long), short_mask]),
+    }
     alone = {"input_ids": short_row[None], "attention_mask": torch.ones(1, SHORT, dtype=torch.long)}
     return batch, alone
 
@@ -63,8 +75,10 @@ def test_summary_state_of_a_short_row_is_the_row_alone(family, side):
     assert (padded.mean_pooled()[1:] - single.mean_pooled()).abs().max() <= 1e-4
 
 
-@pytest.mark.parametrize("family,side,arch", [(f, s, a) for f, s in INVARIANT for a in ("linear", "mlp")]
-                         + [("bert", "right", "subsequent_layer")])  # XLNet layers cannot be filters
+@pytest.mark.parametrize(
+    "family,side,arch",
+    [(f, s, a) for f, s in INVARIANT for a in ("linear", "mlp")] + [("bert", "right", "subsequent_layer")],
+)  # XLNet layers cannot be filters
 def test_ted_filter_pooling_of_a_short_row_is_the_row_alone(family, side, arch):
     model = tiny_model(family)
     filters = TaskFilters.build(model, [1, 2], arch).eval()
@@ -82,15 +96,23 @@ def test_ted_filter_pooling_of_a_short_row_is_the_row_alone(family, side, arch):
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("summary", ["first", "last"])
 def test_summary_token_index_is_the_first_or_last_real_token(summary, side):
-    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]]) if side == "left" else \
-        torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]])
-    expected = {("first", "left"): [0, 2, 0], ("last", "left"): [3, 3, 0],
-                ("first", "right"): [0, 0, 0], ("last", "right"): [3, 1, 0]}[summary, side]
+    mask = (
+        torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]])
+        if side == "left"
+        else torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]])
+    )
+    expected = {
+        ("first", "left"): [0, 2, 0],
+        ("last", "left"): [3, 3, 0],
+        ("first", "right"): [0, 0, 0],
+        ("last", "right"): [3, 1, 0],
+    }[summary, side]
     assert summary_token_index(mask, summary).tolist() == expected
     # Features.cls() reads exactly that position of every layer
     states = torch.arange(3 * 4, dtype=torch.float).view(3, 4, 1)
-    features = Features(logits=torch.zeros(3, 2), attention_mask=mask, hidden_states=(states, states + 100),
-                        summary_index=summary)
+    features = Features(
+        logits=torch.zeros(3, 2), attention_mask=mask, hidden_states=(states, states + 100), summary_index=summary
+    )
     rows = torch.arange(3)
     assert torch.equal(features.cls()[:, 0, 0], states[rows, torch.tensor(expected), 0])
     assert torch.equal(features.cls()[:, 1, 0], states[rows, torch.tensor(expected), 0] + 100)

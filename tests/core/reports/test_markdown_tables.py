@@ -9,25 +9,21 @@ from bert_kd.core.reports.markdown_tables import markdown_table
 
 
 def test_a_frame_renders_header_rule_and_rows_with_empty_missing_cells():
-    frame = pd.DataFrame([
-        {"method": "teacher", "accuracy": 0.9, "% of teacher": 100.0},
-        {"method": "alp", "accuracy": 0.5631, "% of teacher": None},
-    ])
+    frame = pd.DataFrame(
+        [
+            {"method": "teacher", "accuracy": 0.9, "% of teacher": 100.0},
+            {"method": "alp", "accuracy": 0.5631, "% of teacher": None},
+        ]
+    )
     assert markdown_table(frame) == (
-        "| method | accuracy | % of teacher |\n"
-        "|---|---|---|\n"
-        "| teacher | 0.9 | 100.0 |\n"
-        "| alp | 0.5631 |  |\n"
+        "| method | accuracy | % of teacher |\n|---|---|---|\n| teacher | 0.9 | 100.0 |\n| alp | 0.5631 |  |\n"
     )
 
 
 def test_row_dicts_take_every_key_in_first_seen_order():
     rows = [{"model": "a", "batch_size": 1}, {"model": "b", "dev_score": math.nan, "batch_size": 4, "note": None}]
     assert markdown_table(rows) == (
-        "| model | batch_size | dev_score | note |\n"
-        "|---|---|---|---|\n"
-        "| a | 1 |  |  |\n"
-        "| b | 4 |  |  |\n"
+        "| model | batch_size | dev_score | note |\n|---|---|---|---|\n| a | 1 |  |  |\n| b | 4 |  |  |\n"
     )
     assert markdown_table(rows, ["batch_size", "model"]) == "| batch_size | model |\n|---|---|\n| 1 | a |\n| 4 | b |\n"
 
@@ -57,4 +53,9 @@ def test_nothing_to_show_is_an_empty_string_and_a_frame_without_rows_keeps_its_h
 def test_rounded_halves_up_from_a_four_decimal_table_value():
     from bert_kd.core.reports.markdown_tables import rounded
 
-    assert (rounded(0.7775, 3), rounded(0.7798, 3), rounded(52.94, 0), rounded(15.616, 2)) == ("0.778", "0.780", "53", "15.62")
+    assert (rounded(0.7775, 3), rounded(0.7798, 3), rounded(52.94, 0), rounded(15.616, 2)) == (
+        "0.778",
+        "0.780",
+        "53",
+        "15.62",
+    )

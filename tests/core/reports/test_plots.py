@@ -18,9 +18,15 @@ def _texts(ax):
 
 
 def test_comparison_bars_sorted_zoomed_with_error_bars_and_titled():
-    fig = plots.comparison_bars(["nkd", "alp", "pkd"], [0.549, 0.563, 0.556], 0.57, "accuracy",
-                                plots.comparison_title("distill_baselines", "sst2", "accuracy"),
-                                errors=[0.004, 0.003, 0.006], counts=[3, 3, 3])
+    fig = plots.comparison_bars(
+        ["nkd", "alp", "pkd"],
+        [0.549, 0.563, 0.556],
+        0.57,
+        "accuracy",
+        plots.comparison_title("distill_baselines", "sst2", "accuracy"),
+        errors=[0.004, 0.003, 0.006],
+        counts=[3, 3, 3],
+    )
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["nkd (n=3)", "pkd (n=3)", "alp (n=3)"]  # bottom-up: best on top
@@ -60,8 +66,9 @@ def test_alp_heatmap_draws_unconnected_layers_as_not_connected():
 
 
 def test_heatmap_with_mapping_blanks_layers_outside_each_set():
-    fig = plots.attention_heatmap([[0.6, 0.4, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0, 0, 0, 0]], "CKD α",
-                                  mapping=[[1, 2], [3, 4], []])
+    fig = plots.attention_heatmap(
+        [[0.6, 0.4, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0, 0, 0, 0]], "CKD α", mapping=[[1, 2], [3, 4], []]
+    )
     ax = fig.axes[0]
     texts = _texts(ax)
     assert texts.count("0.00") == 1  # student 2 ↔ teacher 4 is in its set, so it shows
@@ -72,8 +79,9 @@ def test_heatmap_with_mapping_blanks_layers_outside_each_set():
 
 
 def test_ted_per_layer_pairs_teacher_and_student_layers():
-    fig = plots.per_layer_metric({"teacher": {"2": 0.71, "5": 0.83}, "student": {"1": 0.69, "2": 0.74}},
-                                 "accuracy", "TED filters")
+    fig = plots.per_layer_metric(
+        {"teacher": {"2": 0.71, "5": 0.83}, "student": {"1": 0.69, "2": 0.74}}, "accuracy", "TED filters"
+    )
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["teacher 2\nstudent 1", "teacher 5\nstudent 2"]
     assert len(ax.patches) == 4
@@ -87,14 +95,19 @@ def test_ted_per_layer_single_model_uses_layer_numbers():
 
 
 def test_one_seed_comparison_spans_floor_to_teacher_with_its_noise_band():
-    fig = plots.comparison_bars(["nkd", "alp", "ckd"], [0.780, 0.786, 0.770], 0.819, "accuracy", "t",
-                                floor=0.509, noise=0.017)
+    fig = plots.comparison_bars(
+        ["nkd", "alp", "ckd"], [0.780, 0.786, 0.770], 0.819, "accuracy", "t", floor=0.509, noise=0.017
+    )
     ax = fig.axes[0]
     low, high = ax.get_xlim()
     assert low < 0.509 < 0.52 and high > 0.819  # from the majority class to the teacher, not zoomed to the spread
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == ["students (± 0.017: noise of one dev-set run)", "within ± 0.017 of the top score",
-                      "teacher 0.819", "majority class 0.509"]
+    assert legend == [
+        "students (± 0.017: noise of one dev-set run)",
+        "within ± 0.017 of the top score",
+        "teacher 0.819",
+        "majority class 0.509",
+    ]
     assert any(c.__class__.__name__ == "LineCollection" for c in ax.collections)  # ± noise error bars
     assert "0.786" in _texts(ax) and not any("±" in t for t in _texts(ax))  # the band is in the legend, not per bar
     dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]

@@ -33,7 +33,9 @@ def test_noise_tolerance_is_the_largest_standard_error_of_a_proportion():
 
 
 def test_every_student_at_the_majority_class_has_no_best_student():
-    verdict = comparison_verdict({"nkd": 0.527, "alp": 0.53, "pkd": 0.52}, majority=0.527, tolerance=0.05, metric="accuracy")
+    verdict = comparison_verdict(
+        {"nkd": 0.527, "alp": 0.53, "pkd": 0.52}, majority=0.527, tolerance=0.05, metric="accuracy"
+    )
     assert verdict.best is None and "majority class" in verdict.warning and "0.5270" in verdict.warning
 
 
@@ -47,8 +49,9 @@ def test_students_within_the_noise_of_each_other_have_no_best_student():
 def test_one_weak_row_does_not_crown_the_top_of_a_tie():
     """The spread of all rows exceeds the noise (TinyBERT far below), but the top four lie within it."""
     scores = {"ckd": 0.815, "ckd_po": 0.815, "alp": 0.808, "pkd": 0.80, "nkd": 0.79, "tinybert": 0.70}
-    verdict = comparison_verdict(scores, majority=0.509, tolerance=0.017, metric="accuracy", teacher=0.86,
-                                 same_as={"ckd_po": "ckd"})
+    verdict = comparison_verdict(
+        scores, majority=0.509, tolerance=0.017, metric="accuracy", teacher=0.86, same_as={"ckd_po": "ckd"}
+    )
     assert verdict.kind == TIE and verdict.best is None and verdict.top == "ckd"
     assert verdict.tied == ("ckd", "ckd_po", "alp", "pkd")  # nkd is 0.025 below: outside the band
     assert verdict.warning.startswith("tied: ckd (= ckd_po), alp, pkd (accuracy 0.8000–0.8150")
@@ -68,15 +71,18 @@ def test_a_paired_test_separates_rows_within_the_noise():
     # a gap of 6 examples with 30 vs 24 discordant pairs: within the noise and not separated
     close_alp = "1" * 778 + "1" * 30 + "0" * 24 + "0" * 40
     close_nkd = "1" * 778 + "0" * 30 + "1" * 24 + "0" * 40
-    tie = comparison_verdict({"alp": 808 / 872, "nkd": 802 / 872}, 0.5, 0.05, correct={"alp": close_alp, "nkd": close_nkd})
+    tie = comparison_verdict(
+        {"alp": 808 / 872, "nkd": 802 / 872}, 0.5, 0.05, correct={"alp": close_alp, "nkd": close_nkd}
+    )
     assert tie.kind == TIE and tie.p_runner_up > 0.05 and "McNemar" in tie.warning
     with pytest.raises(ValueError, match="same examples"):
         mcnemar_exact("10", "1")
 
 
 def test_a_teacher_at_the_floor_is_named_not_the_students():
-    verdict = comparison_verdict({"nkd": 0.51, "alp": 0.512}, majority=0.509, tolerance=0.017, metric="accuracy",
-                                 teacher=0.515)
+    verdict = comparison_verdict(
+        {"nkd": 0.51, "alp": 0.512}, majority=0.509, tolerance=0.017, metric="accuracy", teacher=0.515
+    )
     assert verdict.kind == TEACHER_FLOOR and verdict.best is None
     assert verdict.warning.startswith("the teacher itself ties with the majority class (accuracy 0.5150 against 0.5090")
     assert "students" in verdict.warning and "label prior" not in verdict.warning

@@ -15,8 +15,16 @@ def new_model(tiny_teacher_dir, seed: int = 0):
 
 
 def base_config(**overrides) -> TrainingConfig:
-    values = dict(epochs=1, batch_size=8, eval_batch_size=16, learning_rate=1e-3, warmup_ratio=0.0,
-                  progress_bar=False, cpu=True, seed=7)
+    values = dict(
+        epochs=1,
+        batch_size=8,
+        eval_batch_size=16,
+        learning_rate=1e-3,
+        warmup_ratio=0.0,
+        progress_bar=False,
+        cpu=True,
+        seed=7,
+    )
     values.update(overrides)
     return TrainingConfig(**values)
 

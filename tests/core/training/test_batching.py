@@ -13,10 +13,26 @@ from bert_kd.core.training import Collator, LengthGroupedBatchSampler, make_load
 
 def test_collator_pads_each_prefix_with_its_own_pad_id():
     rows = [
-        {"idx": 3, "label": 1, "input_ids": [5, 6, 7], "attention_mask": [1, 1, 1], "token_type_ids": [0, 0, 1],
-         "t0_input_ids": [2, 3], "t0_attention_mask": [1, 1], "sentence": "dropped"},
-        {"idx": 9, "label": 0, "input_ids": [5], "attention_mask": [1], "token_type_ids": [0],
-         "t0_input_ids": [2, 3, 4, 8], "t0_attention_mask": [1, 1, 1, 1], "sentence": "dropped"},
+        {
+            "idx": 3,
+            "label": 1,
+            "input_ids": [5, 6, 7],
+            "attention_mask": [1, 1, 1],
+            "token_type_ids": [0, 0, 1],
+            "t0_input_ids": [2, 3],
+            "t0_attention_mask": [1, 1],
+            "sentence": "dropped",
+        },
+        {
+            "idx": 9,
+            "label": 0,
+            "input_ids": [5],
+            "attention_mask": [1],
+            "token_type_ids": [0],
+            "t0_input_ids": [2, 3, 4, 8],
+            "t0_attention_mask": [1, 1, 1, 1],
+            "sentence": "dropped",
+        },
     ]
     batch = Collator({"": 0, "t0_": 99})(rows)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 0, 0]]
@@ -52,8 +68,10 @@ def test_make_loader_order_depends_only_on_seed():
 
 def varied_lengths(n: int = 400, seed: int = 0) -> list[dict]:
     rng = np.random.default_rng(seed)
-    return [{"idx": i, "labels": 0, "input_ids": [5] * int(k), "attention_mask": [1] * int(k)}
-            for i, k in enumerate(rng.integers(2, 60, size=n))]
+    return [
+        {"idx": i, "labels": 0, "input_ids": [5] * int(k), "attention_mask": [1] * int(k)}
+        for i, k in enumerate(rng.integers(2, 60, size=n))
+    ]
 
 
 def test_grouped_loader_is_seeded_covers_every_example_and_pads_less():
@@ -145,7 +163,25 @@ def test_loaders_use_workers_and_pinned_memory_only_on_a_gpu(tiny_teacher_dir, s
 # --------------------------------------------------------------------------- padding by the tokenizer's rules
 
 
-XLNET_WORDS = "the a movie film was great good bad not very dog sat on mat and it fun".split()
+XLNET_WORDS = [
+    "the",
+    "a",
+    "movie",
+    "film",
+    "was",
+    "great",
+    "good",
+    "bad",
+    "not",
+    "very",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "and",
+    "it",
+    "fun",
+]
 
 
 def tiny_xlnet_tokenizer():
@@ -200,15 +236,21 @@ def test_right_padding_changes_xlnet_logits():
     model = tiny_xlnet(len(tokenizer))
     short, long = encoded_rows(tokenizer, ["the movie was great", "a dog sat on the mat and it was very very fun"])
     right_padded = Collator({"": tokenizer.pad_token_id})
-    assert not torch.allclose(logits_of(model, right_padded, [short, long])[0:1], logits_of(model, right_padded, [short]), atol=1e-4)
+    assert not torch.allclose(
+        logits_of(model, right_padded, [short, long])[0:1], logits_of(model, right_padded, [short]), atol=1e-4
+    )
 
 
 def test_bert_padding_is_unchanged_by_the_tokenizer_collator(tiny_teacher_dir):
     from bert_kd.core.models import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_teacher_dir))
-    rows = [{**dict(tokenizer(a, b)), "idx": i, "label": i % 2} for i, (a, b) in
-            enumerate([("the movie", "was great"), ("a dog sat on the mat", "and it was fun"), ("bad", "no")])]
+    rows = [
+        {**dict(tokenizer(a, b)), "idx": i, "label": i % 2}
+        for i, (a, b) in enumerate(
+            [("the movie", "was great"), ("a dog sat on the mat", "and it was fun"), ("bad", "no")]
+        )
+    ]
     by_tokenizer = Collator(tokenizers={"": tokenizer})(rows)
     by_hand = Collator({"": tokenizer.pad_token_id})(rows)
     assert by_tokenizer.keys() == by_hand.keys()

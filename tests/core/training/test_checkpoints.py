@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from bert_kd.core.training import Collator, SupervisedObjective, fit
-
 from tests.core.training.helpers import accuracy, assert_states_close, base_config, new_model, state_copy
 
 
@@ -30,15 +29,28 @@ def test_fit_resumes_after_a_crash_and_matches_an_uninterrupted_run(tiny_teacher
     collator = Collator({"": tokenizer.pad_token_id})
     config = base_config(epochs=2, select_metric="accuracy")  # 12 steps, dropout active
     reference_model = new_model(tiny_teacher_dir, seed=1)
-    reference = fit(SupervisedObjective(reference_model), ds["train"], ds["validation"], config,
-                    collator=collator, evaluate_fn=accuracy)
+    reference = fit(
+        SupervisedObjective(reference_model),
+        ds["train"],
+        ds["validation"],
+        config,
+        collator=collator,
+        evaluate_fn=accuracy,
+    )
 
-    resumable = base_config(epochs=2, select_metric="accuracy", checkpoint_dir=str(tmp_path / "ckpt"),
-                            checkpoint_every_steps=1)
+    resumable = base_config(
+        epochs=2, select_metric="accuracy", checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every_steps=1
+    )
     model = new_model(tiny_teacher_dir, seed=1)
     with pytest.raises(KeyboardInterrupt):  # dies mid-epoch 2, after step 8 was checkpointed
-        fit(CrashingObjective(model, crash_after=8), ds["train"], ds["validation"], resumable,
-            collator=collator, evaluate_fn=accuracy)
+        fit(
+            CrashingObjective(model, crash_after=8),
+            ds["train"],
+            ds["validation"],
+            resumable,
+            collator=collator,
+            evaluate_fn=accuracy,
+        )
     model = new_model(tiny_teacher_dir, seed=1)  # a fresh process: weights come from the checkpoint
     objective = CrashingObjective(model)
     resumed = fit(objective, ds["train"], ds["validation"], resumable, collator=collator, evaluate_fn=accuracy)
@@ -76,7 +88,10 @@ def test_fit_tells_the_objective_its_epoch_also_after_a_resume(tiny_teacher_dir,
     resumed, logged = EpochAwareObjective(new_model(tiny_teacher_dir)), []
     fit(resumed, ds["train"], None, config, collator=collator, log_fn=lambda m, step: logged.append((m, step)))
     assert resumed.told == [(1, 3), (2, 3)]  # the interrupted epoch is announced again before its remaining steps
-    assert [entry for entry in logged if "train/phase" in entry[0]] == [({"train/phase": 1.0}, 8), ({"train/phase": 2.0}, 12)]
+    assert [entry for entry in logged if "train/phase" in entry[0]] == [
+        ({"train/phase": 1.0}, 8),
+        ({"train/phase": 2.0}, 12),
+    ]
 
 
 def test_fit_extends_max_steps_from_a_checkpoint(tiny_teacher_dir, sst2, tmp_path):
@@ -84,8 +99,13 @@ def test_fit_extends_max_steps_from_a_checkpoint(tiny_teacher_dir, sst2, tmp_pat
     collator = Collator({"": tokenizer.pad_token_id})
     ckpt = str(tmp_path / "ckpt")
     model = new_model(tiny_teacher_dir, seed=2)
-    first = fit(SupervisedObjective(model), ds["train"], None,
-                base_config(max_steps=3, checkpoint_dir=ckpt, keep_checkpoint=True), collator=collator)
+    first = fit(
+        SupervisedObjective(model),
+        ds["train"],
+        None,
+        base_config(max_steps=3, checkpoint_dir=ckpt, keep_checkpoint=True),
+        collator=collator,
+    )
     assert first.global_step == 3 and first.resumed_from_step == 0
     assert (tmp_path / "ckpt" / "last" / "trainer_state.json").exists()  # kept for the extension
     after_first = state_copy(model)
@@ -108,6 +128,8 @@ def test_fit_extends_max_steps_from_a_checkpoint(tiny_teacher_dir, sst2, tmp_pat
     #    while the straight run used lr·(1, 9/10, 8/10, …);
     # 2. stopping at max_steps=3 closes epoch 1 after 3 of its 6 batches, so the resumed run starts
     #    with epoch 2's order and never sees the other 3 batches of epoch 1.
-    worst = max((after - ref).abs().max().item() for after, ref in zip(state_copy(model).values(),
-                                                                         state_copy(objective.model).values()))
+    worst = max(
+        (after - ref).abs().max().item()
+        for after, ref in zip(state_copy(model).values(), state_copy(objective.model).values())
+    )
     assert worst > 0

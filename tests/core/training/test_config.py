@@ -7,26 +7,60 @@ import torch
 
 from bert_kd.config.errors import ParameterError
 from bert_kd.config.schema import Runtime, Training
-from bert_kd.core.training import SupervisedObjective, TrainingConfig, cpu_has_bf16, make_optimizer, resolve_mixed_precision
-
+from bert_kd.core.training import (
+    SupervisedObjective,
+    TrainingConfig,
+    cpu_has_bf16,
+    make_optimizer,
+    resolve_mixed_precision,
+)
 from tests.core.training.helpers import new_model
 
 TRAINING = {"epochs": 2, "batch_size": "16", "learning_rate": "5e-5", "warmup_ratio": 0, "max_steps": None}
-RUNTIME = {"mixed_precision": "bf16", "group_by_length": True, "checkpoint_every_steps": 50, "recompute": True,
-           "fused_optimizer": False, "eval_batch_size": 24}
+RUNTIME = {
+    "mixed_precision": "bf16",
+    "group_by_length": True,
+    "checkpoint_every_steps": 50,
+    "recompute": True,
+    "fused_optimizer": False,
+    "eval_batch_size": 24,
+}
 
 
 def test_a_dict_built_and_a_schema_built_config_are_equal():
     from_dicts = TrainingConfig.from_schema(TRAINING, RUNTIME, seed=3, select_metric="accuracy", checkpoint_dir="ckpt")
-    from_models = TrainingConfig.from_schema(Training.model_validate(TRAINING), Runtime.model_validate(RUNTIME),
-                                             seed=3, select_metric="accuracy", checkpoint_dir="ckpt")
-    flat = TrainingConfig.from_dict({**TRAINING, **{k: v for k, v in RUNTIME.items() if k != "recompute"},
-                                     "seed": 3, "select_metric": "accuracy", "checkpoint_dir": "ckpt"})
+    from_models = TrainingConfig.from_schema(
+        Training.model_validate(TRAINING),
+        Runtime.model_validate(RUNTIME),
+        seed=3,
+        select_metric="accuracy",
+        checkpoint_dir="ckpt",
+    )
+    flat = TrainingConfig.from_dict(
+        {
+            **TRAINING,
+            **{k: v for k, v in RUNTIME.items() if k != "recompute"},
+            "seed": 3,
+            "select_metric": "accuracy",
+            "checkpoint_dir": "ckpt",
+        }
+    )
     assert from_dicts == from_models == flat
-    assert vars(from_models) == {**vars(TrainingConfig()), "epochs": 2.0, "batch_size": 16, "learning_rate": 5e-5,
-                                 "warmup_ratio": 0.0, "mixed_precision": "bf16", "group_by_length": True,
-                                 "checkpoint_every_steps": 50, "fused_optimizer": False, "eval_batch_size": 24,
-                                 "seed": 3, "select_metric": "accuracy", "checkpoint_dir": "ckpt"}
+    assert vars(from_models) == {
+        **vars(TrainingConfig()),
+        "epochs": 2.0,
+        "batch_size": 16,
+        "learning_rate": 5e-5,
+        "warmup_ratio": 0.0,
+        "mixed_precision": "bf16",
+        "group_by_length": True,
+        "checkpoint_every_steps": 50,
+        "fused_optimizer": False,
+        "eval_batch_size": 24,
+        "seed": 3,
+        "select_metric": "accuracy",
+        "checkpoint_dir": "ckpt",
+    }
     assert type(from_models.epochs) is float and type(from_models.batch_size) is int  # as job keys spell them
 
 
@@ -37,8 +71,9 @@ def test_keys_the_parameters_leave_out_keep_the_dataclass_defaults():
     config = TrainingConfig.from_schema(Training(), Runtime(), seed=42, select_metric=None)
     assert config == TrainingConfig() and config.group_by_length is False
     assert TrainingConfig.from_schema(None, None, seed=42, select_metric=None) == TrainingConfig()
-    explicit_nulls = TrainingConfig.from_schema({"epochs": None, "aux_learning_rate": None}, {"log_every_steps": None},
-                                                seed=42, select_metric=None)
+    explicit_nulls = TrainingConfig.from_schema(
+        {"epochs": None, "aux_learning_rate": None}, {"log_every_steps": None}, seed=42, select_metric=None
+    )
     assert explicit_nulls == TrainingConfig()
 
 
@@ -48,33 +83,47 @@ def test_every_field_comes_from_the_schema_or_is_a_run_setting():
     from dataclasses import fields
 
     run_settings = set(inspect.signature(TrainingConfig.from_schema).parameters) - {"training", "runtime", "where"}
-    assert {f.name for f in fields(TrainingConfig)} == (set(Training.model_fields) | set(Runtime.model_fields)
-                                                         | run_settings) - {"recompute"}
+    assert {f.name for f in fields(TrainingConfig)} == (
+        set(Training.model_fields) | set(Runtime.model_fields) | run_settings
+    ) - {"recompute"}
 
 
 def test_runtime_settings_win_over_the_training_block():
-    config = TrainingConfig.from_schema({"eval_batch_size": 8, "log_every_steps": 5},
-                                        {"eval_batch_size": 32, "log_every_steps": 2}, seed=1, select_metric=None)
+    config = TrainingConfig.from_schema(
+        {"eval_batch_size": 8, "log_every_steps": 5},
+        {"eval_batch_size": 32, "log_every_steps": 2},
+        seed=1,
+        select_metric=None,
+    )
     assert (config.eval_batch_size, config.log_every_steps) == (32, 2)
 
 
-@pytest.mark.parametrize(("training", "runtime", "named"), [
-    ({"lerning_rate": 1e-4}, None, "student.training.lerning_rate"),
-    ({"batch_size": 0}, None, "student.training.batch_size"),
-    ({"warmup_ratio": 1.5}, None, "student.training.warmup_ratio"),
-    ({}, {"mixed_precision": "fp8"}, "runtime.mixed_precision"),
-    ({}, {"seed": 3}, "runtime.seed"),  # not a runtime setting
-])
+@pytest.mark.parametrize(
+    ("training", "runtime", "named"),
+    [
+        ({"lerning_rate": 1e-4}, None, "student.training.lerning_rate"),
+        ({"batch_size": 0}, None, "student.training.batch_size"),
+        ({"warmup_ratio": 1.5}, None, "student.training.warmup_ratio"),
+        ({}, {"mixed_precision": "fp8"}, "runtime.mixed_precision"),
+        ({}, {"seed": 3}, "runtime.seed"),  # not a runtime setting
+    ],
+)
 def test_schema_errors_name_the_dotted_key(training, runtime, named):
     with pytest.raises(ParameterError, match=named.replace(".", r"\.")):
         TrainingConfig.from_schema(training, runtime, seed=1, select_metric=None, where="student.training")
 
 
-@pytest.mark.parametrize(("settings", "named"), [
-    ({"seed": -1}, "training.seed"), ({"seed": True}, "training.seed"), ({"seed": 2**32}, "training.seed"),
-    ({"select_metric": 3}, "training.select_metric"), ({"greater_is_better": "yes"}, "training.greater_is_better"),
-    ({"checkpoint_dir": 7}, "training.checkpoint_dir"),
-])
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"seed": -1}, "training.seed"),
+        ({"seed": True}, "training.seed"),
+        ({"seed": 2**32}, "training.seed"),
+        ({"select_metric": 3}, "training.select_metric"),
+        ({"greater_is_better": "yes"}, "training.greater_is_better"),
+        ({"checkpoint_dir": 7}, "training.checkpoint_dir"),
+    ],
+)
 def test_settings_outside_the_schema_are_checked_here(settings, named):
     with pytest.raises(ValueError, match=named):
         TrainingConfig.from_schema({}, {}, **{"seed": 1, "select_metric": None, **settings})
@@ -129,8 +178,10 @@ def test_from_dict_follows_the_schema_on_epochs():
 # --------------------------------------------------------------------------- precision, optimizer
 
 
-@pytest.mark.parametrize("flags, expected", [("fpu avx2 amx_bf16 amx_tile", True), ("fpu avx512f avx512_bf16", True),
-                                              ("fpu avx2 avx512f", False), ("", False)])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [("fpu avx2 amx_bf16 amx_tile", True), ("fpu avx512f avx512_bf16", True), ("fpu avx2 avx512f", False), ("", False)],
+)
 def test_cpu_has_bf16_reads_the_flags_line(flags, expected):
     assert cpu_has_bf16(f"processor : 0\nflags\t\t: {flags}\nbugs : x\n") is expected
 
@@ -145,8 +196,10 @@ def test_resolve_mixed_precision_auto_is_fp32_on_a_cpu_even_with_bf16_instructio
         TrainingConfig.from_dict({"mixed_precision": "int8"})
 
 
-@pytest.mark.parametrize("setting, device, fused", [("auto", "cpu", True), ("auto", "cuda", True), ("auto", "meta", None),
-                                                     (False, "cpu", None), (True, "cpu", True)])
+@pytest.mark.parametrize(
+    "setting, device, fused",
+    [("auto", "cpu", True), ("auto", "cuda", True), ("auto", "meta", None), (False, "cpu", None), (True, "cpu", True)],
+)
 def test_make_optimizer_fuses_adamw_on_cpu_and_cuda_by_default(tiny_teacher_dir, setting, device, fused):
     objective = SupervisedObjective(new_model(tiny_teacher_dir))
     optimizer = make_optimizer(objective, TrainingConfig.from_dict({"fused_optimizer": setting}), torch.device(device))

@@ -69,7 +69,9 @@ def test_other_ranks_train_when_rank_zero_trains(tmp_path, monkeypatch):
     job = jobs.Job("teacher", {"x": 2}, tmp_path)
     trained: list = []
     train, save, load = store_functions(trained)
-    jobs.write_atomically(job.store_dir, lambda d: save("stored", d), jobs.identity_manifest(job))  # e.g. rank 0 was told to recompute
+    jobs.write_atomically(
+        job.store_dir, lambda d: save("stored", d), jobs.identity_manifest(job)
+    )  # e.g. rank 0 was told to recompute
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(distributed, "broadcast_from_rank_zero", lambda value: True)
     outcome = jobs.run_job(job, train, save, load, writer=False)

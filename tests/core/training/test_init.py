@@ -21,8 +21,11 @@ def imported_from_the_package() -> set[str]:
 
 
 def test_every_imported_name_is_re_exported():
-    names = {name for name in imported_from_the_package()  # submodules (distributed, seeding) go by their own names
-             if importlib.util.find_spec(f"bert_kd.core.training.{name}") is None}
+    names = {
+        name
+        for name in imported_from_the_package()  # submodules (distributed, seeding) go by their own names
+        if importlib.util.find_spec(f"bert_kd.core.training.{name}") is None
+    }
     assert {"fit", "TrainingConfig", "Collator", "SPAN_PAD", "task_loss"} <= names  # the scan finds imports
     assert sorted(name for name in names if not hasattr(bert_kd.core.training, name)) == []
     assert set(bert_kd.core.training.__all__) >= names

@@ -28,8 +28,14 @@ from bert_kd.core.training import (
     predict_logits,
 )
 from bert_kd.core.training.config import numeric_path
-
-from tests.core.training.helpers import accuracy, assert_states_close, base_config, mean_train_loss, new_model, state_copy
+from tests.core.training.helpers import (
+    accuracy,
+    assert_states_close,
+    base_config,
+    mean_train_loss,
+    new_model,
+    state_copy,
+)
 
 #: The trace of :func:`traced_run` recorded with the code before the training package was split
 #: (commit f167f58); its grouped part re-recorded when grouped loaders got their own seeded generator
@@ -49,8 +55,15 @@ def test_fit_learns_the_tiny_task(tiny_teacher_dir, sst2):
     before = mean_train_loss(model, ds["train"], collator)
     logged = []
     config = base_config(epochs=8, learning_rate=3e-3, log_every_steps=1, group_by_length=False)
-    result = fit(SupervisedObjective(model), ds["train"], ds["validation"], config,
-                 collator=collator, evaluate_fn=accuracy, log_fn=lambda values, step: logged.append((step, values)))
+    result = fit(
+        SupervisedObjective(model),
+        ds["train"],
+        ds["validation"],
+        config,
+        collator=collator,
+        evaluate_fn=accuracy,
+        log_fn=lambda values, step: logged.append((step, values)),
+    )
     after = mean_train_loss(model, ds["train"], collator)
     assert after < 0.8 * before, (before, after)  # from chance (ln 2) to clearly below it
     assert max(r["accuracy"] for r in result.history) >= 0.9
@@ -69,8 +82,10 @@ def test_fit_learns_the_tiny_task(tiny_teacher_dir, sst2):
     assert result.best_epoch == 8 and result.best_metrics == result.history[-1]
 
 
-@pytest.mark.parametrize("greater_is_better, script, best", [(True, [0.2, 0.9, 0.5], 2), (False, [0.7, 0.9, 0.1], 3),
-                                                             (False, [0.3, 0.9, 0.5], 1)])
+@pytest.mark.parametrize(
+    "greater_is_better, script, best",
+    [(True, [0.2, 0.9, 0.5], 2), (False, [0.7, 0.9, 0.1], 3), (False, [0.3, 0.9, 0.5], 1)],
+)
 def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_better, script, best):
     ds, tokenizer = sst2
     model = new_model(tiny_teacher_dir)
@@ -81,8 +96,14 @@ def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_b
         return {"score": script[len(snapshots) - 1], "n": len(labels)}
 
     config = base_config(epochs=3, select_metric="score", greater_is_better=greater_is_better)
-    result = fit(SupervisedObjective(model), ds["train"], ds["validation"], config,
-                 collator=Collator({"": tokenizer.pad_token_id}), evaluate_fn=scripted)
+    result = fit(
+        SupervisedObjective(model),
+        ds["train"],
+        ds["validation"],
+        config,
+        collator=Collator({"": tokenizer.pad_token_id}),
+        evaluate_fn=scripted,
+    )
     assert len(snapshots) == 3
     assert result.best_epoch == best
     assert result.best_metrics["score"] == script[best - 1] and result.best_metrics["epoch"] == best
@@ -95,9 +116,15 @@ def test_fit_restores_the_best_epochs_state(tiny_teacher_dir, sst2, greater_is_b
 def test_fit_reports_padding_and_resolved_precision(tiny_teacher_dir, sst2):
     ds, tokenizer = sst2
     logged = {}
-    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], ds["validation"],
-                 base_config(max_steps=3, group_by_length=True), collator=Collator({"": tokenizer.pad_token_id}),
-                 evaluate_fn=accuracy, log_fn=lambda values, step: logged.update(values))
+    result = fit(
+        SupervisedObjective(new_model(tiny_teacher_dir)),
+        ds["train"],
+        ds["validation"],
+        base_config(max_steps=3, group_by_length=True),
+        collator=Collator({"": tokenizer.pad_token_id}),
+        evaluate_fn=accuracy,
+        log_fn=lambda values, step: logged.update(values),
+    )
     assert 1.0 <= result.padded_per_real_token == logged["train/padded_per_real_token"]
     assert result.num_processes == 1 and result.mixed_precision in ("no", "bf16")
     assert 0.0 <= logged["eval/accuracy"] <= 1.0  # the longest-first dev order still scores every row
@@ -107,24 +134,38 @@ def test_fits_with_different_precisions_run_in_one_process(tiny_teacher_dir, sst
     ds, tokenizer = sst2
     collator = Collator({"": tokenizer.pad_token_id})
     for precision in ("no", "bf16", "no"):
-        result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None,
-                     base_config(max_steps=1, mixed_precision=precision), collator=collator)
+        result = fit(
+            SupervisedObjective(new_model(tiny_teacher_dir)),
+            ds["train"],
+            None,
+            base_config(max_steps=1, mixed_precision=precision),
+            collator=collator,
+        )
         assert result.mixed_precision == precision and result.global_step == 1
 
 
 def test_fit_runs_without_eval_set(tiny_teacher_dir, sst2):
     ds, tokenizer = sst2
-    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=3),
-                 collator=Collator({"": tokenizer.pad_token_id}))
+    result = fit(
+        SupervisedObjective(new_model(tiny_teacher_dir)),
+        ds["train"],
+        None,
+        base_config(max_steps=3),
+        collator=Collator({"": tokenizer.pad_token_id}),
+    )
     assert result.global_step == 3 and result.best_epoch == -1 and result.best_metrics == {}
     assert result.history == [{"epoch": 1, "global_step": 3}]
 
 
 def test_fit_gradient_accumulation_counts_optimizer_steps(tiny_teacher_dir, sst2):
     ds, tokenizer = sst2
-    result = fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None,
-                 base_config(epochs=1, batch_size=4, gradient_accumulation_steps=3),
-                 collator=Collator({"": tokenizer.pad_token_id}))
+    result = fit(
+        SupervisedObjective(new_model(tiny_teacher_dir)),
+        ds["train"],
+        None,
+        base_config(epochs=1, batch_size=4, gradient_accumulation_steps=3),
+        collator=Collator({"": tokenizer.pad_token_id}),
+    )
     assert result.global_step == math.ceil(48 / 4 / 3)
 
 
@@ -146,25 +187,44 @@ def test_non_finite_loss_is_a_divergence(tiny_teacher_dir, sst2):
 
     ds, tokenizer = sst2
     with pytest.raises(TrainingDivergedError, match="nan-run: the training loss became nan"):
-        fit(NaNObjective(new_model(tiny_teacher_dir)), ds["train"], None, base_config(max_steps=2),
-            collator=Collator({"": tokenizer.pad_token_id}), description="nan-run")
+        fit(
+            NaNObjective(new_model(tiny_teacher_dir)),
+            ds["train"],
+            None,
+            base_config(max_steps=2),
+            collator=Collator({"": tokenizer.pad_token_id}),
+            description="nan-run",
+        )
 
 
 @pytest.mark.parametrize("learning_rate, said", [(1000.0, "rose from"), (1e30, "became nan")])
 def test_a_diverging_job_stops_naming_its_learning_rate_and_step_and_keeps_no_checkpoint(
-        tiny_teacher_dir, sst2, tmp_path, learning_rate, said):
+    tiny_teacher_dir, sst2, tmp_path, learning_rate, said
+):
     """lr 1000 sends the loss far above its start, 1e30 to NaN: either stops the job with the
     learning rate's parameter (the running node's training block) and the step; its checkpoint goes."""
     from bert_kd.config.errors import RUNNING_TRAINING_BLOCKS, TrainingDivergedError
 
     ds, tokenizer = sst2
-    config = base_config(epochs=3, learning_rate=learning_rate, log_every_steps=2, max_grad_norm=0.0,
-                         checkpoint_dir=str(tmp_path / "checkpoint"), checkpoint_every_steps=1)
+    config = base_config(
+        epochs=3,
+        learning_rate=learning_rate,
+        log_every_steps=2,
+        max_grad_norm=0.0,
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+        checkpoint_every_steps=1,
+    )
     token = RUNNING_TRAINING_BLOCKS.set({"teacher.training": learning_rate, "student.training": 1e-4})
     try:
         with pytest.raises(TrainingDivergedError) as caught:
-            fit(SupervisedObjective(new_model(tiny_teacher_dir)), ds["train"], None, config,
-                collator=Collator({"": tokenizer.pad_token_id}), description="teacher sst2")
+            fit(
+                SupervisedObjective(new_model(tiny_teacher_dir)),
+                ds["train"],
+                None,
+                config,
+                collator=Collator({"": tokenizer.pad_token_id}),
+                description="teacher sst2",
+            )
     finally:
         RUNNING_TRAINING_BLOCKS.reset(token)
     error = caught.value
@@ -175,9 +235,18 @@ def test_a_diverging_job_stops_naming_its_learning_rate_and_step_and_keeps_no_ch
     assert not (tmp_path / "checkpoint" / "last").exists()
 
 
-@pytest.mark.parametrize("window, first, stops", [(0.69, 0.69, False), (68.0, 0.69, False), (70.0, 0.69, True),
-                                                  (9.0, 0.001, False), (11.0, 0.001, True),
-                                                  (float("inf"), 0.69, True), (float("nan"), 0.69, True)])
+@pytest.mark.parametrize(
+    "window, first, stops",
+    [
+        (0.69, 0.69, False),
+        (68.0, 0.69, False),
+        (70.0, 0.69, True),
+        (9.0, 0.001, False),
+        (11.0, 0.001, True),
+        (float("inf"), 0.69, True),
+        (float("nan"), 0.69, True),
+    ],
+)
 def test_the_divergence_rule(window, first, stops):
     from bert_kd.core.training.loop import diverged
 
@@ -213,8 +282,9 @@ def run_worker(args: list[str], tmp_path, processes: int, expect_ok: bool = True
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, *launcher, worker, *args], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, *launcher, worker, *args], env=env, capture_output=True, text=True, timeout=600
+    )
     assert (done.returncode == 0) == expect_ok, done.stderr[-3000:]
 
 
@@ -232,8 +302,11 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     assert rank0["num_processes"] == 2 and reference["num_processes"] == 1
     assert_states_close(rank0["state"], rank1["state"], atol=0.0)
     assert_states_close(rank0["state"], reference["state"], atol=1e-4)
-    assert any(not torch.equal(rank0["state"][k], v) for k, v in state_copy(new_model(tiny_teacher_dir)).items()
-               if "classifier" not in k)  # it trained
+    assert any(
+        not torch.equal(rank0["state"][k], v)
+        for k, v in state_copy(new_model(tiny_teacher_dir)).items()
+        if "classifier" not in k
+    )  # it trained
     assert rank0["history"][0]["n"] == rank1["history"][0]["n"] == 24  # gathered: all dev rows, none twice
     checkpoint = ddp / "checkpoints" / "last"  # every rank's RNG state is saved, so every rank can resume
     assert {p.name for p in checkpoint.glob("random_states_*.pkl")} == {"random_states_0.pkl", "random_states_1.pkl"}
@@ -290,8 +363,11 @@ def scored_evaluation(objective: ScriptedObjective):
     """Accuracy, the mean logit (moves with every weight) and the scripted score of the epoch."""
 
     def evaluate(preds, labels):
-        return {"accuracy": float((preds.argmax(-1) == labels).mean()), "mean_logit": float(preds.mean()),
-                "score": SCORES[objective.epoch]}
+        return {
+            "accuracy": float((preds.argmax(-1) == labels).mean()),
+            "mean_logit": float(preds.mean()),
+            "score": SCORES[objective.epoch],
+        }
 
     return evaluate
 
@@ -312,20 +388,27 @@ def machine() -> dict:
         info = ""
     model = next((line.partition(":")[2].strip() for line in info.splitlines() if line.startswith("model name")), "")
     flags = next((line.partition(":")[2].split() for line in info.splitlines() if line.startswith("flags")), [])
-    return {"cpu_model": model, "cpu_flags_sha256": hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:16],
-            "numeric_path": numeric_path()}  # with the MKL / oneDNN instruction-set pins, when set
+    return {
+        "cpu_model": model,
+        "cpu_flags_sha256": hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:16],
+        "numeric_path": numeric_path(),
+    }  # with the MKL / oneDNN instruction-set pins, when set
 
 
 def weight_digests(model) -> dict[str, str]:
-    return {name: hashlib.sha256(value.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
-            for name, value in model.state_dict().items()}
+    return {
+        name: hashlib.sha256(value.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+        for name, value in model.state_dict().items()
+    }
 
 
 def weight_summaries(model) -> dict[str, list[float]]:
     """Per tensor: the sum and the L2 norm of its values (float64): what a tolerance compares where
     the digests cannot be (another processor rounds differently)."""
-    return {name: [float(value.detach().double().sum()), float(value.detach().double().norm())]
-            for name, value in model.state_dict().items()}
+    return {
+        name: [float(value.detach().double().sum()), float(value.detach().double().norm())]
+        for name, value in model.state_dict().items()
+    }
 
 
 #: Across processors the recorded trace is compared within this tolerance (relative, absolute); the
@@ -340,15 +423,23 @@ def trace_mismatches(trace, recorded, exact: bool, path: str = "") -> list[str]:
     if isinstance(recorded, dict):
         if not isinstance(trace, dict) or set(trace) != set(recorded):
             return [f"{path}: keys {sorted(trace) if isinstance(trace, dict) else trace!r} != {sorted(recorded)}"]
-        return [m for key in recorded if exact or key not in ("weights", "machine", "environment")
-                for m in trace_mismatches(trace[key], recorded[key], exact, f"{path}.{key}")]
+        return [
+            m
+            for key in recorded
+            if exact or key not in ("weights", "machine", "environment")
+            for m in trace_mismatches(trace[key], recorded[key], exact, f"{path}.{key}")
+        ]
     if isinstance(recorded, list):
         if not isinstance(trace, list) or len(trace) != len(recorded):
             return [f"{path}: {trace!r} != {recorded!r}"]
-        return [m for i, (a, b) in enumerate(zip(trace, recorded)) for m in trace_mismatches(a, b, exact, f"{path}[{i}]")]
+        return [
+            m for i, (a, b) in enumerate(zip(trace, recorded)) for m in trace_mismatches(a, b, exact, f"{path}[{i}]")
+        ]
     if isinstance(recorded, float) and not exact and isinstance(trace, (int, float)):
         rel, abs_ = TRACE_TOLERANCE
-        return [] if math.isclose(trace, recorded, rel_tol=rel, abs_tol=abs_) else [f"{path}: {trace!r} != {recorded!r}"]
+        return (
+            [] if math.isclose(trace, recorded, rel_tol=rel, abs_tol=abs_) else [f"{path}: {trace!r} != {recorded!r}"]
+        )
     return [] if trace == recorded else [f"{path}: {trace!r} != {recorded!r}"]
 
 
@@ -372,28 +463,61 @@ def tiny_bert():
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(3)
-    return BertForSequenceClassification(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                                    num_attention_heads=4, intermediate_size=64,
-                                                    max_position_embeddings=32, num_labels=2))
+    return BertForSequenceClassification(
+        BertConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=32,
+            num_labels=2,
+        )
+    )
 
 
-def traced_run(splits, checkpoint_dir: Path, group_by_length: bool,
-               crash_after: int | None = None) -> dict:
+def traced_run(splits, checkpoint_dir: Path, group_by_length: bool, crash_after: int | None = None) -> dict:
     """One fit over 3 epochs of 3 optimizer steps (2 accumulated batches each; dropout on, warm-up,
     evaluation with best-epoch selection, a checkpoint every 2 steps)."""
-    config = TrainingConfig(epochs=3, batch_size=8, eval_batch_size=16, learning_rate=1e-3, warmup_ratio=0.2,
-                            gradient_accumulation_steps=2, group_by_length=group_by_length, log_every_steps=2,
-                            checkpoint_dir=str(checkpoint_dir), checkpoint_every_steps=2, select_metric="score",
-                            progress_bar=False, cpu=True, seed=7)
+    config = TrainingConfig(
+        epochs=3,
+        batch_size=8,
+        eval_batch_size=16,
+        learning_rate=1e-3,
+        warmup_ratio=0.2,
+        gradient_accumulation_steps=2,
+        group_by_length=group_by_length,
+        log_every_steps=2,
+        checkpoint_dir=str(checkpoint_dir),
+        checkpoint_every_steps=2,
+        select_metric="score",
+        progress_bar=False,
+        cpu=True,
+        seed=7,
+    )
     model = tiny_bert()
     logged = []
     objective = ScriptedObjective(model, crash_after)
-    result = fit(objective, splits["train"], splits["validation"], config,
-                 collator=Collator(), evaluate_fn=scored_evaluation(objective), log_fn=lambda values, step: logged.append([step, dict(values)]))
-    return {"weights": weight_digests(model), "weight_summaries": weight_summaries(model), "history": result.history,
-            "logged": logged,
-            "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "global_step": result.global_step,
-            "resumed_from_step": result.resumed_from_step, "padded_per_real_token": result.padded_per_real_token}
+    result = fit(
+        objective,
+        splits["train"],
+        splits["validation"],
+        config,
+        collator=Collator(),
+        evaluate_fn=scored_evaluation(objective),
+        log_fn=lambda values, step: logged.append([step, dict(values)]),
+    )
+    return {
+        "weights": weight_digests(model),
+        "weight_summaries": weight_summaries(model),
+        "history": result.history,
+        "logged": logged,
+        "best_epoch": result.best_epoch,
+        "best_metrics": result.best_metrics,
+        "global_step": result.global_step,
+        "resumed_from_step": result.resumed_from_step,
+        "padded_per_real_token": result.padded_per_real_token,
+    }
 
 
 @pytest.fixture
@@ -432,8 +556,10 @@ def test_fit_reproduces_its_recorded_trace_and_a_resume_matches_it_exactly(tmp_p
         TRACE_FILE.write_text(json.dumps(trace, indent=1, sort_keys=True) + "\n")
     recorded = json.loads(TRACE_FILE.read_text())
     if recorded["environment"]["torch"] != trace["environment"]["torch"]:
-        pytest.skip(f"{TRACE_FILE.name} was recorded with torch {recorded['environment']['torch']}, this is "
-                    f"{trace['environment']['torch']} (other kernels and dropout streams; {RECORD_ENV}=1 records it here)")
+        pytest.skip(
+            f"{TRACE_FILE.name} was recorded with torch {recorded['environment']['torch']}, this is "
+            f"{trace['environment']['torch']} (other kernels and dropout streams; {RECORD_ENV}=1 records it here)"
+        )
     same_path = recorded.get("machine") == trace["machine"] and recorded["environment"] == trace["environment"]
     mismatches = trace_mismatches(trace, recorded, exact=same_path)
     how = "bit for bit" if same_path else f"within {TRACE_TOLERANCE}"
@@ -441,8 +567,13 @@ def test_fit_reproduces_its_recorded_trace_and_a_resume_matches_it_exactly(tmp_p
 
 
 def test_the_trace_comparison_holds_a_tolerance_across_processors_and_not_on_the_same_one():
-    recorded = {"environment": {"torch": "x"}, "machine": {"cpu_model": "A"}, "weights": {"w": "ab"},
-                "weight_summaries": {"w": [1.0, 2.0]}, "history": [{"loss": 0.5, "epoch": 1}]}
+    recorded = {
+        "environment": {"torch": "x"},
+        "machine": {"cpu_model": "A"},
+        "weights": {"w": "ab"},
+        "weight_summaries": {"w": [1.0, 2.0]},
+        "history": [{"loss": 0.5, "epoch": 1}],
+    }
     other = json.loads(json.dumps(recorded))
     other["machine"]["cpu_model"] = "B"
     other["weights"]["w"] = "cd"  # other rounding: other digests

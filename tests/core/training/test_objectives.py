@@ -7,7 +7,6 @@ import torch
 
 from bert_kd.config.errors import ParameterError
 from bert_kd.core.training import Collator, SupervisedObjective, TrainingConfig, make_loader
-
 from tests.core.training.helpers import base_config, new_model
 
 

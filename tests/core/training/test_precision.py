@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bert_kd.experiment import jobs
 from bert_kd.core.training import SupervisedObjective, TrainingConfig, fit
 from bert_kd.core.training.precision import (
-    PRECISIONS, numeric_key_material, resolve_precision, trial_precision_material, uses_tf32,
+    PRECISIONS,
+    numeric_key_material,
+    resolve_precision,
+    trial_precision_material,
+    uses_tf32,
 )
+from bert_kd.experiment import jobs
 
 
 def cuda_with_bf16(monkeypatch, bf16: bool = True) -> None:
@@ -32,7 +36,9 @@ def test_auto_is_bf16_on_a_cuda_device_with_bf16_and_fp32_elsewhere(monkeypatch)
 
 def test_tf32_runs_only_for_fp32_work_on_cuda():
     assert uses_tf32(True, "no", "cuda")
-    assert not uses_tf32(True, "bf16", "cuda") and not uses_tf32(True, "no", "cpu") and not uses_tf32(False, "no", "cuda")
+    assert (
+        not uses_tf32(True, "bf16", "cuda") and not uses_tf32(True, "no", "cpu") and not uses_tf32(False, "no", "cuda")
+    )
 
 
 def test_cpu_keys_of_the_new_defaults_equal_the_old_fp32_keys():
@@ -41,8 +47,10 @@ def test_cpu_keys_of_the_new_defaults_equal_the_old_fp32_keys():
     old = {k: v for k, v in vars(new).items() if k not in ("tf32", "compile")} | {"mixed_precision": "no"}
     assert new.mixed_precision == "auto" and new.tf32 and not new.compile
     assert jobs.training_spec(vars(new)) == jobs.training_spec(old)
-    assert trial_precision_material({"mixed_precision": "auto", "teacher_mixed_precision": "same", "tf32": True}) == \
-        {"mixed_precision": "no", "teacher_mixed_precision": "same"}
+    assert trial_precision_material({"mixed_precision": "auto", "teacher_mixed_precision": "same", "tf32": True}) == {
+        "mixed_precision": "no",
+        "teacher_mixed_precision": "same",
+    }
     assert trial_precision_material({}) == {"mixed_precision": None, "teacher_mixed_precision": None}
 
 
@@ -73,13 +81,17 @@ def run_tiny_fit(tiny_teacher_dir, settings: dict):
     from bert_kd.core.models import prefer_fused_attention
 
     torch.manual_seed(0)
-    model = prefer_fused_attention(AutoModelForSequenceClassification.from_pretrained(
-        str(tiny_teacher_dir), attn_implementation="eager"))
+    model = prefer_fused_attention(
+        AutoModelForSequenceClassification.from_pretrained(str(tiny_teacher_dir), attn_implementation="eager")
+    )
     generator = torch.Generator().manual_seed(0)
-    rows = [{"input_ids": torch.randint(5, 50, (int(n),), generator=generator).tolist(), "labels": int(n) % 2,
-             "idx": i} for i, n in enumerate(torch.randint(4, 12, (16,), generator=generator))]
-    config = TrainingConfig.from_dict({"epochs": 1, "batch_size": 8, "progress_bar": False, "cpu": True,
-                                       "group_by_length": False, **settings})
+    rows = [
+        {"input_ids": torch.randint(5, 50, (int(n),), generator=generator).tolist(), "labels": int(n) % 2, "idx": i}
+        for i, n in enumerate(torch.randint(4, 12, (16,), generator=generator))
+    ]
+    config = TrainingConfig.from_dict(
+        {"epochs": 1, "batch_size": 8, "progress_bar": False, "cpu": True, "group_by_length": False, **settings}
+    )
     return model, fit(SupervisedObjective(model), rows, None, config)
 
 

@@ -13,12 +13,12 @@ import click
 import pytest
 from kedro.framework.cli.utils import _split_params
 
-from bert_kd.kedro_project.config_loader import ProjectConfigLoader
-from bert_kd.pipelines.reproduce.nodes import DATA_KEYS
-from bert_kd.settings import CONFIG_LOADER_ARGS
 from bert_kd.experiment.sweep.paper_tables import build_report, markdown
 from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
 from bert_kd.experiment.sweep.trial import TrialRunner
+from bert_kd.kedro_project.config_loader import ProjectConfigLoader
+from bert_kd.pipelines.reproduce.nodes import DATA_KEYS
+from bert_kd.settings import CONFIG_LOADER_ARGS
 
 ROOT = Path(__file__).resolve().parents[3]
 MADE_BY = re.compile(r"^Made by: `(?P<command>kedro [^`]+)`", re.MULTILINE)
@@ -62,29 +62,57 @@ def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
     reproduce = params["reproduce"]
     sweep = build_sweep(reproduce, {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
     assert sweep.table == table_md.stem
-    runner = TrialRunner(params, data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
-                         results_dir=table_md.parents[1], commit="test", results_only=True)
+    runner = TrialRunner(
+        params,
+        data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
+        results_dir=table_md.parents[1],
+        commit="test",
+        results_only=True,
+    )
     results = {t.key: r for t in sweep.trials() if (r := runner.stored_result(t)) is not None}
     stored = sorted(p.stem for p in table_md.parents[1].glob("*.json"))
     assert len(results) == len(stored), (
         f"{len(stored)} trial files in {table_md.parents[1]} but only {len(results)} match a trial of the recorded "
-        "command: a change altered the trials' content keys (TrialRunner.key_material) or the table")
+        "command: a change altered the trials' content keys (TrialRunner.key_material) or the table"
+    )
     bootstrap = dict(reproduce.get("bootstrap") or {})
-    report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
-                          seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
+    report = build_report(
+        sweep,
+        results,
+        resamples=int(bootstrap.get("resamples", 1000)),
+        seed=int(bootstrap.get("seed", 0)),
+        alpha=float(bootstrap.get("alpha", 0.05)),
+    )
     assert table_lines(markdown(report)) == table_lines(committed)
     assert report.mixed_teachers == (), f"{table_md}: a row's seeds were distilled from different teachers"
 
 
 #: The main job's settings one may tune: none of them may reach a committed trial.
-MAIN_JOB_CHANGES = {"teacher": {"max_seq_length": 48, "training": {"epochs": 2, "learning_rate": 1.0e-4, "batch_size": 16,
-                                                                     "warmup_ratio": 0.0, "weight_decay": 0.0,
-                                                                     "max_grad_norm": 5.0}},
-                    "student": {"training": {"epochs": 2, "learning_rate": 3.0e-4}},
-                    # `multi_teachers` (the multi-teacher pipeline's; its first entry follows the main teacher)
-                    "multi_teachers": [{"name": "other", "model": "minilm-l6", "seed": 3, "max_seq_length": 48,
-                                        "training": {"epochs": 1, "learning_rate": 1.0e-4}}],
-                    "max_train_samples": 8000}
+MAIN_JOB_CHANGES = {
+    "teacher": {
+        "max_seq_length": 48,
+        "training": {
+            "epochs": 2,
+            "learning_rate": 1.0e-4,
+            "batch_size": 16,
+            "warmup_ratio": 0.0,
+            "weight_decay": 0.0,
+            "max_grad_norm": 5.0,
+        },
+    },
+    "student": {"training": {"epochs": 2, "learning_rate": 3.0e-4}},
+    # `multi_teachers` (the multi-teacher pipeline's; its first entry follows the main teacher)
+    "multi_teachers": [
+        {
+            "name": "other",
+            "model": "minilm-l6",
+            "seed": 3,
+            "max_seq_length": 48,
+            "training": {"epochs": 1, "learning_rate": 1.0e-4},
+        }
+    ],
+    "max_train_samples": 8000,
+}
 
 
 @pytest.mark.parametrize("table_md", COMMITTED, ids=lambda p: p.stem)
@@ -95,8 +123,13 @@ def test_changing_the_main_jobs_teacher_changes_no_committed_trial_key(table_md)
     for name, extra in (("recorded", {}), ("main job changed", MAIN_JOB_CHANGES)):
         params = project_params({**runtime, **extra})
         sweep = build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
-        runner = TrialRunner(params, data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
-                             results_dir=table_md.parents[1], commit="test", results_only=True)
+        runner = TrialRunner(
+            params,
+            data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
+            results_dir=table_md.parents[1],
+            commit="test",
+            results_only=True,
+        )
         keys[name] = {t.key: runner.content_key(t) for t in sweep.trials()}
     assert keys["main job changed"] == keys["recorded"]
 

@@ -27,7 +27,11 @@ def test_table_has_mean_std_n_teacher_average_and_marks_the_better_method(tmp_pa
     assert report.wide.loc["ALP", "RTE"].endswith("*") and not report.wide.loc["NKD", "RTE"].endswith("*")
     alp_rte = report.long[(report.long.method == "alp") & (report.long.task == "rte")].iloc[0]
     assert alp_rte["n"] == 2 and alp_rte["p_value"] < 0.05 and "learning_rate=5e-05" in alp_rte["chosen"]
-    assert "best epoch on the dev set itself" in report.caption and "the best of up to 2 grid points per (method, task, seed)" in report.caption and "gain over NKD" in report.caption
+    assert (
+        "best epoch on the dev set itself" in report.caption
+        and "the best of up to 2 grid points per (method, task, seed)" in report.caption
+        and "gain over NKD" in report.caption
+    )
 
     paths = write_report(report, tmp_path, "tiny")
     assert paths["png"].stat().st_size > 1000 and paths["png"].read_bytes()[:4] == b"\x89PNG"
@@ -66,8 +70,11 @@ def test_a_sweep_where_every_method_predicts_the_majority_class_says_so():
     majority = int(np.bincount(labels).argmax())
 
     def majority_only(spec):
-        return {**fake_run_trial(spec), "dev_metric": float(np.mean(labels == majority)),
-                "dev_predictions": [majority] * len(labels)}
+        return {
+            **fake_run_trial(spec),
+            "dev_metric": float(np.mean(labels == majority)),
+            "dev_predictions": [majority] * len(labels),
+        }
 
     tied = build_report(sweep, {s.key: majority_only(s) for s in sweep.trials()}, resamples=20)
     assert len(tied.warnings) == 2 and all("ties with the majority class" in w for w in tied.warnings)
@@ -108,7 +115,8 @@ def test_a_multi_teacher_row_is_compared_teacher_by_teacher_when_every_seed_reco
 
     row = {1: seed(0.80, 0.75), 2: seed(0.80, 0.75), 3: seed(0.80, 0.76)}
     assert teacher_mismatches({("two", "mrpc"): row}) == (
-        "MRPC, two: teachers 80.00 / 75.00 (seeds 1, 2), 80.00 / 76.00 (seed 3)",)
+        "MRPC, two: teachers 80.00 / 75.00 (seeds 1, 2), 80.00 / 76.00 (seed 3)",
+    )
     row[1] = seed(0.80, 0.75, per_slot=False)  # written before 2026-11-25: the best teacher only
     assert teacher_mismatches({("two", "mrpc"): row}) == ()
     assert teacher_mismatches({("two", "mrpc"): {1: seed(0.80, 0.75), 2: seed(0.80, 0.75)}}) == ()

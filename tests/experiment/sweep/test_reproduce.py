@@ -6,10 +6,20 @@ from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reprod
 
 
 def test_reproduce_writes_the_table_files(tmp_path):
-    params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/optuna.db", "bootstrap": {"resamples": 50, "seed": 0}}
+    params = {
+        **tiny_reproduce(),
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
+        "bootstrap": {"resamples": 50, "seed": 0},
+    }
     report, paths = reproduce(params, RECIPES, fake_run_trial, tmp_path / "out")
     # the table has a learning-rate grid: the expected-best-score-vs-trials curve is written beside it
-    assert sorted(p.name for p in paths.values()) == ["tiny.csv", "tiny.md", "tiny.png", "tiny_budget.csv", "tiny_budget.png"]
+    assert sorted(p.name for p in paths.values()) == [
+        "tiny.csv",
+        "tiny.md",
+        "tiny.png",
+        "tiny_budget.csv",
+        "tiny_budget.png",
+    ]
     assert "(2)" in report.wide.loc["ALP", "RTE"]
 
 
@@ -18,8 +28,11 @@ def test_a_restricted_run_writes_its_own_table_never_the_committed_one(tmp_path,
     committed = tmp_path / "results/tiny/tables"
     committed.mkdir(parents=True)
     (committed / "tiny.md").write_text("the committed table\n")
-    params = {**tiny_reproduce(seeds="1", methods="nkd"), "storage": f"sqlite:///{tmp_path}/optuna.db",
-              "bootstrap": {"resamples": 50, "seed": 0}}
+    params = {
+        **tiny_reproduce(seeds="1", methods="nkd"),
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
+        "bootstrap": {"resamples": 50, "seed": 0},
+    }
     for output_dir in (None, committed):  # not even when told to write there
         _, paths = reproduce(params, RECIPES, fake_run_trial, output_dir, committed_dir=committed)
         assert paths["md"].resolve() == tmp_path / "data/08_reporting/reproduce/tiny__methods-nkd__seeds-1.md"
@@ -32,11 +45,14 @@ def test_a_restricted_run_writes_its_own_table_never_the_committed_one(tmp_path,
 def test_table_name_says_the_restriction_and_the_data_changes():
     full = build_sweep(tiny_reproduce(), RECIPES)
     assert table_name(full, tiny_reproduce()) == "tiny"
-    assert table_name(build_sweep(tiny_reproduce(tasks="rte sst2"), RECIPES), tiny_reproduce(tasks="rte sst2")) == "tiny"
+    assert (
+        table_name(build_sweep(tiny_reproduce(tasks="rte sst2"), RECIPES), tiny_reproduce(tasks="rte sst2")) == "tiny"
+    )
     assert table_name(full, tiny_reproduce(), {"max_train_samples": 64}) == "tiny__max_train_samples-64"
     restricted = tiny_reproduce(tasks="rte", grid="training.learning_rate=1e-5|5e-5", methods=["alp"])
     assert table_name(build_sweep(restricted, RECIPES), restricted, {"glue": "0a1b2c3d"}) == (
-        "tiny__tasks-rte__methods-alp__glue-0a1b2c3d")  # the grid names every value: not a restriction, not named
+        "tiny__tasks-rte__methods-alp__glue-0a1b2c3d"
+    )  # the grid names every value: not a restriction, not named
     one_lr = tiny_reproduce(grid="training.learning_rate=1e-5")
     assert table_name(build_sweep(one_lr, RECIPES), one_lr) == "tiny__grid-training.learning_rate=1e-5"
 
@@ -60,7 +76,11 @@ def test_a_run_whose_params_change_trials_is_never_the_committed_table(tmp_path,
         def setting_changes(self, trials):
             return {"params": "0a1b2c3d"}
 
-    params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/optuna.db", "bootstrap": {"resamples": 50, "seed": 0}}
+    params = {
+        **tiny_reproduce(),
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
+        "bootstrap": {"resamples": 50, "seed": 0},
+    }
     _, paths = reproduce(params, RECIPES, Variant(), committed_dir=committed)
     assert paths["md"].resolve() == tmp_path / "data/08_reporting/reproduce/tiny__params-0a1b2c3d.md"
     assert not list(committed.iterdir())
@@ -94,5 +114,8 @@ def test_results_only_with_missing_trials_never_writes_over_the_committed_table(
     assert (committed / "tiny.md").read_text() == "the committed table\n"
     assert sorted(p.name for p in committed.iterdir()) == ["tiny.md"]
     missing = len(full.trials()) - 1
-    assert any(f"{missing} of {len(full.trials())} trials" in r.getMessage() and "data/08_reporting/reproduce" in
-               r.getMessage() for r in caplog.records)
+    assert any(
+        f"{missing} of {len(full.trials())} trials" in r.getMessage()
+        and "data/08_reporting/reproduce" in r.getMessage()
+        for r in caplog.records
+    )

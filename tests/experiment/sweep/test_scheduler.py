@@ -9,8 +9,15 @@ import pytest
 from optuna.trial import TrialState
 
 from bert_kd.experiment.sweep.scheduler import (
-    SweepTrialError, TrialClaims, owner_of_this_process, check_result, collect_results, fail_trials_of_dead_owners, make_storage,
-    run_sweep, study_name_for,
+    SweepTrialError,
+    TrialClaims,
+    check_result,
+    collect_results,
+    fail_trials_of_dead_owners,
+    make_storage,
+    owner_of_this_process,
+    run_sweep,
+    study_name_for,
 )
 from bert_kd.experiment.sweep.spec import build_sweep
 from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
@@ -89,7 +96,7 @@ def test_a_run_takes_its_own_queued_retry_even_after_pruning_another_runs_queued
     study = optuna.load_study(study_name=study_name_for(ours), storage=storage)
     other = next(t.key for t in _sweep().trials() if t.method == "alp")
     study.enqueue_trial({"trial": other})  # queued first: another restriction's heartbeat retry
-    study.enqueue_trial({"trial": lost})   # then our own retry
+    study.enqueue_trial({"trial": lost})  # then our own retry
     calls = []
 
     def run_trial(spec):
@@ -186,9 +193,18 @@ def test_two_worker_processes_run_disjoint_trials(tmp_path, each_point_queued_tw
     assert ran[0] | ran[1] == keys
     study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
     twice = ran[0] & ran[1]
-    history = [(t.number, t.state.name, t.system_attrs.get("grid_id"), sorted(t.system_attrs), t.user_attrs.get("reused_from"),
-                str(t.datetime_start))
-               for t in study.trials if t.params.get("trial") in twice]
+    history = [
+        (
+            t.number,
+            t.state.name,
+            t.system_attrs.get("grid_id"),
+            sorted(t.system_attrs),
+            t.user_attrs.get("reused_from"),
+            str(t.datetime_start),
+        )
+        for t in study.trials
+        if t.params.get("trial") in twice
+    ]
     assert not twice and lines == len(keys), history  # no trial ran twice
     assert ran[0] and ran[1]  # both workers took part
     study = optuna.load_study(study_name=study_name_for(_sweep()), storage=storage)
@@ -213,8 +229,10 @@ def test_two_processes_never_take_the_same_queued_trial(tmp_path):
         study.enqueue_trial({"x": i})
     start_at = time.time() + 8  # both processes imported and connected by then
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_pop_queued_trials, args=(storage, str(tmp_path / f"p{i}.txt"), start_at))
-               for i in range(2)]
+    workers = [
+        context.Process(target=_pop_queued_trials, args=(storage, str(tmp_path / f"p{i}.txt"), start_at))
+        for i in range(2)
+    ]
     for w in workers:
         w.start()
     for w in workers:
@@ -315,7 +333,9 @@ def test_per_example_predictions_round_trip_through_the_study(tmp_path):
     results = run_sweep(sweep, run_trial, f"sqlite:///{tmp_path}/optuna.db")
     for key, result in results.items():
         expected = fake_run_trial(next(t for t in sweep.trials() if t.key == key))
-        assert result["dev_predictions"] == expected["dev_predictions"] and result["dev_labels"] == expected["dev_labels"]
+        assert (
+            result["dev_predictions"] == expected["dev_predictions"] and result["dev_labels"] == expected["dev_labels"]
+        )
 
 
 def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_path, caplog):
@@ -333,11 +353,13 @@ def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_pa
         full = run_sweep(sweep, full_size, storage, identity=lambda spec: f"all examples|{spec.key}")
     assert sorted(calls) == sorted(small) and {r["dev_metric"] for r in full.values()} == {0.123}
     assert sum("made under another identity" in r.message for r in caplog.records) == 1
-    again = run_sweep(sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage,
-                      identity=lambda spec: f"all examples|{spec.key}")
+    again = run_sweep(
+        sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage, identity=lambda spec: f"all examples|{spec.key}"
+    )
     assert again == full
-    back = run_sweep(sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage,
-                     identity=lambda spec: f"64 examples|{spec.key}")
+    back = run_sweep(
+        sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage, identity=lambda spec: f"64 examples|{spec.key}"
+    )
     assert back == small  # both sizes stay in the study, each under its own identity
 
 

@@ -104,8 +104,9 @@ def _conf_recipes():
     return recipes
 
 
-@pytest.mark.parametrize("table", ["alp_kd_table1", "alp_kd_table2", "alp_kd_table3", "ted_table4",
-                                   "multi_teacher_tables", "cpu_protocol"])
+@pytest.mark.parametrize(
+    "table", ["alp_kd_table1", "alp_kd_table2", "alp_kd_table3", "ted_table4", "multi_teacher_tables", "cpu_protocol"]
+)
 def test_every_configured_table_parses(table):
     reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
     sweep = build_sweep({**reproduce, "table": table}, _conf_recipes())
@@ -143,10 +144,18 @@ def test_pkd_maps_connect_the_papers_teacher_layers():
 
     table3 = _pkd_maps("alp_kd_table3")  # 12 -> 2: PKD-l distils teacher layer l into student layer 1
     assert {label: layer_map(m, 12, 2) for label, m in table3.items()} == {
-        "PKD-1": [[1], []], "PKD-6": [[6], []], "PKD-12": [[12], []]}
+        "PKD-1": [[1], []],
+        "PKD-6": [[6], []],
+        "PKD-12": [[12], []],
+    }
     cpu = _pkd_maps("cpu_protocol")  # MiniLM-L6 (6 layers) -> 2: first, middle, last
     assert {label: layer_map(m, 6, 2) for label, m in cpu.items()} == {
-        "PKD-1": [[1], []], "PKD-3": [[3], []], "PKD-6": [[6], []], "PKD-1 (λ=2)": [[1], []], "PKD-6 (λ=2)": [[6], []]}
+        "PKD-1": [[1], []],
+        "PKD-3": [[3], []],
+        "PKD-6": [[6], []],
+        "PKD-1 (λ=2)": [[1], []],
+        "PKD-6 (λ=2)": [[6], []],
+    }
     assert _pkd_maps("alp_kd_table1") == {"PKD": "bucket_first"}
     if "bucket_first" not in STRATEGIES:
         pytest.skip("layer_map('bucket_first') lands with the faithful-baselines branch")
@@ -157,13 +166,16 @@ def test_trial_spec_as_dict_is_json_and_carries_everything_a_job_needs():
     import json
 
     reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
-    sweep = build_sweep({**reproduce, "table": "cpu_protocol", "methods": "pkd_3", "tasks": "sst2", "seeds": "1"},
-                        _conf_recipes())
+    sweep = build_sweep(
+        {**reproduce, "table": "cpu_protocol", "methods": "pkd_3", "tasks": "sst2", "seeds": "1"}, _conf_recipes()
+    )
     trial = sweep.trials()[0]
     spec = json.loads(json.dumps(trial.as_dict()))
     assert spec["job"] == "distill" and spec["recipe"]["mapping"] == [[3], []]
     assert spec["training"] == {"epochs": 5, "batch_size": 32, "learning_rate": trial.params["training.learning_rate"]}
-    assert spec["settings"]["teacher"] == {"model": "minilm-l6"} and spec["settings"]["data"] == {"max_train_samples": 10000}
+    assert spec["settings"]["teacher"] == {"model": "minilm-l6"} and spec["settings"]["data"] == {
+        "max_train_samples": 10000
+    }
     assert spec["key"] == trial.key
 
 
@@ -196,8 +208,15 @@ def test_a_tables_own_teacher_runs_and_is_keyed_once(tiny_glue_dir):
     trial = build_sweep(restricted, _conf_recipes()).trials()[0]
     assert trial.as_dict()["settings"]["teacher"] == {"model": "minilm-l6"}
     main_job = {"model": "minilm-l6", "max_seq_length": 48, "training": {"epochs": 2, "learning_rate": 1e-4}}
-    runner = TrialRunner({"glue_dir": str(tiny_glue_dir), "seed": 42, "teacher": main_job,
-                          "student": {"num_layers": 2, "training": {"epochs": 4}}}, commit="")
+    runner = TrialRunner(
+        {
+            "glue_dir": str(tiny_glue_dir),
+            "seed": 42,
+            "teacher": main_job,
+            "student": {"num_layers": 2, "training": {"epochs": 4}},
+        },
+        commit="",
+    )
     assert runner.teacher_block(trial)["max_seq_length"] == 64
     assert runner.teacher_block(trial)["training"]["learning_rate"] == 5e-5
 
@@ -221,8 +240,13 @@ def test_extra_seeds_add_trials_for_their_task_only_and_keep_every_other_key():
     only_extra = build_sweep({**more, "seeds": "3"}, RECIPES)
     assert {(t.task, t.seed) for t in only_extra.trials()} == {("sst2", 3)}
     assert only_extra.universe == sweep.universe  # one study for the whole table
-    for bad, message in (({"mnli": [3]}, "not among the table's tasks"), ({"sst2": [2, 3]}, r"\[2\] are"),
-                         ({"sst2": []}, "non-empty"), ({"sst2": [True]}, "integer"), ([3], "must map tasks")):
+    for bad, message in (
+        ({"mnli": [3]}, "not among the table's tasks"),
+        ({"sst2": [2, 3]}, r"\[2\] are"),
+        ({"sst2": []}, "non-empty"),
+        ({"sst2": [True]}, "integer"),
+        ([3], "must map tasks"),
+    ):
         more["tables"]["tiny"]["extra_seeds"] = bad
         with pytest.raises(ValueError, match=f"reproduce.tables.tiny.extra_seeds.*{message}"):
             build_sweep(more, RECIPES)

@@ -15,8 +15,10 @@ from tests.conftest import SHARED_GLUE
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
 RECIPES = {
-    "distill_methods": {"nkd": {"method": "nkd"},
-                        "alp": {"method": "alp", "mapping": "all", "temperature": 5.0, "weights": {"kd": 0.5, "layer": 0.2}}},
+    "distill_methods": {
+        "nkd": {"method": "nkd"},
+        "alp": {"method": "alp", "mapping": "all", "temperature": 5.0, "weights": {"kd": 0.5, "layer": 0.2}},
+    },
     "ted_methods": {"ted": {"method": "ted", "temperature": 2.0, "weights": {"ce": 1.0, "pred": 1.0, "ted": 100.0}}},
     "multi_teacher_configs": {"two": {"method": "multi_teacher", "alpha": 0.2, "beta": 0.5, "temperature": 5.0}},
 }
@@ -24,15 +26,26 @@ RECIPES = {
 
 def project_params(teacher_dir, glue_dir) -> dict:
     return {
-        "glue_dir": str(glue_dir), "seed": 42,
+        "glue_dir": str(glue_dir),
+        "seed": 42,
         "teacher": {"model": str(teacher_dir), "max_seq_length": 32, "training": TINY},
         "student": {"num_layers": 2, "layer_selection": "first", "training": {**TINY, "aux_learning_rate": 1e-3}},
         "ted": {"mapping": "distilbert", "filters": {"arch": "linear", "student_filters": "copy", "training": TINY}},
-        "ted_student": {"num_layers": 2, "layer_selection": "distilbert", "training": {**TINY, "aux_learning_rate": 1e-3}},
-        "multi_teachers": [{"name": "a", "model": str(teacher_dir), "seed": 42, "max_seq_length": 32, "training": TINY},
-                           {"name": "b", "model": str(teacher_dir), "seed": 7, "max_seq_length": 32, "training": TINY}],
-        "multi_student": {"num_layers": 2, "layer_selection": "first", "init_from_teacher": 0,
-                          "training": {**TINY, "aux_learning_rate": 1e-3}},
+        "ted_student": {
+            "num_layers": 2,
+            "layer_selection": "distilbert",
+            "training": {**TINY, "aux_learning_rate": 1e-3},
+        },
+        "multi_teachers": [
+            {"name": "a", "model": str(teacher_dir), "seed": 42, "max_seq_length": 32, "training": TINY},
+            {"name": "b", "model": str(teacher_dir), "seed": 7, "max_seq_length": 32, "training": TINY},
+        ],
+        "multi_student": {
+            "num_layers": 2,
+            "layer_selection": "first",
+            "init_from_teacher": 0,
+            "training": {**TINY, "aux_learning_rate": 1e-3},
+        },
         "teacher_cache": {"enabled": True, "batch_size": 16, "directory": "data/07_model_output/teacher_cache"},
         "runtime": {"progress_bar": False, "checkpoint_every_steps": 0},
         "tracking": {"enabled": False},
@@ -41,13 +54,22 @@ def project_params(teacher_dir, glue_dir) -> dict:
 
 def tiny_table(methods=None, selection="dev", **extra) -> dict:
     return {
-        "table": "tiny", "storage": "sqlite:///optuna.db", **extra,
-        "tables": {"tiny": {
-            "tasks": ["rte", "sst2"], "seeds": [1, 2], "baseline": "nkd", "selection": selection,
-            "student": {"num_layers": 2}, "data": {"rte": {"max_train_samples": 40}},
-            "grid": {"training.learning_rate": [1.0e-4]},
-            "methods": methods or {"nkd": {"recipe": "distill_methods.nkd"}, "alp": {"recipe": "distill_methods.alp"}},
-        }},
+        "table": "tiny",
+        "storage": "sqlite:///optuna.db",
+        **extra,
+        "tables": {
+            "tiny": {
+                "tasks": ["rte", "sst2"],
+                "seeds": [1, 2],
+                "baseline": "nkd",
+                "selection": selection,
+                "student": {"num_layers": 2},
+                "data": {"rte": {"max_train_samples": 40}},
+                "grid": {"training.learning_rate": [1.0e-4]},
+                "methods": methods
+                or {"nkd": {"recipe": "distill_methods.nkd"}, "alp": {"recipe": "distill_methods.alp"}},
+            }
+        },
     }
 
 
@@ -66,10 +88,16 @@ def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_te
     files = sorted((workdir / "results").glob("variants/tiny__glue-*/*.json"))
     assert len(files) == 8
     record = json.loads(files[0].read_text())
-    assert record["commit"] == "abc" and record["numerics"].startswith(("cpu ", "cuda ")) and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
+    assert (
+        record["commit"] == "abc"
+        and record["numerics"].startswith(("cpu ", "cuda "))
+        and len(record["result"]["dev_predictions"]) == len(record["result"]["dev_labels"]) == 24
+    )
     assert record["spec"]["data"]["max_train_samples"] in (40, None)
-    shares = {json.loads(f.read_text())["spec"]["trial"]["method"]: json.loads(f.read_text())["result"]["gradient_shares"]
-              for f in files}  # each term's share of the student's gradient, kept with the trial
+    shares = {
+        json.loads(f.read_text())["spec"]["trial"]["method"]: json.loads(f.read_text())["result"]["gradient_shares"]
+        for f in files
+    }  # each term's share of the student's gradient, kept with the trial
     assert shares["nkd"] == {"ce": pytest.approx(1.0)} and set(shares["alp"]) == {"ce", "kd", "layer"}
     assert sum(shares["alp"].values()) == pytest.approx(1.0)
     teachers = list((workdir / "data/06_models/store/teacher").iterdir())
@@ -102,7 +130,10 @@ def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_te
 def test_cli_sizes_replace_the_tables_and_change_the_key(tiny_teacher_dir, tiny_glue_dir):
     spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
-    table_sized, cli_sized = TrialRunner(params, commit=""), TrialRunner(params, data_overrides={"max_train_samples": 16}, commit="")
+    table_sized, cli_sized = (
+        TrialRunner(params, commit=""),
+        TrialRunner(params, data_overrides={"max_train_samples": 16}, commit=""),
+    )
     assert table_sized.data_sizes(spec)["max_train_samples"] == 40
     assert cli_sized.data_sizes(spec)["max_train_samples"] == 16
     assert table_sized.content_key(spec) != cli_sized.content_key(spec)
@@ -110,10 +141,14 @@ def test_cli_sizes_replace_the_tables_and_change_the_key(tiny_teacher_dir, tiny_
     import dataclasses
 
     relabelled = dataclasses.replace(spec, label="another label")
-    retrain = TrialRunner({**params, "teacher": {**params["teacher"], "retrain": True},
-                           "runtime": {"progress_bar": True}}, commit="")
+    retrain = TrialRunner(
+        {**params, "teacher": {**params["teacher"], "retrain": True}, "runtime": {"progress_bar": True}}, commit=""
+    )
     assert retrain.content_key(relabelled) == table_sized.content_key(spec)  # neither changes the result
-    more_epochs = TrialRunner({**params, "student": {**params["student"], "training": {**params["student"]["training"], "epochs": 3}}}, commit="")
+    more_epochs = TrialRunner(
+        {**params, "student": {**params["student"], "training": {**params["student"]["training"], "epochs": 3}}},
+        commit="",
+    )
     assert more_epochs.content_key(spec) != table_sized.content_key(spec)
 
 
@@ -131,8 +166,11 @@ def test_heldout_slice_leaves_train_and_is_listed_first():
 
 
 def test_ted_and_multi_teacher_trials_and_heldout_selection(workdir, tiny_teacher_dir, tiny_glue_dir):
-    methods = {"nkd": {"recipe": "distill_methods.nkd"}, "ted": {"recipe": "ted_methods.ted", "baseline": "nkd"},
-               "two": {"recipe": "multi_teacher_configs.two", "tasks": ["rte"]}}
+    methods = {
+        "nkd": {"recipe": "distill_methods.nkd"},
+        "ted": {"recipe": "ted_methods.ted", "baseline": "nkd"},
+        "two": {"recipe": "multi_teacher_configs.two", "tasks": ["rte"]},
+    }
     table = tiny_table(methods, selection="heldout", tasks="rte", seeds="1")
     runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), commit="")
     results = {}
@@ -145,7 +183,8 @@ def test_ted_and_multi_teacher_trials_and_heldout_selection(workdir, tiny_teache
 
 
 def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores_otherwise(
-        workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch):
+    workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch
+):
     """Each slot's dev metrics are kept (``teachers_dev_metrics``; ``teacher_dev_metric`` stays the best), and a later
     trial whose teacher ``b`` scores otherwise than the folder's trials recorded for ``b``'s settings is refused
     before its student trains."""
@@ -160,12 +199,21 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
     assert len(slots) == 2 and result["teacher_dev_metric"] == max(slot["accuracy"] for slot in slots)
     path = runner.result_path(first)
     record = json.loads(path.read_text())
-    assert record["result"]["teachers_dev_metrics"] == slots and [t["name"] for t in record["spec"]["teachers"]] == ["a", "b"]
-    record["result"]["teachers_dev_metrics"][1]["accuracy"] += 0.01  # as if teacher b had been retrained into other weights
+    assert record["result"]["teachers_dev_metrics"] == slots and [t["name"] for t in record["spec"]["teachers"]] == [
+        "a",
+        "b",
+    ]
+    record["result"]["teachers_dev_metrics"][1]["accuracy"] += (
+        0.01  # as if teacher b had been retrained into other weights
+    )
     path.write_text(json.dumps(record))
     student = mt_pipeline.configuration_pipeline
-    monkeypatch.setattr("bert_kd.experiment.sweep.trial.configuration_pipeline", lambda name: pytest.fail("the student trained"))
-    with pytest.raises(TeacherMismatch, match=r"the teacher 'b' scores \d+\.\d\d .* same settings scoring \d+\.\d\d \(1 trials\)"):
+    monkeypatch.setattr(
+        "bert_kd.experiment.sweep.trial.configuration_pipeline", lambda name: pytest.fail("the student trained")
+    )
+    with pytest.raises(
+        TeacherMismatch, match=r"the teacher 'b' scores \d+\.\d\d .* same settings scoring \d+\.\d\d \(1 trials\)"
+    ):
         runner(second)
     monkeypatch.setattr("bert_kd.experiment.sweep.trial.configuration_pipeline", student)
     record["result"]["teachers_dev_metrics"][1]["accuracy"] -= 0.01
@@ -175,8 +223,9 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
 
 def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
     spec = build_sweep(tiny_table(), RECIPES).trials()[0]
-    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="",
-                         results_only=True)
+    runner = TrialRunner(
+        project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="", results_only=True
+    )
     with pytest.raises(LookupError, match="results_only"):
         runner(spec)
     assert not (workdir / "data").exists()
@@ -188,11 +237,24 @@ needs_real_glue = pytest.mark.skipif(not (SHARED_GLUE / "RTE" / "dev.tsv").is_fi
 
 def real_rte_table(seeds=(1, 2), **extra) -> dict:
     """nkd on real RTE rows at the table's own sizes (40 train, 32 dev examples), one trial per seed."""
-    return {"table": "real", "storage": "sqlite:///optuna.db", "bootstrap": {"resamples": 20}, **extra,
-            "tables": {"real": {
-                "tasks": ["rte"], "seeds": list(seeds), "baseline": "nkd", "selection": "dev",
-                "student": {"num_layers": 2}, "data": {"rte": {"max_train_samples": 40, "max_eval_samples": 32}},
-                "grid": {"training.learning_rate": [1.0e-4]}, "methods": {"nkd": {"recipe": "distill_methods.nkd"}}}}}
+    return {
+        "table": "real",
+        "storage": "sqlite:///optuna.db",
+        "bootstrap": {"resamples": 20},
+        **extra,
+        "tables": {
+            "real": {
+                "tasks": ["rte"],
+                "seeds": list(seeds),
+                "baseline": "nkd",
+                "selection": "dev",
+                "student": {"num_layers": 2},
+                "data": {"rte": {"max_train_samples": 40, "max_eval_samples": 32}},
+                "grid": {"training.learning_rate": [1.0e-4]},
+                "methods": {"nkd": {"recipe": "distill_methods.nkd"}},
+            }
+        },
+    }
 
 
 @pytest.fixture
@@ -205,12 +267,18 @@ def quick_training(monkeypatch):
         from bert_kd.pipelines.data_processing.nodes import ingest_glue
 
         sizes = self.data_sizes(spec)
-        _, dev, _ = ingest_glue(spec.task, self.params["glue_dir"], sizes["max_train_samples"], sizes["max_eval_samples"], 42)
+        _, dev, _ = ingest_glue(
+            spec.task, self.params["glue_dir"], sizes["max_train_samples"], sizes["max_eval_samples"], 42
+        )
         calls.append(spec.key)
         labels = [int(v) for v in dev["label"]]
         predictions = [spec.seed % 2] * len(labels)
-        return {"dev_metric": sum(p == y for p, y in zip(predictions, labels)) / len(labels),
-                "dev_predictions": predictions, "dev_labels": labels, "teacher_dev_metric": 0.9}
+        return {
+            "dev_metric": sum(p == y for p, y in zip(predictions, labels)) / len(labels),
+            "dev_predictions": predictions,
+            "dev_labels": labels,
+            "teacher_dev_metric": 0.9,
+        }
 
     monkeypatch.setattr(TrialRunner, "train_and_evaluate", train_and_evaluate)
     return calls
@@ -230,7 +298,9 @@ def test_a_resized_sweep_trains_again_and_only_the_full_run_writes_the_table(wor
     committed = workdir / "results/tables"
     trained = []
     original = TrialRunner.train_and_evaluate
-    monkeypatch.setattr(TrialRunner, "train_and_evaluate", lambda self, spec: trained.append(spec.key) or original(self, spec))
+    monkeypatch.setattr(
+        TrialRunner, "train_and_evaluate", lambda self, spec: trained.append(spec.key) or original(self, spec)
+    )
     resized = TrialRunner(params, data_overrides={"max_train_samples": 16}, results_dir=workdir / "results", commit="")
     _, small_paths = reproduce(real_rte_table(seeds=[1]), RECIPES, resized, committed_dir=committed)
     assert small_paths["md"].name == "real__max_train_samples-16.md" and not committed.exists()
@@ -238,7 +308,10 @@ def test_a_resized_sweep_trains_again_and_only_the_full_run_writes_the_table(wor
     report, paths = reproduce(real_rte_table(seeds=[1]), RECIPES, full, committed_dir=committed)
     assert trained == ["nkd|rte|seed=1|training.learning_rate=0.0001"] * 2  # trained at each size
     assert paths["md"] == committed / "real.md"
-    sizes = lambda folder: [json.loads(p.read_text())["spec"]["data"]["max_train_samples"] for p in folder.glob("*.json")]  # noqa: E731
+
+    def sizes(folder):
+        return [json.loads(p.read_text())["spec"]["data"]["max_train_samples"] for p in folder.glob("*.json")]
+
     assert sizes(workdir / "results") == [40]  # the table's own trial; the resized one is a variant's
     assert sizes(workdir / "results/variants/real__max_train_samples-16") == [16]
 
@@ -256,8 +329,12 @@ def test_a_results_file_under_another_trials_name_is_not_reused(workdir, tiny_te
     refused = [r.message for r in caplog.records if str(runner.result_path(second)) in r.message]
     assert len(refused) == 1 and "not trial" in refused[0] and "\n" not in refused[0]
     quick_training.clear()
-    reproduce(real_rte_table(), RECIPES, TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
-              output_dir=workdir / "tables")
+    reproduce(
+        real_rte_table(),
+        RECIPES,
+        TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+        output_dir=workdir / "tables",
+    )
     assert quick_training == [second.key]
     assert json.loads(runner.result_path(second).read_text())["trial"] == second.key
 
@@ -270,11 +347,17 @@ def test_a_corrupt_results_file_is_named_once_and_recomputed(workdir, tiny_teach
     with caplog.at_level("WARNING"):
         report, _ = reproduce(real_rte_table(), RECIPES, looker, output_dir=workdir / "tables", results_only=True)
         quick_training.clear()
-        reproduce(real_rte_table(), RECIPES, TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
-                  output_dir=workdir / "tables")
+        reproduce(
+            real_rte_table(),
+            RECIPES,
+            TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+            output_dir=workdir / "tables",
+        )
     named = [r for r in caplog.records if str(runner.result_path(second)) in r.message]
     assert [r.message.split(";")[-1].strip() for r in named] == [
-        "shown as missing (results_only)", "not reused: the trial is recomputed and the file replaced"]
+        "shown as missing (results_only)",
+        "not reused: the trial is recomputed and the file replaced",
+    ]
     assert "not valid JSON" in named[0].message and not any(r.exc_info for r in caplog.records)
     assert quick_training == [second.key] and json.loads(runner.result_path(second).read_text())["trial"] == second.key
 
@@ -285,8 +368,12 @@ def test_deleting_a_results_file_recomputes_its_trial(workdir, tiny_teacher_dir,
     runner, first, second = _two_trials(workdir, tiny_teacher_dir)
     runner.result_path(second).unlink()
     quick_training.clear()
-    reproduce(real_rte_table(), RECIPES, TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
-              output_dir=workdir / "tables")
+    reproduce(
+        real_rte_table(),
+        RECIPES,
+        TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+        output_dir=workdir / "tables",
+    )
     assert quick_training == [second.key] and runner.result_path(second).is_file()
 
 
@@ -299,10 +386,14 @@ def test_other_glue_files_get_their_own_key_the_release_keeps_the_old_one(tmp_pa
         assert "source" not in on_release.key_material(spec)
         copy = tmp_path / "glue"
         shutil.copytree(SHARED_GLUE / "RTE", copy / "RTE")
-        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(spec) == on_release.content_key(spec)
+        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(
+            spec
+        ) == on_release.content_key(spec)
         with (copy / "RTE" / "dev.tsv").open("a") as handle:
             handle.write("9999\tedited\trow\tentailment\n")
-        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(spec) != on_release.content_key(spec)
+        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(
+            spec
+        ) != on_release.content_key(spec)
     assert on_tiny.data_changes([spec]).keys() == {"glue"}
 
 
@@ -338,8 +429,9 @@ def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, 
     grouped_table["tables"]["tiny"]["group_by_length"] = True
     grouped = next(t for t in build_sweep(grouped_table, RECIPES).trials() if t.task == "rte")
     assert runner.content_key(grouped) != before and runner._runtime(grouped)["group_by_length"] is True
-    seeded_globally = dataclasses.replace(grouped, settings={k: v for k, v in grouped.settings.items()
-                                                               if k != "grouped_sampler"})
+    seeded_globally = dataclasses.replace(
+        grouped, settings={k: v for k, v in grouped.settings.items() if k != "grouped_sampler"}
+    )
     assert runner.content_key(grouped) != runner.content_key(seeded_globally)  # its key before grouped_sampler: 2
     grouped_table["tables"]["tiny"]["group_by_length"] = "yes"
     with pytest.raises(ValueError, match="group_by_length must be true or false"):
@@ -353,15 +445,24 @@ from tests.pipelines.conftest import TINY_TRAINING, run_pipeline  # noqa: E402,F
 def store_entries(root) -> set[str]:
     """``<kind>/<key>`` of every stored job: the model store and the teacher caches."""
     stores = [root / "data/06_models/store", root / "data/07_model_output/teacher_cache"]
-    return {f"{kind.name}/{entry.name}" for store in stores for kind in store.iterdir()
-            if kind.name not in ("locks", "checkpoints") for entry in kind.iterdir() if entry.is_dir()}
+    return {
+        f"{kind.name}/{entry.name}"
+        for store in stores
+        for kind in store.iterdir()
+        if kind.name not in ("locks", "checkpoints")
+        for entry in kind.iterdir()
+        if entry.is_dir()
+    }
 
 
 #: (pipeline, recipe of the trial): every job the pipeline trains, students included, the trial finds
 #: stored. A multi-teacher trial hands the recipe as the table gives it (its committed students'
 #: keys); the pipeline's student is keyed on the same recipe as written.
-SAME_JOBS = [("distill_alp", "distill_methods.alp"), ("distill_ted", "ted_methods.ted"),
-             ("distill_multi_teacher", "multi_teacher_configs.multi_teacher")]
+SAME_JOBS = [
+    ("distill_alp", "distill_methods.alp"),
+    ("distill_ted", "ted_methods.ted"),
+    ("distill_multi_teacher", "multi_teacher_configs.multi_teacher"),
+]
 
 
 @pytest.mark.parametrize(("pipeline", "recipe"), SAME_JOBS, ids=[p for p, _ in SAME_JOBS])
@@ -374,20 +475,37 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
 
     from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES
 
-    runtime = {"task": "rte", "seed": 42, "glue_dir": str(tiny_glue_dir), "max_train_samples": None,
-               "teacher": {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": TINY_TRAINING},
-               "student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
-               "multi_teachers": [{"name": "a", "model": str(tiny_teacher_dir), "seed": 1, "max_seq_length": 32},
-                                  {"name": "b", "model": str(tiny_teacher_dir), "seed": 2, "max_seq_length": 32}],
-               "multi_student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
-               "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "group_by_length": False},
-               "tracking": {"enabled": False}}
+    runtime = {
+        "task": "rte",
+        "seed": 42,
+        "glue_dir": str(tiny_glue_dir),
+        "max_train_samples": None,
+        "teacher": {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": TINY_TRAINING},
+        "student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
+        "multi_teachers": [
+            {"name": "a", "model": str(tiny_teacher_dir), "seed": 1, "max_seq_length": 32},
+            {"name": "b", "model": str(tiny_teacher_dir), "seed": 2, "max_seq_length": 32},
+        ],
+        "multi_student": {"num_layers": 2, "training": {**TINY_TRAINING, "aux_learning_rate": 1e-3}},
+        "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "group_by_length": False},
+        "tracking": {"enabled": False},
+    }
     _, root, _ = run_pipeline(pipeline, **runtime)
     trained_by_pipeline = store_entries(root)
     with KedroSession.create(project_path=root, runtime_params=runtime) as session:
         params = session.load_context().params  # what the pipeline read (conf + --params)
-    table = {"table": "same", "tables": {"same": {"tasks": ["rte"], "seeds": [42], "baseline": "row", "selection": "dev",
-                                                  "methods": {"row": {"recipe": recipe}}}}}
+    table = {
+        "table": "same",
+        "tables": {
+            "same": {
+                "tasks": ["rte"],
+                "seeds": [42],
+                "baseline": "row",
+                "selection": "dev",
+                "methods": {"row": {"recipe": recipe}},
+            }
+        },
+    }
     spec = build_sweep(table, {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES}).trials()[0]
     result = TrialRunner(params, commit="").train_and_evaluate(spec)
     assert store_entries(root) - trained_by_pipeline == set()
@@ -413,10 +531,15 @@ def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher
         blocks.append(block)
         raise Stop
 
-    for module in (data_nodes, mt_pipeline):  # where a trial's teacher slots are tokenized, in the data nodes and the multi-teacher pipeline
+    for module in (
+        data_nodes,
+        mt_pipeline,
+    ):  # where a trial's teacher slots are tokenized, in the data nodes and the multi-teacher pipeline
         monkeypatch.setattr(module, "tokenize_for_model", tokenize_for_model)
     methods = {"nkd": {"recipe": "distill_methods.nkd"}, "two": {"recipe": "multi_teacher_configs.two"}}
-    spec = next(t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two")
+    spec = next(
+        t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two"
+    )
     with pytest.raises(Stop):
         TrialRunner(params, commit="").train_and_evaluate(spec)
     assert blocks[0]["max_seq_length"] == 128 and params["teacher"]["max_seq_length"] == 32

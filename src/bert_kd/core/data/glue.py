@@ -61,27 +61,27 @@ _DEV = {"validation": "dev.tsv"}
 TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in [
-        TaskSpec("cola", "CoLA", "cola", ["unacceptable", "acceptable"], False, False,
-                 "matthews_correlation", dict(_DEV)),
-        TaskSpec("sst2", "SST-2", "sst2", ["negative", "positive"], False, False, "accuracy",
-                 dict(_DEV)),
-        TaskSpec("mrpc", "MRPC", "mrpc", ["not_equivalent", "equivalent"], False, True,
-                 "combined", dict(_DEV)),
+        TaskSpec(
+            "cola", "CoLA", "cola", ["unacceptable", "acceptable"], False, False, "matthews_correlation", dict(_DEV)
+        ),
+        TaskSpec("sst2", "SST-2", "sst2", ["negative", "positive"], False, False, "accuracy", dict(_DEV)),
+        TaskSpec("mrpc", "MRPC", "mrpc", ["not_equivalent", "equivalent"], False, True, "combined", dict(_DEV)),
         TaskSpec("stsb", "STS-B", "stsb", [], True, True, "combined", dict(_DEV)),
-        TaskSpec("qqp", "QQP", "qqp", ["not_duplicate", "duplicate"], False, True, "combined",
-                 dict(_DEV)),
-        TaskSpec("mnli", "MNLI", "mnli", ["entailment", "neutral", "contradiction"], False, True,
-                 "accuracy",
-                 {"validation_matched": "dev_matched.tsv",
-                  "validation_mismatched": "dev_mismatched.tsv"},
-                 test_splits={"test_matched": "test_matched.tsv",
-                              "test_mismatched": "test_mismatched.tsv"}),
-        TaskSpec("qnli", "QNLI", "qnli", ["entailment", "not_entailment"], False, True, "accuracy",
-                 dict(_DEV)),
-        TaskSpec("rte", "RTE", "rte", ["entailment", "not_entailment"], False, True, "accuracy",
-                 dict(_DEV)),
-        TaskSpec("wnli", "WNLI", "wnli", ["not_entailment", "entailment"], False, True,
-                 "accuracy", dict(_DEV)),
+        TaskSpec("qqp", "QQP", "qqp", ["not_duplicate", "duplicate"], False, True, "combined", dict(_DEV)),
+        TaskSpec(
+            "mnli",
+            "MNLI",
+            "mnli",
+            ["entailment", "neutral", "contradiction"],
+            False,
+            True,
+            "accuracy",
+            {"validation_matched": "dev_matched.tsv", "validation_mismatched": "dev_mismatched.tsv"},
+            test_splits={"test_matched": "test_matched.tsv", "test_mismatched": "test_mismatched.tsv"},
+        ),
+        TaskSpec("qnli", "QNLI", "qnli", ["entailment", "not_entailment"], False, True, "accuracy", dict(_DEV)),
+        TaskSpec("rte", "RTE", "rte", ["entailment", "not_entailment"], False, True, "accuracy", dict(_DEV)),
+        TaskSpec("wnli", "WNLI", "wnli", ["not_entailment", "entailment"], False, True, "accuracy", dict(_DEV)),
     ]
 }
 
@@ -115,15 +115,34 @@ _LAYOUTS: dict[str, _Layout] = {
 }
 
 # Original headers, used when writing downloaded splits.
-_MNLI_BASE = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
-              "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
-              "sentence1", "sentence2"]
+_MNLI_BASE = [
+    "index",
+    "promptID",
+    "pairID",
+    "genre",
+    "sentence1_binary_parse",
+    "sentence2_binary_parse",
+    "sentence1_parse",
+    "sentence2_parse",
+    "sentence1",
+    "sentence2",
+]
 _HEADERS: dict[str, list[str] | None] = {
     "cola": None,
     "sst2": ["sentence", "label"],
     "mrpc": ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-    "stsb": ["index", "genre", "filename", "year", "old_index", "source1", "source2",
-             "sentence1", "sentence2", "score"],
+    "stsb": [
+        "index",
+        "genre",
+        "filename",
+        "year",
+        "old_index",
+        "source1",
+        "source2",
+        "sentence1",
+        "sentence2",
+        "score",
+    ],
     "qqp": ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
     "mnli": _MNLI_BASE + ["label1", "gold_label"],
     "qnli": ["index", "question", "sentence", "label"],
@@ -133,10 +152,14 @@ _HEADERS: dict[str, list[str] | None] = {
 _MNLI_DEV_HEADER = _MNLI_BASE + [f"label{i}" for i in range(1, 6)] + ["gold_label"]
 # Text fields of each ``nyu-mll/glue`` config.
 _HF_TEXT: dict[str, tuple[str, str | None]] = {
-    "cola": ("sentence", None), "sst2": ("sentence", None),
-    "mrpc": ("sentence1", "sentence2"), "stsb": ("sentence1", "sentence2"),
-    "qqp": ("question1", "question2"), "mnli": ("premise", "hypothesis"),
-    "qnli": ("question", "sentence"), "rte": ("sentence1", "sentence2"),
+    "cola": ("sentence", None),
+    "sst2": ("sentence", None),
+    "mrpc": ("sentence1", "sentence2"),
+    "stsb": ("sentence1", "sentence2"),
+    "qqp": ("question1", "question2"),
+    "mnli": ("premise", "hypothesis"),
+    "qnli": ("question", "sentence"),
+    "rte": ("sentence1", "sentence2"),
     "wnli": ("sentence1", "sentence2"),
 }
 
@@ -148,8 +171,14 @@ class GlueFormatError(DataFileError, ValueError):
     or the TSV column's name); ``str()`` reads ``file, line N, column 'c': message``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], message: str, line: int | None = None,
-                 column: str | int | None = None, fix: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        message: str,
+        line: int | None = None,
+        column: str | int | None = None,
+        fix: str | None = None,
+    ) -> None:
         self.path, self.line, self.column = Path(path), line, column
         where = str(path) + (f":{line}" if line is not None else "") + (f":{column}" if column is not None else "")
         super().__init__(message, where, fix)
@@ -172,8 +201,13 @@ class GlueDownloadError(DataFileError, RuntimeError):
 
 
 #: Signatures of files that are not text (compressed archives, parquet, …).
-_BINARY_MAGIC = {b"\x1f\x8b": "gzip-compressed", b"PK\x03\x04": "a zip archive", b"PAR1": "a Parquet file",
-                 b"BZh": "bzip2-compressed", b"\xfd7zXZ": "xz-compressed"}
+_BINARY_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed",
+    b"PK\x03\x04": "a zip archive",
+    b"PAR1": "a Parquet file",
+    b"BZh": "bzip2-compressed",
+    b"\xfd7zXZ": "xz-compressed",
+}
 _TEXT_FIX_ENCODINGS = ("cp1252", "latin-1")
 
 
@@ -183,14 +217,22 @@ def _decoded_text(path: Path) -> str:
     data = path.read_bytes()
     for magic, kind in _BINARY_MAGIC.items():
         if data.startswith(magic):
-            raise GlueFormatError(path, f"this is {kind}, not a tab-separated text file", 1,
-                                  fix="decompress or convert it to the original GLUE .tsv first")
+            raise GlueFormatError(
+                path,
+                f"this is {kind}, not a tab-separated text file",
+                1,
+                fix="decompress or convert it to the original GLUE .tsv first",
+            )
     nul = data.find(b"\x00", 0, 1 << 16)
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        raise GlueFormatError(path, "binary file (NUL byte), not a tab-separated text file", line,
-                              nul - (data.rfind(b"\n", 0, nul) + 1) + 1,
-                              fix="give the original GLUE .tsv (UTF-8 text)")
+        raise GlueFormatError(
+            path,
+            "binary file (NUL byte), not a tab-separated text file",
+            line,
+            nul - (data.rfind(b"\n", 0, nul) + 1) + 1,
+            fix="give the original GLUE .tsv (UTF-8 text)",
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -199,9 +241,15 @@ def _decoded_text(path: Path) -> str:
         column = start - (data.rfind(b"\n", 0, start) + 1) + 1
         guess = next((enc for enc in _TEXT_FIX_ENCODINGS if _decodes(data, enc)), None)
         raise GlueFormatError(
-            path, f"byte {data[start:start + 1]!r} is not valid UTF-8", line, column,
-            fix=(f"the file looks {guess}-encoded: convert it with `iconv -f {guess} -t utf-8`" if guess
-                 else "convert the file to UTF-8"),
+            path,
+            f"byte {data[start : start + 1]!r} is not valid UTF-8",
+            line,
+            column,
+            fix=(
+                f"the file looks {guess}-encoded: convert it with `iconv -f {guess} -t utf-8`"
+                if guess
+                else "convert the file to UTF-8"
+            ),
         ) from None
 
 
@@ -218,8 +266,10 @@ def normalize_task(name: str) -> str:
     key = str(name).strip().lower().replace("-", "").replace("_", "")
     if key in TASKS:
         return key
-    raise ValueError(f"Unknown GLUE task {name!r}; valid names: {', '.join(TASKS)} "
-                     f"(or their GLUE folder names {', '.join(t.dir_name for t in TASKS.values())})")
+    raise ValueError(
+        f"Unknown GLUE task {name!r}; valid names: {', '.join(TASKS)} "
+        f"(or their GLUE folder names {', '.join(t.dir_name for t in TASKS.values())})"
+    )
 
 
 def get_task(name: str) -> TaskSpec:
@@ -235,18 +285,17 @@ def _parse_label(raw: str, layout: _Layout, path: Path, line: int, column: str |
         try:
             score = float(raw)
         except ValueError:
-            raise GlueFormatError(path, f"STS-B score {raw!r} is not a number", line,
-                                  column) from None
+            raise GlueFormatError(path, f"STS-B score {raw!r} is not a number", line, column) from None
         lo, hi = STSB_RANGE
         if not lo <= score <= hi:  # also rejects nan
-            raise GlueFormatError(path, f"STS-B score {raw!r} is outside [{lo:g}, {hi:g}]",
-                                  line, column)
+            raise GlueFormatError(path, f"STS-B score {raw!r} is outside [{lo:g}, {hi:g}]", line, column)
         return score
     try:
         return layout.tsv_labels.index(raw)
     except ValueError:
-        raise GlueFormatError(path, f"unknown label {raw!r}; allowed values: "
-                              f"{', '.join(layout.tsv_labels)}", line, column) from None
+        raise GlueFormatError(
+            path, f"unknown label {raw!r}; allowed values: {', '.join(layout.tsv_labels)}", line, column
+        ) from None
 
 
 def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train") -> pd.DataFrame:
@@ -287,15 +336,15 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
             wanted = [c for c in (s1_col, s2_col, label_col if labelled else None) if c is not None]
             missing = [c for c in wanted if c not in header]
             if missing:
-                raise GlueFormatError(path, f"header lacks required column(s) "
-                                      f"{', '.join(map(repr, missing))}; found {header}", 1)
+                raise GlueFormatError(
+                    path, f"header lacks required column(s) {', '.join(map(repr, missing))}; found {header}", 1
+                )
             n_fields = len(header)
             pos = {c: header.index(c) for c in wanted}
         for row in rows:
             line = reader.line_num
             if len(row) != n_fields:
-                raise GlueFormatError(path, f"expected {n_fields} tab-separated fields, got "
-                                      f"{len(row)}", line)
+                raise GlueFormatError(path, f"expected {n_fields} tab-separated fields, got {len(row)}", line)
             s1 = row[pos[s1_col]]
             s2 = row[pos[s2_col]] if s2_col is not None else None
             n_empty += (s1 == "") + (s2 == "")
@@ -310,12 +359,14 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
         logger.warning("%s: %d empty sentence field(s)", path, n_empty)
     if not labelled:
         labels = [np.nan if spec.is_regression else -1] * len(idxs)
-    return pd.DataFrame({
-        "idx": np.asarray(idxs, dtype=np.int64),
-        "sentence1": pd.Series(s1s, dtype=object),
-        "sentence2": pd.Series(s2s, dtype=object),
-        "label": np.asarray(labels, dtype=np.float64 if spec.is_regression else np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "idx": np.asarray(idxs, dtype=np.int64),
+            "sentence1": pd.Series(s1s, dtype=object),
+            "sentence2": pd.Series(s2s, dtype=object),
+            "label": np.asarray(labels, dtype=np.float64 if spec.is_regression else np.int64),
+        }
+    )
 
 
 def _rows(reader, path: Path):
@@ -328,17 +379,19 @@ def _rows(reader, path: Path):
         except csv.Error as exc:
             line = reader.line_num
             if "field larger than field limit" in str(exc):
-                raise GlueFormatError(path, f"a field is longer than {csv.field_size_limit():,} characters "
-                                      f"(csv field limit)", line,
-                                      fix="a line is probably missing its newline; check the file there") from None
+                raise GlueFormatError(
+                    path,
+                    f"a field is longer than {csv.field_size_limit():,} characters (csv field limit)",
+                    line,
+                    fix="a line is probably missing its newline; check the file there",
+                ) from None
             raise GlueFormatError(path, f"unreadable TSV line: {exc}", line) from None
 
 
 # --------------------------------------------------------------------------- locating
 
 
-def resolve_glue_dir(glue_dir: str | os.PathLike[str] | None,
-                     default: str = DEFAULT_GLUE_DIR) -> tuple[Path, bool]:
+def resolve_glue_dir(glue_dir: str | os.PathLike[str] | None, default: str = DEFAULT_GLUE_DIR) -> tuple[Path, bool]:
     """Pick the GLUE root: a named ``glue_dir`` > env ``GLUE_DIR`` (if non-empty) > ``default``.
 
     Explicit beats implicit: ``GLUE_DIR`` only replaces the default folder (``glue_dir`` None,
@@ -358,20 +411,22 @@ def resolve_glue_dir(glue_dir: str | os.PathLike[str] | None,
 
 def _layout_help(spec: TaskSpec, root: Path) -> str:
     files = [spec.train_file, *spec.dev_splits.values()]
-    return ("Expected the original GLUE layout: "
-            + ", ".join(str(root / spec.dir_name / f) for f in files) + ".")
+    return "Expected the original GLUE layout: " + ", ".join(str(root / spec.dir_name / f) for f in files) + "."
 
 
 def _guidance(spec: TaskSpec, root: Path) -> str:
     files = ", ".join([spec.train_file, *spec.dev_splits.values()])
-    return (f"To provide the data: put the original GLUE TSVs under "
-            f"{root / spec.dir_name}/ ({files}), or pass --params glue_dir=<dir with "
-            f"{spec.dir_name}/>, or set the GLUE_DIR environment variable, or go online "
-            f"so '{HF_DATASET}' can be downloaded from the Hugging Face hub.")
+    return (
+        f"To provide the data: put the original GLUE TSVs under "
+        f"{root / spec.dir_name}/ ({files}), or pass --params glue_dir=<dir with "
+        f"{spec.dir_name}/>, or set the GLUE_DIR environment variable, or go online "
+        f"so '{HF_DATASET}' can be downloaded from the Hugging Face hub."
+    )
 
 
-def load_glue_task(task: str, glue_dir: str | os.PathLike[str], allow_download: bool,
-                   splits: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+def load_glue_task(
+    task: str, glue_dir: str | os.PathLike[str], allow_download: bool, splits: Sequence[str] | None = None
+) -> dict[str, pd.DataFrame]:
     """Load the train and dev split(s) of ``task`` from ``<glue_dir>/<dir_name>/``.
 
     Missing files are downloaded (see :func:`download_glue_task`) only when
@@ -384,31 +439,36 @@ def load_glue_task(task: str, glue_dir: str | os.PathLike[str], allow_download: 
     files = spec.split_files
     unknown = [s for s in wanted if s not in files]
     if unknown:
-        raise ValueError(f"Unknown split(s) {unknown} for task {spec.name}; "
-                         f"valid: {list(files)}")
+        raise ValueError(f"Unknown split(s) {unknown} for task {spec.name}; valid: {list(files)}")
     paths = {s: root / spec.dir_name / files[s] for s in wanted}
     missing = [s for s, p in paths.items() if not p.is_file()]
     for p in paths.values():
         if p.is_dir():
             raise GlueFormatError(p, "is a directory, not a GLUE .tsv file")
     if root.is_file():
-        raise GlueFormatError(root, "glue_dir is a file, not a directory",
-                              fix=f"give the directory that holds {spec.dir_name}/ (--params glue_dir=<dir>)")
+        raise GlueFormatError(
+            root,
+            "glue_dir is a file, not a directory",
+            fix=f"give the directory that holds {spec.dir_name}/ (--params glue_dir=<dir>)",
+        )
     if missing:
         if not allow_download:
             if not root.is_dir():
-                raise GlueFileNotFoundError(root, f"GLUE directory {root} does not exist. "
-                                            f"{_layout_help(spec, root)} {_guidance(spec, root)}")
+                raise GlueFileNotFoundError(
+                    root, f"GLUE directory {root} does not exist. {_layout_help(spec, root)} {_guidance(spec, root)}"
+                )
             raise GlueFileNotFoundError(
                 paths[missing[0]],
                 f"GLUE files missing for {spec.name}: "
                 + ", ".join(str(paths[s]) for s in missing)
-                + f". {_layout_help(spec, root)}")
+                + f". {_layout_help(spec, root)}",
+            )
         downloadable = [s for s in missing if s == "train" or s in spec.dev_splits]
         if len(downloadable) < len(missing):
             raise FileNotFoundError(
-                f"Test split files cannot be downloaded; provide "
-                + ", ".join(str(paths[s]) for s in missing if s not in downloadable))
+                "Test split files cannot be downloaded; provide "
+                + ", ".join(str(paths[s]) for s in missing if s not in downloadable)
+            )
         download_glue_task(spec.name, root, splits=downloadable)
     return {s: read_glue_tsv(p, spec.name, s) for s, p in paths.items()}
 
@@ -438,8 +498,9 @@ def _label_text(spec: TaskSpec, label: Any) -> str:
     return layout.tsv_labels[label]
 
 
-def _original_rows(spec: TaskSpec, split: str,
-                   examples: Iterable[Mapping[str, Any]]) -> tuple[list[str] | None, list[list[str]]]:
+def _original_rows(
+    spec: TaskSpec, split: str, examples: Iterable[Mapping[str, Any]]
+) -> tuple[list[str] | None, list[list[str]]]:
     """Convert HF examples to (header, rows) in the original GLUE layout.
 
     Fields the HF dataset does not carry (ids, genres, parses, annotator labels)
@@ -473,8 +534,7 @@ def _original_rows(spec: TaskSpec, split: str,
     return header, rows
 
 
-def _write_tsv_atomic(path: Path, header: list[str] | None, rows: list[list[str]],
-                      bom: bool = False) -> None:
+def _write_tsv_atomic(path: Path, header: list[str] | None, rows: list[list[str]], bom: bool = False) -> None:
     """Write a TSV all at once (:func:`bert_kd.core.files.write_file_atomically`)."""
 
     def write(tmp: Path) -> None:
@@ -486,13 +546,16 @@ def _write_tsv_atomic(path: Path, header: list[str] | None, rows: list[list[str]
 
 
 def _offline_env() -> list[str]:
-    return [v for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-            if os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"}]
+    return [
+        v
+        for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+        if os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"}
+    ]
 
 
-def download_glue_task(task: str, glue_dir: str | os.PathLike[str],
-                       splits: Sequence[str] | None = None,
-                       overwrite: bool = False) -> dict[str, Path]:
+def download_glue_task(
+    task: str, glue_dir: str | os.PathLike[str], splits: Sequence[str] | None = None, overwrite: bool = False
+) -> dict[str, Path]:
     """Fetch ``nyu-mll/glue`` and write train/dev splits as original GLUE TSVs.
 
     Writes ``<glue_dir>/<dir_name>/<file>`` for each split (default: train + dev
@@ -517,13 +580,17 @@ def download_glue_task(task: str, glue_dir: str | os.PathLike[str],
     except Exception as exc:  # noqa: BLE001 - any failure means "no data available"
         offline = _offline_env()
         why = f" ({', '.join(offline)} set)" if offline else ""
-        raise GlueDownloadError(f"Could not load GLUE task {spec.name} from the Hugging Face hub"
-                                f"{why}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                                str(root / spec.dir_name), _guidance(spec, root)) from exc
+        raise GlueDownloadError(
+            f"Could not load GLUE task {spec.name} from the Hugging Face hub"
+            f"{why}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            str(root / spec.dir_name),
+            _guidance(spec, root),
+        ) from exc
     for s in todo:
         if s not in ds:
-            raise RuntimeError(f"{HF_DATASET}/{spec.hf_config} has no split {s!r} "
-                               f"(has {list(ds)}). {_guidance(spec, root)}")
+            raise RuntimeError(
+                f"{HF_DATASET}/{spec.hf_config} has no split {s!r} (has {list(ds)}). {_guidance(spec, root)}"
+            )
         header, rows = _original_rows(spec, s, ds[s])
         _write_tsv_atomic(out[s], header, rows, bom=spec.name == "mrpc")
         logger.info("Wrote %d %s/%s examples to %s", len(rows), spec.name, s, out[s])

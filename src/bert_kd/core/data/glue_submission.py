@@ -28,8 +28,15 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from bert_kd.core.data.glue import _LAYOUTS, STSB_RANGE, GlueFormatError, _decoded_text, get_task, read_glue_tsv
-from bert_kd.core.data.glue import tsv_label_names
+from bert_kd.core.data.glue import (
+    _LAYOUTS,
+    STSB_RANGE,
+    GlueFormatError,
+    _decoded_text,
+    get_task,
+    read_glue_tsv,
+    tsv_label_names,
+)
 from bert_kd.core.files import file_sha256, write_file_atomically
 
 log = logging.getLogger(__name__)
@@ -59,8 +66,12 @@ def submission_files(task: str, glue_dir: str | Path, ax_file: str | Path | None
     spec = get_task(task)
     root = Path(glue_dir)
     if spec.name == "mnli":
-        files = [SubmissionFile("MNLI-m.tsv", "test_matched", root / spec.dir_name / spec.test_splits["test_matched"]),
-                 SubmissionFile("MNLI-mm.tsv", "test_mismatched", root / spec.dir_name / spec.test_splits["test_mismatched"])]
+        files = [
+            SubmissionFile("MNLI-m.tsv", "test_matched", root / spec.dir_name / spec.test_splits["test_matched"]),
+            SubmissionFile(
+                "MNLI-mm.tsv", "test_mismatched", root / spec.dir_name / spec.test_splits["test_mismatched"]
+            ),
+        ]
         return files + [SubmissionFile("AX.tsv", "test_ax", Path(ax_file) if ax_file else root / AX_FILE)]
     return [SubmissionFile(f"{spec.dir_name}.tsv", "test", root / spec.dir_name / spec.test_splits["test"])]
 
@@ -82,24 +93,41 @@ def read_test_split(path: str | Path, task: str) -> pd.DataFrame:
         header = next(rows)
         labels = [c for c in header if c in _label_columns(task)]
         if labels:
-            raise GlueFormatError(path, f"has a label column {labels[0]!r}: a dev or train file, not GLUE's "
-                                  "unlabelled test file", 1, labels[0],
-                                  fix="give the task's test.tsv from the GLUE download (its dev.tsv is scored by "
-                                      "the evaluate pipeline)")
+            raise GlueFormatError(
+                path,
+                f"has a label column {labels[0]!r}: a dev or train file, not GLUE's unlabelled test file",
+                1,
+                labels[0],
+                fix="give the task's test.tsv from the GLUE download (its dev.tsv is scored by the evaluate pipeline)",
+            )
         column = next((c for c in ("index", "id") if c in header), None)
         if column is None:
-            raise GlueFormatError(path, f"a test file needs an 'index' (QQP: 'id') column; found {header}", 1,
-                                  fix="give GLUE's test.tsv (dev/train files have labels and, for some tasks, no index)")
+            raise GlueFormatError(
+                path,
+                f"a test file needs an 'index' (QQP: 'id') column; found {header}",
+                1,
+                fix="give GLUE's test.tsv (dev/train files have labels and, for some tasks, no index)",
+            )
         position = header.index(column)
         index, first_line = [], {}
         for row in rows:
             line, value = rows.line_num, row[position].strip()
             if not value:
-                raise GlueFormatError(path, f"empty index ({column!r} column)", line, column,
-                                      fix="every test row needs the index the server matches its prediction on")
+                raise GlueFormatError(
+                    path,
+                    f"empty index ({column!r} column)",
+                    line,
+                    column,
+                    fix="every test row needs the index the server matches its prediction on",
+                )
             if value in first_line:
-                raise GlueFormatError(path, f"index {value!r} repeats line {first_line[value]}", line, column,
-                                      fix="give GLUE's test file as downloaded: each row has its own index")
+                raise GlueFormatError(
+                    path,
+                    f"index {value!r} repeats line {first_line[value]}",
+                    line,
+                    column,
+                    fix="give GLUE's test file as downloaded: each row has its own index",
+                )
             first_line[value] = line
             index.append(value)
     if len(index) != len(frame):

@@ -66,8 +66,12 @@ def tokenize_splits(splits: Mapping[str, pd.DataFrame], tokenizer, max_length: i
     """Tokenize every split of a task into a ``datasets.DatasetDict`` (``with_offsets``: see :func:`tokenize_frame`)."""
     from datasets import DatasetDict
 
-    return DatasetDict({name: tokenize_frame(frame, tokenizer, max_length, with_offsets=with_offsets)
-                        for name, frame in splits.items()})
+    return DatasetDict(
+        {
+            name: tokenize_frame(frame, tokenizer, max_length, with_offsets=with_offsets)
+            for name, frame in splits.items()
+        }
+    )
 
 
 def merge_tokenized(primary, others: Mapping[str, object]):

@@ -28,9 +28,9 @@ from sklearn.decomposition import PCA  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 from bert_kd.core.distill.losses import alp_attention  # noqa: E402
-from bert_kd.core.layer_maps import layer_map  # noqa: E402
 from bert_kd.core.distill.outputs import forward_features  # noqa: E402
 from bert_kd.core.files import write_file_atomically  # noqa: E402
+from bert_kd.core.layer_maps import layer_map  # noqa: E402
 from bert_kd.core.models import num_layers  # noqa: E402
 
 TEACHER_COLOR, ALP_COLOR, PKD_COLOR = "#55A868", "#C44E52", "#4C72B0"  # as in the paper: green, red, blue
@@ -104,14 +104,22 @@ def alp_attention_per_example(
 def alp_attention_figure(result: AlphaPerExample, title: str = "ALP-KD α per example (Figure 3)"):
     """One panel per student layer: rows = examples, columns = teacher layers."""
     n_examples, n_student, n_teacher = result.alpha.shape
-    fig, axes = plt.subplots(1, n_student, figsize=(1.2 + (0.45 * n_teacher + 0.6) * n_student, 1.2 + 0.35 * n_examples),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, n_student, figsize=(1.2 + (0.45 * n_teacher + 0.6) * n_student, 1.2 + 0.35 * n_examples), squeeze=False
+    )
     image = None
     for j, ax in enumerate(axes[0]):
         if not result.connected[j]:
             ax.set_facecolor("#EEEEEE")
-            ax.text(0.5, 0.5, "not connected\n(no teacher layer)", ha="center", va="center", transform=ax.transAxes,
-                    fontsize=8)
+            ax.text(
+                0.5,
+                0.5,
+                "not connected\n(no teacher layer)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=8,
+            )
             ax.set_xticks([])
             ax.set_yticks([])
         else:
@@ -170,8 +178,10 @@ def layer_alignment(
                 raise ValueError(f"pairs: student layer {s_layer} outside 1..{states.shape[1]} of {name!r}")
             x = states[:, s_layer - 1].double().cpu().numpy()
             if x.shape[1] != teacher_x.shape[1]:
-                raise ValueError(f"student {name!r} width {x.shape[1]} != teacher width {teacher_x.shape[1]}: "
-                                 "pass its projection in `projections`")
+                raise ValueError(
+                    f"student {name!r} width {x.shape[1]} != teacher width {teacher_x.shape[1]}: "
+                    "pass its projection in `projections`"
+                )
             xs[name] = x
         pca = PCA(n_components=2, random_state=seed).fit(np.concatenate(list(xs.values())))
         points = {name: pca.transform(x) for name, x in xs.items()}
@@ -192,7 +202,9 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
     for a in alignments:
         for name in a.points:
             if name not in colors:
-                colors[name] = ALP_COLOR if "alp" in name.lower() else PKD_COLOR if "pkd" in name.lower() else next(palette)
+                colors[name] = (
+                    ALP_COLOR if "alp" in name.lower() else PKD_COLOR if "pkd" in name.lower() else next(palette)
+                )
     fig, axes = plt.subplots(2, len(alignments), figsize=(max(6.5, 0.5 + 4.0 * len(alignments)), 6.4), squeeze=False)
     for col, a in enumerate(alignments):
         top, bottom = axes[0][col], axes[1][col]
@@ -223,11 +235,26 @@ def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
     for e, example in enumerate(result.examples):
         for j in range(n_student):
             if not result.connected[j]:
-                rows.append({"example": int(example), "student_layer": j + 1, "connected": False,
-                             "teacher_layer": None, "alpha": None})
+                rows.append(
+                    {
+                        "example": int(example),
+                        "student_layer": j + 1,
+                        "connected": False,
+                        "teacher_layer": None,
+                        "alpha": None,
+                    }
+                )
                 continue
-            rows += [{"example": int(example), "student_layer": j + 1, "connected": True, "teacher_layer": k + 1,
-                      "alpha": round(float(result.alpha[e, j, k]), 6)} for k in range(n_teacher)]
+            rows += [
+                {
+                    "example": int(example),
+                    "student_layer": j + 1,
+                    "connected": True,
+                    "teacher_layer": k + 1,
+                    "alpha": round(float(result.alpha[e, j, k]), 6),
+                }
+                for k in range(n_teacher)
+            ]
     return pd.DataFrame(rows, columns=["example", "student_layer", "connected", "teacher_layer", "alpha"])
 
 
@@ -239,10 +266,17 @@ def alignment_table(alignments: Sequence[LayerAlignment], examples: Sequence[int
         for name, xy in a.points.items():
             distance = a.cosine_distance.get(name)
             for i, (x, y) in enumerate(xy):
-                rows.append({"student_layer": a.student_layer, "teacher_layer": a.teacher_layer, "model": name,
-                             "example": int(examples[i]) if examples is not None else i, "pc1": round(float(x), 6),
-                             "pc2": round(float(y), 6),
-                             "cosine_distance": None if distance is None else round(float(distance[i]), 6)})
+                rows.append(
+                    {
+                        "student_layer": a.student_layer,
+                        "teacher_layer": a.teacher_layer,
+                        "model": name,
+                        "example": int(examples[i]) if examples is not None else i,
+                        "pc1": round(float(x), 6),
+                        "pc2": round(float(y), 6),
+                        "cosine_distance": None if distance is None else round(float(distance[i]), 6),
+                    }
+                )
     return pd.DataFrame(rows)
 
 

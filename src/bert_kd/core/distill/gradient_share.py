@@ -66,12 +66,17 @@ def shares_for(unweighted_norms: Mapping[str, float], weights: Mapping[str, floa
     ``weights`` that were not measured count as 0)."""
     norms = {term: float(w) * float(unweighted_norms.get(term, 0.0)) for term, w in weights.items()}
     total = sum(norms.values())
-    return [TermShare(term, float(weights[term]), float(unweighted_norms.get(term, 0.0)), norm,
-                      norm / total if total > 0 else 0.0) for term, norm in norms.items()]
+    return [
+        TermShare(
+            term, float(weights[term]), float(unweighted_norms.get(term, 0.0)), norm, norm / total if total > 0 else 0.0
+        )
+        for term, norm in norms.items()
+    ]
 
 
-def mean_term_norms(objective, batches: Iterable[Mapping[str, Tensor]], *, seed: int = 0,
-                    all_terms: Sequence[str] = ()) -> dict[str, float]:
+def mean_term_norms(
+    objective, batches: Iterable[Mapping[str, Tensor]], *, seed: int = 0, all_terms: Sequence[str] = ()
+) -> dict[str, float]:
     """Mean ‖∂L_t/∂θ‖ over ``batches`` for every term (``all_terms``: terms to compute even
     when the active weights switch them off, e.g. the other stages of a staged recipe).
 
@@ -102,10 +107,14 @@ def recipe_weight_sets(method) -> list[tuple[str, dict[str, float]]]:
     schedule = getattr(method, "schedule", None)
     if schedule is None:
         return [("", {t: float(w) for t, w in method.weights.items()})]
-    return [(f"stage{i + 1}", {t: float(w) for t, w in stage.weights.items()}) for i, stage in enumerate(schedule.stages)]
+    return [
+        (f"stage{i + 1}", {t: float(w) for t, w in stage.weights.items()}) for i, stage in enumerate(schedule.stages)
+    ]
 
 
-def measure_recipe_shares(objective, batches: Sequence[Mapping[str, Tensor]], seed: int = 0) -> list[tuple[str, list[TermShare]]]:
+def measure_recipe_shares(
+    objective, batches: Sequence[Mapping[str, Tensor]], seed: int = 0
+) -> list[tuple[str, list[TermShare]]]:
     """Per weight set of the objective's recipe (:func:`recipe_weight_sets`): every term's share."""
     sets = recipe_weight_sets(objective.method)
     terms = sorted({t for _, weights in sets for t, w in weights.items() if w > 0})
@@ -126,9 +135,11 @@ def inert_warnings(measured: Sequence[tuple[str, Sequence[TermShare]]], name: st
         where = f" ({label})" if label else ""
         for r in rows:
             if r.inert:
-                lines.append(f"{name + ': ' if name else ''}loss term {r.term!r}{where} has weight {r.weight:g} but only "
-                             f"{100 * r.share:.1f}% of the student's gradient (< {100 * INERT_SHARE:.0f}%): it barely "
-                             "trains the student; raise its weight to make it count")
+                lines.append(
+                    f"{name + ': ' if name else ''}loss term {r.term!r}{where} has weight {r.weight:g} but only "
+                    f"{100 * r.share:.1f}% of the student's gradient (< {100 * INERT_SHARE:.0f}%): it barely "
+                    "trains the student; raise its weight to make it count"
+                )
     return lines
 
 
@@ -140,8 +151,9 @@ def first_batches(dataset, batch_size: int, collator, n: int) -> list[dict[str, 
     return [batch for _, batch in zip(range(n), loader)]
 
 
-def log_gradient_shares(run, objective, dataset, collator, batch_size: int, batches: int, name: str = "",
-                        seed: int = 0) -> list[tuple[str, list[TermShare]]]:
+def log_gradient_shares(
+    run, objective, dataset, collator, batch_size: int, batches: int, name: str = "", seed: int = 0
+) -> list[tuple[str, list[TermShare]]]:
     """Measure on the first ``batches`` training batches, log ``grad_share/*`` metrics (step 0) and
     the ``grad_share.batches`` param to ``run`` (a :class:`~bert_kd.tracking.RunLogger`) and warn
     about inert terms (log + tag ``grad_share.warning``). ``batches = 0`` measures nothing."""

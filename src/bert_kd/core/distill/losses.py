@@ -21,7 +21,7 @@ Equation numbers: "ALP" = Passban et al. 2021 (ALP-KD), "TED" = Liang et al. 202
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +50,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- helpers
 
 
-def _check_tensor(name: str, x: object, ndim: Optional[int] = None) -> Tensor:
+def _check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
     if not isinstance(x, Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -63,8 +63,7 @@ def _check_tensor(name: str, x: object, ndim: Optional[int] = None) -> Tensor:
 def _check_same_shape(a_name: str, a: Tensor, b_name: str, b: Tensor) -> None:
     if a.shape != b.shape:
         raise ValueError(
-            f"{a_name} has shape {tuple(a.shape)} but {b_name} has shape {tuple(b.shape)}; "
-            "they must match"
+            f"{a_name} has shape {tuple(a.shape)} but {b_name} has shape {tuple(b.shape)}; they must match"
         )
 
 
@@ -83,21 +82,18 @@ def _check_logits(student_logits: Tensor, teacher_logits: Tensor) -> None:
     _check_same_shape("student_logits", student_logits, "teacher_logits", teacher_logits)
 
 
-def _check_mask(mask: Optional[Tensor], expected_shape: torch.Size, what: str) -> Optional[Tensor]:
+def _check_mask(mask: Tensor | None, expected_shape: torch.Size, what: str) -> Tensor | None:
     """Return a bool mask of ``expected_shape`` (or ``None``)."""
     if mask is None:
         return None
     if not isinstance(mask, Tensor):
         raise ValueError(f"attention_mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.shape != expected_shape:
-        raise ValueError(
-            f"attention_mask has shape {tuple(mask.shape)} but {what} expects "
-            f"{tuple(expected_shape)}"
-        )
+        raise ValueError(f"attention_mask has shape {tuple(mask.shape)} but {what} expects {tuple(expected_shape)}")
     return mask != 0
 
 
-def _masked_mean(err: Tensor, mask: Optional[Tensor]) -> Tensor:
+def _masked_mean(err: Tensor, mask: Tensor | None) -> Tensor:
     """Mean of ``err`` over positions where ``mask`` (broadcastable, bool) is true; 0 if none."""
     if mask is None:
         return err.mean()
@@ -107,7 +103,7 @@ def _masked_mean(err: Tensor, mask: Optional[Tensor]) -> Tensor:
     return total / count
 
 
-def _zero_where_masked(x: Tensor, mask: Optional[Tensor]) -> Tensor:
+def _zero_where_masked(x: Tensor, mask: Tensor | None) -> Tensor:
     """Replace masked-out entries by 0 *before* arithmetic so -inf/NaN padding scores
     (HF uses dtype-min for masked keys) cannot leak NaN into values or gradients."""
     if mask is None:
@@ -123,18 +119,14 @@ def _check_layer_list(name: str, xs: object) -> list[Tensor]:
     return list(xs)
 
 
-def _mapping_mask(
-    buckets: Optional[Sequence[Sequence[int]]], m: int, n: int, device: torch.device
-) -> Tensor:
+def _mapping_mask(buckets: Sequence[Sequence[int]] | None, m: int, n: int, device: torch.device) -> Tensor:
     """Bool (m, n) mask: ``mask[j, k-1]`` true iff teacher layer k is in bucket of student j+1."""
     if buckets is None:
         return torch.ones(m, n, dtype=torch.bool, device=device)
     if isinstance(buckets, (str, bytes)) or not isinstance(buckets, (list, tuple)):
         raise ValueError(f"buckets must be a layer_map result (list of lists), got {buckets!r}")
     if len(buckets) != m:
-        raise ValueError(
-            f"student_cls has {m} layers but the buckets mapping has {len(buckets)} entries"
-        )
+        raise ValueError(f"student_cls has {m} layers but the buckets mapping has {len(buckets)} entries")
     mask = torch.zeros(m, n, dtype=torch.bool)
     for j, bucket in enumerate(buckets, start=1):
         if isinstance(bucket, (str, bytes)) or not isinstance(bucket, (list, tuple)):
@@ -225,8 +217,7 @@ def _check_cls_pair(student_cls: Tensor, teacher_cls: Tensor) -> None:
     _check_tensor("teacher_cls", teacher_cls, ndim=3)
     if student_cls.shape[0] != teacher_cls.shape[0]:
         raise ValueError(
-            f"student_cls has batch size {student_cls.shape[0]} but teacher_cls has "
-            f"{teacher_cls.shape[0]}"
+            f"student_cls has batch size {student_cls.shape[0]} but teacher_cls has {teacher_cls.shape[0]}"
         )
 
 
@@ -256,8 +247,7 @@ def gather_one_to_one(
         k = entry[0]
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_t:
             raise ValueError(
-                f"mapping entry for student layer {j} refers to teacher layer {k!r} but "
-                f"teacher_cls has layers 1..{n_t}"
+                f"mapping entry for student layer {j} refers to teacher layer {k!r} but teacher_cls has layers 1..{n_t}"
             )
         s_idx.append(j - 1)
         t_idx.append(k - 1)
@@ -277,8 +267,7 @@ def pkd_loss(student_cls: Tensor, teacher_cls: Tensor) -> Tensor:
     _check_cls_pair(student_cls, teacher_cls)
     if student_cls.shape[1] != teacher_cls.shape[1]:
         raise ValueError(
-            f"student_cls has {student_cls.shape[1]} layers but teacher_cls mapping expects "
-            f"{teacher_cls.shape[1]}"
+            f"student_cls has {student_cls.shape[1]} layers but teacher_cls mapping expects {teacher_cls.shape[1]}"
         )
     if student_cls.shape[2] != teacher_cls.shape[2]:
         raise ValueError(
@@ -300,7 +289,7 @@ def _check_alp_inputs(student_cls: Tensor, teacher_cls: Tensor) -> None:
 
 
 def _alp_weights(
-    student_cls: Tensor, teacher_cls: Tensor, buckets: Optional[Sequence[Sequence[int]]]
+    student_cls: Tensor, teacher_cls: Tensor, buckets: Sequence[Sequence[int]] | None
 ) -> tuple[Tensor, Tensor]:
     """Eq. 5-6 weights ``(B, m, n)`` and the float ``(m,)`` indicator of connected student layers."""
     m, n = student_cls.shape[1], teacher_cls.shape[1]
@@ -315,9 +304,7 @@ def _alp_weights(
     return alpha, connected
 
 
-def alp_attention(
-    student_cls: Tensor, teacher_cls: Tensor, buckets: Optional[Sequence[Sequence[int]]] = None
-) -> Tensor:
+def alp_attention(student_cls: Tensor, teacher_cls: Tensor, buckets: Sequence[Sequence[int]] | None = None) -> Tensor:
     """ALP-KD attention weights (Eq. 5-6): ``alpha[b, j, k] = softmax_{k in A(j)} (h_S^j . h_T^k)``.
 
     ``student_cls`` ``(B, m, H)``, ``teacher_cls`` ``(B, n, H)`` -> ``(B, m, n)``.  ``buckets``
@@ -331,9 +318,7 @@ def alp_attention(
     return alpha
 
 
-def alp_loss(
-    student_cls: Tensor, teacher_cls: Tensor, buckets: Optional[Sequence[Sequence[int]]] = None
-) -> Tensor:
+def alp_loss(student_cls: Tensor, teacher_cls: Tensor, buckets: Sequence[Sequence[int]] | None = None) -> Tensor:
     """ALP-KD loss (Eq. 7): mean over batch of ``sum_{connected j} MSE(h_S^j, C^j)`` with
     ``C^j = sum_k alpha_jk h_T^k`` (Eq. 5-6) and MSE = mean over the hidden dimension.
 
@@ -349,7 +334,7 @@ def alp_loss(
 # ----------------------------------------------------------------------------- token-level losses
 
 
-def _check_token_pair(student: Tensor, teacher: Tensor, attention_mask: Optional[Tensor]) -> Optional[Tensor]:
+def _check_token_pair(student: Tensor, teacher: Tensor, attention_mask: Tensor | None) -> Tensor | None:
     """Validate same-shape ``(..., D)`` student/teacher tensors and their ``(...)`` mask."""
     _check_tensor("student", student)
     _check_tensor("teacher", teacher)
@@ -359,7 +344,7 @@ def _check_token_pair(student: Tensor, teacher: Tensor, attention_mask: Optional
     return _check_mask(attention_mask, student.shape[:-1], f"student of shape {tuple(student.shape)}")
 
 
-def masked_mse(student: Tensor, teacher: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
+def masked_mse(student: Tensor, teacher: Tensor, attention_mask: Tensor | None = None) -> Tensor:
     """MSE between token-level tensors ``(B, L, D)`` (TinyBERT Eq. 8-9 ``L_hidn``/``L_embd``,
     TED Eq. 2, MT Eq. 2/11), mean over valid tokens (``attention_mask`` ``(B, L)`` of 0/1,
     pooled over the batch) and over ``D``.  Any ``(..., D)`` shape works with a mask of shape
@@ -377,9 +362,7 @@ def masked_mse(student: Tensor, teacher: Tensor, attention_mask: Optional[Tensor
     return _masked_mean(per_token, mask)
 
 
-def attention_score_mse(
-    student_scores: Tensor, teacher_scores: Tensor, attention_mask: Optional[Tensor] = None
-) -> Tensor:
+def attention_score_mse(student_scores: Tensor, teacher_scores: Tensor, attention_mask: Tensor | None = None) -> Tensor:
     """Attention-matrix MSE (TinyBERT ``L_attn``; MT Eq. 6-7): ``(B, Hs, L, L)`` vs ``(B, Ht, L, L)``.
 
     If ``Hs == Ht``: mean over heads of the per-head MSE.  Otherwise both are first averaged
@@ -412,7 +395,7 @@ def attention_score_mse(
     return _masked_mean(err, pair)
 
 
-def cosine_hidden_loss(student: Tensor, teacher: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
+def cosine_hidden_loss(student: Tensor, teacher: Tensor, attention_mask: Tensor | None = None) -> Tensor:
     """DistilBERT cosine-embedding loss (Sanh et al. 2019): mean over valid tokens of
     ``1 - cos(s, t)``; ``(B, L, D)`` with ``attention_mask`` ``(B, L)`` (or ``(..., D)`` with a
     ``(...)`` mask).  Widths must match.
@@ -437,14 +420,16 @@ def _paired_layers(t_name: str, teacher: object, s_name: str, student: object, w
 
 
 def ted_mse(
-    filtered_teacher: Sequence[Tensor], filtered_student: Sequence[Tensor], attention_mask: Optional[Tensor] = None
+    filtered_teacher: Sequence[Tensor], filtered_student: Sequence[Tensor], attention_mask: Tensor | None = None
 ) -> Tensor:
     """TED task-aware layer-wise loss (TED Eq. 6, used in Eq. 7):
     ``sum_k masked_mse(g_s^k(H_s^k), g_t^k(H_t^{M(k)}))`` over all (valid) token positions.
 
     Note the argument order: teacher list first.  Lists are aligned per student layer ``k``.
     """
-    t_list, s_list = _paired_layers("filtered_teacher", filtered_teacher, "filtered_student", filtered_student, "ted_mse")
+    t_list, s_list = _paired_layers(
+        "filtered_teacher", filtered_teacher, "filtered_student", filtered_student, "ted_mse"
+    )
     return sum(masked_mse(s, t, attention_mask) for s, t in zip(s_list, t_list))
 
 
@@ -471,7 +456,7 @@ def group_mean_mse(
     student_states: Sequence[Tensor],
     teacher_states: Sequence[Tensor],
     groups: Sequence[Sequence[int]],
-    attention_mask: Optional[Tensor] = None,
+    attention_mask: Tensor | None = None,
     kind: str = "auto",
 ) -> Tensor:
     """One-to-many layer loss for ONE teacher (MT Eq. 2-4 hidden states, Eq. 7-9 attention):
@@ -491,9 +476,7 @@ def group_mean_mse(
     if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
         raise ValueError(f"groups must be a layer_map result (list of lists), got {groups!r}")
     if len(groups) != len(s_list):
-        raise ValueError(
-            f"student_states has {len(s_list)} layers but the groups mapping has {len(groups)} entries"
-        )
+        raise ValueError(f"student_states has {len(s_list)} layers but the groups mapping has {len(groups)} entries")
     if not s_list:
         raise ValueError("group_mean_mse needs at least one student layer")
     n_t = len(t_list)

@@ -46,8 +46,16 @@ class TeacherCache:
 
 
 @torch.no_grad()
-def build_teacher_cache(teacher: nn.Module, dataset, batch_size: int = 64, prefix: str = "", key: str = "",
-                        collator=None, progress: bool = True, autocast_dtype: torch.dtype | None = None) -> TeacherCache:
+def build_teacher_cache(
+    teacher: nn.Module,
+    dataset,
+    batch_size: int = 64,
+    prefix: str = "",
+    key: str = "",
+    collator=None,
+    progress: bool = True,
+    autocast_dtype: torch.dtype | None = None,
+) -> TeacherCache:
     """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states
     (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast)."""
     was_training = teacher.training
@@ -125,8 +133,11 @@ class DistillationObjective(Objective):
         attention = bool(needs.get("attention"))
         # no_grad, not inference_mode: the losses save teacher tensors for backward, which inference
         # tensors refuse, and the copy that would need costs what inference_mode saves (measured on the main job)
-        with torch.no_grad(), self.frozen_autocast(), \
-                attention_implementation(self.teachers[k], self.method.teacher_attention):
+        with (
+            torch.no_grad(),
+            self.frozen_autocast(),
+            attention_implementation(self.teachers[k], self.method.teacher_attention),
+        ):
             features = forward_features(
                 self.teachers[k],
                 batch,
@@ -173,7 +184,9 @@ def as_float32(features: Features) -> Features:
             return {k: cast(v) for k, v in value.items()}
         return value
 
-    return dataclasses.replace(features, **{f.name: cast(getattr(features, f.name)) for f in dataclasses.fields(features)})
+    return dataclasses.replace(
+        features, **{f.name: cast(getattr(features, f.name)) for f in dataclasses.fields(features)}
+    )
 
 
 def validate_weights(weights: dict[str, float], term_names: tuple[str, ...]) -> dict[str, float]:
@@ -214,7 +227,7 @@ class WeightSchedule:
     stages: tuple[Stage, ...]
 
     @classmethod
-    def parse(cls, stages, term_names: Sequence[str], key: str = "stages") -> "WeightSchedule":
+    def parse(cls, stages, term_names: Sequence[str], key: str = "stages") -> WeightSchedule:
         """Validate a recipe's ``stages`` list; ValueError naming ``key[i].<field>`` otherwise."""
         if not isinstance(stages, (list, tuple)) or not stages:
             raise ValueError(f"{key} must be a non-empty list of stages ({{epochs|fraction, weights}}), got {stages!r}")
@@ -229,17 +242,24 @@ class WeightSchedule:
             last = i == len(stages) - 1
             epochs, fraction = stage.get("epochs"), stage.get("fraction")
             if last and (epochs is not None or fraction is not None):
-                raise ValueError(f"{where} is the last stage and runs to the end of training: drop its "
-                                 f"{'epochs' if epochs is not None else 'fraction'}")
+                raise ValueError(
+                    f"{where} is the last stage and runs to the end of training: drop its "
+                    f"{'epochs' if epochs is not None else 'fraction'}"
+                )
             if not last and (epochs is None) == (fraction is None):
                 raise ValueError(f"{where} needs exactly one of epochs (a count) or fraction (of the run's epochs)")
             if epochs is not None:
-                if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 1 \
-                        or not float(epochs).is_integer():
+                if (
+                    isinstance(epochs, bool)
+                    or not isinstance(epochs, (int, float))
+                    or epochs < 1
+                    or not float(epochs).is_integer()
+                ):
                     raise ValueError(f"{where}.epochs must be a whole number >= 1, got {epochs!r}")
                 epochs = int(epochs)
-            if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-                                         or not 0 < fraction < 1):
+            if fraction is not None and (
+                isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1
+            ):
                 raise ValueError(f"{where}.fraction must be a number in (0, 1), got {fraction!r}")
             given = stage.get("weights")
             if not isinstance(given, Mapping) or not given:
@@ -258,7 +278,9 @@ class WeightSchedule:
     def stage_lengths(self, n_epochs: int) -> list[int]:
         """Epochs of every stage in a run of ``n_epochs``; ValueError naming ``stages`` when a stage
         would get no epoch."""
-        lengths = [s.epochs if s.epochs is not None else math.floor(s.fraction * n_epochs + 0.5) for s in self.stages[:-1]]
+        lengths = [
+            s.epochs if s.epochs is not None else math.floor(s.fraction * n_epochs + 0.5) for s in self.stages[:-1]
+        ]
         lengths.append(n_epochs - sum(lengths))
         empty = [i for i, n in enumerate(lengths) if n < 1]
         if empty:
@@ -293,7 +315,9 @@ def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
         batch = {k: v.to(device) for k, v in batch.items()}
         student = objective.student_features(batch)
         # live teachers: the cache holds training examples only, and dev ids overlap train ids
-        teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
+        teachers = {
+            k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))
+        }
         objective.method.observe(student, teachers, batch)
     objective.train(was_training)
     return objective.method.diagnostics()

@@ -68,7 +68,9 @@ def comparison_bars(
         raise ValueError(f"comparison_bars: {len(names)} names but {len(scores)} scores")
     if errors is not None and len(errors) != len(scores):
         raise ValueError(f"comparison_bars: {len(errors)} errors for {len(scores)} scores")
-    errors_list = [0.0 if e is None or not math.isfinite(float(e)) else float(e) for e in errors] if errors is not None else None
+    errors_list = (
+        [0.0 if e is None or not math.isfinite(float(e)) else float(e) for e in errors] if errors is not None else None
+    )
     order = sorted(range(len(scores)), key=lambda i: float(scores[i]))  # barh draws bottom-up: best on top
     labels = [str(names[i]).replace("\n", " ") for i in order]
     values = [float(scores[i]) for i in order]
@@ -79,7 +81,9 @@ def comparison_bars(
     if counts is not None:
         labels = [f"{label} (n={counts[i]})" for label, i in zip(labels, order)]
 
-    extent = values + ([v - e for v, e in zip(values, spreads)] + [v + e for v, e in zip(values, spreads)] if spreads else [])
+    extent = values + (
+        [v - e for v, e in zip(values, spreads)] + [v + e for v, e in zip(values, spreads)] if spreads else []
+    )
     anchored = floor is not None and math.isfinite(float(floor))
     if anchored:
         on_axis = extent + [float(floor)] + ([float(reference)] if reference is not None else [])
@@ -96,24 +100,47 @@ def comparison_bars(
     width = max(8.0 if anchored else 6.0, 4.0 + 0.09 * max(len(s) for s in labels))
     fig, ax = plt.subplots(figsize=(width, (2.4 if anchored else 1.4) + 0.45 * len(values)))
     positions = np.arange(len(values))
-    ax.barh(positions, [v - low for v in values], left=low, color=BAR_COLOR, height=0.6,
-            xerr=spreads, error_kw={"ecolor": "black", "capsize": 4, "elinewidth": 1.2})
+    ax.barh(
+        positions,
+        [v - low for v in values],
+        left=low,
+        color=BAR_COLOR,
+        height=0.6,
+        xerr=spreads,
+        error_kw={"ecolor": "black", "capsize": 4, "elinewidth": 1.2},
+    )
     ax.set_yticks(positions, labels)
     # A value column at the right edge, clear of bars, error bars and the teacher line.
     ax.set_xlim(low, high + 0.32 * span)
     ax.axvspan(high, high + 0.32 * span, color="white", zorder=2)
     for y, value, spread in zip(positions, values, spreads or [0.0] * len(values)):
         text = rounded(value, 3) + (f" ± {spread:.3f}" if spreads and spread > 0 and not band else "")
-        ax.text(0.99, y, text, va="center", ha="right", fontsize=8, zorder=3,
-                transform=matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData))
+        ax.text(
+            0.99,
+            y,
+            text,
+            va="center",
+            ha="right",
+            fontsize=8,
+            zorder=3,
+            transform=matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData),
+        )
     student_label = "students" + (" (mean ± std)" if spreads and not band else "")
     if band:
         student_label += f" (± {band:.3f}: noise of one dev-set run)"
     handles = [Patch(color=BAR_COLOR, label=student_label)]
     if band:
         top = max(values)
-        handles.append(ax.axvspan(top - band, min(top + band, high), color=BAR_COLOR, alpha=0.15, zorder=0,
-                                  label=f"within ± {band:.3f} of the top score"))
+        handles.append(
+            ax.axvspan(
+                top - band,
+                min(top + band, high),
+                color=BAR_COLOR,
+                alpha=0.15,
+                zorder=0,
+                label=f"within ± {band:.3f} of the top score",
+            )
+        )
     if reference is not None:
         label = f"{reference_label} {reference:.3f}" + ("" if reference_on_scale else " (off this scale)")
         line = ax.axvline(reference, color="black", linestyle="--", linewidth=1.2, label=label, zorder=1)
@@ -122,8 +149,16 @@ def comparison_bars(
             line = plt.Line2D([], [], color="black", linestyle="--", label=label)
         handles.append(line)
     if anchored:
-        handles.append(ax.axvline(float(floor), color="#C44E52", linestyle=":", linewidth=1.5, zorder=1,
-                                  label=f"majority class {float(floor):.3f}"))
+        handles.append(
+            ax.axvline(
+                float(floor),
+                color="#C44E52",
+                linestyle=":",
+                linewidth=1.5,
+                zorder=1,
+                label=f"majority class {float(floor):.3f}",
+            )
+        )
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
     ticks = [t for t in ax.get_xticks() if low <= t <= high]
     ax.set_xticks(ticks)
@@ -135,8 +170,14 @@ def comparison_bars(
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     if anchored:  # below the axis: the bars keep the figure's width
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.12 - 0.6 / len(values)), ncol=2,
-                  frameon=False, fontsize=8)
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(0.0, -0.12 - 0.6 / len(values)),
+            ncol=2,
+            frameon=False,
+            fontsize=8,
+        )
     else:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
     fig.tight_layout()
@@ -176,16 +217,34 @@ def attention_heatmap(
     image = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
     for j in range(n_student):
         if not connected[j]:
-            ax.add_patch(plt.Rectangle((-0.5, j - 0.5), n_teacher, 1, facecolor=NOT_CONNECTED, hatch="///",
-                                       edgecolor="white", linewidth=0))
-            ax.text((n_teacher - 1) / 2, j, "not connected", ha="center", va="center", fontsize=9,
-                    color="#404040", bbox={"facecolor": NOT_CONNECTED, "edgecolor": "none", "pad": 1.5})
+            ax.add_patch(
+                plt.Rectangle(
+                    (-0.5, j - 0.5), n_teacher, 1, facecolor=NOT_CONNECTED, hatch="///", edgecolor="white", linewidth=0
+                )
+            )
+            ax.text(
+                (n_teacher - 1) / 2,
+                j,
+                "not connected",
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="#404040",
+                bbox={"facecolor": NOT_CONNECTED, "edgecolor": "none", "pad": 1.5},
+            )
             continue
         for k in range(n_teacher):
             if allowed[j, k]:
                 value = values[j, k]
-                ax.text(k, j, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                        color="white" if value >= 0.6 * vmax else "black")
+                ax.text(
+                    k,
+                    j,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="white" if value >= 0.6 * vmax else "black",
+                )
     ax.set_xticks(range(n_teacher), [str(k + 1) for k in range(n_teacher)])
     ax.set_yticks(range(n_student), [str(j + 1) for j in range(n_student)])
     restricted = bool((~allowed & connected[:, None]).any())

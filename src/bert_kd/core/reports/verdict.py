@@ -93,11 +93,17 @@ class Verdict:
         return tags
 
 
-def comparison_verdict(scores: Mapping[str, float], majority: float | None, tolerance: float,
-                       metric: str = "score", *, teacher: float | None = None,
-                       same_as: Mapping[str, str] | None = None,
-                       correct: Mapping[str, Sequence[int] | str] | None = None,
-                       alpha: float = PAIRED_TEST_ALPHA) -> Verdict:
+def comparison_verdict(
+    scores: Mapping[str, float],
+    majority: float | None,
+    tolerance: float,
+    metric: str = "score",
+    *,
+    teacher: float | None = None,
+    same_as: Mapping[str, str] | None = None,
+    correct: Mapping[str, Sequence[int] | str] | None = None,
+    alpha: float = PAIRED_TEST_ALPHA,
+) -> Verdict:
     """``scores``: each student row's primary metric; ``teacher``: the teacher's; ``same_as``: row →
     the earlier row that is the same job (its score is not a second opinion); ``correct``: per-row
     dev correctness for the paired test.
@@ -106,20 +112,32 @@ def comparison_verdict(scores: Mapping[str, float], majority: float | None, tole
     student is, or when the top row is within ``tolerance`` of another row that an exact McNemar
     test (``p < alpha``, where both rows have predictions) does not separate from it: those rows tie."""
     finite = {name: float(s) for name, s in scores.items() if s is not None and math.isfinite(float(s))}
-    same_as = {row: first for row, first in (same_as or {}).items() if row in finite and first in finite and row != first}
+    same_as = {
+        row: first for row, first in (same_as or {}).items() if row in finite and first in finite and row != first
+    }
     if not finite:
         return Verdict(None, "no student has a score", tolerance, kind=EMPTY, same_as=same_as)
     band = f"±{tolerance:.4f}" if tolerance else "exactly"
     floor_known = majority is not None and math.isfinite(majority)
     if floor_known and teacher is not None and math.isfinite(teacher) and teacher - majority <= tolerance:
-        return Verdict(None, f"the teacher itself ties with the majority class ({metric} {teacher:.4f} against "
-                             f"{majority:.4f}, {band}): it learned nothing to distil, so the students cannot be "
-                             "compared; train the teacher on more rows or for more epochs; no best student",
-                       tolerance, kind=TEACHER_FLOOR, same_as=same_as)
+        return Verdict(
+            None,
+            f"the teacher itself ties with the majority class ({metric} {teacher:.4f} against "
+            f"{majority:.4f}, {band}): it learned nothing to distil, so the students cannot be "
+            "compared; train the teacher on more rows or for more epochs; no best student",
+            tolerance,
+            kind=TEACHER_FLOOR,
+            same_as=same_as,
+        )
     if floor_known and all(abs(s - majority) <= tolerance for s in finite.values()):
-        return Verdict(None, f"every student ties with the majority class ({metric} {majority:.4f}, {band}): "
-                             "no student learned more than the label prior; no best student", tolerance,
-                       kind=FLOOR, same_as=same_as)
+        return Verdict(
+            None,
+            f"every student ties with the majority class ({metric} {majority:.4f}, {band}): "
+            "no student learned more than the label prior; no best student",
+            tolerance,
+            kind=FLOOR,
+            same_as=same_as,
+        )
     jobs = sorted((row for row in finite if row not in same_as), key=lambda row: -finite[row])
     top = jobs[0]
     correct = correct or {}
@@ -128,17 +146,28 @@ def comparison_verdict(scores: Mapping[str, float], majority: float | None, tole
         return mcnemar_exact(correct[top], correct[row]) if top in correct and row in correct else None
 
     p_runner_up = paired_p(jobs[1]) if len(jobs) > 1 else None
-    tied_jobs = [row for row in jobs[1:] if finite[top] - finite[row] <= tolerance
-                 and not ((p := paired_p(row)) is not None and p < alpha)]
+    tied_jobs = [
+        row
+        for row in jobs[1:]
+        if finite[top] - finite[row] <= tolerance and not ((p := paired_p(row)) is not None and p < alpha)
+    ]
     if not tied_jobs:
         return Verdict(top, None, tolerance, kind=WINNER, top=top, same_as=same_as, p_runner_up=p_runner_up)
     tied = tuple(r for job in (top, *tied_jobs) for r in (job, *[d for d, first in same_as.items() if first == job]))
     names = ", ".join(with_duplicates(job, same_as) for job in (top, *tied_jobs))
     low = min(finite[row] for row in tied_jobs)
     test = "; no exact McNemar test on the dev predictions separates them" if correct else ""
-    return Verdict(None, f"tied: {names} ({metric} {low:.4f}–{finite[top]:.4f}, within {band} of the top score, the "
-                         f"noise of one dev-set run{test}): no best student", tolerance, kind=TIE, top=top, tied=tied,
-                   same_as=same_as, p_runner_up=p_runner_up)
+    return Verdict(
+        None,
+        f"tied: {names} ({metric} {low:.4f}–{finite[top]:.4f}, within {band} of the top score, the "
+        f"noise of one dev-set run{test}): no best student",
+        tolerance,
+        kind=TIE,
+        top=top,
+        tied=tied,
+        same_as=same_as,
+        p_runner_up=p_runner_up,
+    )
 
 
 def with_duplicates(row: str, same_as: Mapping[str, str]) -> str:

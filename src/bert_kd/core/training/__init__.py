@@ -12,7 +12,15 @@ from bert_kd.core.training.batching import (
 )
 from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
 from bert_kd.core.training.config import TrainingConfig, cpu_has_bf16, make_optimizer, resolve_mixed_precision
-from bert_kd.core.training.loop import EvaluateFn, FitResult, LogFn, config_fingerprint, fit, predict_logits, seed_everything
+from bert_kd.core.training.loop import (
+    EvaluateFn,
+    FitResult,
+    LogFn,
+    config_fingerprint,
+    fit,
+    predict_logits,
+    seed_everything,
+)
 from bert_kd.core.training.objectives import Objective, SupervisedObjective, task_loss
 from bert_kd.core.training.precision import resolve_precision
 

@@ -10,7 +10,6 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-
 #: Value that pads multi-teacher span-id columns (``*span_ids``) in a batch; not a token of the row.
 SPAN_PAD = -2
 #: Token-level model inputs a tokenizer pads itself (``tokenizer.pad``).
@@ -41,7 +40,9 @@ class Collator:
 
     def __call__(self, rows: Sequence[Mapping]) -> dict[str, Tensor]:
         first = rows[0]
-        prefixes = sorted((key[: -len("input_ids")] for key in first if key.endswith("input_ids")), key=len, reverse=True)
+        prefixes = sorted(
+            (key[: -len("input_ids")] for key in first if key.endswith("input_ids")), key=len, reverse=True
+        )
         batch: dict[str, Tensor] = {}
         for prefix in prefixes:
             batch.update(self._pad_group(rows, prefix))
@@ -53,15 +54,21 @@ class Collator:
                 batch["labels"] = torch.tensor(values)
             elif key == "idx":
                 batch["idx"] = torch.tensor(values, dtype=torch.long)
-            elif key.endswith("span_ids"):  # multi-teacher shared spans: one id per real token; the method re-places them
+            elif key.endswith(
+                "span_ids"
+            ):  # multi-teacher shared spans: one id per real token; the method re-places them
                 longest = max(len(v) for v in values)
                 batch[key] = torch.tensor([list(v) + [SPAN_PAD] * (longest - len(v)) for v in values], dtype=torch.long)
             else:
                 group = next((p for p in prefixes if key.startswith(p)), None)
                 aligned = group is not None and all(
-                    isinstance(row[key], (list, tuple)) and len(row[key]) == len(row[group + "input_ids"]) for row in rows)
+                    isinstance(row[key], (list, tuple)) and len(row[key]) == len(row[group + "input_ids"])
+                    for row in rows
+                )
                 if aligned:
-                    batch[key] = _pad_aligned(values, max(len(row[group + "input_ids"]) for row in rows), self._side(group))
+                    batch[key] = _pad_aligned(
+                        values, max(len(row[group + "input_ids"]) for row in rows), self._side(group)
+                    )
                 elif not any(isinstance(v, str) for v in values):
                     try:
                         batch[key] = torch.tensor(values)
@@ -82,8 +89,9 @@ class Collator:
         keys = [prefix + name for name in PADDED_BY_TOKENIZER if prefix + name in rows[0]]
         tokenizer = self.tokenizers.get(prefix)
         if tokenizer is not None:
-            padded = tokenizer.pad([{key[len(prefix):]: row[key] for key in keys} for row in rows],
-                                   padding=True, return_tensors="pt")
+            padded = tokenizer.pad(
+                [{key[len(prefix) :]: row[key] for key in keys} for row in rows], padding=True, return_tensors="pt"
+            )
             return {prefix + name: torch.as_tensor(value) for name, value in padded.items()}
         longest = max(len(row[prefix + "input_ids"]) for row in rows)
         result = {}
@@ -99,7 +107,7 @@ def _pad_aligned(values: Sequence[Sequence], longest: int, side: str) -> Tensor:
     out = torch.zeros((len(tensors), longest, *tensors[0].shape[1:]), dtype=tensors[0].dtype)
     for i, t in enumerate(tensors):
         if side == "left":
-            out[i, longest - len(t):] = t
+            out[i, longest - len(t) :] = t
         else:
             out[i, : len(t)] = t
     return out
@@ -131,11 +139,14 @@ class LengthGroupedBatchSampler:
     batches as one process with batch N·B.
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, mega_batch_batches: int = 50,
-                 processes: int = 1):
+    def __init__(
+        self, lengths: Sequence[int], batch_size: int, seed: int = 0, mega_batch_batches: int = 50, processes: int = 1
+    ):
         if batch_size < 1 or mega_batch_batches < 1 or processes < 1:
-            raise ValueError(f"batch_size, mega_batch_batches and processes must be ≥ 1, "
-                             f"got {batch_size}, {mega_batch_batches}, {processes}")
+            raise ValueError(
+                f"batch_size, mega_batch_batches and processes must be ≥ 1, "
+                f"got {batch_size}, {mega_batch_batches}, {processes}"
+            )
         self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
         self.global_batch_size = batch_size * processes
         self.mega_batch_size = self.global_batch_size * mega_batch_batches
@@ -149,8 +160,10 @@ class LengthGroupedBatchSampler:
                 yield range(start, min(start + self.global_batch_size, len(chunk)))
 
     def _mega_batches(self) -> list[range]:
-        return [range(start, min(start + self.mega_batch_size, len(self.lengths)))
-                for start in range(0, len(self.lengths), self.mega_batch_size)]
+        return [
+            range(start, min(start + self.mega_batch_size, len(self.lengths)))
+            for start in range(0, len(self.lengths), self.mega_batch_size)
+        ]
 
     def __iter__(self) -> Iterator[list[int]]:
         generator = torch.Generator().manual_seed(self.seed)
@@ -158,11 +171,11 @@ class LengthGroupedBatchSampler:
         batches = []
         for chunk in self._mega_batches():
             mega = sorted((order[i] for i in chunk), key=lambda i: -self.lengths[i])
-            batches += [mega[i:i + self.global_batch_size] for i in range(0, len(mega), self.global_batch_size)]
+            batches += [mega[i : i + self.global_batch_size] for i in range(0, len(mega), self.global_batch_size)]
         for position in torch.randperm(len(batches), generator=generator).tolist():
             batch = batches[position]
             for start in range(0, len(batch), self.batch_size):  # one part per process
-                yield batch[start:start + self.batch_size]
+                yield batch[start : start + self.batch_size]
 
 
 def make_loader(
@@ -220,4 +233,3 @@ def padding_ratio(batches: Iterable[Mapping[str, Tensor]]) -> float:
         padded += mask.numel()
         real += int(mask.sum())
     return padded / max(real, 1)
-

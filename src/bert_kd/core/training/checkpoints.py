@@ -46,8 +46,12 @@ def load_checkpoint(accelerator, directory: Path) -> tuple[dict, dict | None]:
     A process without its own RNG state (a checkpoint from another process count) is warned about."""
     rng_file = directory / f"random_states_{accelerator.process_index}.pkl"
     if not rng_file.exists():
-        log.warning("%s is missing: process %d resumes without its saved random state (checkpoint written "
-                    "by another number of processes?)", rng_file, accelerator.process_index)
+        log.warning(
+            "%s is missing: process %d resumes without its saved random state (checkpoint written "
+            "by another number of processes?)",
+            rng_file,
+            accelerator.process_index,
+        )
     accelerator.load_state(str(directory))
     state = json.loads((directory / "trainer_state.json").read_text())
     best_file = directory / "best_trainable_state.pt"
@@ -73,4 +77,3 @@ def release(accelerator) -> None:
         getattr(accelerator, name, []).clear()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-

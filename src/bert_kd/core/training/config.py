@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 import os
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Mapping
 
@@ -26,7 +26,9 @@ class TrainingConfig:
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
     seed: int = 42
-    mixed_precision: str = "auto"  # "auto": bf16 on a CUDA device with bf16, fp32 elsewhere (resolve_precision); "no", "bf16", "fp16"
+    mixed_precision: str = (
+        "auto"  # "auto": bf16 on a CUDA device with bf16, fp32 elsewhere (resolve_precision); "no", "bf16", "fp16"
+    )
     group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); the project default is runtime.group_by_length: docs/decisions.md
     teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
     gradient_accumulation_steps: int = 1
@@ -41,12 +43,22 @@ class TrainingConfig:
     cpu: bool = False
     tf32: bool = True  # TF32 matmuls for fp32 work on CUDA (no effect on a CPU)
     compile: bool | str = False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
-    fused_optimizer: bool | str = "auto"  # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
+    fused_optimizer: bool | str = (
+        "auto"  # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
+    )
 
     @classmethod
-    def from_schema(cls, training: Training | Mapping | None, runtime: Runtime | Mapping | None = None, *,
-                    seed: int, select_metric: str | None, greater_is_better: bool = True,
-                    checkpoint_dir: str | Path | None = None, where: str = "training") -> "TrainingConfig":
+    def from_schema(
+        cls,
+        training: Training | Mapping | None,
+        runtime: Runtime | Mapping | None = None,
+        *,
+        seed: int,
+        select_metric: str | None,
+        greater_is_better: bool = True,
+        checkpoint_dir: str | Path | None = None,
+        where: str = "training",
+    ) -> TrainingConfig:
         """Build from a ``training:`` block (:class:`bert_kd.config.schema.Training`) and the ``runtime``
         settings (:class:`bert_kd.config.schema.Runtime`); dicts are validated through
         :func:`bert_kd.config.schema.typed` (a bad key is a ParameterError naming it under ``where``).
@@ -59,12 +71,16 @@ class TrainingConfig:
         chosen = typed(Runtime, runtime, "runtime").model_dump(exclude_unset=True)
         values.update({k: v for k, v in chosen.items() if k in _FIELD_NAMES and v is not None})
         _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir)
-        values.update(seed=seed, select_metric=select_metric, greater_is_better=greater_is_better,
-                      checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir))
+        values.update(
+            seed=seed,
+            select_metric=select_metric,
+            greater_is_better=greater_is_better,
+            checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+        )
         return cls(**values)
 
     @classmethod
-    def from_dict(cls, values: Mapping | None) -> "TrainingConfig":
+    def from_dict(cls, values: Mapping | None) -> TrainingConfig:
         """Build from one flat dict of this class's fields (a notebook's, a test's): the keys of a
         ``training:`` block and of ``runtime`` are validated by the schema (:meth:`from_schema`);
         an unknown key is a ValueError naming it."""
@@ -75,8 +91,9 @@ class TrainingConfig:
         training = {k: v for k, v in values.items() if k in Training.model_fields}
         run_settings = {"seed": cls.seed, "select_metric": cls.select_metric}  # the dataclass defaults
         # select_metric is also a runtime key (the parameters' choice), but here it is this run's setting
-        runtime = {k: v for k, v in values.items()
-                   if k in Runtime.model_fields and k not in training and k not in run_settings}
+        runtime = {
+            k: v for k, v in values.items() if k in Runtime.model_fields and k not in training and k not in run_settings
+        }
         run_settings.update({k: v for k, v in values.items() if k not in training and k not in runtime})
         return cls.from_schema(training, runtime, **run_settings)
 
@@ -147,8 +164,10 @@ def precision_problem(requested: str, cpu: bool = False) -> str | None:
     while the job's key, manifest and MLflow run would say fp16 (a duplicate fp32 result under an
     fp16 label)."""
     if requested == "fp16" and trains_on_cpu(cpu):
-        return ("fp16 needs a CUDA GPU and this run trains on the CPU, where it would train in fp32 under an fp16 "
-                "key; use bf16 (CPU autocast), auto (fp32 on a CPU, bf16 on a CUDA GPU with bf16) or no")
+        return (
+            "fp16 needs a CUDA GPU and this run trains on the CPU, where it would train in fp32 under an fp16 "
+            "key; use bf16 (CPU autocast), auto (fp32 on a CPU, bf16 on a CUDA GPU with bf16) or no"
+        )
     return None
 
 

@@ -16,14 +16,14 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.config.errors import ParameterError, TrainingDivergedError, learning_rate_parameters
-from bert_kd.core.training.seeding import seed_everything
 from bert_kd.core.training.batching import Collator, make_loader, sequence_lengths, use_device_loading
 from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
 from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
+from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
 from bert_kd.core.training.precision import compile_backend, set_tf32, uses_tf32
+from bert_kd.core.training.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,9 @@ class FitResult:
 
 
 @torch.no_grad()
-def predict_logits(objective: Objective, loader: Iterable, device=None, progress: bool = False, desc="eval",
-                   accelerator=None):
+def predict_logits(
+    objective: Objective, loader: Iterable, device=None, progress: bool = False, desc="eval", accelerator=None
+):
     """Concatenated predictions and labels of ``objective.predict`` over ``loader`` (with an
     ``accelerator``: gathered from every process, the last batch's padding dropped)."""
     was_training = objective.training
@@ -146,22 +147,30 @@ def diverged(window_loss: float, first_loss: float) -> bool:
     return not math.isfinite(window_loss) or window_loss > divergence_limit(first_loss)
 
 
-def divergence_error(description: str, learning_rate: float, window_loss: float, first_loss: float,
-                     steps: tuple[int, int]) -> TrainingDivergedError:
+def divergence_error(
+    description: str, learning_rate: float, window_loss: float, first_loss: float, steps: tuple[int, int]
+) -> TrainingDivergedError:
     """The user error of a diverged job: the loss, the steps, the learning rate and its parameter."""
     first, last = steps
     where_steps = f"step {last}" if first == last else f"steps {first}..{last}"
     if math.isfinite(window_loss):
-        what = (f"{description}: the training loss rose from {first_loss:.4g} (first step) to {window_loss:.4g} "
-                f"(mean of {where_steps}), over {DIVERGENCE_FACTOR:g}× its start")
+        what = (
+            f"{description}: the training loss rose from {first_loss:.4g} (first step) to {window_loss:.4g} "
+            f"(mean of {where_steps}), over {DIVERGENCE_FACTOR:g}× its start"
+        )
     else:
         what = f"{description}: the training loss became {window_loss} within {where_steps}"
     parameters = learning_rate_parameters(learning_rate)
-    where = " or ".join(f"{name}={learning_rate:g}" for name in parameters) if parameters else \
-        f"the learning_rate of {description} ({learning_rate:g})"
+    where = (
+        " or ".join(f"{name}={learning_rate:g}" for name in parameters)
+        if parameters
+        else f"the learning_rate of {description} ({learning_rate:g})"
+    )
     target = parameters[0] if parameters else "<job>.training.learning_rate"
-    fix = (f"lower the learning rate (e.g. --params {target}={learning_rate / 10:g}) and run again; "
-           "nothing of this job was stored")
+    fix = (
+        f"lower the learning rate (e.g. --params {target}={learning_rate / 10:g}) and run again; "
+        "nothing of this job was stored"
+    )
     return TrainingDivergedError(what, where, fix, step=last, learning_rate=learning_rate)
 
 
@@ -169,13 +178,28 @@ class _Run:
     """One fit's prepared parts and its resumable ``state`` (what ``trainer_state.json`` holds):
     the steps of an epoch, loss logging, evaluation with best-epoch selection, checkpoints."""
 
-    def __init__(self, accelerator, objective, optimizer, scheduler, config: TrainingConfig, total_steps: int,
-                 log_fn: LogFn | None, description: str):
+    def __init__(
+        self,
+        accelerator,
+        objective,
+        optimizer,
+        scheduler,
+        config: TrainingConfig,
+        total_steps: int,
+        log_fn: LogFn | None,
+        description: str,
+    ):
         self.accelerator, self.objective, self.optimizer, self.scheduler = accelerator, objective, optimizer, scheduler
         self.raw = accelerator.unwrap_model(objective)
         self.config, self.total_steps, self.log_fn, self.description = config, total_steps, log_fn, description
-        self.state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best_metric": None, "best_epoch": -1,
-                      "history": []}
+        self.state = {
+            "epoch": 0,
+            "step_in_epoch": 0,
+            "global_step": 0,
+            "best_metric": None,
+            "best_epoch": -1,
+            "history": [],
+        }
         self.best_state = None
         self.checkpoint_path = Path(config.checkpoint_dir) / "last" if config.checkpoint_dir else None
         self.resumed_from = 0
@@ -188,8 +212,12 @@ class _Run:
             self.state, self.best_state = load_checkpoint(self.accelerator, self.checkpoint_path)
             self.resumed_from = self.state["global_step"]
             log.info("resuming %s from %s at step %d", self.description, self.checkpoint_path, self.resumed_from)
-        self.progress = tqdm(total=self.total_steps, initial=self.state["global_step"], desc=self.description,
-                             disable=not (self.config.progress_bar and self.accelerator.is_local_main_process))
+        self.progress = tqdm(
+            total=self.total_steps,
+            initial=self.state["global_step"],
+            desc=self.description,
+            disable=not (self.config.progress_bar and self.accelerator.is_local_main_process),
+        )
         self.objective.train()
         self.losses = _RunningLosses(self.state["global_step"] + 1)
 
@@ -246,8 +274,13 @@ class _Run:
             first_step = self.losses.first_step
             averaged = self.losses.take_averages(state["global_step"])
             if diverged(averaged["train/loss"], state["first_loss"]):
-                raise divergence_error(self.description, config.learning_rate, averaged["train/loss"],
-                                       state["first_loss"], (first_step, state["global_step"]))
+                raise divergence_error(
+                    self.description,
+                    config.learning_rate,
+                    averaged["train/loss"],
+                    state["first_loss"],
+                    (first_step, state["global_step"]),
+                )
             averaged["train/lr"] = self.scheduler.get_last_lr()[0]
             self.progress.set_postfix(loss=f"{averaged['train/loss']:.4f}")
             if self.log_fn:
@@ -307,10 +340,16 @@ class _Run:
             self.raw.load_state_dict(self.best_state, strict=False)
         best_metrics = next((r for r in state["history"] if r["epoch"] == state["best_epoch"]), {})
         release(accelerator)
-        return FitResult(best_metrics=dict(best_metrics), best_epoch=state["best_epoch"], history=state["history"],
-                         global_step=state["global_step"], resumed_from_step=self.resumed_from,
-                         padded_per_real_token=padding, num_processes=accelerator.num_processes,
-                         mixed_precision=mixed_precision)
+        return FitResult(
+            best_metrics=dict(best_metrics),
+            best_epoch=state["best_epoch"],
+            history=state["history"],
+            global_step=state["global_step"],
+            resumed_from_step=self.resumed_from,
+            padded_per_real_token=padding,
+            num_processes=accelerator.num_processes,
+            mixed_precision=mixed_precision,
+        )
 
 
 def fit(
@@ -342,9 +381,16 @@ def fit(
     train_lengths = sequence_lengths(train_dataset) if config.group_by_length else None
 
     def train_loader(seed: int) -> DataLoader:
-        return make_loader(train_dataset, config.batch_size, collator, shuffle=True, seed=seed,
-                           group_by_length=config.group_by_length, lengths=train_lengths,
-                           processes=accelerator.num_processes)
+        return make_loader(
+            train_dataset,
+            config.batch_size,
+            collator,
+            shuffle=True,
+            seed=seed,
+            group_by_length=config.group_by_length,
+            lengths=train_lengths,
+            processes=accelerator.num_processes,
+        )
 
     total_steps, n_epochs = plan_steps(len(train_loader(config.seed)), accelerator.num_processes, config)
     optimizer = make_optimizer(objective, config, accelerator.device)
@@ -357,8 +403,16 @@ def fit(
         run.raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
     eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order
         accelerator.prepare(
-            use_device_loading(make_loader(eval_dataset, config.eval_batch_size, collator, shuffle=False,
-                                           group_by_length=config.group_by_length), accelerator.device)
+            use_device_loading(
+                make_loader(
+                    eval_dataset,
+                    config.eval_batch_size,
+                    collator,
+                    shuffle=False,
+                    group_by_length=config.group_by_length,
+                ),
+                accelerator.device,
+            )
         )
         if eval_dataset is not None and evaluate_fn is not None
         else None
@@ -368,14 +422,17 @@ def fit(
     # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
     try:
         while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
-            run.train_epoch(accelerator.prepare(use_device_loading(train_loader(config.seed + run.state["epoch"]),
-                                                                   accelerator.device)), n_epochs)
+            run.train_epoch(
+                accelerator.prepare(
+                    use_device_loading(train_loader(config.seed + run.state["epoch"]), accelerator.device)
+                ),
+                n_epochs,
+            )
             run.end_epoch(eval_loader, evaluate_fn)
     except TrainingDivergedError:
         run.abandon()
         raise
     return run.finish(mixed_precision)
-
 
 
 def config_fingerprint(*parts) -> str:

@@ -42,7 +42,7 @@ class Objective(nn.Module):
         self._frozen_names.append(name)
         return module.eval()
 
-    def train(self, mode: bool = True) -> "Objective":
+    def train(self, mode: bool = True) -> Objective:
         super().train(mode)
         for name in self._frozen_names:
             getattr(self, name).eval()
@@ -114,4 +114,3 @@ def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
     if logits.shape[-1] == 1:
         return nn.functional.mse_loss(logits.squeeze(-1), labels.float())
     return nn.functional.cross_entropy(logits, labels.long())
-

@@ -8,7 +8,19 @@ from bert_kd.experiment.sweep.significance import paired_bootstrap
 from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec, build_sweep, parse_restriction
 
 __all__ = [
-    "SweepReport", "SweepSpec", "TrialSpec", "build_report", "build_sweep", "check_result", "collect_results",
-    "make_storage", "markdown", "paired_bootstrap", "parse_restriction", "run_sweep", "select_best", "summarize",
+    "SweepReport",
+    "SweepSpec",
+    "TrialSpec",
+    "build_report",
+    "build_sweep",
+    "check_result",
+    "collect_results",
+    "make_storage",
+    "markdown",
+    "paired_bootstrap",
+    "parse_restriction",
+    "run_sweep",
+    "select_best",
+    "summarize",
     "write_report",
 ]

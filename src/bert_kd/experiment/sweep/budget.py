@@ -62,7 +62,7 @@ def expected_max_with_replacement(values: Sequence[float], k: int) -> float:
         raise ValueError(f"k must be >= 1, got {k}")
     n = scores.size
     cdf = np.arange(1, n + 1) / n
-    return float(np.dot(scores, cdf ** k - (cdf - 1 / n) ** k))
+    return float(np.dot(scores, cdf**k - (cdf - 1 / n) ** k))
 
 
 def budget_table(sweep: SweepSpec, results: Mapping[str, dict]) -> pd.DataFrame:
@@ -83,9 +83,18 @@ def budget_table(sweep: SweepSpec, results: Mapping[str, dict]) -> pd.DataFrame:
     for (method, task), scores in trials.items():
         finite = [s for s in scores if math.isfinite(s)]
         for k in range(1, len(finite) + 1):
-            rows.append({"method": method, "label": labels[method], "task": task, "trials": len(finite),
-                         "grid_points": len(points[(method, task)]), "k": k, "expected_max": expected_max(finite, k),
-                         "expected_max_with_replacement": expected_max_with_replacement(finite, k)})
+            rows.append(
+                {
+                    "method": method,
+                    "label": labels[method],
+                    "task": task,
+                    "trials": len(finite),
+                    "grid_points": len(points[(method, task)]),
+                    "k": k,
+                    "expected_max": expected_max(finite, k),
+                    "expected_max_with_replacement": expected_max_with_replacement(finite, k),
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -101,8 +110,11 @@ def budget_figure(table: pd.DataFrame, title: str = ""):
         ax.set_ylabel("expected best dev score")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{title}: expected validation performance vs budget (Dodge et al., 2019; unbiased estimator)"
-                 if title else "Expected validation performance vs budget")
+    fig.suptitle(
+        f"{title}: expected validation performance vs budget (Dodge et al., 2019; unbiased estimator)"
+        if title
+        else "Expected validation performance vs budget"
+    )
     fig.tight_layout()
     return fig
 

@@ -18,15 +18,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from bert_kd.core.data.glue import TASKS  # noqa: E402
 from bert_kd.core.files import write_file_atomically  # noqa: E402
-from bert_kd.core.reports.markdown_tables import markdown_table  # noqa: E402
 from bert_kd.core.metrics import glue_metrics, metric_label, paper_metric, primary_metric  # noqa: E402
+from bert_kd.core.reports.markdown_tables import markdown_table  # noqa: E402
 from bert_kd.experiment.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
 from bert_kd.experiment.sweep.significance import paired_bootstrap  # noqa: E402
 from bert_kd.experiment.sweep.spec import SweepSpec  # noqa: E402
@@ -61,15 +61,18 @@ def _cell(mean: float, std: float, n: int, marker: str = "") -> str:
     return f"{100 * mean:.2f} ± {spread} ({n}){marker}"
 
 
-def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: int = 1000, seed: int = 0,
-                 alpha: float = 0.05) -> SweepReport:
+def build_report(
+    sweep: SweepSpec, results: Mapping[str, dict], *, resamples: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> SweepReport:
     """Select, aggregate over seeds and test every method against ``sweep.baseline``."""
     chosen = select_best(sweep, results)
     grouped = per_method_task(chosen)
     rows = []
     teacher = {}
     for task in sweep.tasks:  # the teacher's dev score as reported by the trials of this task
-        scores = [teacher_score(s.result, task) for (_, t), seeds in grouped.items() if t == task for s in seeds.values()]
+        scores = [
+            teacher_score(s.result, task) for (_, t), seeds in grouped.items() if t == task for s in seeds.values()
+        ]
         scores = [v for v in scores if v is not None]
         teacher[task] = float(np.mean(scores)) if scores else float("nan")
     for method in sweep.methods:
@@ -82,23 +85,57 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
                 per_seed_task.setdefault(s, {})[task] = selected.dev_metric
             test = _significance(sweep, grouped, method, task, resamples, seed)
             combined = summarize([seeds[s].combined_metric for s in sorted(seeds)])
-            mismatched = summarize([seeds[s].result["dev_metrics_mismatched"][paper_metric(task)] for s in sorted(seeds)
-                                    if "dev_metrics_mismatched" in seeds[s].result])
-            rows.append({
-                "method": method.name, "label": method.label, "task": task, "mean": summary.mean, "std": summary.std, "n": summary.n, "seeds": " ".join(map(str, sorted(seeds))),
-                "chosen": "; ".join(f"seed {s}: {_point(seeds[s].spec.params)}" for s in sorted(seeds)),
-                "gain": test.gain if test else float("nan"), "p_value": test.p_value if test else float("nan"),
-                "significant": bool(test and test.significant(alpha)), "metric": paper_metric(task),
-                "combined_metric": primary_metric(task), "combined_mean": combined.mean, "combined_std": combined.std,
-                "mismatched_mean": mismatched.mean, "mismatched_std": mismatched.std,
-            })
+            mismatched = summarize(
+                [
+                    seeds[s].result["dev_metrics_mismatched"][paper_metric(task)]
+                    for s in sorted(seeds)
+                    if "dev_metrics_mismatched" in seeds[s].result
+                ]
+            )
+            rows.append(
+                {
+                    "method": method.name,
+                    "label": method.label,
+                    "task": task,
+                    "mean": summary.mean,
+                    "std": summary.std,
+                    "n": summary.n,
+                    "seeds": " ".join(map(str, sorted(seeds))),
+                    "chosen": "; ".join(f"seed {s}: {_point(seeds[s].spec.params)}" for s in sorted(seeds)),
+                    "gain": test.gain if test else float("nan"),
+                    "p_value": test.p_value if test else float("nan"),
+                    "significant": bool(test and test.significant(alpha)),
+                    "metric": paper_metric(task),
+                    "combined_metric": primary_metric(task),
+                    "combined_mean": combined.mean,
+                    "combined_std": combined.std,
+                    "mismatched_mean": mismatched.mean,
+                    "mismatched_std": mismatched.std,
+                }
+            )
         complete = [s for s, per_task in per_seed_task.items() if all(t in per_task for t in method_tasks)]
         average = summarize([np.mean([per_seed_task[s][t] for t in method_tasks]) for s in sorted(complete)])
-        rows.append({"method": method.name, "label": method.label, "task": AVERAGE, "mean": average.mean,
-                     "std": average.std, "n": average.n, "seeds": " ".join(map(str, sorted(complete))), "chosen": "",
-                     "gain": float("nan"), "p_value": float("nan"), "significant": False, "metric": "",
-                     "combined_metric": "", "combined_mean": float("nan"), "combined_std": float("nan"),
-                     "mismatched_mean": float("nan"), "mismatched_std": float("nan")})
+        rows.append(
+            {
+                "method": method.name,
+                "label": method.label,
+                "task": AVERAGE,
+                "mean": average.mean,
+                "std": average.std,
+                "n": average.n,
+                "seeds": " ".join(map(str, sorted(complete))),
+                "chosen": "",
+                "gain": float("nan"),
+                "p_value": float("nan"),
+                "significant": False,
+                "metric": "",
+                "combined_metric": "",
+                "combined_mean": float("nan"),
+                "combined_std": float("nan"),
+                "mismatched_mean": float("nan"),
+                "mismatched_std": float("nan"),
+            }
+        )
     long = pd.DataFrame(rows)
     teacher_average = float(np.mean([teacher[t] for t in sweep.tasks])) if sweep.tasks else float("nan")
     majority = {task: majority_class_score(task, grouped) for task in sweep.tasks}
@@ -106,9 +143,11 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
     majority_kept = 100 * majority_average / teacher_average if teacher_average else float("nan")
 
     columns = [_task_label(t) for t in sweep.tasks] + [AVERAGE, "% of teacher"]
-    wide_rows = {"Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"],
-                 MAJORITY: [_plain(majority[t]) for t in sweep.tasks] + [_plain(majority_average),
-                                                                         "–" if math.isnan(majority_kept) else f"{majority_kept:.1f}"]}
+    wide_rows = {
+        "Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"],
+        MAJORITY: [_plain(majority[t]) for t in sweep.tasks]
+        + [_plain(majority_average), "–" if math.isnan(majority_kept) else f"{majority_kept:.1f}"],
+    }
     for method in sweep.methods:
         cells = []
         for task in sweep.tasks + (AVERAGE,):
@@ -135,8 +174,13 @@ def build_report(sweep: SweepSpec, results: Mapping[str, dict], *, resamples: in
         f"significant (paired bootstrap over dev examples, seeds pooled, {resamples} resamples, p < {alpha})."
         + (f" Note: {sweep.notes}" if sweep.notes else "")
     )
-    return SweepReport(long=long, wide=wide, caption=caption, warnings=tie_warnings(sweep, long, majority, grouped),
-                       mixed_teachers=teacher_mismatches(grouped))
+    return SweepReport(
+        long=long,
+        wide=wide,
+        caption=caption,
+        warnings=tie_warnings(sweep, long, majority, grouped),
+        mixed_teachers=teacher_mismatches(grouped),
+    )
 
 
 def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) -> tuple[str, ...]:
@@ -153,15 +197,20 @@ def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) 
         by_score: dict[tuple[float, ...], list[int]] = {}
         for seed, selected in sorted(seeds.items()):
             if per_slot:  # a multi-teacher row whose every seed recorded each teacher (trials since 2026-11-25)
-                scores = [teacher_score({"teacher_dev_metrics": slot}, task) for slot in selected.result["teachers_dev_metrics"]]
+                scores = [
+                    teacher_score({"teacher_dev_metrics": slot}, task)
+                    for slot in selected.result["teachers_dev_metrics"]
+                ]
             else:
                 scores = [teacher_score(selected.result, task)]
             if None not in scores:
                 by_score.setdefault(tuple(round(score, 6) for score in scores), []).append(seed)
         if len(by_score) > 1:
-            parts = ", ".join(f"{' / '.join(f'{100 * score:.2f}' for score in scores)} "
-                              f"({'seed' if len(s) == 1 else 'seeds'} {_seed_list(s)})"
-                              for scores, s in sorted(by_score.items(), key=lambda item: -len(item[1])))
+            parts = ", ".join(
+                f"{' / '.join(f'{100 * score:.2f}' for score in scores)} "
+                f"({'seed' if len(s) == 1 else 'seeds'} {_seed_list(s)})"
+                for scores, s in sorted(by_score.items(), key=lambda item: -len(item[1]))
+            )
             lines.append(f"{_task_label(task)}, {method}: {'teachers' if per_slot else 'teacher'} {parts}")
     return tuple(lines)
 
@@ -187,11 +236,23 @@ def tie_warnings(sweep: SweepSpec, long: pd.DataFrame, majority: Mapping[str, fl
         rows = long[(long.task == task) & (long.n > 0)]
         if rows.empty:
             continue
-        labels = next((s.result["dev_labels"] for (_, t), seeds in grouped.items() if t == task
-                       for s in seeds.values() if s.result.get("dev_labels") is not None), None)
+        labels = next(
+            (
+                s.result["dev_labels"]
+                for (_, t), seeds in grouped.items()
+                if t == task
+                for s in seeds.values()
+                if s.result.get("dev_labels") is not None
+            ),
+            None,
+        )
         floor = majority.get(task)
-        verdict = comparison_verdict(dict(zip(rows["label"], rows["mean"])), None if floor is None or math.isnan(floor) else floor,
-                                     noise_tolerance(len(labels) if labels is not None else None), primary_metric(task))
+        verdict = comparison_verdict(
+            dict(zip(rows["label"], rows["mean"])),
+            None if floor is None or math.isnan(floor) else floor,
+            noise_tolerance(len(labels) if labels is not None else None),
+            primary_metric(task),
+        )
         if verdict.warning:
             lines.append(f"{_task_label(task)}: {verdict.warning}")
     return tuple(lines)
@@ -216,7 +277,9 @@ def teacher_score(result: Mapping, task: str) -> float | None:
 def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str:
     """Say how the reported number was chosen: the epoch (training keeps its best epoch on the
     evaluation split) and the grid point — or that there was no grid point to choose from."""
-    where = "the dev set itself (as the papers did)" if sweep.selection == "dev" else "a slice held out of the training set"
+    where = (
+        "the dev set itself (as the papers did)" if sweep.selection == "dev" else "a slice held out of the training set"
+    )
     epoch = f"Each trial keeps its best epoch on {where}."
     most = max((selected.candidates for selected in chosen.values()), default=0)
     if most <= 1:
@@ -227,8 +290,16 @@ def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str
 def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]]) -> float:
     """The task's paper metric when every dev example gets the most frequent dev label (nan for
     regression tasks or when no finished trial recorded the dev labels)."""
-    labels = next((selected.result["dev_labels"] for (_, t), seeds in grouped.items() if t == task
-                   for selected in seeds.values() if selected.result.get("dev_labels") is not None), None)
+    labels = next(
+        (
+            selected.result["dev_labels"]
+            for (_, t), seeds in grouped.items()
+            if t == task
+            for selected in seeds.values()
+            if selected.result.get("dev_labels") is not None
+        ),
+        None,
+    )
     if labels is None or TASKS[task].is_regression:
         return float("nan")
     labels = np.asarray(labels, dtype=np.int64)
@@ -267,8 +338,11 @@ def _significance(sweep, grouped, method, task, resamples, seed):
     if not runs:
         return None
     return paired_bootstrap(
-        task, [(a["dev_predictions"], a["dev_labels"]) for a, _ in runs],
-        [(b["dev_predictions"], b["dev_labels"]) for _, b in runs], resamples=resamples, seed=seed,
+        task,
+        [(a["dev_predictions"], a["dev_labels"]) for a, _ in runs],
+        [(b["dev_predictions"], b["dev_labels"]) for _, b in runs],
+        resamples=resamples,
+        seed=seed,
         metric=paper_metric(task),
     )
 
@@ -279,8 +353,11 @@ def markdown(report: SweepReport) -> str:
     table = markdown_table(report.wide.reset_index(), align={name: "right" for name in report.wide.columns})
     footer = [report.caption, *(["", report.provenance] if report.provenance else [])]
     if report.mixed_teachers:
-        footer += ["", "**Mixed teachers** (one row's seeds distilled from teachers that score differently under the same "
-                   "settings; not like for like): " + "; ".join(report.mixed_teachers) + "."]
+        footer += [
+            "",
+            "**Mixed teachers** (one row's seeds distilled from teachers that score differently under the same "
+            "settings; not like for like): " + "; ".join(report.mixed_teachers) + ".",
+        ]
     return table + "\n" + "\n".join(footer) + "\n"
 
 
@@ -294,9 +371,16 @@ def bars_figure(report: SweepReport, title: str = ""):
     for ax, task in zip(axes[0], tasks):
         data = report.long[(report.long.task == task) & (report.long.n > 0)].sort_values("mean")
         means, stds = 100 * data["mean"].to_numpy(), 100 * np.nan_to_num(data["std"].to_numpy())
-        ax.bar(range(len(data)), means, yerr=stds, capsize=3,
-               color=[SIGNIFICANT if s else UNTESTED if np.isnan(p) else NOT_SIGNIFICANT
-                      for s, p in zip(data["significant"], data["p_value"])])
+        ax.bar(
+            range(len(data)),
+            means,
+            yerr=stds,
+            capsize=3,
+            color=[
+                SIGNIFICANT if s else UNTESTED if np.isnan(p) else NOT_SIGNIFICANT
+                for s, p in zip(data["significant"], data["p_value"])
+            ],
+        )
         ax.set_xticks(range(len(data)), list(data["label"]), rotation=45, ha="right", fontsize=8)
         label = AVERAGE if task == AVERAGE else _task_label(task)
         reference = _number(teacher_row.get(label))
@@ -314,10 +398,13 @@ def bars_figure(report: SweepReport, title: str = ""):
         ax.set_title(label)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("dev score ×100 (mean ± std over seeds)")
-    handles = [Patch(color=SIGNIFICANT, label="significant gain over its baseline"),
-               Patch(color=NOT_SIGNIFICANT, label="not significant"),
-               Patch(color=UNTESTED, label="baseline / not tested"), Line2D([], [], color="black", linestyle="--", label="teacher"),
-               Line2D([], [], color="grey", linestyle=":", label="majority class")]
+    handles = [
+        Patch(color=SIGNIFICANT, label="significant gain over its baseline"),
+        Patch(color=NOT_SIGNIFICANT, label="not significant"),
+        Patch(color=UNTESTED, label="baseline / not tested"),
+        Line2D([], [], color="black", linestyle="--", label="teacher"),
+        Line2D([], [], color="grey", linestyle=":", label="majority class"),
+    ]
     fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=9)

@@ -36,7 +36,9 @@ def unwired_run_trial(spec: TrialSpec) -> dict:
 
 def _name_part(name: str, value: Any) -> str:
     if isinstance(value, Mapping):
-        value = " ".join(f"{k}={'|'.join(map(str, v if isinstance(v, (list, tuple)) else [v]))}" for k, v in value.items())
+        value = " ".join(
+            f"{k}={'|'.join(map(str, v if isinstance(v, (list, tuple)) else [v]))}" for k, v in value.items()
+        )
     elif isinstance(value, (list, tuple)):
         value = " ".join(map(str, value))
     text = "all" if value is None else str(value)
@@ -55,9 +57,12 @@ def table_name(sweep: SweepSpec, reproduce_params: Mapping, data_changes: Mappin
             return {key.split("|")[dimension] for key in of}
 
         dimensions = {"methods": 0, "tasks": 1, "seeds": 2, "grid": 3}
-        parts += [_name_part(name, reproduce_params.get(name)) for name in RESTRICTIONS
-                  if reproduce_params.get(name) not in (None, "", {}, [])
-                  and values(dimensions[name], keys) != values(dimensions[name], sweep.universe)]
+        parts += [
+            _name_part(name, reproduce_params.get(name))
+            for name in RESTRICTIONS
+            if reproduce_params.get(name) not in (None, "", {}, [])
+            and values(dimensions[name], keys) != values(dimensions[name], sweep.universe)
+        ]
         parts = parts or ["restricted"]
     return variant_name(sweep.table, data_changes, parts)
 
@@ -99,8 +104,12 @@ def reproduce(
     if hasattr(run_trial, "use_variant_folder"):  # a variant's trials are not the table's: kept apart from them
         run_trial.use_variant_folder(variant_name(sweep.table, changes) if changes else None)
         if changes and run_trial.results_dir:
-            log.info("reproduce %s: a variant (%s); its trial results go to %s, not to the table's folder", sweep.table,
-                     ", ".join(sorted(changes)), run_trial.results_dir)
+            log.info(
+                "reproduce %s: a variant (%s); its trial results go to %s, not to the table's folder",
+                sweep.table,
+                ", ".join(sorted(changes)),
+                run_trial.results_dir,
+            )
     stored = run_trial.stored_result if getattr(run_trial, "results_dir", None) else None
     missing: list[str] = []
     if results_only:
@@ -111,32 +120,54 @@ def reproduce(
         missing = [t.key for t in trials if t.key not in results]
     else:
         results = run_sweep(
-            sweep, run_trial, reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db",
+            sweep,
+            run_trial,
+            reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db",
             study_name=reproduce_params.get("study_name"),
-            **{name: None if reproduce_params[name] is None else int(reproduce_params[name])
-               for name in ("heartbeat_interval", "grace_period") if name in reproduce_params},  # else run_sweep's
-            identity=getattr(run_trial, "content_key", None), stored=stored,
+            **{
+                name: None if reproduce_params[name] is None else int(reproduce_params[name])
+                for name in ("heartbeat_interval", "grace_period")
+                if name in reproduce_params
+            },  # else run_sweep's
+            identity=getattr(run_trial, "content_key", None),
+            stored=stored,
         )
     bootstrap = dict(reproduce_params.get("bootstrap") or {})
-    report = build_report(sweep, results, resamples=int(bootstrap.get("resamples", 1000)),
-                          seed=int(bootstrap.get("seed", 0)), alpha=float(bootstrap.get("alpha", 0.05)))
+    report = build_report(
+        sweep,
+        results,
+        resamples=int(bootstrap.get("resamples", 1000)),
+        seed=int(bootstrap.get("seed", 0)),
+        alpha=float(bootstrap.get("alpha", 0.05)),
+    )
     report = dataclasses.replace(report, provenance=provenance)
     name = table_name(sweep, reproduce_params, changes)
     if missing:  # a table is written only from the trials it shows: a partial one never over the committed one
         directory = output_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR
         if committed_dir is not None and Path(directory).resolve() == Path(committed_dir).resolve():
             directory = DEFAULT_OUTPUT_DIR
-        log.warning("results_only: %d of %d trials have no valid result in %s (shown as –; e.g. %s): the partial "
-                    "table goes to %s%s", len(missing), len(sweep.trials()), run_trial.results_dir, missing[0],
-                    directory, f", not over {committed_dir}" if committed_dir is not None else "")
+        log.warning(
+            "results_only: %d of %d trials have no valid result in %s (shown as –; e.g. %s): the partial "
+            "table goes to %s%s",
+            len(missing),
+            len(sweep.trials()),
+            run_trial.results_dir,
+            missing[0],
+            directory,
+            f", not over {committed_dir}" if committed_dir is not None else "",
+        )
     elif name == sweep.table:
         directory = output_dir or committed_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR
     else:
         directory = output_dir or reproduce_params.get("output_dir") or DEFAULT_OUTPUT_DIR
         if committed_dir is not None and Path(directory).resolve() == Path(committed_dir).resolve():
             directory = DEFAULT_OUTPUT_DIR  # the committed folder holds only tables of whole runs
-        log.info("reproduce %s: a restricted or resized run; its table is %s (the table itself is written only by "
-                 "a run of all its trials at its own data sizes)", sweep.table, name)
+        log.info(
+            "reproduce %s: a restricted or resized run; its table is %s (the table itself is written only by "
+            "a run of all its trials at its own data sizes)",
+            sweep.table,
+            name,
+        )
     paths = write_report(report, directory, name)
     paths.update(write_budget(sweep, results, directory, name))  # expected best score vs trials, with a grid
     return report, paths

@@ -32,9 +32,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import socket
 import warnings
-import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -121,16 +121,20 @@ def _plain_list(values) -> list:
     return [v.item() if hasattr(v, "item") else v for v in values]
 
 
-def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int | None = 180,
-                 max_retry: int = 2) -> RDBStorage:
+def make_storage(
+    url: str, heartbeat_interval: int = 60, grace_period: int | None = 180, max_retry: int = 2
+) -> RDBStorage:
     """RDB storage with heartbeats; a ``sqlite:///relative/path.db`` gets its folder created."""
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         storage = RDBStorage(
-            url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+            url,
+            engine_kwargs=engine_kwargs,
+            heartbeat_interval=heartbeat_interval,
+            grace_period=grace_period,
             heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
         )
     if url.startswith("sqlite"):
@@ -207,8 +211,12 @@ class _Ledger:
         wanted = {key: self.identity(key) for key in keys}
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             key = t.user_attrs.get(KEY_ATTR)
-            if (key in wanted and key not in done and RESULT_ATTR in t.user_attrs
-                    and t.user_attrs.get(IDENTITY_ATTR) == wanted[key]):
+            if (
+                key in wanted
+                and key not in done
+                and RESULT_ATTR in t.user_attrs
+                and t.user_attrs.get(IDENTITY_ATTR) == wanted[key]
+            ):
                 done[key] = _unpack(t.user_attrs[RESULT_ATTR])
         return done
 
@@ -224,11 +232,21 @@ class _Ledger:
         no_file = sorted(k for k, identities in recorded.items() if self.identity(k) in identities)
         other = sorted(k for k in recorded if k not in no_file)
         if other:
-            log.warning("%d finished trial(s) of study %s were made under another identity (other data sizes, GLUE "
-                        "files, settings or schema version), e.g. %s: not reused, recomputed", len(other), name, other[0])
+            log.warning(
+                "%d finished trial(s) of study %s were made under another identity (other data sizes, GLUE "
+                "files, settings or schema version), e.g. %s: not reused, recomputed",
+                len(other),
+                name,
+                other[0],
+            )
         if no_file:
-            log.warning("%d finished trial(s) of study %s have no valid file in the results folder (deleted?), e.g. %s: "
-                        "recomputed", len(no_file), name, no_file[0])
+            log.warning(
+                "%d finished trial(s) of study %s have no valid file in the results folder (deleted?), e.g. %s: "
+                "recomputed",
+                len(no_file),
+                name,
+                no_file[0],
+            )
 
 
 def owner_of_this_process() -> dict:
@@ -265,8 +283,13 @@ def fail_trials_of_dead_owners(study: optuna.Study) -> list[str]:
                 continue
             failed.append(t.user_attrs.get(KEY_ATTR) or f"trial {t.number}")
     if failed:
-        log.warning("%d trial(s) of study %s were running in a process of this host that is gone (killed), e.g. %s: "
-                    "failed now and retried", len(failed), study.study_name, failed[0])
+        log.warning(
+            "%d trial(s) of study %s were running in a process of this host that is gone (killed), e.g. %s: "
+            "failed now and retried",
+            len(failed),
+            study.study_name,
+            failed[0],
+        )
     return failed
 
 
@@ -287,10 +310,12 @@ class TrialClaims:
         self.storage, self.study_name = storage, study_name
         self.engine = getattr(storage, "engine", None)
         if self.engine is None:  # in-memory storage (one process): one shared in-memory database
-            self.engine = sa.create_engine("sqlite://", poolclass=sa.pool.StaticPool,
-                                           connect_args={"check_same_thread": False})
+            self.engine = sa.create_engine(
+                "sqlite://", poolclass=sa.pool.StaticPool, connect_args={"check_same_thread": False}
+            )
         self.table = sa.Table(
-            self.TABLE, sa.MetaData(),
+            self.TABLE,
+            sa.MetaData(),
             sa.Column("study_name", sa.String(512), primary_key=True),
             sa.Column("trial_key", sa.String(512), primary_key=True),
             sa.Column("trial_id", sa.Integer, nullable=False),
@@ -329,7 +354,9 @@ class TrialClaims:
     def _swap(self, key: str, old: int, new: int) -> bool:
         with self.engine.begin() as connection:
             changed = connection.execute(
-                self.table.update().filter_by(study_name=self.study_name, trial_key=key, trial_id=old).values(trial_id=new)
+                self.table.update()
+                .filter_by(study_name=self.study_name, trial_key=key, trial_id=old)
+                .values(trial_id=new)
             )
         return changed.rowcount == 1
 
@@ -385,8 +412,9 @@ class _GridSampler(optuna.samplers.GridSampler):
 MAX_REQUEUES = {TrialState.FAIL: 1, TrialState.PRUNED: 20, TrialState.COMPLETE: 1}
 
 
-def _points_to_queue_again(trials: Sequence[optuna.trial.FrozenTrial], key_of: "_KeyOf", missing: Sequence[str],
-                           requeued: Mapping[str, int]) -> list[str]:
+def _points_to_queue_again(
+    trials: Sequence[optuna.trial.FrozenTrial], key_of: _KeyOf, missing: Sequence[str], requeued: Mapping[str, int]
+) -> list[str]:
     """Missing points whose latest trial finished (failed, pruned, or completed without a result
     this run may reuse) and which no trial holds now.
 
@@ -396,8 +424,7 @@ def _points_to_queue_again(trials: Sequence[optuna.trial.FrozenTrial], key_of: "
     for t in sorted(trials, key=lambda t: t.number):
         if t.state in MAX_REQUEUES:
             latest[key_of(t)] = t.state
-    return [k for k in missing
-            if k in latest and k not in busy and requeued.get(k, 0) < MAX_REQUEUES[latest[k]]]
+    return [k for k in missing if k in latest and k not in busy and requeued.get(k, 0) < MAX_REQUEUES[latest[k]]]
 
 
 def _value(result: Mapping, key: str, selection: str) -> float:
@@ -413,8 +440,14 @@ def _reuse(trial: optuna.Trial, result: Mapping, key: str, selection: str) -> fl
     return _value(result, key, selection)
 
 
-def _objective(specs: Mapping[str, TrialSpec], universe: Sequence[str], run_trial: RunTrial, selection: str,
-               claims: TrialClaims, ledger: _Ledger):
+def _objective(
+    specs: Mapping[str, TrialSpec],
+    universe: Sequence[str],
+    run_trial: RunTrial,
+    selection: str,
+    claims: TrialClaims,
+    ledger: _Ledger,
+):
     def objective(trial: optuna.Trial) -> float:
         key = trial.suggest_categorical(GRID_PARAM, list(universe))
         trial.set_user_attr(KEY_ATTR, key)
@@ -470,12 +503,15 @@ def run_sweep(
         storage = make_storage(storage, heartbeat_interval, grace_period)
     name = study_name or study_name_for(sweep)
     sampler = _GridSampler({GRID_PARAM: keys}, seed=0)
-    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
-                                load_if_exists=True)
+    study = optuna.create_study(
+        study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+    )
     key_of = _KeyOf(sampler, keys)
     ledger = _Ledger(specs, identity or spec_identity, stored)
     ledger.report_stale(study, name)
-    objective = _objective(specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger)
+    objective = _objective(
+        specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger
+    )
     catch = (Exception,) if catch_errors else ()
     requeued: dict[str, int] = {}
     previous_missing = None
@@ -498,8 +534,14 @@ def run_sweep(
     results = ledger.results(study, keys)
     if len(results) < len(keys):
         unfinished = [k for k in keys if k not in results]
-        log.warning("%d of %d trials of %s have no result yet (failed, or running in another worker), e.g. %s; "
-                    "run the sweep again to retry them", len(unfinished), len(keys), name, unfinished[0])
+        log.warning(
+            "%d of %d trials of %s have no result yet (failed, or running in another worker), e.g. %s; "
+            "run the sweep again to retry them",
+            len(unfinished),
+            len(keys),
+            name,
+            unfinished[0],
+        )
     return results
 
 

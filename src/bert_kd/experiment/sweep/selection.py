@@ -29,8 +29,10 @@ def trial_metric(result: Mapping, task: str, split: str = "dev") -> float:
         return float(metrics[name])
     if name == primary_metric(task) and result.get(f"{split}_metric") is not None:
         return float(result[f"{split}_metric"])
-    raise ValueError(f"trial result has no {split} {name} (only {sorted(metrics) or split + '_metric'}); "
-                     "delete its JSON to recompute the trial")
+    raise ValueError(
+        f"trial result has no {split} {name} (only {sorted(metrics) or split + '_metric'}); "
+        "delete its JSON to recompute the trial"
+    )
 
 
 @dataclass(frozen=True)

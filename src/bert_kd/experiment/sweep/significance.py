@@ -57,7 +57,9 @@ def paired_bootstrap(
     k = len(method_runs)
 
     def gain(index: np.ndarray | None) -> float:
-        scores = [_score(task, metric, p if index is None else p[index], y if index is None else y[index]) for p, y in runs]
+        scores = [
+            _score(task, metric, p if index is None else p[index], y if index is None else y[index]) for p, y in runs
+        ]
         return float(np.mean(scores[:k]) - np.mean(scores[k:]))
 
     observed = gain(None)
@@ -66,15 +68,18 @@ def paired_bootstrap(
     gains = np.where(np.isnan(gains), -np.inf, gains)  # an undefined metric is no evidence of a gain
     p_value = float(np.mean(gains <= 0))
     finite = gains[np.isfinite(gains)]
-    low, high = (float(np.quantile(finite, 0.025)), float(np.quantile(finite, 0.975))) if len(finite) else (float("nan"),) * 2
+    low, high = (
+        (float(np.quantile(finite, 0.025)), float(np.quantile(finite, 0.975))) if len(finite) else (float("nan"),) * 2
+    )
     return BootstrapResult(observed, p_value, resamples, low, high)
 
 
 # --------------------------------------------------------------------------- seeds from a power calculation
 
 
-def pooled_bootstrap_se(method_correct: np.ndarray, baseline_correct: np.ndarray, resamples: int = 1000,
-                        seed: int = 0) -> float:
+def pooled_bootstrap_se(
+    method_correct: np.ndarray, baseline_correct: np.ndarray, resamples: int = 1000, seed: int = 0
+) -> float:
     """Standard deviation of the paired-bootstrap gain in accuracy, seeds pooled (as
     :func:`paired_bootstrap` resamples it): ``*_correct`` are (seeds, examples) 0/1 arrays."""
     difference = np.mean(np.atleast_2d(method_correct), axis=0) - np.mean(np.atleast_2d(baseline_correct), axis=0)
@@ -96,7 +101,7 @@ class PowerModel:
     seed_sd: float
 
     @classmethod
-    def from_se(cls, se_one: float, se_k: float, k: int, seed_sd: float) -> "PowerModel":
+    def from_se(cls, se_one: float, se_k: float, k: int, seed_sd: float) -> PowerModel:
         """Fit the two components from the bootstrap SE with one seed and with ``k`` seeds."""
         per_seed = max(0.0, (se_one**2 - se_k**2) * k / (k - 1))
         return cls(float(np.sqrt(max(0.0, se_one**2 - per_seed))), float(np.sqrt(per_seed)), float(seed_sd))
@@ -112,8 +117,9 @@ class PowerModel:
         margin = effect - norm.ppf(1 - alpha) * self.bootstrap_se(n)
         return float(norm.cdf(margin / spread)) if spread > 0 else float(margin > 0)
 
-    def seeds_needed(self, effect: float, alpha: float = 0.05, power: float = 0.8, at_least: int = 5,
-                     at_most: int = 1000) -> int | None:
+    def seeds_needed(
+        self, effect: float, alpha: float = 0.05, power: float = 0.8, at_least: int = 5, at_most: int = 1000
+    ) -> int | None:
         """Fewest seeds (≥ ``at_least``) giving ``power``; None when the floor makes it unreachable."""
         for n in range(at_least, at_most + 1):
             if self.power(effect, n, alpha) >= power:

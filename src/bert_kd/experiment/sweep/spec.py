@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from bert_kd.core.data.glue import normalize_task
 from bert_kd.config.errors import ParameterError
+from bert_kd.core.data.glue import normalize_task
 from bert_kd.experiment.jobs import grouped_batches_material
 from bert_kd.experiment.parameters import recipe_problems
 
@@ -66,11 +66,23 @@ class TrialSpec:
         teacher's ``TEACHER_SETTINGS_KEYED_IN_FULL`` and a table's ``teachers`` are left out of ``settings``."""
         settings = copy.deepcopy(self.settings)
         if isinstance(settings.get("teacher"), Mapping):
-            settings["teacher"] = {k: v for k, v in settings["teacher"].items() if k not in TEACHER_SETTINGS_KEYED_IN_FULL}
+            settings["teacher"] = {
+                k: v for k, v in settings["teacher"].items() if k not in TEACHER_SETTINGS_KEYED_IN_FULL
+            }
         settings.pop("teachers", None)  # a multi-teacher trial's key holds every teacher in full (key_material)
-        return {"table": self.table, "method": self.method, "label": self.label, "job": self.job, "task": self.task,
-                "seed": self.seed, "params": dict(self.params), "recipe": copy.deepcopy(self.recipe),
-                "training": copy.deepcopy(self.training), "settings": settings, "key": self.key}
+        return {
+            "table": self.table,
+            "method": self.method,
+            "label": self.label,
+            "job": self.job,
+            "task": self.task,
+            "seed": self.seed,
+            "params": dict(self.params),
+            "recipe": copy.deepcopy(self.recipe),
+            "training": copy.deepcopy(self.training),
+            "settings": settings,
+            "key": self.key,
+        }
 
     @property
     def group(self) -> tuple[str, str, int]:
@@ -169,8 +181,16 @@ def _make_trial(sweep: SweepSpec, method: MethodSpec, task: str, seed: int, poin
     if (select := sweep.select_metric(task)) is not None:  # the paper's metric where it is not the primary one
         settings["select_metric"] = select
     return TrialSpec(
-        table=sweep.table, method=method.name, label=method.label, job=method.job, task=task, seed=seed,
-        params=dict(point), recipe=recipe, training=training, settings=settings,
+        table=sweep.table,
+        method=method.name,
+        label=method.label,
+        job=method.job,
+        task=task,
+        seed=seed,
+        params=dict(point),
+        recipe=recipe,
+        training=training,
+        settings=settings,
     )
 
 
@@ -246,7 +266,9 @@ def parse_grid_restriction(value: Any) -> dict[str, list[float | str]]:
                 raise ValueError(f"reproduce.grid: {part!r} must look like training.learning_rate=1e-4")
             items[path] = values.split("|")
     else:
-        raise ValueError(f"reproduce.grid must be a string like 'training.learning_rate=1e-4' or a mapping, got {value!r}")
+        raise ValueError(
+            f"reproduce.grid must be a string like 'training.learning_rate=1e-4' or a mapping, got {value!r}"
+        )
     return {path: [_grid_value(v) for v in values] for path, values in items.items()}
 
 
@@ -261,12 +283,15 @@ def _restrict_grid(method: MethodSpec, keep: Mapping[str, list], known: set[str]
     grid = dict(method.grid)
     for path, values in keep.items():
         if path not in known:
-            raise ValueError(f"reproduce.grid: {path!r} is not a grid parameter of the table ({', '.join(sorted(known))})")
+            raise ValueError(
+                f"reproduce.grid: {path!r} is not a grid parameter of the table ({', '.join(sorted(known))})"
+            )
         if path in grid:
             grid[path] = [v for v in grid[path] if _grid_value(v) in values]
             if not grid[path]:
-                raise ValueError(f"reproduce.grid: none of {values} is in the grid of {method.name} for {path} "
-                                 f"({method.grid[path]})")
+                raise ValueError(
+                    f"reproduce.grid: none of {values} is in the grid of {method.name} for {path} ({method.grid[path]})"
+                )
     return dataclasses.replace(method, grid=grid)
 
 
@@ -285,12 +310,15 @@ def resolve_recipe(reference: str, recipes: Mapping[str, Mapping], where: str) -
         raise ValueError(f"{where}: recipe {reference!r} must start with one of {', '.join(RECIPE_NAMESPACES)}")
     available = recipes.get(namespace) or {}
     if name not in available:
-        raise ValueError(f"{where}: recipe {reference!r} not found; {namespace} has {', '.join(available) or 'nothing'}")
+        raise ValueError(
+            f"{where}: recipe {reference!r} not found; {namespace} has {', '.join(available) or 'nothing'}"
+        )
     return RECIPE_NAMESPACES[namespace], copy.deepcopy(dict(available[name]))
 
 
-def check_method_recipe(entry: Mapping, recipe: Mapping, grid: Mapping[str, Sequence], constraints: Iterable[dict],
-                        where: str) -> None:
+def check_method_recipe(
+    entry: Mapping, recipe: Mapping, grid: Mapping[str, Sequence], constraints: Iterable[dict], where: str
+) -> None:
     """A row's recipe after its ``set`` and at every ``method.*`` grid point must be a valid recipe of a
     registered method (:func:`bert_kd.experiment.parameters.recipe_problems`): ValueError naming each bad key under
     the row's ``set``, ``grid`` or the referenced recipe."""
@@ -310,8 +338,9 @@ def check_method_recipe(entry: Mapping, recipe: Mapping, grid: Mapping[str, Sequ
                 source = f"{where}.set"
             else:
                 source = str(entry["recipe"])
-            problems.setdefault(source + (key or (".method" if source.endswith(".set") else "")),
-                                message.replace("'.", f"'{source}."))
+            problems.setdefault(
+                source + (key or (".method" if source.endswith(".set") else "")), message.replace("'.", f"'{source}.")
+            )
     if problems:
         raise ValueError("; ".join(f"{key}: {message}" for key, message in problems.items()))
 
@@ -353,8 +382,10 @@ def _extra_seeds(value: Any, tasks: Sequence[str], seeds: Sequence[int], where: 
             raise ValueError(f"{where}.{task}: {more!r} — {error}") from None
         repeated = [s for s in items if s in seeds]
         if not items or repeated:
-            raise ValueError(f"{where}.{task}: a non-empty list of seeds not in the table's seeds ({' '.join(map(str, seeds))})"
-                             + (f"; {repeated} are" if repeated else ""))
+            raise ValueError(
+                f"{where}.{task}: a non-empty list of seeds not in the table's seeds ({' '.join(map(str, seeds))})"
+                + (f"; {repeated} are" if repeated else "")
+            )
         result[name] = tuple(items)
     return result
 
@@ -366,8 +397,10 @@ class SweepParameterError(ParameterError, ValueError):
 
 
 #: How the sweep's list parameters are written on the command line (Kedro splits ``--params`` on commas).
-SWEEP_FIX = ("correct the parameter in conf/ or in --params; lists are space-separated: "
-             "--params 'reproduce.table=cpu_protocol,reproduce.methods=nkd alp,reproduce.seeds=1 2'")
+SWEEP_FIX = (
+    "correct the parameter in conf/ or in --params; lists are space-separated: "
+    "--params 'reproduce.table=cpu_protocol,reproduce.methods=nkd alp,reproduce.seeds=1 2'"
+)
 
 
 def sweep_parameter_error(error: ValueError) -> SweepParameterError:
@@ -392,8 +425,9 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     no trial, is a :class:`SweepParameterError` naming the parameter.
     """
     if isinstance(reproduce, Mapping) and reproduce.get("table") in (None, ""):
-        raise SweepParameterError([("reproduce.table", "no table named; valid: "
-                                    + " ".join((reproduce.get("tables") or {})))], fix=SWEEP_FIX)
+        raise SweepParameterError(
+            [("reproduce.table", "no table named; valid: " + " ".join(reproduce.get("tables") or {}))], fix=SWEEP_FIX
+        )
     try:
         sweep = _build_sweep(reproduce, recipes)
     except SweepParameterError:
@@ -401,11 +435,21 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
     except ValueError as error:
         raise sweep_parameter_error(error) from error
     if not sweep.trials():
-        given = ", ".join(f"reproduce.{k}={reproduce.get(k)!r}" for k in ("methods", "tasks", "seeds", "grid")
-                          if reproduce.get(k) not in (None, "", {}))
-        raise SweepParameterError([("reproduce", f"the restriction {given or ''} leaves no trial of table "
-                                                 f"{sweep.table!r} (a method may run on some tasks only)")],
-                                  fix=SWEEP_FIX)
+        given = ", ".join(
+            f"reproduce.{k}={reproduce.get(k)!r}"
+            for k in ("methods", "tasks", "seeds", "grid")
+            if reproduce.get(k) not in (None, "", {})
+        )
+        raise SweepParameterError(
+            [
+                (
+                    "reproduce",
+                    f"the restriction {given or ''} leaves no trial of table "
+                    f"{sweep.table!r} (a method may run on some tasks only)",
+                )
+            ],
+            fix=SWEEP_FIX,
+        )
     return sweep
 
 
@@ -425,7 +469,9 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
             raise ValueError(f"{method_where} must be a mapping with a 'recipe' (e.g. distill_methods.pkd)")
         unknown_keys = sorted(set(entry) - METHOD_KEYS)
         if unknown_keys:
-            raise ValueError(f"{method_where}: unknown key(s) {', '.join(unknown_keys)}; valid: {', '.join(sorted(METHOD_KEYS))}")
+            raise ValueError(
+                f"{method_where}: unknown key(s) {', '.join(unknown_keys)}; valid: {', '.join(sorted(METHOD_KEYS))}"
+            )
         student = entry.get("student") or {}
         if not isinstance(student, Mapping):
             raise ValueError(f"{method_where}.student must be a mapping of student settings, got {student!r}")
@@ -443,7 +489,9 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
                 raise ValueError(f"{method_where}.grid names {unknown} not in {where}.grid ({', '.join(table_grid)})")
             grid = {p: table_grid[p] for p in grid_entry}
         else:
-            raise ValueError(f"{method_where}.grid must be a list of {where}.grid names or a mapping, got {grid_entry!r}")
+            raise ValueError(
+                f"{method_where}.grid must be a list of {where}.grid names or a mapping, got {grid_entry!r}"
+            )
         method_tasks = entry.get("tasks")
         if method_tasks is not None:
             method_tasks = tuple(normalize_task(t) for t in method_tasks)
@@ -451,8 +499,18 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
             if unknown:
                 raise ValueError(f"{method_where}.tasks {unknown} are not among {where}.tasks")
         check_method_recipe(entry, recipe, grid, table.get("constraints") or (), method_where)
-        methods.append(MethodSpec(method_name, str(entry.get("label", method_name)), job, recipe, grid,
-                                  method_tasks, entry.get("baseline"), copy.deepcopy(dict(student))))
+        methods.append(
+            MethodSpec(
+                method_name,
+                str(entry.get("label", method_name)),
+                job,
+                recipe,
+                grid,
+                method_tasks,
+                entry.get("baseline"),
+                copy.deepcopy(dict(student)),
+            )
+        )
     if not methods:
         raise ValueError(f"{where}.methods is empty")
 
@@ -483,7 +541,11 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
     for i, constraint in enumerate(constraints):
         if not isinstance(constraint, Mapping) or set(constraint) != {"sum_at_most", "of"}:
             raise ValueError(f"{where}.constraints[{i}] must be {{sum_at_most: <bound>, of: [<grid paths>]}}")
-    settings = {k: copy.deepcopy(table[k]) for k in ("student", "teacher", "teachers", "training", "data", "heldout") if k in table}
+    settings = {
+        k: copy.deepcopy(table[k])
+        for k in ("student", "teacher", "teachers", "training", "data", "heldout")
+        if k in table
+    }
     group_by_length = table.get("group_by_length", False)
     if not isinstance(group_by_length, bool):
         raise ValueError(f"{where}.group_by_length must be true or false, got {group_by_length!r}")
@@ -491,19 +553,32 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
         settings["group_by_length"] = True
         settings.update(grouped_batches_material(True))  # how grouped batches are seeded (see the constant)
     full = SweepSpec(
-        table=name, description=str(table.get("paper", "")), methods=tuple(methods), tasks=tuple(tasks),
-        seeds=tuple(seeds), selection=selection, baseline=baseline, constraints=constraints, settings=settings,
-        notes=str(table.get("notes", "")).strip(), extra_seeds=extra_seeds, epoch_metric=epoch_metric,
+        table=name,
+        description=str(table.get("paper", "")),
+        methods=tuple(methods),
+        tasks=tuple(tasks),
+        seeds=tuple(seeds),
+        selection=selection,
+        baseline=baseline,
+        constraints=constraints,
+        settings=settings,
+        notes=str(table.get("notes", "")).strip(),
+        extra_seeds=extra_seeds,
+        epoch_metric=epoch_metric,
     )
     keep_grid = parse_grid_restriction(reproduce.get("grid"))
     known_paths = {path for m in methods for path in m.grid}
     return dataclasses.replace(
         full,
-        methods=tuple(_restrict_grid(m, keep_grid, known_paths) for m in methods
-                      if keep_methods is None or m.name in keep_methods),
+        methods=tuple(
+            _restrict_grid(m, keep_grid, known_paths) for m in methods if keep_methods is None or m.name in keep_methods
+        ),
         tasks=tuple(keep_tasks or tasks),
         seeds=tuple(s for s in seeds if keep_seeds is None or s in keep_seeds),
-        extra_seeds={task: kept for task, more in extra_seeds.items()
-                     if (kept := tuple(s for s in more if keep_seeds is None or s in keep_seeds))},
+        extra_seeds={
+            task: kept
+            for task, more in extra_seeds.items()
+            if (kept := tuple(s for s in more if keep_seeds is None or s in keep_seeds))
+        },
         universe=tuple(sorted(t.key for t in full.trials())),
     )

@@ -91,15 +91,24 @@ class TrialRunner:
     replace the table's per-task sizes (the ones given on the command line).
     """
 
-    def __init__(self, params: Mapping, *, data_overrides: Mapping | None = None, results_dir: str | Path | None = None,
-                 command: str = "", commit: str | None = None, results_only: bool = False,
-                 conf_params: Mapping | None = None):
+    def __init__(
+        self,
+        params: Mapping,
+        *,
+        data_overrides: Mapping | None = None,
+        results_dir: str | Path | None = None,
+        command: str = "",
+        commit: str | None = None,
+        results_only: bool = False,
+        conf_params: Mapping | None = None,
+    ):
         self.params = copy.deepcopy(dict(params))
         # the parameters without the command line's --params (see ``setting_changes``); None: not known
         self.conf_params = copy.deepcopy(dict(conf_params)) if conf_params is not None else None
         self._said_batching = False
-        self.data_overrides = {k: v for k, v in (data_overrides or {}).items()
-                               if k in ("max_train_samples", "max_eval_samples")}
+        self.data_overrides = {
+            k: v for k, v in (data_overrides or {}).items() if k in ("max_train_samples", "max_eval_samples")
+        }
         self.results_dir = Path(results_dir) if results_dir else None
         self.table_results_dir = self.results_dir  # the table's own trials; a variant's go below (use_variant_folder)
         self.command = command
@@ -122,10 +131,14 @@ class TrialRunner:
         that change some trial's sizes, and GLUE files that are not the release (``glue``: a short
         hash of their fingerprints). Empty: the table's own data."""
         trials = list(trials)
-        changes = {name: value for name, value in self.data_overrides.items()
-                   if any(self.table_sizes(t)[name] != value for t in trials)}
-        sources = {t.task: source for t in trials
-                   if (source := keyed_source(t.task, self.params.get("glue_dir"))) is not None}
+        changes = {
+            name: value
+            for name, value in self.data_overrides.items()
+            if any(self.table_sizes(t)[name] != value for t in trials)
+        }
+        sources = {
+            t.task: source for t in trials if (source := keyed_source(t.task, self.params.get("glue_dir"))) is not None
+        }
         if sources:
             changes["glue"] = short_hash(sources)
         return changes
@@ -137,8 +150,11 @@ class TrialRunner:
         :meth:`data_changes`' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
         if self.conf_params is None:
             return {}
-        reference = TrialRunner({**self.conf_params, "glue_dir": self.params.get("glue_dir")},
-                                data_overrides=self.data_overrides, commit="reference")
+        reference = TrialRunner(
+            {**self.conf_params, "glue_dir": self.params.get("glue_dir")},
+            data_overrides=self.data_overrides,
+            commit="reference",
+        )
         keys = {t.key: (t, self.content_key(t)) for t in trials}
         changed = {name: key for name, (t, key) in keys.items() if key != reference.content_key(t)}
         if not changed:
@@ -146,9 +162,15 @@ class TrialRunner:
         spec = keys[next(iter(changed))][0]
         ours, theirs = self.key_material(spec), reference.key_material(spec)
         parts = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
-        log.warning("--params change %d trial(s) of %s (e.g. %s: key material %s differs from the configuration's): "
-                    "the run is a variant, its table is not written as %s", len(changed), spec.table, spec.key,
-                    ", ".join(parts), spec.table)
+        log.warning(
+            "--params change %d trial(s) of %s (e.g. %s: key material %s differs from the configuration's): "
+            "the run is a variant, its table is not written as %s",
+            len(changed),
+            spec.table,
+            spec.key,
+            ", ".join(parts),
+            spec.table,
+        )
         return {"params": short_hash(changed)}
 
     def key_material(self, spec: TrialSpec) -> dict:
@@ -158,9 +180,13 @@ class TrialRunner:
         if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
             trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
         return {
-            "schema": TRIAL_SCHEMA, "trial": trial, "data": self.data_sizes(spec),
-            "data_seed": p.get(DATA_SEED_KEY), "teacher": _keyed(self.teacher_block(spec)),
-            "student": _keyed(init_key_material(self.student_block(spec))), "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
+            "schema": TRIAL_SCHEMA,
+            "trial": trial,
+            "data": self.data_sizes(spec),
+            "data_seed": p.get(DATA_SEED_KEY),
+            "teacher": _keyed(self.teacher_block(spec)),
+            "student": _keyed(init_key_material(self.student_block(spec))),
+            "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
             "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
             "precision": trial_precision_material(p.get("runtime") or {}),
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
@@ -195,8 +221,11 @@ class TrialRunner:
             return cached[1]
         result, problem = self._verify(path, spec)
         if problem:
-            then = ("shown as missing (results_only)" if self.results_only
-                    else "not reused: the trial is recomputed and the file replaced")
+            then = (
+                "shown as missing (results_only)"
+                if self.results_only
+                else "not reused: the trial is recomputed and the file replaced"
+            )
             log.warning("results file %s %s; %s", path, problem, then)
         self._verified[path] = (signature, result)
         return result
@@ -211,8 +240,10 @@ class TrialRunner:
             return None, "is not a trial result file (no 'spec' and 'result')"
         recorded = jobs.content_key("trial", record["spec"])
         if record.get("key") != path.stem or recorded != path.stem or record.get("trial") != spec.key:
-            return None, (f"records trial {record.get('trial')!r} with key {str(record.get('key'))[:12]}… (its spec "
-                          f"hashes to {recorded[:12]}…), not trial {spec.key!r} with key {path.stem[:12]}…")
+            return None, (
+                f"records trial {record.get('trial')!r} with key {str(record.get('key'))[:12]}… (its spec "
+                f"hashes to {recorded[:12]}…), not trial {spec.key!r} with key {path.stem[:12]}…"
+            )
         try:
             return check_result(record["result"], spec), None
         except (SweepTrialError, TypeError, ValueError) as error:  # e.g. "dev_predictions": 5
@@ -222,9 +253,18 @@ class TrialRunner:
         path = self.result_path(spec)
         if path is None:
             return None
-        record = {"key": path.stem, "trial": spec.key, "spec": self.key_material(spec), "result": dict(result),
-                  "seconds": round(seconds, 1), "commit": self.commit, "command": self.command,
-                  "machine": platform.machine(), "numerics": numeric_path(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        record = {
+            "key": path.stem,
+            "trial": spec.key,
+            "spec": self.key_material(spec),
+            "result": dict(result),
+            "seconds": round(seconds, 1),
+            "commit": self.commit,
+            "command": self.command,
+            "machine": platform.machine(),
+            "numerics": numeric_path(),
+            "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         return write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
@@ -257,11 +297,20 @@ class TrialRunner:
         started = _dt.datetime.now()
         tracking = self.params.get("tracking") or {}
         key = self.content_key(spec)
-        with tracker_for(tracking).start_job(f"trial:{spec.key}", {"role": "trial", "method": spec.method,
-                                                                   "task": spec.task, "table": spec.table,
-                                                                   "content_key": key}) as run:
-            run.log_params({"trial": spec.key, "seed": spec.seed, **{f"grid.{k}": v for k, v in spec.params.items()},
-                            "recipe": spec.recipe, "training": spec.training, "content_key": key})
+        with tracker_for(tracking).start_job(
+            f"trial:{spec.key}",
+            {"role": "trial", "method": spec.method, "task": spec.task, "table": spec.table, "content_key": key},
+        ) as run:
+            run.log_params(
+                {
+                    "trial": spec.key,
+                    "seed": spec.seed,
+                    **{f"grid.{k}": v for k, v in spec.params.items()},
+                    "recipe": spec.recipe,
+                    "training": spec.training,
+                    "content_key": key,
+                }
+            )
             result = self.train_and_evaluate(spec)
             result["run_id"] = run.run_id
             run.log_metrics({k: v for k, v in result.items() if k.endswith("_metric") and v is not None})
@@ -282,11 +331,17 @@ class TrialRunner:
     def train_and_evaluate(self, spec: TrialSpec) -> dict:
         task = get_task(spec.task).name
         sizes = self.data_sizes(spec)
-        train, validation, _ = ingest_glue(task, self.params.get("glue_dir"), sizes["max_train_samples"],
-                                           sizes["max_eval_samples"], int(self.params.get(DATA_SEED_KEY, 42)))
+        train, validation, _ = ingest_glue(
+            task,
+            self.params.get("glue_dir"),
+            sizes["max_train_samples"],
+            sizes["max_eval_samples"],
+            int(self.params.get(DATA_SEED_KEY, 42)),
+        )
         if spec.settings.get("selection") == "heldout":
-            train, validation = cut_heldout(train, validation, spec.settings.get("heldout") or {},
-                                            int(self.params.get(DATA_SEED_KEY, 42)))
+            train, validation = cut_heldout(
+                train, validation, spec.settings.get("heldout") or {}, int(self.params.get(DATA_SEED_KEY, 42))
+            )
         runner = {"distill": self._distill, "ted": self._ted, "multi_teacher": self._multi_teacher}[spec.job]
         student, data, teacher_metric, *slots = runner(spec, task, train, validation)  # multi-teacher: + every slot's
         return evaluate_trial(student, data, task, teacher_metric, *slots)
@@ -296,15 +351,21 @@ class TrialRunner:
         trial seed (``seed``: another, e.g. the teacher's), the project's tracking, the table's batching
         (:meth:`_runtime`) and the data source its MLflow runs record."""
         source = self._data_source(spec)
-        return build_run_settings(task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec), source)
+        return build_run_settings(
+            task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec), source
+        )
 
     def _teacher(self, spec, task, train, validation):
         """The table's teacher (its block over the project's) through the ``train_teacher`` pipeline's
         node, with the teacher seed; → (teacher, its tokenization)."""
         block = self.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
-        trained = run_nodes(train_teacher_pipeline(), {"teacher_tokenized": tokenized}, {"teacher": block},
-                            self.run_settings(spec, task, self.teacher_seed(spec)))
+        trained = run_nodes(
+            train_teacher_pipeline(),
+            {"teacher_tokenized": tokenized},
+            {"teacher": block},
+            self.run_settings(spec, task, self.teacher_seed(spec)),
+        )
         return trained["teacher_model"], tokenized
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
@@ -320,13 +381,28 @@ class TrialRunner:
         recipe = with_explicit_weights(spec.recipe)
         block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
         namespace = block_name(TED_PAPER if ted else DISTILL_PAPER, spec.method)
-        parameters = {"teacher": self.teacher_block(spec), "teacher_cache": self.params.get("teacher_cache") or {},
-                      "ted": self.params.get("ted") or {}, "student": student_params, "ted_student": student_params,
-                      "distill_methods": {spec.method: recipe}, "ted_methods": {spec.method: recipe}}
-        datasets = {"teacher_model": teacher, "teacher_tokenized": tokenized, "glue_train": train, "glue_validation": validation}
-        teacher_side = teacher_cache_pipeline() + (stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([]))
+        parameters = {
+            "teacher": self.teacher_block(spec),
+            "teacher_cache": self.params.get("teacher_cache") or {},
+            "ted": self.params.get("ted") or {},
+            "student": student_params,
+            "ted_student": student_params,
+            "distill_methods": {spec.method: recipe},
+            "ted_methods": {spec.method: recipe},
+        }
+        datasets = {
+            "teacher_model": teacher,
+            "teacher_tokenized": tokenized,
+            "glue_train": train,
+            "glue_validation": validation,
+        }
+        teacher_side = teacher_cache_pipeline() + (
+            stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([])
+        )
         datasets = run_nodes(teacher_side, datasets, parameters, self.run_settings(spec, task, self.teacher_seed(spec)))
-        datasets = run_nodes(block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task))
+        datasets = run_nodes(
+            block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task)
+        )
         return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], teacher_metrics
 
     def recorded_teacher_scores(self, spec: TrialSpec, block: Mapping) -> dict[float, int]:
@@ -379,7 +455,8 @@ class TrialRunner:
                 f"{spec.table!r} on {spec.task} in {self.results_dir} were distilled from a teacher with the same settings "
                 f"scoring {seen}. Same content key, other weights: a teacher trained before 2026-11-25 drew its new "
                 f"classification head from an unseeded generator, and other fp32 kernels round differently (here: "
-                f"{numeric_path()}). Finish the table with its own teachers' store, or start a new table (other name).")
+                f"{numeric_path()}). Finish the table with its own teachers' store, or start a new table (other name)."
+            )
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
@@ -392,22 +469,36 @@ class TrialRunner:
         :func:`~bert_kd.pipelines.multi_teacher.nodes.student_recipe`)."""
         blocks = self.teacher_blocks(spec)
         student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
-        parameters = {"multi_teachers": blocks, "multi_student": self.student_block(spec),
-                      "teacher_cache": self.params.get("teacher_cache") or {},
-                      "multi_teacher_configs": {spec.method: dict(spec.recipe)}}
-        datasets = run_nodes(teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
-                             {"glue_train": train, "glue_validation": validation}, parameters,
-                             self.run_settings(spec, task, self.teacher_seed(spec)))
-        teacher_metrics = [dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
-                           for k, bundle in enumerate(datasets["multi_teacher_models"])]
+        parameters = {
+            "multi_teachers": blocks,
+            "multi_student": self.student_block(spec),
+            "teacher_cache": self.params.get("teacher_cache") or {},
+            "multi_teacher_configs": {spec.method: dict(spec.recipe)},
+        }
+        datasets = run_nodes(
+            teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
+            {"glue_train": train, "glue_validation": validation},
+            parameters,
+            self.run_settings(spec, task, self.teacher_seed(spec)),
+        )
+        teacher_metrics = [
+            dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
+            for k, bundle in enumerate(datasets["multi_teacher_models"])
+        ]
         for block, metrics in zip(blocks, teacher_metrics):  # every slot, before the student trains
             self.check_teacher(spec, metrics, block)
-        datasets = run_nodes(configuration_pipeline(spec.method).to_outputs(student_model), datasets, parameters,
-                             self.run_settings(spec, task))
+        datasets = run_nodes(
+            configuration_pipeline(spec.method).to_outputs(student_model),
+            datasets,
+            parameters,
+            self.run_settings(spec, task),
+        )
         data = datasets["multi_teacher_data"]
         chosen = spec.recipe.get("teachers") or list(range(len(blocks)))
-        view = {split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
-                for split in data}
+        view = {
+            split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
+            for split in data
+        }
         best = max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
         return datasets[student_model], view, best, teacher_metrics
 
@@ -424,8 +515,11 @@ class TrialRunner:
         runtime = dict(self.params.get("runtime") or {})
         table_grouping = bool(spec.settings.get("group_by_length", False))
         if runtime.get("group_by_length", table_grouping) != table_grouping and not self._said_batching:
-            log.info("reproduce: batches as table %s says (group_by_length: %s), not runtime.group_by_length",
-                     spec.table, str(table_grouping).lower())
+            log.info(
+                "reproduce: batches as table %s says (group_by_length: %s), not runtime.group_by_length",
+                spec.table,
+                str(table_grouping).lower(),
+            )
             self._said_batching = True
         select = {"select_metric": spec.settings["select_metric"]} if spec.settings.get("select_metric") else {}
         return {**runtime, "group_by_length": table_grouping, **select}  # the table's epoch metric, where it has one
@@ -441,8 +535,9 @@ def run_nodes(pipeline: Pipeline, datasets: Mapping[str, Any], parameters: Mappi
     and ``run_settings`` as the pipeline's dataset of that name. → the datasets afterwards."""
     values = {**datasets, "run_settings": run_settings}
     for node in pipeline.nodes:
-        values.update(node.run({name: values[name] if name in values else _parameter(parameters, name)
-                                for name in node.inputs}))
+        values.update(
+            node.run({name: values[name] if name in values else _parameter(parameters, name) for name in node.inputs})
+        )
     return values
 
 
@@ -451,7 +546,7 @@ def _parameter(parameters: Mapping, name: str):
     if not name.startswith("params:"):
         raise KeyError(f"a trial has no dataset {name!r} (its pipeline reads more than the trial gives it)")
     value: Any = parameters
-    for part in name[len("params:"):].split("."):
+    for part in name[len("params:") :].split("."):
         value = value[part]
     return value
 
@@ -489,7 +584,9 @@ def predict(bundle: ModelBundle, dataset, batch_size: int = 64):
     """Logits and labels of ``bundle`` on ``dataset`` (its own tokenization)."""
     from bert_kd.experiment.run_setup import collator_for
 
-    columns = [c for c in dataset.column_names if c in ("input_ids", "attention_mask", "token_type_ids", "labels", "idx")]
+    columns = [
+        c for c in dataset.column_names if c in ("input_ids", "attention_mask", "token_type_ids", "labels", "idx")
+    ]
     loader = make_loader(dataset.select_columns(columns), batch_size, collator_for(bundle.tokenizer), shuffle=False)
     return predict_logits(SupervisedObjective(bundle.model), loader)
 
@@ -509,8 +606,13 @@ def dev_metric(bundle: ModelBundle, data, task: str) -> float:
     return dev_metrics(bundle, data, task)[primary_metric(task)]
 
 
-def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mapping | float | None,
-                   teachers_metrics: Sequence[Mapping] | None = None) -> dict:
+def evaluate_trial(
+    student: ModelBundle,
+    data,
+    task: str,
+    teacher_metric: Mapping | float | None,
+    teachers_metrics: Sequence[Mapping] | None = None,
+) -> dict:
     """The ``run_trial`` result (``scheduler.check_result``): dev metric(s), per-example dev
     predictions and labels, the held-out metrics when there is a held-out split, MNLI's
     mismatched dev metrics, and the teacher's dev metrics (``teacher_metric``: all, or the primary;
@@ -526,9 +628,15 @@ def evaluate_trial(student: ModelBundle, data, task: str, teacher_metric: Mappin
         labels_list = [round(float(v), 4) for v in labels]
     else:
         predictions, labels_list = [int(v) for v in np.argmax(logits, axis=1)], [int(v) for v in labels]
-    result = {"dev_metric": float(metrics[primary_metric(task)]), "dev_metrics": {k: float(v) for k, v in metrics.items()},
-              "dev_predictions": predictions, "dev_labels": labels_list, "teacher_dev_metric": teacher_metric,
-              "model_key": student.info.get("key"), "best_epoch": student.info.get("best_epoch")}
+    result = {
+        "dev_metric": float(metrics[primary_metric(task)]),
+        "dev_metrics": {k: float(v) for k, v in metrics.items()},
+        "dev_predictions": predictions,
+        "dev_labels": labels_list,
+        "teacher_dev_metric": teacher_metric,
+        "model_key": student.info.get("key"),
+        "best_epoch": student.info.get("best_epoch"),
+    }
     if teacher_metrics is not None:
         result["teacher_dev_metrics"] = teacher_metrics
     if teachers_metrics is not None:

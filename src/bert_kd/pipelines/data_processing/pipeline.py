@@ -11,8 +11,13 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             run_settings_node(),
-            settings_node(ingest_glue, [], ["glue_train", "glue_validation", "glue_data_report"], name="ingest_glue",
-                          tags=tags_for(role="data")),
+            settings_node(
+                ingest_glue,
+                [],
+                ["glue_train", "glue_validation", "glue_data_report"],
+                name="ingest_glue",
+                tags=tags_for(role="data"),
+            ),
             node(
                 tokenize_for_model,
                 inputs=["glue_train", "glue_validation", "params:teacher"],

@@ -10,24 +10,15 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_kd.experiment import jobs
+from bert_kd.config.schema import Figures, Student, Tracking, set_values, typed
+from bert_kd.config.schema import TeacherCache as TeacherCacheBlock
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.core.distill import alp_figures as paper_figures
-from bert_kd.experiment.distill_job import (
-    TEACHER_PREFIX,
-    RunSettings,
-    StudentStart,
-    recipe_spec,
-    single_teacher_job,
-    student_start_spec,
-    task_of,
-    train_student,
-)
 from bert_kd.core.distill.methods.base import hidden_size, method_class
-from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.distill.objective import TeacherCache, build_teacher_cache
 from bert_kd.core.distill.outputs import summary_key_material
+from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.models import (
     ModelBundle,
     build_pretrained_student,
@@ -38,15 +29,32 @@ from bert_kd.core.models import (
     num_layers,
 )
 from bert_kd.core.reports.markdown_tables import markdown_table, rounded
+from bert_kd.core.reports.plots import comparison_bars, comparison_title
+from bert_kd.core.reports.verdict import (
+    MAJORITY_METHOD,
+    TIE,
+    Verdict,
+    comparison_verdict,
+    duplicate_rows,
+    noise_tolerance,
+)
+from bert_kd.core.training import resolve_mixed_precision
+from bert_kd.experiment import jobs
+from bert_kd.experiment.distill_job import (
+    TEACHER_PREFIX,
+    RunSettings,
+    StudentStart,
+    recipe_spec,
+    single_teacher_job,
+    student_start_spec,
+    task_of,
+    train_student,
+)
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.core.reports.plots import comparison_bars, comparison_title
-from bert_kd.config.schema import Figures, Student, TeacherCache as TeacherCacheBlock, Tracking, set_values, typed
 from bert_kd.tracking import distill as records
 from bert_kd.tracking.logged_models import CHAMPION_ALIAS, default_registered_name
 from bert_kd.tracking.logged_models import register_best_student as register_model_version
-from bert_kd.core.reports.verdict import MAJORITY_METHOD, TIE, Verdict, comparison_verdict, duplicate_rows, noise_tolerance
-from bert_kd.core.training import resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +87,14 @@ def shallow_student(teacher: ModelBundle, student, task: str, default_selection:
     if params.init == "pretrained":
         base = teacher.info.get("base_model")
         if not base:
-            raise ValueError("student.init: pretrained needs the checkpoint the teacher was fine-tuned from, "
-                             "but the teacher's bert_kd.json names no base_model; use student.init: teacher")
+            raise ValueError(
+                "student.init: pretrained needs the checkpoint the teacher was fine-tuned from, "
+                "but the teacher's bert_kd.json names no base_model; use student.init: teacher"
+            )
         spec = get_task(task)
-        return build_pretrained_student(base, params.num_layers, selection, spec.num_labels, is_regression=spec.is_regression)
+        return build_pretrained_student(
+            base, params.num_layers, selection, spec.num_labels, is_regression=spec.is_regression
+        )
     return build_student(teacher.model, params.num_layers, selection)
 
 
@@ -113,7 +125,9 @@ def build_student_model(teacher: ModelBundle, student, settings, row: str | None
     return StudentStart(model, tokenizer, info, params=student, row=row)
 
 
-def prepare_student_data(student: ModelBundle, teacher: ModelBundle, teacher_tokenized, train, validation, max_seq_length: int):
+def prepare_student_data(
+    student: ModelBundle, teacher: ModelBundle, teacher_tokenized, train, validation, max_seq_length: int
+):
     """Student inputs; when the student reads another vocabulary, the teacher's own tokenization
     is carried alongside under the ``t0_`` prefix."""
     if student.tokenizer.get_vocab() == teacher.tokenizer.get_vocab():
@@ -131,35 +145,54 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
         return None
     root = Path(block.directory)
     precision = resolve_mixed_precision(str(block.mixed_precision))  # "auto": bf16 where native
-    job = jobs.Job("teacher_cache", {"teacher": teacher.info.get("key"), "precision": precision,
-                                     "data": jobs.dataset_fingerprint({"train": tokenized["train"]}),
-                                     **summary_key_material(teacher.model)}, root)
+    job = jobs.Job(
+        "teacher_cache",
+        {
+            "teacher": teacher.info.get("key"),
+            "precision": precision,
+            "data": jobs.dataset_fingerprint({"train": tokenized["train"]}),
+            **summary_key_material(teacher.model),
+        },
+        root,
+    )
 
     def build(_checkpoint_dir):
-        return build_teacher_cache(teacher.model, tokenized["train"], batch_size=block.batch_size, key=job.key,
-                                   collator=common.collator_for(teacher.tokenizer),
-                                   autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision))
+        return build_teacher_cache(
+            teacher.model,
+            tokenized["train"],
+            batch_size=block.batch_size,
+            key=job.key,
+            collator=common.collator_for(teacher.tokenizer),
+            autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision),
+        )
 
     def save(result: TeacherCache, directory: Path) -> None:
-        torch.save({"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, directory / CACHE_FILE)
+        torch.save(
+            {"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, directory / CACHE_FILE
+        )
 
     def load(directory: Path) -> TeacherCache:
         stored = torch.load(directory / CACHE_FILE, weights_only=True)
         return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], job.key)
 
-    return jobs.run_job(job, build, save, load, recompute=common.recompute(runtime), writer=common.is_main_process()).value
+    return jobs.run_job(
+        job, build, save, load, recompute=common.recompute(runtime), writer=common.is_main_process()
+    ).value
 
 
-def distill_student(teacher: ModelBundle, student: StudentStart, student_data, teacher_cache: TeacherCache | None,
-                    recipe, settings) -> ModelBundle:
+def distill_student(
+    teacher: ModelBundle, student: StudentStart, student_data, teacher_cache: TeacherCache | None, recipe, settings
+) -> ModelBundle:
     """Distil ``teacher`` into ``student`` (built by :func:`build_student_model`, which names its
     row) with the row's ``recipe`` through the one distillation body
     (:func:`bert_kd.experiment.distill_job.train_student`); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     check_teacher(teacher, run.task)
     if not isinstance(student, StudentStart):
-        raise TypeError("distill_student needs the StudentStart of build_student_model (or TED's ted_student_init), "
-                        f"got {type(student).__name__}")
+        raise TypeError(
+            "distill_student needs the StudentStart of build_student_model (or TED's ted_student_init), "
+            f"got {type(student).__name__}"
+        )
     return train_student(single_teacher_job(teacher, student, student_data, teacher_cache, set_values(recipe), run))
 
 
@@ -175,8 +208,10 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     majority = majority_row(teacher_metrics, student_metrics)
     rows += [majority] if majority else []
     students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
-    same_as = duplicate_rows({r["method"]: m["info"].get("key") for r, m in zip(students, student_metrics)},
-                             preferred=named_after_method(student_metrics))
+    same_as = duplicate_rows(
+        {r["method"]: m["info"].get("key") for r, m in zip(students, student_metrics)},
+        preferred=named_after_method(student_metrics),
+    )
     if same_as:
         for row in students:
             row[SAME_JOB_COLUMN] = same_as.get(row["method"])
@@ -185,12 +220,28 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     metric = teacher_metrics["primary_metric"]
     title = comparison_title(table, teacher_metrics["task"], metric)
     verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=student_metrics)
-    figure = comparison_bars([r["method"] for r in students], [r[metric] for r in students], teacher_metrics["score"], metric,
-                             title, floor=majority.get(metric) if majority else None, noise=verdict.tolerance)
+    figure = comparison_bars(
+        [r["method"] for r in students],
+        [r[metric] for r in students],
+        teacher_metrics["score"],
+        metric,
+        title,
+        floor=majority.get(metric) if majority else None,
+        noise=verdict.tolerance,
+    )
     body = markdown_table(display_frame(frame, metric))
     markdown = with_verdict(body, verdict, title)
-    records.log_comparison("comparison", markdown, figure, frame, metric, body=body, title=title, warning=verdict.warning,
-                           teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"))
+    records.log_comparison(
+        "comparison",
+        markdown,
+        figure,
+        frame,
+        metric,
+        body=body,
+        title=title,
+        warning=verdict.warning,
+        teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"),
+    )
     records.tag_parent_run({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})
     return frame, markdown, figure
 
@@ -215,7 +266,6 @@ def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     return shown
 
 
-
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
     """The majority-class row (:data:`bert_kd.core.reports.verdict.MAJORITY_METHOD`) from the first evaluation
     that recorded it (same dev rows for every model of a table); None for regression tasks."""
@@ -237,8 +287,14 @@ def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% o
     return row
 
 
-def register_best_student(table: pd.DataFrame, teacher_metrics: dict, settings, *student_metrics: dict,
-                          table_name: str | None = None, label=None) -> dict:
+def register_best_student(
+    table: pd.DataFrame,
+    teacher_metrics: dict,
+    settings,
+    *student_metrics: dict,
+    table_name: str | None = None,
+    label=None,
+) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
     ``bert_kd-<task>-student``) with its lineage tags and the verdict's (:meth:`Verdict.tags`).
     A tie registers its top scorer tagged as a tie (``bert_kd.verdict: tie``, ``bert_kd.tied``)
@@ -256,35 +312,72 @@ def register_best_student(table: pd.DataFrame, teacher_metrics: dict, settings, 
     majority = next((r for r in rows if r.get("method") == MAJORITY_METHOD), None)
     students = [r for r in rows if r.get("method") not in ("teacher", MAJORITY_METHOD)]
     row_label = (lambda r: f"{r['method']}[{r['teachers']}]") if "teachers" in table.columns else None
-    verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label,
-                            evaluations=None if row_label else student_metrics)
+    verdict = table_verdict(
+        students, majority, metric, teacher_metrics, label=row_label, evaluations=None if row_label else student_metrics
+    )
     chosen = verdict.best or (verdict.top if verdict.kind == TIE and tracking.register_ties else None)
     if chosen is None:
         log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
         return {"registered": False, "reason": verdict.warning, "verdict": verdict.kind, "tied": list(verdict.tied)}
     best = next(e for e in student_metrics if label(e["info"]) == chosen)
     name = tracking.registered_model or default_registered_name(run.task)
-    version = register_model_version(best["info"], teacher_metrics.get("info"), name, extra_tags={
-        "bert_kd.metric": metric, "bert_kd.score": format(float(best["score"]), ".6g"), "bert_kd.table": table_name or "",
-        **verdict.tags()}, description=registration_description(chosen, table, metric, table_name, run.task, verdict))
+    version = register_model_version(
+        best["info"],
+        teacher_metrics.get("info"),
+        name,
+        extra_tags={
+            "bert_kd.metric": metric,
+            "bert_kd.score": format(float(best["score"]), ".6g"),
+            "bert_kd.table": table_name or "",
+            **verdict.tags(),
+        },
+        description=registration_description(chosen, table, metric, table_name, run.task, verdict),
+    )
     uri = f"models:/{name}/{version.version}"
     if verdict.kind == TIE:
-        log.warning("%s: %s registered as %s (alias %s), tagged as a tie (%s)", table_name or "comparison", chosen, uri,
-                    f"models:/{name}@{CHAMPION_ALIAS}", verdict.warning)
+        log.warning(
+            "%s: %s registered as %s (alias %s), tagged as a tie (%s)",
+            table_name or "comparison",
+            chosen,
+            uri,
+            f"models:/{name}@{CHAMPION_ALIAS}",
+            verdict.warning,
+        )
     else:
-        log.info("%s: best student %s registered as %s (alias %s)", table_name or "comparison", chosen, uri,
-                 f"models:/{name}@{CHAMPION_ALIAS}")
+        log.info(
+            "%s: best student %s registered as %s (alias %s)",
+            table_name or "comparison",
+            chosen,
+            uri,
+            f"models:/{name}@{CHAMPION_ALIAS}",
+        )
     records.tag_parent_run({"registered_model": uri, "registered_method": chosen, **verdict.tags()})
-    return {"registered": True, "uri": uri, "name": name, "version": str(version.version), "method": chosen,
-            "alias": CHAMPION_ALIAS, "verdict": verdict.kind, "tied": list(verdict.tied)}
+    return {
+        "registered": True,
+        "uri": uri,
+        "name": name,
+        "version": str(version.version),
+        "method": chosen,
+        "alias": CHAMPION_ALIAS,
+        "verdict": verdict.kind,
+        "tied": list(verdict.tied),
+    }
 
 
-def registration_description(best: str, table: pd.DataFrame, metric: str | None, table_name: str | None, task: str,
-                             verdict: Verdict | None = None) -> str:
+def registration_description(
+    best: str,
+    table: pd.DataFrame,
+    metric: str | None,
+    table_name: str | None,
+    task: str,
+    verdict: Verdict | None = None,
+) -> str:
     """The registered version's description: which row won what (or that it tops a tie), then the comparison."""
     if verdict is not None and verdict.kind == TIE:
-        head = (f"Top scorer of a tie in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**; "
-                f"{verdict.warning}.\n\n")
+        head = (
+            f"Top scorer of a tie in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**; "
+            f"{verdict.warning}.\n\n"
+        )
     else:
         head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
     return head + markdown_table(table)
@@ -309,8 +402,9 @@ def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:
     return f"**No best student**: {verdict.warning}.\n\n" + markdown
 
 
-def table_verdict(students: list[dict], majority: dict | None, metric: str, reference: dict, label=None,
-                  evaluations=None) -> Verdict:
+def table_verdict(
+    students: list[dict], majority: dict | None, metric: str, reference: dict, label=None, evaluations=None
+) -> Verdict:
     """The verdict over ``students`` rows (their ``metric`` column) against the majority row and the
     teacher (``reference['score']``), at the noise of the evaluation split's size
     (``reference['score_examples']``). ``evaluations``: the rows' evaluations, in row order, for the
@@ -321,15 +415,24 @@ def table_verdict(students: list[dict], majority: dict | None, metric: str, refe
     same_as, correct = {}, {}
     if evaluations:
         names = [label(row) for row in students]
-        same_as = duplicate_rows({n: e.get("info", {}).get("key") for n, e in zip(names, evaluations)},
-                                 preferred=named_after_method(evaluations))
+        same_as = duplicate_rows(
+            {n: e.get("info", {}).get("key") for n, e in zip(names, evaluations)},
+            preferred=named_after_method(evaluations),
+        )
         for name, evaluation in zip(names, evaluations):
             splits = evaluation.get("correct") or {}
             if splits:
                 correct[name] = splits[common.evaluation_split(splits)]
     teacher = reference.get("score") if isinstance(reference, dict) else None
-    return comparison_verdict(scores, floor, noise_tolerance(reference.get("score_examples")), metric,
-                              teacher=None if teacher is None else float(teacher), same_as=same_as, correct=correct)
+    return comparison_verdict(
+        scores,
+        floor,
+        noise_tolerance(reference.get("score_examples")),
+        metric,
+        teacher=None if teacher is None else float(teacher),
+        same_as=same_as,
+        correct=correct,
+    )
 
 
 def named_after_method(evaluations) -> set[str]:
@@ -374,27 +477,42 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
     row, task = student.info.get("method", "alp"), task_of(settings)
     recipe, options = set_values(method_config), typed(Figures, figures, "figures")
     if recipe.get("method") != "alp":
-        raise ValueError(f"distill_methods.{row}.method: Figure 3 needs an ALP recipe (method: alp), "
-                         f"got {recipe.get('method')!r}")
-    batch, index, split, prefix = _dev_batch(student, teacher, student_data, options.alp_attention_examples, options.seed)
+        raise ValueError(
+            f"distill_methods.{row}.method: Figure 3 needs an ALP recipe (method: alp), got {recipe.get('method')!r}"
+        )
+    batch, index, split, prefix = _dev_batch(
+        student, teacher, student_data, options.alp_attention_examples, options.seed
+    )
     title = f"ALP-KD Figure 3: α per dev example ({row}, {task} {split}, {len(index)} examples)"
     if hidden_size(student.model) != hidden_size(teacher.model):
-        reason = (f"student width {hidden_size(student.model)} != teacher width {hidden_size(teacher.model)}: α needs "
-                  "ALP's learned projection, which is not stored with the student")
+        reason = (
+            f"student width {hidden_size(student.model)} != teacher width {hidden_size(teacher.model)}: α needs "
+            "ALP's learned projection, which is not stored with the student"
+        )
         log.warning("Figure 3 (%s) not drawn: %s", row, reason)
-        table, figure = pd.DataFrame([{"row": row, "not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
+        table, figure = (
+            pd.DataFrame([{"row": row, "not_drawn": reason}]),
+            paper_figures.unavailable_figure(title, reason),
+        )
     else:
         result = paper_figures.alp_attention_per_example(
-            student.model, teacher.model, batch, recipe_mapping(recipe), n_examples=len(index), seed=options.seed,
-            teacher_prefix=prefix)
+            student.model,
+            teacher.model,
+            batch,
+            recipe_mapping(recipe),
+            n_examples=len(index),
+            seed=options.seed,
+            teacher_prefix=prefix,
+        )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
     records.log_report(f"figures/alp_attention_{row}", table, figure)
     return table, figure
 
 
-def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_student: ModelBundle, student_data,
-                           pkd_config, figures):
+def layer_alignment_report(
+    teacher: ModelBundle, alp_student: ModelBundle, pkd_student: ModelBundle, student_data, pkd_config, figures
+):
     """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
     for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
     to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
@@ -403,9 +521,13 @@ def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_s
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]
     else:
-        mapping = layer_map(recipe_mapping(set_values(pkd_config)), num_layers(teacher.model), num_layers(pkd_student.model))
+        mapping = layer_map(
+            recipe_mapping(set_values(pkd_config)), num_layers(teacher.model), num_layers(pkd_student.model)
+        )
         pairs = paper_figures.alignment_pairs(mapping)
-    batch, index, split, prefix = _dev_batch(alp_student, teacher, student_data, options.alignment_examples, options.seed)
+    batch, index, split, prefix = _dev_batch(
+        alp_student, teacher, student_data, options.alignment_examples, options.seed
+    )
     title = f"ALP-KD Figure 4: student vs teacher layers ({task} {split}, {len(index)} examples)"
     students = {"ALP": alp_student, "PKD": pkd_student}
     widths = {name: hidden_size(s.model) for name, s in students.items()}
@@ -418,8 +540,15 @@ def layer_alignment_report(teacher: ModelBundle, alp_student: ModelBundle, pkd_s
         log.warning("Figure 4 not drawn: %s", reason)
         table, figure = pd.DataFrame([{"not_drawn": reason}]), paper_figures.unavailable_figure(title, reason)
     else:
-        alignments = paper_figures.layer_alignment(teacher.model, {k: s.model for k, s in students.items()}, batch, pairs,
-                                                   n_examples=len(index), seed=options.seed, teacher_prefix=prefix)
+        alignments = paper_figures.layer_alignment(
+            teacher.model,
+            {k: s.model for k, s in students.items()},
+            batch,
+            pairs,
+            n_examples=len(index),
+            seed=options.seed,
+            teacher_prefix=prefix,
+        )
         table = paper_figures.alignment_table(alignments, index)
         figure = paper_figures.layer_alignment_figure(alignments, title)
     records.log_report("figures/layer_alignment", table, figure)

@@ -29,7 +29,14 @@ PAPER = "alp_kd"
 #: Rows whose recipe runs this method get ALP-KD's Figure 3 (α per dev example).
 FIGURE3_METHOD = "alp"
 
-SHARED_INPUTS = ("teacher_model", "teacher_tokenized", "teacher_output_cache", "glue_train", "glue_validation", "run_settings")
+SHARED_INPUTS = (
+    "teacher_model",
+    "teacher_tokenized",
+    "teacher_output_cache",
+    "glue_train",
+    "glue_validation",
+    "run_settings",
+)
 
 
 def block_name(paper: str, method: str) -> str:
@@ -38,8 +45,17 @@ def block_name(paper: str, method: str) -> str:
 
 
 def teacher_cache_pipeline() -> Pipeline:
-    return Pipeline([settings_node(cache_teacher_outputs, ["teacher_model", "teacher_tokenized", "params:teacher_cache"],
-                                   "teacher_output_cache", name="cache_teacher_outputs", tags=tags_for(role="teacher"))])
+    return Pipeline(
+        [
+            settings_node(
+                cache_teacher_outputs,
+                ["teacher_model", "teacher_tokenized", "params:teacher_cache"],
+                "teacher_output_cache",
+                name="cache_teacher_outputs",
+                tags=tags_for(role="teacher"),
+            )
+        ]
+    )
 
 
 def for_row(func, row: str):
@@ -65,18 +81,41 @@ def method_pipeline(
     extra = list(extra_inputs)
     template = Pipeline(
         [
-            node(for_row(build_student, method), [*extra, "teacher_model", "params:student", "run_settings"], "student_init",
-                 name="build_student"),
+            node(
+                for_row(build_student, method),
+                [*extra, "teacher_model", "params:student", "run_settings"],
+                "student_init",
+                name="build_student",
+            ),
             node(
                 prepare_student_data,
-                ["student_init", "teacher_model", "teacher_tokenized", "glue_train", "glue_validation", "params:teacher.max_seq_length"],
+                [
+                    "student_init",
+                    "teacher_model",
+                    "teacher_tokenized",
+                    "glue_train",
+                    "glue_validation",
+                    "params:teacher.max_seq_length",
+                ],
                 "student_data",
                 name="prepare_student_data",
             ),
-            node(distill_student,
-                 ["teacher_model", "student_init", "student_data", "teacher_output_cache", "params:method", "run_settings"],
-                 "student_model", name="distill"),
-            settings_node(evaluate_model, ["student_model", "student_data"], "student_metrics", name="evaluate_student"),
+            node(
+                distill_student,
+                [
+                    "teacher_model",
+                    "student_init",
+                    "student_data",
+                    "teacher_output_cache",
+                    "params:method",
+                    "run_settings",
+                ],
+                "student_model",
+                name="distill",
+            ),
+            settings_node(
+                evaluate_model, ["student_model", "student_data"], "student_metrics", name="evaluate_student"
+            ),
         ]
     )
     parameters = {
@@ -86,27 +125,63 @@ def method_pipeline(
     }
     outputs = {}
     if figure3:
-        template += Pipeline([node(
-            alp_attention_report, ["student_model", "teacher_model", "student_data", "params:method", "params:figures", "run_settings"],
-            ["alp_attention_table", "alp_attention_plot"], name="alp_attention_figure", tags=tags_for(role="report"))])
+        template += Pipeline(
+            [
+                node(
+                    alp_attention_report,
+                    [
+                        "student_model",
+                        "teacher_model",
+                        "student_data",
+                        "params:method",
+                        "params:figures",
+                        "run_settings",
+                    ],
+                    ["alp_attention_table", "alp_attention_plot"],
+                    name="alp_attention_figure",
+                    tags=tags_for(role="report"),
+                )
+            ]
+        )
         parameters["params:figures"] = "params:figures"
         # data/08_reporting/alp_kd_figure3_<row>.{csv,png} (the "{name}_table" / "{name}_plot" entries)
-        outputs = {"alp_attention_table": f"{paper}_figure3_{method}_table",
-                   "alp_attention_plot": f"{paper}_figure3_{method}_plot"}
+        outputs = {
+            "alp_attention_table": f"{paper}_figure3_{method}_table",
+            "alp_attention_plot": f"{paper}_figure3_{method}_plot",
+        }
     inputs = {i: i for i in (*SHARED_INPUTS, *extra)}
-    return pipeline(template, namespace=block_name(paper, method), inputs=inputs, outputs=outputs or None,
-                    parameters=parameters, tags=tags_for(paper, method, "student"))
+    return pipeline(
+        template,
+        namespace=block_name(paper, method),
+        inputs=inputs,
+        outputs=outputs or None,
+        parameters=parameters,
+        tags=tags_for(paper, method, "student"),
+    )
 
 
 def layer_alignment_pipeline(paper: str = PAPER) -> Pipeline:
     """ALP-KD Figure 4 (ALP vs PKD students against their teacher layers) where both rows run:
     data/08_reporting/alp_kd_figure4.{csv,png}."""
-    return Pipeline([node(
-        layer_alignment_report,
-        ["teacher_model", f"{block_name(paper, 'alp')}.student_model", f"{block_name(paper, 'pkd')}.student_model",
-         f"{block_name(paper, 'alp')}.student_data", "params:distill_methods.pkd", "params:figures"],
-        [f"{paper}_figure4_table", f"{paper}_figure4_plot"], name="layer_alignment_figure", namespace=paper,
-        tags=tags_for(paper, role="report"))])
+    return Pipeline(
+        [
+            node(
+                layer_alignment_report,
+                [
+                    "teacher_model",
+                    f"{block_name(paper, 'alp')}.student_model",
+                    f"{block_name(paper, 'pkd')}.student_model",
+                    f"{block_name(paper, 'alp')}.student_data",
+                    "params:distill_methods.pkd",
+                    "params:figures",
+                ],
+                [f"{paper}_figure4_table", f"{paper}_figure4_plot"],
+                name="layer_alignment_figure",
+                namespace=paper,
+                tags=tags_for(paper, role="report"),
+            )
+        ]
+    )
 
 
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
@@ -124,8 +199,12 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
             ),
             node(  # the best student as a registered MLflow model version (not when every student ties)
                 registration_node(output_prefix),
-                inputs=[f"{output_prefix}_table", "teacher_metrics",
-                        *[f"{block_name(paper, m)}.student_metrics" for m in methods], "run_settings"],
+                inputs=[
+                    f"{output_prefix}_table",
+                    "teacher_metrics",
+                    *[f"{block_name(paper, m)}.student_metrics" for m in methods],
+                    "run_settings",
+                ],
                 outputs=f"{output_prefix}_registered_model",
                 name=f"register_{output_prefix}",
                 tags=tags_for(paper, role="report"),

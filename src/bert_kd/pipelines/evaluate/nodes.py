@@ -6,8 +6,6 @@ import json
 import logging
 from pathlib import Path
 
-from bert_kd.core.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
-from bert_kd.core.data.tokenize import tokenize_splits
 from bert_kd.config.errors import (
     DamagedModelError,
     ModelNotFoundError,
@@ -15,12 +13,14 @@ from bert_kd.config.errors import (
     TaskMismatchError,
     UserError,
 )
-from bert_kd.core.files import MANIFEST
-from bert_kd.experiment.jobs import store_entry_problem
-from bert_kd.core.models import load_bundle
-from bert_kd.pipelines import common
 from bert_kd.config.schema import Block, Evaluate, Tracking, typed
+from bert_kd.core.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
+from bert_kd.core.data.tokenize import tokenize_splits
+from bert_kd.core.files import MANIFEST
+from bert_kd.core.models import load_bundle
+from bert_kd.experiment.jobs import store_entry_problem
 from bert_kd.experiment.parameters import _length_problems
+from bert_kd.pipelines import common
 from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_directory, unfinished_model
 
 log = logging.getLogger(__name__)
@@ -36,30 +36,43 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
     """A local model directory (a store entry's manifest verified first), or an MLflow URI
     downloaded to a local directory; :class:`~bert_kd.config.errors.UserError` naming the parameter ``key``."""
     if not source:
-        raise ModelNotFoundError(f"{key} is empty", key,
-                                 f"give a model directory or an MLflow URI: --params {key}=runs:/<run id>/model")
+        raise ModelNotFoundError(
+            f"{key} is empty", key, f"give a model directory or an MLflow URI: --params {key}=runs:/<run id>/model"
+        )
     if source.startswith(MLFLOW_SCHEMES):
         path = _download(source, key)
         shown = source  # the URI, never the temporary folder it was downloaded to
     else:
         path = Path(source).expanduser()
         if not path.exists():
-            raise ModelNotFoundError(f"{source!r} does not exist", key,
-                                     f"give a model directory or an MLflow URI ({', '.join(MLFLOW_SCHEMES)})")
+            raise ModelNotFoundError(
+                f"{source!r} does not exist",
+                key,
+                f"give a model directory or an MLflow URI ({', '.join(MLFLOW_SCHEMES)})",
+            )
         if not path.is_dir():
-            raise ModelNotFoundError(f"{source!r} is a file, not a model directory", key,
-                                     "give the directory that holds config.json and the weights")
+            raise ModelNotFoundError(
+                f"{source!r} is a file, not a model directory",
+                key,
+                "give the directory that holds config.json and the weights",
+            )
         shown = str(path)
     _check_store_entry(path, key)
     if not (path / "config.json").is_file():
-        raise ModelNotFoundError(f"{shown!r} is not a model directory (no config.json)", key,
-                                 "give a directory written by save_pretrained (a store entry under "
-                                 "data/06_models/store/<kind>/<key>) or runs:/<run id>/model")
+        raise ModelNotFoundError(
+            f"{shown!r} is not a model directory (no config.json)",
+            key,
+            "give a directory written by save_pretrained (a store entry under "
+            "data/06_models/store/<kind>/<key>) or runs:/<run id>/model",
+        )
     problem = model_files_problem(path)
     if problem:
-        raise ModelNotFoundError(f"{shown!r} is not a bert-kd model: {problem}", key,
-                                 "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
-                                 "with its tokenizer (a store entry, runs:/<run id>/model, models:/<name>/<version>)")
+        raise ModelNotFoundError(
+            f"{shown!r} is not a bert-kd model: {problem}",
+            key,
+            "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
+            "with its tokenizer (a store entry, runs:/<run id>/model, models:/<name>/<version>)",
+        )
     return path
 
 
@@ -78,12 +91,15 @@ def model_files_problem(path: Path) -> str | None:
     if not isinstance(config, dict):
         return f"config.json is a JSON {type(config).__name__}, not an object"
     if config.get("auto_map"):
-        return (f"config.json names custom code (auto_map: {sorted(config['auto_map'])}); only the built-in "
-                "architectures of transformers are loaded")
+        return (
+            f"config.json names custom code (auto_map: {sorted(config['auto_map'])}); only the built-in "
+            "architectures of transformers are loaded"
+        )
     if not any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json")):
         present = sorted(f.name for f in path.iterdir() if f.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
         return "no safetensors weights (model.safetensors)" + (
-            f"; pickled weights ({', '.join(present)}) are never loaded" if present else "")
+            f"; pickled weights ({', '.join(present)}) are never loaded" if present else ""
+        )
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})"
     return None
@@ -94,21 +110,30 @@ def _download(source: str, key: str) -> Path:
 
     unfinished = unfinished_model(source)
     if unfinished:
-        raise DamagedModelError(f"{source} cannot be used: {unfinished}", key,
-                                "run the pipeline that trained it again: its store entry is reused and logged "
-                                "again, in the new run (use that run's URI), or evaluate the store entry's folder")
+        raise DamagedModelError(
+            f"{source} cannot be used: {unfinished}",
+            key,
+            "run the pipeline that trained it again: its store entry is reused and logged "
+            "again, in the new run (use that run's URI), or evaluate the store entry's folder",
+        )
 
     try:
         local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
     except UnsafeModelPathError as exc:
-        raise DamagedModelError(f"{source} is not used: {exc}", key,
-                                "evaluate a model logged by bert-kd as it was logged (its MLmodel names data/<key> "
-                                "inside the model); log it again from its store entry if its MLmodel was edited") from None
+        raise DamagedModelError(
+            f"{source} is not used: {exc}",
+            key,
+            "evaluate a model logged by bert-kd as it was logged (its MLmodel names data/<key> "
+            "inside the model); log it again from its store entry if its MLmodel was edited",
+        ) from None
     except Exception as exc:  # noqa: BLE001 - MlflowException, OSError …: the URI names nothing downloadable
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelNotFoundError(f"{source!r} cannot be downloaded from MLflow ({first_line})", key,
-                                 f"check the run id in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}); "
-                                 "the run must have logged its model (tracking.log_models: true)") from None
+        raise ModelNotFoundError(
+            f"{source!r} cannot be downloaded from MLflow ({first_line})",
+            key,
+            f"check the run id in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}); "
+            "the run must have logged its model (tracking.log_models: true)",
+        ) from None
     log.info("%s %s downloaded to %s", key, source, local)
     return local
 
@@ -120,9 +145,12 @@ def _check_store_entry(path: Path, key: str) -> None:
         return
     problem = store_entry_problem(path)
     if problem is not None:
-        raise DamagedModelError(f"{path} is damaged: {problem}", key,
-                                "evaluate another model, or re-run the pipeline that trains it (a damaged "
-                                "store entry is then moved aside and retrained)")
+        raise DamagedModelError(
+            f"{path} is damaged: {problem}",
+            key,
+            "evaluate another model, or re-run the pipeline that trains it (a damaged "
+            "store entry is then moved aside and retrained)",
+        )
 
 
 def registry_task(source: str) -> tuple[str | None, str]:
@@ -134,7 +162,7 @@ def registry_task(source: str) -> tuple[str | None, str]:
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    client, name = MlflowClient(), source[len("models:/"):].strip("/")
+    client, name = MlflowClient(), source[len("models:/") :].strip("/")
     try:
         if "@" in name:
             model, alias = name.split("@", 1)
@@ -174,24 +202,33 @@ def check_model_task(bundle, task: str, source: str, key: str, allow_mismatch: b
         if recorded == spec.name or allow_mismatch:
             continue
         raise TaskMismatchError(
-            f"{source} was trained for {recorded} ({where} says so), not for task={spec.name}", f"{key}, task",
+            f"{source} was trained for {recorded} ({where} says so), not for task={spec.name}",
+            f"{key}, task",
             f"run with task={recorded}, give a model trained on {spec.name}, or, to {verb} it on {spec.name} "
-            f"anyway, --params {block}.allow_task_mismatch=true")
+            f"anyway, --params {block}.allow_task_mismatch=true",
+        )
     recorded = records[0][0] if records else None
     if recorded is None:
-        log.warning("%s records no task (no bert_kd.json): only its label count is checked against %s", source, spec.name)
+        log.warning(
+            "%s records no task (no bert_kd.json): only its label count is checked against %s", source, spec.name
+        )
     elif recorded != spec.name:
-        log.warning("%s was trained for %s: %s on %s as %s.allow_task_mismatch asks", source, recorded, verb,
-                    spec.name, block)
+        log.warning(
+            "%s was trained for %s: %s on %s as %s.allow_task_mismatch asks", source, recorded, verb, spec.name, block
+        )
     labels = int(bundle.model.config.num_labels)
     if labels != spec.num_labels:
-        raise UserError(f"the model has {labels} labels but task {spec.name} needs {spec.num_labels}", key,
-                        f"{verb} it on a task with {labels} labels, or give a model trained on {spec.name}")
+        raise UserError(
+            f"the model has {labels} labels but task {spec.name} needs {spec.num_labels}",
+            key,
+            f"{verb} it on a task with {labels} labels, or give a model trained on {spec.name}",
+        )
     return recorded
 
 
-def load_model_for_task(source: str, task: str, key: str, max_seq_length: int, allow_mismatch: bool,
-                        verb: str = "evaluate") -> tuple:
+def load_model_for_task(
+    source: str, task: str, key: str, max_seq_length: int, allow_mismatch: bool, verb: str = "evaluate"
+) -> tuple:
     """``source`` resolved (a store entry verified, an MLflow URI downloaded and confined),
     ``max_seq_length`` checked against its positions, loaded, and its task checked
     (:func:`check_model_task`). Returns ``(bundle, recorded task)``."""
@@ -207,18 +244,28 @@ def load_model_for_task(source: str, task: str, key: str, max_seq_length: int, a
     try:
         bundle = load_bundle(path)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelNotFoundError(f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
-                                 key, "give a directory written by save_pretrained with its tokenizer") from exc
+        raise ModelNotFoundError(
+            f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
+            key,
+            "give a directory written by save_pretrained with its tokenizer",
+        ) from exc
     return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
 
 
-def evaluate_model_source(evaluate: Block[Evaluate], task: str, glue_dir: str | None, max_eval_samples: int | None,
-                          seed: int, tracking: Block[Tracking]) -> dict:
+def evaluate_model_source(
+    evaluate: Block[Evaluate],
+    task: str,
+    glue_dir: str | None,
+    max_eval_samples: int | None,
+    seed: int,
+    tracking: Block[Tracking],
+) -> dict:
     """Every dev split of ``task`` through the model's own tokenizer; metrics logged to the active run."""
     evaluate = typed(Evaluate, evaluate, "evaluate")
     source = evaluate.model or ""
-    bundle, model_task = load_model_for_task(source, task, MODEL_KEY, evaluate.max_seq_length,
-                                             evaluate.allow_task_mismatch)
+    bundle, model_task = load_model_for_task(
+        source, task, MODEL_KEY, evaluate.max_seq_length, evaluate.allow_task_mismatch
+    )
     spec = get_task(task)
     root, user_named = resolve_glue_dir(glue_dir)
     splits = load_glue_task(spec.name, root, allow_download=not user_named)

@@ -6,8 +6,20 @@ from .nodes import evaluate_model_source
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline([
-        node(evaluate_model_source,
-             ["params:evaluate", "params:task", "params:glue_dir", "params:max_eval_samples", "params:seed", "params:tracking"],
-             "evaluation_metrics", name="evaluate_model_source"),
-    ])
+    return Pipeline(
+        [
+            node(
+                evaluate_model_source,
+                [
+                    "params:evaluate",
+                    "params:task",
+                    "params:glue_dir",
+                    "params:max_eval_samples",
+                    "params:seed",
+                    "params:tracking",
+                ],
+                "evaluation_metrics",
+                name="evaluate_model_source",
+            ),
+        ]
+    )

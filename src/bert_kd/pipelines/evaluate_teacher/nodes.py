@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from bert_kd.config.schema import Block, Tracking
 from bert_kd.core.models import ModelBundle
 from bert_kd.pipelines import common
-from bert_kd.config.schema import Block, Tracking
 
 
 def evaluate_model(bundle: ModelBundle, tokenized, task: str, tracking: Block[Tracking]) -> dict:

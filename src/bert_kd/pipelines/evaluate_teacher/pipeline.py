@@ -8,5 +8,14 @@ from .nodes import evaluate_model
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline([settings_node(evaluate_model, ["teacher_model", "teacher_tokenized"], "teacher_metrics",
-                                   name="evaluate_teacher", tags=tags_for(role="teacher"))])
+    return Pipeline(
+        [
+            settings_node(
+                evaluate_model,
+                ["teacher_model", "teacher_tokenized"],
+                "teacher_metrics",
+                name="evaluate_teacher",
+                tags=tags_for(role="teacher"),
+            )
+        ]
+    )

@@ -10,23 +10,29 @@ from typing import Mapping
 import pandas as pd
 import torch
 
-from bert_kd.core.data.glue import get_task
 from bert_kd.config.errors import UserError
-from bert_kd.core.onnx_export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
-from bert_kd.core.reports.markdown_tables import markdown_table
+from bert_kd.config.schema import Block, ExportStudent, Tracking, set_values, typed
+from bert_kd.core.data.glue import get_task
 from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, load_bundle
+from bert_kd.core.onnx_export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
+from bert_kd.core.reports.markdown_tables import markdown_table
+from bert_kd.experiment.run_setup import RunSettings
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
-from bert_kd.experiment.run_setup import RunSettings
-from bert_kd.config.schema import Block, ExportStudent, Tracking, set_values, typed
 from bert_kd.tracking.logged_models import champion_uri, default_registered_name, log_onnx_model
 
 log = logging.getLogger(__name__)
 
 
-def export_student(student: ModelBundle, student_data, teacher: ModelBundle, teacher_tokenized,
-                   settings: Block[ExportStudent], run: RunSettings | Mapping):
+def export_student(
+    student: ModelBundle,
+    student_data,
+    teacher: ModelBundle,
+    teacher_tokenized,
+    settings: Block[ExportStudent],
+    run: RunSettings | Mapping,
+):
     """ONNX files of ``student`` (fp32, optional dynamic int8), the verification report, and the
     latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models) on the run's task."""
     logged = set_values(settings)  # the export run's ``export.*`` params
@@ -42,8 +48,13 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
     threads = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:
         paths, checks = export_and_verify(
-            student.model, student_dev, student_collator, spec.name, tmp,
-            quantize=settings.quantize_int8, tolerance_points=settings.tolerance_points,
+            student.model,
+            student_dev,
+            student_collator,
+            spec.name,
+            tmp,
+            quantize=settings.quantize_int8,
+            tolerance_points=settings.tolerance_points,
         )
         files = {path.name: path.read_bytes() for path in paths.values()}
         candidates = {
@@ -60,7 +71,10 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
             preds, labels = predict(logits_fn, dataset, collator)
             scores[name] = round(float(glue_metrics(spec.name, preds, labels)[metric]), 4)
         rows = latency_table(
-            candidates, batch_sizes=settings.batch_sizes, max_batches=settings.max_batches, repeats=settings.repeats,
+            candidates,
+            batch_sizes=settings.batch_sizes,
+            max_batches=settings.max_batches,
+            repeats=settings.repeats,
             scores=scores,
         )
     report = {
@@ -75,8 +89,9 @@ def export_student(student: ModelBundle, student_data, teacher: ModelBundle, tea
         "latency": rows,
     }
     log.info("export_student %s (%s): %s", spec.name, source, scores)
-    with common.tracked_run(f"export_student:{spec.name}", common.tracking_enabled(tracking),
-                            {"role": "export", "task": spec.name}) as run:
+    with common.tracked_run(
+        f"export_student:{spec.name}", common.tracking_enabled(tracking), {"role": "export", "task": spec.name}
+    ) as run:
         run.log_params({"export": logged, "student_run_id": student.info.get("mlflow_run_id")})
         run.log_metrics({f"export/score/{_metric_key(k)}": v for k, v in scores.items()})
         run.log_metrics({f"export/ms_b{r['batch_size']}/{_metric_key(r['model'])}": r["ms_per_batch"] for r in rows})
@@ -105,8 +120,11 @@ def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, 
         return student, PIPELINE_STUDENT
     bundle = load_bundle(resolve_model_source(source, key))
     if bundle.tokenizer.get_vocab() != student.tokenizer.get_vocab():
-        raise UserError(f"{source} reads another vocabulary than this pipeline's student", key,
-                        "export a student distilled from this teacher, or set export_student.model: null")
+        raise UserError(
+            f"{source} reads another vocabulary than this pipeline's student",
+            key,
+            "export a student distilled from this teacher, or set export_student.model: null",
+        )
     log.info("export_student: exporting %s", source)
     return bundle, source
 
@@ -116,8 +134,15 @@ def _log_onnx_student(onnx_bytes: bytes, student: ModelBundle, task: str) -> str
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "student.onnx"
         path.write_bytes(onnx_bytes)
-        return log_onnx_model(path, tags={"task": task, "role": "student_onnx", "store_key": student.info.get("key", ""),
-                                          "student_run_id": student.info.get("mlflow_run_id") or ""})
+        return log_onnx_model(
+            path,
+            tags={
+                "task": task,
+                "role": "student_onnx",
+                "store_key": student.info.get("key", ""),
+                "student_run_id": student.info.get("mlflow_run_id") or "",
+            },
+        )
 
 
 def _metric_key(name: str) -> str:

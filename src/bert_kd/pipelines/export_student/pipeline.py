@@ -10,9 +10,20 @@ def create_pipeline(method: str = "alp", paper: str = "alp_kd", **kwargs) -> Pip
     from .nodes import export_student
 
     block = f"{paper}.{method}"
-    return Pipeline([
-        settings_node(export_student, [f"{block}.student_model", f"{block}.student_data", "teacher_model", "teacher_tokenized",
-                                       "params:export_student"],
-                      ["exported_student", "export_student_report", "export_latency_table", "export_latency_table_md"],
-                      name="export_student", tags=tags_for(paper, method, "report")),
-    ])
+    return Pipeline(
+        [
+            settings_node(
+                export_student,
+                [
+                    f"{block}.student_model",
+                    f"{block}.student_data",
+                    "teacher_model",
+                    "teacher_tokenized",
+                    "params:export_student",
+                ],
+                ["exported_student", "export_student_report", "export_latency_table", "export_latency_table_md"],
+                name="export_student",
+                tags=tags_for(paper, method, "report"),
+            ),
+        ]
+    )

@@ -7,15 +7,19 @@ import re
 
 import pandas as pd
 
-from bert_kd.experiment import jobs
+from bert_kd.config.schema import MultiStudent, MultiTeacher, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.core.distill.alp_figures import unavailable_figure
-from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.core.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
 from bert_kd.core.distill.objective import Teacher
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.models import ModelBundle, init_key_material
+from bert_kd.core.reports.markdown_tables import markdown_table
+from bert_kd.core.reports.plots import comparison_bars, comparison_title
+from bert_kd.core.reports.verdict import MAJORITY_METHOD
+from bert_kd.experiment import jobs
+from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.pipelines import common
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
@@ -27,11 +31,7 @@ from bert_kd.pipelines.distill.nodes import (
     table_verdict,
     with_verdict,
 )
-from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.tracking import distill as records
-from bert_kd.core.reports.plots import comparison_bars, comparison_title
-from bert_kd.config.schema import MultiStudent, MultiTeacher, set_values, typed
-from bert_kd.core.reports.verdict import MAJORITY_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,10 @@ def teacher_entries(teachers) -> list[MultiTeacher]:
     schema defaults, e.g. ``max_seq_length`` 128, filled in); names must be unique."""
     if not teachers:
         raise ValueError("multi_teachers is empty: list at least one teacher (model, seed, …)")
-    entries = [typed(MultiTeacher, {"name": f"teacher{k}", **set_values(t)}, f"multi_teachers[{k}]") for k, t in enumerate(teachers)]
+    entries = [
+        typed(MultiTeacher, {"name": f"teacher{k}", **set_values(t)}, f"multi_teachers[{k}]")
+        for k, t in enumerate(teachers)
+    ]
     names = [entry.name for entry in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"multi_teachers names must be unique, got {names}")
@@ -61,9 +64,11 @@ def select_teacher(teachers, slot: int) -> dict:
     Nothing comes from the main ``teacher`` block: the pipeline and a sweep trial read the same."""
     entries = teacher_entries(teachers)
     if slot >= len(entries):
-        raise ValueError(f"parameter multi_teachers lists {len(entries)} teachers, but the pipeline has a block for "
-                         f"teacher {slot}: run with {slot + 1} or more teachers, or set multi_teachers in conf/ "
-                         "(the number of teacher blocks is read from the configuration)")
+        raise ValueError(
+            f"parameter multi_teachers lists {len(entries)} teachers, but the pipeline has a block for "
+            f"teacher {slot}: run with {slot + 1} or more teachers, or set multi_teachers in conf/ "
+            "(the number of teacher blocks is read from the configuration)"
+        )
     block = {k: v for k, v in set_values(teachers[slot]).items() if k != "name"}
     return {**block, "max_seq_length": entries[slot].max_seq_length}
 
@@ -72,15 +77,18 @@ def gather_teachers(teachers, *bundles: ModelBundle) -> list[ModelBundle]:
     """The trained teachers in ``multi_teachers`` order, each named."""
     entries = teacher_entries(teachers)
     if len(entries) != len(bundles):
-        raise ValueError(f"parameter multi_teachers lists {len(entries)} teachers, but the pipeline was built with "
-                         f"{len(bundles)} teacher blocks (the count is read from the configuration files)")
+        raise ValueError(
+            f"parameter multi_teachers lists {len(entries)} teachers, but the pipeline was built with "
+            f"{len(bundles)} teacher blocks (the count is read from the configuration files)"
+        )
     for entry, bundle in zip(entries, bundles):
         bundle.info["name"] = entry.name
     return list(bundles)
 
 
-def evaluate_multi_teachers(bundles: list[ModelBundle], train, validation, teachers, task: str,
-                            tracking: dict) -> list[dict]:
+def evaluate_multi_teachers(
+    bundles: list[ModelBundle], train, validation, teachers, task: str, tracking: dict
+) -> list[dict]:
     """Evaluate each teacher on its own tokenization of the dev set(s)."""
     results = []
     for bundle, entry in zip(bundles, teacher_entries(teachers)):
@@ -121,7 +129,7 @@ def _unprefixed(dataset, prefix: str):
     span-id columns, which depend on the student's tokenizer, left out)."""
     keep = ["idx", "labels"] + [prefix + c for c in TOKEN_COLUMNS if prefix + c in dataset.column_names]
     view = dataset.select_columns(keep)
-    return view.rename_columns({c: c[len(prefix):] for c in keep if c.startswith(prefix)})
+    return view.rename_columns({c: c[len(prefix) :] for c in keep if c.startswith(prefix)})
 
 
 def student_recipe(config) -> tuple[dict, dict]:
@@ -151,22 +159,40 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     init = params.init_from_teacher
     names = [bundles[k].info.get("name", f"t{k}") for k in chosen]
     training = common.training_config(params.training, run.runtime, run.seed, spec.name, None)
-    store = common.job("multi_teacher_student", {
-        "task": spec.name, "recipe": written, "chosen": chosen, "teachers": [b.info.get("key") for b in bundles],
-        "student": init_key_material({k: v for k, v in block.items() if k != "training"}),
-        "training": jobs.training_spec(vars(training)), "seed": run.seed, "data": jobs.dataset_fingerprint(data),
-        **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
-    })
+    store = common.job(
+        "multi_teacher_student",
+        {
+            "task": spec.name,
+            "recipe": written,
+            "chosen": chosen,
+            "teachers": [b.info.get("key") for b in bundles],
+            "student": init_key_material({k: v for k, v in block.items() if k != "training"}),
+            "training": jobs.training_spec(vars(training)),
+            "seed": run.seed,
+            "data": jobs.dataset_fingerprint(data),
+            **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
+        },
+    )
 
     def initial_student():
         model, kept = shallow_student(bundles[init], params, spec.name)
         return model, bundles[init].tokenizer, kept
 
     job = DistillJob(
-        store=store, initial_student=initial_student,
-        teachers=[Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i]) for i, k in enumerate(chosen)],
-        teacher_tokenizers={teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)}, recipe=recipe, method_objects={},
-        student_params=student, settings=run, row=recipe["method"], data=data, multi_teacher=True,
+        store=store,
+        initial_student=initial_student,
+        teachers=[
+            Teacher(bundles[k].model, teacher_prefix(k), caches[k] if caches else None, names[i])
+            for i, k in enumerate(chosen)
+        ],
+        teacher_tokenizers={teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)},
+        recipe=recipe,
+        method_objects={},
+        student_params=student,
+        settings=run,
+        row=recipe["method"],
+        data=data,
+        multi_teacher=True,
         run_name=f"distill_multi_teacher:{recipe['method']}[{','.join(names)}]:{spec.name}",
     )
     return train_student(job)
@@ -174,8 +200,10 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
 
 def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict) -> dict:
     """Student metrics on its own tokenization (teacher columns ignored)."""
-    view = {split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
-            for split in data}
+    view = {
+        split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
+        for split in data
+    }
     evaluation = common.evaluate_bundle(bundle, view, task)
     common.log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
     return evaluation
@@ -184,34 +212,75 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
 def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     """Tables 2 (by teachers) and 3 (by strategy) of the paper, plus a bar chart."""
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
-    rows = [{"configuration": f"teacher {e['name']}", "method": "teacher", "teachers": e["name"],
-             e["primary_metric"]: round(e["score"], 4), "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1)}
-            for e in teacher_metrics]
+    rows = [
+        {
+            "configuration": f"teacher {e['name']}",
+            "method": "teacher",
+            "teachers": e["name"],
+            e["primary_metric"]: round(e["score"], 4),
+            "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1),
+        }
+        for e in teacher_metrics
+    ]
     for e in students:
         info = e["info"]
-        rows.append({"configuration": info.get("configuration"), "method": info.get("method"),
-                     "teachers": "+".join(info.get("teachers", [])), e["primary_metric"]: round(e["score"], 4),
-                     "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1)})
-    student_rows = rows[len(teacher_metrics):]
+        rows.append(
+            {
+                "configuration": info.get("configuration"),
+                "method": info.get("method"),
+                "teachers": "+".join(info.get("teachers", [])),
+                e["primary_metric"]: round(e["score"], 4),
+                "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1),
+            }
+        )
+    student_rows = rows[len(teacher_metrics) :]
     majority = majority_row(best_teacher, students, kept_column="% of best teacher")
     if majority:  # the floor: only the columns of this table
-        rows.insert(len(teacher_metrics), {"configuration": MAJORITY_METHOD, "method": MAJORITY_METHOD, "teachers": "",
-                                           **{k: majority[k] for k in (best_teacher["primary_metric"], "% of best teacher")}})
+        rows.insert(
+            len(teacher_metrics),
+            {
+                "configuration": MAJORITY_METHOD,
+                "method": MAJORITY_METHOD,
+                "teachers": "",
+                **{k: majority[k] for k in (best_teacher["primary_metric"], "% of best teacher")},
+            },
+        )
     table = pd.DataFrame(rows)
     metric = best_teacher["primary_metric"]
     by_teachers = table[table["method"].isin(["teacher", MAJORITY_METHOD, "multi_teacher"])]
     by_strategy = table[table["method"] != "teacher"]
-    verdict = table_verdict(student_rows, majority, metric, best_teacher, label=lambda r: f"{r['method']}[{r['teachers']}]")
-    body = "## Table 2: by teachers\n\n" + markdown_table(by_teachers) + "\n## Table 3: by strategy\n\n" + markdown_table(by_strategy)
+    verdict = table_verdict(
+        student_rows, majority, metric, best_teacher, label=lambda r: f"{r['method']}[{r['teachers']}]"
+    )
+    body = (
+        "## Table 2: by teachers\n\n"
+        + markdown_table(by_teachers)
+        + "\n## Table 3: by strategy\n\n"
+        + markdown_table(by_strategy)
+    )
     title = comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric)
     markdown = with_verdict(body, verdict, title)
     students_only = table[~table["method"].isin(["teacher", MAJORITY_METHOD])]
-    figure = comparison_bars([f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
-                             list(students_only[metric]), best_teacher["score"], metric,
-                             comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric),
-                             floor=majority.get(metric) if majority else None, noise=verdict.tolerance)
-    records.log_comparison("multi_teacher_comparison", markdown, figure, table, metric, body=body, title=title,
-                           warning=verdict.warning, teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"))
+    figure = comparison_bars(
+        [f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
+        list(students_only[metric]),
+        best_teacher["score"],
+        metric,
+        comparison_title("distill_multi_teacher_baselines", best_teacher["task"], metric),
+        floor=majority.get(metric) if majority else None,
+        noise=verdict.tolerance,
+    )
+    records.log_comparison(
+        "multi_teacher_comparison",
+        markdown,
+        figure,
+        table,
+        metric,
+        body=body,
+        title=title,
+        warning=verdict.warning,
+        teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"),
+    )
     return table, markdown, figure
 
 
@@ -220,9 +289,14 @@ def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict]
     ``<method>[<teachers>]``; the best teacher is the reference); the last input is ``run_settings``."""
     *students, settings = students_and_settings
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
-    return register_best_student(table, best_teacher, settings, *students,
-                                 table_name="distill_multi_teacher_baselines",
-                                 label=lambda info: f"{info.get('method')}[{'+'.join(info.get('teachers', []))}]")
+    return register_best_student(
+        table,
+        best_teacher,
+        settings,
+        *students,
+        table_name="distill_multi_teacher_baselines",
+        label=lambda info: f"{info.get('method')}[{'+'.join(info.get('teachers', []))}]",
+    )
 
 
 def multi_teacher_contributions(student: ModelBundle, settings):
@@ -233,14 +307,19 @@ def multi_teacher_contributions(student: ModelBundle, settings):
     configuration = student.info.get("configuration", student.info.get("method", "?"))
     title = f"Multi-teacher: loss share per teacher and layer group ({configuration})"
     if not contributions:
-        reason = (f"the student of {configuration} has no recorded contributions (method "
-                  f"{student.info.get('method')!r}: only 'multi_teacher' records them; a model stored by an older "
-                  "bert-kd: rerun with runtime.recompute: true)")
+        reason = (
+            f"the student of {configuration} has no recorded contributions (method "
+            f"{student.info.get('method')!r}: only 'multi_teacher' records them; a model stored by an older "
+            "bert-kd: rerun with runtime.recompute: true)"
+        )
         log.warning("multi-teacher contributions not drawn: %s", reason)
         table, figure = pd.DataFrame([{"not_drawn": reason}]), unavailable_figure(title, reason)
     else:
         table = contributions_table(contributions)
-        figure = contributions_figure(table, f"{title}\n{task_of(settings)} {contributions.get('split', 'dev')}, "
-                                             f"{contributions['examples']} examples, total loss {contributions['total']:.4f}")
+        figure = contributions_figure(
+            table,
+            f"{title}\n{task_of(settings)} {contributions.get('split', 'dev')}, "
+            f"{contributions['examples']} examples, total loss {contributions['total']:.4f}",
+        )
     records.log_report("figures/multi_teacher_contributions", table, figure)
     return table, figure

@@ -50,14 +50,24 @@ def teacher_block(slot: int) -> Pipeline:
     template = Pipeline(
         [
             node(select, "params:multi_teachers", "teacher_params", name="select_teacher"),
-            node(tokenize_for_model, ["glue_train", "glue_validation", "teacher_params"], "teacher_tokenized",
-                 name="tokenize_for_teacher"),
-            settings_node(train_teacher, ["teacher_tokenized", "teacher_params"], "teacher_model", name="train_teacher"),
+            node(
+                tokenize_for_model,
+                ["glue_train", "glue_validation", "teacher_params"],
+                "teacher_tokenized",
+                name="tokenize_for_teacher",
+            ),
+            settings_node(
+                train_teacher, ["teacher_tokenized", "teacher_params"], "teacher_model", name="train_teacher"
+            ),
         ]
     )
-    return pipeline(template, namespace=teacher_namespace(slot), inputs={"glue_train", "glue_validation", "run_settings"},
-                    parameters={"params:multi_teachers": "params:multi_teachers"},
-                    tags=tags_for(PAPER, role="teacher"))
+    return pipeline(
+        template,
+        namespace=teacher_namespace(slot),
+        inputs={"glue_train", "glue_validation", "run_settings"},
+        parameters={"params:multi_teachers": "params:multi_teachers"},
+        tags=tags_for(PAPER, role="teacher"),
+    )
 
 
 def teachers_pipeline(count: int = DEFAULT_TEACHER_COUNT) -> Pipeline:
@@ -66,15 +76,34 @@ def teachers_pipeline(count: int = DEFAULT_TEACHER_COUNT) -> Pipeline:
     tags = tags_for(PAPER, role="teacher")
     return sum((teacher_block(k) for k in range(count)), Pipeline([])) + Pipeline(
         [
-            node(gather_teachers, ["params:multi_teachers", *models], "multi_teacher_models", name="gather_multi_teachers"),
-            settings_node(evaluate_multi_teachers, ["multi_teacher_models", *common_inputs], "multi_teacher_metrics",
-                          name="evaluate_multi_teachers"),
-            node(prepare_multi_teacher_data, ["multi_teacher_models", *common_inputs, "params:multi_student"],
-                 "multi_teacher_data", name="prepare_multi_teacher_data"),
-            settings_node(cache_multi_teacher_outputs, ["multi_teacher_models", "multi_teacher_data", "params:teacher_cache"],
-                          "multi_teacher_caches", name="cache_multi_teacher_outputs"),
+            node(
+                gather_teachers,
+                ["params:multi_teachers", *models],
+                "multi_teacher_models",
+                name="gather_multi_teachers",
+            ),
+            settings_node(
+                evaluate_multi_teachers,
+                ["multi_teacher_models", *common_inputs],
+                "multi_teacher_metrics",
+                name="evaluate_multi_teachers",
+            ),
+            node(
+                prepare_multi_teacher_data,
+                ["multi_teacher_models", *common_inputs, "params:multi_student"],
+                "multi_teacher_data",
+                name="prepare_multi_teacher_data",
+            ),
+            settings_node(
+                cache_multi_teacher_outputs,
+                ["multi_teacher_models", "multi_teacher_data", "params:teacher_cache"],
+                "multi_teacher_caches",
+                name="cache_multi_teacher_outputs",
+            ),
         ],
-        namespace=PAPER, tags=tags, prefix_datasets_with_namespace=False,
+        namespace=PAPER,
+        tags=tags,
+        prefix_datasets_with_namespace=False,
     )
 
 
@@ -82,43 +111,93 @@ def configuration_pipeline(name: str) -> Pipeline:
     """Distil and evaluate one configuration of ``multi_teacher_configs``, namespaced ``multi_teacher.<name>``."""
     template = Pipeline(
         [
-            node(distill_multi_teacher,
-                 ["multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "params:config",
-                  "params:multi_student", "run_settings"], "student_model", name="distill"),
-            settings_node(evaluate_multi_student, ["student_model", "multi_teacher_data"], "student_metrics",
-                          name="evaluate_student"),
+            node(
+                distill_multi_teacher,
+                [
+                    "multi_teacher_models",
+                    "multi_teacher_data",
+                    "multi_teacher_caches",
+                    "params:config",
+                    "params:multi_student",
+                    "run_settings",
+                ],
+                "student_model",
+                name="distill",
+            ),
+            settings_node(
+                evaluate_multi_student,
+                ["student_model", "multi_teacher_data"],
+                "student_metrics",
+                name="evaluate_student",
+            ),
         ]
     )
     outputs = None
     if name in CONTRIBUTION_CONFIGS:  # data/08_reporting/<name>_contributions.{csv,png}
-        template += Pipeline([node(multi_teacher_contributions, ["student_model", "run_settings"],
-                                   ["contributions_table", "contributions_plot"], name="contributions_figure",
-                                   tags=tags_for(role="report"))])
-        outputs = {"contributions_table": f"{name}_contributions_table", "contributions_plot": f"{name}_contributions_plot"}
+        template += Pipeline(
+            [
+                node(
+                    multi_teacher_contributions,
+                    ["student_model", "run_settings"],
+                    ["contributions_table", "contributions_plot"],
+                    name="contributions_figure",
+                    tags=tags_for(role="report"),
+                )
+            ]
+        )
+        outputs = {
+            "contributions_table": f"{name}_contributions_table",
+            "contributions_plot": f"{name}_contributions_plot",
+        }
     shared = ("multi_teacher_models", "multi_teacher_data", "multi_teacher_caches", "run_settings")
-    parameters = {"params:multi_student": "params:multi_student", "params:config": f"params:multi_teacher_configs.{name}"}
-    return pipeline(template, namespace=block_name(PAPER, name), inputs={s: s for s in shared}, outputs=outputs,
-                    parameters=parameters, tags=tags_for(PAPER, name, "student"))
+    parameters = {
+        "params:multi_student": "params:multi_student",
+        "params:config": f"params:multi_teacher_configs.{name}",
+    }
+    return pipeline(
+        template,
+        namespace=block_name(PAPER, name),
+        inputs={s: s for s in shared},
+        outputs=outputs,
+        parameters=parameters,
+        tags=tags_for(PAPER, name, "student"),
+    )
 
 
 def comparison(configs) -> Pipeline:
     return Pipeline(
         [
-            node(compare_multi_teacher, ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
-                 ["distill_multi_teacher_baselines_table", "distill_multi_teacher_baselines_table_md",
-                  "distill_multi_teacher_baselines_plot"], name="compare_multi_teacher",
-                 tags=tags_for(PAPER, role="report")),
-            node(register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
-                 ["distill_multi_teacher_baselines_table", "multi_teacher_metrics",
-                  *[f"{block_name(PAPER, c)}.student_metrics" for c in configs], "run_settings"],
-                 "distill_multi_teacher_baselines_registered_model", name="register_multi_teacher_student",
-                 tags=tags_for(PAPER, role="report")),
+            node(
+                compare_multi_teacher,
+                ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
+                [
+                    "distill_multi_teacher_baselines_table",
+                    "distill_multi_teacher_baselines_table_md",
+                    "distill_multi_teacher_baselines_plot",
+                ],
+                name="compare_multi_teacher",
+                tags=tags_for(PAPER, role="report"),
+            ),
+            node(
+                register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
+                [
+                    "distill_multi_teacher_baselines_table",
+                    "multi_teacher_metrics",
+                    *[f"{block_name(PAPER, c)}.student_metrics" for c in configs],
+                    "run_settings",
+                ],
+                "distill_multi_teacher_baselines_registered_model",
+                name="register_multi_teacher_student",
+                tags=tags_for(PAPER, role="report"),
+            ),
         ]
     )
 
 
 def create_pipeline(teacher_count: int = DEFAULT_TEACHER_COUNT, **kwargs) -> Pipeline:
     """``distill_multi_teacher_baselines``: every configuration and the Table 2/3 comparison."""
-    return teachers_pipeline(teacher_count) + sum((configuration_pipeline(c) for c in BASELINE_CONFIGS), Pipeline([])) + comparison(
-        BASELINE_CONFIGS
+    return (
+        teachers_pipeline(teacher_count)
+        + sum((configuration_pipeline(c) for c in BASELINE_CONFIGS), Pipeline([]))
+        + comparison(BASELINE_CONFIGS)
     )

@@ -9,9 +9,9 @@ import logging
 import zipfile
 from pathlib import Path
 
-from bert_kd.core.data.glue import get_task, resolve_glue_dir
-from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.config.errors import UserError
+from bert_kd.config.schema import Block, PredictGlue, Tracking, typed
+from bert_kd.core.data.glue import get_task, resolve_glue_dir
 from bert_kd.core.data.glue_submission import (
     AX_FILE,
     prediction_strings,
@@ -23,11 +23,11 @@ from bert_kd.core.data.glue_submission import (
     write_submission,
     write_zip,
 )
+from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.files import file_sha256
+from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.pipelines import common
 from bert_kd.pipelines.evaluate.nodes import load_model_for_task
-from bert_kd.config.schema import Block, PredictGlue, Tracking, typed
-from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,12 @@ def _check_output_dir(output: Path) -> None:
     """``predict_glue.output_dir`` must be a folder (created when missing), never an existing file."""
     for folder in (output, *output.parents):
         if folder.exists() and not folder.is_dir():
-            raise UserError(f"{folder} is a file, not a folder: the submission cannot be written under it",
-                            "predict_glue.output_dir",
-                            "give a folder (it is created when missing): --params predict_glue.output_dir=<folder>, "
-                            "or move the file away")
+            raise UserError(
+                f"{folder} is a file, not a folder: the submission cannot be written under it",
+                "predict_glue.output_dir",
+                "give a folder (it is created when missing): --params predict_glue.output_dir=<folder>, "
+                "or move the file away",
+            )
         if folder.exists():
             return
 
@@ -53,13 +55,16 @@ def _test_sources(targets, ax_file: str | None, root: Path) -> None:
         given = "predict_glue.ax_file" if ax_file else f"glue_dir ({root})"
         raise UserError(
             f"the GLUE diagnostic set {target.source} does not exist (an MNLI submission includes AX.tsv, "
-            "predicted by the MNLI model)", f"{target.source} (predict_glue.ax_file; default from {given})",
+            "predicted by the MNLI model)",
+            f"{target.source} (predict_glue.ax_file; default from {given})",
             f"put GLUE's diagnostic set at {root / AX_FILE} (python download_glue_data.py --tasks diagnostic), "
-            "or name it: --params predict_glue.ax_file=<path to diagnostic.tsv>")
+            "or name it: --params predict_glue.ax_file=<path to diagnostic.tsv>",
+        )
 
 
-def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str | None,
-                      tracking: Block[Tracking]) -> dict:
+def predict_glue_test(
+    predict_glue: Block[PredictGlue], task: str, glue_dir: str | None, tracking: Block[Tracking]
+) -> dict:
     """``predict_glue.model`` on every test split of ``task`` (MNLI: matched, mismatched and AX) →
     ``<output_dir>/<Task>.tsv`` with its record ``<Task>.tsv.json``, and ``<output_dir>/submission.zip``
     of the server files whose records vouch for them; a summary (files, rows, files left out).
@@ -69,13 +74,22 @@ def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str
     settings = typed(PredictGlue, predict_glue, "predict_glue")
     source = settings.model or ""
     if not source:
-        raise UserError("no model given", "predict_glue.model",
-                        "--params predict_glue.model=<store dir | runs:/<id>/model | models:/<name>/<version>>")
+        raise UserError(
+            "no model given",
+            "predict_glue.model",
+            "--params predict_glue.model=<store dir | runs:/<id>/model | models:/<name>/<version>>",
+        )
     output = Path(settings.output_dir)
     _check_output_dir(output)
     spec = get_task(task)
-    bundle, model_task = load_model_for_task(source, spec.name, "predict_glue.model", settings.max_seq_length,
-                                             settings.allow_task_mismatch, verb="predict with")
+    bundle, model_task = load_model_for_task(
+        source,
+        spec.name,
+        "predict_glue.model",
+        settings.max_seq_length,
+        settings.allow_task_mismatch,
+        verb="predict with",
+    )
     root, _ = resolve_glue_dir(glue_dir)
     targets = submission_files(spec.name, root, settings.ax_file)
     _test_sources(targets, settings.ax_file, Path(root))
@@ -88,10 +102,17 @@ def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str
         tokenized = tokenize_frame(frame, bundle.tokenizer, settings.max_seq_length)
         loader = make_loader(tokenized, settings.batch_size, collator, shuffle=False)
         outputs, _ = predict_logits(objective, loader)
-        record = {"model": source, "model_task": model_task, "task": spec.name, "split": target.split,
-                  "test_file": str(target.source), "test_sha256": file_sha256(target.source)}
-        path = write_submission(submission_frame(frame["index"], prediction_strings(spec.name, outputs)),
-                                output / target.name, record)
+        record = {
+            "model": source,
+            "model_task": model_task,
+            "task": spec.name,
+            "split": target.split,
+            "test_file": str(target.source),
+            "test_sha256": file_sha256(target.source),
+        }
+        path = write_submission(
+            submission_frame(frame["index"], prediction_strings(spec.name, outputs)), output / target.name, record
+        )
         problem = submission_problem(path)
         if problem is not None:  # what was just written must be what was predicted
             raise RuntimeError(f"predict_glue wrote {path}, which fails its own check: {problem}")
@@ -99,10 +120,19 @@ def predict_glue_test(predict_glue: Block[PredictGlue], task: str, glue_dir: str
         log.info("predict_glue: %s (%d rows) from %s", path, len(frame), target.source)
     included, skipped = submission_contents(output)
     archive = write_zip(output)
-    summary = {"task": spec.name, "model": source, "files": written, "zip": str(archive), "zipped": included,
-               "skipped": skipped}
-    log.info("predict_glue: %s holds %s; upload it at https://gluebenchmark.com/submit", archive,
-             ", ".join(sorted(zipfile.ZipFile(archive).namelist())))
+    summary = {
+        "task": spec.name,
+        "model": source,
+        "files": written,
+        "zip": str(archive),
+        "zipped": included,
+        "skipped": skipped,
+    }
+    log.info(
+        "predict_glue: %s holds %s; upload it at https://gluebenchmark.com/submit",
+        archive,
+        ", ".join(sorted(zipfile.ZipFile(archive).namelist())),
+    )
     if common.tracking_enabled(tracking):
         common.log_to_active_run({"glue_submission/summary.json": json.dumps(summary, indent=2)}, {})
     return summary

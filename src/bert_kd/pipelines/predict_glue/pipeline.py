@@ -8,7 +8,14 @@ from .nodes import predict_glue_test
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline([
-        node(predict_glue_test, ["params:predict_glue", "params:task", "params:glue_dir", "params:tracking"],
-             "glue_submission", name="predict_glue_test", tags=common.tags_for(role="report")),
-    ])
+    return Pipeline(
+        [
+            node(
+                predict_glue_test,
+                ["params:predict_glue", "params:task", "params:glue_dir", "params:tracking"],
+                "glue_submission",
+                name="predict_glue_test",
+                tags=common.tags_for(role="report"),
+            ),
+        ]
+    )

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.core.training.distributed import broadcast_from_rank_zero, launched_processes
 from bert_kd.config.schema import Block, Reproduce, set_values, typed
+from bert_kd.core.training.distributed import broadcast_from_rank_zero, launched_processes
 from bert_kd.experiment.sweep.paper_tables import bars_figure, markdown
 from bert_kd.experiment.sweep.reproduce import reproduce
 from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES
@@ -59,8 +59,9 @@ def conf_parameters(loader) -> dict | None:
     return plain["parameters"]
 
 
-def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None,
-                     conf_params: dict | None = None):
+def reproduce_tables(
+    reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None, conf_params: dict | None = None
+):
     """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
 
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per trial; a
@@ -75,18 +76,28 @@ def reproduce_tables(reproduce_params: Block[Reproduce], parameters: dict, cli_p
     settings = typed(Reproduce, reproduce_params, "reproduce")
     table = settings.table
     results_dir = Path(settings.results_dir) / str(table) if settings.results_dir else None
-    runner = TrialRunner(parameters, data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
-                         results_dir=results_dir, command=shlex.join(["kedro", *sys.argv[1:]]),
-                         results_only=settings.results_only, conf_params=conf_params)
+    runner = TrialRunner(
+        parameters,
+        data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
+        results_dir=results_dir,
+        command=shlex.join(["kedro", *sys.argv[1:]]),
+        results_only=settings.results_only,
+        conf_params=conf_params,
+    )
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     if launched_processes() > 1 and not is_main_process():
         report = follow_trials(runner)
         return report.long, markdown(report), bars_figure(report, title=str(table))
     run_trial = LeadTrials(runner) if launched_processes() > 1 else runner
-    report, paths = reproduce(set_values(settings), recipes, run_trial, output_dir=settings.output_dir,
-                              provenance=provenance(runner.command, runner.commit),
-                              committed_dir=results_dir / "tables" if results_dir else None,
-                              results_only=runner.results_only)
+    report, paths = reproduce(
+        set_values(settings),
+        recipes,
+        run_trial,
+        output_dir=settings.output_dir,
+        provenance=provenance(runner.command, runner.commit),
+        committed_dir=results_dir / "tables" if results_dir else None,
+        results_only=runner.results_only,
+    )
     if launched_processes() > 1:
         broadcast_from_rank_zero(None)  # no more trials
         broadcast_from_rank_zero(report)
@@ -139,8 +150,11 @@ def _log_to_parent_run(report, text: str, paths: dict) -> None:
         return
     warnings = "".join(f"**No best student** on {line}.\n\n" for line in report.warnings)
     mlflow.set_tag("mlflow.note.content", (warnings + text)[:8000])
-    metrics = {f"compare/{metric_key(row.method)}/{metric_key(row.task)}": float(row.mean)
-               for row in report.long.itertuples() if row.n > 0}
+    metrics = {
+        f"compare/{metric_key(row.method)}/{metric_key(row.task)}": float(row.mean)
+        for row in report.long.itertuples()
+        if row.n > 0
+    }
     if metrics:
         mlflow.log_metrics(metrics)
     for path in paths.values():

@@ -6,7 +6,13 @@ from .nodes import CLI_PARAMS, CONF_PARAMS, reproduce_tables
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline([
-        node(reproduce_tables, ["params:reproduce", "parameters", CLI_PARAMS, CONF_PARAMS],
-             ["reproduce_table_csv", "reproduce_table_md", "reproduce_table_png"], name="reproduce_tables"),
-    ])
+    return Pipeline(
+        [
+            node(
+                reproduce_tables,
+                ["params:reproduce", "parameters", CLI_PARAMS, CONF_PARAMS],
+                ["reproduce_table_csv", "reproduce_table_md", "reproduce_table_png"],
+                name="reproduce_tables",
+            ),
+        ]
+    )

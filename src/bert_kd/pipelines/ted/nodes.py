@@ -6,25 +6,25 @@ import logging
 from dataclasses import dataclass, field
 from functools import partial
 
-from bert_kd.experiment import jobs
+from bert_kd.config.schema import Student, Ted, set_values, typed
 from bert_kd.core.data.glue import get_task
-from bert_kd.experiment.distill_job import RunSettings, StudentStart, task_of
 from bert_kd.core.distill.outputs import summary_key_material
-from bert_kd.core.distill.ted_filters.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.core.distill.ted_filters import (
-    evaluate_filters,
     copy_filters_for_student,
+    evaluate_filters,
     load_ted_filters,
     save_ted_filters,
     ted_layer_map,
     train_filters,
 )
+from bert_kd.core.distill.ted_filters.quality import filter_quality_figure, filter_quality_table, majority_class_score
 from bert_kd.core.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
+from bert_kd.core.training import SupervisedObjective, fit
+from bert_kd.experiment import jobs
+from bert_kd.experiment.distill_job import RunSettings, StudentStart, task_of
 from bert_kd.pipelines import common
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
-from bert_kd.config.schema import Student, Ted, set_values, typed
 from bert_kd.tracking import distill as records
-from bert_kd.core.training import SupervisedObjective, fit
 
 log = logging.getLogger(__name__)
 
@@ -45,32 +45,73 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
     config = common.training_config(options.filters.training, run.runtime, run.seed, spec.name, None)
     student_block = set_values(ted_student)
     student_config = common.training_config(student.training, run.runtime, run.seed, spec.name, None)
-    job = common.job("ted_filters", {
-        "task": spec.name, "teacher": teacher.info.get("key"), "mapping": mapping, "arch": arch, "route": route,
-        "training": jobs.training_spec(vars(config)),
-        "student": init_key_material({k: v for k, v in student_block.items() if k != "training"}),
-        "student_training": jobs.training_spec(vars(student_config)) if route == "train" else None,
-        "seed": run.seed, "data": jobs.dataset_fingerprint(tokenized), **summary_key_material(teacher.model),
-    })
-    train = partial(_stage_one, teacher=teacher, tokenized=tokenized, mapping=mapping, arch=arch, route=route,
-                    config=config, ted_student=student, student_config=student_config, settings=run, job=job)
-    outcome = jobs.run_job(job, train, lambda result, d: save_ted_filters(result, d / "stage1"),
-                           lambda d: load_ted_filters(d / "stage1"), recompute=common.recompute(run.runtime),
-                           writer=common.is_main_process(),
-                           provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")})
+    job = common.job(
+        "ted_filters",
+        {
+            "task": spec.name,
+            "teacher": teacher.info.get("key"),
+            "mapping": mapping,
+            "arch": arch,
+            "route": route,
+            "training": jobs.training_spec(vars(config)),
+            "student": init_key_material({k: v for k, v in student_block.items() if k != "training"}),
+            "student_training": jobs.training_spec(vars(student_config)) if route == "train" else None,
+            "seed": run.seed,
+            "data": jobs.dataset_fingerprint(tokenized),
+            **summary_key_material(teacher.model),
+        },
+    )
+    train = partial(
+        _stage_one,
+        teacher=teacher,
+        tokenized=tokenized,
+        mapping=mapping,
+        arch=arch,
+        route=route,
+        config=config,
+        ted_student=student,
+        student_config=student_config,
+        settings=run,
+        job=job,
+    )
+    outcome = jobs.run_job(
+        job,
+        train,
+        lambda result, d: save_ted_filters(result, d / "stage1"),
+        lambda d: load_ted_filters(d / "stage1"),
+        recompute=common.recompute(run.runtime),
+        writer=common.is_main_process(),
+        provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")},
+    )
     records.log_stored_filters(outcome, run.tracking)
     return {**outcome.value, "key": job.key, "store_path": str(outcome.path)}
 
 
-def _stage_one(_checkpoint_dir, *, teacher, tokenized, mapping, arch, route, config, ted_student, student_config,
-               settings: RunSettings, job) -> dict:
+def _stage_one(
+    _checkpoint_dir,
+    *,
+    teacher,
+    tokenized,
+    mapping,
+    arch,
+    route,
+    config,
+    ted_student,
+    student_config,
+    settings: RunSettings,
+    job,
+) -> dict:
     """Stage I in its own MLflow run (filters train in one short pass: no checkpoints)."""
     task = settings.task
-    with common.tracked_run(f"train_ted_filters:{task}", common.tracking_enabled(settings.tracking),
-                            {"role": "ted_filters", "task": task}) as run:
-        records.log_ted_stage_one_start(run, job, teacher, mapping, arch, route, config, settings.data_source,
-                                        len(tokenized["train"]))
-        result = _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run)
+    with common.tracked_run(
+        f"train_ted_filters:{task}", common.tracking_enabled(settings.tracking), {"role": "ted_filters", "task": task}
+    ) as run:
+        records.log_ted_stage_one_start(
+            run, job, teacher, mapping, arch, route, config, settings.data_source, len(tokenized["train"])
+        )
+        result = _train_stage_one(
+            teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run
+        )
         result["report"]["mlflow_run_id"] = run.run_id
     return result
 
@@ -80,8 +121,16 @@ def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted
     eval_split = common.evaluation_split(tokenized)
     collator = common.collator_for(teacher.tokenizer)
     teacher_filters, teacher_layers = train_filters(
-        teacher.model, tokenized["train"], tokenized[eval_split], mapping, arch, task, config, collator,
-        log_fn=run.log_metrics, description="TED stage I (teacher filters)",
+        teacher.model,
+        tokenized["train"],
+        tokenized[eval_split],
+        mapping,
+        arch,
+        task,
+        config,
+        collator,
+        log_fn=run.log_metrics,
+        description="TED stage I (teacher filters)",
     )
     student_filters, student_layers, student_model = None, {}, None
     if route == "copy":
@@ -89,9 +138,18 @@ def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted
     else:
         student_model = _fine_tuned_student(teacher, tokenized, task, ted_student, student_config, run)
         student_filters, student_layers = train_filters(
-            student_model.model, tokenized["train"], tokenized[eval_split], list(range(1, int(ted_student.num_layers) + 1)),
-            arch, task, config, collator, log_fn=run.log_metrics, out_width=teacher_filters.out_width,
-            role="student", description="TED stage I (student filters)",
+            student_model.model,
+            tokenized["train"],
+            tokenized[eval_split],
+            list(range(1, int(ted_student.num_layers) + 1)),
+            arch,
+            task,
+            config,
+            collator,
+            log_fn=run.log_metrics,
+            out_width=teacher_filters.out_width,
+            role="student",
+            description="TED stage I (student filters)",
         )
     metric = common.primary_metric(task)
     per_layer = {"teacher": {str(k): v[metric] for k, v in teacher_layers.items()}}
@@ -105,11 +163,19 @@ def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted
 def _fine_tuned_student(teacher, tokenized, task, ted_student, config, run) -> ModelBundle:
     """The shallow student fine-tuned on the task alone (the model its Stage I filters read)."""
     model, kept = shallow_student(teacher, ted_student, task, default_selection="distilbert")
-    fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], config,
-        collator=common.collator_for(teacher.tokenizer), evaluate_fn=common.evaluate_fn(task),
+    fit(
+        SupervisedObjective(model),
+        tokenized["train"],
+        tokenized[common.evaluation_split(tokenized)],
+        config,
+        collator=common.collator_for(teacher.tokenizer),
+        evaluate_fn=common.evaluate_fn(task),
         log_fn=lambda m, s: run.log_metrics({f"student_finetune/{k}": v for k, v in m.items()}, s),
-        description="TED stage I (student fine-tuning)")
-    return ModelBundle(model, teacher.tokenizer, {"role": "student_init", "task": task, "initialised_from_teacher_layers": kept})
+        description="TED stage I (student fine-tuning)",
+    )
+    return ModelBundle(
+        model, teacher.tokenizer, {"role": "student_init", "task": task, "initialised_from_teacher_layers": kept}
+    )
 
 
 @dataclass
@@ -143,7 +209,9 @@ class FilteredStudentStart(StudentStart):
         return config, objects
 
 
-def ted_student_init(ted_filters: dict, teacher: ModelBundle, student, settings, row: str | None = None) -> FilteredStudentStart:
+def ted_student_init(
+    ted_filters: dict, teacher: ModelBundle, student, settings, row: str | None = None
+) -> FilteredStudentStart:
     """Stage II starts from the Stage I student when filters were trained on it, else a fresh
     copy (:func:`~bert_kd.pipelines.distill.nodes.build_student_model`); either way with the
     Stage I filters and their job's key (``upstream``)."""
@@ -153,8 +221,15 @@ def ted_student_init(ted_filters: dict, teacher: ModelBundle, student, settings,
     else:
         start = build_student_model(teacher, student, settings, row=row)
         model, tokenizer, info = start.model, start.tokenizer, start.info
-    return FilteredStudentStart(model, tokenizer, info, params=student, row=row,
-                                upstream={"ted_filters": ted_filters.get("key")}, filters=ted_filters)
+    return FilteredStudentStart(
+        model,
+        tokenizer,
+        info,
+        params=student,
+        row=row,
+        upstream={"ted_filters": ted_filters.get("key")},
+        filters=ted_filters,
+    )
 
 
 def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_student, settings):
@@ -166,21 +241,27 @@ def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_s
     metric = common.primary_metric(spec.name)
     report = ted_filters.get("report") or {}
     if "per_layer" not in report or "mapping" not in report:
-        raise ValueError(f"the TED Stage I report in {ted_filters.get('store_path')} has no per-layer scores: "
-                         "retrain the filters (runtime.recompute: true)")
+        raise ValueError(
+            f"the TED Stage I report in {ted_filters.get('store_path')} has no per-layer scores: "
+            "retrain the filters (runtime.recompute: true)"
+        )
     per_layer = {"teacher": report["per_layer"]["teacher"]}
     split = common.evaluation_split(tokenized)
     if "student" in report["per_layer"]:
         per_layer["student"] = report["per_layer"]["student"]
     elif ted_filters.get("student") is not None:
         student = ted_student_init(ted_filters, teacher, ted_student, spec.name)
-        scores = evaluate_filters(student.model, ted_filters["student"], tokenized[split],
-                                  common.collator_for(student.tokenizer), spec.name)
+        scores = evaluate_filters(
+            student.model, ted_filters["student"], tokenized[split], common.collator_for(student.tokenizer), spec.name
+        )
         per_layer["student"] = {str(k): v[metric] for k, v in scores.items()}
     majority = majority_class_score(spec.name, tokenized[split]["labels"])
     table = filter_quality_table(per_layer, report["mapping"], spec.name, majority)
     figure = filter_quality_figure(
-        table, spec.name, f"TED Stage I filters: dev {metric} of each layer's head ({spec.name}, student filters: "
-                          f"{report.get('route', '?')})")
+        table,
+        spec.name,
+        f"TED Stage I filters: dev {metric} of each layer's head ({spec.name}, student filters: "
+        f"{report.get('route', '?')})",
+    )
     records.log_report("figures/ted_filter_quality", table, figure)
     return table, figure

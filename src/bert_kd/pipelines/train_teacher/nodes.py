@@ -5,14 +5,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Mapping
 
-from bert_kd.experiment import jobs
+from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values, typed
 from bert_kd.core.data.glue import TaskSpec, get_task
 from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
-from bert_kd.pipelines import common
-from bert_kd.experiment.run_setup import RunSettings
-from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values, typed
-from bert_kd.experiment.tracker import tracker_for
 from bert_kd.core.training import SupervisedObjective, fit
+from bert_kd.experiment import jobs
+from bert_kd.experiment.run_setup import RunSettings
+from bert_kd.experiment.tracker import tracker_for
+from bert_kd.pipelines import common
 
 
 def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping) -> ModelBundle:
@@ -30,16 +30,36 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     spec = get_task(run.task)
     config = common.training_config(teacher.training, runtime, seed, spec.name, None)
     material = {
-        "task": spec.name, "model": common.model_identity(teacher.model), "max_seq_length": teacher.max_seq_length,
-        "training": jobs.training_spec(vars(config)), "seed": seed, "data": jobs.dataset_fingerprint(tokenized),
+        "task": spec.name,
+        "model": common.model_identity(teacher.model),
+        "max_seq_length": teacher.max_seq_length,
+        "training": jobs.training_spec(vars(config)),
+        "seed": seed,
+        "data": jobs.dataset_fingerprint(tokenized),
     }
     if padding_side(teacher.model) == "left":  # batches padded on the left since 2026-11-24 (XLNet): a new result
         material["padding_side"] = "left"
     job = common.job("teacher", material)
-    train = partial(_fine_tune, tokenized=tokenized, spec=spec, teacher=teacher, logged=logged, seed=seed,
-                    tracking=tracking, runtime=runtime, job=job, data_source=data_source or {})
-    return common.run_model_job(job, train, tracking, recompute=teacher.retrain or runtime.recompute,
-                                run_name=f"train_teacher:{spec.name}", run_tags={"role": "teacher", "task": spec.name})
+    train = partial(
+        _fine_tune,
+        tokenized=tokenized,
+        spec=spec,
+        teacher=teacher,
+        logged=logged,
+        seed=seed,
+        tracking=tracking,
+        runtime=runtime,
+        job=job,
+        data_source=data_source or {},
+    )
+    return common.run_model_job(
+        job,
+        train,
+        tracking,
+        recompute=teacher.retrain or runtime.recompute,
+        run_name=f"train_teacher:{spec.name}",
+        run_tags={"role": "teacher", "task": spec.name},
+    )
 
 
 def padding_side(model: str) -> str:
@@ -47,21 +67,52 @@ def padding_side(model: str) -> str:
     return str(getattr(load_tokenizer(model), "padding_side", "right"))
 
 
-def _fine_tune(checkpoint_dir, *, tokenized, spec: TaskSpec, teacher: Teacher, logged: dict, seed: int,
-               tracking: Block[Tracking], runtime: Runtime, job, data_source: dict, run) -> ModelBundle:
+def _fine_tune(
+    checkpoint_dir,
+    *,
+    tokenized,
+    spec: TaskSpec,
+    teacher: Teacher,
+    logged: dict,
+    seed: int,
+    tracking: Block[Tracking],
+    runtime: Runtime,
+    job,
+    data_source: dict,
+    run,
+) -> ModelBundle:
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``), recorded on the job's ``run``."""
     tokenizer = load_tokenizer(teacher.model)
     model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
-    settings = common.training_config(teacher.training, runtime, seed, spec.name,
-                                      checkpoint_dir, n_train=len(tokenized["train"]))
+    settings = common.training_config(
+        teacher.training, runtime, seed, spec.name, checkpoint_dir, n_train=len(tokenized["train"])
+    )
     key = job.key
     tracker_for(tracking).describe_job(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
     run.log_params({"teacher": logged, "training": vars(settings), "key": key})
-    result = fit(SupervisedObjective(model), tokenized["train"], tokenized[common.evaluation_split(tokenized)], settings,
-                 collator=common.collator_for(tokenizer), evaluate_fn=common.evaluate_fn(spec.name),
-                 log_fn=common.step_logger(run), description=f"teacher {spec.name}")
-    return ModelBundle(model, tokenizer, {
-        "role": "teacher", "task": spec.name, "num_labels": spec.num_labels, "base_model": teacher.model, "key": key,
-        "seed": seed, "best_epoch": result.best_epoch, "best_metrics": result.best_metrics, "history": result.history,
-        "mlflow_run_id": run.run_id,
-    })
+    result = fit(
+        SupervisedObjective(model),
+        tokenized["train"],
+        tokenized[common.evaluation_split(tokenized)],
+        settings,
+        collator=common.collator_for(tokenizer),
+        evaluate_fn=common.evaluate_fn(spec.name),
+        log_fn=common.step_logger(run),
+        description=f"teacher {spec.name}",
+    )
+    return ModelBundle(
+        model,
+        tokenizer,
+        {
+            "role": "teacher",
+            "task": spec.name,
+            "num_labels": spec.num_labels,
+            "base_model": teacher.model,
+            "key": key,
+            "seed": seed,
+            "best_epoch": result.best_epoch,
+            "best_metrics": result.best_metrics,
+            "history": result.history,
+            "mlflow_run_id": run.run_id,
+        },
+    )

@@ -8,5 +8,14 @@ from .nodes import train_teacher
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline([settings_node(train_teacher, ["teacher_tokenized", "params:teacher"], "teacher_model",
-                                   name="train_teacher", tags=tags_for(role="teacher"))])
+    return Pipeline(
+        [
+            settings_node(
+                train_teacher,
+                ["teacher_tokenized", "params:teacher"],
+                "teacher_model",
+                name="train_teacher",
+                tags=tags_for(role="teacher"),
+            )
+        ]
+    )

@@ -21,8 +21,11 @@ def test_hooks_default_to_no_ops():
 
 def test_only_observing_methods_run_a_diagnostics_pass():
     teacher, student = tiny_bert(layers=4), tiny_bert(layers=2, seed=1)
-    batch = {"input_ids": torch.randint(0, 30, (2, 5)), "attention_mask": torch.ones(2, 5, dtype=torch.long),
-             "labels": torch.tensor([0, 1])}
+    batch = {
+        "input_ids": torch.randint(0, 30, (2, 5)),
+        "attention_mask": torch.ones(2, 5, dtype=torch.long),
+        "labels": torch.tensor([0, 1]),
+    }
     for name, expect_alpha in (("pkd", False), ("alp", True)):
         method = build_method({"method": name}, student, [teacher])
         objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
@@ -50,8 +53,7 @@ def test_a_methods_options_are_declared_once_for_the_schema_and_the_method():
     """The schema's valid keys for a recipe are the method's ``Options``; a key outside them is
     refused by both (TED's schema once lacked ``teacher_filters``/``task`` that the method read)."""
     from bert_kd.core.distill.methods import METHODS
-    from bert_kd.experiment.parameters import method_names
-    from bert_kd.experiment.parameters import valid_keys
+    from bert_kd.experiment.parameters import method_names, valid_keys
 
     assert set(method_names()) == set(METHODS)
     for name, cls in METHODS.items():

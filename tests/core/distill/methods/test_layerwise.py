@@ -49,7 +49,9 @@ def test_table1_rows_build_with_the_papers_maps(models, row):
     assert method.mapping == TABLE1_12_TO_4[row]
     assert method.connected == [1, 2, 3]
     if method.name == "ckd":  # one combiner per bucket, reading the concatenated bucket
-        assert [method.combiners[str(j)].in_features for j in (1, 2, 3)] == [8 * len(b) for b in TABLE1_12_TO_4[row][:3]]
+        assert [method.combiners[str(j)].in_features for j in (1, 2, 3)] == [
+            8 * len(b) for b in TABLE1_12_TO_4[row][:3]
+        ]
 
 
 @pytest.mark.parametrize("row, layer", [("pkd_1", 1), ("pkd_6", 6), ("pkd_12", 12)])
@@ -62,7 +64,7 @@ def test_table3_pkd_rows_read_one_teacher_layer(models, row, layer):
     s = Features(logits=torch.zeros(3, 2), attention_mask=torch.ones(3, 1), extras={"cls": s_cls})
     t = Features(logits=torch.zeros(3, 2), attention_mask=torch.ones(3, 1), extras={"cls": t_cls})
     term = method.terms(s, {0: t}, {"labels": torch.tensor([0, 1, 0])})["layer"]
-    assert term.item() == pytest.approx(losses.pkd_loss(s_cls[:, 1:2], t_cls[:, layer:layer + 1]).item(), rel=1e-6)
+    assert term.item() == pytest.approx(losses.pkd_loss(s_cls[:, 1:2], t_cls[:, layer : layer + 1]).item(), rel=1e-6)
 
 
 def test_alp_no_attends_only_inside_each_bucket(models):

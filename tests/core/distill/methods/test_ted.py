@@ -127,14 +127,18 @@ def test_method_option_errors():
         build_method({"method": "ted", "teacher_filters": t_filters, "task": "sst2"}, student, [teacher])
     with pytest.raises(ValueError, match="fingerprint"):
         build_method({"method": "ted", "teacher_filters": t_filters}, student, [tiny_bert(layers=4, seed=9)])
-    ok = build_method({"method": "ted", "teacher_filters": t_filters, "task": "sst2", "allow_filter_mismatch": True},
-                      student, [teacher])
+    ok = build_method(
+        {"method": "ted", "teacher_filters": t_filters, "task": "sst2", "allow_filter_mismatch": True},
+        student,
+        [teacher],
+    )
     assert ok.mapping == [1, 4]
     narrow = tiny_bert(layers=2, hidden=4, heads=2)
     with pytest.raises(ValueError, match="student width 4 != teacher width 8"):
         build_method({"method": "ted", "teacher_filters": t_filters}, narrow, [teacher])
-    random_route = build_method({"method": "ted", "teacher_filters": t_filters, "student_filters": "random"},
-                                narrow, [teacher])
+    random_route = build_method(
+        {"method": "ted", "teacher_filters": t_filters, "student_filters": "random"}, narrow, [teacher]
+    )
     assert random_route.student_filters.in_width == 4 and random_route.student_filters.out_width == 8
     with pytest.raises(ValueError, match="unknown option"):
         build_method({"method": "ted", "teacher_filters": t_filters, "alpha": 1}, student, [teacher])
@@ -159,19 +163,27 @@ def test_stage2_through_fit(rte, tmp_path, name):
     teacher, data, collator = rte
     teacher = copy.deepcopy(teacher)
     layers = ted_layer_map("distilbert", 4, 2)
-    t_filters, _ = train_filters(teacher, data["train"], None, layers, "linear", "rte",
-                                 TrainingConfig(max_steps=3, **FAST), collator)
+    t_filters, _ = train_filters(
+        teacher, data["train"], None, layers, "linear", "rte", TrainingConfig(max_steps=3, **FAST), collator
+    )
     t_filters.save(tmp_path / "filters")
     student, _ = build_student(teacher, 2, "distilbert")
-    method = build_method({"method": name, "teacher_filters": str(tmp_path / "filters"), "task": "rte"},
-                          student, [teacher])
+    method = build_method(
+        {"method": name, "teacher_filters": str(tmp_path / "filters"), "task": "rte"}, student, [teacher]
+    )
     objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
     teacher_before, t_filters_before = snapshot(teacher), snapshot(method.teacher_filters)
     student_before, s_filters_before = snapshot(student), snapshot(method.student_filters)
     logged = []
-    result = fit(objective, data["train"], data["validation"], TrainingConfig(max_steps=4, **FAST),
-                 collator=collator, evaluate_fn=lambda p, y: glue_metrics("rte", p, y),
-                 log_fn=lambda m, s: logged.append(m))
+    result = fit(
+        objective,
+        data["train"],
+        data["validation"],
+        TrainingConfig(max_steps=4, **FAST),
+        collator=collator,
+        evaluate_fn=lambda p, y: glue_metrics("rte", p, y),
+        log_fn=lambda m, s: logged.append(m),
+    )
     assert result.global_step == 4 and "accuracy" in result.best_metrics
     assert {"train/ce", "train/pred", "train/ted"} <= set(logged[0])
     assert identical(teacher_before, teacher)

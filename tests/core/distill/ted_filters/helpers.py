@@ -13,8 +13,13 @@ from bert_kd.core.distill.ted_filters import TaskFilters
 def tiny_bert(layers=4, hidden=8, heads=2, num_labels=2, seed=0):
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=30, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=hidden * 2, max_position_embeddings=32, num_labels=num_labels,
+        vocab_size=30,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=hidden * 2,
+        max_position_embeddings=32,
+        num_labels=num_labels,
     )
     return BertForSequenceClassification(config).eval()
 
@@ -40,8 +45,15 @@ def set_identity(filters: TaskFilters) -> None:
             f.body.bias.zero_()
 
 
-FAST = dict(batch_size=8, eval_batch_size=16, learning_rate=1e-2, warmup_ratio=0.0, progress_bar=False, cpu=True,
-            log_every_steps=1)
+FAST = dict(
+    batch_size=8,
+    eval_batch_size=16,
+    learning_rate=1e-2,
+    warmup_ratio=0.0,
+    progress_bar=False,
+    cpu=True,
+    log_every_steps=1,
+)
 
 
 def handmade_features(seed, width=8, layers=4, batch=2, length=3):

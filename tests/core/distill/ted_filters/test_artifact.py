@@ -10,8 +10,12 @@ from tests.core.distill.ted_filters.helpers import identical, snapshot, tiny_ber
 
 def test_round_trip_without_student_model(tmp_path):
     teacher_filters = TaskFilters.build(tiny_bert(), [1, 4], task="rte")
-    stage1 = {"teacher": teacher_filters, "student": copy_filters_for_student(teacher_filters),
-              "student_model": None, "report": {"mapping": [1, 4]}}
+    stage1 = {
+        "teacher": teacher_filters,
+        "student": copy_filters_for_student(teacher_filters),
+        "student_model": None,
+        "report": {"mapping": [1, 4]},
+    }
     save_ted_filters(stage1, tmp_path / "stage1")
     loaded = load_ted_filters(tmp_path / "stage1")
     assert loaded["report"] == {"mapping": [1, 4]} and loaded["student_model"] is None

@@ -16,7 +16,11 @@ def test_table_pairs_teacher_layer_m_k_with_student_layer_k(tmp_path):
     per_layer = {"teacher": {"1": 0.6, "3": 0.7, "2": 0.1}, "student": {"1": 0.55, "2": 0.65}}
     table = filter_quality_table(per_layer, [1, 3], "rte", majority=0.5)
     assert list(zip(table["filters"], table["k"], table["model_layer"], table["accuracy"])) == [
-        ("teacher", 1, 1, 0.6), ("teacher", 2, 3, 0.7), ("student", 1, 1, 0.55), ("student", 2, 2, 0.65)]
+        ("teacher", 1, 1, 0.6),
+        ("teacher", 2, 3, 0.7),
+        ("student", 1, 1, 0.55),
+        ("student", 2, 2, 0.65),
+    ]
     assert list(table["gain_over_majority"]) == pytest.approx([0.1, 0.2, 0.05, 0.15])
     figure = filter_quality_figure(table, "rte", "test")
     ax = figure.axes[0]

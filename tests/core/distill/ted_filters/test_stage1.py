@@ -18,8 +18,9 @@ def test_stage1_trains_filters_model_bit_identical(rte):
     config = TrainingConfig(epochs=2, select_metric="accuracy", **FAST)
     torch.manual_seed(config.seed)  # same seed as train_filters -> same initial filters
     untrained = TaskFilters.build(teacher, layers, task="rte")
-    filters, metrics = train_filters(teacher, data["train"], data["validation"], layers, "linear", "rte", config,
-                                     collator)
+    filters, metrics = train_filters(
+        teacher, data["train"], data["validation"], layers, "linear", "rte", config, collator
+    )
     assert identical(before, teacher)
     assert [p.requires_grad for p in teacher.parameters()] == flags
     assert changed(snapshot(untrained), filters)
@@ -34,8 +35,9 @@ def test_stage1_student_route_keeps_student_trainable(rte):
     student, _ = build_student(teacher, 2, "distilbert")
     before = snapshot(student)
     config = TrainingConfig(max_steps=3, **FAST)
-    filters, metrics = train_filters(student, data["train"], None, [1, 2], "mlp", "rte", config, collator,
-                                     out_width=32, role="student")
+    filters, metrics = train_filters(
+        student, data["train"], None, [1, 2], "mlp", "rte", config, collator, out_width=32, role="student"
+    )
     assert metrics == {} and filters.role == "student" and filters.out_width == 32
     assert identical(before, student)
     assert all(p.requires_grad for p in student.parameters())

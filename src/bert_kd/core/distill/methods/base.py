@@ -18,13 +18,13 @@ from typing import Callable, ClassVar, Literal
 from pydantic import create_model, model_validator
 from torch import Tensor, nn
 
+from bert_kd.config.schema import Recipe
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.objective import WeightSchedule, validate_weights
 from bert_kd.core.distill.outputs import Features
-from bert_kd.config.schema import Recipe
 from bert_kd.core.training import task_loss
 
-METHODS: dict[str, type["Method"]] = {}
+METHODS: dict[str, type[Method]] = {}
 #: Recipe keys every method has (:class:`~bert_kd.config.schema.Recipe`); the others are the method's options.
 SHARED_RECIPE_KEYS = frozenset(Recipe.model_fields)
 
@@ -37,20 +37,24 @@ def _check_with_method(recipe: Recipe) -> Recipe:
     return recipe
 
 
-def register_method(name: str) -> Callable[[type["Method"]], type["Method"]]:
+def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
     """Class decorator: make a method available by ``name`` (torchdistill-style registry) and
     build its recipe model: the class's ``Options`` with ``method: Literal[name]`` (the tag of
     the schema's recipe union)."""
 
-    def decorate(cls: type["Method"]) -> type["Method"]:
+    def decorate(cls: type[Method]) -> type[Method]:
         if name in METHODS:
             raise ValueError(f"method {name!r} is registered twice ({METHODS[name].__module__}, {cls.__module__})")
         if not (isinstance(cls.Options, type) and issubclass(cls.Options, Recipe)):
             raise TypeError(f"{cls.__name__}.Options must subclass bert_kd.config.schema.Recipe")
         cls.name = name
-        cls.recipe_model = create_model(f"{cls.__name__}Recipe", __base__=cls.Options, __module__=cls.__module__,
-                                        __validators__={"_check_with_method": _check_with_method},
-                                        method=(Literal[name], ...))
+        cls.recipe_model = create_model(
+            f"{cls.__name__}Recipe",
+            __base__=cls.Options,
+            __module__=cls.__module__,
+            __validators__={"_check_with_method": _check_with_method},
+            method=(Literal[name], ...),
+        )
         METHODS[name] = cls
         return cls
 
@@ -116,11 +120,14 @@ class Method(nn.Module):
         weights = validate_weights(cls.resolve_weights(config), cls.term_names)
         if config.get("stages") is not None:
             WeightSchedule.parse(config["stages"], cls.term_names)
-            unstated = validate_weights(cls.resolve_weights({k: v for k, v in config.items() if k != "weights"}),
-                                        cls.term_names)
+            unstated = validate_weights(
+                cls.resolve_weights({k: v for k, v in config.items() if k != "weights"}), cls.term_names
+            )
             if any(abs(weights.get(t, 0.0) - unstated.get(t, 0.0)) > 1e-9 for t in set(weights) | set(unstated)):
-                raise ValueError(f"stages: the recipe's weights {config.get('weights')} would not train, each stage's "
-                                 f"weights replace them; put them into the stages")
+                raise ValueError(
+                    f"stages: the recipe's weights {config.get('weights')} would not train, each stage's "
+                    f"weights replace them; put them into the stages"
+                )
         return {term: round(value, 10) for term, value in weights.items()}  # 0.3, not 0.30000000000000004
 
     @classmethod
@@ -185,7 +192,7 @@ class Method(nn.Module):
         return sum(values) / len(values)
 
     # ------------------------------------------------------------------ hooks (no-ops by default)
-    def bind_teachers(self, specs) -> "Method":
+    def bind_teachers(self, specs) -> Method:
         """Learn each teacher's batch-column prefix and name from
         :class:`~bert_kd.core.distill.objective.Teacher` specs; nothing to learn by default."""
         return self

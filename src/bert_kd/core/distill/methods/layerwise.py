@@ -11,11 +11,11 @@ from typing import Literal, Union
 import torch
 from torch import nn
 
-from bert_kd.core.distill import losses
-from bert_kd.core.layer_maps import check_strategy, connected_layers, layer_map
-from bert_kd.core.distill.methods.base import Method, hidden_size, register_method
-from bert_kd.core.models import num_layers
 from bert_kd.config.schema import LayerMapping, Recipe
+from bert_kd.core.distill import losses
+from bert_kd.core.distill.methods.base import Method, hidden_size, register_method
+from bert_kd.core.layer_maps import check_strategy, connected_layers, layer_map
+from bert_kd.core.models import num_layers
 
 
 class LayerwiseOptions(Recipe):
@@ -105,7 +105,10 @@ class CombinatorialKD(CLSLayerMethod):
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
         self.combiners = nn.ModuleDict(
-            {str(j): nn.Linear(len(self.mapping[j - 1]) * self.teacher_width, self.student_width) for j in self.connected}
+            {
+                str(j): nn.Linear(len(self.mapping[j - 1]) * self.teacher_width, self.student_width)
+                for j in self.connected
+            }
         )
 
     def layer_loss(self, student_cls, teacher_cls):

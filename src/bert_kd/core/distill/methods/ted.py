@@ -39,11 +39,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from bert_kd.config.schema import LayerMapping, Recipe
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.core.distill.ted_filters import TaskFilters, copy_filters_for_student, ted_layer_map
 from bert_kd.core.models import num_layers, parameters_fingerprint
-from bert_kd.config.schema import LayerMapping, Recipe
 
 #: The paper's GLUE search grid (Sec. 5.3): α1 (D_pred), α2 (D_TED) and the fixed temperature.
 TED_GRID: dict[str, tuple[float, ...]] = {
@@ -238,9 +238,7 @@ class TaskAwareDistillation(_TEDFamily):
         if any(p is q for p in filters.parameters() for q in teacher_filters.parameters()):
             filters = copy.deepcopy(filters)
         if list(filters.layers) != list(range(1, n_s + 1)):
-            raise ValueError(
-                f"student filters must read student layers 1..{n_s} in order, got {filters.layers}"
-            )
+            raise ValueError(f"student filters must read student layers 1..{n_s} in order, got {filters.layers}")
         filters.check_model(student, "student")
         if filters.out_width != teacher_filters.out_width:
             raise ValueError(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from torch import nn
 
+from bert_kd.config.schema import LayerMapping, Recipe
 from bert_kd.core.distill import losses
-from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.core.distill.outputs import attention_in_one_space
+from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.models import num_layers
-from bert_kd.config.schema import LayerMapping, Recipe
 
 
 def uniform_map(n_teacher: int, n_student: int) -> list[list[int]]:
@@ -63,9 +63,7 @@ class TinyBERT(Method):
             for k in group:
                 s_h, t_h = student.hidden_states[m], teacher.hidden_states[k]
                 hidden = hidden + losses.masked_mse(self.hidden_projection(s_h), t_h, mask)
-                attn = attn + losses.attention_score_mse(
-                    s_maps[m - 1], t_maps[k - 1], mask
-                )
+                attn = attn + losses.attention_score_mse(s_maps[m - 1], t_maps[k - 1], mask)
                 if self.wants("cos"):
                     cos = cos + losses.cosine_hidden_loss(self.hidden_projection(s_h), t_h, mask)
         result.update(hidden=hidden, attn=attn, cos=cos)

@@ -147,7 +147,9 @@ class TaskFilters(nn.Module):
         if not layers:
             raise ValueError("TaskFilters needs at least one layer")
         if any(x < 1 for x in layers):
-            raise ValueError(f"filter layers are 1-based transformer layers (0 = embeddings is not filtered), got {layers}")
+            raise ValueError(
+                f"filter layers are 1-based transformer layers (0 = embeddings is not filtered), got {layers}"
+            )
         if len(set(layers)) != len(layers):
             raise ValueError(f"TED maps each student layer to a distinct teacher layer; filter layers {layers} repeat")
         for name, value in (("in_width", in_width), ("out_width", out_width), ("num_labels", num_labels)):
@@ -176,8 +178,13 @@ class TaskFilters(nn.Module):
             if len(layer_modules) != len(layers):
                 raise ValueError(f"{len(layer_modules)} layer modules for {len(layers)} filters")
         self.filters = nn.ModuleList(
-            TaskFilter(arch, self.in_width, self.out_width, self.num_labels,
-                       layer=layer_modules[k] if layer_modules is not None else None)
+            TaskFilter(
+                arch,
+                self.in_width,
+                self.out_width,
+                self.num_labels,
+                layer=layer_modules[k] if layer_modules is not None else None,
+            )
             for k in range(len(layers))
         )
 
@@ -193,7 +200,7 @@ class TaskFilters(nn.Module):
         num_labels: int | None = None,
         task: str | None = None,
         role: str = "teacher",
-    ) -> "TaskFilters":
+    ) -> TaskFilters:
         """Randomly initialised filters for ``model`` at ``layers`` (``subsequent_layer``: copies of
         the model's layers l+1, the last layer copying itself). ``out_width`` defaults to the
         model's width (pass the teacher width for student filters); ``num_labels`` to the task's
@@ -277,7 +284,8 @@ class TaskFilters(nn.Module):
                 )
         if problems:
             message = (
-                "incompatible TED filters: " + "; ".join(problems)
+                "incompatible TED filters: "
+                + "; ".join(problems)
                 + " (filters from another task/teacher silently hurt distillation, TED Table 5; "
                 "pass allow_mismatch=True to use them anyway)"
             )
@@ -337,7 +345,7 @@ class TaskFilters(nn.Module):
         return write_filters_dir(path, {**self.config, "info": self.info}, state)
 
     @classmethod
-    def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> "TaskFilters":
+    def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> TaskFilters:
         """Read a directory written by :meth:`save` (provenance in ``.task``/``.fingerprint``)."""
         payload, state = read_filters_dir(path)
         info = payload.pop("info", {})

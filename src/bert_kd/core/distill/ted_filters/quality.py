@@ -32,8 +32,9 @@ def majority_class_score(task: str, labels: Sequence[int]) -> float | None:
     return float(glue_metrics(task, np.full(len(y), majority), y)[primary_metric(task)])
 
 
-def filter_quality_table(per_layer: Mapping[str, Mapping], mapping: Sequence[int], task: str,
-                         majority: float | None = None) -> pd.DataFrame:
+def filter_quality_table(
+    per_layer: Mapping[str, Mapping], mapping: Sequence[int], task: str, majority: float | None = None
+) -> pd.DataFrame:
     """One row per (filter set, k): the layer it reads, its head's dev score and the gain over the
     majority class. ``per_layer``: ``{"teacher": {M(k): score}, "student": {k: score}}`` (keys may be
     strings, as stored in the Stage I report); ``mapping``: M(1..K)."""
@@ -45,16 +46,26 @@ def filter_quality_table(per_layer: Mapping[str, Mapping], mapping: Sequence[int
             layer = t_layer if role == "teacher" else k
             if layer not in scores:
                 raise ValueError(f"per_layer[{role!r}] has no score for layer {layer} (mapping M = {list(mapping)})")
-            rows.append({"filters": role, "k": k, "model_layer": layer, metric: round(scores[layer], 4),
-                         "majority_class": None if majority is None else round(majority, 4),
-                         "gain_over_majority": None if majority is None else round(scores[layer] - majority, 4)})
+            rows.append(
+                {
+                    "filters": role,
+                    "k": k,
+                    "model_layer": layer,
+                    metric: round(scores[layer], 4),
+                    "majority_class": None if majority is None else round(majority, 4),
+                    "gain_over_majority": None if majority is None else round(scores[layer] - majority, 4),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def filter_quality_figure(table: pd.DataFrame, task: str, title: str):
     """Grouped bars per k (teacher filter at M(k) next to student filter at k), majority class dashed."""
     metric = primary_metric(task)
-    values = {f"{role} filters": dict(zip(group["model_layer"], group[metric])) for role, group in table.groupby("filters", sort=False)}
+    values = {
+        f"{role} filters": dict(zip(group["model_layer"], group[metric]))
+        for role, group in table.groupby("filters", sort=False)
+    }
     fig = per_layer_metric(values, metric, title)
     majority = table["majority_class"].dropna()
     if len(majority):

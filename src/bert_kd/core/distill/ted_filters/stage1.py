@@ -10,9 +10,9 @@ import torch
 from torch import Tensor, nn
 
 from bert_kd.core.distill.outputs import forward_features
+from bert_kd.core.distill.ted_filters.filter_objective import FilterTrainingObjective
 from bert_kd.core.distill.ted_filters.filters import TaskFilters
 from bert_kd.core.distill.ted_filters.teacher_layers import ted_layer_map
-from bert_kd.core.distill.ted_filters.filter_objective import FilterTrainingObjective
 from bert_kd.core.metrics import glue_metrics
 from bert_kd.core.models import num_layers
 from bert_kd.core.training import (
@@ -38,7 +38,7 @@ def filters_evaluate_fn(filters: TaskFilters, task: str):
             raise ValueError(f"expected {width * len(layers)} prediction columns, got {predictions.shape}")
         result, per_metric = {}, {}
         for k, layer in enumerate(layers):
-            metrics = glue_metrics(task, predictions[:, k * width:(k + 1) * width], labels)
+            metrics = glue_metrics(task, predictions[:, k * width : (k + 1) * width], labels)
             for name, value in metrics.items():
                 result[f"L{layer}/{name}"] = value
                 per_metric.setdefault(name, []).append(value)

@@ -20,9 +20,7 @@ def ted_layer_map(
     """
     if n_teacher is None or n_student is None:
         raise ValueError("ted_layer_map needs n_teacher and n_student")
-    if not isinstance(strategy, str) and all(
-        isinstance(x, int) and not isinstance(x, bool) for x in strategy
-    ):
+    if not isinstance(strategy, str) and all(isinstance(x, int) and not isinstance(x, bool) for x in strategy):
         strategy = [[int(x)] for x in strategy]
     mapping = layer_map(strategy, n_teacher, n_student)
     flat = []

@@ -35,16 +35,19 @@ def hand_setup():
     teacher0 = random_features(2, 4, 3, 12, 3, mask, seed=2)
     teacher1 = random_features(2, 5, 5, 8, 2, mask1, seed=3)
     batch = {
-        "input_ids": torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]]), "attention_mask": mask,
+        "input_ids": torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]]),
+        "attention_mask": mask,
         "labels": torch.tensor([0, 1]),
-        "t1_input_ids": torch.tensor([[0, 9, 8, 7, 2], [0, 6, 2, 1, 1]]), "t1_attention_mask": mask1,
+        "t1_input_ids": torch.tensor([[0, 9, 8, 7, 2], [0, 6, 2, 1, 1]]),
+        "t1_attention_mask": mask1,
         # shared spans: row 0 student tokens 1 | 2 ↔ teacher tokens 1+2 | 3; row 1 student 1 ↔ teacher 1
         # (one id per real token, -1 = special, -2 = padding of the column)
         "t1_student_span_ids": torch.tensor([[-1, 0, 1, -1], [-1, 0, -1, -2]]),
         "t1_span_ids": torch.tensor([[-1, 0, 0, 1, -1], [-1, 0, -2, -2, -2]]),
     }
-    return SimpleNamespace(models=models, student=student, teachers={0: teacher0, 1: teacher1}, batch=batch,
-                           mask=mask, mask1=mask1)
+    return SimpleNamespace(
+        models=models, student=student, teachers={0: teacher0, 1: teacher1}, batch=batch, mask=mask, mask1=mask1
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +70,29 @@ def hetero(tmp_path_factory):
     splits = load_glue_task("rte", root / "glue", allow_download=False)
     ds = merge_tokenized(
         tokenize_splits(splits, tok_s, 32, with_offsets=True),
-        {p: tokenize_splits(splits, tok, 32, with_offsets=True) for p, tok in (("t0_", tok0), ("t1_", tok1), ("t2_", tok2))},
+        {
+            p: tokenize_splits(splits, tok, 32, with_offsets=True)
+            for p, tok in (("t0_", tok0), ("t1_", tok1), ("t2_", tok2))
+        },
     )
-    collator = Collator({"": tok_s.pad_token_id, "t0_": tok0.pad_token_id, "t1_": tok1.pad_token_id,
-                         "t2_": tok2.pad_token_id})
-    teachers = [Teacher(t0, "t0_", name="bert_same_vocab"), Teacher(t1, "t1_", name="roberta_bpe"),
-                Teacher(t2, "t2_", name="bert_other_vocab")]
+    collator = Collator(
+        {"": tok_s.pad_token_id, "t0_": tok0.pad_token_id, "t1_": tok1.pad_token_id, "t2_": tok2.pad_token_id}
+    )
+    teachers = [
+        Teacher(t0, "t0_", name="bert_same_vocab"),
+        Teacher(t1, "t1_", name="roberta_bpe"),
+        Teacher(t2, "t2_", name="bert_other_vocab"),
+    ]
     row = ds["train"][0]
     assert row["input_ids"] == row["t0_input_ids"]  # same vocabulary, separately loaded tokenizer
     assert row["input_ids"] != row["t1_input_ids"] and row["input_ids"] != row["t2_input_ids"]
     assert "t0_span_ids" not in ds["train"].column_names  # identical tokens: no spans needed
     assert {"t1_span_ids", "t1_student_span_ids", "t2_span_ids"} <= set(ds["train"].column_names)
     return SimpleNamespace(
-        root=root, ds=ds, collator=collator, teachers=teachers, pad_ids=collator.pad_ids,
+        root=root,
+        ds=ds,
+        collator=collator,
+        teachers=teachers,
+        pad_ids=collator.pad_ids,
         student=lambda: load_classifier(str(root / "student"), 2),
     )

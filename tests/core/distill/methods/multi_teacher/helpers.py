@@ -19,8 +19,13 @@ def tiny_bert(layers: int, hidden: int, heads: int, num_labels: int = 2, vocab: 
 
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=2 * hidden, max_position_embeddings=64, num_labels=num_labels,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=64,
+        num_labels=num_labels,
     )
     return BertForSequenceClassification(config).eval()
 
@@ -34,14 +39,24 @@ def make_bpe_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=320, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        vocab_size=320,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator([" ".join(WORDS)] * 20, trainer)
-    tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")))
+    tok.post_processor = processors.RobertaProcessing(
+        ("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>"))
+    )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
-        unk_token="<unk>", pad_token="<pad>", mask_token="<mask>", model_input_names=["input_ids", "attention_mask"],
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        sep_token="</s>",
+        cls_token="<s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        model_input_names=["input_ids", "attention_mask"],
     )
 
 
@@ -57,11 +72,18 @@ def make_other_wordpiece_tokenizer():
     tok.train_from_iterator([" ".join(reversed(WORDS))] * 5 + ["zebra quantum orbit"] * 5, trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
     )
 
 
@@ -70,9 +92,17 @@ def tiny_roberta(tokenizer, layers: int = 3, hidden: int = 24, heads: int = 3, s
 
     torch.manual_seed(seed)
     config = RobertaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=2 * hidden, max_position_embeddings=80, type_vocab_size=1, num_labels=2,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=80,
+        type_vocab_size=1,
+        num_labels=2,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     return RobertaForSequenceClassification(config).eval()
 
@@ -118,15 +148,34 @@ def random_features(batch: int, length: int, layers: int, width: int, heads: int
     hidden = tuple(torch.randn(batch, length, width, generator=g) for _ in range(layers + 1))
     pad_pair = ~(mask.bool()[:, None, :, None] & mask.bool()[:, None, None, :])
     scores = [torch.randn(batch, heads, length, length, generator=g).masked_fill(pad_pair, 1e4) for _ in range(layers)]
-    return Features(logits=torch.randn(batch, classes, generator=g), attention_mask=mask,
-                    hidden_states=hidden, attention_scores=scores)
+    return Features(
+        logits=torch.randn(batch, classes, generator=g),
+        attention_mask=mask,
+        hidden_states=hidden,
+        attention_scores=scores,
+    )
 
 
 def fit_briefly(objective, hetero, steps=3):
     logged = []
-    config = TrainingConfig(max_steps=steps, batch_size=8, eval_batch_size=16, log_every_steps=1, progress_bar=False,
-                            cpu=True, seed=0, warmup_ratio=0.0, learning_rate=1e-3)
-    result = fit(objective, hetero.ds["train"], hetero.ds["validation"], config, collator=hetero.collator,
-                 evaluate_fn=lambda p, l: {"accuracy": float((p.argmax(-1) == l).mean())},
-                 log_fn=lambda m, step: logged.append(dict(m)))
+    config = TrainingConfig(
+        max_steps=steps,
+        batch_size=8,
+        eval_batch_size=16,
+        log_every_steps=1,
+        progress_bar=False,
+        cpu=True,
+        seed=0,
+        warmup_ratio=0.0,
+        learning_rate=1e-3,
+    )
+    result = fit(
+        objective,
+        hetero.ds["train"],
+        hetero.ds["validation"],
+        config,
+        collator=hetero.collator,
+        evaluate_fn=lambda p, l: {"accuracy": float((p.argmax(-1) == l).mean())},
+        log_fn=lambda m, step: logged.append(dict(m)),
+    )
     return result, [m for m in logged if "train/loss" in m]

@@ -21,11 +21,14 @@ def test_same_ids_on_valid_positions_align_even_if_padding_differs():
     assert tokens_aligned(batch([[2, 5, 6, 3], [2, 7, 3, 99]], [[1, 1, 1, 1], [1, 1, 1, 0]]), "t_")
 
 
-@pytest.mark.parametrize("t_ids, t_mask", [
-    ([[2, 5, 6, 3], [2, 8, 3, 0]], [[1, 1, 1, 1], [1, 1, 1, 0]]),  # one valid id differs
-    ([[2, 5, 6, 3], [2, 7, 3, 0]], [[1, 1, 1, 1], [1, 1, 1, 1]]),  # masks differ
-    ([[2, 5, 6], [2, 7, 3]], [[1, 1, 1], [1, 1, 1]]),  # shapes differ
-])
+@pytest.mark.parametrize(
+    "t_ids, t_mask",
+    [
+        ([[2, 5, 6, 3], [2, 8, 3, 0]], [[1, 1, 1, 1], [1, 1, 1, 0]]),  # one valid id differs
+        ([[2, 5, 6, 3], [2, 7, 3, 0]], [[1, 1, 1, 1], [1, 1, 1, 1]]),  # masks differ
+        ([[2, 5, 6], [2, 7, 3]], [[1, 1, 1], [1, 1, 1]]),  # shapes differ
+    ],
+)
 def test_misaligned_batches(t_ids, t_mask):
     assert not tokens_aligned(batch(t_ids, t_mask), "t_")
 
@@ -55,5 +58,5 @@ def test_the_alignment_option_is_checked_by_the_parameter_schema():
     bad["multi_teacher_configs"]["multi_teacher"]["alignment"] = "auto"  # the pre-issue-19 name
     with pytest.raises(ParameterError) as err:
         validate_parameters(bad)
-    (key, message), = dict(err.value.problems).items()
+    ((key, message),) = dict(err.value.problems).items()
     assert key == "multi_teacher_configs.multi_teacher.alignment" and "'token'" in message and "'sentence'" in message

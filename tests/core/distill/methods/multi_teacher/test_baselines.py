@@ -14,11 +14,15 @@ from tests.core.distill.methods.multi_teacher.helpers import fit_briefly, soft_c
 
 def test_okd_averages_soft_labels(hand_setup):
     s = hand_setup
-    method = build_method({"method": "okd", "beta": 0.7, "temperature": 2.0}, s.models.student, [s.models.t0, s.models.t1])
+    method = build_method(
+        {"method": "okd", "beta": 0.7, "temperature": 2.0}, s.models.student, [s.models.t0, s.models.t1]
+    )
     assert method.weights == pytest.approx({"ce": 0.3, "pred": 0.7})
     assert method.teacher_needs == {} and method.student_needs == {}
     terms = method.terms(s.student, s.teachers, s.batch)
-    expected = (soft_ce(s.student.logits, s.teachers[0].logits, 2.0) + soft_ce(s.student.logits, s.teachers[1].logits, 2.0)) / 2
+    expected = (
+        soft_ce(s.student.logits, s.teachers[0].logits, 2.0) + soft_ce(s.student.logits, s.teachers[1].logits, 2.0)
+    ) / 2
     assert float(terms["pred"]) == pytest.approx(4.0 * float(expected), rel=1e-6)  # τ² = 4
     assert set(terms) == {"ce", "pred"}
 
@@ -68,11 +72,16 @@ def test_rse_kd_draws_every_teacher_reproducibly():
 
 @pytest.mark.parametrize("method_name", ["okd", "multi_pkd", "rse_kd"])
 def test_baselines_train_with_heterogeneous_teachers(hetero, method_name):
-    objective = build_multi_teacher_objective(hetero.student(), hetero.teachers, {"method": method_name, "seed": 3}
-                                              if method_name == "rse_kd" else {"method": method_name})
+    objective = build_multi_teacher_objective(
+        hetero.student(),
+        hetero.teachers,
+        {"method": method_name, "seed": 3} if method_name == "rse_kd" else {"method": method_name},
+    )
     calls = [0, 0, 0]
-    handles = [t.model.register_forward_hook(lambda *_, k=k: calls.__setitem__(k, calls[k] + 1))
-               for k, t in enumerate(hetero.teachers)]
+    handles = [
+        t.model.register_forward_hook(lambda *_, k=k: calls.__setitem__(k, calls[k] + 1))
+        for k, t in enumerate(hetero.teachers)
+    ]
     try:
         result, logged = fit_briefly(objective, hetero, steps=4)
     finally:
@@ -97,7 +106,9 @@ def test_scale_by_t2_is_an_explicit_option(hand_setup, method_name):
     literal = build_method({**base, "scale_by_t2": False}, s.models.student, teachers)
     scaled = build_method({**base, "scale_by_t2": True}, s.models.student, teachers)
     default = build_method(base, s.models.student, teachers)
-    eq1 = (soft_ce(s.student.logits, s.teachers[0].logits, 5.0) + soft_ce(s.student.logits, s.teachers[1].logits, 5.0)) / 2
+    eq1 = (
+        soft_ce(s.student.logits, s.teachers[0].logits, 5.0) + soft_ce(s.student.logits, s.teachers[1].logits, 5.0)
+    ) / 2
     assert float(literal.prediction_terms(s.student, s.teachers)) == pytest.approx(float(eq1), rel=1e-6)
     assert float(scaled.prediction_terms(s.student, s.teachers)) == pytest.approx(25.0 * float(eq1), rel=1e-6)
     assert default.scale_by_t2 is True

@@ -6,18 +6,23 @@ import numpy as np
 import pytest
 import torch
 
-from bert_kd.core.distill.methods.multi_teacher.contributions import (
-    contributions_figure, contributions_table, dev_contributions,
-)
 from bert_kd.core.distill.methods.multi_teacher.build_objective import build_multi_teacher_objective
+from bert_kd.core.distill.methods.multi_teacher.contributions import (
+    contributions_figure,
+    contributions_table,
+    dev_contributions,
+)
 from bert_kd.core.training import make_loader
 
 
 @pytest.fixture(scope="module")
 def contributions(hetero):
     torch.manual_seed(0)
-    objective = build_multi_teacher_objective(hetero.student(), hetero.teachers[:2],
-                                              {"method": "multi_teacher", "alpha": 0.2, "beta": 0.5, "temperature": 2.0})
+    objective = build_multi_teacher_objective(
+        hetero.student(),
+        hetero.teachers[:2],
+        {"method": "multi_teacher", "alpha": 0.2, "beta": 0.5, "temperature": 2.0},
+    )
     dev = hetero.ds["validation"]
     loader = make_loader(dev, len(dev), hetero.collator, shuffle=False)  # one batch: the loss is the mean
     result = dev_contributions(objective, loader)
@@ -48,8 +53,9 @@ def test_one_row_per_teacher_and_group_attention_for_token_and_span_aligned_teac
 
 
 def test_sentence_alignment_leaves_out_the_attention_of_other_tokenizers(hetero):
-    objective = build_multi_teacher_objective(hetero.student(), hetero.teachers[:2],
-                                              {"method": "multi_teacher", "alignment": "sentence"})
+    objective = build_multi_teacher_objective(
+        hetero.student(), hetero.teachers[:2], {"method": "multi_teacher", "alignment": "sentence"}
+    )
     dev = hetero.ds["validation"]
     result = dev_contributions(objective, make_loader(dev, len(dev), hetero.collator, shuffle=False))
     assert not [r for r in result["rows"] if r["term"] == "attn"]

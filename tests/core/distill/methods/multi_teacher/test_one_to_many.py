@@ -22,10 +22,13 @@ from tests.core.distill.methods.multi_teacher.helpers import (
 )
 
 
-@pytest.mark.parametrize("n_t, n_s, expected", [
-    (12, 5, [[1, 2, 3], [4, 5, 6], [7, 8], [9, 10], [11, 12]]),
-    (6, 4, [[1, 2], [3, 4], [5], [6]]),
-])
+@pytest.mark.parametrize(
+    "n_t, n_s, expected",
+    [
+        (12, 5, [[1, 2, 3], [4, 5, 6], [7, 8], [9, 10], [11, 12]]),
+        (6, 4, [[1, 2], [3, 4], [5], [6]]),
+    ],
+)
 def test_one_to_many_groups_uneven_depths(n_t, n_s, expected):
     groups = layer_map("one_to_many", n_t, n_s)
     assert groups == expected
@@ -48,9 +51,16 @@ def test_method_builds_one_group_set_per_teacher():
 
 def manual_span_scores(a, spans):
     """Hand span pooling of one row's (H, L, L) scores: query mean of key log-Σ-exp."""
-    return torch.stack([torch.stack([
-        torch.stack([torch.logsumexp(a[:, i, kspan], dim=-1) for i in qspan]).mean(0) for kspan in spans
-    ], dim=-1) for qspan in spans], dim=-2)  # (H, S, S)
+    return torch.stack(
+        [
+            torch.stack(
+                [torch.stack([torch.logsumexp(a[:, i, kspan], dim=-1) for i in qspan]).mean(0) for kspan in spans],
+                dim=-1,
+            )
+            for qspan in spans
+        ],
+        dim=-2,
+    )  # (H, S, S)
 
 
 def test_each_term_matches_the_formulas(hand_setup):
@@ -67,13 +77,16 @@ def test_each_term_matches_the_formulas(hand_setup):
         pred = 25.0 * (soft_ce(st.logits, t0.logits, 5.0) + soft_ce(st.logits, t1.logits, 5.0)) / 2
         # Eq. 2-4, teacher 0 (token level), groups [[1, 2], [3]]: group MEAN, sum over student layers
         h = [Wh[0](x) for x in st.hidden_states]
-        hidden0 = (manual_masked_mse(h[1], t0.hidden_states[1], s.mask)
-                   + manual_masked_mse(h[1], t0.hidden_states[2], s.mask)) / 2 \
-            + manual_masked_mse(h[2], t0.hidden_states[3], s.mask)
+        hidden0 = (
+            manual_masked_mse(h[1], t0.hidden_states[1], s.mask) + manual_masked_mse(h[1], t0.hidden_states[2], s.mask)
+        ) / 2 + manual_masked_mse(h[2], t0.hidden_states[3], s.mask)
+
         # teacher 1 tokenizes differently: sub-token states averaged per shared span, groups [[1, 2, 3], [4, 5]]
         def span_mse(s_states, t_states, project):
-            return sum(((project(s_states[r, ss].mean(0)) - t_states[r, ts].mean(0)) ** 2).mean()
-                       for r, ss, ts in spans) / len(spans)
+            return sum(
+                ((project(s_states[r, ss].mean(0)) - t_states[r, ts].mean(0)) ** 2).mean() for r, ss, ts in spans
+            ) / len(spans)
+
         d = lambda i, j: span_mse(st.hidden_states[i], t1.hidden_states[j], Wh[1])  # noqa: E731
         hidden1 = (d(1, 1) + d(1, 2) + d(1, 3)) / 3 + (d(2, 4) + d(2, 5)) / 2
         # Eq. 6-9 (3 heads vs 2: head-averaged), padding entries (1e4) ignored
@@ -87,16 +100,31 @@ def test_each_term_matches_the_formulas(hand_setup):
                 pt = manual_span_scores(t1.attention_scores[j - 1][row], [ts for _, _, ts in rows_spans])
                 errors.append(((ps - pt) ** 2).flatten(1))
             return torch.cat(errors, dim=1).mean()
-        attn1 = (span_attention(1, 1) + span_attention(1, 2) + span_attention(1, 3)) / 3 \
-            + (span_attention(2, 4) + span_attention(2, 5)) / 2
+
+        attn1 = (span_attention(1, 1) + span_attention(1, 2) + span_attention(1, 3)) / 3 + (
+            span_attention(2, 4) + span_attention(2, 5)
+        ) / 2
         # Eq. 11: token level for teacher 0, span level for teacher 1
         emb0 = manual_masked_mse(We[0](st.hidden_states[0]), t0.hidden_states[0], s.mask)
         emb1 = span_mse(st.hidden_states[0], t1.hidden_states[0], We[1])
         ce = F.cross_entropy(st.logits, s.batch["labels"])
-    expected = {"ce": ce, "pred": pred, "hidden": (hidden0 + hidden1) / 2, "attn": (attn0 + attn1) / 2,
-                "emb": (emb0 + emb1) / 2, "hidden_t0": hidden0, "hidden_t1": hidden1, "attn_t0": attn0,
-                "attn_t1": attn1, "emb_t0": emb0, "emb_t1": emb1, "aligned_t0": 1.0, "aligned_t1": 0.0,
-                "span_aligned_t0": 0.0, "span_aligned_t1": 1.0}
+    expected = {
+        "ce": ce,
+        "pred": pred,
+        "hidden": (hidden0 + hidden1) / 2,
+        "attn": (attn0 + attn1) / 2,
+        "emb": (emb0 + emb1) / 2,
+        "hidden_t0": hidden0,
+        "hidden_t1": hidden1,
+        "attn_t0": attn0,
+        "attn_t1": attn1,
+        "emb_t0": emb0,
+        "emb_t1": emb1,
+        "aligned_t0": 1.0,
+        "aligned_t1": 0.0,
+        "span_aligned_t0": 0.0,
+        "span_aligned_t1": 1.0,
+    }
     for name, value in expected.items():
         assert float(torch.as_tensor(terms[name]).detach()) == pytest.approx(float(value), rel=1e-5, abs=1e-6), name
     # Eq. 12-13 expressed as weights: L = β(αH + A + E + (1−α)P) + (1−β)CE
@@ -113,8 +141,12 @@ def test_each_term_matches_the_formulas(hand_setup):
 @pytest.mark.parametrize("sentence_repr", ["mean", "summary"])
 def test_sentence_alignment_formulas(hand_setup, sentence_repr):
     s = hand_setup
-    config = {"method": "multi_teacher", "alignment": "sentence", "sentence_repr": sentence_repr,
-              "teacher_prefixes": ["", "t1_"]}
+    config = {
+        "method": "multi_teacher",
+        "alignment": "sentence",
+        "sentence_repr": sentence_repr,
+        "teacher_prefixes": ["", "t1_"],
+    }
     method = build_method(config, s.models.student, [s.models.t0, s.models.t1])
     assert not method.student_needs.get("attention") and not method.teacher_needs.get("attention")
     terms = method.terms(s.student, s.teachers, s.batch)
@@ -129,8 +161,9 @@ def test_sentence_alignment_formulas(hand_setup, sentence_repr):
             tv = [x[:, 0] for x in t1.hidden_states]
         d = lambda i, j: ((Wh[1](sv[i]) - tv[j]) ** 2).mean()  # noqa: E731
         hidden1 = (d(1, 1) + d(1, 2) + d(1, 3)) / 3 + (d(2, 4) + d(2, 5)) / 2
-        emb1 = ((We[1](manual_mean_pool(st.hidden_states[0], s.mask))
-                 - manual_mean_pool(t1.hidden_states[0], s.mask1)) ** 2).mean()
+        emb1 = (
+            (We[1](manual_mean_pool(st.hidden_states[0], s.mask)) - manual_mean_pool(t1.hidden_states[0], s.mask1)) ** 2
+        ).mean()
     assert float(terms["hidden_t1"]) == pytest.approx(float(hidden1), rel=1e-5)
     assert float(terms["emb_t1"]) == pytest.approx(float(emb1), rel=1e-5)
     assert float(terms["attn"]) == 0.0 and float(terms["aligned_t0"]) == 0.0
@@ -139,16 +172,26 @@ def test_sentence_alignment_formulas(hand_setup, sentence_repr):
 
 def test_invalid_alignment_is_a_clear_error(hand_setup):
     s = hand_setup
-    with pytest.raises(ValueError, match="alignment of method 'multi_teacher' must be one of \\('token', 'sentence'\\)"):
+    with pytest.raises(
+        ValueError, match="alignment of method 'multi_teacher' must be one of \\('token', 'sentence'\\)"
+    ):
         build_method({"method": "multi_teacher", "alignment": "auto"}, s.models.student, [s.models.t0])
 
 
 def test_regression_prediction_term_is_mse_to_each_teacher():
-    student, t0, t1 = tiny_bert(2, 8, 2, num_labels=1), tiny_bert(2, 8, 2, num_labels=1), tiny_bert(4, 8, 2, num_labels=1)
+    student, t0, t1 = (
+        tiny_bert(2, 8, 2, num_labels=1),
+        tiny_bert(2, 8, 2, num_labels=1),
+        tiny_bert(4, 8, 2, num_labels=1),
+    )
     method = build_method({"method": "multi_teacher"}, student, [t0, t1], regression=True)
     mask = torch.ones(3, 4, dtype=torch.long)
     s, a, b = (random_features(3, 4, n, 8, 2, mask, classes=1, seed=i) for i, n in enumerate((2, 2, 4)))
-    batch = {"input_ids": torch.zeros(3, 4, dtype=torch.long), "attention_mask": mask, "labels": torch.tensor([0.5, 1.0, 4.0])}
+    batch = {
+        "input_ids": torch.zeros(3, 4, dtype=torch.long),
+        "attention_mask": mask,
+        "labels": torch.tensor([0.5, 1.0, 4.0]),
+    }
     terms = method.terms(s, {0: a, 1: b}, batch)
     expected = (((s.logits - a.logits) ** 2).mean() + ((s.logits - b.logits) ** 2).mean()) / 2
     assert float(terms["pred"]) == pytest.approx(float(expected), rel=1e-6)
@@ -156,8 +199,9 @@ def test_regression_prediction_term_is_mse_to_each_teacher():
 
 
 def test_projection_auto_uses_identity_for_equal_widths():
-    method = build_method({"method": "multi_teacher", "projection": "auto"}, tiny_bert(2, 8, 2),
-                          [tiny_bert(2, 8, 2), tiny_bert(2, 12, 3)])
+    method = build_method(
+        {"method": "multi_teacher", "projection": "auto"}, tiny_bert(2, 8, 2), [tiny_bert(2, 8, 2), tiny_bert(2, 12, 3)]
+    )
     assert isinstance(method.hidden_projections[0], nn.Identity)
     assert isinstance(method.hidden_projections[1], nn.Linear)
     paper = build_method({"method": "multi_teacher"}, tiny_bert(2, 8, 2), [tiny_bert(2, 8, 2)])
@@ -167,9 +211,11 @@ def test_projection_auto_uses_identity_for_equal_widths():
 def test_single_teacher_reduces_to_direct_computation():
     student, teacher = tiny_bert(2, 16, 2, seed=1), tiny_bert(4, 32, 4, seed=2)
     g = torch.Generator().manual_seed(0)
-    batch = {"input_ids": torch.randint(5, 40, (3, 7), generator=g),
-             "attention_mask": torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 3 + [0] * 4]),
-             "labels": torch.tensor([0, 1, 1])}
+    batch = {
+        "input_ids": torch.randint(5, 40, (3, 7), generator=g),
+        "attention_mask": torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 3 + [0] * 4]),
+        "labels": torch.tensor([0, 1, 1]),
+    }
     config = {"method": "multi_teacher", "alpha": 0.5, "beta": 0.2, "temperature": 10.0}
     method = build_method(config, student, [teacher])
     objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)

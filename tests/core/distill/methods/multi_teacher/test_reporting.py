@@ -13,8 +13,12 @@ def test_alignment_metrics_flatten_numbers_and_skip_unknowns():
         "okd_like": {"layers": 3, "width": 24, "heads": 3},
     }
     assert alignment_metrics(report) == {
-        "align/bert/token_aligned_fraction": 0.25, "align/bert/layers": 4.0, "align/bert/width": 32.0,
-        "align/okd_like/layers": 3.0, "align/okd_like/width": 24.0, "align/okd_like/heads": 3.0,
+        "align/bert/token_aligned_fraction": 0.25,
+        "align/bert/layers": 4.0,
+        "align/bert/width": 32.0,
+        "align/okd_like/layers": 3.0,
+        "align/okd_like/width": 24.0,
+        "align/okd_like/heads": 3.0,
     }
 
 

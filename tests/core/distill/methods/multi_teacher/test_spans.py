@@ -22,8 +22,8 @@ from bert_kd.core.distill.methods.multi_teacher.spans import (
     token_character_spans,
 )
 from bert_kd.core.distill.outputs import forward_features
-from bert_kd.experiment.jobs import dataset_fingerprint
 from bert_kd.core.training import Collator
+from bert_kd.experiment.jobs import dataset_fingerprint
 from tests.conftest import SHARED_GLUE
 from tests.core.distill.methods.multi_teacher.helpers import tiny_bert
 
@@ -38,7 +38,13 @@ def test_character_spans_trim_whitespace_and_drop_special_tokens():
     offsets = [(0, 0), (0, 5), (5, 11), (5, 6), (0, 0), (0, 5), (0, 0)]
     sequence_ids = [None, 0, 0, 0, None, 1, None]
     assert token_character_spans(offsets, sequence_ids, texts) == [
-        [-1, 0, 0], [0, 0, 5], [0, 6, 11], [-1, 0, 0], [-1, 0, 0], [1, 0, 5], [-1, 0, 0],
+        [-1, 0, 0],
+        [0, 0, 5],
+        [0, 6, 11],
+        [-1, 0, 0],
+        [-1, 0, 0],
+        [1, 0, 5],
+        [-1, 0, 0],
     ]  # "▁world" (5, 11) → (6, 11); a lone-space token → none
 
 
@@ -64,8 +70,10 @@ def test_seating_span_ids_is_independent_of_the_padding_side():
 
 
 def test_collator_pads_span_ids_with_the_span_pad():
-    rows = [{"input_ids": [1, 2, 3], "t1_span_ids": [-1, 0, -1], "labels": 0},
-            {"input_ids": [1, 2], "t1_span_ids": [-1], "labels": 1}]
+    rows = [
+        {"input_ids": [1, 2, 3], "t1_span_ids": [-1, 0, -1], "labels": 0},
+        {"input_ids": [1, 2], "t1_span_ids": [-1], "labels": 1},
+    ]
     batch = Collator({"": 0})(rows)
     assert batch["t1_span_ids"].tolist() == [[-1, 0, -1], [-1, SPAN_PAD, SPAN_PAD]]
 
@@ -76,7 +84,10 @@ def test_collator_pads_span_ids_with_the_span_pad():
 @pytest.fixture(scope="module")
 def mrpc():
     splits = load_glue_task("mrpc", SHARED_GLUE, allow_download=False)
-    return splits["train"].iloc[:300], {"train": splits["train"].iloc[300:340], "validation": splits["validation"].iloc[:24]}
+    return splits["train"].iloc[:300], {
+        "train": splits["train"].iloc[300:340],
+        "validation": splits["validation"].iloc[:24],
+    }
 
 
 def _corpus(frame):
@@ -91,13 +102,27 @@ def byte_level_bpe(frame):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(_corpus(frame), trainers.BpeTrainer(
-        vocab_size=2000, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")),
-                                                      trim_offsets=True, add_prefix_space=True)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
-                                   cls_token="<s>", unk_token="<unk>", pad_token="<pad>",
-                                   model_input_names=["input_ids", "attention_mask"])
+    tok.train_from_iterator(
+        _corpus(frame),
+        trainers.BpeTrainer(
+            vocab_size=2000,
+            special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    tok.post_processor = processors.RobertaProcessing(
+        ("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")), trim_offsets=True, add_prefix_space=True
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        sep_token="</s>",
+        cls_token="<s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
 
 
 def metaspace_unigram(frame):
@@ -107,13 +132,24 @@ def metaspace_unigram(frame):
 
     tok = Tokenizer(models.Unigram())
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.train_from_iterator(_corpus(frame), trainers.UnigramTrainer(
-        vocab_size=1500, special_tokens=["<pad>", "<unk>", "<sep>", "<cls>"], unk_token="<unk>"))
+    tok.train_from_iterator(
+        _corpus(frame),
+        trainers.UnigramTrainer(
+            vocab_size=1500, special_tokens=["<pad>", "<unk>", "<sep>", "<cls>"], unk_token="<unk>"
+        ),
+    )
     sep, cls = tok.token_to_id("<sep>"), tok.token_to_id("<cls>")
     tok.post_processor = processors.TemplateProcessing(
-        single="$A <sep> <cls>", pair="$A <sep> $B:1 <sep>:1 <cls>:2", special_tokens=[("<sep>", sep), ("<cls>", cls)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", sep_token="<sep>",
-                                   cls_token="<cls>", model_input_names=["input_ids", "attention_mask"])
+        single="$A <sep> <cls>", pair="$A <sep> $B:1 <sep>:1 <cls>:2", special_tokens=[("<sep>", sep), ("<cls>", cls)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        sep_token="<sep>",
+        cls_token="<cls>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +161,13 @@ def student_tokenizer():
 
 def _covered(tokenizer, frame, max_length):
     """Per row and token, (sentence, start, end) straight from the tokenizer (the test's own path)."""
-    enc = tokenizer(list(frame["sentence1"]), list(frame["sentence2"]), truncation=True, max_length=max_length,
-                    return_offsets_mapping=True)
+    enc = tokenizer(
+        list(frame["sentence1"]),
+        list(frame["sentence2"]),
+        truncation=True,
+        max_length=max_length,
+        return_offsets_mapping=True,
+    )
     return enc, [list(zip(enc.sequence_ids(i), enc["offset_mapping"][i])) for i in range(len(frame))]
 
 
@@ -135,8 +176,10 @@ def test_spans_between_minilm_and_another_tokenizer_on_mrpc_rows(mrpc, student_t
     corpus, small = mrpc
     teacher_tokenizer = make_teacher_tokenizer(corpus)
     max_length = 512  # MRPC pairs fit: no truncation, so every text token lies in a shared span
-    data = merge_tokenized(tokenize_splits(small, student_tokenizer, max_length, with_offsets=True),
-                           {"t1_": tokenize_splits(small, teacher_tokenizer, max_length, with_offsets=True)})
+    data = merge_tokenized(
+        tokenize_splits(small, student_tokenizer, max_length, with_offsets=True),
+        {"t1_": tokenize_splits(small, teacher_tokenizer, max_length, with_offsets=True)},
+    )
     rows = data["train"]
     assert "char_offsets" not in rows.column_names and {"t1_span_ids", "t1_student_span_ids"} <= set(rows.column_names)
     frame = small["train"]
@@ -151,8 +194,9 @@ def test_spans_between_minilm_and_another_tokenizer_on_mrpc_rows(mrpc, student_t
         for ids, tokens in ((s_ids, student_tokens[r]), (t_ids, teacher_tokens[r])):
             assert len(ids) == len(tokens)
             assert all(i == NO_SPAN for i, (seq, _) in zip(ids, tokens) if seq is None)  # special tokens
-            assert all(i != NO_SPAN for i, (seq, (a, b)) in zip(ids, tokens)
-                       if seq is not None and texts[seq][a:b].strip())  # every text token is in a span
+            assert all(
+                i != NO_SPAN for i, (seq, (a, b)) in zip(ids, tokens) if seq is not None and texts[seq][a:b].strip()
+            )  # every text token is in a span
             in_order = [i for i in ids if i != NO_SPAN]
             assert in_order == sorted(in_order)
         for span in range(n_spans):  # both sides cover the same characters of the same sentence
@@ -162,7 +206,7 @@ def test_spans_between_minilm_and_another_tokenizer_on_mrpc_rows(mrpc, student_t
                 seqs = {seq for seq, _, _ in members}
                 assert len(seqs) == 1
                 seq = seqs.pop()
-                sides.append((seq, texts[seq][min(a for _, a, _ in members):max(b for _, _, b in members)].strip()))
+                sides.append((seq, texts[seq][min(a for _, a, _ in members) : max(b for _, _, b in members)].strip()))
             assert sides[0] == sides[1] and sides[0][1]
             multi_token_spans += s_ids.count(span) > 1 or t_ids.count(span) > 1
         assert {seq for (seq, _), i in zip(student_tokens[r], s_ids) if i != NO_SPAN} == {0, 1}  # both sentences
@@ -172,8 +216,10 @@ def test_spans_between_minilm_and_another_tokenizer_on_mrpc_rows(mrpc, student_t
 def test_truncation_leaves_out_text_only_one_side_kept(mrpc, student_tokenizer):
     corpus, small = mrpc
     teacher_tokenizer = byte_level_bpe(corpus)
-    data = merge_tokenized(tokenize_splits(small, student_tokenizer, 24, with_offsets=True),
-                           {"t1_": tokenize_splits(small, teacher_tokenizer, 40, with_offsets=True)})
+    data = merge_tokenized(
+        tokenize_splits(small, student_tokenizer, 24, with_offsets=True),
+        {"t1_": tokenize_splits(small, teacher_tokenizer, 40, with_offsets=True)},
+    )
     row = data["train"][0]
     frame = small["train"]
     _, student_tokens = _covered(student_tokenizer, frame.iloc[:1], 24)
@@ -191,8 +237,10 @@ def test_identical_tokenizations_add_no_columns_and_keep_the_fingerprint(mrpc, s
     student_tokenizer.save_pretrained(tmp_path / "copy")
     copy = load_tokenizer(str(tmp_path / "copy"))
     plain = merge_tokenized(tokenize_splits(small, student_tokenizer, 64), {"t0_": tokenize_splits(small, copy, 64)})
-    offsets = merge_tokenized(tokenize_splits(small, student_tokenizer, 64, with_offsets=True),
-                              {"t0_": tokenize_splits(small, copy, 64, with_offsets=True)})
+    offsets = merge_tokenized(
+        tokenize_splits(small, student_tokenizer, 64, with_offsets=True),
+        {"t0_": tokenize_splits(small, copy, 64, with_offsets=True)},
+    )
     assert offsets["train"].column_names == plain["train"].column_names
     assert dataset_fingerprint(offsets) == dataset_fingerprint(plain)  # job content keys unchanged
 
@@ -209,7 +257,7 @@ def minilm_batch(mrpc, student_tokenizer):
     same = [shared_span_ids(o, o)[0] for o in offsets]
     ids = torch.full_like(batch["input_ids"], NO_SPAN)
     for r, row in enumerate(same):
-        ids[r, :len(row)] = torch.tensor(row)
+        ids[r, : len(row)] = torch.tensor(row)
     return batch, ids
 
 
@@ -224,7 +272,10 @@ def test_pooled_terms_equal_the_token_terms_for_identical_tokenizations(minilm_b
     spans = TeacherAlignment("span", SpanPooling.from_ids(ids, ids))
     text_tokens = (ids != NO_SPAN).long()  # the token path on text tokens only (spans leave out specials)
     assert 0 < int(text_tokens.sum()) < int(batch["attention_mask"].sum())
-    s_text, t_text = dataclasses.replace(s, attention_mask=text_tokens), dataclasses.replace(t, attention_mask=text_tokens)
+    s_text, t_text = (
+        dataclasses.replace(s, attention_mask=text_tokens),
+        dataclasses.replace(t, attention_mask=text_tokens),
+    )
     with torch.no_grad():
         for name in ("hidden_distance", "attention_distance", "embedding_distance"):
             pooled = float(getattr(method, name)(0, s, t, spans))
@@ -269,15 +320,27 @@ def test_an_xlnet_style_teacher_trains_a_bert_student_on_shared_spans(mrpc, stud
 
     corpus, small = mrpc
     teacher_tokenizer = metaspace_unigram(corpus)
-    data = merge_tokenized(tokenize_splits(small, student_tokenizer, 48, with_offsets=True),
-                           {"t0_": tokenize_splits(small, teacher_tokenizer, 48, with_offsets=True)})
+    data = merge_tokenized(
+        tokenize_splits(small, student_tokenizer, 48, with_offsets=True),
+        {"t0_": tokenize_splits(small, teacher_tokenizer, 48, with_offsets=True)},
+    )
     torch.manual_seed(0)
-    teacher = XLNetForSequenceClassification(XLNetConfig(
-        vocab_size=len(teacher_tokenizer), d_model=24, n_layer=3, n_head=3, d_inner=48, num_labels=2,
-        pad_token_id=teacher_tokenizer.pad_token_id, attn_implementation="eager")).eval()
+    teacher = XLNetForSequenceClassification(
+        XLNetConfig(
+            vocab_size=len(teacher_tokenizer),
+            d_model=24,
+            n_layer=3,
+            n_head=3,
+            d_inner=48,
+            num_labels=2,
+            pad_token_id=teacher_tokenizer.pad_token_id,
+            attn_implementation="eager",
+        )
+    ).eval()
     student = tiny_bert(2, 16, 2, vocab=30522, seed=1)
-    objective = build_multi_teacher_objective(student, [Teacher(teacher, "t0_", name="xlnet")],
-                                              {"method": "multi_teacher", "alpha": 0.5, "beta": 0.5})
+    objective = build_multi_teacher_objective(
+        student, [Teacher(teacher, "t0_", name="xlnet")], {"method": "multi_teacher", "alpha": 0.5, "beta": 0.5}
+    )
     objective.train()
     collator = Collator({"": student_tokenizer.pad_token_id, "t0_": teacher_tokenizer.pad_token_id})
     optimizer = torch.optim.SGD([p for p in objective.parameters() if p.requires_grad], lr=1e-3)
@@ -301,8 +364,13 @@ def test_the_multi_teacher_pipeline_data_carries_spans_only_for_other_tokenizers
     corpus, small = mrpc
     validation = small["validation"].assign(split="validation")
     bundles = [SimpleNamespace(tokenizer=student_tokenizer), SimpleNamespace(tokenizer=byte_level_bpe(corpus))]
-    specs = [{"name": "same", "model": "student", "max_seq_length": 48}, {"name": "bpe", "model": "bpe", "max_seq_length": 48}]
-    data = prepare_multi_teacher_data(bundles, small["train"], validation, specs, {"num_layers": 2, "init_from_teacher": 0})
+    specs = [
+        {"name": "same", "model": "student", "max_seq_length": 48},
+        {"name": "bpe", "model": "bpe", "max_seq_length": 48},
+    ]
+    data = prepare_multi_teacher_data(
+        bundles, small["train"], validation, specs, {"num_layers": 2, "init_from_teacher": 0}
+    )
     columns = set(data["train"].column_names)
     assert {"t1_span_ids", "t1_student_span_ids"} <= columns and not any(c.startswith("t0_span") for c in columns)
     assert "char_offsets" not in columns

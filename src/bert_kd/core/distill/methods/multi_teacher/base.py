@@ -7,11 +7,11 @@ from typing import Sequence
 
 from torch import Tensor, nn
 
+from bert_kd.config.schema import NonNegativeInt, Recipe, UnitFloat
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.methods.base import Method, hidden_size
 from bert_kd.core.distill.outputs import Features
 from bert_kd.core.models import num_layers
-from bert_kd.config.schema import NonNegativeInt, Recipe, UnitFloat
 
 #: ``projection`` option: a learned map for every teacher, or identity when the widths match.
 PROJECTION_MODES = ("always", "auto")
@@ -126,12 +126,14 @@ class MultiTeacherBase(Method):
         if given:
             unknown = sorted(set(given) - set(cls.term_names))
             if unknown:
-                raise ValueError(f"unknown loss term(s) {unknown} in weights; method {cls.name!r} has {list(cls.term_names)}")
+                raise ValueError(
+                    f"unknown loss term(s) {unknown} in weights; method {cls.name!r} has {list(cls.term_names)}"
+                )
             weights.update({k: float(v) for k, v in given.items()})
         return weights
 
     # ------------------------------------------------------------------ teachers
-    def bind_teachers(self, specs: Sequence) -> "MultiTeacherBase":
+    def bind_teachers(self, specs: Sequence) -> MultiTeacherBase:
         """Record each teacher's batch-column prefix and name from
         :class:`~bert_kd.core.distill.objective.Teacher` specs (same order as at construction)."""
         specs = list(specs)
@@ -159,7 +161,10 @@ class MultiTeacherBase(Method):
         """MT Eq. 1: (1/K) Σ_k soft-CE(τ), times τ² when ``scale_by_t2``; or the mean MSE to the
         teachers' scores (regression)."""
         return losses.multi_teacher_prediction_loss(
-            student.logits, [teachers[k].logits for k in sorted(teachers)], self.temperature, self.regression,
+            student.logits,
+            [teachers[k].logits for k in sorted(teachers)],
+            self.temperature,
+            self.regression,
             scale_by_t2=self.scale_by_t2,
         )
 

@@ -7,13 +7,13 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from bert_kd.config.schema import NonNegativeInt, UnitFloat
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.methods.base import register_method
 from bert_kd.core.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, MultiTeacherOptions
 from bert_kd.core.distill.methods.multi_teacher.reporting import describe_projection
 from bert_kd.core.distill.outputs import Features
 from bert_kd.core.layer_maps import layer_map
-from bert_kd.config.schema import NonNegativeInt, UnitFloat
 from bert_kd.core.training import task_loss
 
 
@@ -81,7 +81,9 @@ class MultiPKD(MultiTeacherBase):
     def terms(self, student, teachers, batch):
         result = {"ce": task_loss(student.logits, batch["labels"]), "pred": self.prediction_terms(student, teachers)}
         if self.wants("layer"):
-            result["layer"] = torch.stack([self.layer_distance(k, student, teachers[k]) for k in sorted(teachers)]).mean()
+            result["layer"] = torch.stack(
+                [self.layer_distance(k, student, teachers[k]) for k in sorted(teachers)]
+            ).mean()
         else:
             result["layer"] = student.logits.new_zeros(())
         return result
@@ -89,7 +91,9 @@ class MultiPKD(MultiTeacherBase):
     def alignment_report(self) -> dict:
         return {
             name: dict(
-                self.describe_teacher(k), level="summary token", mapping=[list(g) for g in self.mappings[k]],
+                self.describe_teacher(k),
+                level="summary token",
+                mapping=[list(g) for g in self.mappings[k]],
                 projection=describe_projection(self.projections[k], self.student_width, self.teacher_widths[k]),
             )
             for k, name in enumerate(self.teacher_names)
@@ -140,7 +144,9 @@ class RandomSingleTeacherKD(MultiTeacherBase):
         total = sum(self.draw_counts)
         return {
             name: dict(
-                self.describe_teacher(k), level="prediction", draws=self.draw_counts[k],
+                self.describe_teacher(k),
+                level="prediction",
+                draws=self.draw_counts[k],
                 draw_fraction=self.draw_counts[k] / total if total else None,
             )
             for k, name in enumerate(self.teacher_names)

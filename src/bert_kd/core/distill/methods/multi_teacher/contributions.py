@@ -39,8 +39,13 @@ def _only_group(groups: list[list[int]], i: int) -> list[list[int]]:
 
 
 @torch.no_grad()
-def batch_contributions(method: Method, weights: Mapping[str, float], student: Features,
-                        teachers: Mapping[int, Features], batch: dict[str, Tensor]) -> dict[tuple, float]:
+def batch_contributions(
+    method: Method,
+    weights: Mapping[str, float],
+    student: Features,
+    teachers: Mapping[int, Features],
+    batch: dict[str, Tensor],
+) -> dict[tuple, float]:
     """``{(term, teacher index or None, student layer or None): weighted loss}`` for one batch;
     the values add up to the objective's loss on that batch (all teachers, no sampling)."""
     order = sorted(teachers)
@@ -54,8 +59,9 @@ def batch_contributions(method: Method, weights: Mapping[str, float], student: F
     for k in order:
         teacher = teachers[k]
         if w["pred"]:
-            own = losses.multi_teacher_prediction_loss(student.logits, [teacher.logits], method.temperature,
-                                                       method.regression, scale_by_t2=method.scale_by_t2)
+            own = losses.multi_teacher_prediction_loss(
+                student.logits, [teacher.logits], method.temperature, method.regression, scale_by_t2=method.scale_by_t2
+            )
             out[("pred", k, None)] = w["pred"] * float(own) / n
         if w["emb"]:
             out[("emb", k, None)] = w["emb"] * float(method.embedding_distance(k, student, teacher, alignment[k])) / n
@@ -64,10 +70,13 @@ def batch_contributions(method: Method, weights: Mapping[str, float], student: F
                 continue
             only = _only_group(method.groups[k], i)
             if w["hidden"]:
-                out[("hidden", k, i + 1)] = w["hidden"] * float(method.hidden_distance(k, student, teacher, alignment[k], only)) / n
+                out[("hidden", k, i + 1)] = (
+                    w["hidden"] * float(method.hidden_distance(k, student, teacher, alignment[k], only)) / n
+                )
             if w["attn"] and alignment[k].level != "sentence":
-                out[("attn", k, i + 1)] = (w["attn"] * float(method.attention_distance(k, student, teacher, alignment[k], only))
-                                           / n_positional)
+                out[("attn", k, i + 1)] = (
+                    w["attn"] * float(method.attention_distance(k, student, teacher, alignment[k], only)) / n_positional
+                )
     return out
 
 
@@ -89,7 +98,9 @@ def dev_contributions(objective, loader) -> dict:
             batch = {k: v.to(device) for k, v in batch.items()}
             student = objective.student_features(batch)
             # live teachers: the cache holds training rows only
-            teachers = {k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))}
+            teachers = {
+                k: objective.teacher_features(k, batch, allow_cache=False) for k in range(len(objective.teacher_specs))
+            }
             size = int(batch["labels"].shape[0])
             for key, value in batch_contributions(method, objective.weights, student, teachers, batch).items():
                 sums[key] += value * size
@@ -99,11 +110,18 @@ def dev_contributions(objective, loader) -> dict:
     if not count:
         raise ValueError("dev_contributions: the loader yielded no examples")
     rows = []
-    for (term, k, layer), total in sorted(sums.items(), key=lambda item: (TERMS.index(item[0][0]), item[0][1] or 0, item[0][2] or 0)):
-        rows.append({"term": term, "teacher": None if k is None else method.teacher_names[k],
-                     "student_layer": layer,
-                     "teacher_layers": None if layer is None else list(method.groups[k][layer - 1]),
-                     "loss": total / count})
+    for (term, k, layer), total in sorted(
+        sums.items(), key=lambda item: (TERMS.index(item[0][0]), item[0][1] or 0, item[0][2] or 0)
+    ):
+        rows.append(
+            {
+                "term": term,
+                "teacher": None if k is None else method.teacher_names[k],
+                "student_layer": layer,
+                "teacher_layers": None if layer is None else list(method.groups[k][layer - 1]),
+                "loss": total / count,
+            }
+        )
     return {"examples": count, "total": float(sum(r["loss"] for r in rows)), "rows": rows}
 
 
@@ -129,8 +147,14 @@ def contributions_figure(table: pd.DataFrame, title: str):
         rows = table[table["term"] == term]
         if rows.empty:
             continue
-        heights = np.array([rows["share_%"].sum() if b == "student CE" and term == "ce" else
-                            rows.loc[rows["teacher"] == b, "share_%"].sum() for b in bars])
+        heights = np.array(
+            [
+                rows["share_%"].sum()
+                if b == "student CE" and term == "ce"
+                else rows.loc[rows["teacher"] == b, "share_%"].sum()
+                for b in bars
+            ]
+        )
         left.bar(bars, heights, bottom=bottom, color=colors[term], label=term)
         bottom += heights
     for x, y in enumerate(bottom):

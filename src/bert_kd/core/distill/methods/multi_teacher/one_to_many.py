@@ -9,6 +9,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from bert_kd.config.schema import UnitFloat
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.methods.base import register_method
 from bert_kd.core.distill.methods.multi_teacher.alignment import (
@@ -27,7 +28,6 @@ from bert_kd.core.distill.methods.multi_teacher.reporting import alignment_metri
 from bert_kd.core.distill.methods.multi_teacher.spans import pool_attention_scores
 from bert_kd.core.distill.outputs import Features, attention_in_one_space
 from bert_kd.core.layer_maps import layer_map
-from bert_kd.config.schema import UnitFloat
 from bert_kd.core.training import task_loss
 
 
@@ -62,8 +62,9 @@ class MultiTeacherOneToMany(MultiTeacherBase):
             raise ValueError(f"sentence_repr must be one of {SENTENCE_REPRS}, got {self.sentence_repr!r}")
         self.alignment = str(self.config.get("alignment", "token"))
         if self.alignment not in ALIGNMENT_MODES:
-            raise ValueError(f"option alignment of method {self.name!r} must be one of {ALIGNMENT_MODES}, "
-                             f"got {self.alignment!r}")
+            raise ValueError(
+                f"option alignment of method {self.name!r} must be one of {ALIGNMENT_MODES}, got {self.alignment!r}"
+            )
         projection = self.config.get("projection", "always")
         if projection not in PROJECTION_MODES:
             raise ValueError(f"projection must be one of {PROJECTION_MODES}, got {projection!r}")
@@ -119,8 +120,14 @@ class MultiTeacherOneToMany(MultiTeacherBase):
         return features.cls() if self.sentence_repr == "summary" else features.mean_pooled()
 
     # ------------------------------------------------------------------ per-teacher distances
-    def hidden_distance(self, k: int, student: Features, teacher: Features, alignment: TeacherAlignment,
-                        groups: list[list[int]] | None = None) -> Tensor:
+    def hidden_distance(
+        self,
+        k: int,
+        student: Features,
+        teacher: Features,
+        alignment: TeacherAlignment,
+        groups: list[list[int]] | None = None,
+    ) -> Tensor:
         """D_k^h (Eq. 2–4): Σ_i mean_{j ∈ I_{k,i}} MSE(h_i^S W_{h,k}, h_j^{T,k}) over tokens, shared
         spans (sub-token states averaged per span on both sides) or per-layer sentence vectors
         (``groups``: another grouping, e.g. one group kept and the others emptied, for a
@@ -139,10 +146,18 @@ class MultiTeacherOneToMany(MultiTeacherBase):
             s_states = list(project(self.sentence_states(student)[:, 1:]).unbind(1))
             t_states = list(self.sentence_states(teacher)[:, 1:].unbind(1))
             mask = None
-        return losses.group_mean_mse(s_states, t_states, self.groups[k] if groups is None else groups, mask, kind="hidden")
+        return losses.group_mean_mse(
+            s_states, t_states, self.groups[k] if groups is None else groups, mask, kind="hidden"
+        )
 
-    def attention_distance(self, k: int, student: Features, teacher: Features, alignment: TeacherAlignment,
-                           groups: list[list[int]] | None = None) -> Tensor:
+    def attention_distance(
+        self,
+        k: int,
+        student: Features,
+        teacher: Features,
+        alignment: TeacherAlignment,
+        groups: list[list[int]] | None = None,
+    ) -> Tensor:
         """D_k^a (Eq. 6–9): Σ_i mean_{j ∈ I_{k,i}} head-averaged MSE of QKᵀ/√δ over token pairs, or
         over shared-span pairs (:func:`~.spans.pool_attention_scores`); none at sentence level."""
         if alignment.level == "sentence":
@@ -154,19 +169,25 @@ class MultiTeacherOneToMany(MultiTeacherBase):
             s_scores = [pool_attention_scores(a, spans.student) for a in s_scores]
             t_scores = [pool_attention_scores(a, spans.teacher) for a in t_scores]
             mask = spans.mask
-        return losses.group_mean_mse(s_scores, t_scores, self.groups[k] if groups is None else groups, mask,
-                                     kind="attention")
+        return losses.group_mean_mse(
+            s_scores, t_scores, self.groups[k] if groups is None else groups, mask, kind="attention"
+        )
 
     def embedding_distance(self, k: int, student: Features, teacher: Features, alignment: TeacherAlignment) -> Tensor:
         """Eq. 11 for one teacher: MSE(E^S W_{e,k}, E^{T,k}) over tokens or shared spans;
         mean-pooled embeddings at sentence level."""
         project = self.embedding_projections[k]
         if alignment.level == "token":
-            return losses.masked_mse(project(student.hidden_states[0]), teacher.hidden_states[0], student.attention_mask)
+            return losses.masked_mse(
+                project(student.hidden_states[0]), teacher.hidden_states[0], student.attention_mask
+            )
         if alignment.level == "span":
             spans = alignment.spans
-            return losses.masked_mse(project(spans.pool_student(student.hidden_states[0])),
-                                     spans.pool_teacher(teacher.hidden_states[0]), spans.mask)
+            return losses.masked_mse(
+                project(spans.pool_student(student.hidden_states[0])),
+                spans.pool_teacher(teacher.hidden_states[0]),
+                spans.mask,
+            )
         return losses.masked_mse(project(student.mean_pooled()[:, 0]), teacher.mean_pooled()[:, 0])
 
     # ------------------------------------------------------------------ terms

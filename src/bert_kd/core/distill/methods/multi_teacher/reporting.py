@@ -40,7 +40,13 @@ def one_to_many_report(method) -> dict:
             batches_per_level=counts,
             shared_spans_per_example=method._spans[k] / span_batches if span_batches else None,
             hidden_level=level,
-            attention=None if level is None else "skipped" if level == "sentence" else "used" if not counts["sentence"] else "mixed",
+            attention=None
+            if level is None
+            else "skipped"
+            if level == "sentence"
+            else "used"
+            if not counts["sentence"]
+            else "mixed",
             embedding_level=level,
             sentence_repr=method.sentence_repr,
             alignment_rule=method.alignment,

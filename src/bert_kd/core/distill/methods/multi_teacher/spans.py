@@ -130,7 +130,7 @@ class SpanPooling:
     mask: Tensor
 
     @classmethod
-    def from_ids(cls, student_ids: Tensor, teacher_ids: Tensor) -> "SpanPooling":
+    def from_ids(cls, student_ids: Tensor, teacher_ids: Tensor) -> SpanPooling:
         """From seated span ids (``(B, L_s)``, ``(B, L_t)``, :data:`NO_SPAN` outside spans)."""
         n_spans = max(int(max(student_ids.max(), teacher_ids.max())) + 1, 1)  # ≥ 1: a batch may share none
         student, teacher = _assignment(student_ids, n_spans), _assignment(teacher_ids, n_spans)
