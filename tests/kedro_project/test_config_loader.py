@@ -130,7 +130,7 @@ def test_an_env_outside_conf_or_unknown_is_refused(env, said):
     with pytest.raises(UserError) as caught:
         ProjectConfigLoader(str(REPO_ROOT / "conf"), env=env, **settings.CONFIG_LOADER_ARGS)
     block = caught.value.block()
-    assert said in block and "base, local, paper" in block
+    assert said in block and "base, compare, local, paper" in block
 
 
 def test_a_missing_interpolation_key_names_its_file_and_line(tmp_path):
