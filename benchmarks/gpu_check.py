@@ -202,30 +202,40 @@ def time_steps(
     objective, batch: dict, device: torch.device, precision: str, steps: int, warmup: int = 2
 ) -> tuple[float, float | None]:
     """Seconds per training step (median) and peak memory (GiB, CUDA only) of ``objective``."""
+    step = make_step(objective, device, precision)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    seconds = []
+    for index in range(warmup + steps):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        step(batch)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if index >= warmup:
+            seconds.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    return statistics.median(seconds), peak
+
+
+def make_step(objective, device: torch.device, precision: str):
+    """One training step of ``objective`` (forward under autocast for bf16, backward, clipping, fused AdamW)."""
     from bert_kd.core.training import TrainingConfig, make_optimizer
 
     objective = objective.to(device).train()
     optimizer = make_optimizer(objective, TrainingConfig(), device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    seconds = []
-    for step in range(warmup + steps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        with autocast:
+    trained = [p for p in objective.parameters() if p.requires_grad]
+
+    def step(batch: dict) -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = objective.training_step(batch)["loss"]
         loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.requires_grad], 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         optimizer.step()
         optimizer.zero_grad()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if step >= warmup:
-            seconds.append(time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-    return statistics.median(seconds), peak
+
+    return step
 
 
 def precisions(device: torch.device) -> list[str]:
@@ -387,6 +397,83 @@ def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str)
     return estimates
 
 
+# --------------------------------------------------------------------------- sweep throughput
+
+#: The sweep's student shape (the CPU protocol tables: MiniLM-L6 → 2 layers, length 64) and its table.
+SWEEP_PAIR, SWEEP_TABLE = "minilm-l6 6→2", "cpu_protocol_v2"
+
+
+def sweep_worker(pair: str, seconds: float, ready_dir: Path, index: int, count: int, tiny: bool) -> dict:
+    """One of ``count`` concurrent workers: ALP steps with a live teacher (bf16 where the device has it)
+    for ``seconds``, started together once every worker has built its models and warmed up."""
+    device = torch.device("cuda" if torch.cuda.is_available() and not tiny else "cpu")
+    shape, student_layers, length = (TINY_PAIRS if tiny else PAIRS)[pair]
+    batch_size = 4 if tiny else 32
+    teacher, student = build_pair(shape, student_layers, device)
+    batch = random_batch(shape, batch_size, length, device)
+    precision = "bf16" if "bf16" in precisions(device) and device.type == "cuda" else "fp32"
+    step = make_step(objectives(teacher, student, shape, batch_size, device)["live_distill"](), device, precision)
+    for _ in range(3):
+        step(batch)
+    (ready_dir / f"ready.{index}").touch()
+    deadline = time.monotonic() + 300
+    while len(list(ready_dir.glob("ready.*"))) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(batch)
+        done += batch_size
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return {"examples": done, "seconds": time.perf_counter() - start}
+
+
+def sweep_throughput(workers: Iterable[int], seconds: float, tiny: bool) -> list[dict]:
+    """Student examples/s of 1, 2, 4 … concurrent sweep workers sharing this device (one process each,
+    as ``scripts/sweep.sh`` starts them), and the trials per hour of :data:`SWEEP_TABLE` that gives."""
+    import subprocess
+    import sys
+    import tempfile
+
+    pair = next(iter(TINY_PAIRS)) if tiny else SWEEP_PAIR
+    per_trial = examples_per_trial(SWEEP_TABLE)
+    rows = []
+    for count in workers:
+        with tempfile.TemporaryDirectory() as ready:
+            command = [sys.executable, __file__, "--sweep-worker", pair, str(seconds), ready, str(count)]
+            processes = [
+                subprocess.Popen([*command, str(i)] + (["--tiny"] if tiny else []), stdout=subprocess.PIPE, text=True)
+                for i in range(count)
+            ]
+            results = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in processes]
+        if any(p.returncode for p in processes):
+            raise RuntimeError(f"a sweep worker failed ({count} workers): see its traceback above")
+        rate = sum(r["examples"] / r["seconds"] for r in results)
+        rows.append({"workers": count, "examples_per_s": rate, "trials_per_hour": 3600 * rate / per_trial})
+    return rows
+
+
+def examples_per_trial(table: str) -> float:
+    """Mean student examples (rows × epochs) per trial of ``table`` in ``conf/base/parameters_reproduce.yml``."""
+    import yaml
+
+    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
+
+    params: dict = {}
+    for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):
+        params.update(yaml.safe_load(path.read_text()) or {})
+    recipes = {namespace: params.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
+    reproduce = params["reproduce"]
+    sweep = build_sweep({**reproduce, "table": table}, recipes)
+    sizes = {**(reproduce["tables"][table].get("data") or {}), **(sweep.settings.get("data") or {})}
+    totals = [
+        int((sizes.get(t.task) or {}).get("max_train_samples") or GLUE_TRAIN_SIZES[t.task])
+        * float(t.training.get("epochs", 3.0))
+        for t in sweep.trials()
+    ]
+    return sum(totals) / len(totals)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -396,7 +483,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--json", type=Path, help="write timings and estimates here")
+    parser.add_argument(
+        "--workers", type=int, nargs="*", help="sweep workers sharing the device (default 1 2 4 on a GPU, 1 2 tiny)"
+    )
+    parser.add_argument("--worker-seconds", type=float, default=15.0, help="timed seconds per sweep-worker count")
+    parser.add_argument("--sweep-worker", nargs=5, help=argparse.SUPPRESS)  # PAIR SECONDS READY_DIR COUNT INDEX
     args = parser.parse_args(argv)
+    if args.sweep_worker:
+        pair, seconds, ready, count, index = args.sweep_worker
+        print(json.dumps(sweep_worker(pair, float(seconds), Path(ready), int(index), int(count), args.tiny)))
+        return {}
     device = torch.device("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
     pairs = TINY_PAIRS if args.tiny else PAIRS
     batch_size, steps = (4, 2) if args.tiny else (args.batch_size, args.steps)
@@ -415,8 +511,18 @@ def main(argv=None) -> dict:
             f"| {table} | {e['pair']} | {e['trials']} | {e['teacher_hours']:.1f} | {e['student_hours']:.1f} | "
             f"{e['total_hours']:.1f} |"
         )
+    workers = args.workers if args.workers is not None else ([1, 2] if args.tiny else [1, 2, 4])
+    sweep = sweep_throughput(workers, 1.0 if args.tiny else args.worker_seconds, args.tiny) if workers else []
+    if sweep:
+        print(
+            f"\nSweep throughput on one {name} ({SWEEP_PAIR if not args.tiny else 'tiny'} ALP students, live teacher; "
+            f"trials of {SWEEP_TABLE}):\n| workers | student examples/s | trials/hour |\n|---|---|---|"
+        )
+        for row in sweep:
+            print(f"| {row['workers']} | {row['examples_per_s']:.0f} | {row['trials_per_hour']:.1f} |")
     report = {
         "device": name,
+        "sweep_throughput": sweep,
         "tiny": args.tiny,
         "precision_for_estimate": precision,
         "timings": [asdict(t) for t in timings],

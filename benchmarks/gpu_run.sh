@@ -1,6 +1,5 @@
-#!/usr/bin/env bash
 # The prepared GPU run (docs/gpu.md, "The prepared GPU run"):
-#   bash benchmarks/gpu_run.sh [--dry-run] OUTDIR
+#   bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR
 # Runs, each with its log and wall time in OUTDIR: (1) benchmarks/gpu_check.py, (2) the main job
 # `kedro run --pipelines=distill_alp`, (3) a small `distill_baselines` (--env compare), (4) a 2-worker
 # `reproduce` slice (cpu_protocol, NKD, one task, seeds 1 and 2: one trial per worker), every kedro run
@@ -9,12 +8,24 @@
 # Normal mode (a GPU machine, possibly offline, ≤ 8 min): uses the machine's Python and its CUDA torch as
 # they are (torch is never reinstalled); if benchmarks/wheels/ exists, the project's pure-Python pins are
 # installed from it first (pip install --no-index --find-links benchmarks/wheels, then -e . --no-deps).
+# --site TARBALL: instead of installing, unpack a ready site-packages tarball (made on a machine with
+# internet by `python benchmarks/gpu_run_helper.py bundle`) into a scratch folder and put it on PYTHONPATH:
+# nothing to resolve on a machine that can reach no index.
 # --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu_run_helper.py).
-# GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python).
+# GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python);
+# TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
+# run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes.
 set -euo pipefail
-usage="usage: bash benchmarks/gpu_run.sh [--dry-run] OUTDIR"
+usage="usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
-if [ "${1:-}" = "--dry-run" ]; then dry_run=true; shift; fi
+site_tarball=""
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --dry-run) dry_run=true; shift ;;
+    --site) site_tarball=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
 if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then echo "$usage" >&2; exit 2; fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$1"
@@ -26,7 +37,12 @@ export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TRANSFORMERS_OFFLINE=${TRANSFORMERS_O
 export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" KEDRO_DISABLE_TELEMETRY=1 MLFLOW_TRACKING_URI="sqlite:///$out/mlflow.db"
 : > "$out/steps.tsv"
 
-if ! $dry_run && [ -d benchmarks/wheels ]; then
+if [ -n "$site_tarball" ]; then
+  # A ready site-packages folder first on the path: the carried pins win over the machine's copies.
+  site=$(mktemp -d)
+  $PY benchmarks/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1
+  export PYTHONPATH="$repo/src:$site${PYTHONPATH#"$repo/src"}"
+elif ! $dry_run && [ -d benchmarks/wheels ]; then
   # The wheels first (offline: --no-index, so a missing one fails loudly), then the project itself with
   # --no-deps: its torch==2.13.0 pin would otherwise replace the machine's CUDA torch, which is kept as it is.
   { $PY -m pip install --no-index --find-links benchmarks/wheels benchmarks/wheels/*.whl \
@@ -41,6 +57,13 @@ step() {  # step NAME COMMAND...: run it, log to OUTDIR/NAME.log, record NAME, e
   local tenths=$(( ($(date +%s%N) - start) / 100000000 ))
   printf '%s\t%s\t%d.%d\n' "$name" "$code" $((tenths / 10)) $((tenths % 10)) >> "$out/steps.tsv"
   echo "=== $name: exit $code"
+}
+
+limited() {  # limited NAME COMMAND...: COMMAND stopped after $TIMEOUT_<NAME> seconds when that is set
+  local var
+  var=TIMEOUT_$(echo "$1" | tr '[:lower:]' '[:upper:]')
+  shift
+  if [ -n "${!var:-}" ]; then timeout -k 10 "${!var}" "$@"; else "$@"; fi
 }
 
 # A scratch Kedro project: the checkout's conf, its pyproject.toml; bert_kd is imported from src (PYTHONPATH).
@@ -62,25 +85,25 @@ if $dry_run; then
   baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
 else
   sweep="$sweep,reproduce.tasks=mrpc"
-  check_args=()
+  check_args=(--worker-seconds 10)
 fi
 baselines_extra=${baselines_extra:-}
 sweep="$sweep,glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"
 
 reproduce_two_workers() {  # two workers on one Optuna study, as scripts/sweep.sh starts them
   local code=0 w1 w2
-  $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=1" > "$out/reproduce_worker1.log" 2>&1 & w1=$!
+  limited reproduce $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=1" > "$out/reproduce_worker1.log" 2>&1 & w1=$!
   sleep 5  # the first worker creates the study before the second opens it
-  $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=2" > "$out/reproduce_worker2.log" 2>&1 & w2=$!
+  limited reproduce $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=2" > "$out/reproduce_worker2.log" 2>&1 & w2=$!
   wait $w1 || code=$?
   wait $w2 || code=$?
   return $code
 }
 
-step gpu_check $PY benchmarks/gpu_check.py "${check_args[@]}" --json "$out/gpu_check.json"
+step gpu_check limited gpu_check $PY benchmarks/gpu_check.py "${check_args[@]}" --json "$out/gpu_check.json"
 cd "$project"
-step distill_alp $PY -m kedro run --pipelines=distill_alp --params "$common"
-step distill_baselines $PY -m kedro run --env compare --pipelines=distill_baselines --params "$common$baselines_extra"
+step distill_alp limited distill_alp $PY -m kedro run --pipelines=distill_alp --params "$common"
+step distill_baselines limited distill_baselines $PY -m kedro run --env compare --pipelines=distill_baselines --params "$common$baselines_extra"
 step reproduce reproduce_two_workers
 cd "$repo"
 $PY benchmarks/gpu_run_helper.py summary "$out"

