@@ -33,4 +33,49 @@ def test_missing_outdir_exits_2_with_usage():
     for args in ((), ("--dry-run",)):
         result = _run(*args)
         assert result.returncode == 2
-        assert "usage: bash benchmarks/gpu_run.sh [--dry-run] OUTDIR" in result.stderr
+        assert "usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR" in result.stderr
+
+
+def _helper():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_run_helper", REPO_ROOT / "benchmarks" / "gpu_run_helper.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unpack_site_casts_transported_weights_back_to_float32(tmp_path):
+    import tarfile
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    helper = _helper()
+    weights = {"w": torch.tensor([0.1, -2.5, 3e-3]), "position_ids": torch.arange(3)}
+    packed = tmp_path / "packed" / "pkg"
+    packed.mkdir(parents=True)
+    halved = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    save_file(halved, packed / "model.safetensors", {"format": "pt", "bert_kd": helper.TRANSPORT_NOTE})
+    save_file({"other": torch.ones(2).half()}, packed / "kept_half.safetensors", {"format": "pt"})
+    with tarfile.open(tmp_path / "site.tar.xz", "w:xz") as tar:
+        tar.add(packed, arcname="pkg")
+    helper.unpack_site(tmp_path / "site.tar.xz", tmp_path / "site")
+    restored = load_file(tmp_path / "site" / "pkg" / "model.safetensors")
+    assert restored["w"].dtype == torch.float32 and restored["position_ids"].dtype == torch.int64
+    assert torch.allclose(restored["w"], weights["w"], rtol=5e-4, atol=0)  # float16 rounding at most
+    assert torch.equal(restored["position_ids"], weights["position_ids"])
+    # a float16 file without the transport note is someone's float16 model: left as it is
+    assert load_file(tmp_path / "site" / "pkg" / "kept_half.safetensors")["other"].dtype == torch.float16
+
+
+def test_bundle_carries_neither_torch_nor_what_the_machine_has(tmp_path):
+    helper = _helper()
+    have = tmp_path / "have.txt"
+    have.write_text("# the machine\nnumpy==2.5.2\nTransformers\nkedro_datasets==1.0\n")
+    assert helper.machine_has(have) == {"numpy", "transformers", "kedro-datasets"}
+    pins = helper.runtime_pins()
+    assert not any(pin.split("==")[0] in {"torch", "accelerate", "kedro-viz"} for pin in pins)
+    assert any(pin.startswith("kedro-mlflow==") for pin in pins) and any(pin.startswith("datasets==") for pin in pins)
+    assert all(helper.MACHINE_OWNED.match(name) for name in ("torch", "triton", "nvidia-cublas-cu12", "cuda-bindings"))
+    assert not helper.MACHINE_OWNED.match("transformers")
