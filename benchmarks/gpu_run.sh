@@ -14,7 +14,8 @@
 # --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu_run_helper.py).
 # GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python);
 # TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
-# run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes.
+# run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes;
+# GPU_RUN_SKIP: step names not to run this time (space-separated), e.g. after a partial run.
 set -euo pipefail
 usage="usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
@@ -49,9 +50,19 @@ elif ! $dry_run && [ -d benchmarks/wheels ]; then
       && $PY -m pip install --no-index --no-deps -e .; } > "$out/pip_install.log" 2>&1
 fi
 
+# Everything the steps import, checked once before any of them runs: a package missing from the machine or
+# the carried site fails here in seconds, with its traceback, instead of inside every step.
+if ! $PY -c "import bert_kd.pipeline_registry, kedro_mlflow, mlflow, optuna
+from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup" > "$out/imports.log" 2>&1; then
+  cat "$out/imports.log" >&2
+  echo "gpu_run.sh: the project's imports fail on this machine (above; $out/imports.log)" >&2
+  exit 1
+fi
+
 step() {  # step NAME COMMAND...: run it, log to OUTDIR/NAME.log, record NAME, exit code, wall seconds
   local name=$1 start code=0
   shift
+  case " ${GPU_RUN_SKIP:-} " in *" $name "*) echo "=== $name: skipped (GPU_RUN_SKIP)"; return 0 ;; esac
   start=$(date +%s%N)
   "$@" > "$out/$name.log" 2>&1 || code=$?
   local tenths=$(( ($(date +%s%N) - start) / 100000000 ))

@@ -188,9 +188,11 @@ MACHINE_OWNED = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
 LEFT_OUT = {"kedro-telemetry", "docker", "google-auth", "pyasn1", "pyasn1-modules"}
 #: Carried even when the machine has them: the versions the project is tested with must win.
 ALWAYS_CARRIED = {"transformers", "huggingface-hub", "click", "typer"}
-#: transformers model folders whose modelling code is kept (the encoders bert-kd distils).
+#: transformers model folders whose modelling code is kept: the encoders bert-kd distils, and the decoders
+#: peft imports when it loads (transformers imports an installed peft from ``trainer_utils``, so without
+#: ``BloomPreTrainedModel`` even a learning-rate schedule fails to import on a machine that has peft).
 KEPT_ARCHITECTURES = {"auto", "bert", "xlnet", "roberta", "distilbert", "electra", "deberta", "deberta_v2"}
-KEPT_ARCHITECTURES |= {"albert", "xlm_roberta"}
+KEPT_ARCHITECTURES |= {"albert", "xlm_roberta", "bloom", "llama", "gpt2", "t5", "mistral", "qwen2"}
 TRANSPORT_NOTE = "float32 weights stored as float16 for transport; cast back to float32 before use"
 
 
