@@ -13,7 +13,7 @@ from bert_kd.core.data.glue import get_task
 from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, count_parameters
 from bert_kd.core.reports.verdict import majority_class_metrics
-from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.core.training import SupervisedObjective, make_loader, module_device, predict_logits
 from bert_kd.experiment.run_setup import collator_for
 
 
@@ -30,18 +30,24 @@ def evaluate_fn(task: str):
 
 @torch.no_grad()
 def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batches: int = 10) -> float:
-    """Inference examples per second on the current device (a few dev batches)."""
+    """Inference examples per second on the model's device (a few dev batches; a GPU is synchronised
+    before the clock stops)."""
     model.eval()
+    device = module_device(model)
     loader = make_loader(dataset, batch_size, collator, shuffle=False)
-    warm_up = next(iter(loader))
-    model(**{k: v for k, v in warm_up.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
+
+    def forward(batch) -> None:
+        model(**{k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
+
+    forward(next(iter(loader)))
     seen, start = 0, time.perf_counter()
     for i, batch in enumerate(loader):
         if i >= max_batches:
             break
-        inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        model(**inputs)
+        forward(batch)
         seen += len(batch["labels"])
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
     return seen / max(time.perf_counter() - start, 1e-9)
 
 

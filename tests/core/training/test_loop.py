@@ -584,3 +584,46 @@ def test_the_trace_comparison_holds_a_tolerance_across_processors_and_not_on_the
     assert trace_mismatches(other, recorded, exact=False) == [".history[0].loss: 0.51 != 0.5"]
     other["history"][0]["loss"], other["history"][0]["epoch"] = 0.5, 2
     assert trace_mismatches(other, recorded, exact=False) == [".history[0].epoch: 2 != 1"]
+
+
+class _DeviceSpy(torch.nn.Module):
+    """A model whose weight lives on the ``meta`` device (a stand-in for a GPU); it answers with CPU logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(2, device="meta"))
+
+    def predict(self, batch):
+        return torch.zeros(len(batch["labels"]), 2)
+
+    def forward(self, input_ids, **_):
+        return None
+
+
+class _Moves:
+    """A batch value that records every device it is sent to (and stays a CPU tensor)."""
+
+    sent_to: list = []
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def to(self, device):
+        _Moves.sent_to.append(torch.device(device).type)
+        return self.tensor
+
+
+def test_predict_logits_feeds_batches_to_the_objectives_own_device():
+    # fit leaves the trained model on its accelerator; evaluating it with CPU batches failed on a GPU
+    from bert_kd.core.training import module_device, predict_logits
+
+    _Moves.sent_to = []
+    batch = {
+        "input_ids": _Moves(torch.ones(3, 4, dtype=torch.long)),
+        "labels": _Moves(torch.zeros(3, dtype=torch.long)),
+    }
+    predictions, labels = predict_logits(_DeviceSpy(), [batch, batch])
+    assert module_device(_DeviceSpy()).type == "meta"
+    assert _Moves.sent_to == ["meta"] * 4  # both values of both batches
+    assert predictions.shape == (6, 2) and labels.shape == (6,)
+    assert module_device(torch.nn.Module()) is None  # nothing to follow: batches stay where they are

@@ -32,6 +32,7 @@ from bert_kd.core.distill.outputs import forward_features  # noqa: E402
 from bert_kd.core.files import write_file_atomically  # noqa: E402
 from bert_kd.core.layer_maps import layer_map  # noqa: E402
 from bert_kd.core.models import num_layers  # noqa: E402
+from bert_kd.core.training import module_device  # noqa: E402
 
 TEACHER_COLOR, ALP_COLOR, PKD_COLOR = "#55A868", "#C44E52", "#4C72B0"  # as in the paper: green, red, blue
 
@@ -58,11 +59,13 @@ def _select(batch: Mapping[str, Tensor], index: np.ndarray) -> dict[str, Tensor]
 
 @torch.no_grad()
 def layer_states(model: nn.Module, batch: Mapping[str, Tensor], prefix: str = "") -> Tensor:
-    """[CLS] states of layers 1..L, shape (batch, L, hidden)."""
+    """[CLS] states of layers 1..L, shape (batch, L, hidden), on ``model``'s device (the batch is moved there)."""
     was_training = model.training
     model.eval()
+    device = module_device(model)
     try:
-        return forward_features(model, dict(batch), hidden_states=True, prefix=prefix).cls()[:, 1:]
+        inputs = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
+        return forward_features(model, inputs, hidden_states=True, prefix=prefix).cls()[:, 1:]
     finally:
         model.train(was_training)
 

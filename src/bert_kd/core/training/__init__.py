@@ -18,6 +18,7 @@ from bert_kd.core.training.loop import (
     LogFn,
     config_fingerprint,
     fit,
+    module_device,
     predict_logits,
     seed_everything,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "load_checkpoint",
     "make_loader",
     "make_optimizer",
+    "module_device",
     "padding_ratio",
     "predict_logits",
     "release",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -45,12 +46,21 @@ class FitResult:
     mixed_precision: str = "no"  # what "auto" resolved to
 
 
+def module_device(module: torch.nn.Module) -> torch.device | None:
+    """The device of ``module``'s first parameter (or buffer); None for a module that has neither."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
+        return tensor.device
+    return None
+
+
 @torch.no_grad()
 def predict_logits(
     objective: Objective, loader: Iterable, device=None, progress: bool = False, desc="eval", accelerator=None
 ):
     """Concatenated predictions and labels of ``objective.predict`` over ``loader`` (with an
-    ``accelerator``: gathered from every process, the last batch's padding dropped)."""
+    ``accelerator``: gathered from every process, the last batch's padding dropped). Batches go to
+    ``device``, by default the objective's own (a model left on the GPU by ``fit`` is fed GPU batches)."""
+    device = device if device is not None else module_device(objective)
     was_training = objective.training
     objective.eval()
     preds, labels = [], []
