@@ -58,44 +58,9 @@ WORDS = [
 
 def make_tiny_teacher(directory: Path) -> Path:
     """A randomly initialised 4-layer BERT classifier (width 32) and a WordPiece tokenizer trained locally."""
-    import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+    from bert_kd.core.tiny_models import tiny_bert, wordpiece_tokenizer
 
-    directory.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator([" ".join(WORDS)] * 20, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-    )
-    tokenizer.save_pretrained(directory)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=2,
-    )
-    BertForSequenceClassification(config).save_pretrained(directory)
-    return directory
+    return tiny_bert(directory, wordpiece_tokenizer([" ".join(WORDS)] * 20))
 
 
 def write_tiny_sst2(root: Path, n_train: int = 64, n_dev: int = 32) -> Path:

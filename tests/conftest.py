@@ -87,30 +87,10 @@ WORDS = [
 
 
 def make_wordpiece_tokenizer(directory: Path, lowercase: bool = True):
-    """Train a tiny WordPiece vocabulary locally and wrap it as a BERT tokenizer."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    """A tiny WordPiece vocabulary trained on :data:`WORDS`, saved as a BERT tokenizer in ``directory``."""
+    from bert_kd.core.tiny_models import wordpiece_tokenizer
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tok.train_from_iterator([" ".join(WORDS)] * 20, trainer)
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-    )
+    fast = wordpiece_tokenizer([" ".join(WORDS)] * 20, lowercase=lowercase)
     fast.save_pretrained(directory)
     return fast
 
@@ -119,23 +99,12 @@ def make_tiny_bert(
     directory: Path, num_layers: int = 4, hidden: int = 32, heads: int = 4, num_labels: int = 2, seed: int = 0
 ) -> Path:
     """A randomly initialised BERT classifier + tokenizer saved as an HF directory."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
+    from bert_kd.core.tiny_models import tiny_bert, wordpiece_tokenizer
 
-    directory.mkdir(parents=True, exist_ok=True)
-    tokenizer = make_wordpiece_tokenizer(directory)
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        num_hidden_layers=num_layers,
-        num_attention_heads=heads,
-        intermediate_size=hidden * 2,
-        max_position_embeddings=128,
-        num_labels=num_labels,
+    tokenizer = wordpiece_tokenizer([" ".join(WORDS)] * 20)
+    return tiny_bert(
+        directory, tokenizer, num_layers=num_layers, hidden=hidden, heads=heads, num_labels=num_labels, seed=seed
     )
-    BertForSequenceClassification(config).save_pretrained(directory)
-    return directory
 
 
 def write_tiny_glue(root: Path, task_dir: str = "RTE", n_train: int = 48, n_dev: int = 24) -> Path:

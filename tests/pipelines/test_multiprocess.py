@@ -22,25 +22,11 @@ TIMEOUT_S = 600
 
 @pytest.fixture(scope="module")
 def dropout_free_teacher(tmp_path_factory) -> Path:
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
+    from bert_kd.core.tiny_models import tiny_bert
 
     directory = tmp_path_factory.mktemp("teacher_no_dropout")
     tokenizer = make_wordpiece_tokenizer(directory)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=2,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    BertForSequenceClassification(config).save_pretrained(directory)
-    return directory
+    return tiny_bert(directory, tokenizer, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -19,26 +19,12 @@ from bert_kd.core.models import (
     supports_fused_attention,
 )
 from bert_kd.core.training import Collator, make_loader
+from tests.core.distill.tiny_encoders import tiny_encoder
 
 
 def tiny_model(family: str):
-    from transformers import BertConfig, BertForSequenceClassification, XLNetConfig, XLNetForSequenceClassification
-
-    torch.manual_seed(0)
-    if family == "xlnet":
-        config = XLNetConfig(vocab_size=40, d_model=32, n_layer=2, n_head=4, d_inner=64, num_labels=2)
-        return XLNetForSequenceClassification(config).eval()
-    config = BertConfig(
-        vocab_size=40,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        num_labels=2,
-        attn_implementation="eager",
-    )
-    return prefer_fused_attention(BertForSequenceClassification(config).eval())
+    model = tiny_encoder(family)
+    return model if family == "xlnet" else prefer_fused_attention(model)
 
 
 def padded_batch(side: str) -> dict:

@@ -13,28 +13,13 @@ import torch
 
 from bert_kd.core.distill.outputs import Features, forward_features, summary_token_index
 from bert_kd.core.distill.ted_filters.filters import TaskFilters
+from tests.core.distill.tiny_encoders import tiny_encoder
 
 LONG, SHORT = 6, 3
 
 
 def tiny_model(family: str):
-    from transformers import BertConfig, BertForSequenceClassification, XLNetConfig, XLNetForSequenceClassification
-
-    torch.manual_seed(0)
-    if family == "xlnet":
-        config = XLNetConfig(vocab_size=40, d_model=32, n_layer=2, n_head=4, d_inner=64, num_labels=2)
-        return XLNetForSequenceClassification(config).eval()
-    config = BertConfig(
-        vocab_size=40,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        num_labels=2,
-        attn_implementation="eager",
-    )
-    return BertForSequenceClassification(config).eval()
+    return tiny_encoder(family)
 
 
 def batch_and_alone(side: str):

@@ -62,29 +62,10 @@ def make_bpe_tokenizer():
 
 def make_other_wordpiece_tokenizer():
     """A WordPiece vocabulary different from conftest's (other corpus, other special-token ids)."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from bert_kd.core.tiny_models import wordpiece_tokenizer
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=120, special_tokens=["[MASK]", "[SEP]", "[UNK]", "[PAD]", "[CLS]"])
-    tok.train_from_iterator([" ".join(reversed(WORDS))] * 5 + ["zebra quantum orbit"] * 5, trainer)
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-    )
+    corpus = [" ".join(reversed(WORDS))] * 5 + ["zebra quantum orbit"] * 5
+    return wordpiece_tokenizer(corpus, vocab_size=120, special_tokens=("[MASK]", "[SEP]", "[UNK]", "[PAD]", "[CLS]"))
 
 
 def tiny_roberta(tokenizer, layers: int = 3, hidden: int = 24, heads: int = 3, seed: int = 2):
