@@ -134,6 +134,25 @@ def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it
     assert len(tracking_store.search_logged_models([before.experiment_id])) == 1
 
 
+def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
+    tracking_store, tmp_path, tiny_teacher_dir
+):
+    # alp_po with a 2-layer student is alp's job: its reuse run must still read alp_po (it read "alp")
+    from bert_kd.experiment.store import run_model_job
+    from bert_kd.tracking.jobs import SAME_JOB_AS_TAG
+
+    run_job(tmp_path, tiny_teacher_dir, "alp")
+    job, train = tiny_model_job(tmp_path, tiny_teacher_dir, "alp")  # the same job under another row
+    reused = run_model_job(
+        job, train, {}, run_name="distill_alp_po:rte", run_tags={"role": "student", "method": "alp_po", "task": "rte"}
+    )
+    run = tracking_store.get_run(reused.info["mlflow_run_id"])
+    assert run.info.run_name == "distill_alp_po:rte (reused)"
+    assert run.data.tags["method"] == "alp_po" and run.data.tags[SAME_JOB_AS_TAG] == "alp"
+    again = run_job(tmp_path, tiny_teacher_dir, "alp")  # the row that trained it: no same-job tag
+    assert SAME_JOB_AS_TAG not in tracking_store.get_run(again.info["mlflow_run_id"]).data.tags
+
+
 def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracking_store, tmp_path, tiny_teacher_dir):
     """The run that trained the entry was killed while MLflow logged its model: the LoggedModel is
     left PENDING and empty. The next run that reuses the entry logs it (once), so its URIs work."""

@@ -19,8 +19,10 @@ TRAINED_IN_ID_TAG = "bert_kd.trained_in_run_id"
 REUSED_TAG = "bert_kd.reused"
 #: Suffix of a reused job's run name (``distill_alp:sst2 (reused)``).
 REUSED_SUFFIX = " (reused)"
-#: Tags of the training run copied onto a reuse run (the comparison view's columns).
+#: Tags of the training run copied onto a reuse run that lacks them (the comparison view's columns).
 COPIED_TAGS = ("role", "method", "task", "seed", "parameters", "parameters_M")
+#: Tag of a reuse run whose row differs from the row that trained the model (``alp_po`` reusing ``alp``).
+SAME_JOB_AS_TAG = "bert_kd.same_job_as"
 
 
 class MlflowTracker:
@@ -32,8 +34,9 @@ class MlflowTracker:
         return tracked_run(name, True, tags)
 
     def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> None:
-        """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its
-        params and identifying tags (so the comparison view still reads method, recipe, seed)."""
+        """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its params and
+        the identifying tags ``run`` lacks (so the comparison view still reads recipe and seed; the
+        run's own row stays, and :data:`SAME_JOB_AS_TAG` names the row that trained the model)."""
         if not run.enabled or run.run_id is None:
             return
         from mlflow import MlflowClient
@@ -56,7 +59,11 @@ class MlflowTracker:
                 f"Reused the stored model trained in run [{source.info.run_name}]({link}) "
                 f"(`{trained_in_run_id}`); this run only loaded it."
             )
-            tags.update({k: v for k, v in source.data.tags.items() if k in COPIED_TAGS})
+            # the run keeps its own row (alp_po stays alp_po) and names the row whose job it repeats
+            tags.update({k: v for k, v in source.data.tags.items() if k in COPIED_TAGS and k not in own.data.tags})
+            trained_as, row = source.data.tags.get("method"), own.data.tags.get("method")
+            if trained_as and row and trained_as != row:
+                tags[SAME_JOB_AS_TAG] = trained_as
             params = {k: v for k, v in source.data.params.items() if k not in own.data.params}
             if params:
                 run.log_params(params)
