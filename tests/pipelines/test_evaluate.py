@@ -138,3 +138,13 @@ def test_a_folder_without_the_projects_model_files_is_refused_before_loading(tmp
     with pytest.raises(ModelNotFoundError, match=words) as caught:
         resolve_model_source(str(model))
     assert "evaluate.model" in caught.value.block()
+
+
+def test_an_empty_model_is_answered_with_uris_that_name_current_models():
+    # models are logged as <row>-<task>-student and registered with @champion: the old runs:/<id>/model
+    # hint named a folder that models logged by the current code do not have
+    with pytest.raises(ModelNotFoundError) as caught:
+        resolve_model_source("")
+    block = caught.value.block()
+    assert "models:/bert_kd-<task>-student@champion" in block and "runs:/<run id>/<row>-<task>-student" in block
+    assert "runs:/<run id>/model" not in block

@@ -30,6 +30,8 @@ MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")
 
 #: The parameter every error of this pipeline names.
 MODEL_KEY = "evaluate.model"
+#: The URIs that name a model logged by bert-kd (the registered best, a run's named model, a LoggedModel id).
+URI_EXAMPLES = "models:/bert_kd-<task>-student@champion | runs:/<run id>/<row>-<task>-student | models:/m-<model id>"
 
 
 def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
@@ -37,7 +39,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
     downloaded to a local directory; :class:`~bert_kd.config.errors.UserError` naming the parameter ``key``."""
     if not source:
         raise ModelNotFoundError(
-            f"{key} is empty", key, f"give a model directory or an MLflow URI: --params {key}=runs:/<run id>/model"
+            f"{key} is empty", key, f"give a model directory or an MLflow URI: --params {key}={URI_EXAMPLES}"
         )
     if source.startswith(MLFLOW_SCHEMES):
         path = _download(source, key)
@@ -63,7 +65,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
             f"{shown!r} is not a model directory (no config.json)",
             key,
             "give a directory written by save_pretrained (a store entry under "
-            "data/06_models/store/<kind>/<key>) or runs:/<run id>/model",
+            f"data/06_models/store/<kind>/<key>) or an MLflow URI ({URI_EXAMPLES})",
         )
     problem = model_files_problem(path)
     if problem:
@@ -71,7 +73,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
             f"{shown!r} is not a bert-kd model: {problem}",
             key,
             "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
-            "with its tokenizer (a store entry, runs:/<run id>/model, models:/<name>/<version>)",
+            f"with its tokenizer (a store entry or {URI_EXAMPLES})",
         )
     return path
 
