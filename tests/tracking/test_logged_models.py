@@ -260,3 +260,51 @@ def test_a_uri_of_a_model_left_pending_is_refused_naming_the_model_not_a_tempora
     run_id, model_id = trained_run(stored_student)
     assert tracking_models.unfinished_model(f"runs:/{run_id}/alp-rte-student") is None
     assert tracking_models.unfinished_model(f"models:/{model_id}") is None
+
+
+def test_every_model_source_the_hints_show_loads_a_model_the_current_code_logged(
+    store, tiny_teacher_dir, tmp_path, monkeypatch
+):
+    """The forms ``evaluate``/``predict_glue`` name in their errors and parameter files
+    (``MODEL_SOURCE_FORMS``), filled in for a tiny model logged and registered by this code."""
+    import shutil
+    from pathlib import Path
+
+    import mlflow
+
+    from bert_kd.core.models import load_bundle
+    from bert_kd.pipelines.evaluate.nodes import MODEL_SOURCE_FORMS, model_source_hint, resolve_model_source
+
+    stored_student = tmp_path / "model" / "abc123"  # a model folder as bert-kd writes it (no store manifest)
+    shutil.copytree(tiny_teacher_dir, stored_student)
+    (stored_student / "bert_kd.json").write_text(json.dumps({"task": "rte", "role": "student", "method": "alp"}))
+    run_id, model_id = trained_run(stored_student)
+    with mlflow.start_run(run_name="train_teacher:rte") as teacher:
+        pass
+    info = {"mlflow_run_id": run_id, "task": "rte", "method": "alp", "key": "abc123", "store_path": str(stored_student)}
+    tracking_models.register_best_student(info, {"mlflow_run_id": teacher.info.run_id}, "bert_kd-rte-student")
+    folder = tmp_path / "data/06_models/store/student/abc123"
+    shutil.copytree(stored_student, folder)
+    monkeypatch.chdir(tmp_path)
+    values = {
+        "<kind>": "student",
+        "<key>": "abc123",
+        "<task>": "rte",
+        "<model id>": model_id.removeprefix("m-"),
+        "<run id>": run_id,
+        "<row>": "alp",
+    }
+    for form in MODEL_SOURCE_FORMS:
+        source = form
+        for placeholder, value in values.items():
+            source = source.replace(placeholder, value)
+        assert "<" not in source, source
+        bundle = load_bundle(resolve_model_source(source))
+        assert bundle.info["task"] == "rte" and bundle.model.config.num_labels == 2, source
+    assert store.get_logged_model(model_id).name == "alp-rte-student"  # runs:/<run id>/alp-rte-student above
+    # the parameter files show the same forms, and never the unnamed runs:/<run id>/model
+    root = Path(__file__).resolve().parents[2]
+    for block in ("evaluate", "predict_glue"):
+        text = (root / f"conf/base/parameters_{block}.yml").read_text(encoding="utf-8")
+        assert all(form in text for form in MODEL_SOURCE_FORMS) and "/model|" not in text.replace(" ", "")
+        assert all(form in model_source_hint(f"{block}.model") for form in MODEL_SOURCE_FORMS)

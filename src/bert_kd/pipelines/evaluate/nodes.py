@@ -26,12 +26,24 @@ from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_director
 log = logging.getLogger(__name__)
 
 MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")
+#: The model sources the hints show, each loaded by a test from a model the current code logged: a
+#: model folder (a store entry), the registered best, a LoggedModel by id, a LoggedModel by its run
+#: and name (``alp-sst2-student``; a teacher's is ``teacher-sst2``). ``models:/<name>/<version>`` works too.
+MODEL_SOURCE_FORMS = (
+    "data/06_models/store/<kind>/<key>",
+    "models:/bert_kd-<task>-student@champion",
+    "runs:/<run id>/<row>-<task>-student",
+    "models:/m-<model id>",
+)
+
+
+def model_source_hint(key: str) -> str:
+    """``--params <key>=<…>`` with every form of :data:`MODEL_SOURCE_FORMS`."""
+    return f"--params {key}=<{' | '.join(MODEL_SOURCE_FORMS)}>"
 
 
 #: The parameter every error of this pipeline names.
 MODEL_KEY = "evaluate.model"
-#: The URIs that name a model logged by bert-kd (the registered best, a run's named model, a LoggedModel id).
-URI_EXAMPLES = "models:/bert_kd-<task>-student@champion | runs:/<run id>/<row>-<task>-student | models:/m-<model id>"
 
 
 def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
@@ -39,7 +51,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
     downloaded to a local directory; :class:`~bert_kd.config.errors.UserError` naming the parameter ``key``."""
     if not source:
         raise ModelNotFoundError(
-            f"{key} is empty", key, f"give a model directory or an MLflow URI: --params {key}={URI_EXAMPLES}"
+            f"{key} is empty", key, f"give a model folder or an MLflow URI: {model_source_hint(key)}"
         )
     if source.startswith(MLFLOW_SCHEMES):
         path = _download(source, key)
@@ -50,7 +62,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
             raise ModelNotFoundError(
                 f"{source!r} does not exist",
                 key,
-                f"give a model directory or an MLflow URI ({', '.join(MLFLOW_SCHEMES)})",
+                f"give a model folder or an MLflow URI: {model_source_hint(key)}",
             )
         if not path.is_dir():
             raise ModelNotFoundError(
@@ -64,8 +76,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
         raise ModelNotFoundError(
             f"{shown!r} is not a model directory (no config.json)",
             key,
-            "give a directory written by save_pretrained (a store entry under "
-            f"data/06_models/store/<kind>/<key>) or an MLflow URI ({URI_EXAMPLES})",
+            f"give a directory written by save_pretrained or a model bert-kd logged: {model_source_hint(key)}",
         )
     problem = model_files_problem(path)
     if problem:
@@ -73,7 +84,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
             f"{shown!r} is not a bert-kd model: {problem}",
             key,
             "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
-            f"with its tokenizer (a store entry or {URI_EXAMPLES})",
+            f"with its tokenizer, or a model bert-kd logged: {model_source_hint(key)}",
         )
     return path
 
@@ -133,8 +144,9 @@ def _download(source: str, key: str) -> Path:
         raise ModelNotFoundError(
             f"{source!r} cannot be downloaded from MLflow ({first_line})",
             key,
-            f"check the run id in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}); "
-            "the run must have logged its model (tracking.log_models: true)",
+            f"check the URI in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}): a registered model "
+            "(<name>@champion, <name>/<version>), a LoggedModel's id (m-…) or its run and name "
+            "(runs:/<run id>/alp-sst2-student); the run must have logged it (tracking.log_models: true)",
         ) from None
     log.info("%s %s downloaded to %s", key, source, local)
     return local

@@ -27,7 +27,7 @@ from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.files import file_sha256
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.pipelines import common
-from bert_kd.pipelines.evaluate.nodes import URI_EXAMPLES, load_model_for_task
+from bert_kd.pipelines.evaluate.nodes import load_model_for_task, model_source_hint
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def predict_glue_test(
         raise UserError(
             "no model given",
             "predict_glue.model",
-            f"--params predict_glue.model=<store dir | {URI_EXAMPLES}>",
+            model_source_hint("predict_glue.model"),
         )
     output = Path(settings.output_dir)
     _check_output_dir(output)
