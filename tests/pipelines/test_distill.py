@@ -201,3 +201,25 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
         build_student_model(
             ModelBundle(fine_tuned, teacher.tokenizer, {"task": "rte"}), {**block, "init": "pretrained"}, "rte"
         )
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "prefix"),
+    [
+        ("distill", ({"alp": {"method": "alp"}, "pkd": {"method": "pkd"}},), "distill_baselines"),
+        ("ted", (), "distill_ted_baselines"),
+        ("multi_teacher", (), "distill_multi_teacher_baselines"),
+    ],
+)
+def test_comparison_nodes_sit_in_the_compare_group_and_keep_their_dataset_names(module, args, prefix):
+    """kedro-viz groups the table/plot/registration nodes under ``compare``; the catalog's names stay."""
+    import importlib
+
+    pipe = importlib.import_module(f"bert_kd.pipelines.{module}.pipeline").create_pipeline(*args)
+    compare = [n for n in pipe.nodes if n.namespace == "compare"]
+    assert len(compare) == 2 and all(n.name.startswith("compare.") for n in compare)
+    outputs = set().union(*(n.outputs for n in compare))
+    assert outputs == {f"{prefix}_{suffix}" for suffix in ("table", "table_md", "plot", "registered_model")}
+    inputs = set().union(*(n.inputs for n in compare))
+    assert not [name for name in inputs if name.startswith("compare.")] and "run_settings" in inputs
+    assert pipe.outputs() >= outputs - {f"{prefix}_table"}  # nothing renamed under compare reaches the catalog

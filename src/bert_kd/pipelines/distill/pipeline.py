@@ -184,32 +184,50 @@ def layer_alignment_pipeline(paper: str = PAPER) -> Pipeline:
     )
 
 
+#: The kedro-viz group of every comparison (table, plot, registration): ``compare.compare_distill_baselines``.
+COMPARE_NAMESPACE = "compare"
+
+
+def compare_group(template: Pipeline) -> Pipeline:
+    """``template``'s nodes in the :data:`COMPARE_NAMESPACE` group, every dataset keeping its name
+    (``distill_baselines_table``, ``alp_kd.alp.student_metrics``: the catalog's and the users' names).
+    Its own group, not the paper's: the paper's group would then read a reporting dataset
+    (``teacher_metrics``) and write models, a cycle that switches kedro-viz's layer view off."""
+    return pipeline(
+        template,
+        namespace=COMPARE_NAMESPACE,
+        inputs={name: name for name in template.inputs() if not name.startswith("params:")},
+        outputs={name: name for name in template.all_outputs()},
+    )
+
+
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
-    """The Table-1-style comparison of ``methods`` with the teacher, tagged with the paper; outside the
-    paper's group, which would otherwise read a reporting dataset (``teacher_metrics``) and write
-    models, a cycle that switches kedro-viz's layer view off."""
-    return Pipeline(
-        [
-            node(
-                update_wrapper(partial(compare_methods, table=output_prefix), compare_methods),
-                inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
-                outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
-                name=f"compare_{output_prefix}",
-                tags=tags_for(paper, role="report"),
-            ),
-            node(  # the best student as a registered MLflow model version (not when every student ties)
-                registration_node(output_prefix),
-                inputs=[
-                    f"{output_prefix}_table",
-                    "teacher_metrics",
-                    *[f"{block_name(paper, m)}.student_metrics" for m in methods],
-                    "run_settings",
-                ],
-                outputs=f"{output_prefix}_registered_model",
-                name=f"register_{output_prefix}",
-                tags=tags_for(paper, role="report"),
-            ),
-        ]
+    """The Table-1-style comparison of ``methods`` with the teacher and the best student's registration,
+    tagged with the paper, in the ``compare`` group (:func:`compare_group`)."""
+    return compare_group(
+        Pipeline(
+            [
+                node(
+                    update_wrapper(partial(compare_methods, table=output_prefix), compare_methods),
+                    inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
+                    outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
+                    name=f"compare_{output_prefix}",
+                    tags=tags_for(paper, role="report"),
+                ),
+                node(  # the best student as a registered MLflow model version (not when every student ties)
+                    registration_node(output_prefix),
+                    inputs=[
+                        f"{output_prefix}_table",
+                        "teacher_metrics",
+                        *[f"{block_name(paper, m)}.student_metrics" for m in methods],
+                        "run_settings",
+                    ],
+                    outputs=f"{output_prefix}_registered_model",
+                    name=f"register_{output_prefix}",
+                    tags=tags_for(paper, role="report"),
+                ),
+            ]
+        )
     )
 
 

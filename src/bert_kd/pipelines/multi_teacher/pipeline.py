@@ -10,7 +10,7 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from bert_kd.pipelines.common import settings_node, tags_for
 from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
-from bert_kd.pipelines.distill.pipeline import block_name
+from bert_kd.pipelines.distill.pipeline import block_name, compare_group
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
 from .nodes import (
@@ -165,32 +165,36 @@ def configuration_pipeline(name: str) -> Pipeline:
 
 
 def comparison(configs) -> Pipeline:
-    return Pipeline(
-        [
-            node(
-                compare_multi_teacher,
-                ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
-                [
-                    "distill_multi_teacher_baselines_table",
-                    "distill_multi_teacher_baselines_table_md",
-                    "distill_multi_teacher_baselines_plot",
-                ],
-                name="compare_multi_teacher",
-                tags=tags_for(PAPER, role="report"),
-            ),
-            node(
-                register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
-                [
-                    "distill_multi_teacher_baselines_table",
-                    "multi_teacher_metrics",
-                    *[f"{block_name(PAPER, c)}.student_metrics" for c in configs],
-                    "run_settings",
-                ],
-                "distill_multi_teacher_baselines_registered_model",
-                name="register_multi_teacher_student",
-                tags=tags_for(PAPER, role="report"),
-            ),
-        ]
+    """Tables 2/3 (every configuration against its teachers) and the best student's registration, in
+    the ``compare`` group."""
+    return compare_group(
+        Pipeline(
+            [
+                node(
+                    compare_multi_teacher,
+                    ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
+                    [
+                        "distill_multi_teacher_baselines_table",
+                        "distill_multi_teacher_baselines_table_md",
+                        "distill_multi_teacher_baselines_plot",
+                    ],
+                    name="compare_multi_teacher",
+                    tags=tags_for(PAPER, role="report"),
+                ),
+                node(
+                    register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
+                    [
+                        "distill_multi_teacher_baselines_table",
+                        "multi_teacher_metrics",
+                        *[f"{block_name(PAPER, c)}.student_metrics" for c in configs],
+                        "run_settings",
+                    ],
+                    "distill_multi_teacher_baselines_registered_model",
+                    name="register_multi_teacher_student",
+                    tags=tags_for(PAPER, role="report"),
+                ),
+            ]
+        )
     )
 
 
