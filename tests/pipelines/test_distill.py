@@ -63,12 +63,13 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert {"figures/alp_attention_alp.png", "figures/alp_attention_alp.csv"} <= logged
 
 
-def test_distill_baselines_writes_table_one(run_pipeline):
+def test_distill_baselines_writes_table_one(run_pipeline, capsys):
     # 2 student epochs: the two-stage TinyBERT row needs one epoch per stage (1 + 1 at fraction 0.6)
     outputs, root, uri = run_pipeline(
         "distill_baselines",
         student={"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2, "aux_learning_rate": 1e-3}},
     )
+    terminal = capsys.readouterr().out.rstrip().splitlines()
     table = pd.read_csv(root / "data/08_reporting/distill_baselines.csv")
     rows = list(yaml.safe_load((root / "conf/base/parameters_distill.yml").read_text())["distill_methods"])
     assert rows[:10] == ["nkd", "rkd", "logits_mse", "pkd", "ckd", "ckd_po", "alp_no", "alp_po", "alp", "tinybert"]
@@ -123,6 +124,16 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     trained = [row for row in rows if row not in ("ckd_po", "alp_no", "alp_po")]  # each job trained (and logged) once
     assert sorted(m.name for m in logged) == sorted([f"{row}-rte-student" for row in trained] + ["teacher-rte"])
     assert len({m.source_run_id for m in logged}) == len(trained) + 1  # each in the run of its job
+    for model in logged:  # the Models tab's Dataset column: the dev split its metrics were measured on
+        assert {m.dataset_name for m in model.metrics if m.key == "final/score"} == {"glue-rte-validation"}, model.name
+        assert [i.model_id for i in client.get_run(model.source_run_id).inputs.model_inputs] == [model.model_id]
+    # a job's run lasts its job: at least its training seconds, and not a later job's time on top
+    jobs = runs[runs["metrics.time/training_seconds"].notna()]
+    assert len(jobs) == len(trained) + 1
+    durations = (jobs["end_time"] - jobs["start_time"]).dt.total_seconds()
+    overhead = durations - jobs["metrics.time/training_seconds"]
+    assert (overhead >= 0).all() and (overhead < 30).all(), overhead.tolist()
+    assert jobs["metrics.time/evaluation_seconds"].notna().all()
     registered = outputs["distill_baselines_registered_model"].load()  # a MemoryDataset
     assert parent["tags.comparison.verdict"] == registered["verdict"]
     if not registered["registered"]:  # the teacher or every student at the majority class
@@ -130,12 +141,24 @@ def test_distill_baselines_writes_table_one(run_pipeline):
     else:
         version = client.get_model_version("bert_kd-rte-student", registered["version"])
         assert version.tags["bert_kd.method"] == registered["method"] and version.tags["bert_kd.data_digest"]
+        assert client.get_model_version_by_alias("bert_kd-rte-student", "champion").version == version.version
+        assert "| method |" in version.description  # the comparison it was chosen from
         assert version.tags["bert_kd.verdict"] == registered["verdict"]
         if registered["verdict"] == "tie":  # the top scorer of a tie, tagged as one
             assert version.tags["bert_kd.tied"] == parent["tags.comparison.tied"]
             assert version.tags["bert_kd.tied"].startswith(registered["method"])
         else:
             assert registered["method"] == parent["tags.best_method"]
+    # the terminal ends with the answer: the table's file, the parent run's link, what was registered
+    parent_url = f"#/experiments/{parent['experiment_id']}/runs/{parent['run_id']}?workflowType=machine_learning"
+    assert terminal[-3].startswith("table: ") and terminal[-3].endswith("distill_baselines.md")
+    assert terminal[-2].startswith("MLflow run: ") and terminal[-2].endswith(parent_url)
+    if registered["registered"]:
+        assert terminal[-1] == (
+            f"registered: {registered['method']} as {registered['uri']} = models:/bert_kd-rte-student@champion"
+        )
+    else:
+        assert terminal[-1] == f"not registered (distill_baselines): {registered['reason']}"
     assert len(list((root / "data/08_reporting/history").rglob("distill_baselines.*"))) == 3  # csv, md, png
     # ALP-KD Figure 3 for every ALP row; Figure 4: PKD's pair (bucket_first(4, 2) = [[1], []]), every
     # dev example (24 < 100) for teacher, ALP and PKD, cosine distance for the two students
