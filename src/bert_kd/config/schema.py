@@ -22,6 +22,8 @@ are ways of writing them that :func:`explicit_weights` expands (rounded to 10 de
 from __future__ import annotations
 
 import difflib
+import json
+import posixpath
 import types
 import typing
 from typing import Annotated, Any, Literal, Mapping, TypeVar, Union
@@ -153,6 +155,24 @@ class Runtime(Strict):
         return "no" if value is False else value  # unquoted YAML `no` is a boolean
 
 
+def registered_model_name_problem(name: str) -> str | None:
+    """What MLflow's rule for registered model names (``mlflow.utils.validation._validate_model_name``,
+    MLflow 3.17) finds wrong with ``name``, or None; kept here so config imports no MLflow
+    (tests/config/test_schema_model_name.py compares both on the same names)."""
+    if not name.strip():
+        return "Missing value for required parameter 'name'"
+    if "/" in name or ":" in name:
+        return f"Invalid model name '{name}'. Names cannot contain '/' or ':'"
+    normalised = posixpath.normpath(name)
+    if normalised != name or normalised == "." or normalised.startswith(("..", "/")):
+        return (
+            f"Invalid value {json.dumps(name)} for parameter 'name' supplied: Names may be treated as files in"
+            f" certain cases, and must not resolve to other names when treated as such. This name would resolve"
+            f" to {normalised!r}"
+        )
+    return None
+
+
 class Tracking(Strict):
     enabled: bool = True
     log_models: bool = True
@@ -170,13 +190,9 @@ class Tracking(Strict):
             return value
         if not value.strip():
             raise ValueError("an empty name; null registers as bert_kd-<task>-student")
-        from mlflow.exceptions import MlflowException
-        from mlflow.utils.validation import _validate_model_name
-
-        try:
-            _validate_model_name(value)
-        except MlflowException as exc:
-            raise ValueError(f"{exc.message.rstrip('.')} (MLflow's rule); e.g. bert_kd-rte-student") from None
+        problem = registered_model_name_problem(value)
+        if problem:
+            raise ValueError(f"{problem} (MLflow's rule); e.g. bert_kd-rte-student")
         return value
 
 
