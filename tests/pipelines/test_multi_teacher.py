@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from bert_kd.experiment.run_setup import teacher_seed, training_config
 from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
 
@@ -164,7 +165,6 @@ def test_the_first_conf_teacher_is_the_main_jobs_teacher():
     is the main job's teacher's and `distill_multi_teacher` after `distill_alp` reuses it."""
     from bert_kd.config.schema import Runtime
     from bert_kd.experiment.parameters import validate_parameters
-    from bert_kd.pipelines import common
     from tests.config.test_schema import load_parameters
 
     params = validate_parameters(load_parameters("local"))
@@ -172,9 +172,9 @@ def test_the_first_conf_teacher_is_the_main_jobs_teacher():
     runtime = Runtime.model_validate(params.runtime.model_dump())
 
     def settings(block, seed):
-        config = common.training_config(block.training, runtime, seed, params.task, None)
+        config = training_config(block.training, runtime, seed, params.task, None)
         return block.model, block.max_seq_length, vars(config)
 
-    assert common.teacher_seed(first, params.seed) == common.teacher_seed(main, params.seed) == params.seed
+    assert teacher_seed(first, params.seed) == teacher_seed(main, params.seed) == params.seed
     assert settings(first, params.seed) == settings(main, params.seed)
     assert settings(params.multi_teachers[1], 7) != settings(main, 7)  # the second differs by more than its seed

@@ -14,7 +14,7 @@ from bert_kd.core.data.glue_submission import write_submission
 from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.models import load_bundle
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
-from bert_kd.pipelines.common import collator_for
+from bert_kd.experiment.run_setup import collator_for
 from bert_kd.pipelines.predict_glue.nodes import predict_glue_test
 from tests.conftest import make_tiny_bert
 

@@ -56,7 +56,7 @@ def trained_run(directory):
         mlflow.log_param("recipe", "ce 0.3 + kd 0.5 + layer 0.2, T=5")
         mlflow.log_input(glue_dataset("rte", directory.parent, "d1g3st", "train", 48), context="training")
         model_id = tracking_models.log_model_directory(directory, task="rte")
-    log_evaluation_to_run(EVALUATION, run.info.run_id)  # the evaluation, later (common.log_evaluation)
+    log_evaluation_to_run(EVALUATION, run.info.run_id)  # the evaluation, later (tracking.log_evaluation)
     return run.info.run_id, model_id
 
 

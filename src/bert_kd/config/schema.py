@@ -517,7 +517,7 @@ Block = TypeAliasType("Block", Union[_Model, Mapping[str, Any]], type_params=(_M
 
 def set_values(block: BaseModel | Mapping | None) -> dict:
     """The keys a parameter block sets: a schema model's fields given in the configuration (not
-    its defaults), a dict as is. What ``pipelines.common.training_config`` lays over
+    its defaults), a dict as is. What ``experiment.run_setup.training_config`` lays over
     ``TrainingConfig``'s own defaults, and what a training run's MLflow params record of a block."""
     if isinstance(block, BaseModel):
         return block.model_dump(exclude_unset=True)

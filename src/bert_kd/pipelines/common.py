@@ -1,10 +1,9 @@
 """What the Kedro nodes share that is Kedro: the ``run_settings`` node and the wrapper handing a
 node its run-wide parameters (:func:`settings_node`), and kedro-viz tags.
 
-The Kedro-free helpers the nodes call live in the core and are re-exported here for existing
-imports: :mod:`bert_kd.experiment.run_setup` (training settings, teacher blocks, collators), :mod:`bert_kd.experiment.store`
-(the content-keyed model store), :mod:`bert_kd.experiment.evaluation` (a model on its dev splits),
-:mod:`bert_kd.tracking` and :mod:`bert_kd.tracking.distill` (MLflow).
+Nodes import the Kedro-free helpers they call from the modules that define them
+(:mod:`bert_kd.experiment.run_setup`, :mod:`bert_kd.experiment.store`, :mod:`bert_kd.experiment.evaluation`);
+this module re-exports none of them.
 """
 
 from __future__ import annotations
@@ -16,28 +15,7 @@ from typing import Mapping
 from kedro.pipeline import Pipeline, node
 
 from bert_kd.config.schema import Block, Runtime, Tracking, typed
-from bert_kd.core.metrics import glue_metrics, primary_metric  # noqa: F401
-from bert_kd.experiment.evaluation import evaluate_bundle, evaluate_fn, evaluation_split, measure_throughput  # noqa: F401
-from bert_kd.experiment.run_setup import (  # noqa: F401
-    DATA_SOURCE,
-    RunSettings,
-    collator_for,
-    step_logger,
-    teacher_block,
-    teacher_seed,
-    total_steps,
-    training_config,
-)
-from bert_kd.experiment.store import STORE_ROOT, job, model_identity, recompute, run_model_job  # noqa: F401
-from bert_kd.tracking import (  # noqa: F401
-    flat_eval_metrics,
-    is_main_process,
-    log_evaluation,
-    log_to_active_run,
-    reopen_run,
-    tracked_run,
-    tracking_enabled,
-)
+from bert_kd.experiment.run_setup import DATA_SOURCE, RunSettings
 
 # ---------------------------------------------------------------- run-wide settings as one input
 #: Parameters every run shares. Nodes read them from the one ``run_settings`` dataset, so the DAG

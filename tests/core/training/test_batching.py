@@ -216,7 +216,7 @@ def encoded_rows(tokenizer, texts):
 def test_predictions_do_not_depend_on_batch_composition(family, tiny_teacher_dir):
     """A short row gives the same logits alone and padded next to a longer one (tiny random models)."""
     from bert_kd.core.models import load_classifier, load_tokenizer
-    from bert_kd.pipelines.common import collator_for
+    from bert_kd.experiment.run_setup import collator_for
 
     if family == "bert":
         tokenizer, model = load_tokenizer(str(tiny_teacher_dir)), load_classifier(str(tiny_teacher_dir), 2).eval()

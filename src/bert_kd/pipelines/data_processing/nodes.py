@@ -10,7 +10,7 @@ from bert_kd.config.schema import Block, Teacher
 from bert_kd.core.data.glue import get_task, load_glue_task, resolve_glue_dir, subsample
 from bert_kd.core.data.tokenize import tokenize_splits
 from bert_kd.core.models import load_tokenizer
-from bert_kd.pipelines.common import teacher_block
+from bert_kd.experiment.run_setup import teacher_block
 
 log = logging.getLogger(__name__)
 

@@ -50,9 +50,12 @@ from bert_kd.experiment.distill_job import (
     task_of,
     train_student,
 )
-from bert_kd.pipelines import common
+from bert_kd.experiment.evaluation import evaluation_split
+from bert_kd.experiment.run_setup import collator_for
+from bert_kd.experiment.store import recompute
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.tracking import distill as records
+from bert_kd.tracking import is_main_process
 from bert_kd.tracking.logged_models import CHAMPION_ALIAS, default_registered_name
 from bert_kd.tracking.logged_models import register_best_student as register_model_version
 
@@ -162,7 +165,7 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
             tokenized["train"],
             batch_size=block.batch_size,
             key=job.key,
-            collator=common.collator_for(teacher.tokenizer),
+            collator=collator_for(teacher.tokenizer),
             autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision),
         )
 
@@ -175,9 +178,7 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
         stored = torch.load(directory / CACHE_FILE, weights_only=True)
         return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], job.key)
 
-    return jobs.run_job(
-        job, build, save, load, recompute=common.recompute(runtime), writer=common.is_main_process()
-    ).value
+    return jobs.run_job(job, build, save, load, recompute=recompute(runtime), writer=is_main_process()).value
 
 
 def distill_student(
@@ -276,7 +277,7 @@ def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% o
     else:
         return None
     metric = evaluation["primary_metric"]
-    main = splits.get(common.evaluation_split(splits), next(iter(splits.values())))
+    main = splits.get(evaluation_split(splits), next(iter(splits.values())))
     row = {"method": MAJORITY_METHOD, "task": evaluation["task"]}
     for split, metrics in splits.items():
         for key, value in metrics.items():
@@ -305,7 +306,7 @@ def register_best_student(
     run = RunSettings.of(settings)
     tracking = typed(Tracking, run.tracking, "tracking")
     label = label or (lambda info: info.get("method", "?"))
-    if not tracking.enabled or not tracking.register_best or not common.is_main_process():
+    if not tracking.enabled or not tracking.register_best or not is_main_process():
         return {"registered": False, "reason": "tracking.enabled or tracking.register_best is false"}
     metric = teacher_metrics["primary_metric"] if isinstance(teacher_metrics, dict) else None
     rows = table.to_dict("records")
@@ -422,7 +423,7 @@ def table_verdict(
         for name, evaluation in zip(names, evaluations):
             splits = evaluation.get("correct") or {}
             if splits:
-                correct[name] = splits[common.evaluation_split(splits)]
+                correct[name] = splits[evaluation_split(splits)]
     teacher = reference.get("score") if isinstance(reference, dict) else None
     return comparison_verdict(
         scores,
@@ -457,9 +458,9 @@ def _row(name: str, evaluation: dict, teacher: dict) -> dict:
 def _dev_batch(student: ModelBundle, teacher: ModelBundle, student_data, n: int, seed: int):
     """``n`` random dev rows (the model-selection split) collated for the student and, when it
     reads another vocabulary, the teacher; (batch, row indices, split, teacher column prefix)."""
-    split = common.evaluation_split(student_data)
+    split = evaluation_split(student_data)
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data[split].column_names else ""
-    collator = common.collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
+    collator = collator_for(student.tokenizer, {TEACHER_PREFIX: teacher.tokenizer} if prefix else None)
     batch, index = paper_figures.dev_examples(student_data[split], n, collator, seed)
     return batch, index, split, prefix
 

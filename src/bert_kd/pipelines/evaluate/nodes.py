@@ -18,9 +18,10 @@ from bert_kd.core.data.glue import get_task, load_glue_task, resolve_glue_dir, s
 from bert_kd.core.data.tokenize import tokenize_splits
 from bert_kd.core.files import MANIFEST
 from bert_kd.core.models import load_bundle
+from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.jobs import store_entry_problem
 from bert_kd.experiment.parameters import _length_problems
-from bert_kd.pipelines import common
+from bert_kd.tracking import flat_eval_metrics, is_main_process, tracking_enabled
 from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_directory, unfinished_model
 
 log = logging.getLogger(__name__)
@@ -286,10 +287,10 @@ def evaluate_model_source(
     splits.pop("train")
     frames = {name: subsample(frame, max_eval_samples, seed).reset_index(drop=True) for name, frame in splits.items()}
     tokenized = tokenize_splits(frames, bundle.tokenizer, evaluate.max_seq_length)
-    evaluation = common.evaluate_bundle(bundle, tokenized, spec.name, batch_size=evaluate.batch_size)
+    evaluation = evaluate_bundle(bundle, tokenized, spec.name, batch_size=evaluate.batch_size)
     evaluation["model"] = source
     evaluation["model_task"] = model_task
-    if common.tracking_enabled(tracking):
+    if tracking_enabled(tracking):
         _log_active(evaluation)
     log.info("evaluate %s on %s: %s = %.4f", source, spec.name, evaluation["primary_metric"], evaluation["score"])
     return evaluation
@@ -298,8 +299,8 @@ def evaluate_model_source(
 def _log_active(evaluation: dict) -> None:
     import mlflow
 
-    if mlflow.active_run() is None or not common.is_main_process():
+    if mlflow.active_run() is None or not is_main_process():
         return
-    mlflow.log_metrics(common.flat_eval_metrics(evaluation))
+    mlflow.log_metrics(flat_eval_metrics(evaluation))
     mlflow.log_dict(evaluation, "evaluation.json")
     mlflow.set_tag("evaluated_model", evaluation["model"])

@@ -17,9 +17,10 @@ from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, load_bundle
 from bert_kd.core.onnx_export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
 from bert_kd.core.reports.markdown_tables import markdown_table
-from bert_kd.experiment.run_setup import RunSettings
-from bert_kd.pipelines import common
+from bert_kd.experiment.evaluation import evaluation_split
+from bert_kd.experiment.run_setup import RunSettings, collator_for
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
+from bert_kd.tracking import is_main_process, tracked_run, tracking_enabled
 from bert_kd.tracking.logged_models import champion_uri, default_registered_name, log_onnx_model
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,11 @@ def export_student(
     settings, tracking = typed(ExportStudent, settings, "export_student"), typed(Tracking, run.tracking, "tracking")
     spec = get_task(run.task)
     student, source = chosen_student(student, settings.model, tracking, spec.name)
-    split = common.evaluation_split(student_data)
+    split = evaluation_split(student_data)
     student_dev = student_data[split]
     teacher_dev = teacher_tokenized[split]
-    student_collator = common.collator_for(student.tokenizer)
-    teacher_collator = common.collator_for(teacher.tokenizer)
+    student_collator = collator_for(student.tokenizer)
+    teacher_collator = collator_for(teacher.tokenizer)
     threads = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:
         paths, checks = export_and_verify(
@@ -89,8 +90,8 @@ def export_student(
         "latency": rows,
     }
     log.info("export_student %s (%s): %s", spec.name, source, scores)
-    with common.tracked_run(
-        f"export_student:{spec.name}", common.tracking_enabled(tracking), {"role": "export", "task": spec.name}
+    with tracked_run(
+        f"export_student:{spec.name}", tracking_enabled(tracking), {"role": "export", "task": spec.name}
     ) as run:
         run.log_params({"export": logged, "student_run_id": student.info.get("mlflow_run_id")})
         run.log_metrics({f"export/score/{_metric_key(k)}": v for k, v in scores.items()})
@@ -114,7 +115,7 @@ def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, 
     pipeline tokenized them (the same vocabulary)."""
     key = "export_student.model"
     source = model
-    if source is None and tracking.enabled and common.is_main_process():
+    if source is None and tracking.enabled and is_main_process():
         source = champion_uri(tracking.registered_model or default_registered_name(task))
     if source is None:
         return student, PIPELINE_STUDENT

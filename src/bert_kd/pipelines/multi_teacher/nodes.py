@@ -19,8 +19,10 @@ from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.core.reports.plots import comparison_bars, comparison_title
 from bert_kd.core.reports.verdict import MAJORITY_METHOD
 from bert_kd.experiment import jobs
+from bert_kd.experiment import store as model_store
 from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
-from bert_kd.pipelines import common
+from bert_kd.experiment.evaluation import evaluate_bundle
+from bert_kd.experiment.run_setup import training_config
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
@@ -32,6 +34,7 @@ from bert_kd.pipelines.distill.nodes import (
     with_verdict,
 )
 from bert_kd.tracking import distill as records
+from bert_kd.tracking import log_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +96,9 @@ def evaluate_multi_teachers(
     results = []
     for bundle, entry in zip(bundles, teacher_entries(teachers)):
         tokenized = tokenize_splits(split_frames(train.head(1), validation), bundle.tokenizer, entry.max_seq_length)
-        evaluation = common.evaluate_bundle(bundle, tokenized, task)
+        evaluation = evaluate_bundle(bundle, tokenized, task)
         evaluation["name"] = entry.name
-        common.log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
+        log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
         results.append(evaluation)
     return results
 
@@ -158,8 +161,8 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
     block = set_values(student)
     init = params.init_from_teacher
     names = [bundles[k].info.get("name", f"t{k}") for k in chosen]
-    training = common.training_config(params.training, run.runtime, run.seed, spec.name, None)
-    store = common.job(
+    training = training_config(params.training, run.runtime, run.seed, spec.name, None)
+    store = model_store.job(
         "multi_teacher_student",
         {
             "task": spec.name,
@@ -204,8 +207,8 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
         split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
         for split in data
     }
-    evaluation = common.evaluate_bundle(bundle, view, task)
-    common.log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
+    evaluation = evaluate_bundle(bundle, view, task)
+    log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
     return evaluation
 
 

@@ -26,8 +26,9 @@ from bert_kd.core.data.glue_submission import (
 from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.files import file_sha256
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
-from bert_kd.pipelines import common
+from bert_kd.experiment.run_setup import collator_for
 from bert_kd.pipelines.evaluate.nodes import load_model_for_task, model_source_hint
+from bert_kd.tracking import log_to_active_run, tracking_enabled
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def predict_glue_test(
     targets = submission_files(spec.name, root, settings.ax_file)
     _test_sources(targets, settings.ax_file, Path(root))
     frames = {target.name: read_test_split(target.source, spec.name) for target in targets}  # AX: MNLI's columns
-    collator = common.collator_for(bundle.tokenizer)
+    collator = collator_for(bundle.tokenizer)
     objective = SupervisedObjective(bundle.model)
     written = {}
     for target in targets:
@@ -133,6 +134,6 @@ def predict_glue_test(
         archive,
         ", ".join(sorted(zipfile.ZipFile(archive).namelist())),
     )
-    if common.tracking_enabled(tracking):
-        common.log_to_active_run({"glue_submission/summary.json": json.dumps(summary, indent=2)}, {})
+    if tracking_enabled(tracking):
+        log_to_active_run({"glue_submission/summary.json": json.dumps(summary, indent=2)}, {})
     return summary

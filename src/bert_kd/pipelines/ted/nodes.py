@@ -18,13 +18,18 @@ from bert_kd.core.distill.ted_filters import (
     train_filters,
 )
 from bert_kd.core.distill.ted_filters.quality import filter_quality_figure, filter_quality_table, majority_class_score
+from bert_kd.core.metrics import primary_metric
 from bert_kd.core.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
 from bert_kd.core.training import SupervisedObjective, fit
 from bert_kd.experiment import jobs
+from bert_kd.experiment import store as model_store
 from bert_kd.experiment.distill_job import RunSettings, StudentStart, task_of
-from bert_kd.pipelines import common
+from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.run_setup import collator_for, training_config
+from bert_kd.experiment.store import recompute
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
 from bert_kd.tracking import distill as records
+from bert_kd.tracking import is_main_process, tracked_run, tracking_enabled
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +47,10 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
     options, student = typed(Ted, ted, "ted"), typed(Student, ted_student, "ted_student")
     route, arch = options.filters.student_filters, options.filters.arch
     mapping = ted_layer_map(options.mapping, num_layers(teacher.model), int(student.num_layers))
-    config = common.training_config(options.filters.training, run.runtime, run.seed, spec.name, None)
+    config = training_config(options.filters.training, run.runtime, run.seed, spec.name, None)
     student_block = set_values(ted_student)
-    student_config = common.training_config(student.training, run.runtime, run.seed, spec.name, None)
-    job = common.job(
+    student_config = training_config(student.training, run.runtime, run.seed, spec.name, None)
+    job = model_store.job(
         "ted_filters",
         {
             "task": spec.name,
@@ -79,8 +84,8 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
         train,
         lambda result, d: save_ted_filters(result, d / "stage1"),
         lambda d: load_ted_filters(d / "stage1"),
-        recompute=common.recompute(run.runtime),
-        writer=common.is_main_process(),
+        recompute=recompute(run.runtime),
+        writer=is_main_process(),
         provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")},
     )
     records.log_stored_filters(outcome, run.tracking)
@@ -103,8 +108,8 @@ def _stage_one(
 ) -> dict:
     """Stage I in its own MLflow run (filters train in one short pass: no checkpoints)."""
     task = settings.task
-    with common.tracked_run(
-        f"train_ted_filters:{task}", common.tracking_enabled(settings.tracking), {"role": "ted_filters", "task": task}
+    with tracked_run(
+        f"train_ted_filters:{task}", tracking_enabled(settings.tracking), {"role": "ted_filters", "task": task}
     ) as run:
         records.log_ted_stage_one_start(
             run, job, teacher, mapping, arch, route, config, settings.data_source, len(tokenized["train"])
@@ -118,8 +123,8 @@ def _stage_one(
 
 def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run) -> dict:
     """Teacher filters, then student filters copied or trained on the fine-tuned student; per-layer report."""
-    eval_split = common.evaluation_split(tokenized)
-    collator = common.collator_for(teacher.tokenizer)
+    eval_split = evaluation_split(tokenized)
+    collator = collator_for(teacher.tokenizer)
     teacher_filters, teacher_layers = train_filters(
         teacher.model,
         tokenized["train"],
@@ -151,7 +156,7 @@ def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted
             role="student",
             description="TED stage I (student filters)",
         )
-    metric = common.primary_metric(task)
+    metric = primary_metric(task)
     per_layer = {"teacher": {str(k): v[metric] for k, v in teacher_layers.items()}}
     if student_layers:
         per_layer["student"] = {str(k): v[metric] for k, v in student_layers.items()}
@@ -166,10 +171,10 @@ def _fine_tuned_student(teacher, tokenized, task, ted_student, config, run) -> M
     fit(
         SupervisedObjective(model),
         tokenized["train"],
-        tokenized[common.evaluation_split(tokenized)],
+        tokenized[evaluation_split(tokenized)],
         config,
-        collator=common.collator_for(teacher.tokenizer),
-        evaluate_fn=common.evaluate_fn(task),
+        collator=collator_for(teacher.tokenizer),
+        evaluate_fn=evaluate_fn(task),
         log_fn=lambda m, s: run.log_metrics({f"student_finetune/{k}": v for k, v in m.items()}, s),
         description="TED stage I (student fine-tuning)",
     )
@@ -238,7 +243,7 @@ def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_s
     majority class. Teacher (and trained student) scores come from the Stage I report; copied
     student filters are scored here on the student Stage II starts from. → (CSV table, figure)."""
     spec = get_task(task_of(settings))
-    metric = common.primary_metric(spec.name)
+    metric = primary_metric(spec.name)
     report = ted_filters.get("report") or {}
     if "per_layer" not in report or "mapping" not in report:
         raise ValueError(
@@ -246,13 +251,13 @@ def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_s
             "retrain the filters (runtime.recompute: true)"
         )
     per_layer = {"teacher": report["per_layer"]["teacher"]}
-    split = common.evaluation_split(tokenized)
+    split = evaluation_split(tokenized)
     if "student" in report["per_layer"]:
         per_layer["student"] = report["per_layer"]["student"]
     elif ted_filters.get("student") is not None:
         student = ted_student_init(ted_filters, teacher, ted_student, spec.name)
         scores = evaluate_filters(
-            student.model, ted_filters["student"], tokenized[split], common.collator_for(student.tokenizer), spec.name
+            student.model, ted_filters["student"], tokenized[split], collator_for(student.tokenizer), spec.name
         )
         per_layer["student"] = {str(k): v[metric] for k, v in scores.items()}
     majority = majority_class_score(spec.name, tokenized[split]["labels"])

@@ -10,9 +10,18 @@ from bert_kd.core.data.glue import TaskSpec, get_task
 from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.core.training import SupervisedObjective, fit
 from bert_kd.experiment import jobs
-from bert_kd.experiment.run_setup import RunSettings
+from bert_kd.experiment import store as model_store
+from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.run_setup import (
+    RunSettings,
+    collator_for,
+    step_logger,
+    teacher_block,
+    teacher_seed,
+    training_config,
+)
+from bert_kd.experiment.store import model_identity, run_model_job
 from bert_kd.experiment.tracker import tracker_for
-from bert_kd.pipelines import common
 
 
 def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping) -> ModelBundle:
@@ -25,13 +34,13 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     """
     run = RunSettings.of(run)
     logged = set_values(teacher)  # the run's ``teacher.*`` params: the block as configured
-    teacher, seed = common.teacher_block(teacher), common.teacher_seed(teacher, run.seed)
+    teacher, seed = teacher_block(teacher), teacher_seed(teacher, run.seed)
     runtime, tracking, data_source = typed(Runtime, run.runtime, "runtime"), run.tracking, run.data_source
     spec = get_task(run.task)
-    config = common.training_config(teacher.training, runtime, seed, spec.name, None)
+    config = training_config(teacher.training, runtime, seed, spec.name, None)
     material = {
         "task": spec.name,
-        "model": common.model_identity(teacher.model),
+        "model": model_identity(teacher.model),
         "max_seq_length": teacher.max_seq_length,
         "training": jobs.training_spec(vars(config)),
         "seed": seed,
@@ -39,7 +48,7 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     }
     if padding_side(teacher.model) == "left":  # batches padded on the left since 2026-11-24 (XLNet): a new result
         material["padding_side"] = "left"
-    job = common.job("teacher", material)
+    job = model_store.job("teacher", material)
     train = partial(
         _fine_tune,
         tokenized=tokenized,
@@ -52,7 +61,7 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
         job=job,
         data_source=data_source or {},
     )
-    return common.run_model_job(
+    return run_model_job(
         job,
         train,
         tracking,
@@ -84,7 +93,7 @@ def _fine_tune(
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``), recorded on the job's ``run``."""
     tokenizer = load_tokenizer(teacher.model)
     model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
-    settings = common.training_config(
+    settings = training_config(
         teacher.training, runtime, seed, spec.name, checkpoint_dir, n_train=len(tokenized["train"])
     )
     key = job.key
@@ -93,11 +102,11 @@ def _fine_tune(
     result = fit(
         SupervisedObjective(model),
         tokenized["train"],
-        tokenized[common.evaluation_split(tokenized)],
+        tokenized[evaluation_split(tokenized)],
         settings,
-        collator=common.collator_for(tokenizer),
-        evaluate_fn=common.evaluate_fn(spec.name),
-        log_fn=common.step_logger(run),
+        collator=collator_for(tokenizer),
+        evaluate_fn=evaluate_fn(spec.name),
+        log_fn=step_logger(run),
         description=f"teacher {spec.name}",
     )
     return ModelBundle(
