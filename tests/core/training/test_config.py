@@ -88,6 +88,20 @@ def test_every_field_comes_from_the_schema_or_is_a_run_setting():
     ) - {"recompute"}
 
 
+def test_runtime_fields_default_to_the_schemas_runtime_defaults():
+    """One list of defaults: a runtime key left out means Runtime's default, except group_by_length
+    (False here, True in Runtime) whose dataclass default job keys have always taken."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(TrainingConfig)}
+    differ = {
+        name: (defaults[name], field.default)
+        for name, field in Runtime.model_fields.items()
+        if name in defaults and field.default is not None and defaults[name] != field.default
+    }
+    assert differ == {"group_by_length": (False, True)}
+
+
 def test_runtime_settings_win_over_the_training_block():
     config = TrainingConfig.from_schema(
         {"eval_batch_size": 8, "log_every_steps": 5},

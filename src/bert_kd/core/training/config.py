@@ -13,6 +13,11 @@ from bert_kd.config.schema import MAX_SEED, Runtime, Training, typed
 from bert_kd.core.training.precision import resolve_precision, training_device
 
 
+def _runtime_default(name: str):
+    """The schema's default for a ``runtime`` key (:class:`bert_kd.config.schema.Runtime`)."""
+    return Runtime.model_fields[name].default
+
+
 @dataclass
 class TrainingConfig:
     """Engineering settings of a run (no maths here)."""
@@ -26,26 +31,27 @@ class TrainingConfig:
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
     seed: int = 42
-    mixed_precision: str = (
-        "auto"  # "auto": bf16 on a CUDA device with bf16, fp32 elsewhere (resolve_precision); "no", "bf16", "fp16"
-    )
-    group_by_length: bool = False  # batches of similar length (LengthGroupedBatchSampler); the project default is runtime.group_by_length: docs/decisions.md
-    teacher_mixed_precision: str = "same"  # teachers' forwards: "same" as the student, or "auto"/"no"/"bf16"/"fp16"
+    # the runtime settings take their defaults from the schema's Runtime block (one list of defaults)
+    mixed_precision: str = _runtime_default("mixed_precision")  # "auto": bf16 on a CUDA device with bf16, else fp32
+    # Not the schema's default (True): job keys take this field's value, and a runtime block or a flat dict
+    # that leaves group_by_length out has always meant random batches; reading Runtime's default here
+    # would change those jobs' keys. The project default is conf's runtime.group_by_length: docs/decisions.md
+    group_by_length: bool = False
+    teacher_mixed_precision: str = _runtime_default("teacher_mixed_precision")  # "same" as the student's
     gradient_accumulation_steps: int = 1
     max_steps: int | None = None
     log_every_steps: int = 10
     checkpoint_dir: str | None = None
-    checkpoint_every_steps: int = 0  # 0 = at the end of each epoch only
-    keep_checkpoint: bool = False  # keep the last checkpoint once training has finished
+    checkpoint_every_steps: int = _runtime_default("checkpoint_every_steps")  # 0 = at the end of each epoch only
+    keep_checkpoint: bool = _runtime_default("keep_checkpoint")  # keep the last checkpoint once training has finished
     select_metric: str | None = None  # key of the evaluate_fn result; None = keep the last epoch
     greater_is_better: bool = True
-    progress_bar: bool = True
-    cpu: bool = False
-    tf32: bool = True  # TF32 matmuls for fp32 work on CUDA (no effect on a CPU)
-    compile: bool | str = False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
-    fused_optimizer: bool | str = (
-        "auto"  # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
-    )
+    progress_bar: bool = _runtime_default("progress_bar")
+    cpu: bool = _runtime_default("cpu")
+    tf32: bool = _runtime_default("tf32")  # TF32 matmuls for fp32 work on CUDA (no effect on a CPU)
+    compile: bool | str = _runtime_default("compile")  # torch.compile the trained model: true = inductor, or a backend
+    # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
+    fused_optimizer: bool | str = _runtime_default("fused_optimizer")
 
     @classmethod
     def from_schema(
