@@ -35,7 +35,7 @@ def names_imported_from_the_package() -> set[str]:
 
 def test_every_name_the_project_imports_from_the_package_is_there():
     used = names_imported_from_the_package()
-    assert {"RunLogger", "tracked_run", "reopen_run", "name_parent_run"} <= used  # the scan sees them
+    assert {"RunLogger", "tracked_run", "name_parent_run"} <= used  # the scan sees them
     submodules = {name for name in used if importlib.util.find_spec(f"bert_kd.tracking.{name}") is not None}
     assert submodules <= {
         "distill",

@@ -195,35 +195,6 @@ def tracking_enabled(tracking: Block[Tracking] | None) -> bool:
     return typed(Tracking, tracking, "tracking").enabled
 
 
-def reopen_run(run_id: str | None, tracking: Block[Tracking] | None):
-    """Re-enter a finished training run to add evaluation results to it (or a no-op logger)."""
-    if not run_id or not tracking_enabled(tracking) or not is_main_process():
-        return contextlib.nullcontext(RunLogger(False))
-
-    @contextlib.contextmanager
-    def reopened():
-        import mlflow
-        from mlflow.exceptions import MlflowException
-
-        try:
-            mlflow.MlflowClient().get_run(run_id)
-        except MlflowException:
-            log.warning(
-                "MLflow run %s of this stored model is not in the tracking store %s: not logging to it",
-                run_id,
-                mlflow.get_tracking_uri(),
-            )
-            yield RunLogger(False)
-            return
-        nested = mlflow.active_run() is not None
-        with mlflow.start_run(run_id=run_id, nested=nested):
-            logger = RunLogger(True)
-            logger.run_id = run_id
-            yield logger
-
-    return reopened()
-
-
 def log_to_active_run(texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
     """Attach texts and figures to the run kedro-mlflow opened for this ``kedro run``, if any."""
     try:
