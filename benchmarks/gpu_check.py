@@ -338,6 +338,32 @@ def trial_hours(examples: int, epochs: float, examples_per_s: float) -> float:
     return examples * epochs / examples_per_s / 3600.0
 
 
+def train_rows(task: str, table_settings: Mapping, train_sizes: Mapping[str, int] = GLUE_TRAIN_SIZES) -> int:
+    """Training rows of ``task`` in a table: its ``data.<task>.max_train_samples``, else the whole set."""
+    sizes = table_settings.get("data") or {}
+    return int((sizes.get(task) or {}).get("max_train_samples") or train_sizes[task])
+
+
+def sweep_tables(only: str | None = None) -> dict[str, tuple[dict, list]]:
+    """Every table of ``conf/base/parameters_reproduce.yml`` (or ``only`` that one): its settings (the
+    definition and the sweep's own) and its trials."""
+    import yaml
+
+    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
+
+    params: dict = {}
+    for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):
+        params.update(yaml.safe_load(path.read_text()) or {})
+    recipes = {namespace: params.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
+    reproduce = params["reproduce"]
+    tables = {}
+    for table, definition in reproduce["tables"].items():
+        if only in (None, table):
+            sweep = build_sweep({**reproduce, "table": table}, recipes)
+            tables[table] = ({**definition, **sweep.settings}, sweep.trials())
+    return tables
+
+
 def estimate_table(
     trials: Iterable,
     table_settings: Mapping,
@@ -352,20 +378,14 @@ def estimate_table(
     (pair, work) to examples/s."""
     pair = pair_for(table_settings, pairs)
     student_hours, tasks, n_trials = 0.0, set(), 0
-    sizes = table_settings.get("data") or {}
     for trial in trials:
         n_trials += 1
         tasks.add(trial.task)
-        examples = int((sizes.get(trial.task) or {}).get("max_train_samples") or train_sizes[trial.task])
         epochs = float(trial.training.get("epochs", default_epochs))
         work = "cached_distill" if trial.recipe.get("method") in CACHED_METHODS else "live_distill"
-        student_hours += trial_hours(examples, epochs, rates[(pair, work)])
+        student_hours += trial_hours(train_rows(trial.task, table_settings, train_sizes), epochs, rates[(pair, work)])
     teacher_hours = sum(
-        trial_hours(
-            int((sizes.get(t) or {}).get("max_train_samples") or train_sizes[t]),
-            teacher_epochs,
-            rates[(pair, "teacher_finetune")],
-        )
+        trial_hours(train_rows(t, table_settings, train_sizes), teacher_epochs, rates[(pair, "teacher_finetune")])
         for t in tasks
     )
     return {
@@ -379,22 +399,10 @@ def estimate_table(
 
 def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str) -> dict[str, dict]:
     """:func:`estimate_table` for every table of ``conf/base/parameters_reproduce.yml``."""
-    import yaml
-
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
-
-    params: dict = {}
-    for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):
-        params.update(yaml.safe_load(path.read_text()) or {})
-    recipes = {namespace: params.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
-    reproduce = params["reproduce"]
     rates = {(t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision}
-    estimates = {}
-    for table, definition in reproduce["tables"].items():
-        sweep = build_sweep({**reproduce, "table": table}, recipes)
-        trials = sweep.trials()
-        estimates[table] = estimate_table(trials, {**definition, **sweep.settings}, rates, pairs)
-    return estimates
+    return {
+        table: estimate_table(trials, settings, rates, pairs) for table, (settings, trials) in sweep_tables().items()
+    }
 
 
 # --------------------------------------------------------------------------- sweep throughput
@@ -453,24 +461,10 @@ def sweep_throughput(workers: Iterable[int], seconds: float, tiny: bool) -> list
     return rows
 
 
-def examples_per_trial(table: str) -> float:
+def examples_per_trial(table: str, default_epochs: float = 3.0) -> float:
     """Mean student examples (rows × epochs) per trial of ``table`` in ``conf/base/parameters_reproduce.yml``."""
-    import yaml
-
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
-
-    params: dict = {}
-    for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):
-        params.update(yaml.safe_load(path.read_text()) or {})
-    recipes = {namespace: params.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
-    reproduce = params["reproduce"]
-    sweep = build_sweep({**reproduce, "table": table}, recipes)
-    sizes = {**(reproduce["tables"][table].get("data") or {}), **(sweep.settings.get("data") or {})}
-    totals = [
-        int((sizes.get(t.task) or {}).get("max_train_samples") or GLUE_TRAIN_SIZES[t.task])
-        * float(t.training.get("epochs", 3.0))
-        for t in sweep.trials()
-    ]
+    settings, trials = sweep_tables(only=table)[table]
+    totals = [train_rows(t.task, settings) * float(t.training.get("epochs", default_epochs)) for t in trials]
     return sum(totals) / len(totals)
 
 
