@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from bert_kd.core.training import make_loader
+from bert_kd.core.training import make_loader, module_device
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def log_gradient_shares(
     loaded = first_batches(dataset, batch_size, collator, batches)
     if not loaded:
         return []
-    device = next(objective.model.parameters()).device
+    device = module_device(objective.model)
     loaded = [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in loaded]
     measured = measure_recipe_shares(objective, loaded, seed=seed)
     run.log_params({"grad_share.batches": len(loaded), "grad_share.batch_size": batch_size})

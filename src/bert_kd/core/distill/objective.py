@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from bert_kd.core.distill.outputs import Features, forward_features
 from bert_kd.core.models import attention_implementation
-from bert_kd.core.training import Collator, Objective, make_loader
+from bert_kd.core.training import Collator, Objective, make_loader, module_device
 
 
 @dataclass
@@ -61,7 +61,7 @@ def build_teacher_cache(
     was_training = teacher.training
     teacher.eval()
     loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
-    device = next(teacher.parameters()).device
+    device = module_device(teacher)
     logits, cls, idx = [], [], []
     for batch in tqdm(loader, desc="teacher cache", disable=not progress, leave=False):
         batch = {k: v.to(device) for k, v in batch.items()}
@@ -310,7 +310,7 @@ def collect_diagnostics(objective: DistillationObjective, loader) -> dict:
         return {}
     was_training = objective.training
     objective.eval()
-    device = next(objective.model.parameters()).device
+    device = module_device(objective.model)
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
         student = objective.student_features(batch)

@@ -22,6 +22,7 @@ from bert_kd.core.training import (
     TrainingConfig,
     fit,
     make_loader,
+    module_device,
     seed_everything,
 )
 
@@ -62,7 +63,7 @@ def evaluate_filters(
     task-predictive each filtered layer is. Models are evaluated in eval mode; their modes
     are restored afterwards."""
     filters.check_model(model)
-    device = next(model.parameters()).device
+    device = module_device(model)
     filters.to(device)
     modes = (model.training, filters.training)
     model.eval()

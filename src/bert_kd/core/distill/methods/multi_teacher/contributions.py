@@ -28,7 +28,7 @@ from torch import Tensor  # noqa: E402
 from bert_kd.core.distill import losses  # noqa: E402
 from bert_kd.core.distill.methods.base import Method  # noqa: E402
 from bert_kd.core.distill.outputs import Features  # noqa: E402
-from bert_kd.core.training import task_loss  # noqa: E402
+from bert_kd.core.training import module_device, task_loss  # noqa: E402
 
 #: The MT terms in plotting order (``ce`` is the student's own task loss, not a teacher's).
 TERMS = ("ce", "pred", "hidden", "attn", "emb")
@@ -90,7 +90,7 @@ def dev_contributions(objective, loader) -> dict:
         raise TypeError(f"per-teacher/group contributions need method 'multi_teacher', got {method.name!r}")
     was_training = objective.training
     objective.eval()
-    device = next(objective.model.parameters()).device
+    device = module_device(objective.model)
     sums: dict[tuple, float] = defaultdict(float)
     count = 0
     try:
