@@ -8,14 +8,16 @@ and times, in fp32 and bf16 (autocast, where the device has it):
 - ALP distillation steps with a live teacher (the teacher's forward with all hidden states),
 - distillation steps with a cached teacher (logits and [CLS] states looked up, KD + CE),
 
-printing examples/s, peak memory, the achieved TFLOP/s (:func:`step_flops`) and its share of the
+printing examples/s (of a step timed alone, and of steps run back to back as the training loop runs
+them), peak memory, the achieved TFLOP/s (:func:`step_flops`) and its share of the
 device's dense peak for that precision (:data:`DENSE_PEAK_TFLOPS`; "unknown" for other devices, a CPU
-included); checks that fused and per-tensor AdamW (``fused_optimizer``)
+included); with ``--compile BACKEND …``, the same for teacher fine-tuning and live ALP of BERT-base
+12→4 with the trained model compiled as ``runtime.compile: BACKEND`` compiles it; checks that fused and per-tensor AdamW (``fused_optimizer``)
 train the same ALP student to float rounding on this device; then estimates the GPU-hours of every table of
 ``conf/base/parameters_reproduce.yml`` (trials from the sweep definitions, GLUE training-set
 sizes, each trial's epochs) from those rates. ``--tiny`` runs tiny shapes on the CPU (CI).
 
-    PYTHONPATH=src python benchmarks/gpu_check.py [--tiny] [--json out.json]
+    PYTHONPATH=src python benchmarks/gpu_check.py [--tiny] [--compile inductor cudagraphs] [--json out.json]
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class Timing:
     peak_memory_GiB: float | None  # None on CPU
     tflops: float = 0.0  # achieved: step_flops per example × examples/s
     share_of_peak: float | None = None  # of the device's dense peak for this precision; None = unknown
+    compile: str | None = None  # the torch.compile backend of the trained model (runtime.compile); None = eager
+    pipelined_examples_per_s: float | None = None  # steps back to back, one sync at the end (as the loop runs)
+    first_step_s: float | None = None  # the first step's seconds (with compile: the compilation)
 
 
 #: Dense (no structured sparsity) tensor-core peaks in TFLOP/s from the vendors' data sheets, per
@@ -199,31 +204,51 @@ def objectives(teacher, student, shape: Shape, batch_size: int, device: torch.de
 
 
 def time_steps(
-    objective, batch: dict, device: torch.device, precision: str, steps: int, warmup: int = 2
-) -> tuple[float, float | None]:
-    """Seconds per training step (median) and peak memory (GiB, CUDA only) of ``objective``."""
-    step = make_step(objective, device, precision)
+    objective,
+    batch: dict,
+    device: torch.device,
+    precision: str,
+    steps: int,
+    compile: str | None = None,
+    warmup: int = 2,
+) -> dict:
+    """One ``objective``'s step timings: the median seconds of a step timed alone (a device sync before
+    and after), the seconds per step of ``steps`` steps run back to back with one sync at the end (the
+    host queues the next step while the device computes, as in the training loop), the first step's
+    seconds (a compiled model compiles there) and the peak memory (GiB, CUDA only)."""
+    step = make_step(objective, device, precision, compile)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     seconds = []
-    for index in range(warmup + steps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+    for _ in range(warmup + steps):
+        sync()
         start = time.perf_counter()
         step(batch)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if index >= warmup:
-            seconds.append(time.perf_counter() - start)
+        sync()
+        seconds.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step(batch)
+    sync()
+    pipelined = (time.perf_counter() - start) / steps
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-    return statistics.median(seconds), peak
+    return {"median": statistics.median(seconds[warmup:]), "pipelined": pipelined, "first": seconds[0], "peak": peak}
 
 
-def make_step(objective, device: torch.device, precision: str):
-    """One training step of ``objective`` (forward under autocast for bf16, backward, clipping, fused AdamW)."""
+def make_step(objective, device: torch.device, precision: str, compile: str | None = None):
+    """One training step of ``objective`` (forward under autocast for bf16, backward, clipping, fused
+    AdamW); with ``compile``, its trained model compiled as ``runtime.compile`` does in the loop."""
     from bert_kd.core.training import TrainingConfig, make_optimizer
+    from bert_kd.core.training.precision import compile_model
 
     objective = objective.to(device).train()
+    if compile:
+        compile_model(objective.model, compile)
     optimizer = make_optimizer(objective, TrainingConfig(), device)
     trained = [p for p in objective.parameters() if p.requires_grad]
 
@@ -252,38 +277,97 @@ def share_text(share: float | None) -> str:
     return "unknown" if share is None else f"{100 * share:.1f}%"
 
 
-def measure(pairs: Mapping, device: torch.device, batch_size: int, steps: int) -> list[Timing]:
-    from bert_kd.core.training.precision import set_tf32
+TABLE_HEADER = (
+    "| pair | work | precision | compile | examples/s | pipelined examples/s | TFLOP/s | share of dense peak "
+    "| first step s | peak memory GiB |\n|---|---|---|---|---|---|---|---|---|---|"
+)
 
-    timings = []
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+def timing_of(
+    name: str, work: str, precision: str, pair: tuple, measured: Mapping, batch_size: int, device_name: str, compile
+) -> Timing:
+    """A :class:`Timing` from :func:`time_steps`' numbers (rates from the median step; TFLOP/s from the rate)."""
+    shape, student_layers, length = pair
+    rate = batch_size / measured["median"]
+    tflops = rate * step_flops(work, shape, student_layers, length) / 1e12
+    top = peak_tflops(device_name, precision)
+    return Timing(
+        name,
+        work,
+        precision,
+        rate,
+        measured["peak"],
+        tflops,
+        tflops / top if top else None,
+        compile,
+        batch_size / measured["pipelined"],
+        measured["first"],
+    )
+
+
+def print_timing(t: Timing) -> None:
+    memory = f"{t.peak_memory_GiB:.2f}" if t.peak_memory_GiB is not None else "–"
     print(
-        "| pair | work | precision | examples/s | TFLOP/s | share of dense peak | peak memory GiB |\n"
-        "|---|---|---|---|---|---|---|",
+        f"| {t.pair} | {t.work} | {t.precision} | {t.compile or 'no'} | {t.examples_per_s:.1f} | "
+        f"{t.pipelined_examples_per_s:.1f} | {t.tflops:.3g} | {share_text(t.share_of_peak)} | {t.first_step_s:.2f} | "
+        f"{memory} |",
         flush=True,
     )
-    for name, (shape, student_layers, length) in pairs.items():
+
+
+def measure(
+    pairs: Mapping,
+    device: torch.device,
+    batch_size: int,
+    steps: int,
+    compile_backends: Iterable[str] = (),
+    failures: list | None = None,
+) -> list[Timing]:
+    """Every work of every pair in every precision, eager; then, for each of ``compile_backends``, teacher
+    fine-tuning and live ALP of the first pair in the precision of the estimates, compiled (a backend that
+    fails prints its error in the table and is left out; ``failures`` collects those errors)."""
+    from bert_kd.core.training.precision import set_tf32
+
+    timings, failures = [], failures if failures is not None else []
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(TABLE_HEADER, flush=True)
+    for name, pair in pairs.items():
+        shape, student_layers, length = pair
         teacher, student = build_pair(shape, student_layers, device)
         batch = random_batch(shape, batch_size, length, device)
-        for precision in precisions(device):
+        runs = [(precision, None, None) for precision in precisions(device)]
+        if name == next(iter(pairs)):
+            compiled_works = ("teacher_finetune", "live_distill")
+            runs += [(estimate_precision(device), backend, compiled_works) for backend in compile_backends]
+        for precision, backend, works in runs:
             if device.type == "cuda":
                 set_tf32(precision == "tf32")  # bf16 rows: autocast; their fp32 leftovers without TF32
             for work, make in objectives(teacher, student, shape, batch_size, device).items():
-                seconds, peak = time_steps(make(), batch, device, precision, steps)
-                rate = batch_size / seconds
-                tflops = rate * step_flops(work, shape, student_layers, length) / 1e12
-                top = peak_tflops(device_name, precision)
-                timing = Timing(name, work, precision, rate, peak, tflops, tflops / top if top else None)
+                if works is not None and work not in works:
+                    continue
+                try:
+                    measured = time_steps(make(), batch, device, precision, steps, backend)
+                except Exception as error:  # a backend this machine cannot compile: its row says so, the rest runs
+                    if not backend:
+                        raise
+                    message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:160]
+                    print(f"| {name} | {work} | {precision} | {backend} | failed: {message} |", flush=True)
+                    failures.append({"pair": name, "work": work, "compile": backend, "error": message})
+                    continue
+                timing = timing_of(name, work, precision, pair, measured, batch_size, device_name, backend)
                 timings.append(timing)
-                print(
-                    f"| {name} | {work} | {precision} | {rate:.1f} | {tflops:.3g} | {share_text(timing.share_of_peak)} | "
-                    + (f"{peak:.2f} |" if peak is not None else "– |"),
-                    flush=True,
-                )
+                print_timing(timing)
+            if backend:
+                torch._dynamo.reset()  # the next backend compiles afresh
         del teacher, student
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return timings
+
+
+def estimate_precision(device: torch.device) -> str:
+    """The precision the GPU-hour estimates use: bf16 where the device has it, else its first."""
+    return "bf16" if "bf16" in precisions(device) else precisions(device)[0]
 
 
 def fused_adamw_agreement(pairs: Mapping, device: torch.device, batch_size: int, steps: int = 5) -> dict:
@@ -397,9 +481,16 @@ def estimate_table(
     }
 
 
-def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str) -> dict[str, dict]:
-    """:func:`estimate_table` for every table of ``conf/base/parameters_reproduce.yml``."""
-    rates = {(t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision}
+def estimate_paper_tables(
+    timings: list[Timing], pairs: Mapping, precision: str, compile: str | None = None
+) -> dict[str, dict]:
+    """:func:`estimate_table` for every table of ``conf/base/parameters_reproduce.yml`` at the eager rates
+    of ``precision``; with ``compile``, that backend's rates wherever they were measured."""
+    rates = {(t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision and t.compile is None}
+    if compile:
+        rates |= {
+            (t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision and t.compile == compile
+        }
     return {
         table: estimate_table(trials, settings, rates, pairs) for table, (settings, trials) in sweep_tables().items()
     }
@@ -407,7 +498,9 @@ def estimate_paper_tables(timings: list[Timing], pairs: Mapping, precision: str)
 
 # --------------------------------------------------------------------------- sweep throughput
 
-#: The sweep's student shape (the CPU protocol tables: MiniLM-L6 → 2 layers, length 64) and its table.
+#: The sweep's student shapes and the table each stands for: the CPU protocol's (MiniLM-L6 → 2 layers,
+#: length 64) and ALP-KD Table 1's (BERT-base → 4 layers, length 128).
+SWEEP_TABLES = {"minilm-l6 6→2": "cpu_protocol_v2", "bert-base 12→4": "alp_kd_table1"}
 SWEEP_PAIR, SWEEP_TABLE = "minilm-l6 6→2", "cpu_protocol_v2"
 
 
@@ -436,15 +529,16 @@ def sweep_worker(pair: str, seconds: float, ready_dir: Path, index: int, count: 
     return {"examples": done, "seconds": time.perf_counter() - start}
 
 
-def sweep_throughput(workers: Iterable[int], seconds: float, tiny: bool) -> list[dict]:
-    """Student examples/s of 1, 2, 4 … concurrent sweep workers sharing this device (one process each,
-    as ``scripts/sweep.sh`` starts them), and the trials per hour of :data:`SWEEP_TABLE` that gives."""
+def sweep_throughput(workers: Iterable[int], seconds: float, tiny: bool, pair: str = SWEEP_PAIR) -> list[dict]:
+    """Student examples/s of 1, 2, 4 … concurrent sweep workers training ``pair``'s ALP students on this
+    device (one process each, as ``scripts/sweep.sh`` starts them), the speed-up over one worker, and the
+    trials per hour of the pair's table (:data:`SWEEP_TABLES`) that gives."""
     import subprocess
     import sys
     import tempfile
 
-    pair = next(iter(TINY_PAIRS)) if tiny else SWEEP_PAIR
-    per_trial = examples_per_trial(SWEEP_TABLE)
+    table = SWEEP_TABLES.get(pair, SWEEP_TABLE)
+    per_trial = examples_per_trial(table)
     rows = []
     for count in workers:
         with tempfile.TemporaryDirectory() as ready:
@@ -457,8 +551,23 @@ def sweep_throughput(workers: Iterable[int], seconds: float, tiny: bool) -> list
         if any(p.returncode for p in processes):
             raise RuntimeError(f"a sweep worker failed ({count} workers): see its traceback above")
         rate = sum(r["examples"] / r["seconds"] for r in results)
-        rows.append({"workers": count, "examples_per_s": rate, "trials_per_hour": 3600 * rate / per_trial})
+        rows.append(
+            {
+                "pair": pair,
+                "table": table,
+                "workers": count,
+                "examples_per_s": rate,
+                "speedup": rate / rows[0]["examples_per_s"] if rows else 1.0,
+                "trials_per_hour": 3600 * rate / per_trial,
+            }
+        )
     return rows
+
+
+def hours_with_workers(estimate: Mapping, speedup: float) -> float:
+    """A table's GPU-hours when its students train ``speedup`` times faster together (several sweep workers
+    sharing each GPU); the one teacher fine-tuning per task keeps its hours."""
+    return estimate["teacher_hours"] + estimate["student_hours"] / speedup
 
 
 def examples_per_trial(table: str, default_epochs: float = 3.0) -> float:
@@ -481,6 +590,20 @@ def main(argv=None) -> dict:
         "--workers", type=int, nargs="*", help="sweep workers sharing the device (default 1 2 4 on a GPU, 1 2 tiny)"
     )
     parser.add_argument("--worker-seconds", type=float, default=15.0, help="timed seconds per sweep-worker count")
+    parser.add_argument(
+        "--compile",
+        nargs="*",
+        default=[],
+        metavar="BACKEND",
+        help="also time teacher fine-tuning and live ALP of the first pair compiled with each torch.compile "
+        "backend (runtime.compile: inductor, cudagraphs, aot_eager …), and estimate the tables at those rates",
+    )
+    parser.add_argument(
+        "--sweep-pairs",
+        nargs="*",
+        choices=list(SWEEP_TABLES),
+        help=f"student shapes of the sweep-throughput check (default: {' and '.join(SWEEP_TABLES)}; tiny: the tiny pair)",
+    )
     parser.add_argument("--sweep-worker", nargs=5, help=argparse.SUPPRESS)  # PAIR SECONDS READY_DIR COUNT INDEX
     args = parser.parse_args(argv)
     if args.sweep_worker:
@@ -492,10 +615,17 @@ def main(argv=None) -> dict:
     batch_size, steps = (4, 2) if args.tiny else (args.batch_size, args.steps)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {name}; batch {batch_size}; {steps} timed steps after 2 warm-up steps")
-    timings = measure(pairs, device, batch_size, steps)
+    compile_failures: list[dict] = []
+    timings = measure(pairs, device, batch_size, steps, args.compile, compile_failures)
     agreement = fused_adamw_agreement(pairs, device, batch_size)
-    precision = "bf16" if "bf16" in precisions(device) else precisions(device)[0]
+    precision = estimate_precision(device)
     estimates = estimate_paper_tables(timings, pairs, precision)
+    failed = {f["compile"] for f in compile_failures}
+    compiled_estimates = {
+        backend: estimate_paper_tables(timings, pairs, precision, backend)
+        for backend in args.compile
+        if backend not in failed
+    }
     print(
         f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if args.tiny else ''}):"
     )
@@ -505,15 +635,35 @@ def main(argv=None) -> dict:
             f"| {table} | {e['pair']} | {e['trials']} | {e['teacher_hours']:.1f} | {e['student_hours']:.1f} | "
             f"{e['total_hours']:.1f} |"
         )
-    workers = args.workers if args.workers is not None else ([1, 2] if args.tiny else [1, 2, 4])
-    sweep = sweep_throughput(workers, 1.0 if args.tiny else args.worker_seconds, args.tiny) if workers else []
-    if sweep:
+    if compiled_estimates:
+        backends = list(compiled_estimates)
         print(
-            f"\nSweep throughput on one {name} ({SWEEP_PAIR if not args.tiny else 'tiny'} ALP students, live teacher; "
-            f"trials of {SWEEP_TABLE}):\n| workers | student examples/s | trials/hour |\n|---|---|---|"
+            f"\nGPU-hours per paper table with the trained model compiled ({precision}; teacher fine-tuning and "
+            f"live ALP at {next(iter(pairs))}'s compiled rates, other work eager):"
         )
-        for row in sweep:
-            print(f"| {row['workers']} | {row['examples_per_s']:.0f} | {row['trials_per_hour']:.1f} |")
+        print("| table | eager h | " + " | ".join(f"{b} h" for b in backends) + " |")
+        print("|---|---|" + "---|" * len(backends))
+        for table, e in estimates.items():
+            cells = " | ".join(f"{compiled_estimates[b][table]['total_hours']:.1f}" for b in backends)
+            print(f"| {table} | {e['total_hours']:.1f} | {cells} |")
+    workers = args.workers if args.workers is not None else ([1, 2] if args.tiny else [1, 2, 4])
+    sweep_pairs = [next(iter(TINY_PAIRS))] if args.tiny else (args.sweep_pairs or list(SWEEP_TABLES))
+    sweep = []
+    for pair in sweep_pairs if workers else []:
+        rows = sweep_throughput(workers, 1.0 if args.tiny else args.worker_seconds, args.tiny, pair)
+        sweep += rows
+        table = rows[0]["table"]
+        print(
+            f"\nSweep throughput on one {name} ({pair} ALP students, live teacher; trials of {table}):\n"
+            f"| workers | student examples/s | vs one worker | trials/hour | {table} GPU-hours ({precision}) |\n"
+            "|---|---|---|---|---|"
+        )
+        for row in rows:
+            hours = hours_with_workers(estimates[table], row["speedup"])
+            print(
+                f"| {row['workers']} | {row['examples_per_s']:.0f} | {row['speedup']:.2f}× | "
+                f"{row['trials_per_hour']:.1f} | {hours:.1f} |"
+            )
     report = {
         "device": name,
         "sweep_throughput": sweep,
@@ -522,6 +672,8 @@ def main(argv=None) -> dict:
         "timings": [asdict(t) for t in timings],
         "fused_adamw_agreement": agreement,
         "estimates": estimates,
+        "compiled_estimates": compiled_estimates,
+        "compile_failures": compile_failures,
     }
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

@@ -16,6 +16,7 @@
 # TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
 # run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes;
 # GPU_RUN_SKIP: step names not to run this time (space-separated), e.g. after a partial run.
+# GPU_CHECK_COMPILE: the torch.compile backends gpu_check also times (default "inductor cudagraphs"; empty: none).
 set -euo pipefail
 usage="usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
@@ -96,7 +97,8 @@ if $dry_run; then
   baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
 else
   sweep="$sweep,reproduce.tasks=mrpc"
-  check_args=(--worker-seconds 10)
+  read -r -a compile_backends <<< "${GPU_CHECK_COMPILE-inductor cudagraphs}"
+  check_args=(--worker-seconds 10 --compile "${compile_backends[@]}")
 fi
 baselines_extra=${baselines_extra:-}
 sweep="$sweep,glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"

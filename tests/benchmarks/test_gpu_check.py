@@ -31,8 +31,10 @@ def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check,
     printed = capsys.readouterr().out
     assert "| share of dense peak |" in printed
     rows = [line for line in printed.splitlines() if line.startswith("| tiny 4→2 |")]
-    assert rows and all(line.split("|")[6].strip() == "unknown" for line in rows)  # a CPU has no peak in the table
+    assert rows and all(line.split("|")[8].strip() == "unknown" for line in rows)  # a CPU has no peak in the table
     assert all(t["share_of_peak"] is None and t["tflops"] > 0 for t in report["timings"])
+    assert all(t["compile"] is None and t["pipelined_examples_per_s"] > 0 for t in report["timings"])
+    assert report["compiled_estimates"] == {}  # no --compile: eager rows only
     works = {(t["work"], t["precision"]) for t in report["timings"]}
     assert {w for w, _ in works} == {"teacher_finetune", "live_distill", "cached_distill"}
     assert all(t["examples_per_s"] > 0 for t in report["timings"])
@@ -44,7 +46,14 @@ def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check,
     sweep = report["sweep_throughput"]  # 1 and 2 concurrent worker processes, each timed after a common start
     assert [row["workers"] for row in sweep] == [1, 2]
     assert all(row["examples_per_s"] > 0 and row["trials_per_hour"] > 0 for row in sweep)
-    assert "| workers | student examples/s | trials/hour |" in printed
+    assert sweep[0]["speedup"] == 1.0 and sweep[1]["speedup"] == sweep[1]["examples_per_s"] / sweep[0]["examples_per_s"]
+    assert "| workers | student examples/s | vs one worker | trials/hour | cpu_protocol_v2 GPU-hours (" in printed
+
+
+def test_gpu_hours_with_several_workers_divide_the_students_only(gpu_check):
+    estimate = {"teacher_hours": 2.0, "student_hours": 30.0, "total_hours": 32.0}
+    assert gpu_check.hours_with_workers(estimate, 1.0) == 32.0
+    assert gpu_check.hours_with_workers(estimate, 3.0) == 12.0  # the teacher fine-tuning is not shared out
 
 
 def test_examples_per_trial_of_the_v2_table(gpu_check):
@@ -117,3 +126,49 @@ def test_flops_of_a_bert_base_fine_tuning_step(gpu_check):
     student = forward // 3
     assert gpu_check.step_flops("live_distill", gpu_check.BERT_BASE, 4, 128) == forward + 3 * student
     assert gpu_check.step_flops("cached_distill", gpu_check.BERT_BASE, 4, 128) == 3 * student
+
+
+def timing(gpu_check, work, rate, compile=None, precision="bf16", pair="bert-base 12→4"):
+    return gpu_check.Timing(pair, work, precision, rate, None, compile=compile)
+
+
+def test_compiled_rates_replace_the_eager_ones_they_were_measured_for(gpu_check):
+    eager = [timing(gpu_check, w, r) for w, r in (("teacher_finetune", 100.0), ("live_distill", 200.0))]
+    eager += [timing(gpu_check, "cached_distill", 400.0), timing(gpu_check, "live_distill", 1.0, precision="tf32")]
+    compiled = [timing(gpu_check, w, r, "inductor") for w, r in (("teacher_finetune", 200.0), ("live_distill", 400.0))]
+    pairs = {"bert-base 12→4": gpu_check.PAIRS["bert-base 12→4"]}
+    plain = gpu_check.estimate_paper_tables(eager + compiled, pairs, "bf16")
+    faster = gpu_check.estimate_paper_tables(eager + compiled, pairs, "bf16", "inductor")
+    assert plain == gpu_check.estimate_paper_tables(
+        eager, pairs, "bf16"
+    )  # compiled rows stay out of the eager estimate
+    # ALP-KD Table 1 trains ALP students (live: twice as fast) and NKD/RKD ones (cached: eager rate kept)
+    settings, trials = gpu_check.sweep_tables("alp_kd_table1")["alp_kd_table1"]
+    rates = {("bert-base 12→4", w): r for w, r in (("teacher_finetune", 200.0), ("live_distill", 400.0))}
+    expected = gpu_check.estimate_table(trials, settings, {**rates, ("bert-base 12→4", "cached_distill"): 400.0}, pairs)
+    assert faster["alp_kd_table1"] == expected
+    assert plain["alp_kd_table1"]["total_hours"] / 2 < expected["total_hours"] < plain["alp_kd_table1"]["total_hours"]
+    assert faster["cpu_protocol"]["teacher_hours"] == pytest.approx(plain["cpu_protocol"]["teacher_hours"] / 2)
+
+
+def test_compile_compiles_the_trained_model_as_the_loop_does(gpu_check):
+    import torch
+
+    teacher, student = gpu_check.build_pair(gpu_check.TINY, 2, torch.device("cpu"))
+    objective = gpu_check.objectives(teacher, student, gpu_check.TINY, 4, torch.device("cpu"))["live_distill"]()
+    gpu_check.make_step(objective, torch.device("cpu"), "fp32", compile="eager")
+    assert objective.model._compiled_call_impl is not None  # nn.Module.compile in place: state_dict names stay
+    assert not getattr(teacher, "_compiled_call_impl", None)  # the frozen teacher stays eager
+
+
+def test_a_backend_that_fails_prints_its_error_and_the_rest_is_measured(gpu_check, capsys):
+    import torch
+
+    failures = []
+    timings = gpu_check.measure(gpu_check.TINY_PAIRS, torch.device("cpu"), 2, 1, ["no_such_backend"], failures)
+    assert {t.compile for t in timings} == {None} and len(timings) == 3 * len(gpu_check.precisions(torch.device("cpu")))
+    assert [(f["work"], f["compile"]) for f in failures] == [
+        ("teacher_finetune", "no_such_backend"),
+        ("live_distill", "no_such_backend"),
+    ]
+    assert "| no_such_backend | failed: " in capsys.readouterr().out

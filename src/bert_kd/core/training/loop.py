@@ -23,7 +23,7 @@ from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoi
 from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
 from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
-from bert_kd.core.training.precision import compile_backend, set_tf32, uses_tf32
+from bert_kd.core.training.precision import compile_model, set_tf32, uses_tf32
 from bert_kd.core.training.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -407,8 +407,8 @@ def fit(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
     run = _Run(accelerator, objective, optimizer, scheduler, config, total_steps, log_fn, description)
-    if config.compile:  # in place (state_dict names stay); dynamic shapes: lengths vary per batch
-        run.raw.model.compile(dynamic=True, backend=compile_backend(config.compile))
+    if config.compile:
+        compile_model(run.raw.model, config.compile)
     if config.teacher_mixed_precision != "same":
         run.raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
     eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order

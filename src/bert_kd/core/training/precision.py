@@ -63,6 +63,12 @@ def numeric_key_material(settings: Mapping) -> dict:
     return material
 
 
+def compile_model(model, setting) -> None:
+    """``torch.compile`` ``model`` in place with the backend of a ``compile`` setting (state_dict names
+    stay); dynamic shapes, because batch lengths vary (grouped batches are padded to their longest row)."""
+    model.compile(dynamic=True, backend=compile_backend(setting))
+
+
 def compile_backend(setting) -> str | None:
     """The ``torch.compile`` backend of a ``compile`` setting: ``inductor`` for ``true``, the name given,
     ``None`` when off."""
