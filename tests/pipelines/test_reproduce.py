@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import mlflow
+import pytest
 
 from tests.pipelines.conftest import latest_version, mlflow_runs
 
@@ -62,6 +63,38 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     assert "metrics.compare/alp/rte" in runs.columns and "metrics.compare/nkd/Average" in runs.columns
     trials = runs[runs["tags.role"] == "trial"]
     assert len(trials) == 4 and set(trials["tags.mlflow.parentRunId"]) == {parent["run_id"]}
+
+
+def test_a_trial_that_fails_fails_the_run_after_its_partial_table_is_reported(run_pipeline, monkeypatch):
+    """NKD's trials raise: ALP's still train, the partial table reaches the parent run's description,
+    and the ``kedro run`` ends with the sweep's error (a dash in a table of a run that exited 0 hid it)."""
+    from bert_kd.experiment.sweep.scheduler import SweepTrialsFailedError
+    from bert_kd.experiment.sweep.trial import TrialRunner
+
+    trained = TrialRunner.__call__
+
+    def nkd_fails(self, spec):
+        if spec.recipe.get("method") == "nkd":
+            raise RuntimeError("NKD broke")
+        return trained(self, spec)
+
+    monkeypatch.setattr(TrialRunner, "__call__", nkd_fails)
+    params = {
+        "reproduce": {
+            "table": "tiny",
+            "tables": {"tiny": TINY_TABLE},
+            "grid": "training.learning_rate=1e-4",
+            "seeds": "1",
+            "storage": "sqlite:///data/09_sweeps/optuna.db",
+        },
+        "tracking": {"enabled": True, "log_models": False},
+    }
+    with pytest.raises(SweepTrialsFailedError, match=r"1 of 2 trials failed in this worker: .*RuntimeError: NKD broke"):
+        run_pipeline("reproduce", **params)
+    runs = mlflow_runs(mlflow.get_tracking_uri())
+    parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
+    assert parent["status"] == "FAILED" and "| NKD | –" in parent["tags.mlflow.note.content"]
+    assert len(runs[runs["tags.role"] == "trial"]) == 1  # ALP's trial trained and was tracked
 
 
 def test_evaluate_pipeline_on_a_model_directory(run_pipeline, tiny_teacher_dir):

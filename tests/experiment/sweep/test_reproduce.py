@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import pytest
+
 from bert_kd.experiment.sweep.reproduce import reproduce, table_name
+from bert_kd.experiment.sweep.scheduler import SweepTrialsFailedError
 from bert_kd.experiment.sweep.spec import build_sweep
 from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
@@ -59,8 +62,43 @@ def test_table_name_says_the_restriction_and_the_data_changes():
 
 def test_unwired_runner_says_what_to_pass(tmp_path):
     params = {**tiny_reproduce(seeds="1", methods="nkd", tasks="rte"), "storage": f"sqlite:///{tmp_path}/o.db"}
-    report, _ = reproduce(params, RECIPES, output_dir=tmp_path)  # failures are recorded, the table shows "–"
-    assert report.wide.loc["NKD", "RTE"] == "–"
+    with pytest.raises(SweepTrialsFailedError) as failed:  # the partial table is written, then the run fails
+        reproduce(params, RECIPES, output_dir=tmp_path)
+    assert failed.value.report.wide.loc["NKD", "RTE"] == "–"
+    assert "pass run_trial=" in failed.value.what and failed.value.paths["md"].exists()
+
+
+def test_trials_that_fail_end_the_run_with_an_error_after_a_partial_table_never_the_committed_one(
+    tmp_path, monkeypatch
+):
+    """A whole-table run in which some trials raise: the finished ones are in a partial table outside the
+    committed folder, and the run ends with one error naming how many failed, the first one and the fix."""
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "results/tiny/tables"
+    committed.mkdir(parents=True)
+    (committed / "tiny.md").write_text("the committed table\n")
+    trials = build_sweep(tiny_reproduce(), RECIPES).trials()
+    broken = {t.key for t in trials if t.recipe.get("method") == "nkd"}
+
+    def run_trial(spec):
+        if spec.key in broken:
+            raise RuntimeError("CUDA out of memory\nsecond line")
+        return fake_run_trial(spec)
+
+    params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/o.db", "bootstrap": {"resamples": 50, "seed": 0}}
+    with pytest.raises(SweepTrialsFailedError) as failed:
+        reproduce(params, RECIPES, run_trial, committed_dir=committed)
+    error = failed.value
+    assert set(error.failures) == broken and all(
+        m == "RuntimeError: CUDA out of memory" for m in error.failures.values()
+    )
+    assert error.what.startswith(f"{len(broken)} of {len(trials)} trials failed in this worker: ")
+    assert "run the same command again" in error.fix and str(error.paths["md"]) in error.where
+    assert error.paths["md"].resolve().parent == tmp_path / "data/08_reporting/reproduce"
+    assert (committed / "tiny.md").read_text() == "the committed table\n"
+    assert error.report.wide.loc["NKD", "RTE"] == "–" and error.report.wide.loc["ALP", "RTE"] != "–"
+    _, paths = reproduce(params, RECIPES, fake_run_trial, committed_dir=committed)  # fixed: retried, the table whole
+    assert paths["md"] == committed / "tiny.md" and "the committed table" not in paths["md"].read_text()
 
 
 def test_a_run_whose_params_change_trials_is_never_the_committed_table(tmp_path, monkeypatch):

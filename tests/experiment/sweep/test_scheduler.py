@@ -147,11 +147,14 @@ def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
     def flaky(spec):
         raise RuntimeError("out of memory")
 
-    assert run_sweep(sweep, flaky, storage) == {}
+    failures = {}
+    assert run_sweep(sweep, flaky, storage, failures=failures) == {}
+    assert failures == {t.key: "RuntimeError: out of memory" for t in sweep.trials()}
     study = optuna.load_study(study_name=study_name_for(sweep), storage=storage)
     assert {t.state for t in study.trials} == {optuna.trial.TrialState.FAIL}
-    results = run_sweep(sweep, fake_run_trial, storage)
-    assert len(results) == 2
+    failures = {}
+    results = run_sweep(sweep, fake_run_trial, storage, failures=failures)
+    assert len(results) == 2 and failures == {}  # retried and finished: no failure left to report
 
 
 def _worker(storage: str, log_dir: str, name: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from bert_kd.experiment.sweep.budget import write_budget
 from bert_kd.experiment.sweep.paper_tables import SweepReport, build_report, write_report
-from bert_kd.experiment.sweep.scheduler import RunTrial, run_sweep
+from bert_kd.experiment.sweep.scheduler import RunTrial, SweepTrialsFailedError, run_sweep, study_name_for
 from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec, build_sweep
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,10 @@ def reproduce(
     with such changes is a variant: its trial results go to ``<results folder>/variants/<table>__<changes>``
     (git-ignored), never among the table's own. A table covering the whole table at its own data
     goes to ``output_dir`` or ``committed_dir``; any other to ``output_dir`` or
-    ``reproduce.output_dir`` or :data:`DEFAULT_OUTPUT_DIR`, never ``committed_dir``.
+    ``reproduce.output_dir`` or :data:`DEFAULT_OUTPUT_DIR`, never ``committed_dir``. A table missing
+    trials is never written into ``committed_dir``; when trials of this worker failed, the partial table
+    is written and :class:`~bert_kd.experiment.sweep.scheduler.SweepTrialsFailedError` is raised (its
+    ``report`` and ``paths`` are the partial table's).
     """
     sweep = build_sweep(reproduce_params, recipes)
     changes = run_trial.data_changes(sweep.trials()) if hasattr(run_trial, "data_changes") else {}
@@ -111,13 +114,11 @@ def reproduce(
                 run_trial.results_dir,
             )
     stored = run_trial.stored_result if getattr(run_trial, "results_dir", None) else None
-    missing: list[str] = []
+    failures: dict[str, str] = {}
     if results_only:
         if stored is None:
             raise ValueError("reproduce.results_only needs a results folder (reproduce.results_dir)")
-        trials = sweep.trials()
-        results = {t.key: r for t in trials if (r := stored(t)) is not None}
-        missing = [t.key for t in trials if t.key not in results]
+        results = {t.key: r for t in sweep.trials() if (r := stored(t)) is not None}
     else:
         results = run_sweep(
             sweep,
@@ -131,7 +132,9 @@ def reproduce(
             },  # else run_sweep's
             identity=getattr(run_trial, "content_key", None),
             stored=stored,
+            failures=failures,
         )
+    missing = [t.key for t in sweep.trials() if t.key not in results]
     bootstrap = dict(reproduce_params.get("bootstrap") or {})
     report = build_report(
         sweep,
@@ -147,11 +150,11 @@ def reproduce(
         if committed_dir is not None and Path(directory).resolve() == Path(committed_dir).resolve():
             directory = DEFAULT_OUTPUT_DIR
         log.warning(
-            "results_only: %d of %d trials have no valid result in %s (shown as –; e.g. %s): the partial "
-            "table goes to %s%s",
+            "%s: %d of %d trials have no valid result%s (shown as –; e.g. %s): the partial table goes to %s%s",
+            "results_only" if results_only else f"reproduce {sweep.table}",
             len(missing),
             len(sweep.trials()),
-            run_trial.results_dir,
+            f" in {run_trial.results_dir}" if results_only else " (failed, or still running in another worker)",
             missing[0],
             directory,
             f", not over {committed_dir}" if committed_dir is not None else "",
@@ -170,4 +173,9 @@ def reproduce(
         )
     paths = write_report(report, directory, name)
     paths.update(write_budget(sweep, results, directory, name))  # expected best score vs trials, with a grid
+    if failures:
+        study = reproduce_params.get("study_name") or study_name_for(sweep)
+        error = SweepTrialsFailedError(failures, len(sweep.trials()), study, str(paths["md"]))
+        error.report, error.paths = report, paths  # the caller may still report the partial table
+        raise error
     return report, paths

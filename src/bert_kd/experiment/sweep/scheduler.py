@@ -42,6 +42,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
+from bert_kd.config.errors import UserError
 from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,25 @@ Stored = Callable[[TrialSpec], "dict | None"]
 
 class SweepTrialError(ValueError):
     """``run_trial`` returned something the sweep cannot report."""
+
+
+class SweepTrialsFailedError(UserError):
+    """Trials this worker ran raised and have no result: the run ends with an error once the (partial)
+    table is written, so a failed trial never passes as a dash in a table that exited 0."""
+
+    kind = "sweep trials failed"
+
+    def __init__(self, failures: Mapping[str, str], total: int, study: str, table: str | None = None) -> None:
+        self.failures = dict(failures)
+        key, message = next(iter(self.failures.items()))
+        more = f" (and {len(self.failures) - 1} more, in the log above)" if len(self.failures) > 1 else ""
+        where = f"Optuna study {study}" + (f"; the partial table, failed trials shown as –: {table}" if table else "")
+        super().__init__(
+            f"{len(self.failures)} of {total} trials failed in this worker: {key}: {message}{more}",
+            where,
+            "read each failure's traceback in the log, fix its cause and run the same command again: "
+            "finished trials are reused, failed ones run again",
+        )
 
 
 def check_result(result: Mapping[str, Any], spec: TrialSpec) -> dict:
@@ -447,6 +467,7 @@ def _objective(
     selection: str,
     claims: TrialClaims,
     ledger: _Ledger,
+    failures: dict[str, str],
 ):
     def objective(trial: optuna.Trial) -> float:
         key = trial.suggest_categorical(GRID_PARAM, list(universe))
@@ -468,7 +489,11 @@ def _objective(
             log.info("trial %s is claimed by trial id %d in another worker; skipping it here", key, holder)
             raise optuna.TrialPruned(f"{key} is claimed by trial id {holder}")
         spec = specs[key]
-        result = check_result(run_trial(spec), spec)
+        try:
+            result = check_result(run_trial(spec), spec)
+        except Exception as error:
+            failures[key] = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+            raise
         trial.set_user_attr(IDENTITY_ATTR, ledger.identity(key))  # the same, unless the GLUE files were just fetched
         trial.set_user_attr(RESULT_ATTR, _pack(result))
         return _value(result, key, selection)
@@ -487,6 +512,7 @@ def run_sweep(
     catch_errors: bool = True,
     identity: Identity | None = None,
     stored: Stored | None = None,
+    failures: dict[str, str] | None = None,
 ) -> dict[str, dict]:
     """Run (this worker's share of) ``sweep`` and return ``{trial key: result}`` for every
     finished trial of the sweep, whoever ran it.
@@ -496,6 +522,8 @@ def run_sweep(
     the study as a FAIL trial with its message). ``identity(spec)``: what a result must have been
     made under to be reused (default: the trial spec's hash); ``stored(spec)``: the results
     folder's verified result or ``None`` — when given, a trial is finished exactly when it has one.
+    ``failures``: filled with ``{trial key: first line of its error}`` for every trial that raised in this
+    call and has no result at its end (one that failed and then succeeded on a retry is not there).
     """
     specs = {t.key: t for t in sweep.trials()}
     keys = sorted(specs)
@@ -509,8 +537,9 @@ def run_sweep(
     key_of = _KeyOf(sampler, keys)
     ledger = _Ledger(specs, identity or spec_identity, stored)
     ledger.report_stale(study, name)
+    raised: dict[str, str] = {}
     objective = _objective(
-        specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger
+        specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger, raised
     )
     catch = (Exception,) if catch_errors else ()
     requeued: dict[str, int] = {}
@@ -532,6 +561,8 @@ def run_sweep(
             requeued[key] = requeued.get(key, 0) + 1
         study.optimize(objective, n_trials=None, catch=catch, gc_after_trial=False)
     results = ledger.results(study, keys)
+    if failures is not None:
+        failures.update({key: message for key, message in raised.items() if key not in results})
     if len(results) < len(keys):
         unfinished = [k for k in keys if k not in results]
         log.warning(

@@ -15,6 +15,7 @@ from bert_kd.config.schema import Block, Reproduce, set_values, typed
 from bert_kd.core.training.distributed import broadcast_from_rank_zero, launched_processes
 from bert_kd.experiment.sweep.paper_tables import bars_figure, markdown
 from bert_kd.experiment.sweep.reproduce import reproduce
+from bert_kd.experiment.sweep.scheduler import SweepTrialsFailedError
 from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES
 from bert_kd.experiment.sweep.trial import TrialRunner
 from bert_kd.tracking import is_main_process, metric_key
@@ -89,15 +90,19 @@ def reproduce_tables(
         report = follow_trials(runner)
         return report.long, markdown(report), bars_figure(report, title=str(table))
     run_trial = LeadTrials(runner) if launched_processes() > 1 else runner
-    report, paths = reproduce(
-        set_values(settings),
-        recipes,
-        run_trial,
-        output_dir=settings.output_dir,
-        provenance=provenance(runner.command, runner.commit),
-        committed_dir=results_dir / "tables" if results_dir else None,
-        results_only=runner.results_only,
-    )
+    failed = None
+    try:
+        report, paths = reproduce(
+            set_values(settings),
+            recipes,
+            run_trial,
+            output_dir=settings.output_dir,
+            provenance=provenance(runner.command, runner.commit),
+            committed_dir=results_dir / "tables" if results_dir else None,
+            results_only=runner.results_only,
+        )
+    except SweepTrialsFailedError as error:  # the partial table is reported like a whole one, then the run fails
+        report, paths, failed = error.report, error.paths, error
     if launched_processes() > 1:
         broadcast_from_rank_zero(None)  # no more trials
         broadcast_from_rank_zero(report)
@@ -108,6 +113,8 @@ def reproduce_tables(
     for line in report.mixed_teachers:  # one row's seeds from different teachers (report.teacher_mismatches)
         log.warning("reproduce %s: mixed teachers: %s", table, line)
     _log_to_parent_run(report, text, paths)
+    if failed is not None:
+        raise failed
     return report.long, text, bars_figure(report, title=str(table))
 
 
