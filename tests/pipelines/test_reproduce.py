@@ -24,22 +24,25 @@ TINY_TABLE = {
 }
 
 
+def tiny_sweep_params(**restrict) -> dict:
+    """``--params`` of a tracked run of :data:`TINY_TABLE` at one learning rate (``restrict``: more restrictions)."""
+    reproduce = {
+        "table": "tiny",
+        "tables": {"tiny": TINY_TABLE},
+        "grid": "training.learning_rate=1e-4",
+        "storage": "sqlite:///data/09_sweeps/optuna.db",
+        **restrict,
+    }
+    return {"reproduce": reproduce, "tracking": {"enabled": True, "log_models": False}}
+
+
 def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_path):
     """A restricted, resized run (one grid value; all training rows instead of the table's 40)
     writes its own table and cannot change the committed one."""
     committed = tmp_path / "results/tiny/tables"
     committed.mkdir(parents=True)
     (committed / "tiny.md").write_text("| Model | RTE |\nthe committed table\n")
-    params = {
-        "reproduce": {
-            "table": "tiny",
-            "tables": {"tiny": TINY_TABLE},
-            "grid": "training.learning_rate=1e-4",
-            "storage": "sqlite:///data/09_sweeps/optuna.db",
-        },
-        "tracking": {"enabled": True, "log_models": False},
-    }
-    outputs, root, uri = run_pipeline("reproduce", **params)  # max_train_samples=None on the command line
+    outputs, root, uri = run_pipeline("reproduce", **tiny_sweep_params())  # max_train_samples=None on the command line
     table = (root / "data/08_reporting/reproduce/table.md").read_text()
     assert "| NKD |" in table and "±" in table and "(2)" in table
     assert not list((root / "results/tiny").glob("*.json"))  # a variant (below): its trials are kept apart
@@ -79,16 +82,7 @@ def test_a_trial_that_fails_fails_the_run_after_its_partial_table_is_reported(ru
         return trained(self, spec)
 
     monkeypatch.setattr(TrialRunner, "__call__", nkd_fails)
-    params = {
-        "reproduce": {
-            "table": "tiny",
-            "tables": {"tiny": TINY_TABLE},
-            "grid": "training.learning_rate=1e-4",
-            "seeds": "1",
-            "storage": "sqlite:///data/09_sweeps/optuna.db",
-        },
-        "tracking": {"enabled": True, "log_models": False},
-    }
+    params = tiny_sweep_params(seeds="1")
     with pytest.raises(SweepTrialsFailedError, match=r"1 of 2 trials failed in this worker: .*RuntimeError: NKD broke"):
         run_pipeline("reproduce", **params)
     runs = mlflow_runs(mlflow.get_tracking_uri())
