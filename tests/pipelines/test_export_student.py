@@ -60,12 +60,14 @@ def test_the_student_to_export_is_the_given_model_the_champion_or_the_pipelines(
     off, on = Tracking(enabled=False), Tracking()
     assert nodes.chosen_student(pipeline_student, None, off, "rte") == (pipeline_student, nodes.PIPELINE_STUDENT)
     monkeypatch.setattr(
-        "bert_kd.pipelines.export_student.nodes.champion_uri", lambda name: None
+        "bert_kd.tracking.jobs.MlflowTracker.champion_source", lambda self, name: None
     )  # nothing registered yet
     assert nodes.chosen_student(pipeline_student, None, on, "rte")[1] == nodes.PIPELINE_STUDENT
     chosen, source = nodes.chosen_student(pipeline_student, str(tiny_teacher_dir), off, "rte")
     assert source == str(tiny_teacher_dir) and chosen is not pipeline_student
-    monkeypatch.setattr("bert_kd.pipelines.export_student.nodes.champion_uri", lambda name: f"models:/{name}@champion")
+    monkeypatch.setattr(
+        "bert_kd.tracking.jobs.MlflowTracker.champion_source", lambda self, name: f"models:/{name}@champion"
+    )
     monkeypatch.setattr(
         "bert_kd.pipelines.export_student.nodes.resolve_model_source", lambda source, key: tiny_teacher_dir
     )

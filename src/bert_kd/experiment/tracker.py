@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, runtime_checkable
 
 
@@ -93,6 +95,36 @@ class JobTracker(Protocol):
     def distillation_ended(self, run: JobRun, job, method, outcome: Mapping[str, Any]) -> None:
         """What a trained student's method observed (ALP's α map, a multi-teacher alignment)."""
 
+    def ted_stage_one_started(
+        self, run: JobRun, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int
+    ) -> None:
+        """TED Stage I's columns and parameters (layer map, filter architecture, student-filter route)."""
+
+    def ted_filters_scored(
+        self, run: JobRun, per_layer: Mapping[str, Mapping[str, float]], metric: str, task: str
+    ) -> None:
+        """Each Stage I filter's dev score and one per-layer figure."""
+
+    def log_stored_filters(self, run_id: str, directory) -> None:
+        """Freshly trained TED filters (``directory``) as artifacts of their finished Stage I run."""
+
+    def log_onnx_model(self, onnx_path, tags: Mapping[str, str]) -> str | None:
+        """The exported ONNX student as a LoggedModel of the open job run; its id."""
+
+    def champion_source(self, name: str) -> str | None:
+        """``models:/<name>@champion`` when the registered model ``name`` has that alias (else None)."""
+
+    def register_best_student(
+        self,
+        student_info: Mapping,
+        teacher_info: Mapping | None,
+        name: str,
+        extra_tags: Mapping[str, str],
+        description: str,
+    ) -> str | None:
+        """Register the student's LoggedModel as a new version of ``name`` aliased ``champion``;
+        the version number (None when nothing was registered)."""
+
 
 class NoTracker:
     """The tracker of ``tracking.enabled: false``: opens nothing, logs nothing, imports nothing."""
@@ -128,8 +160,46 @@ class NoTracker:
     def distillation_ended(self, run: JobRun, job, method, outcome: Mapping[str, Any]) -> None:
         pass
 
+    def ted_stage_one_started(
+        self, run: JobRun, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int
+    ) -> None:
+        pass
+
+    def ted_filters_scored(
+        self, run: JobRun, per_layer: Mapping[str, Mapping[str, float]], metric: str, task: str
+    ) -> None:
+        pass
+
+    def log_stored_filters(self, run_id: str, directory) -> None:
+        pass
+
+    def log_onnx_model(self, onnx_path, tags: Mapping[str, str]) -> str | None:
+        return None
+
+    def champion_source(self, name: str) -> str | None:
+        return None
+
+    def register_best_student(
+        self,
+        student_info: Mapping,
+        teacher_info: Mapping | None,
+        name: str,
+        extra_tags: Mapping[str, str],
+        description: str,
+    ) -> str | None:
+        return None
+
 
 NO_TRACKER = NoTracker()
+
+#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
+CHAMPION_ALIAS = "champion"
+
+
+def default_registered_name(task: str) -> str:
+    """The registered model a comparison's best student joins when ``tracking.registered_model`` is unset."""
+    return f"bert_kd-{task}-student"
+
 
 #: The MLflow tracker, by module and class name (``bert_kd.tracking`` registers it when imported).
 DEFAULT_TRACKER = "bert_kd.tracking.jobs:MlflowTracker"
@@ -157,11 +227,117 @@ def tracker_for(tracking) -> JobTracker:
         enabled = dict(tracking or {}).get("enabled", True)
     if not enabled or not is_main_process():
         return NO_TRACKER
-    factory = _factory
-    if factory is None:
-        module, _, name = DEFAULT_TRACKER.partition(":")
-        factory = getattr(importlib.import_module(module), name)
-    return factory()
+    return (_factory or _named(DEFAULT_TRACKER))()
+
+
+class KedroRunReporter(Protocol):
+    """What report nodes show on the ``kedro run``'s own run (the one kedro-mlflow opened), if any."""
+
+    def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
+        """Texts and figures as artifacts named by their keys."""
+
+    def log_report(self, name: str, table, figure) -> None:
+        """A report node's CSV table and figure (``<name>.csv``, ``<name>.png``)."""
+
+    def log_comparison(
+        self,
+        name: str,
+        markdown: str,
+        figure,
+        frame,
+        metric: str,
+        *,
+        body: str,
+        title: str,
+        warning: str | None,
+        teacher_run_id: str | None,
+    ) -> None:
+        """A comparison table: ``<name>.md`` and ``<name>.png``, the table as the run's description and
+        its ``compare/<method>/<metric>`` metrics."""
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Tags on the run (a comparison's verdict, the registered model)."""
+
+    def log_evaluation(self, evaluation: Mapping) -> None:
+        """An evaluated model's flat metrics, ``evaluation.json`` and the ``evaluated_model`` tag."""
+
+    def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:
+        """The reproduce pipeline's tables: ``note`` as the description, each (method, task) mean as
+        ``compare/<method>/<task>``, each file under ``reproduce/``."""
+
+
+class NoKedroRun:
+    """No ``kedro run`` run to report on (MLflow never loaded, or a process other than rank 0)."""
+
+    def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
+        pass
+
+    def log_report(self, name: str, table, figure) -> None:
+        pass
+
+    def log_comparison(
+        self,
+        name: str,
+        markdown: str,
+        figure,
+        frame,
+        metric: str,
+        *,
+        body: str,
+        title: str,
+        warning: str | None,
+        teacher_run_id: str | None,
+    ) -> None:
+        pass
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        pass
+
+    def log_evaluation(self, evaluation: Mapping) -> None:
+        pass
+
+    def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:
+        pass
+
+
+NO_KEDRO_RUN = NoKedroRun()
+
+#: The MLflow implementation of :class:`KedroRunReporter`.
+DEFAULT_KEDRO_RUN = "bert_kd.tracking.kedro_run:MlflowKedroRun"
+
+
+def kedro_run() -> KedroRunReporter:
+    """The reporter of the ``kedro run``'s own run: :data:`NO_KEDRO_RUN` when this is not rank 0 or
+    mlflow was never imported (then no run can be active, and none is loaded to find out)."""
+    if "mlflow" not in sys.modules or not is_main_process():
+        return NO_KEDRO_RUN
+    return _named(DEFAULT_KEDRO_RUN)()
+
+
+class ModelSources(Protocol):
+    """Where a model named by an MLflow URI (``models:/…``, ``runs:/…``) is read from."""
+
+    def local_directory(self, uri: str, key: str) -> Path:
+        """The model ``uri`` downloaded to a local directory (a LoggedModel's data, confined to the
+        download); a :class:`~bert_kd.config.errors.UserError` naming the parameter ``key`` when the
+        URI names nothing loadable."""
+
+    def recorded_task(self, uri: str) -> tuple[str | None, str]:
+        """The task a ``models:/`` URI is tagged with and where that tag was read (``(None, "")``: none)."""
+
+
+#: The MLflow implementation of :class:`ModelSources` (resolving a URI is MLflow's job, tracking on or off).
+DEFAULT_MODEL_SOURCES = "bert_kd.tracking.model_sources:MlflowModelSources"
+
+
+def model_sources() -> ModelSources:
+    """The resolver of MLflow model URIs (loads MLflow: ask only for a URI)."""
+    return _named(DEFAULT_MODEL_SOURCES)()
+
+
+def _named(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @contextlib.contextmanager

@@ -12,12 +12,14 @@ What a user sees in the MLflow UI is decided here (Kedro-free):
   data source and sample caps, the dataset as an MLflow input, model size as tags
   (:func:`log_training_job`).
 
-The package, by concern: :mod:`.runs` (open, log to and clean up runs), :mod:`.provenance`
-(machine, versions, git commit), :mod:`.format` (values as the UI shows them), :mod:`.data` (a
+The package, by concern: :mod:`.runs` (open, log to and clean up runs; the machine, versions
+and git commit they are tagged with come from the MLflow-free :mod:`bert_kd.experiment.provenance`), :mod:`.format` (values as the UI shows them), :mod:`.data` (a
 training job's data and recipe columns), :mod:`.ui` (experiment, parent run, URLs, the CLI),
 :mod:`.comparison` (a comparison table on the parent run), :mod:`.evaluation` (an evaluation's
 metrics on its model's run), :mod:`.jobs` (the job path's :class:`~bert_kd.experiment.tracker.JobTracker`:
-one run per job, reused models linked to the run that trained them); :mod:`.distill` (what distillation runs record) imports the models
+one run per job, reused models linked to the run that trained them); :mod:`.kedro_run` (what report nodes show on the
+``kedro run``'s run: :class:`~bert_kd.experiment.tracker.KedroRunReporter`), :mod:`.model_sources`
+(``models:/`` and ``runs:/`` URIs to local directories: :class:`~bert_kd.experiment.tracker.ModelSources`); :mod:`.distill` (what distillation runs record) imports the models
 and is imported by its own name. Every name is re-exported here.
 """
 
@@ -47,7 +49,7 @@ from bert_kd.tracking.format import (
     weight_params,
 )
 from bert_kd.tracking.jobs import MlflowTracker
-from bert_kd.tracking.provenance import (
+from bert_kd.experiment.provenance import (
     NOT_A_CHECKOUT,
     environment_info,
     git_commit_label,

@@ -1,7 +1,7 @@
 """What distillation runs record in MLflow (tracking calls kept out of node bodies).
 
-The distillation body (:mod:`bert_kd.experiment.distill_job`), the teacher and TED Stage I jobs and the report
-nodes call these helpers with what they computed; nothing here changes a result. This module
+:class:`~bert_kd.tracking.jobs.MlflowTracker` calls these helpers with what the distillation body
+(:mod:`bert_kd.experiment.distill_job`) and the TED Stage I job computed; nothing here changes a result. This module
 imports the models and the distillation package, so ``bert_kd.tracking`` does not re-export it.
 """
 
@@ -11,24 +11,18 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel
 
-from bert_kd.config.schema import Tracking, typed
 from bert_kd.core.models import count_parameters
 from bert_kd.core.reports.plots import attention_heatmap, per_layer_metric
 from bert_kd.experiment import jobs
-from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.data import log_training_job
-from bert_kd.tracking.runs import RunLogger, is_main_process, log_to_active_run
+from bert_kd.tracking.runs import RunLogger
 
 __all__ = [
-    "log_comparison",
     "log_distillation_end",
     "log_distillation_start",
     "log_job_columns",
-    "log_report",
-    "log_stored_filters",
     "log_ted_filter_scores",
     "log_ted_stage_one_start",
-    "tag_parent_run",
 ]
 
 
@@ -135,37 +129,6 @@ def log_distillation_end(run, job, method, outcome: Mapping[str, Any]) -> None:
         run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
 
 
-def log_comparison(
-    name: str,
-    markdown: str,
-    figure,
-    frame,
-    metric: str,
-    *,
-    body: str,
-    title: str,
-    warning: str | None,
-    teacher_run_id: str | None,
-) -> None:
-    """A comparison table: ``<name>.md`` and ``<name>.png`` on the ``kedro run``'s run, and the table
-    (``body``, without the verdict heading) on the parent run."""
-    log_to_active_run({f"{name}.md": markdown}, {f"{name}.png": figure})
-    log_comparison_to_parent(frame, metric, markdown=body, title=title, warning=warning, teacher_run_id=teacher_run_id)
-
-
-def tag_parent_run(tags: Mapping[str, str]) -> None:
-    """Tags on the run kedro-mlflow opened for this ``kedro run``, if any."""
-    import mlflow
-
-    if mlflow.active_run() is not None:
-        mlflow.set_tags(dict(tags))
-
-
-def log_report(name: str, table, figure) -> None:
-    """A report node's CSV table and figure (``<name>.csv``, ``<name>.png``) on the ``kedro run``'s run."""
-    log_to_active_run({f"{name}.csv": table.to_csv(index=False)}, {f"{name}.png": figure})
-
-
 def log_ted_stage_one_start(
     run, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int
 ) -> None:
@@ -190,17 +153,6 @@ def log_ted_filter_scores(run, per_layer: Mapping[str, Mapping[str, float]], met
     run.log_figure(
         per_layer_metric(per_layer, metric, f"TED filters: dev {metric} per layer ({task})"), "ted_filter_metrics.png"
     )
-
-
-def log_stored_filters(outcome, tracking) -> None:
-    """Freshly trained TED filters as artifacts of their (finished) Stage I run (``tracking.log_models``)."""
-    settings = typed(Tracking, tracking, "tracking")
-    run_id = outcome.value["report"].get("mlflow_run_id")
-    if outcome.reused or not settings.log_models or not settings.enabled or not run_id or not is_main_process():
-        return
-    import mlflow
-
-    mlflow.MlflowClient().log_artifacts(run_id, str(outcome.path), "ted_filters")  # the finished run, not reopened
 
 
 def _as_logged(params) -> Any:

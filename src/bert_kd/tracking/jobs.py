@@ -117,3 +117,48 @@ class MlflowTracker:
         from bert_kd.tracking.distill import log_distillation_end
 
         log_distillation_end(run, job, method, outcome)
+
+    def ted_stage_one_started(
+        self, run: RunLogger, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int
+    ) -> None:
+        from bert_kd.tracking.distill import log_ted_stage_one_start
+
+        log_ted_stage_one_start(run, job, teacher, mapping, arch, route, config, data_source, n_train)
+
+    def ted_filters_scored(
+        self, run: RunLogger, per_layer: Mapping[str, Mapping[str, float]], metric: str, task: str
+    ) -> None:
+        from bert_kd.tracking.distill import log_ted_filter_scores
+
+        log_ted_filter_scores(run, per_layer, metric, task)
+
+    def log_stored_filters(self, run_id: str, directory) -> None:
+        """The filters as ``ted_filters`` artifacts of the finished run (not reopened)."""
+        import mlflow
+
+        mlflow.MlflowClient().log_artifacts(run_id, str(directory), "ted_filters")
+
+    def log_onnx_model(self, onnx_path, tags: Mapping[str, str]) -> str | None:
+        from bert_kd.tracking.logged_models import log_onnx_model
+
+        return log_onnx_model(onnx_path, tags=tags)
+
+    def champion_source(self, name: str) -> str | None:
+        from bert_kd.tracking.logged_models import champion_uri
+
+        return champion_uri(name)
+
+    def register_best_student(
+        self,
+        student_info: Mapping,
+        teacher_info: Mapping | None,
+        name: str,
+        extra_tags: Mapping[str, str],
+        description: str,
+    ) -> str | None:
+        from bert_kd.tracking.logged_models import register_best_student
+
+        version = register_best_student(
+            student_info, teacher_info, name, extra_tags=extra_tags, description=description
+        )
+        return str(version.version)

@@ -28,19 +28,16 @@ import logging
 from pathlib import Path
 from typing import Mapping
 
+from bert_kd.experiment.tracker import CHAMPION_ALIAS
+
 log = logging.getLogger(__name__)
 
 #: Name of the LoggedModels bert-kd logged before they were named after what they are.
 MODEL_NAME = "model"
-#: Alias of the registered version a comparison chose (``models:/<name>@champion``).
-CHAMPION_ALIAS = "champion"
+#: Name of the exported ONNX student's LoggedModel.
 ONNX_MODEL_NAME = "student_onnx"
 #: Manifest the job path writes into each store entry (spec: recipe, data digest, teacher key…).
 MANIFEST = "manifest.json"
-
-
-def default_registered_name(task: str) -> str:
-    return f"bert_kd-{task}-student"
 
 
 def logged_model_name(info: Mapping) -> str:

@@ -53,11 +53,8 @@ from bert_kd.experiment.distill_job import (
 from bert_kd.experiment.evaluation import evaluation_split
 from bert_kd.experiment.run_setup import collator_for
 from bert_kd.experiment.store import recompute
+from bert_kd.experiment.tracker import CHAMPION_ALIAS, default_registered_name, is_main_process, kedro_run, tracker_for
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.tracking import distill as records
-from bert_kd.tracking import is_main_process
-from bert_kd.tracking.logged_models import CHAMPION_ALIAS, default_registered_name
-from bert_kd.tracking.logged_models import register_best_student as register_model_version
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +229,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     )
     body = markdown_table(display_frame(frame, metric))
     markdown = with_verdict(body, verdict, title)
-    records.log_comparison(
+    kedro_run().log_comparison(
         "comparison",
         markdown,
         figure,
@@ -243,7 +240,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
         warning=verdict.warning,
         teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"),
     )
-    records.tag_parent_run({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})
+    kedro_run().set_tags({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})
     return frame, markdown, figure
 
 
@@ -322,7 +319,7 @@ def register_best_student(
         return {"registered": False, "reason": verdict.warning, "verdict": verdict.kind, "tied": list(verdict.tied)}
     best = next(e for e in student_metrics if label(e["info"]) == chosen)
     name = tracking.registered_model or default_registered_name(run.task)
-    version = register_model_version(
+    version = tracker_for(tracking).register_best_student(
         best["info"],
         teacher_metrics.get("info"),
         name,
@@ -334,7 +331,7 @@ def register_best_student(
         },
         description=registration_description(chosen, table, metric, table_name, run.task, verdict),
     )
-    uri = f"models:/{name}/{version.version}"
+    uri = f"models:/{name}/{version}"
     if verdict.kind == TIE:
         log.warning(
             "%s: %s registered as %s (alias %s), tagged as a tie (%s)",
@@ -352,12 +349,12 @@ def register_best_student(
             uri,
             f"models:/{name}@{CHAMPION_ALIAS}",
         )
-    records.tag_parent_run({"registered_model": uri, "registered_method": chosen, **verdict.tags()})
+    kedro_run().set_tags({"registered_model": uri, "registered_method": chosen, **verdict.tags()})
     return {
         "registered": True,
         "uri": uri,
         "name": name,
-        "version": str(version.version),
+        "version": str(version),
         "method": chosen,
         "alias": CHAMPION_ALIAS,
         "verdict": verdict.kind,
@@ -507,7 +504,7 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
         )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
-    records.log_report(f"figures/alp_attention_{row}", table, figure)
+    kedro_run().log_report(f"figures/alp_attention_{row}", table, figure)
     return table, figure
 
 
@@ -552,5 +549,5 @@ def layer_alignment_report(
         )
         table = paper_figures.alignment_table(alignments, index)
         figure = paper_figures.layer_alignment_figure(alignments, title)
-    records.log_report("figures/layer_alignment", table, figure)
+    kedro_run().log_report("figures/layer_alignment", table, figure)
     return table, figure

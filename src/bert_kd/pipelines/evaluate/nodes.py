@@ -21,8 +21,7 @@ from bert_kd.core.models import load_bundle
 from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.jobs import store_entry_problem
 from bert_kd.experiment.parameters import _length_problems
-from bert_kd.tracking import flat_eval_metrics, is_main_process, tracking_enabled
-from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_directory, unfinished_model
+from bert_kd.experiment.tracker import kedro_run, model_sources
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
             f"{key} is empty", key, f"give a model folder or an MLflow URI: {model_source_hint(key)}"
         )
     if source.startswith(MLFLOW_SCHEMES):
-        path = _download(source, key)
+        path = model_sources().local_directory(source, key)
         shown = source  # the URI, never the temporary folder it was downloaded to
     else:
         path = Path(source).expanduser()
@@ -119,40 +118,6 @@ def model_files_problem(path: Path) -> str | None:
     return None
 
 
-def _download(source: str, key: str) -> Path:
-    import mlflow
-
-    unfinished = unfinished_model(source)
-    if unfinished:
-        raise DamagedModelError(
-            f"{source} cannot be used: {unfinished}",
-            key,
-            "run the pipeline that trained it again: its store entry is reused and logged "
-            "again, in the new run (use that run's URI), or evaluate the store entry's folder",
-        )
-
-    try:
-        local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=source))  # a LoggedModel's data
-    except UnsafeModelPathError as exc:
-        raise DamagedModelError(
-            f"{source} is not used: {exc}",
-            key,
-            "evaluate a model logged by bert-kd as it was logged (its MLmodel names data/<key> "
-            "inside the model); log it again from its store entry if its MLmodel was edited",
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - MlflowException, OSError …: the URI names nothing downloadable
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelNotFoundError(
-            f"{source!r} cannot be downloaded from MLflow ({first_line})",
-            key,
-            f"check the URI in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}): a registered model "
-            "(<name>@champion, <name>/<version>), a LoggedModel's id (m-…) or its run and name "
-            "(runs:/<run id>/alp-sst2-student); the run must have logged it (tracking.log_models: true)",
-        ) from None
-    log.info("%s %s downloaded to %s", key, source, local)
-    return local
-
-
 def _check_store_entry(path: Path, key: str) -> None:
     """A folder with a ``manifest.json`` (a store entry or an atomically written copy) is used
     only when the manifest proves it whole and, in the store, the result of its own key."""
@@ -174,26 +139,7 @@ def registry_task(source: str) -> tuple[str | None, str]:
     ``(None, "")`` for other URIs and untagged models."""
     if not source.startswith("models:/"):
         return None, ""
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
-
-    client, name = MlflowClient(), source[len("models:/") :].strip("/")
-    try:
-        if "@" in name:
-            model, alias = name.split("@", 1)
-            version = client.get_model_version_by_alias(model, alias)
-        elif "/" in name:
-            model, number = name.split("/", 1)
-            version = client.get_model_version(model, number)
-        else:
-            logged = client.get_logged_model(name)
-            return (logged.tags.get("task"), "the LoggedModel's tag task") if logged.tags.get("task") else (None, "")
-        if version.tags.get("bert_kd.task"):
-            return version.tags["bert_kd.task"], "the registered version's tag bert_kd.task"
-        registered = client.get_registered_model(model).tags.get("bert_kd.task")
-        return (registered, "the registered model's tag bert_kd.task") if registered else (None, "")
-    except MlflowException:  # the download named the URI already; nothing more to read here
-        return None, ""
+    return model_sources().recorded_task(source)
 
 
 def _task_name(recorded: str) -> str:
@@ -290,17 +236,7 @@ def evaluate_model_source(
     evaluation = evaluate_bundle(bundle, tokenized, spec.name, batch_size=evaluate.batch_size)
     evaluation["model"] = source
     evaluation["model_task"] = model_task
-    if tracking_enabled(tracking):
-        _log_active(evaluation)
+    if typed(Tracking, tracking, "tracking").enabled:
+        kedro_run().log_evaluation(evaluation)
     log.info("evaluate %s on %s: %s = %.4f", source, spec.name, evaluation["primary_metric"], evaluation["score"])
     return evaluation
-
-
-def _log_active(evaluation: dict) -> None:
-    import mlflow
-
-    if mlflow.active_run() is None or not is_main_process():
-        return
-    mlflow.log_metrics(flat_eval_metrics(evaluation))
-    mlflow.log_dict(evaluation, "evaluation.json")
-    mlflow.set_tag("evaluated_model", evaluation["model"])

@@ -19,9 +19,8 @@ from bert_kd.core.onnx_export import OnnxClassifier, export_and_verify, latency_
 from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.experiment.evaluation import evaluation_split
 from bert_kd.experiment.run_setup import RunSettings, collator_for
+from bert_kd.experiment.tracker import JobTracker, default_registered_name, tracker_for
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
-from bert_kd.tracking import is_main_process, tracked_run, tracking_enabled
-from bert_kd.tracking.logged_models import champion_uri, default_registered_name, log_onnx_model
 
 log = logging.getLogger(__name__)
 
@@ -90,16 +89,15 @@ def export_student(
         "latency": rows,
     }
     log.info("export_student %s (%s): %s", spec.name, source, scores)
-    with tracked_run(
-        f"export_student:{spec.name}", tracking_enabled(tracking), {"role": "export", "task": spec.name}
-    ) as run:
+    tracker = tracker_for(tracking)
+    with tracker.start_job(f"export_student:{spec.name}", {"role": "export", "task": spec.name}) as run:
         run.log_params({"export": logged, "student_run_id": student.info.get("mlflow_run_id")})
         run.log_metrics({f"export/score/{_metric_key(k)}": v for k, v in scores.items()})
         run.log_metrics({f"export/ms_b{r['batch_size']}/{_metric_key(r['model'])}": r["ms_per_batch"] for r in rows})
         run.log_metrics({f"export/size_bytes/{k}": v for k, v in report["files"].items()})
         run.log_dict(report, "export_student.json")
         if run.enabled and tracking.log_models:
-            _log_onnx_student(files[paths["onnx_fp32"].name], student, spec.name)
+            _log_onnx_student(tracker, files[paths["onnx_fp32"].name], student, spec.name)
     table = pd.DataFrame(rows)
     return files, report, table, markdown_table(rows)
 
@@ -115,8 +113,8 @@ def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, 
     pipeline tokenized them (the same vocabulary)."""
     key = "export_student.model"
     source = model
-    if source is None and tracking.enabled and is_main_process():
-        source = champion_uri(tracking.registered_model or default_registered_name(task))
+    if source is None:
+        source = tracker_for(tracking).champion_source(tracking.registered_model or default_registered_name(task))
     if source is None:
         return student, PIPELINE_STUDENT
     bundle = load_bundle(resolve_model_source(source, key))
@@ -130,12 +128,12 @@ def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, 
     return bundle, source
 
 
-def _log_onnx_student(onnx_bytes: bytes, student: ModelBundle, task: str) -> str:
+def _log_onnx_student(tracker: JobTracker, onnx_bytes: bytes, student: ModelBundle, task: str) -> str | None:
     """The fp32 ONNX student as a LoggedModel (``student_onnx``) of the export run."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "student.onnx"
         path.write_bytes(onnx_bytes)
-        return log_onnx_model(
+        return tracker.log_onnx_model(
             path,
             tags={
                 "task": task,

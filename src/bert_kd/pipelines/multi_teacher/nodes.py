@@ -23,6 +23,7 @@ from bert_kd.experiment import store as model_store
 from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.run_setup import training_config
+from bert_kd.experiment.tracker import kedro_run, tracker_for
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
@@ -33,8 +34,6 @@ from bert_kd.pipelines.distill.nodes import (
     table_verdict,
     with_verdict,
 )
-from bert_kd.tracking import distill as records
-from bert_kd.tracking import log_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +97,7 @@ def evaluate_multi_teachers(
         tokenized = tokenize_splits(split_frames(train.head(1), validation), bundle.tokenizer, entry.max_seq_length)
         evaluation = evaluate_bundle(bundle, tokenized, task)
         evaluation["name"] = entry.name
-        log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
+        tracker_for(tracking).log_evaluation(bundle.info.get("mlflow_run_id"), evaluation)
         results.append(evaluation)
     return results
 
@@ -208,7 +207,7 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
         for split in data
     }
     evaluation = evaluate_bundle(bundle, view, task)
-    log_evaluation(evaluation, bundle.info.get("mlflow_run_id"), tracking)
+    tracker_for(tracking).log_evaluation(bundle.info.get("mlflow_run_id"), evaluation)
     return evaluation
 
 
@@ -273,7 +272,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
         floor=majority.get(metric) if majority else None,
         noise=verdict.tolerance,
     )
-    records.log_comparison(
+    kedro_run().log_comparison(
         "multi_teacher_comparison",
         markdown,
         figure,
@@ -324,5 +323,5 @@ def multi_teacher_contributions(student: ModelBundle, settings):
             f"{title}\n{task_of(settings)} {contributions.get('split', 'dev')}, "
             f"{contributions['examples']} examples, total loss {contributions['total']:.4f}",
         )
-    records.log_report("figures/multi_teacher_contributions", table, figure)
+    kedro_run().log_report("figures/multi_teacher_contributions", table, figure)
     return table, figure

@@ -27,8 +27,8 @@ from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.files import file_sha256
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.experiment.run_setup import collator_for
+from bert_kd.experiment.tracker import kedro_run
 from bert_kd.pipelines.evaluate.nodes import load_model_for_task, model_source_hint
-from bert_kd.tracking import log_to_active_run, tracking_enabled
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,6 @@ def predict_glue_test(
         archive,
         ", ".join(sorted(zipfile.ZipFile(archive).namelist())),
     )
-    if tracking_enabled(tracking):
-        log_to_active_run({"glue_submission/summary.json": json.dumps(summary, indent=2)}, {})
+    if typed(Tracking, tracking, "tracking").enabled:
+        kedro_run().log_files({"glue_submission/summary.json": json.dumps(summary, indent=2)}, {})
     return summary

@@ -18,7 +18,7 @@ from bert_kd.experiment.sweep.reproduce import reproduce
 from bert_kd.experiment.sweep.scheduler import SweepTrialsFailedError
 from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES
 from bert_kd.experiment.sweep.trial import TrialRunner
-from bert_kd.tracking import is_main_process, metric_key
+from bert_kd.experiment.tracker import is_main_process, kedro_run
 
 log = logging.getLogger(__name__)
 
@@ -149,20 +149,8 @@ def provenance(command: str, commit: str | None) -> str:
 
 
 def _log_to_parent_run(report, text: str, paths: dict) -> None:
-    try:
-        import mlflow
-    except ImportError:  # pragma: no cover
-        return
-    if mlflow.active_run() is None or not is_main_process():
-        return
+    """The tables on the ``kedro run``'s run: the markdown (after any tie warning) as its description,
+    each (method, task) mean as a metric, the written files as artifacts."""
     warnings = "".join(f"**No best student** on {line}.\n\n" for line in report.warnings)
-    mlflow.set_tag("mlflow.note.content", (warnings + text)[:8000])
-    metrics = {
-        f"compare/{metric_key(row.method)}/{metric_key(row.task)}": float(row.mean)
-        for row in report.long.itertuples()
-        if row.n > 0
-    }
-    if metrics:
-        mlflow.log_metrics(metrics)
-    for path in paths.values():
-        mlflow.log_artifact(str(path), "reproduce")
+    means = {(row.method, row.task): float(row.mean) for row in report.long.itertuples() if row.n > 0}
+    kedro_run().log_reproduction(warnings + text, means, list(paths.values()))

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from functools import partial
 
-from bert_kd.config.schema import Student, Ted, set_values, typed
+from bert_kd.config.schema import Student, Ted, Tracking, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.distill.ted_filters import (
@@ -27,9 +27,8 @@ from bert_kd.experiment.distill_job import RunSettings, StudentStart, task_of
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
 from bert_kd.experiment.run_setup import collator_for, training_config
 from bert_kd.experiment.store import recompute
+from bert_kd.experiment.tracker import is_main_process, kedro_run, tracker_for
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
-from bert_kd.tracking import distill as records
-from bert_kd.tracking import is_main_process, tracked_run, tracking_enabled
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +87,16 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
         writer=is_main_process(),
         provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")},
     )
-    records.log_stored_filters(outcome, run.tracking)
+    _log_stored_filters(outcome, run.tracking)
     return {**outcome.value, "key": job.key, "store_path": str(outcome.path)}
+
+
+def _log_stored_filters(outcome, tracking) -> None:
+    """Freshly trained TED filters as artifacts of their (finished) Stage I run (``tracking.log_models``)."""
+    run_id = outcome.value["report"].get("mlflow_run_id")
+    if outcome.reused or not typed(Tracking, tracking, "tracking").log_models or not run_id:
+        return
+    tracker_for(tracking).log_stored_filters(run_id, outcome.path)
 
 
 def _stage_one(
@@ -108,15 +115,15 @@ def _stage_one(
 ) -> dict:
     """Stage I in its own MLflow run (filters train in one short pass: no checkpoints)."""
     task = settings.task
-    with tracked_run(
-        f"train_ted_filters:{task}", tracking_enabled(settings.tracking), {"role": "ted_filters", "task": task}
-    ) as run:
-        records.log_ted_stage_one_start(
+    tracker = tracker_for(settings.tracking)
+    with tracker.start_job(f"train_ted_filters:{task}", {"role": "ted_filters", "task": task}) as run:
+        tracker.ted_stage_one_started(
             run, job, teacher, mapping, arch, route, config, settings.data_source, len(tokenized["train"])
         )
         result = _train_stage_one(
             teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run
         )
+        tracker.ted_filters_scored(run, result["report"]["per_layer"], primary_metric(task), task)
         result["report"]["mlflow_run_id"] = run.run_id
     return result
 
@@ -160,7 +167,6 @@ def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted
     per_layer = {"teacher": {str(k): v[metric] for k, v in teacher_layers.items()}}
     if student_layers:
         per_layer["student"] = {str(k): v[metric] for k, v in student_layers.items()}
-    records.log_ted_filter_scores(run, per_layer, metric, task)
     report = {"mapping": mapping, "arch": arch, "route": route, "per_layer": per_layer}
     return {"teacher": teacher_filters, "student": student_filters, "student_model": student_model, "report": report}
 
@@ -268,5 +274,5 @@ def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_s
         f"TED Stage I filters: dev {metric} of each layer's head ({spec.name}, student filters: "
         f"{report.get('route', '?')})",
     )
-    records.log_report("figures/ted_filter_quality", table, figure)
+    kedro_run().log_report("figures/ted_filter_quality", table, figure)
     return table, figure

@@ -1,0 +1,73 @@
+"""The MLflow side of :class:`bert_kd.experiment.tracker.KedroRunReporter`: what report nodes show on
+the run kedro-mlflow opened for a ``kedro run`` (every call a no-op when no run is active)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from bert_kd.tracking.comparison import log_comparison_to_parent
+from bert_kd.tracking.evaluation import flat_eval_metrics
+from bert_kd.tracking.format import metric_key
+from bert_kd.tracking.runs import is_main_process, log_to_active_run
+from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG
+
+
+def _active() -> bool:
+    import mlflow
+
+    return mlflow.active_run() is not None and is_main_process()
+
+
+class MlflowKedroRun:
+    """:class:`bert_kd.experiment.tracker.KedroRunReporter` on MLflow's active run."""
+
+    def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
+        log_to_active_run(texts, figures)
+
+    def log_report(self, name: str, table, figure) -> None:
+        log_to_active_run({f"{name}.csv": table.to_csv(index=False)}, {f"{name}.png": figure})
+
+    def log_comparison(
+        self,
+        name: str,
+        markdown: str,
+        figure,
+        frame,
+        metric: str,
+        *,
+        body: str,
+        title: str,
+        warning: str | None,
+        teacher_run_id: str | None,
+    ) -> None:
+        log_to_active_run({f"{name}.md": markdown}, {f"{name}.png": figure})
+        log_comparison_to_parent(
+            frame, metric, markdown=body, title=title, warning=warning, teacher_run_id=teacher_run_id
+        )
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        import mlflow
+
+        if mlflow.active_run() is not None:
+            mlflow.set_tags(dict(tags))
+
+    def log_evaluation(self, evaluation: Mapping) -> None:
+        if not _active():
+            return
+        import mlflow
+
+        mlflow.log_metrics(flat_eval_metrics(evaluation))
+        mlflow.log_dict(dict(evaluation), "evaluation.json")
+        mlflow.set_tag("evaluated_model", evaluation["model"])
+
+    def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:
+        if not _active():
+            return
+        import mlflow
+
+        mlflow.set_tag(NOTE_TAG, note[:MAX_NOTE_CHARS])
+        metrics = {f"compare/{metric_key(method)}/{metric_key(task)}": v for (method, task), v in compare_means.items()}
+        if metrics:
+            mlflow.log_metrics(metrics)
+        for path in paths:
+            mlflow.log_artifact(str(path), "reproduce")
