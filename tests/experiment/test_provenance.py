@@ -1,4 +1,4 @@
-"""bert_kd.tracking.provenance: the commit and dirty flag of the project's own git checkout, else unknown."""
+"""bert_kd.experiment.provenance: the commit and dirty flag of the project's own git checkout, else unknown."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_kd.tracking.provenance import NOT_A_CHECKOUT, environment_info, git_commit_label, git_provenance, project_root
+from bert_kd.experiment.provenance import NOT_A_CHECKOUT, environment_info, git_commit_label, git_provenance, project_root
 
 KEDRO_PYPROJECT = '[tool.kedro]\npackage_name = "bert_kd"\nproject_name = "bert-kd"\n'
 

@@ -55,7 +55,7 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
-from bert_kd.tracking import git_commit_label
+from bert_kd.experiment.provenance import git_commit_label
 
 log = logging.getLogger(__name__)
 
