@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bert_kd.experiment.provenance import NOT_A_CHECKOUT, environment_info, git_commit_label, git_provenance, project_root
+from bert_kd.experiment.provenance import (
+    NOT_A_CHECKOUT,
+    environment_info,
+    git_commit_label,
+    git_provenance,
+    project_root,
+)
 
 KEDRO_PYPROJECT = '[tool.kedro]\npackage_name = "bert_kd"\nproject_name = "bert-kd"\n'
 

@@ -23,6 +23,13 @@ one run per job, reused models linked to the run that trained them); :mod:`.kedr
 and is imported by its own name. Every name is re-exported here.
 """
 
+from bert_kd.experiment.provenance import (
+    NOT_A_CHECKOUT,
+    environment_info,
+    git_commit_label,
+    git_provenance,
+    project_root,
+)
 from bert_kd.experiment.tracker import register_tracker  # noqa: E402 - after the names it registers
 from bert_kd.tracking.comparison import FLOOR_METHOD, log_comparison_to_parent, row_label
 from bert_kd.tracking.data import (
@@ -49,13 +56,6 @@ from bert_kd.tracking.format import (
     weight_params,
 )
 from bert_kd.tracking.jobs import MlflowTracker
-from bert_kd.experiment.provenance import (
-    NOT_A_CHECKOUT,
-    environment_info,
-    git_commit_label,
-    git_provenance,
-    project_root,
-)
 from bert_kd.tracking.runs import (
     ENDED_BY_TAG,
     HOST_TAG,

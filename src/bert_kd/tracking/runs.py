@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from bert_kd.config.schema import Block, Tracking, typed
-from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
 from bert_kd.experiment.provenance import environment_info
+from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
 
 log = logging.getLogger(__name__)
 

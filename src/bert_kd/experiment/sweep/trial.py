@@ -40,6 +40,7 @@ from bert_kd.core.training.config import numeric_path
 from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
 from bert_kd.experiment.distill_job import with_explicit_weights
+from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.run_setup import teacher_seed
 from bert_kd.experiment.sweep.identity import keyed_source, short_hash, source_fingerprint
 from bert_kd.experiment.sweep.scheduler import SweepTrialError, check_result
@@ -55,7 +56,6 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
-from bert_kd.experiment.provenance import git_commit_label
 
 log = logging.getLogger(__name__)
 
