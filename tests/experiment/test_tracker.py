@@ -49,3 +49,41 @@ def test_timed_logs_the_seconds_of_its_block():
     with tracker.timed(Run(), "time/training_seconds"):
         pass
     assert set(logged) == {"time/training_seconds"} and logged["time/training_seconds"] >= 0
+
+
+def test_tracking_off_registers_logs_and_finds_nothing():
+    off = tracker.tracker_for({"enabled": False})
+    assert off.champion_source("bert_kd-rte-student") is None
+    assert off.register_best_student({}, None, "bert_kd-rte-student", {}, "") is None
+    assert off.log_onnx_model("/nowhere/student.onnx", {}) is None
+
+
+def test_the_kedro_run_reporter_is_mlflows_on_rank_zero_once_mlflow_is_loaded(monkeypatch):
+    import mlflow  # noqa: F401 - loaded, as kedro-mlflow loads it when it opens the kedro run's run
+
+    from bert_kd.tracking.kedro_run import MlflowKedroRun
+
+    assert isinstance(tracker.kedro_run(), MlflowKedroRun)
+    monkeypatch.setenv("RANK", "1")
+    assert tracker.kedro_run() is tracker.NO_KEDRO_RUN
+
+
+def test_without_mlflow_loaded_there_is_no_kedro_run_to_report_on_and_none_is_loaded():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from bert_kd.experiment import tracker; "
+        "print(tracker.kedro_run() is tracker.NO_KEDRO_RUN, 'mlflow' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False"]
+
+
+def test_model_sources_read_a_task_only_from_a_models_uri():
+    from bert_kd.tracking.model_sources import MlflowModelSources
+
+    sources = tracker.model_sources()
+    assert isinstance(sources, MlflowModelSources)
+    assert sources.recorded_task("runs:/0123/alp-rte-student") == (None, "")
