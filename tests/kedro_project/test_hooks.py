@@ -142,7 +142,8 @@ def test_an_entry_the_configuration_leaves_out_gets_the_schemas_default(tiny_tea
     assert catalog.load("params:teacher.model") == str(tiny_teacher_dir)
     assert catalog.load("params:teacher.training") == {}  # a dict for kedro-mlflow; the node gets the model
     handed = hook.before_node_run(FakeNode(["params:teacher.training"]), {"params:teacher.training": {}})
-    assert handed["params:teacher.training"].epochs is None
+    handed_training = handed["params:teacher.training"]
+    assert handed_training.epochs == 3.0 and handed_training.model_fields_set == set()  # the default, not set
 
 
 def test_hook_refuses_before_any_node(tiny_teacher_dir):

@@ -459,7 +459,7 @@ def _stage_problems(params: Parameters, used: set[str]) -> list[tuple[str, str]]
             training = student.training
             if training.max_steps is not None:
                 continue  # a step budget: the epoch count is known only to the loop (checked there)
-            epochs = training.epochs if training.epochs is not None else 3.0  # TrainingConfig's default
+            epochs = training.epochs
             n_epochs = math.ceil(epochs)
             config = recipe.method_config()
             schedule = WeightSchedule.parse(config["stages"], method_class(config).term_names)

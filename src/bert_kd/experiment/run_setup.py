@@ -85,7 +85,8 @@ def training_config(
     )
     if checkpoint_dir is not None:
         config.keep_checkpoint = True
-    if n_train is not None and training.log_every_steps is None and runtime.log_every_steps is None:
+    chose_log_every = "log_every_steps" in training.model_fields_set or runtime.log_every_steps is not None
+    if n_train is not None and not chose_log_every:
         config.log_every_steps = adaptive_log_every(total_steps(config, n_train))
     return config
 

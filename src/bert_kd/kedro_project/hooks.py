@@ -278,17 +278,16 @@ class ValidateParametersHook:
 def training_blocks(models: dict[str, object]) -> dict[str, float]:
     """``{parameter path: learning rate}`` of every ``training`` block inside a node's ``params:``
     models (``teacher.training``, ``multi_teachers[1].training``, ``ted.filters.training``); a block
-    without its own learning rate trains with ``TrainingConfig``'s default."""
+    without its own learning rate trains with the schema's default."""
     from pydantic import BaseModel
 
     from bert_kd.config.schema import Training
-    from bert_kd.core.training import TrainingConfig
 
     found: dict[str, float] = {}
 
     def walk(value, path: str) -> None:
         if isinstance(value, Training):
-            found[path] = value.learning_rate if value.learning_rate is not None else TrainingConfig.learning_rate
+            found[path] = value.learning_rate
         elif isinstance(value, BaseModel):
             for name in type(value).model_fields:
                 walk(getattr(value, name), f"{path}.{name}")

@@ -64,7 +64,7 @@ def test_a_dict_built_and_a_schema_built_config_are_equal():
     assert type(from_models.epochs) is float and type(from_models.batch_size) is int  # as job keys spell them
 
 
-def test_keys_the_parameters_leave_out_keep_the_dataclass_defaults():
+def test_keys_the_parameters_leave_out_keep_the_schemas_defaults():
     """A Runtime model fills in the schema's defaults (group_by_length: true); only keys the
     parameters set count, so a config (and the job key built from it) is the same for a dict and
     for the validated model of that dict."""
@@ -88,18 +88,47 @@ def test_every_field_comes_from_the_schema_or_is_a_run_setting():
     ) - {"recompute"}
 
 
-def test_runtime_fields_default_to_the_schemas_runtime_defaults():
-    """One list of defaults: a runtime key left out means Runtime's default, except group_by_length
-    (False here, True in Runtime) whose dataclass default job keys have always taken."""
-    from dataclasses import fields
-
-    defaults = {f.name: f.default for f in fields(TrainingConfig)}
+def test_schema_fields_default_to_the_schemas_defaults():
+    """One set of defaults: a training or runtime key left out means the schema's default, except
+    group_by_length (False here, True in Runtime) whose dataclass default job keys have always taken."""
+    config, training, runtime = TrainingConfig(), Training(), Runtime()
     differ = {
-        name: (defaults[name], field.default)
-        for name, field in Runtime.model_fields.items()
-        if name in defaults and field.default is not None and defaults[name] != field.default
+        name: (getattr(config, name), getattr(block, name))
+        for block in (training, runtime)
+        for name, field in type(block).model_fields.items()
+        if hasattr(config, name) and field.default is not None and getattr(config, name) != getattr(block, name)
     }
     assert differ == {"group_by_length": (False, True)}
+    assert {name: getattr(config, name) for name in Training.model_fields} == training.model_dump()
+
+
+def test_no_schema_default_is_written_a_second_time():
+    """Every field the schema holds takes its default from the schema (``_schema_default``), never
+    from a literal here that could drift from it; group_by_length is the one stated exception."""
+    import ast
+    import inspect
+
+    from bert_kd.core.training import config as config_module
+
+    run_settings = set(inspect.signature(TrainingConfig.from_schema).parameters)  # seed, select_metric, …
+    schema_keys = (set(Training.model_fields) | set(Runtime.model_fields)) - run_settings
+    tree = ast.parse(inspect.getsource(config_module.TrainingConfig))
+    literals = {
+        node.target.id: ast.unparse(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.AnnAssign)
+        and node.target.id in schema_keys
+        and not (isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "_schema_default")
+    }
+    assert literals == {"group_by_length": "False"}
+
+
+def test_a_key_set_to_null_is_a_key_left_out():
+    """``epochs: null`` keeps the default and is not among the keys the block sets (MLflow params);
+    a null whose default is null (``max_steps``) stays set, as written."""
+    block = Training.model_validate({"epochs": None, "batch_size": 16, "max_steps": None})
+    assert block.epochs == Training().epochs
+    assert block.model_dump(exclude_unset=True) == {"batch_size": 16, "max_steps": None}
 
 
 def test_runtime_settings_win_over_the_training_block():

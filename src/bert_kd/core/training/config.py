@@ -13,45 +13,44 @@ from bert_kd.config.schema import MAX_SEED, Runtime, Training, typed
 from bert_kd.core.training.precision import resolve_precision, training_device
 
 
-def _runtime_default(name: str):
-    """The schema's default for a ``runtime`` key (:class:`bert_kd.config.schema.Runtime`)."""
-    return Runtime.model_fields[name].default
+def _schema_default(block: type[Training] | type[Runtime], name: str):
+    """The schema's default for a ``training:`` or ``runtime`` key: the project's one set of training
+    defaults (:class:`bert_kd.config.schema.Training`, :class:`bert_kd.config.schema.Runtime`)."""
+    return block.model_fields[name].default
 
 
 @dataclass
 class TrainingConfig:
-    """Engineering settings of a run (no maths here)."""
+    """Engineering settings of a run (no maths here); the defaults are the schema's (comments there)."""
 
-    epochs: float = 3.0
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    learning_rate: float = 5e-5
-    aux_learning_rate: float | None = None  # projections, ALP/TED modules; None = learning_rate
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
+    epochs: float = _schema_default(Training, "epochs")
+    batch_size: int = _schema_default(Training, "batch_size")
+    eval_batch_size: int = _schema_default(Training, "eval_batch_size")
+    learning_rate: float = _schema_default(Training, "learning_rate")
+    aux_learning_rate: float | None = _schema_default(Training, "aux_learning_rate")
+    weight_decay: float = _schema_default(Training, "weight_decay")
+    warmup_ratio: float = _schema_default(Training, "warmup_ratio")
+    max_grad_norm: float = _schema_default(Training, "max_grad_norm")
     seed: int = 42
-    # the runtime settings take their defaults from the schema's Runtime block (one list of defaults)
-    mixed_precision: str = _runtime_default("mixed_precision")  # "auto": bf16 on a CUDA device with bf16, else fp32
+    mixed_precision: str = _schema_default(Runtime, "mixed_precision")
     # Not the schema's default (True): job keys take this field's value, and a runtime block or a flat dict
     # that leaves group_by_length out has always meant random batches; reading Runtime's default here
     # would change those jobs' keys. The project default is conf's runtime.group_by_length: docs/decisions.md
     group_by_length: bool = False
-    teacher_mixed_precision: str = _runtime_default("teacher_mixed_precision")  # "same" as the student's
-    gradient_accumulation_steps: int = 1
-    max_steps: int | None = None
-    log_every_steps: int = 10
+    teacher_mixed_precision: str = _schema_default(Runtime, "teacher_mixed_precision")
+    gradient_accumulation_steps: int = _schema_default(Training, "gradient_accumulation_steps")
+    max_steps: int | None = _schema_default(Training, "max_steps")
+    log_every_steps: int = _schema_default(Training, "log_every_steps")
     checkpoint_dir: str | None = None
-    checkpoint_every_steps: int = _runtime_default("checkpoint_every_steps")  # 0 = at the end of each epoch only
-    keep_checkpoint: bool = _runtime_default("keep_checkpoint")  # keep the last checkpoint once training has finished
+    checkpoint_every_steps: int = _schema_default(Runtime, "checkpoint_every_steps")
+    keep_checkpoint: bool = _schema_default(Runtime, "keep_checkpoint")
     select_metric: str | None = None  # key of the evaluate_fn result; None = keep the last epoch
     greater_is_better: bool = True
-    progress_bar: bool = _runtime_default("progress_bar")
-    cpu: bool = _runtime_default("cpu")
-    tf32: bool = _runtime_default("tf32")  # TF32 matmuls for fp32 work on CUDA (no effect on a CPU)
-    compile: bool | str = _runtime_default("compile")  # torch.compile the trained model: true = inductor, or a backend
-    # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
-    fused_optimizer: bool | str = _runtime_default("fused_optimizer")
+    progress_bar: bool = _schema_default(Runtime, "progress_bar")
+    cpu: bool = _schema_default(Runtime, "cpu")
+    tf32: bool = _schema_default(Runtime, "tf32")
+    compile: bool | str = _schema_default(Runtime, "compile")
+    fused_optimizer: bool | str = _schema_default(Runtime, "fused_optimizer")
 
     @classmethod
     def from_schema(
@@ -69,11 +68,11 @@ class TrainingConfig:
         settings (:class:`bert_kd.config.schema.Runtime`); dicts are validated through
         :func:`bert_kd.config.schema.typed` (a bad key is a ParameterError naming it under ``where``).
 
-        A key the parameters leave out, or set to null, keeps this class's default (so a runtime
-        block without ``group_by_length`` keeps random batches, whatever the schema's default);
+        A key the parameters leave out, or set to null, keeps the schema's default (except
+        ``group_by_length``: a runtime block without it keeps random batches, see the field's comment);
         runtime settings win over the block's (``eval_batch_size``, ``log_every_steps``).
         """
-        values = typed(Training, training, where).model_dump(exclude_none=True)
+        values = typed(Training, training, where).model_dump()
         chosen = typed(Runtime, runtime, "runtime").model_dump(exclude_unset=True)
         values.update({k: v for k, v in chosen.items() if k in _FIELD_NAMES and v is not None})
         _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir)
