@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bert_kd.config.schema import Student, set_values, typed
+from bert_kd.config.schema import Runtime, Student, set_values, typed
 from bert_kd.experiment.distill_job import RunSettings, StudentStart, recipe_spec, task_of
 
 
@@ -21,7 +21,7 @@ def test_run_settings_from_the_run_settings_dataset_or_as_is():
         "data_source": {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None},
     }
     settings = RunSettings.of(values)
-    assert (settings.task, settings.seed, settings.runtime) == ("rte", 3, {})
+    assert (settings.task, settings.seed, settings.runtime) == ("rte", 3, Runtime())
     assert settings.data_source == {"glue_dir": "g", "max_train_samples": 8, "max_eval_samples": None}
     assert RunSettings.of(settings) is settings and task_of(settings) == "rte" and task_of("SST-2") == "sst2"
     with pytest.raises(ValueError, match="seed"):

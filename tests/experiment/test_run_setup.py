@@ -50,3 +50,17 @@ def test_losses_are_logged_often_enough_to_draw_a_curve_and_no_more():
     assert adaptive_log_every(60) == 1
     assert adaptive_log_every(300) == 6
     assert adaptive_log_every(30000) == 10
+
+
+def test_run_settings_hold_the_validated_tracking_and_runtime_blocks():
+    """A dict becomes its schema model once, when the run settings are built: what reads them gets models
+    whose set keys are the dict's (the same TrainingConfig and job keys as the dict gave)."""
+    from bert_kd.config.errors import ParameterError
+    from bert_kd.config.schema import Runtime, Tracking
+
+    settings = runs.RunSettings("rte", 1, {"enabled": False}, {"recompute": True})
+    assert settings.tracking == Tracking(enabled=False) and settings.runtime.recompute is True
+    assert settings.runtime.model_fields_set == {"recompute"}
+    assert runs.RunSettings("rte", 1).runtime == Runtime() and runs.RunSettings("rte", 1).tracking == Tracking()
+    with pytest.raises(ParameterError, match=r"runtime\.recompte"):
+        runs.RunSettings("rte", 1, runtime={"recompte": True})

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from bert_kd.config.schema import Student, Tracking, set_values, typed
+from bert_kd.config.schema import Student, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
@@ -222,7 +222,7 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
         train_split,
         collator,
         settings.batch_size,
-        typed(Tracking, job.settings.tracking, "tracking").gradient_share_batches,
+        job.settings.tracking.gradient_share_batches,
         name=job.run_name if job.multi_teacher else f"distill_{job.row}",
         seed=settings.seed,
     )

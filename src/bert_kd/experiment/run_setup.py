@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from pydantic import BaseModel
 
 from bert_kd.config.errors import ParameterError
-from bert_kd.config.schema import Block, Runtime, Teacher, Training, typed
+from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, Training, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.metrics import metric_names, primary_metric
 from bert_kd.core.training import Collator, TrainingConfig
@@ -33,9 +33,15 @@ class RunSettings:
 
     task: str
     seed: int
-    tracking: Any = field(default_factory=dict)
-    runtime: Any = field(default_factory=dict)
+    tracking: Tracking = field(default_factory=Tracking)
+    runtime: Runtime = field(default_factory=Runtime)
     data_source: Mapping = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """The one place a ``tracking`` or ``runtime`` dict (a notebook's, a test's, a sweep trial's) becomes
+        its schema model: what reads the run settings gets the validated blocks only."""
+        object.__setattr__(self, "tracking", typed(Tracking, self.tracking, "tracking"))
+        object.__setattr__(self, "runtime", typed(Runtime, self.runtime, "runtime"))
 
     @classmethod
     def of(cls, settings: RunSettings | Mapping) -> RunSettings:
@@ -52,8 +58,8 @@ class RunSettings:
         return cls(
             task=get_task(values["task"]).name,
             seed=values["seed"],
-            tracking=values.get("tracking") or {},
-            runtime=values.get("runtime") or {},
+            tracking=values.get("tracking"),
+            runtime=values.get("runtime"),
             data_source=dict(source),
         )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_kd.config.schema import Figures, Student, Tracking, set_values, typed
+from bert_kd.config.schema import Figures, Student, set_values, typed
 from bert_kd.config.schema import TeacherCache as TeacherCacheBlock
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import merge_tokenized, tokenize_splits
@@ -301,7 +301,7 @@ def register_best_student(
     (``settings``: the run settings). → what was done (``registered``, ``uri``, ``verdict``,
     ``tied`` or ``reason``), also tagged on the parent run."""
     run = RunSettings.of(settings)
-    tracking = typed(Tracking, run.tracking, "tracking")
+    tracking = run.tracking
     label = label or (lambda info: info.get("method", "?"))
     if not tracking.enabled or not tracking.register_best or not is_main_process():
         return {"registered": False, "reason": "tracking.enabled or tracking.register_best is false"}

@@ -37,7 +37,7 @@ def export_student(
     latency table (batch sizes × teacher / student fp32 / student bf16 / ONNX models) on the run's task."""
     logged = set_values(settings)  # the export run's ``export.*`` params
     run = RunSettings.of(run)
-    settings, tracking = typed(ExportStudent, settings, "export_student"), typed(Tracking, run.tracking, "tracking")
+    settings, tracking = typed(ExportStudent, settings, "export_student"), run.tracking
     spec = get_task(run.task)
     student, source = chosen_student(student, settings.model, tracking, spec.name)
     split = evaluation_split(student_data)

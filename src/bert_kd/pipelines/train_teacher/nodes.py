@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Mapping
 
-from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values, typed
+from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values
 from bert_kd.core.data.glue import TaskSpec, get_task
 from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
 from bert_kd.core.training import SupervisedObjective, fit
@@ -35,7 +35,7 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     run = RunSettings.of(run)
     logged = set_values(teacher)  # the run's ``teacher.*`` params: the block as configured
     teacher, seed = teacher_block(teacher), teacher_seed(teacher, run.seed)
-    runtime, tracking, data_source = typed(Runtime, run.runtime, "runtime"), run.tracking, run.data_source
+    runtime, tracking, data_source = run.runtime, run.tracking, run.data_source
     spec = get_task(run.task)
     config = training_config(teacher.training, runtime, seed, spec.name, None)
     material = {
