@@ -39,7 +39,7 @@ def test_set_values_keeps_what_the_user_wrote():
 
 
 def test_a_plain_start_adds_nothing_to_the_recipe():
-    start = StudentStart(None, None, {}, params={"num_layers": 2}, row="alp_no")
+    start = StudentStart(None, None, {}, params=Student(num_layers=2), row="alp_no")
     recipe = {"method": "alp", "weights": {"ce": 1.0}}
     assert start.method_inputs(recipe, None, "rte") == (recipe, {})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bert_kd.config.schema import Runtime, Training
 from bert_kd.experiment import run_setup as runs
 
 
@@ -17,39 +18,26 @@ from bert_kd.experiment import run_setup as runs
     ],
 )
 def test_loss_logging_interval_adapts_to_the_run_length(section, rows, expected):
-    config = runs.training_config(section, None, 0, "rte", None, n_train=rows)
+    config = runs.training_config(Training.model_validate(section), Runtime(), 0, "rte", None, n_train=rows)
     assert config.log_every_steps == expected
 
 
-def test_training_config_is_the_same_for_parameter_dicts_and_their_validated_models():
-    """Nodes get dicts (notebooks, tests, sweep trials) or the hook's validated models: same config, same job key."""
-    from bert_kd.config.schema import Runtime, Training
-    from bert_kd.experiment.jobs import training_spec
-
-    section = {"epochs": 1, "batch_size": 8, "learning_rate": "1e-4"}
-    runtime = {"group_by_length": True, "eval_batch_size": 16, "recompute": True}
-    as_dicts = runs.training_config(section, runtime, 5, "rte", "ckpt", n_train=48)
-    as_models = runs.training_config(
-        Training.model_validate(section), Runtime.model_validate(runtime), 5, "rte", "ckpt", n_train=48
-    )
-    assert as_dicts == as_models and training_spec(vars(as_dicts)) == training_spec(vars(as_models))
-    assert (as_models.seed, as_models.select_metric, as_models.checkpoint_dir, as_models.keep_checkpoint) == (
+def test_training_config_reads_the_validated_blocks():
+    """The training block's and runtime's set keys reach the config; the run's settings beside them."""
+    section = Training.model_validate({"epochs": 1, "batch_size": 8, "learning_rate": "1e-4"})
+    runtime = Runtime.model_validate({"group_by_length": True, "eval_batch_size": 16, "recompute": True})
+    config = runs.training_config(section, runtime, 5, "rte", "ckpt", n_train=48)
+    assert (config.seed, config.select_metric, config.checkpoint_dir, config.keep_checkpoint) == (
         5,
         "accuracy",
         "ckpt",
         True,
     )
-    assert (as_models.group_by_length, as_models.eval_batch_size, as_models.log_every_steps) == (True, 16, 1)
+    assert (config.epochs, config.batch_size, config.learning_rate) == (1.0, 8, 1e-4)
+    assert (config.group_by_length, config.eval_batch_size, config.log_every_steps) == (True, 16, 1)
     assert Runtime().group_by_length and not runs.training_config(section, Runtime(), 5, "rte", None).group_by_length
-    assert runs.training_config(section, {"log_every_steps": 4}, 5, "rte", None, n_train=48).log_every_steps == 4
-
-
-def test_losses_are_logged_often_enough_to_draw_a_curve_and_no_more():
-    from bert_kd.experiment.run_setup import adaptive_log_every
-
-    assert adaptive_log_every(60) == 1
-    assert adaptive_log_every(300) == 6
-    assert adaptive_log_every(30000) == 10
+    chosen = Runtime(log_every_steps=4)
+    assert runs.training_config(section, chosen, 5, "rte", None, n_train=48).log_every_steps == 4
 
 
 def test_run_settings_hold_the_validated_tracking_and_runtime_blocks():

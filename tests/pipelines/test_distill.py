@@ -199,6 +199,7 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
     init: teacher copies the fine-tuned teacher and keeps the job key it had before the option."""
     import torch
 
+    from bert_kd.config.schema import Student
     from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
     from bert_kd.pipelines.distill.nodes import build_student_model, student_start_spec
 
@@ -218,8 +219,9 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
     assert torch.equal(layer(copied.model), layer(fine_tuned))
     assert torch.equal(copied.model.classifier.weight, fine_tuned.classifier.weight)
     assert not torch.equal(pretrained.model.classifier.weight, fine_tuned.classifier.weight)
-    assert student_start_spec(copied, {**block, "init": "teacher"}) == student_start_spec(copied, block)
-    assert student_start_spec(pretrained, {**block, "init": "pretrained"})["init"] == "pretrained"
+    explicit_teacher, implicit = Student(**block, init="teacher"), Student(**block)
+    assert student_start_spec(copied, explicit_teacher) == student_start_spec(copied, implicit)
+    assert student_start_spec(pretrained, Student(**block, init="pretrained"))["init"] == "pretrained"
     with pytest.raises(ValueError, match="base_model"):
         build_student_model(
             ModelBundle(fine_tuned, teacher.tokenizer, {"task": "rte"}), {**block, "init": "pretrained"}, "rte"

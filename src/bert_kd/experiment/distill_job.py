@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from bert_kd.config.schema import Student, set_values, typed
+from bert_kd.config.schema import Student, set_values
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
@@ -52,7 +52,7 @@ class StudentStart(ModelBundle):
     """A student's initial weights (copied before each training run) with the typed student block
     it was built from, the table row it is for and the keys of the upstream jobs it depends on."""
 
-    params: Any = None  # the student parameter block as given (dict or schema.Student)
+    params: Student | None = None  # the validated student block (the node turns a dict into it)
     row: str | None = None
     upstream: dict = field(default_factory=dict)
 
@@ -77,11 +77,10 @@ def recipe_spec(method_config: Mapping) -> dict:
     }
 
 
-def student_start_spec(student: ModelBundle, student_params) -> dict:
+def student_start_spec(student: ModelBundle, params: Student) -> dict:
     """What the student starts from: the teacher copy's layer selection (``init: pretrained``: from
     the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
     or another model's identity."""
-    params = typed(Student, student_params, "student")
     spec = {
         "num_layers": params.num_layers,
         "layer_selection": params.layer_selection,
@@ -107,7 +106,7 @@ class DistillJob:
     recipe: dict
     #: live objects the method reads beside the recipe (TED's Stage I filters): never key material
     method_objects: dict
-    student_params: Any
+    student_params: Student
     settings: RunSettings
     row: str
     data: Any
@@ -123,7 +122,7 @@ class DistillJob:
     def training(self, checkpoint_dir=None, n_train: int | None = None):
         """The job's :class:`~bert_kd.core.training.TrainingConfig` (student ``training`` block + runtime)."""
         return training_config(
-            set_values(self.student_params).get("training"),
+            self.student_params.training,
             self.settings.runtime,
             self.settings.seed,
             self.task,
@@ -140,8 +139,7 @@ def single_teacher_job(
     task = settings.task
     row = student.row or recipe["method"]
     key_recipe, objects = student.method_inputs(recipe, teacher, task)
-    params = set_values(student.params)
-    config = training_config(params.get("training"), settings.runtime, settings.seed, task, None)
+    config = training_config(student.params.training, settings.runtime, settings.seed, task, None)
     store = store_job(
         "student",
         {
@@ -149,7 +147,7 @@ def single_teacher_job(
             "recipe": recipe_spec(key_recipe),
             "teacher": teacher.info.get("key"),
             "start": student_start_spec(student, student.params),
-            "max_seq_length": params.get("max_seq_length"),  # None (a student block has no such key): material since v1
+            "max_seq_length": None,  # a student block has no such key: material since v1
             "training": jobs.training_spec(vars(config)),
             "seed": settings.seed,
             "data": jobs.dataset_fingerprint(student_data),

@@ -65,21 +65,21 @@ class RunSettings:
 
 
 def training_config(
-    section: Mapping,
-    runtime: Mapping | None,
+    training: Training,
+    runtime: Runtime,
     seed: int,
     task: str,
     checkpoint_dir: Path | None,
     n_train: int | None = None,
 ):
-    """TrainingConfig from a ``training:`` parameter block plus ``runtime`` settings.
+    """TrainingConfig from a validated ``training:`` block plus the ``runtime`` settings (the nodes and
+    :class:`RunSettings` turn dicts into these models).
 
     With a ``checkpoint_dir`` the checkpoint is kept after training: the job path removes it
     once the result is stored. With ``n_train`` (training rows) and no ``log_every_steps`` set by
     the user, losses are logged :func:`adaptive_log_every` steps apart, so
     small runs still draw a curve.
     """
-    training, runtime = typed(Training, section, "training"), typed(Runtime, runtime, "runtime")
     select = runtime.select_metric or primary_metric(task)  # a sweep table's paper metric, else the task's primary
     if select not in (known := metric_names(task)):
         raise ParameterError(

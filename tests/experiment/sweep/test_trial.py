@@ -565,6 +565,7 @@ def test_params_that_change_a_trial_make_the_run_a_variant(tiny_teacher_dir, tin
 def test_a_tables_epoch_metric_reaches_the_training_config(tiny_teacher_dir, tiny_glue_dir):
     """The table's ``select_metric`` (its paper's metric where it is not the primary one) is what every
     training job of the trial keeps its best epoch by; without one, the task's primary metric."""
+    from bert_kd.config.schema import Runtime, Training
     from bert_kd.experiment.run_setup import training_config
 
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
@@ -573,9 +574,9 @@ def test_a_tables_epoch_metric_reaches_the_training_config(tiny_teacher_dir, tin
     spec = build_sweep(table, RECIPES).trials()[0]
     runtime = TrialRunner(params, commit="")._runtime(spec)
     assert runtime["select_metric"] == "accuracy"
-    assert training_config({}, runtime, 1, "mrpc", None).select_metric == "accuracy"
-    assert training_config({}, {}, 1, "mrpc", None).select_metric == "combined"
+    assert training_config(Training(), Runtime.model_validate(runtime), 1, "mrpc", None).select_metric == "accuracy"
+    assert training_config(Training(), Runtime(), 1, "mrpc", None).select_metric == "combined"
     from bert_kd.config.errors import ParameterError
 
     with pytest.raises(ParameterError, match="'pearson' is not a dev metric of mrpc .accuracy, combined, f1."):
-        training_config({}, {"select_metric": "pearson"}, 1, "mrpc", None)
+        training_config(Training(), Runtime(select_metric="pearson"), 1, "mrpc", None)

@@ -122,7 +122,7 @@ def build_student_model(teacher: ModelBundle, student, settings, row: str | None
         "teacher_parameters": count_parameters(teacher.model),
     }
     log.info("student: %d parameters (teacher %d), layers %s", info["parameters"], info["teacher_parameters"], kept)
-    return StudentStart(model, tokenizer, info, params=student, row=row)
+    return StudentStart(model, tokenizer, info, params=params, row=row)
 
 
 def prepare_student_data(

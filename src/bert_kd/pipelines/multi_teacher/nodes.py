@@ -190,7 +190,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
         teacher_tokenizers={teacher_prefix(k): b.tokenizer for k, b in enumerate(bundles)},
         recipe=recipe,
         method_objects={},
-        student_params=student,
+        student_params=params,
         settings=run,
         row=recipe["method"],
         data=data,

@@ -236,7 +236,7 @@ def ted_student_init(
         model,
         tokenizer,
         info,
-        params=student,
+        params=typed(Student, student, "ted_student"),
         row=row,
         upstream={"ted_filters": ted_filters.get("key")},
         filters=ted_filters,
