@@ -65,7 +65,7 @@ def run_job(tmp_path, tiny_teacher_dir, name, tracking=None):
     return run_model_job(
         job,
         train,
-        tracking or {},
+        Tracking.model_validate(tracking or {}),
         run_name=f"distill_{name}:rte",
         run_tags={"role": "student", "method": name, "task": "rte"},
     )
@@ -144,7 +144,11 @@ def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
     run_job(tmp_path, tiny_teacher_dir, "alp")
     job, train = tiny_model_job(tmp_path, tiny_teacher_dir, "alp")  # the same job under another row
     reused = run_model_job(
-        job, train, {}, run_name="distill_alp_po:rte", run_tags={"role": "student", "method": "alp_po", "task": "rte"}
+        job,
+        train,
+        Tracking(),
+        run_name="distill_alp_po:rte",
+        run_tags={"role": "student", "method": "alp_po", "task": "rte"},
     )
     run = tracking_store.get_run(reused.info["mlflow_run_id"])
     assert run.info.run_name == "distill_alp_po:rte (reused)"

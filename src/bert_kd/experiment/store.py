@@ -38,7 +38,7 @@ TRAINING_SECONDS = "time/training_seconds"
 def run_model_job(
     model_job: jobs.Job,
     train_fn,
-    tracking: Block[Tracking] | None,
+    tracking: Tracking,
     *,
     recompute: bool = False,
     run_name: str | None = None,
@@ -55,8 +55,7 @@ def run_model_job(
     reused entry is logged again only when the run that trained it has no finished LoggedModel in
     this tracking store (a killed logging, another store). Its id goes to ``info["mlflow_model_id"]``.
     """
-    settings = typed(Tracking, tracking, "tracking")
-    tracker = tracker_for(settings)
+    tracker = tracker_for(tracking)
     name = run_name or f"{model_job.kind}:{model_job.spec.get('task')}"
     with tracker.start_job(name, run_tags) as run:
 
@@ -83,7 +82,7 @@ def run_model_job(
             model_id = tracker.logged_model(trained_in, model_job.key)
         if run.enabled:
             bundle.info["mlflow_run_id"] = run.run_id
-        if model_id is None and settings.log_models:
+        if model_id is None and tracking.log_models:
             regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
             model_id = tracker.log_model(run, outcome.path, bundle.info, model_job.key, regression)
         if model_id is not None:
