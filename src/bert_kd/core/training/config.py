@@ -55,25 +55,24 @@ class TrainingConfig:
     @classmethod
     def from_schema(
         cls,
-        training: Training | Mapping | None,
-        runtime: Runtime | Mapping | None = None,
+        training: Training,
+        runtime: Runtime,
         *,
         seed: int,
         select_metric: str | None,
         greater_is_better: bool = True,
         checkpoint_dir: str | Path | None = None,
-        where: str = "training",
     ) -> TrainingConfig:
-        """Build from a ``training:`` block (:class:`bert_kd.config.schema.Training`) and the ``runtime``
-        settings (:class:`bert_kd.config.schema.Runtime`); dicts are validated through
-        :func:`bert_kd.config.schema.typed` (a bad key is a ParameterError naming it under ``where``).
+        """Build from a validated ``training:`` block (:class:`bert_kd.config.schema.Training`) and the
+        ``runtime`` settings (:class:`bert_kd.config.schema.Runtime`); a flat dict goes through
+        :meth:`from_dict`.
 
         A key the parameters leave out, or set to null, keeps the schema's default (except
         ``group_by_length``: a runtime block without it keeps random batches, see the field's comment);
         runtime settings win over the block's (``eval_batch_size``, ``log_every_steps``).
         """
-        values = typed(Training, training, where).model_dump()
-        chosen = typed(Runtime, runtime, "runtime").model_dump(exclude_unset=True)
+        values = training.model_dump()
+        chosen = runtime.model_dump(exclude_unset=True)
         values.update({k: v for k, v in chosen.items() if k in _FIELD_NAMES and v is not None})
         _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir)
         values.update(
@@ -87,8 +86,8 @@ class TrainingConfig:
     @classmethod
     def from_dict(cls, values: Mapping | None) -> TrainingConfig:
         """Build from one flat dict of this class's fields (a notebook's, a test's): the keys of a
-        ``training:`` block and of ``runtime`` are validated by the schema (:meth:`from_schema`);
-        an unknown key is a ValueError naming it."""
+        ``training:`` block and of ``runtime`` are validated by the schema (a bad value is a
+        ParameterError naming it); an unknown key is a ValueError naming it."""
         values = dict(values or {})
         unknown = sorted(set(values) - _FIELD_NAMES)
         if unknown:
@@ -100,7 +99,9 @@ class TrainingConfig:
             k: v for k, v in values.items() if k in Runtime.model_fields and k not in training and k not in run_settings
         }
         run_settings.update({k: v for k, v in values.items() if k not in training and k not in runtime})
-        return cls.from_schema(training, runtime, **run_settings)
+        return cls.from_schema(
+            typed(Training, training, "training"), typed(Runtime, runtime, "runtime"), **run_settings
+        )
 
 
 #: TrainingConfig's fields: the schema's ``training:`` and ``runtime`` keys, and the settings of one run
