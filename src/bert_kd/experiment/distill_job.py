@@ -35,7 +35,7 @@ from bert_kd.experiment.run_setup import (  # RunSettings: re-exported
     training_config,
 )
 from bert_kd.experiment.store import job as store_job
-from bert_kd.experiment.store import model_identity, recompute, run_model_job
+from bert_kd.experiment.store import model_identity, run_model_job
 from bert_kd.experiment.tracker import JobRun, tracker_for
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
@@ -185,7 +185,7 @@ def train_student(job: DistillJob) -> ModelBundle:
         job.store,
         train,
         job.settings.tracking,
-        recompute=recompute(job.settings.runtime),
+        recompute=job.settings.runtime.recompute,
         run_name=job.run_name,
         run_tags={"role": "student", "method": job.row, "task": job.task},
     )

@@ -26,7 +26,6 @@ from bert_kd.experiment import store as model_store
 from bert_kd.experiment.distill_job import RunSettings, StudentStart, task_of
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
 from bert_kd.experiment.run_setup import collator_for, training_config
-from bert_kd.experiment.store import recompute
 from bert_kd.experiment.tracker import is_main_process, kedro_run, tracker_for
 from bert_kd.pipelines.distill.nodes import build_student_model, check_teacher, shallow_student
 
@@ -83,7 +82,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
         train,
         lambda result, d: save_ted_filters(result, d / "stage1"),
         lambda d: load_ted_filters(d / "stage1"),
-        recompute=recompute(run.runtime),
+        recompute=run.runtime.recompute,
         writer=is_main_process(),
         provenance_fn=lambda result: {"mlflow_run_id": result["report"].get("mlflow_run_id")},
     )
