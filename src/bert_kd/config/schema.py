@@ -54,6 +54,8 @@ LayerMapping = Union[str, list[list[int]], list[int]]
 
 #: Largest seed every RNG the runs seed accepts (numpy's ``np.random.seed``: 2³² − 1).
 MAX_SEED = 2**32 - 1
+#: The run seed when none is given (``seed:`` in conf/base/parameters.yml says the same).
+DEFAULT_SEED = 42
 
 
 class Strict(BaseModel):

@@ -23,6 +23,7 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator, model
 import bert_kd.core.distill.methods  # noqa: F401  (registers every method)
 from bert_kd.config.errors import ModelNotFoundError, ParameterError
 from bert_kd.config.schema import (
+    DEFAULT_SEED,
     RECIPE_BLOCKS,
     WEIGHT_DECIMALS,
     Evaluate,
@@ -89,7 +90,7 @@ class Parameters(Strict):
     glue_dir: str | None = None
     max_train_samples: PositiveInt | None = None
     max_eval_samples: PositiveInt | None = None
-    seed: NonNegativeInt = 42
+    seed: NonNegativeInt = DEFAULT_SEED
     training: Training | None = None  # shared defaults, reused by `${training}` in conf
     tracking: Tracking = Tracking()
     runtime: Runtime = Runtime()

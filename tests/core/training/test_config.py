@@ -244,3 +244,15 @@ def test_make_optimizer_fuses_adamw_on_cpu_and_cuda_by_default(tiny_teacher_dir,
     optimizer = make_optimizer(objective, TrainingConfig.from_dict({"fused_optimizer": setting}), torch.device(device))
     assert optimizer.defaults["fused"] is fused
     assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(objective.parameters()))
+
+
+def test_the_run_seed_default_is_written_once():
+    """The loop's, the parameters' and conf/base's default seed are the schema's ``DEFAULT_SEED``."""
+    import yaml
+
+    from bert_kd.config.schema import DEFAULT_SEED
+    from bert_kd.experiment.parameters import Parameters
+    from tests.conftest import REPO_ROOT
+
+    conf = yaml.safe_load((REPO_ROOT / "conf/base/parameters.yml").read_text())
+    assert TrainingConfig().seed == Parameters.model_fields["seed"].default == conf["seed"] == DEFAULT_SEED

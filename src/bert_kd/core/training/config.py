@@ -9,7 +9,7 @@ from typing import Mapping
 
 import torch
 
-from bert_kd.config.schema import MAX_SEED, Runtime, Training, typed
+from bert_kd.config.schema import DEFAULT_SEED, MAX_SEED, Runtime, Training, typed
 from bert_kd.core.training.precision import resolve_precision, training_device
 
 
@@ -31,7 +31,7 @@ class TrainingConfig:
     weight_decay: float = _schema_default(Training, "weight_decay")
     warmup_ratio: float = _schema_default(Training, "warmup_ratio")
     max_grad_norm: float = _schema_default(Training, "max_grad_norm")
-    seed: int = 42
+    seed: int = DEFAULT_SEED
     mixed_precision: str = _schema_default(Runtime, "mixed_precision")
     # Not the schema's default (True): job keys take this field's value, and a runtime block or a flat dict
     # that leaves group_by_length out has always meant random batches; reading Runtime's default here
