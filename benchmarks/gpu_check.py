@@ -242,17 +242,25 @@ def time_steps(
 
 def make_step(objective, device: torch.device, precision: str, compile: str | None = None):
     """One training step of ``objective`` (forward under autocast for bf16, backward, clipping, fused
-    AdamW); with ``compile``, its trained model compiled as ``runtime.compile`` does in the loop."""
+    AdamW); with ``compile``, its trained model compiled as ``runtime.compile`` does in the loop, and
+    with ``compile`` = ``BACKEND+teacher`` its frozen teachers compiled with ``BACKEND`` too."""
     from bert_kd.core.training import TrainingConfig, make_optimizer
-    from bert_kd.core.training.precision import compile_model
+    from bert_kd.core.training.precision import compile_model, uses_cuda_graphs
 
     objective = objective.to(device).train()
-    if compile:
-        compile_model(objective.model, compile)
+    backend, _, also = (compile or "").partition("+")
+    if backend:
+        compile_model(objective.model, backend)
+    if also == "teacher":
+        for teacher in getattr(objective, "teachers", []):
+            compile_model(teacher, backend)
     optimizer = make_optimizer(objective, TrainingConfig(), device)
     trained = [p for p in objective.parameters() if p.requires_grad]
+    mark_step = uses_cuda_graphs(backend)
 
     def step(batch: dict) -> None:
+        if mark_step:  # as the loop does: the last step's graph outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = objective.training_step(batch)["loss"]
         loss.backward()
@@ -322,10 +330,14 @@ def measure(
     steps: int,
     compile_backends: Iterable[str] = (),
     failures: list | None = None,
+    compile_teacher: bool = False,
+    on_row=None,
 ) -> list[Timing]:
     """Every work of every pair in every precision, eager; then, for each of ``compile_backends``, teacher
     fine-tuning and live ALP of the first pair in the precision of the estimates, compiled (a backend that
-    fails prints its error in the table and is left out; ``failures`` collects those errors)."""
+    fails prints its error in the table and is left out; ``failures`` collects those errors); with
+    ``compile_teacher``, live ALP once more with its frozen teacher compiled too (``BACKEND+teacher``);
+    ``on_row(timings)`` after every row."""
     from bert_kd.core.training.precision import set_tf32
 
     timings, failures = [], failures if failures is not None else []
@@ -338,7 +350,10 @@ def measure(
         runs = [(precision, None, None) for precision in precisions(device)]
         if name == next(iter(pairs)):
             compiled_works = ("teacher_finetune", "live_distill")
-            runs += [(estimate_precision(device), backend, compiled_works) for backend in compile_backends]
+            for backend in compile_backends:
+                runs.append((estimate_precision(device), backend, compiled_works))
+                if compile_teacher:
+                    runs.append((estimate_precision(device), f"{backend}+teacher", ("live_distill",)))
         for precision, backend, works in runs:
             if device.type == "cuda":
                 set_tf32(precision == "tf32")  # bf16 rows: autocast; their fp32 leftovers without TF32
@@ -357,7 +372,10 @@ def measure(
                 timing = timing_of(name, work, precision, pair, measured, batch_size, device_name, backend)
                 timings.append(timing)
                 print_timing(timing)
+                if on_row:
+                    on_row(timings)
             if backend:
+                teacher._compiled_call_impl = None  # a BACKEND+teacher row compiled the shared teacher in place
                 torch._dynamo.reset()  # the next backend compiles afresh
         del teacher, student
         if device.type == "cuda":
@@ -398,6 +416,64 @@ def fused_adamw_agreement(pairs: Mapping, device: torch.device, batch_size: int,
         flush=True,
     )
     return {"pair": name, "steps": steps, "max_abs_difference": difference, "max_abs_parameter": scale}
+
+
+def profile_step(
+    pairs: Mapping, device: torch.device, batch_size: int, work: str = "live_distill", steps: int = 5
+) -> dict:
+    """Where one eager step of ``work`` on the first pair (the estimates' precision) spends its time, from
+    ``torch.profiler`` over ``steps`` steps: wall, host (CPU) and device milliseconds per step, kernel
+    launches per step, and the operators that cost the host most. Host time near the wall time and far
+    above the device's means the step is bound by launching kernels, not by arithmetic."""
+    from torch.profiler import ProfilerActivity, profile
+
+    name, (shape, student_layers, length) = next(iter(pairs.items()))
+    precision = estimate_precision(device)
+    if device.type == "cuda":
+        from bert_kd.core.training.precision import set_tf32
+
+        set_tf32(precision == "tf32")
+    teacher, student = build_pair(shape, student_layers, device)
+    batch = random_batch(shape, batch_size, length, device)
+    step = make_step(objectives(teacher, student, shape, batch_size, device)[work](), device, precision)
+    for _ in range(3):
+        step(batch)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    with profile(activities=activities) as profiler:
+        for _ in range(steps):
+            step(batch)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    wall = (time.perf_counter() - start) / steps
+    events = profiler.key_averages()
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel"))
+    device_us = sum(getattr(e, "self_device_time_total", 0) for e in events if e.device_type.name == "CUDA")
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
+    result = {
+        "pair": name,
+        "work": work,
+        "precision": precision,
+        "steps": steps,
+        "wall_ms": 1e3 * wall,
+        "host_ms": sum(e.self_cpu_time_total for e in events) / 1e3 / steps,
+        "device_ms": device_us / 1e3 / steps,
+        "kernel_launches": launches / steps,
+        "top_host_ops": [
+            {"op": e.key, "calls": e.count / steps, "self_ms": e.self_cpu_time_total / 1e3 / steps} for e in top
+        ],
+    }
+    print(
+        f"\nProfile of one {name} {work} step ({precision}, {steps} steps under torch.profiler, which slows the "
+        f"host): wall {result['wall_ms']:.1f} ms, host {result['host_ms']:.1f} ms, device busy "
+        f"{result['device_ms']:.1f} ms, {result['kernel_launches']:.0f} kernel launches per step"
+    )
+    print("| operator | calls/step | host ms/step |\n|---|---|---|")
+    for row in result["top_host_ops"]:
+        print(f"| {row['op']} | {row['calls']:.0f} | {row['self_ms']:.2f} |")
+    return result
 
 
 # --------------------------------------------------------------------------- GPU-hours
@@ -485,11 +561,13 @@ def estimate_paper_tables(
     timings: list[Timing], pairs: Mapping, precision: str, compile: str | None = None
 ) -> dict[str, dict]:
     """:func:`estimate_table` for every table of ``conf/base/parameters_reproduce.yml`` at the eager rates
-    of ``precision``; with ``compile``, that backend's rates wherever they were measured."""
+    of ``precision``; with ``compile``, that backend's rates wherever they were measured (``BACKEND+teacher``:
+    those rows over ``BACKEND``'s)."""
     rates = {(t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision and t.compile is None}
-    if compile:
+    backend = (compile or "").partition("+")[0]
+    for label in dict.fromkeys(label for label in (backend, compile) if label):  # BACKEND, then BACKEND+teacher
         rates |= {
-            (t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision and t.compile == compile
+            (t.pair, t.work): t.examples_per_s for t in timings if t.precision == precision and t.compile == label
         }
     return {
         table: estimate_table(trials, settings, rates, pairs) for table, (settings, trials) in sweep_tables().items()
@@ -604,31 +682,89 @@ def main(argv=None) -> dict:
         choices=list(SWEEP_TABLES),
         help=f"student shapes of the sweep-throughput check (default: {' and '.join(SWEEP_TABLES)}; tiny: the tiny pair)",
     )
+    parser.add_argument(
+        "--compile-teacher",
+        action="store_true",
+        help="with --compile: live ALP once more with its frozen teacher compiled too (rows BACKEND+teacher)",
+    )
+    parser.add_argument(
+        "--pairs", nargs="*", choices=list(PAIRS), help="the pairs to time (default: all; the estimates need all)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="profile one eager live-ALP step of the first pair: host vs device time"
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: estimate the tables from the timings of these --json files (a later file's row "
+        "replaces an earlier one's of the same pair, work, precision and compile)",
+    )
     parser.add_argument("--sweep-worker", nargs=5, help=argparse.SUPPRESS)  # PAIR SECONDS READY_DIR COUNT INDEX
     args = parser.parse_args(argv)
     if args.sweep_worker:
         pair, seconds, ready, count, index = args.sweep_worker
         print(json.dumps(sweep_worker(pair, float(seconds), Path(ready), int(index), int(count), args.tiny)))
         return {}
+    if args.merge:
+        return merge_reports(args.merge, args.json)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
-    pairs = TINY_PAIRS if args.tiny else PAIRS
+    pairs = TINY_PAIRS if args.tiny else {pair: PAIRS[pair] for pair in args.pairs or PAIRS}
     batch_size, steps = (4, 2) if args.tiny else (args.batch_size, args.steps)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device: {name}; batch {batch_size}; {steps} timed steps after 2 warm-up steps")
-    compile_failures: list[dict] = []
-    timings = measure(pairs, device, batch_size, steps, args.compile, compile_failures)
-    agreement = fused_adamw_agreement(pairs, device, batch_size)
     precision = estimate_precision(device)
-    estimates = estimate_paper_tables(timings, pairs, precision)
-    failed = {f["compile"] for f in compile_failures}
-    compiled_estimates = {
-        backend: estimate_paper_tables(timings, pairs, precision, backend)
-        for backend in args.compile
-        if backend not in failed
-    }
-    print(
-        f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if args.tiny else ''}):"
+    report: dict = {"device": name, "tiny": args.tiny, "precision_for_estimate": precision, "complete": False}
+
+    def save(**entries) -> None:  # after every part, so a run stopped at its time limit keeps what it measured
+        report.update(entries)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
+
+    print(f"device: {name}; batch {batch_size}; {steps} timed steps after 2 warm-up steps")
+    if args.profile:
+        try:
+            save(profile=profile_step(pairs, device, batch_size))
+        except Exception as error:  # a diagnosis only: the timings below still run
+            print(f"profile failed: {type(error).__name__}: {error}", flush=True)
+            save(profile={"error": f"{type(error).__name__}: {error}"})
+    compile_failures: list[dict] = []
+    timings = measure(
+        pairs,
+        device,
+        batch_size,
+        steps,
+        args.compile,
+        compile_failures,
+        args.compile_teacher,
+        on_row=lambda rows: save(timings=[asdict(t) for t in rows], compile_failures=compile_failures),
     )
+    agreement = fused_adamw_agreement(pairs, device, batch_size)
+    estimates, compiled_estimates = print_estimates(timings, pairs, precision, name, args.tiny)
+    save(fused_adamw_agreement=agreement, estimates=estimates, compiled_estimates=compiled_estimates)
+    workers = args.workers if args.workers is not None else ([1, 2] if args.tiny else [1, 2, 4])
+    sweep_pairs = [next(iter(TINY_PAIRS))] if args.tiny else (args.sweep_pairs or list(SWEEP_TABLES))
+    sweep: list[dict] = []
+    for pair in sweep_pairs if workers else []:
+        rows = sweep_throughput(workers, 1.0 if args.tiny else args.worker_seconds, args.tiny, pair)
+        sweep += rows
+        print_sweep(rows, estimates, name, precision)
+        save(sweep_throughput=sweep)
+    save(sweep_throughput=sweep, complete=True)
+    return report
+
+
+def print_estimates(timings: list[Timing], pairs: Mapping, precision: str, name: str, tiny: bool):
+    """Print and return the GPU-hours of every table at the eager rates and at each compiled label's
+    (``None, {}`` when a pair the tables need was not timed)."""
+    measured = {t.pair for t in timings if t.compile is None}
+    if not set(pairs) <= measured or (not tiny and set(PAIRS) - measured):
+        print(f"\nGPU-hours per paper table: not estimated (timed {sorted(measured)}; the tables need every pair)")
+        return None, {}
+    estimates = estimate_paper_tables(timings, pairs, precision)
+    labels = list(dict.fromkeys(t.compile for t in timings if t.compile and t.precision == precision))
+    compiled_estimates = {label: estimate_paper_tables(timings, pairs, precision, label) for label in labels}
+    print(f"\nGPU-hours per paper table ({precision}, one {name}{'; tiny shapes: not an estimate' if tiny else ''}):")
     print("| table | pair | trials | teacher h | students h | total h |\n|---|---|---|---|---|---|")
     for table, e in estimates.items():
         print(
@@ -636,48 +772,72 @@ def main(argv=None) -> dict:
             f"{e['total_hours']:.1f} |"
         )
     if compiled_estimates:
-        backends = list(compiled_estimates)
         print(
             f"\nGPU-hours per paper table with the trained model compiled ({precision}; teacher fine-tuning and "
             f"live ALP at {next(iter(pairs))}'s compiled rates, other work eager):"
         )
-        print("| table | eager h | " + " | ".join(f"{b} h" for b in backends) + " |")
-        print("|---|---|" + "---|" * len(backends))
+        print("| table | eager h | " + " | ".join(f"{b} h" for b in labels) + " |")
+        print("|---|---|" + "---|" * len(labels))
         for table, e in estimates.items():
-            cells = " | ".join(f"{compiled_estimates[b][table]['total_hours']:.1f}" for b in backends)
+            cells = " | ".join(f"{compiled_estimates[b][table]['total_hours']:.1f}" for b in labels)
             print(f"| {table} | {e['total_hours']:.1f} | {cells} |")
-    workers = args.workers if args.workers is not None else ([1, 2] if args.tiny else [1, 2, 4])
-    sweep_pairs = [next(iter(TINY_PAIRS))] if args.tiny else (args.sweep_pairs or list(SWEEP_TABLES))
-    sweep = []
-    for pair in sweep_pairs if workers else []:
-        rows = sweep_throughput(workers, 1.0 if args.tiny else args.worker_seconds, args.tiny, pair)
-        sweep += rows
-        table = rows[0]["table"]
+    return estimates, compiled_estimates
+
+
+def print_sweep(rows: list[dict], estimates: Mapping | None, name: str, precision: str) -> None:
+    table = rows[0]["table"]
+    print(
+        f"\nSweep throughput on one {name} ({rows[0]['pair']} ALP students, live teacher; trials of {table}):\n"
+        f"| workers | student examples/s | vs one worker | trials/hour | {table} GPU-hours ({precision}) |\n"
+        "|---|---|---|---|---|"
+    )
+    for row in rows:
+        hours = f"{hours_with_workers(estimates[table], row['speedup']):.1f}" if estimates else "–"
         print(
-            f"\nSweep throughput on one {name} ({pair} ALP students, live teacher; trials of {table}):\n"
-            f"| workers | student examples/s | vs one worker | trials/hour | {table} GPU-hours ({precision}) |\n"
-            "|---|---|---|---|---|"
+            f"| {row['workers']} | {row['examples_per_s']:.0f} | {row['speedup']:.2f}× | "
+            f"{row['trials_per_hour']:.1f} | {hours} |"
         )
-        for row in rows:
-            hours = hours_with_workers(estimates[table], row["speedup"])
-            print(
-                f"| {row['workers']} | {row['examples_per_s']:.0f} | {row['speedup']:.2f}× | "
-                f"{row['trials_per_hour']:.1f} | {hours:.1f} |"
-            )
-    report = {
-        "device": name,
-        "sweep_throughput": sweep,
-        "tiny": args.tiny,
+
+
+def merge_reports(paths: list[Path], out: Path | None) -> dict:
+    """The estimates from the timings of several ``--json`` reports of one device (two calls on a machine
+    lent for minutes, say): rows of a later file replace an earlier file's of the same pair, work, precision
+    and compile; sweep rows and profiles are carried over as they are."""
+    reports = [json.loads(path.read_text()) for path in paths]
+    if len({r["device"] for r in reports}) > 1:
+        raise SystemExit(f"--merge: the reports are of different devices ({sorted({r['device'] for r in reports})})")
+    rows: dict[tuple, Timing] = {}
+    for report in reports:
+        for row in report.get("timings", []):
+            timing = Timing(**row)
+            rows[(timing.pair, timing.work, timing.precision, timing.compile)] = timing
+    timings, first = list(rows.values()), reports[0]
+    pairs = TINY_PAIRS if first["tiny"] else PAIRS
+    precision = first["precision_for_estimate"]
+    print(f"device: {first['device']}; timings merged from {', '.join(str(p) for p in paths)}")
+    print(TABLE_HEADER)
+    for timing in timings:
+        print_timing(timing)
+    estimates, compiled_estimates = print_estimates(timings, pairs, precision, first["device"], first["tiny"])
+    sweep = [row for report in reports for row in report.get("sweep_throughput", [])]
+    for pair in dict.fromkeys(row["pair"] for row in sweep):
+        print_sweep([row for row in sweep if row["pair"] == pair], estimates, first["device"], precision)
+    merged = {
+        "device": first["device"],
+        "tiny": first["tiny"],
         "precision_for_estimate": precision,
+        "merged_from": [str(p) for p in paths],
         "timings": [asdict(t) for t in timings],
-        "fused_adamw_agreement": agreement,
         "estimates": estimates,
         "compiled_estimates": compiled_estimates,
-        "compile_failures": compile_failures,
+        "sweep_throughput": sweep,
+        "profiles": [r["profile"] for r in reports if r.get("profile")],
+        "compile_failures": [f for r in reports for f in r.get("compile_failures", [])],
+        "complete": all(r.get("complete", True) for r in reports),
     }
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return report
+    if out:
+        out.write_text(json.dumps(merged, indent=2))
+    return merged
 
 
 if __name__ == "__main__":

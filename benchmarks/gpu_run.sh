@@ -16,7 +16,8 @@
 # TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
 # run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes;
 # GPU_RUN_SKIP: step names not to run this time (space-separated), e.g. after a partial run.
-# GPU_CHECK_COMPILE: the torch.compile backends gpu_check also times (default "inductor cudagraphs"; empty: none).
+# GPU_CHECK_COMPILE: the torch.compile backends (or inductor modes) gpu_check also times, each also with the live
+# teacher compiled (default "reduce-overhead cudagraphs"; empty: none); GPU_CHECK_ARGS: more gpu_check arguments.
 set -euo pipefail
 usage="usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
@@ -97,8 +98,9 @@ if $dry_run; then
   baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
 else
   sweep="$sweep,reproduce.tasks=mrpc"
-  read -r -a compile_backends <<< "${GPU_CHECK_COMPILE-inductor cudagraphs}"
-  check_args=(--worker-seconds 10 --compile "${compile_backends[@]}")
+  read -r -a compile_backends <<< "${GPU_CHECK_COMPILE-reduce-overhead cudagraphs}"
+  read -r -a extra_check_args <<< "${GPU_CHECK_ARGS:-}"
+  check_args=(--worker-seconds 10 --profile --compile "${compile_backends[@]}" --compile-teacher "${extra_check_args[@]}")
 fi
 baselines_extra=${baselines_extra:-}
 sweep="$sweep,glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"

@@ -172,3 +172,65 @@ def test_a_backend_that_fails_prints_its_error_and_the_rest_is_measured(gpu_chec
         ("live_distill", "no_such_backend"),
     ]
     assert "| no_such_backend | failed: " in capsys.readouterr().out
+
+
+def test_a_compiled_teacher_row_layers_over_its_backend_rows(gpu_check):
+    pairs = {"bert-base 12→4": gpu_check.PAIRS["bert-base 12→4"]}
+    rows = [timing(gpu_check, w, r) for w, r in (("teacher_finetune", 100.0), ("live_distill", 200.0))]
+    rows += [timing(gpu_check, "cached_distill", 400.0)]
+    rows += [timing(gpu_check, w, r, "cudagraphs") for w, r in (("teacher_finetune", 300.0), ("live_distill", 400.0))]
+    rows += [timing(gpu_check, "live_distill", 800.0, "cudagraphs+teacher")]
+    both = gpu_check.estimate_paper_tables(rows, pairs, "bf16", "cudagraphs+teacher")
+    settings, trials = gpu_check.sweep_tables("alp_kd_table1")["alp_kd_table1"]
+    rates = {("bert-base 12→4", "teacher_finetune"): 300.0, ("bert-base 12→4", "live_distill"): 800.0}
+    rates[("bert-base 12→4", "cached_distill")] = 400.0
+    assert both["alp_kd_table1"] == gpu_check.estimate_table(trials, settings, rates, pairs)
+
+
+def test_compile_teacher_compiles_the_frozen_teacher_of_that_row_only(gpu_check, capsys):
+    import torch
+
+    timings = gpu_check.measure(gpu_check.TINY_PAIRS, torch.device("cpu"), 2, 1, ["eager"], [], compile_teacher=True)
+    compiled = [(t.work, t.compile) for t in timings if t.compile]
+    assert compiled == [("teacher_finetune", "eager"), ("live_distill", "eager"), ("live_distill", "eager+teacher")]
+    assert "| eager+teacher |" in capsys.readouterr().out
+
+
+def test_merged_reports_estimate_from_every_file_and_a_pair_subset_estimates_nothing(gpu_check, tmp_path, capsys):
+    eager = tmp_path / "eager.json"
+    gpu_check.main(["--tiny", "--workers", "--json", str(eager)])
+    first = json.loads(eager.read_text())
+    assert first["complete"] and first["estimates"]["cpu_protocol"]["trials"] == 81
+    live = next(
+        t for t in first["timings"] if t["work"] == "live_distill" and t["precision"] == first["precision_for_estimate"]
+    )
+    compiled = dict(first, timings=[dict(live, compile="eager", examples_per_s=1e9)], profile=None)
+    later = tmp_path / "compiled.json"
+    later.write_text(json.dumps(compiled))
+    merged = gpu_check.main(["--merge", str(eager), str(later), "--json", str(tmp_path / "merged.json")])
+    assert len(merged["timings"]) == len(first["timings"]) + 1 and merged["complete"]
+    assert set(merged["compiled_estimates"]) == {"eager"}
+    assert (
+        merged["compiled_estimates"]["eager"]["cpu_protocol"]["student_hours"]
+        < merged["estimates"]["cpu_protocol"]["student_hours"]
+    )
+    assert json.loads((tmp_path / "merged.json").read_text())["merged_from"] == [str(eager), str(later)]
+    pairs = {"bert-base 12→4": gpu_check.PAIRS["bert-base 12→4"]}
+    assert gpu_check.print_estimates([timing(gpu_check, "live_distill", 1.0)], pairs, "bf16", "cpu", False) == (
+        None,
+        {},
+    )
+    assert "not estimated" in capsys.readouterr().out
+    other = dict(first, device="NVIDIA H100 80GB HBM3")
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="different devices"):
+        gpu_check.main(["--merge", str(eager), str(tmp_path / "other.json")])
+
+
+def test_the_profile_splits_a_step_into_host_and_device_time(gpu_check, capsys):
+    import torch
+
+    profile = gpu_check.profile_step(gpu_check.TINY_PAIRS, torch.device("cpu"), 2, steps=2)
+    assert profile["host_ms"] > 0 and profile["wall_ms"] > 0 and profile["device_ms"] == 0  # a CPU: no device time
+    assert profile["top_host_ops"] and all(row["calls"] > 0 for row in profile["top_host_ops"])
+    assert "kernel launches per step" in capsys.readouterr().out

@@ -106,3 +106,35 @@ def test_compile_is_opt_in_and_trains_a_tiny_model_on_cpu(tiny_teacher_dir):
     for name, value in plain_model.state_dict().items():
         torch.testing.assert_close(compiled_model.state_dict()[name], value, atol=1e-4, rtol=1e-4)
     assert PRECISIONS == ("auto", "no", "bf16", "fp16")
+
+
+def test_an_inductor_mode_compiles_with_that_mode_and_a_backend_with_that_backend(monkeypatch):
+    from bert_kd.core.training.precision import INDUCTOR_MODES, compile_backend, compile_model, uses_cuda_graphs
+
+    calls = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: calls.append(kwargs))
+    for setting in ("reduce-overhead", True, "cudagraphs"):
+        compile_model(torch.nn.Linear(2, 2), setting)
+    assert calls == [
+        {"dynamic": True, "mode": "reduce-overhead"},
+        {"dynamic": True, "backend": "inductor"},
+        {"dynamic": True, "backend": "cudagraphs"},
+    ]
+    assert "reduce-overhead" in INDUCTOR_MODES and compile_backend("reduce-overhead") == "reduce-overhead"
+    assert uses_cuda_graphs("reduce-overhead") and uses_cuda_graphs("cudagraphs")
+    assert (
+        not uses_cuda_graphs(True)
+        and not uses_cuda_graphs(False)
+        and not uses_cuda_graphs("max-autotune-no-cudagraphs")
+    )
+
+
+def test_a_cuda_graph_compile_marks_where_every_training_step_begins(tiny_teacher_dir, monkeypatch):
+    """Replayed CUDA graphs overwrite their outputs: the loop tells PyTorch where each step begins."""
+    marks = []
+    monkeypatch.setattr("bert_kd.core.training.loop.compile_model", lambda model, setting: None)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    run_tiny_fit(tiny_teacher_dir, {})
+    assert marks == []
+    run_tiny_fit(tiny_teacher_dir, {"compile": "reduce-overhead"})
+    assert len(marks) == 2  # 16 rows at batch 8: two steps

@@ -23,7 +23,7 @@ from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoi
 from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
 from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
-from bert_kd.core.training.precision import compile_model, set_tf32, uses_tf32
+from bert_kd.core.training.precision import compile_model, set_tf32, uses_cuda_graphs, uses_tf32
 from bert_kd.core.training.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -260,6 +260,8 @@ class _Run:
         """Forward and backward of one (micro-)batch; clip, step the optimizer and the schedule
         when gradients sync (the last batch of an accumulation round). Returns the loss terms."""
         accelerator, config = self.accelerator, self.config
+        if uses_cuda_graphs(config.compile):  # a new step: the last step's graph outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         with accelerator.accumulate(self.objective):
             terms = self.objective(batch)  # the prepared module: DDP synchronises gradients
             accelerator.backward(terms["loss"])

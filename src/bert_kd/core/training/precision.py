@@ -63,18 +63,35 @@ def numeric_key_material(settings: Mapping) -> dict:
     return material
 
 
+#: ``torch.compile`` modes of the inductor backend that a ``compile`` setting may name instead of a backend:
+#: ``reduce-overhead`` replays each step as CUDA graphs (one launch instead of one per kernel), the
+#: ``max-autotune`` modes also search matmul kernels.
+INDUCTOR_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
 def compile_model(model, setting) -> None:
-    """``torch.compile`` ``model`` in place with the backend of a ``compile`` setting (state_dict names
-    stay); dynamic shapes, because batch lengths vary (grouped batches are padded to their longest row)."""
-    model.compile(dynamic=True, backend=compile_backend(setting))
+    """``torch.compile`` ``model`` in place as a ``compile`` setting says (state_dict names stay): a
+    backend name, or one of :data:`INDUCTOR_MODES`; dynamic shapes, because batch lengths vary (grouped
+    batches are padded to their longest row)."""
+    backend = compile_backend(setting)
+    if backend in INDUCTOR_MODES:
+        model.compile(dynamic=True, mode=backend)
+    else:
+        model.compile(dynamic=True, backend=backend)
 
 
 def compile_backend(setting) -> str | None:
-    """The ``torch.compile`` backend of a ``compile`` setting: ``inductor`` for ``true``, the name given,
-    ``None`` when off."""
+    """The ``torch.compile`` backend (or inductor mode) of a ``compile`` setting: ``inductor`` for
+    ``true``, the name given, ``None`` when off."""
     if not setting:
         return None
     return "inductor" if setting is True else str(setting)
+
+
+def uses_cuda_graphs(setting) -> bool:
+    """A ``compile`` setting whose compiled steps replay CUDA graphs (``reduce-overhead``, the
+    ``cudagraphs`` backend): the loop marks where each training step begins."""
+    return compile_backend(setting) in ("reduce-overhead", "max-autotune", "cudagraphs")
 
 
 def trial_precision_material(runtime: Mapping) -> dict:
