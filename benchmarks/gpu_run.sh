@@ -5,7 +5,7 @@
 # `reproduce` slice (cpu_protocol, NKD, one task, seeds 1 and 2: one trial per worker), every kedro run
 # tracked in OUTDIR/mlflow.db; then OUTDIR/summary.md. Kedro runs in a scratch copy of the project's
 # conf (OUTDIR/project), so nothing is written into the checkout (data/, results/).
-# Normal mode (a GPU machine, possibly offline, ≤ 8 min): uses the machine's Python and its CUDA torch as
+# Normal mode (a GPU machine, possibly offline; over 8 minutes on an H100, docs/gpu.md): uses the machine's Python and its CUDA torch as
 # they are (torch is never reinstalled); if benchmarks/wheels/ exists, the project's pure-Python pins are
 # installed from it first (pip install --no-index --find-links benchmarks/wheels, then -e . --no-deps).
 # --site TARBALL: instead of installing, unpack a ready site-packages tarball (made on a machine with
@@ -17,7 +17,7 @@
 # run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes;
 # GPU_RUN_SKIP: step names not to run this time (space-separated), e.g. after a partial run.
 # GPU_CHECK_COMPILE: the torch.compile backends (or inductor modes) gpu_check also times, each also with the live
-# teacher compiled (default "reduce-overhead cudagraphs"; empty: none); GPU_CHECK_ARGS: more gpu_check arguments.
+# teacher compiled (default "reduce-overhead"; empty: none); GPU_CHECK_ARGS: more gpu_check arguments.
 set -euo pipefail
 usage="usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
@@ -98,7 +98,7 @@ if $dry_run; then
   baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
 else
   sweep="$sweep,reproduce.tasks=mrpc"
-  read -r -a compile_backends <<< "${GPU_CHECK_COMPILE-reduce-overhead cudagraphs}"
+  read -r -a compile_backends <<< "${GPU_CHECK_COMPILE-reduce-overhead}"
   read -r -a extra_check_args <<< "${GPU_CHECK_ARGS:-}"
   check_args=(--worker-seconds 10 --profile --compile "${compile_backends[@]}" --compile-teacher "${extra_check_args[@]}")
 fi

@@ -111,6 +111,34 @@ def test_zero_batches_measures_nothing(rte):
     assert run.metrics == {}
 
 
+def test_the_measurement_runs_the_whole_objective_on_the_students_device(rte, monkeypatch):
+    """CKD's combiners are the method's own modules: on a GPU the student was there before ``fit`` moved the
+    rest, and the measurement failed on a CPU combiner. The meta device stands in for the GPU here."""
+    teacher, datasets, collator = rte
+    student = build_student(teacher, 2)[0]
+    method = build_method(
+        {"method": "ckd", "mapping": "buckets_no", "weights": {"kd": 0.5, "layer": 0.2}}, student, [teacher]
+    )
+    objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
+    seen = {}
+    monkeypatch.setattr(
+        "bert_kd.core.distill.gradient_share.module_device", lambda module: torch.device("meta")
+    )  # the student's device
+    monkeypatch.setattr(
+        "bert_kd.core.distill.gradient_share.measure_recipe_shares",
+        lambda objective, batches, seed=0: (
+            seen.update(
+                devices={p.device.type for p in objective.parameters()},
+                batches={v.device.type for b in batches for v in b.values() if torch.is_tensor(v)},
+            )
+            or []
+        ),
+    )
+    log_gradient_shares(Recorder(), objective, datasets["train"], collator, batch_size=8, batches=1)
+    assert list(method.combiners.parameters())  # CKD has modules of its own
+    assert seen == {"devices": {"meta"}, "batches": {"meta"}}
+
+
 @pytest.fixture()
 def rte(tiny_teacher_dir, tiny_glue_dir):
     from bert_kd.core.data.glue import load_glue_task

@@ -138,3 +138,43 @@ def test_a_cuda_graph_compile_marks_where_every_training_step_begins(tiny_teache
     assert marks == []
     run_tiny_fit(tiny_teacher_dir, {"compile": "reduce-overhead"})
     assert len(marks) == 2  # 16 rows at batch 8: two steps
+
+
+def test_a_compiled_distillation_compiles_its_live_teacher_for_the_run_only(tiny_teacher_dir, monkeypatch):
+    """The teacher's forward is half the launches of a live-ALP step; it serves later jobs uncompiled."""
+    from transformers import AutoModelForSequenceClassification
+
+    from bert_kd.core.distill.methods import build_method
+    from bert_kd.core.distill.objective import DistillationObjective, Teacher
+    from bert_kd.core.models import build_student, prefer_fused_attention
+    from bert_kd.core.training import precision
+
+    compiled = []
+    real = precision.compile_model
+    monkeypatch.setattr(
+        precision, "compile_model", lambda module, setting: compiled.append(module) or real(module, setting)
+    )
+    torch.manual_seed(0)
+    teacher = prefer_fused_attention(
+        AutoModelForSequenceClassification.from_pretrained(str(tiny_teacher_dir), attn_implementation="eager")
+    ).eval()
+    student = build_student(teacher, 2)[0]
+    method = build_method({"method": "alp", "mapping": "all"}, student, [teacher])
+    objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
+    rows = [
+        {"input_ids": list(range(5, 5 + n)), "attention_mask": [1] * n, "labels": n % 2, "idx": i}
+        for i, n in enumerate(range(4, 12))
+    ]
+    config = TrainingConfig.from_dict(
+        {
+            "epochs": 1,
+            "batch_size": 4,
+            "progress_bar": False,
+            "cpu": True,
+            "group_by_length": False,
+            "compile": "aot_eager",
+        }
+    )
+    fit(objective, rows, None, config)
+    assert compiled == [teacher]  # the student goes through the loop's own compile_model
+    assert student._compiled_call_impl is not None and teacher._compiled_call_impl is None  # restored after the run

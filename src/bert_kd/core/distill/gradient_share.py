@@ -161,6 +161,9 @@ def log_gradient_shares(
     if not loaded:
         return []
     device = module_device(objective.model)
+    # the method's own modules (CKD's combiners, projections) join the student before fit moves them: on a GPU
+    # the student is already there and a CPU combiner failed CKD ("mat1 is on cuda:0 … other tensors on cpu")
+    objective.to(device)
     loaded = [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in loaded]
     measured = measure_recipe_shares(objective, loaded, seed=seed)
     run.log_params({"grad_share.batches": len(loaded), "grad_share.batch_size": batch_size})

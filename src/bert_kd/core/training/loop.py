@@ -23,7 +23,13 @@ from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoi
 from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
 from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
-from bert_kd.core.training.precision import compile_model, set_tf32, uses_cuda_graphs, uses_tf32
+from bert_kd.core.training.precision import (
+    compile_model,
+    frozen_modules_compiled,
+    set_tf32,
+    uses_cuda_graphs,
+    uses_tf32,
+)
 from bert_kd.core.training.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -433,14 +439,15 @@ def fit(
     # With max_steps the step budget alone ends the run: a run stopped at max_steps mid-epoch
     # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
     try:
-        while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
-            run.train_epoch(
-                accelerator.prepare(
-                    use_device_loading(train_loader(config.seed + run.state["epoch"]), accelerator.device)
-                ),
-                n_epochs,
-            )
-            run.end_epoch(eval_loader, evaluate_fn)
+        with frozen_modules_compiled(getattr(run.raw, "teachers", ()), config.compile):  # live teachers too
+            while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
+                run.train_epoch(
+                    accelerator.prepare(
+                        use_device_loading(train_loader(config.seed + run.state["epoch"]), accelerator.device)
+                    ),
+                    n_epochs,
+                )
+                run.end_epoch(eval_loader, evaluate_fn)
     except TrainingDivergedError:
         run.abandon()
         raise

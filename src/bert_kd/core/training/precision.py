@@ -6,7 +6,8 @@ Kept free of the rest of the package (torch only), so key code and checks can ca
 
 from __future__ import annotations
 
-from typing import Mapping
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Mapping
 
 import torch
 
@@ -78,6 +79,23 @@ def compile_model(model, setting) -> None:
         model.compile(dynamic=True, mode=backend)
     else:
         model.compile(dynamic=True, backend=backend)
+
+
+@contextmanager
+def frozen_modules_compiled(modules: Iterable[torch.nn.Module], setting) -> Iterator[None]:
+    """The frozen teachers of a distillation run compiled like its trained model for the run's duration,
+    their plain forward restored after it (a teacher object serves later jobs, evaluation and caches).
+    A live teacher's forward is about half the kernel launches of an ALP step: compiling the student
+    alone left live ALP of BERT-base 12→4 at 1,204 examples/s on an H100, both 2,667 (docs/gpu.md)."""
+    modules = list(modules) if setting else []
+    saved = [module._compiled_call_impl for module in modules]
+    for module in modules:
+        compile_model(module, setting)
+    try:
+        yield
+    finally:
+        for module, call in zip(modules, saved):
+            module._compiled_call_impl = call
 
 
 def compile_backend(setting) -> str | None:
