@@ -11,7 +11,7 @@ and times, in fp32 and bf16 (autocast, where the device has it):
 printing examples/s (of a step timed alone, and of steps run back to back as the training loop runs
 them), peak memory, the achieved TFLOP/s (:func:`step_flops`) and its share of the
 device's dense peak for that precision (:data:`DENSE_PEAK_TFLOPS`; "unknown" for other devices, a CPU
-included); with ``--compile BACKEND …``, the same for teacher fine-tuning and live ALP of BERT-base
+included); with ``--compile BACKEND …``, the same for every work of BERT-base
 12→4 with the trained model compiled as ``runtime.compile: BACKEND`` compiles it; checks that fused and per-tensor AdamW (``fused_optimizer``)
 train the same ALP student to float rounding on this device; then estimates the GPU-hours of every table of
 ``conf/base/parameters_reproduce.yml`` (trials from the sweep definitions, GLUE training-set
@@ -333,8 +333,8 @@ def measure(
     compile_teacher: bool = False,
     on_row=None,
 ) -> list[Timing]:
-    """Every work of every pair in every precision, eager; then, for each of ``compile_backends``, teacher
-    fine-tuning and live ALP of the first pair in the precision of the estimates, compiled (a backend that
+    """Every work of every pair in every precision, eager; then, for each of ``compile_backends``, every
+    work of the first pair in the precision of the estimates, compiled (a backend that
     fails prints its error in the table and is left out; ``failures`` collects those errors); with
     ``compile_teacher``, live ALP once more with its frozen teacher compiled too (``BACKEND+teacher``);
     ``on_row(timings)`` after every row."""
@@ -349,11 +349,11 @@ def measure(
         batch = random_batch(shape, batch_size, length, device)
         runs = [(precision, None, None) for precision in precisions(device)]
         if name == next(iter(pairs)):
-            compiled_works = ("teacher_finetune", "live_distill")
-            for backend in compile_backends:
-                runs.append((estimate_precision(device), backend, compiled_works))
+            compiled_works = ("teacher_finetune", "live_distill", "cached_distill")
+            for backend in compile_backends:  # the teacher-compiled row first: the loop's own way since 2026-11-27
                 if compile_teacher:
                     runs.append((estimate_precision(device), f"{backend}+teacher", ("live_distill",)))
+                runs.append((estimate_precision(device), backend, compiled_works))
         for precision, backend, works in runs:
             if device.type == "cuda":
                 set_tf32(precision == "tf32")  # bf16 rows: autocast; their fp32 leftovers without TF32
@@ -673,7 +673,7 @@ def main(argv=None) -> dict:
         nargs="*",
         default=[],
         metavar="BACKEND",
-        help="also time teacher fine-tuning and live ALP of the first pair compiled with each torch.compile "
+        help="also time every work of the first pair compiled with each torch.compile "
         "backend (runtime.compile: inductor, cudagraphs, aot_eager …), and estimate the tables at those rates",
     )
     parser.add_argument(
@@ -773,8 +773,8 @@ def print_estimates(timings: list[Timing], pairs: Mapping, precision: str, name:
         )
     if compiled_estimates:
         print(
-            f"\nGPU-hours per paper table with the trained model compiled ({precision}; teacher fine-tuning and "
-            f"live ALP at {next(iter(pairs))}'s compiled rates, other work eager):"
+            f"\nGPU-hours per paper table with the trained model compiled ({precision}; {next(iter(pairs))}'s "
+            "compiled rates where measured, other work eager):"
         )
         print("| table | eager h | " + " | ".join(f"{b} h" for b in labels) + " |")
         print("|---|---|" + "---|" * len(labels))

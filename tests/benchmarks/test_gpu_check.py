@@ -170,6 +170,7 @@ def test_a_backend_that_fails_prints_its_error_and_the_rest_is_measured(gpu_chec
     assert [(f["work"], f["compile"]) for f in failures] == [
         ("teacher_finetune", "no_such_backend"),
         ("live_distill", "no_such_backend"),
+        ("cached_distill", "no_such_backend"),
     ]
     assert "| no_such_backend | failed: " in capsys.readouterr().out
 
@@ -192,7 +193,12 @@ def test_compile_teacher_compiles_the_frozen_teacher_of_that_row_only(gpu_check,
 
     timings = gpu_check.measure(gpu_check.TINY_PAIRS, torch.device("cpu"), 2, 1, ["eager"], [], compile_teacher=True)
     compiled = [(t.work, t.compile) for t in timings if t.compile]
-    assert compiled == [("teacher_finetune", "eager"), ("live_distill", "eager"), ("live_distill", "eager+teacher")]
+    assert compiled == [
+        ("live_distill", "eager+teacher"),
+        ("teacher_finetune", "eager"),
+        ("live_distill", "eager"),
+        ("cached_distill", "eager"),
+    ]
     assert "| eager+teacher |" in capsys.readouterr().out
 
 
