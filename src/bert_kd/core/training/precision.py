@@ -85,8 +85,8 @@ def compile_model(model, setting) -> None:
 def frozen_modules_compiled(modules: Iterable[torch.nn.Module], setting) -> Iterator[None]:
     """The frozen teachers of a distillation run compiled like its trained model for the run's duration,
     their plain forward restored after it (a teacher object serves later jobs, evaluation and caches).
-    A live teacher's forward is about half the kernel launches of an ALP step: compiling the student
-    alone left live ALP of BERT-base 12→4 at 1,204 examples/s on an H100, both 2,667 (docs/gpu.md)."""
+    Compiling the student alone left live ALP of BERT-base 12→4 at 1,204 examples/s on an H100, the
+    student and its teacher 2,667 (docs/gpu.md)."""
     modules = list(modules) if setting else []
     saved = [module._compiled_call_impl for module in modules]
     for module in modules:
