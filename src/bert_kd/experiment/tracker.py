@@ -16,6 +16,7 @@ import importlib
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, runtime_checkable
 
@@ -230,6 +231,21 @@ def tracker_for(tracking) -> JobTracker:
     return (_factory or _named(DEFAULT_TRACKER))()
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A comparison table as a report node made it, for :meth:`KedroRunReporter.log_comparison`."""
+
+    name: str  # the artifacts' stem: <name>.md, <name>.png
+    markdown: str  # the table with its verdict (the .md artifact)
+    figure: Any  # the bar chart (the .png artifact)
+    frame: Any  # the table's rows, whose numeric cells become compare/<method>/<column> metrics
+    metric: str  # the primary metric: best/<metric> and the best_method tag
+    body: str  # the table alone: the run's description
+    title: str
+    warning: str | None = None  # every student ties with the floor: no best student is named
+    teacher_run_id: str | None = None  # linked from the description
+
+
 class KedroRunReporter(Protocol):
     """What report nodes show on the ``kedro run``'s own run (the one kedro-mlflow opened), if any."""
 
@@ -239,19 +255,7 @@ class KedroRunReporter(Protocol):
     def log_report(self, name: str, table, figure) -> None:
         """A report node's CSV table and figure (``<name>.csv``, ``<name>.png``)."""
 
-    def log_comparison(
-        self,
-        name: str,
-        markdown: str,
-        figure,
-        frame,
-        metric: str,
-        *,
-        body: str,
-        title: str,
-        warning: str | None,
-        teacher_run_id: str | None,
-    ) -> None:
+    def log_comparison(self, comparison: Comparison) -> None:
         """A comparison table: ``<name>.md`` and ``<name>.png``, the table as the run's description and
         its ``compare/<method>/<metric>`` metrics."""
 
@@ -275,19 +279,7 @@ class NoKedroRun:
     def log_report(self, name: str, table, figure) -> None:
         pass
 
-    def log_comparison(
-        self,
-        name: str,
-        markdown: str,
-        figure,
-        frame,
-        metric: str,
-        *,
-        body: str,
-        title: str,
-        warning: str | None,
-        teacher_run_id: str | None,
-    ) -> None:
+    def log_comparison(self, comparison: Comparison) -> None:
         pass
 
     def set_tags(self, tags: Mapping[str, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from bert_kd.experiment.tracker import Comparison
 from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.evaluation import flat_eval_metrics
 from bert_kd.tracking.format import metric_key
@@ -27,22 +28,11 @@ class MlflowKedroRun:
     def log_report(self, name: str, table, figure) -> None:
         log_to_active_run({f"{name}.csv": table.to_csv(index=False)}, {f"{name}.png": figure})
 
-    def log_comparison(
-        self,
-        name: str,
-        markdown: str,
-        figure,
-        frame,
-        metric: str,
-        *,
-        body: str,
-        title: str,
-        warning: str | None,
-        teacher_run_id: str | None,
-    ) -> None:
-        log_to_active_run({f"{name}.md": markdown}, {f"{name}.png": figure})
+    def log_comparison(self, comparison: Comparison) -> None:
+        c = comparison
+        log_to_active_run({f"{c.name}.md": c.markdown}, {f"{c.name}.png": c.figure})
         log_comparison_to_parent(
-            frame, metric, markdown=body, title=title, warning=warning, teacher_run_id=teacher_run_id
+            c.frame, c.metric, markdown=c.body, title=c.title, warning=c.warning, teacher_run_id=c.teacher_run_id
         )
 
     def set_tags(self, tags: Mapping[str, str]) -> None:

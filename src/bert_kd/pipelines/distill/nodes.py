@@ -53,7 +53,14 @@ from bert_kd.experiment.distill_job import (
 from bert_kd.experiment.evaluation import evaluation_split
 from bert_kd.experiment.run_setup import collator_for
 from bert_kd.experiment.store import recompute
-from bert_kd.experiment.tracker import CHAMPION_ALIAS, default_registered_name, is_main_process, kedro_run, tracker_for
+from bert_kd.experiment.tracker import (
+    CHAMPION_ALIAS,
+    Comparison,
+    default_registered_name,
+    is_main_process,
+    kedro_run,
+    tracker_for,
+)
 from bert_kd.pipelines.data_processing.nodes import split_frames
 
 log = logging.getLogger(__name__)
@@ -230,15 +237,17 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     body = markdown_table(display_frame(frame, metric))
     markdown = with_verdict(body, verdict, title)
     kedro_run().log_comparison(
-        "comparison",
-        markdown,
-        figure,
-        frame,
-        metric,
-        body=body,
-        title=title,
-        warning=verdict.warning,
-        teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"),
+        Comparison(
+            "comparison",
+            markdown,
+            figure,
+            frame,
+            metric,
+            body=body,
+            title=title,
+            warning=verdict.warning,
+            teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"),
+        )
     )
     kedro_run().set_tags({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})
     return frame, markdown, figure

@@ -23,7 +23,7 @@ from bert_kd.experiment import store as model_store
 from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.run_setup import training_config
-from bert_kd.experiment.tracker import kedro_run, tracker_for
+from bert_kd.experiment.tracker import Comparison, kedro_run, tracker_for
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
@@ -273,15 +273,17 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
         noise=verdict.tolerance,
     )
     kedro_run().log_comparison(
-        "multi_teacher_comparison",
-        markdown,
-        figure,
-        table,
-        metric,
-        body=body,
-        title=title,
-        warning=verdict.warning,
-        teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"),
+        Comparison(
+            "multi_teacher_comparison",
+            markdown,
+            figure,
+            table,
+            metric,
+            body=body,
+            title=title,
+            warning=verdict.warning,
+            teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"),
+        )
     )
     return table, markdown, figure
 
