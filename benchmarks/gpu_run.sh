@@ -1,7 +1,8 @@
 # The prepared GPU run (docs/gpu.md, "The prepared GPU run"):
 #   bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR
 # Runs, each with its log and wall time in OUTDIR: (1) benchmarks/gpu_check.py, (2) the main job
-# `kedro run --pipelines=distill_alp`, (3) a small `distill_baselines` (--env compare), (4) a 2-worker
+# `kedro run --pipelines=distill_alp`, (2b) the same job with runtime.compile=reduce-overhead (aot_eager in the
+# dry run), teacher and student under their own keys, (3) a small `distill_baselines` (--env compare), (4) a 2-worker
 # `reproduce` slice (cpu_protocol, NKD, one task, seeds 1 and 2: one trial per worker), every kedro run
 # tracked in OUTDIR/mlflow.db; then OUTDIR/summary.md. Kedro runs in a scratch copy of the project's
 # conf (OUTDIR/project), so nothing is written into the checkout (data/, results/).
@@ -13,7 +14,7 @@
 # nothing to resolve on a machine that can reach no index.
 # --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu_run_helper.py).
 # GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python);
-# TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
+# TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_ALP_COMPILED, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
 # run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes;
 # GPU_RUN_SKIP: step names not to run this time (space-separated), e.g. after a partial run.
 # GPU_CHECK_COMPILE: the torch.compile backends (or inductor modes) gpu_check also times, each also with the live
@@ -95,6 +96,7 @@ if $dry_run; then
   t=reproduce.tables.cpu_protocol
   sweep="$sweep,reproduce.tasks=sst2,$t.teacher.model=$out/tiny_teacher,$t.teacher.max_seq_length=32,$t.teacher.training.epochs=1,$t.training.epochs=1,$t.data.sst2.max_train_samples=64,runtime.checkpoint_every_steps=0"
   check_args=(--tiny)
+  compiled=aot_eager  # the compiled loop's code path; inductor's C++ build of a training graph takes minutes on a CPU
   baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
 else
   sweep="$sweep,reproduce.tasks=mrpc"
@@ -103,6 +105,7 @@ else
   check_args=(--worker-seconds 10 --profile --compile "${compile_backends[@]}" --compile-teacher "${extra_check_args[@]}")
 fi
 baselines_extra=${baselines_extra:-}
+compiled=${compiled:-reduce-overhead}
 sweep="$sweep,glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"
 
 reproduce_two_workers() {  # two workers on one Optuna study, as scripts/sweep.sh starts them
@@ -118,6 +121,7 @@ reproduce_two_workers() {  # two workers on one Optuna study, as scripts/sweep.s
 step gpu_check limited gpu_check $PY benchmarks/gpu_check.py "${check_args[@]}" --json "$out/gpu_check.json"
 cd "$project"
 step distill_alp limited distill_alp $PY -m kedro run --pipelines=distill_alp --params "$common"
+step distill_alp_compiled limited distill_alp_compiled $PY -m kedro run --pipelines=distill_alp --params "$common,runtime.compile=$compiled"
 step distill_baselines limited distill_baselines $PY -m kedro run --env compare --pipelines=distill_baselines --params "$common$baselines_extra"
 step reproduce reproduce_two_workers
 cd "$repo"

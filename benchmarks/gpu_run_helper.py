@@ -112,7 +112,9 @@ def _mlflow_metrics(db: Path) -> list[str]:
         }
         if wanted:
             shown = ", ".join(f"{key} = {value:.4f}" for key, value in wanted.items())
-            rows.append(f"| {run.info.run_name} | {shown} |")
+            compile = run.data.params.get("training.compile", "False")  # the compiled main job's runs apart
+            name = run.info.run_name + (f" (compile: {compile})" if compile != "False" else "")
+            rows.append(f"| {name} | {shown} |")
     return rows if len(rows) > 2 else ["(no accuracy metrics logged)"]
 
 

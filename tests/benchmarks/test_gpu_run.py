@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "benchmarks" / "gpu_run.sh"
-STEPS = ("gpu_check", "distill_alp", "distill_baselines", "reproduce")
+STEPS = ("gpu_check", "distill_alp", "distill_alp_compiled", "distill_baselines", "reproduce")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -26,6 +26,7 @@ def test_dry_run_writes_summary_with_every_step_and_mlflow_db(tmp_path):
         assert f"| {step} | 0 |" in summary, summary
     assert "GPU: " in summary
     assert "eval/accuracy" in summary
+    assert "| distill_alp:sst2 (compile: aot_eager) | eval/accuracy = " in summary  # the compiled main job, apart
     assert (tmp_path / "out" / "mlflow.db").exists()
 
 
