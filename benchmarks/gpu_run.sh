@@ -1,7 +1,7 @@
 # The prepared GPU run (docs/gpu.md, "The prepared GPU run"):
 #   bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR
 # Runs, each with its log and wall time in OUTDIR: (1) benchmarks/gpu_check.py, (2) the main job
-# `kedro run --pipelines=distill_alp`, (2b) the same job with runtime.compile=reduce-overhead (aot_eager in the
+# `kedro run --pipelines=distill_alp`, (2b) the same job with runtime.compile=reduce-overhead (eager in the
 # dry run), teacher and student under their own keys, (3) a small `distill_baselines` (--env compare), (4) a 2-worker
 # `reproduce` slice (cpu_protocol, NKD, one task, seeds 1 and 2: one trial per worker), every kedro run
 # tracked in OUTDIR/mlflow.db; then OUTDIR/summary.md. Kedro runs in a scratch copy of the project's
@@ -96,7 +96,7 @@ if $dry_run; then
   t=reproduce.tables.cpu_protocol
   sweep="$sweep,reproduce.tasks=sst2,$t.teacher.model=$out/tiny_teacher,$t.teacher.max_seq_length=32,$t.teacher.training.epochs=1,$t.training.epochs=1,$t.data.sst2.max_train_samples=64,runtime.checkpoint_every_steps=0"
   check_args=(--tiny)
-  compiled=aot_eager  # the compiled loop's code path; inductor's C++ build of a training graph takes minutes on a CPU
+  compiled=eager  # the compiled loop's code path (TorchDynamo capture; aot_eager and inductor take minutes on a CPU)
   baselines_extra=",student.training.epochs=2"  # TinyBERT's two stages need two epochs
 else
   sweep="$sweep,reproduce.tasks=mrpc"
