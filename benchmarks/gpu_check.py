@@ -242,21 +242,16 @@ def time_steps(
 
 def make_step(objective, device: torch.device, precision: str, compile: str | None = None):
     """One training step of ``objective`` (forward under autocast for bf16, backward, clipping, fused
-    AdamW); with ``compile``, its trained model compiled as ``runtime.compile`` does in the loop, and
-    with ``compile`` = ``BACKEND+teacher`` its frozen teachers compiled with ``BACKEND`` too."""
+    AdamW); with ``compile``, its trained model compiled as ``runtime.compile`` does in the loop."""
     from bert_kd.core.training import TrainingConfig, make_optimizer
     from bert_kd.core.training.precision import compile_model, uses_cuda_graphs
 
     objective = objective.to(device).train()
-    backend, _, also = (compile or "").partition("+")
-    if backend:
-        compile_model(objective.model, backend)
-    if also == "teacher":
-        for teacher in getattr(objective, "teachers", []):
-            compile_model(teacher, backend)
+    if compile:
+        compile_model(objective.model, compile)
     optimizer = make_optimizer(objective, TrainingConfig(), device)
     trained = [p for p in objective.parameters() if p.requires_grad]
-    mark_step = uses_cuda_graphs(backend)
+    mark_step = uses_cuda_graphs(compile)
 
     def step(batch: dict) -> None:
         if mark_step:  # as the loop does: the last step's graph outputs may be overwritten
@@ -338,7 +333,7 @@ def measure(
     fails prints its error in the table and is left out; ``failures`` collects those errors); with
     ``compile_teacher``, live ALP once more with its frozen teacher compiled too (``BACKEND+teacher``);
     ``on_row(timings)`` after every row."""
-    from bert_kd.core.training.precision import set_tf32
+    from bert_kd.core.training.precision import frozen_modules_compiled, set_tf32
 
     timings, failures = [], failures if failures is not None else []
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -360,8 +355,10 @@ def measure(
             for work, make in objectives(teacher, student, shape, batch_size, device).items():
                 if works is not None and work not in works:
                     continue
+                compiled, _, also = (backend or "").partition("+")  # BACKEND+teacher: the teacher as the loop does
                 try:
-                    measured = time_steps(make(), batch, device, precision, steps, backend)
+                    with frozen_modules_compiled([teacher] if also == "teacher" else [], compiled):
+                        measured = time_steps(make(), batch, device, precision, steps, compiled or None)
                 except Exception as error:  # a backend this machine cannot compile: its row says so, the rest runs
                     if not backend:
                         raise
@@ -375,7 +372,6 @@ def measure(
                 if on_row:
                     on_row(timings)
             if backend:
-                teacher._compiled_call_impl = None  # a BACKEND+teacher row compiled the shared teacher in place
                 torch._dynamo.reset()  # the next backend compiles afresh
         del teacher, student
         if device.type == "cuda":
@@ -758,7 +754,7 @@ def print_estimates(timings: list[Timing], pairs: Mapping, precision: str, name:
     """Print and return the GPU-hours of every table at the eager rates and at each compiled label's
     (``None, {}`` when a pair the tables need was not timed)."""
     measured = {t.pair for t in timings if t.compile is None}
-    if not set(pairs) <= measured or (not tiny and set(PAIRS) - measured):
+    if (set(pairs) if tiny else set(PAIRS)) - measured:
         print(f"\nGPU-hours per paper table: not estimated (timed {sorted(measured)}; the tables need every pair)")
         return None, {}
     estimates = estimate_paper_tables(timings, pairs, precision)

@@ -107,8 +107,8 @@ def compile_backend(setting) -> str | None:
 
 
 def uses_cuda_graphs(setting) -> bool:
-    """A ``compile`` setting whose compiled steps replay CUDA graphs (``reduce-overhead``, the
-    ``cudagraphs`` backend): the loop marks where each training step begins."""
+    """A ``compile`` setting whose compiled steps replay CUDA graphs (``reduce-overhead``, ``max-autotune``,
+    the ``cudagraphs`` backend): the loop marks where each training step begins."""
     return compile_backend(setting) in ("reduce-overhead", "max-autotune", "cudagraphs")
 
 
