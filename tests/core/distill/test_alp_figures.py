@@ -48,6 +48,30 @@ def test_figure3_alpha_per_example_rows_sum_to_one_and_unconnected_layer_is_nan(
     assert path.read_bytes()[:4] == b"\x89PNG" and not list(tmp_path.glob(".*partial"))
 
 
+def test_figure3_alpha_is_computed_on_the_students_device_when_the_teacher_is_elsewhere(models, batch, monkeypatch):
+    """On a GPU machine the trained student and its live teacher sat on different devices, and Figure 3 failed in
+    α's einsum. The meta device stands in for the student's device here (a tensor can move to it, not from it)."""
+    import bert_kd.core.distill.alp_figures as figures
+
+    teacher, students = models
+    real_states, real_alp = figures.layer_states, figures.alp_attention
+    seen: list[tuple[str, str]] = []
+
+    def states(model, sub, prefix=""):
+        out = real_states(model, sub, prefix)
+        return out if model is teacher else out.to("meta")
+
+    def alp(student_cls, teacher_cls, mapping):
+        seen.append((student_cls.device.type, teacher_cls.device.type))
+        real = real_states(teacher, batch)[: student_cls.shape[0]]
+        return real_alp(real[:, :2], real, mapping)
+
+    monkeypatch.setattr(figures, "layer_states", states)
+    monkeypatch.setattr(figures, "alp_attention", alp)
+    result = alp_attention_per_example(students["ALP"], teacher, batch, "all", n_examples=4, seed=1)
+    assert seen == [("meta", "meta")] and result.alpha.shape == (4, 2, 4)
+
+
 def test_figure4_pca_and_cosine_distance(models, batch, tmp_path):
     teacher, students = models
     alignments = layer_alignment(teacher, students, batch, [(1, 1), (1, 3)], n_examples=20)

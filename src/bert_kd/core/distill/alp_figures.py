@@ -98,7 +98,9 @@ def alp_attention_per_example(
     if projection is not None:
         with torch.no_grad():
             s = projection(s)
-    alpha = alp_attention(s, t, mapping).cpu().numpy().astype(np.float64)
+    # The two models need not share a device (a trained student handed back on the CPU, its live teacher
+    # still on the GPU): α is computed where the student's states are.
+    alpha = alp_attention(s, t.to(s.device), mapping).cpu().numpy().astype(np.float64)
     connected = [len(entry) > 0 for entry in mapping]
     alpha[:, [j for j, c in enumerate(connected) if not c], :] = np.nan
     return AlphaPerExample(alpha, connected, index)
