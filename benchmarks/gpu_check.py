@@ -216,39 +216,46 @@ def time_steps(
     and after), the seconds per step of ``steps`` steps run back to back with one sync at the end (the
     host queues the next step while the device computes, as in the training loop), the first step's
     seconds (a compiled model compiles there) and the peak memory (GiB, CUDA only)."""
-    step = make_step(objective, device, precision, compile)
+    from bert_kd.core.training.precision import compiled_for_the_run
 
-    def sync() -> None:
+    with compiled_for_the_run([objective.model], compile):  # for this row only, as the loop compiles for a run
+        step = make_step(objective, device, precision, compile)
+
+        def sync() -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
         if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    seconds = []
-    for _ in range(warmup + steps):
-        sync()
+            torch.cuda.reset_peak_memory_stats(device)
+        seconds = []
+        for _ in range(warmup + steps):
+            sync()
+            start = time.perf_counter()
+            step(batch)
+            sync()
+            seconds.append(time.perf_counter() - start)
         start = time.perf_counter()
-        step(batch)
+        for _ in range(steps):
+            step(batch)
         sync()
-        seconds.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step(batch)
-    sync()
-    pipelined = (time.perf_counter() - start) / steps
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-    return {"median": statistics.median(seconds[warmup:]), "pipelined": pipelined, "first": seconds[0], "peak": peak}
+        pipelined = (time.perf_counter() - start) / steps
+        peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+        return {
+            "median": statistics.median(seconds[warmup:]),
+            "pipelined": pipelined,
+            "first": seconds[0],
+            "peak": peak,
+        }
 
 
 def make_step(objective, device: torch.device, precision: str, compile: str | None = None):
     """One training step of ``objective`` (forward under autocast for bf16, backward, clipping, fused
-    AdamW); with ``compile``, its trained model compiled as ``runtime.compile`` does in the loop."""
+    AdamW); with a ``compile`` setting that replays CUDA graphs, each step marked as the loop marks it (the
+    caller compiles the model: :func:`time_steps`)."""
     from bert_kd.core.training import TrainingConfig, make_optimizer
-    from bert_kd.core.training.precision import compile_model, uses_cuda_graphs
+    from bert_kd.core.training.precision import uses_cuda_graphs
 
     objective = objective.to(device).train()
-    if compile:
-        compile_model(objective.model, compile)
     optimizer = make_optimizer(objective, TrainingConfig(), device)
     trained = [p for p in objective.parameters() if p.requires_grad]
     mark_step = uses_cuda_graphs(compile)
@@ -333,7 +340,7 @@ def measure(
     fails prints its error in the table and is left out; ``failures`` collects those errors); with
     ``compile_teacher``, live ALP once more with its frozen teacher compiled too (``BACKEND+teacher``);
     ``on_row(timings)`` after every row."""
-    from bert_kd.core.training.precision import frozen_modules_compiled, set_tf32
+    from bert_kd.core.training.precision import compiled_for_the_run, set_tf32
 
     timings, failures = [], failures if failures is not None else []
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -357,7 +364,7 @@ def measure(
                     continue
                 compiled, _, also = (backend or "").partition("+")  # BACKEND+teacher: the teacher as the loop does
                 try:
-                    with frozen_modules_compiled([teacher] if also == "teacher" else [], compiled):
+                    with compiled_for_the_run([teacher] if also == "teacher" else [], compiled):
                         measured = time_steps(make(), batch, device, precision, steps, compiled or None)
                 except Exception as error:  # a backend this machine cannot compile: its row says so, the rest runs
                     if not backend:

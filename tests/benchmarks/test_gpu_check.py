@@ -151,14 +151,22 @@ def test_compiled_rates_replace_the_eager_ones_they_were_measured_for(gpu_check)
     assert faster["cpu_protocol"]["teacher_hours"] == pytest.approx(plain["cpu_protocol"]["teacher_hours"] / 2)
 
 
-def test_compile_compiles_the_trained_model_as_the_loop_does(gpu_check):
+def test_compile_compiles_the_trained_model_for_its_row_only_as_the_loop_does_for_a_run(gpu_check, monkeypatch):
     import torch
 
+    from bert_kd.core.training import precision
+
+    compiled = []
+    real = precision.compile_model
+    monkeypatch.setattr(
+        precision, "compile_model", lambda module, setting: compiled.append(module) or real(module, setting)
+    )
     teacher, student = gpu_check.build_pair(gpu_check.TINY, 2, torch.device("cpu"))
     objective = gpu_check.objectives(teacher, student, gpu_check.TINY, 4, torch.device("cpu"))["live_distill"]()
-    gpu_check.make_step(objective, torch.device("cpu"), "fp32", compile="eager")
-    assert objective.model._compiled_call_impl is not None  # nn.Module.compile in place: state_dict names stay
-    assert not getattr(teacher, "_compiled_call_impl", None)  # the frozen teacher stays eager
+    batch = gpu_check.random_batch(gpu_check.TINY, 4, 8, torch.device("cpu"))
+    gpu_check.time_steps(objective, batch, torch.device("cpu"), "fp32", 1, compile="eager", warmup=0)
+    assert compiled == [objective.model] and objective.model is not teacher  # the teacher: only BACKEND+teacher rows
+    assert objective.model._compiled_call_impl is None  # restored: the row's model is plain again after it
 
 
 def test_a_backend_that_fails_prints_its_error_and_the_rest_is_measured(gpu_check, capsys):

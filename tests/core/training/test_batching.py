@@ -277,6 +277,37 @@ def test_collator_passes_token_aligned_extras_on_the_groups_padding_side():
     assert batch["weight"].tolist() == [0.5, 0.5]
 
 
+@pytest.mark.parametrize("family", ["bert", "xlnet"])
+def test_padding_to_a_multiple_keeps_the_logits_and_each_groups_side(family, tiny_teacher_dir):
+    """Under a CUDA-graph compile the loop pads batches to a multiple of 32 tokens (a few shapes, a few
+    recorded graphs); the extra masked positions leave the logits as they were, XLNet's on the left."""
+    from bert_kd.core.models import load_classifier, load_tokenizer
+    from bert_kd.experiment.run_setup import collator_for
+
+    if family == "bert":
+        tokenizer, model = load_tokenizer(str(tiny_teacher_dir)), load_classifier(str(tiny_teacher_dir), 2).eval()
+    else:
+        tokenizer = tiny_xlnet_tokenizer()
+        model = tiny_xlnet(len(tokenizer))
+    rows = encoded_rows(tokenizer, ["the movie was great", "a dog sat on the mat and it was very very fun"])
+    for row in rows:
+        row["t0_input_ids"], row["t0_attention_mask"] = row["input_ids"], row["attention_mask"]
+        row["t0_offsets"] = [(i, i + 1) for i in range(len(row["input_ids"]))]
+    plain = collator_for(tokenizer, {"t0_": tokenizer})
+    padded = plain.padded_to_multiple(32)
+    assert plain.pad_to_multiple_of is None  # a copy: the run's own collator is unchanged
+    batch = padded([dict(row) for row in rows])
+    assert batch["input_ids"].shape[1] == batch["t0_input_ids"].shape[1] == batch["t0_offsets"].shape[1] == 32
+    real = len(rows[1]["input_ids"])
+    masked = batch["attention_mask"][1, :-real] if family == "xlnet" else batch["attention_mask"][1, real:]
+    assert masked.sum() == 0 and batch["attention_mask"][1].sum() == real  # pads on the tokenizer's side
+    torch.testing.assert_close(logits_of(model, padded, rows), logits_of(model, plain, rows), rtol=1e-4, atol=1e-5)
+    by_hand = Collator({"": 0}, pad_to_multiple_of=8)([{"input_ids": [1] * 9}, {"input_ids": [1]}])
+    assert by_hand["input_ids"].shape == (2, 16)
+    with pytest.raises(ValueError, match="pad_to_multiple_of must be ≥ 1"):
+        Collator(pad_to_multiple_of=0)
+
+
 def test_collator_refuses_a_ragged_field_that_matches_no_token_group():
     rows = [{"input_ids": [1, 2], "spans": [[0, 1]]}, {"input_ids": [1], "spans": [[0, 1], [1, 2], [2, 3]]}]
     with pytest.raises(ValueError, match="'spans'"):

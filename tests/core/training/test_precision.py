@@ -75,7 +75,10 @@ def test_a_cpu_fit_leaves_the_tf32_flags_alone(tiny_teacher_dir, monkeypatch):
     assert calls == []
 
 
-def run_tiny_fit(tiny_teacher_dir, settings: dict):
+def run_tiny_fit(tiny_teacher_dir, settings: dict, spy_compiled_steps: bool = False, spy_lengths: list | None = None):
+    """A tiny BERT fitted on 16 random rows of 4–11 tokens at batch 8: (model, FitResult); with
+    ``spy_compiled_steps``, (model, whether each step's model was compiled); ``spy_lengths`` collects each
+    step's batch length."""
     from transformers import AutoModelForSequenceClassification
 
     from bert_kd.core.models import prefer_fused_attention
@@ -92,16 +95,27 @@ def run_tiny_fit(tiny_teacher_dir, settings: dict):
     config = TrainingConfig.from_dict(
         {"epochs": 1, "batch_size": 8, "progress_bar": False, "cpu": True, "group_by_length": False, **settings}
     )
-    return model, fit(SupervisedObjective(model), rows, None, config)
+    steps = []
+
+    class Spy(SupervisedObjective):
+        def training_step(self, batch):
+            steps.append(self.model._compiled_call_impl is not None)
+            if spy_lengths is not None:
+                spy_lengths.append(int(batch["input_ids"].shape[1]))
+            return super().training_step(batch)
+
+    result = fit(Spy(model), rows, None, config)
+    return model, steps if spy_compiled_steps else result
 
 
 def test_compile_is_opt_in_and_trains_a_tiny_model_on_cpu(tiny_teacher_dir):
     """torch.compile through TorchDynamo with the ``aot_eager`` backend (inductor's C++ build of a
     training graph takes minutes on a CPU; the same path, another code generator)."""
     plain_model, plain = run_tiny_fit(tiny_teacher_dir, {})
-    compiled_model, compiled = run_tiny_fit(tiny_teacher_dir, {"compile": "aot_eager"})
+    compiled_model, compiled = run_tiny_fit(tiny_teacher_dir, {"compile": "aot_eager"}, spy_compiled_steps=True)
     assert not hasattr(plain_model.forward, "_torchdynamo_orig_callable")
-    assert compiled_model._compiled_call_impl is not None  # nn.Module.compile, in place
+    assert compiled == [True, True]  # each step ran the model compiled (nn.Module.compile, in place) ...
+    assert compiled_model._compiled_call_impl is None  # ... and the plain forward is back after the run
     assert set(compiled_model.state_dict()) == set(plain_model.state_dict())  # names without _orig_mod
     for name, value in plain_model.state_dict().items():
         torch.testing.assert_close(compiled_model.state_dict()[name], value, atol=1e-4, rtol=1e-4)
@@ -132,12 +146,27 @@ def test_an_inductor_mode_compiles_with_that_mode_and_a_backend_with_that_backen
 def test_a_cuda_graph_compile_marks_where_every_training_step_begins(tiny_teacher_dir, monkeypatch):
     """Replayed CUDA graphs overwrite their outputs: the loop tells PyTorch where each step begins."""
     marks = []
-    monkeypatch.setattr("bert_kd.core.training.loop.compile_model", lambda model, setting: None)
+    monkeypatch.setattr("bert_kd.core.training.precision.compile_model", lambda model, setting: None)
     monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
     run_tiny_fit(tiny_teacher_dir, {})
     assert marks == []
     run_tiny_fit(tiny_teacher_dir, {"compile": "reduce-overhead"})
     assert len(marks) == 2  # 16 rows at batch 8: two steps
+
+
+def test_a_cuda_graph_compile_pads_every_batch_to_a_multiple_of_32_tokens(tiny_teacher_dir, monkeypatch):
+    """One CUDA graph is recorded per batch shape: batches padded to their longest row gave a short GPU job
+    one recording per length (docs/gpu.md). Other settings pad to the longest row as before."""
+    from bert_kd.core.training.precision import CUDA_GRAPH_PAD_MULTIPLE
+
+    monkeypatch.setattr("bert_kd.core.training.precision.compile_model", lambda model, setting: None)
+    for setting, expected in (("reduce-overhead", {CUDA_GRAPH_PAD_MULTIPLE}), ("cudagraphs", {32}), (False, None)):
+        lengths = []
+        run_tiny_fit(tiny_teacher_dir, {"compile": setting}, spy_lengths=lengths)
+        if expected is None:
+            assert len(lengths) == 2 and max(lengths) <= 11  # the longest row: 4–11 tokens
+        else:
+            assert set(lengths) == expected, setting
 
 
 def test_a_compiled_distillation_compiles_its_live_teacher_for_the_run_only(tiny_teacher_dir, monkeypatch):
@@ -176,5 +205,5 @@ def test_a_compiled_distillation_compiles_its_live_teacher_for_the_run_only(tiny
         }
     )
     fit(objective, rows, None, config)
-    assert compiled == [teacher]  # the student goes through the loop's own compile_model
-    assert student._compiled_call_impl is not None and teacher._compiled_call_impl is None  # restored after the run
+    assert compiled == [student, teacher]
+    assert student._compiled_call_impl is None and teacher._compiled_call_impl is None  # restored after the run

@@ -28,11 +28,22 @@ class Collator:
     group whose rows are as long as that group's ``input_ids`` (e.g. per-token character offsets)
     is padded with zeros on the group's padding side; any other numeric field is stacked as a
     tensor (a ragged one that matches no group is an error); text fields are dropped.
+
+    ``pad_to_multiple_of``: every group's length rounded up to a multiple of it (masked positions), so
+    the batches of a run take a few lengths instead of one per longest row (:meth:`padded_to_multiple`).
     """
 
-    def __init__(self, pad_ids: Mapping[str, int] | None = None, tokenizers: Mapping[str, object] | None = None):
+    def __init__(
+        self,
+        pad_ids: Mapping[str, int] | None = None,
+        tokenizers: Mapping[str, object] | None = None,
+        pad_to_multiple_of: int | None = None,
+    ):
+        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of must be ≥ 1 or None, got {pad_to_multiple_of}")
         self.pad_ids = dict(pad_ids or {})
         self.tokenizers = dict(tokenizers or {})
+        self.pad_to_multiple_of = pad_to_multiple_of
         for tokenizer in self.tokenizers.values():  # padding pre-tokenized rows is what pad() is for
             warned = getattr(tokenizer, "deprecation_warnings", None)
             if isinstance(warned, dict):
@@ -66,9 +77,7 @@ class Collator:
                     for row in rows
                 )
                 if aligned:
-                    batch[key] = _pad_aligned(
-                        values, max(len(row[group + "input_ids"]) for row in rows), self._side(group)
-                    )
+                    batch[key] = _pad_aligned(values, batch[group + "input_ids"].shape[1], self._side(group))
                 elif not any(isinstance(v, str) for v in values):
                     try:
                         batch[key] = torch.tensor(values)
@@ -81,6 +90,13 @@ class Collator:
                         # other non-numeric values (None, objects) are left out, as text is
         return batch
 
+    def padded_to_multiple(self, multiple: int) -> Collator:
+        """A copy of this collator that pads every group to a multiple of ``multiple`` tokens."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.pad_to_multiple_of = multiple
+        return copy
+
     def _side(self, prefix: str) -> str:
         tokenizer = self.tokenizers.get(prefix)
         return getattr(tokenizer, "padding_side", "right") if tokenizer is not None else "right"
@@ -90,10 +106,15 @@ class Collator:
         tokenizer = self.tokenizers.get(prefix)
         if tokenizer is not None:
             padded = tokenizer.pad(
-                [{key[len(prefix) :]: row[key] for key in keys} for row in rows], padding=True, return_tensors="pt"
+                [{key[len(prefix) :]: row[key] for key in keys} for row in rows],
+                padding=True,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+                return_tensors="pt",
             )
             return {prefix + name: torch.as_tensor(value) for name, value in padded.items()}
         longest = max(len(row[prefix + "input_ids"]) for row in rows)
+        if self.pad_to_multiple_of:
+            longest = -(-longest // self.pad_to_multiple_of) * self.pad_to_multiple_of
         result = {}
         for key in keys:
             pad = self.pad_ids.get(prefix, 0) if key.endswith("input_ids") else 0

@@ -24,8 +24,8 @@ from bert_kd.core.training.config import TrainingConfig, make_optimizer, precisi
 from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
 from bert_kd.core.training.precision import (
-    compile_model,
-    frozen_modules_compiled,
+    CUDA_GRAPH_PAD_MULTIPLE,
+    compiled_for_the_run,
     set_tf32,
     uses_cuda_graphs,
     uses_tf32,
@@ -393,6 +393,8 @@ def fit(
         raise ValueError(f"{description}: the training set is empty")
     seed_everything(config.seed)
     collator = collator or Collator()
+    if uses_cuda_graphs(config.compile) and collator.pad_to_multiple_of is None:  # a few shapes, a few graphs
+        collator = collator.padded_to_multiple(CUDA_GRAPH_PAD_MULTIPLE)
     accelerator, mixed_precision = make_accelerator(config)
     if accelerator.device.type == "cuda":  # CPU runs leave the flags alone: setting them moved CPU float rounding
         set_tf32(uses_tf32(config.tf32, mixed_precision, accelerator.device))
@@ -415,8 +417,6 @@ def fit(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
     run = _Run(accelerator, objective, optimizer, scheduler, config, total_steps, log_fn, description)
-    if config.compile:
-        compile_model(run.raw.model, config.compile)
     if config.teacher_mixed_precision != "same":
         run.raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
     eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order
@@ -439,7 +439,7 @@ def fit(
     # With max_steps the step budget alone ends the run: a run stopped at max_steps mid-epoch
     # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
     try:
-        with frozen_modules_compiled(getattr(run.raw, "teachers", ()), config.compile):  # live teachers too
+        with compiled_for_the_run([run.raw.model, *getattr(run.raw, "teachers", ())], config.compile):
             while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
                 run.train_epoch(
                     accelerator.prepare(

@@ -81,12 +81,19 @@ def compile_model(model, setting) -> None:
         model.compile(dynamic=True, backend=backend)
 
 
+#: Under a compile setting that replays CUDA graphs, batches are padded to a multiple of this many tokens:
+#: one graph is recorded per distinct batch shape, and padding to each batch's longest row gave the
+#: prepared GPU run's short SST-2 job one shape per length (docs/gpu.md).
+CUDA_GRAPH_PAD_MULTIPLE = 32
+
+
 @contextmanager
-def frozen_modules_compiled(modules: Iterable[torch.nn.Module], setting) -> Iterator[None]:
-    """The frozen teachers of a distillation run compiled like its trained model for the run's duration,
-    their plain forward restored after it (a teacher object serves later jobs, evaluation and caches).
-    Compiling the student alone left live ALP of BERT-base 12→4 at 1,204 examples/s on an H100, the
-    student and its teacher 2,667 (docs/gpu.md)."""
+def compiled_for_the_run(modules: Iterable[torch.nn.Module], setting) -> Iterator[None]:
+    """The trained model and the frozen teachers of a run compiled as its ``compile`` setting says, for
+    the run's duration; their plain forward restored after it (a model object also serves later jobs,
+    evaluation and caches, single passes that compiling would only slow). Compiling the student alone left
+    live ALP of BERT-base 12→4 at 1,204 examples/s on an H100, the student and its teacher 2,667
+    (docs/gpu.md)."""
     modules = list(modules) if setting else []
     saved = [module._compiled_call_impl for module in modules]
     for module in modules:
