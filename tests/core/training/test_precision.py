@@ -75,10 +75,9 @@ def test_a_cpu_fit_leaves_the_tf32_flags_alone(tiny_teacher_dir, monkeypatch):
     assert calls == []
 
 
-def run_tiny_fit(tiny_teacher_dir, settings: dict, spy_compiled_steps: bool = False, spy_lengths: list | None = None):
-    """A tiny BERT fitted on 16 random rows of 4–11 tokens at batch 8: (model, FitResult); with
-    ``spy_compiled_steps``, (model, whether each step's model was compiled); ``spy_lengths`` collects each
-    step's batch length."""
+def run_tiny_fit(tiny_teacher_dir, settings: dict, compiled_steps: list | None = None, lengths: list | None = None):
+    """A tiny BERT fitted on 16 random rows of 4–11 tokens at batch 8: (model, FitResult). Each step appends
+    to ``compiled_steps`` whether its model ran compiled, to ``lengths`` its batch length."""
     from transformers import AutoModelForSequenceClassification
 
     from bert_kd.core.models import prefer_fused_attention
@@ -95,24 +94,24 @@ def run_tiny_fit(tiny_teacher_dir, settings: dict, spy_compiled_steps: bool = Fa
     config = TrainingConfig.from_dict(
         {"epochs": 1, "batch_size": 8, "progress_bar": False, "cpu": True, "group_by_length": False, **settings}
     )
-    steps = []
 
     class Spy(SupervisedObjective):
         def training_step(self, batch):
-            steps.append(self.model._compiled_call_impl is not None)
-            if spy_lengths is not None:
-                spy_lengths.append(int(batch["input_ids"].shape[1]))
+            if compiled_steps is not None:
+                compiled_steps.append(self.model._compiled_call_impl is not None)
+            if lengths is not None:
+                lengths.append(int(batch["input_ids"].shape[1]))
             return super().training_step(batch)
 
-    result = fit(Spy(model), rows, None, config)
-    return model, steps if spy_compiled_steps else result
+    return model, fit(Spy(model), rows, None, config)
 
 
 def test_compile_is_opt_in_and_trains_a_tiny_model_on_cpu(tiny_teacher_dir):
     """torch.compile through TorchDynamo with the ``aot_eager`` backend (inductor's C++ build of a
     training graph takes minutes on a CPU; the same path, another code generator)."""
     plain_model, plain = run_tiny_fit(tiny_teacher_dir, {})
-    compiled_model, compiled = run_tiny_fit(tiny_teacher_dir, {"compile": "aot_eager"}, spy_compiled_steps=True)
+    compiled = []
+    compiled_model, _ = run_tiny_fit(tiny_teacher_dir, {"compile": "aot_eager"}, compiled_steps=compiled)
     assert not hasattr(plain_model.forward, "_torchdynamo_orig_callable")
     assert compiled == [True, True]  # each step ran the model compiled (nn.Module.compile, in place) ...
     assert compiled_model._compiled_call_impl is None  # ... and the plain forward is back after the run
@@ -162,7 +161,7 @@ def test_a_cuda_graph_compile_pads_every_batch_to_a_multiple_of_32_tokens(tiny_t
     monkeypatch.setattr("bert_kd.core.training.precision.compile_model", lambda model, setting: None)
     for setting, expected in (("reduce-overhead", {CUDA_GRAPH_PAD_MULTIPLE}), ("cudagraphs", {32}), (False, None)):
         lengths = []
-        run_tiny_fit(tiny_teacher_dir, {"compile": setting}, spy_lengths=lengths)
+        run_tiny_fit(tiny_teacher_dir, {"compile": setting}, lengths=lengths)
         if expected is None:
             assert len(lengths) == 2 and max(lengths) <= 11  # the longest row: 4–11 tokens
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -92,10 +93,9 @@ class Collator:
 
     def padded_to_multiple(self, multiple: int) -> Collator:
         """A copy of this collator that pads every group to a multiple of ``multiple`` tokens."""
-        copy = object.__new__(type(self))
-        copy.__dict__.update(self.__dict__)
-        copy.pad_to_multiple_of = multiple
-        return copy
+        padded = copy.copy(self)
+        padded.pad_to_multiple_of = multiple
+        return padded
 
     def _side(self, prefix: str) -> str:
         tokenizer = self.tokenizers.get(prefix)

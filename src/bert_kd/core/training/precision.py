@@ -72,8 +72,8 @@ INDUCTOR_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs
 
 def compile_model(model, setting) -> None:
     """``torch.compile`` ``model`` in place as a ``compile`` setting says (state_dict names stay): a
-    backend name, or one of :data:`INDUCTOR_MODES`; dynamic shapes, because batch lengths vary (grouped
-    batches are padded to their longest row)."""
+    backend name, or one of :data:`INDUCTOR_MODES`; dynamic shapes, because batch lengths vary (batches are
+    padded to their longest row, or under CUDA graphs to a multiple of :data:`CUDA_GRAPH_PAD_MULTIPLE`)."""
     backend = compile_backend(setting)
     if backend in INDUCTOR_MODES:
         model.compile(dynamic=True, mode=backend)
