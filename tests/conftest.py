@@ -147,6 +147,61 @@ def make_damaged_sqlite(path: Path) -> Path:
     return path
 
 
+#: SQLite stores migrated once per test session (MLflow's migrations take seconds, a file copy
+#: milliseconds); :func:`migrated_mlflow_db` and :func:`migrated_optuna_db` copy them.
+STORE_TEMPLATES = HERMETIC_ROOT / "store_templates"
+
+
+def _template(name: str, create) -> Path:
+    template = STORE_TEMPLATES / name
+    if not template.exists():
+        STORE_TEMPLATES.mkdir(parents=True, exist_ok=True)
+        partial = template.with_name(f".{name}.partial")
+        partial.unlink(missing_ok=True)
+        create(partial)
+        partial.rename(template)
+    return template
+
+
+def _copy_template(template: Path, path: Path) -> str:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, path)
+    return f"sqlite:///{path}"
+
+
+def _create_mlflow_template(path: Path) -> None:
+    """MLflow's tables at their newest migration, without experiments: MLflow adds its Default
+    experiment (artifact root: the one of the process that first opens the copy) as for a new file."""
+    import sqlite3
+
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    store = SqlAlchemyStore(f"sqlite:///{path}", str(path.parent / "mlruns"))
+    store.engine.dispose()
+    with sqlite3.connect(path) as connection:
+        connection.execute("DELETE FROM experiments")
+    connection.close()
+
+
+def migrated_mlflow_db(path: Path) -> str:
+    """The tracking URI of an MLflow SQLite store at ``path``: one already there as it is, else a copy
+    of the session's migrated store (what MLflow would create there, without the wait)."""
+    return _copy_template(_template("mlflow.db", _create_mlflow_template), path)
+
+
+def _create_optuna_template(path: Path) -> None:
+    import optuna
+
+    optuna.storages.RDBStorage(f"sqlite:///{path}").engine.dispose()
+
+
+def migrated_optuna_db(path: Path) -> str:
+    """The URL of an Optuna SQLite storage at ``path``: one already there as it is, else a copy of
+    the session's migrated storage."""
+    return _copy_template(_template("optuna.db", _create_optuna_template), path)
+
+
 def _reset_mlflow_process_state(saved_env: dict[str, str], saved_tracking_uri) -> None:
     """End runs left active, forget the fluent API's active experiment and tracking URI, and put
     the ``MLFLOW_*`` environment back (``mlflow.set_experiment`` writes ``MLFLOW_EXPERIMENT_ID``

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from bert_kd import settings
 from bert_kd.kedro_project.config_loader import ProjectConfigLoader, split_runtime_params
+from tests.conftest import migrated_mlflow_db
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARGS = {**settings.CONFIG_LOADER_ARGS, "default_run_env": "base"}
@@ -81,7 +82,9 @@ def test_a_session_hands_nodes_the_merged_block(tmp_path, monkeypatch):
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # kedro-mlflow's hook opens it
+    monkeypatch.setenv(
+        "MLFLOW_TRACKING_URI", migrated_mlflow_db(tmp_path / "mlflow.db")
+    )  # kedro-mlflow's hook opens it
 
     bootstrap_project(REPO_ROOT)
     runtime = {"student": {"num_layers": 3, "training": {"epochs": 1}}, "training": {"batch_size": 16}}

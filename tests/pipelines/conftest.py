@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, migrated_mlflow_db
 
 TINY_TRAINING = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
 
@@ -15,7 +15,7 @@ def run_pipeline(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
-    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking_uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
     monkeypatch.delenv("GLUE_DIR", raising=False)
     import shutil

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, migrated_mlflow_db
 from tests.pipelines.conftest import TINY_TRAINING, mlflow_runs
 
 
@@ -94,7 +94,7 @@ def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_d
         (project / "conf" / name / "parameters.yml").write_text(
             json.dumps(_params(tiny_glue_dir, tiny_teacher_dir, lr))
         )
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("bert_kd")  # create the database once, before two processes race for it
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, make_wordpiece_tokenizer, write_tiny_glue
+from tests.conftest import REPO_ROOT, make_wordpiece_tokenizer, migrated_mlflow_db, write_tiny_glue
 
 TIMEOUT_S = 600
 
@@ -40,6 +40,7 @@ def new_project(directory: Path) -> Path:
     shutil.copytree(REPO_ROOT / "conf" / "base", directory / "conf" / "base")
     (directory / "conf" / "local").mkdir()
     (directory / "src").mkdir()
+    migrated_mlflow_db(directory / "mlflow.db")
     return directory
 
 

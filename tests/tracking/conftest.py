@@ -4,12 +4,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.conftest import migrated_mlflow_db
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     import mlflow
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path_factory.mktemp("mlflow") / "mlflow.db")
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment("bert_kd_test").experiment_id

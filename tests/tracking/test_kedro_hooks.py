@@ -3,6 +3,7 @@ from types import SimpleNamespace
 from kedro.pipeline import Pipeline, node
 
 from bert_kd.tracking.kedro_hooks import ParentRunHook
+from tests.conftest import migrated_mlflow_db
 
 DISTILL = Pipeline([node(lambda task: task, "params:task", "out", name="distill")])
 SWEEP = Pipeline([node(lambda table: table, "params:reproduce.table", "table", name="sweep")])
@@ -20,7 +21,7 @@ def test_parent_run_is_renamed_after_pipeline_task_and_sweep(tmp_path):
     import mlflow
 
     previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(migrated_mlflow_db(tmp_path / "mlflow.db"))
     try:
         experiment = mlflow.set_experiment("hook_test")
         with mlflow.start_run(run_name="distill_alp") as run:  # conf/base's reproduce block is not its sweep

@@ -10,13 +10,14 @@ import pytest
 from bert_kd.tracking import glue_dataset
 from bert_kd.tracking import logged_models as tracking_models
 from bert_kd.tracking.evaluation import log_evaluation_to_run
+from tests.conftest import migrated_mlflow_db
 
 
 @pytest.fixture()
 def store(tmp_path):
     import mlflow
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.create_experiment("bert_kd_models", artifact_location=str(tmp_path / "artifacts"))
     mlflow.set_experiment(experiment_id=experiment)

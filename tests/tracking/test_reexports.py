@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import bert_kd.tracking
+from tests.conftest import migrated_mlflow_db
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ def test_every_name_the_project_imports_from_the_package_is_there():
 
 
 def test_python_m_bert_kd_tracking_ui_prints_the_runs_table_url(tmp_path, monkeypatch, capsys):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = migrated_mlflow_db(tmp_path / "mlflow.db")
     monkeypatch.setattr(
         "sys.argv",
         [

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, migrated_mlflow_db
 
 
 def _status(uri, run_id):
@@ -21,7 +21,7 @@ def test_pipeline_error_marks_parent_and_nested_runs_failed(tmp_path):
 
     from bert_kd.tracking.run_status import RunStatusHook
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     mlflow.tracking.fluent._active_experiment_id = None  # other tests leave another store's experiment active
     mlflow.set_experiment("run_status")
@@ -48,7 +48,7 @@ time.sleep(120)
 
 
 def test_sigterm_marks_parent_and_nested_runs_killed(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["PYTHONPATH"] = str(REPO_ROOT / "src")
     proc = subprocess.Popen(
@@ -79,7 +79,7 @@ def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_p
     from bert_kd.tracking import HOST_TAG, PID_TAG, STARTED_TAG
     from bert_kd.tracking.run_status import RunStatusHook
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["PYTHONPATH"] = str(REPO_ROOT / "src")
     proc = subprocess.Popen(

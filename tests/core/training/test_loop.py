@@ -28,6 +28,7 @@ from bert_kd.core.training import (
     predict_logits,
 )
 from bert_kd.core.training.config import numeric_path
+from tests.conftest import migrated_mlflow_db
 from tests.core.training.helpers import (
     accuracy,
     assert_states_close,
@@ -279,7 +280,7 @@ def test_config_fingerprint_is_stable_and_sensitive():
 def run_worker(args: list[str], tmp_path, processes: int, expect_ok: bool = True) -> None:
     worker = str(Path(__file__).parents[2] / "ddp_fit_worker.py")
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": migrated_mlflow_db(tmp_path / "mlflow.db")}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     done = subprocess.run(
