@@ -4,11 +4,11 @@ the core imports neither Kedro nor MLflow, and the package root holds Kedro's en
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
 
 import bert_kd
+from tests import fresh_interpreter
 
 PACKAGE = Path(bert_kd.__file__).parent
 
@@ -101,14 +101,29 @@ def test_the_config_leaf_imports_no_other_bert_kd_room():
     assert leaf == {module: [] for module in leaf}
 
 
+def test_a_fresh_interpreter_starts_without_bert_kd_kedro_or_mlflow_and_sees_what_it_imports():
+    """The import checks below run in :mod:`tests.fresh_interpreter`'s forks: each starts with none
+    of the watched packages loaded, and a check that imports one finds it (the checks can fail)."""
+    code = (
+        "import sys; print(sorted({m.split('.')[0] for m in sys.modules} & {'bert_kd', 'kedro', 'mlflow', 'optuna'}))"
+    )
+    assert fresh_interpreter.check_output(code).strip() == "[]"
+    loaded = (
+        "import sys, bert_kd.experiment.tracker, kedro.pipeline; print('kedro' in sys.modules, 'mlflow' in sys.modules)"
+    )
+    assert fresh_interpreter.check_output(loaded).split() == ["True", "False"]
+    assert fresh_interpreter.check_output(code).strip() == "[]"  # the previous check's imports stayed in its fork
+    failed = fresh_interpreter.run("import sys; print('out'); sys.exit(3)", "an-argument")
+    assert (failed.returncode, failed.stdout) == (3, "out\n")
+
+
 def test_the_core_loads_neither_kedro_nor_mlflow():
     code = (
         "import sys, bert_kd.core.training, bert_kd.core.distill, bert_kd.core.models, bert_kd.core.data, "
         "bert_kd.core.distill.methods, bert_kd.config.schema; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'kedro', 'mlflow'}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert fresh_interpreter.check_output(code).strip() == "[]"
 
 
 def test_the_package_root_holds_entry_points_and_folders_only():
@@ -122,8 +137,7 @@ def test_models_does_not_import_distill():
     code = (
         "import sys, bert_kd.core.models; print(sorted(m for m in sys.modules if m.startswith('bert_kd.core.distill')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert fresh_interpreter.check_output(code).strip() == "[]"
 
 
 def test_catalog_and_jobs_do_not_import_pipelines_or_kedro_nodes():
@@ -131,19 +145,16 @@ def test_catalog_and_jobs_do_not_import_pipelines_or_kedro_nodes():
         "import sys, bert_kd.kedro_project.datasets, bert_kd.experiment.jobs; "
         "print(sorted(m for m in sys.modules if m.startswith('bert_kd.pipelines')), 'kedro' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = fresh_interpreter.check_output(code)
     assert out.strip() == "[] True"  # catalog.py is a Kedro dataset module; it never loads node modules
     code = "import sys, bert_kd.experiment.jobs; print('kedro' in sys.modules)"
-    assert (
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-        == "False"
-    )
+    assert fresh_interpreter.check_output(code).strip() == "False"
 
 
 def kedro_modules_after_importing(module: str) -> list[str]:
     """The ``kedro`` modules a fresh interpreter holds after ``import <module>``."""
     code = f"import sys, {module}; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'kedro')))"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return fresh_interpreter.check_output(code).split()
 
 
 def test_the_core_imports_no_kedro():

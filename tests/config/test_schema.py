@@ -268,14 +268,13 @@ def test_cross_check_skips_blocks_the_pipeline_does_not_read(base, tiny_teacher_
 
 
 def test_schema_module_is_kedro_free():
-    import subprocess
-    import sys
+    from tests import fresh_interpreter
 
     code = (
         "import sys, bert_kd.config.schema; print(json.dumps(sorted(m for m in sys.modules if m.startswith('kedro'))))"
     )
-    out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == []
+    out = fresh_interpreter.check_output("import json;" + code)
+    assert json.loads(out) == []
 
 
 # --------------------------------------------------------------------------- staged recipes

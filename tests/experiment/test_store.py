@@ -9,6 +9,7 @@ import pytest
 from bert_kd.config.schema import Runtime, Tracking
 from bert_kd.experiment.store import recompute
 from bert_kd.tracking import tracking_enabled
+from tests.conftest import migrated_mlflow_db
 
 
 @pytest.mark.parametrize("form", [dict, "model"])
@@ -32,7 +33,7 @@ def test_a_bad_key_in_a_notebooks_dict_names_the_block():
 def tracking_store(tmp_path):
     import mlflow
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment_id=mlflow.create_experiment("bert_kd", artifact_location=str(tmp_path / "art")))
     return mlflow.MlflowClient(uri)
@@ -177,9 +178,9 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
 
 def test_the_job_path_with_tracking_off_imports_no_mlflow(tmp_path, tiny_teacher_dir):
     """``tracking.enabled: false``: training, storing and reusing a model never loads mlflow."""
-    import subprocess
-    import sys
     import textwrap
+
+    from tests import fresh_interpreter
 
     script = textwrap.dedent(f"""
         import sys
@@ -191,6 +192,6 @@ def test_the_job_path_with_tracking_off_imports_no_mlflow(tmp_path, tiny_teacher
         import bert_kd.experiment.distill_job, bert_kd.experiment.evaluation, bert_kd.experiment.run_setup  # the rest of the job path
         print(bundle.info["reused"], "mlflow" in sys.modules)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = fresh_interpreter.run(script, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["True", "False"]

@@ -69,14 +69,13 @@ def test_the_kedro_run_reporter_is_mlflows_on_rank_zero_once_mlflow_is_loaded(mo
 
 
 def test_without_mlflow_loaded_there_is_no_kedro_run_to_report_on_and_none_is_loaded():
-    import subprocess
-    import sys
+    from tests import fresh_interpreter
 
     code = (
         "import sys; from bert_kd.experiment import tracker; "
         "print(tracker.kedro_run() is tracker.NO_KEDRO_RUN, 'mlflow' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = fresh_interpreter.run(code, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "False"]
 

@@ -3,10 +3,10 @@ through ``bert_kd.experiment.tracker``; only its MLflow implementation imports m
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests import fresh_interpreter
 
 
 def test_evaluation_comparison_and_export_nodes_with_tracking_off_import_no_mlflow(
@@ -36,6 +36,6 @@ def test_evaluation_comparison_and_export_nodes_with_tracking_off_import_no_mlfl
         frame, _, _ = compare_methods(scored(None, 0.8), scored("nkd", 0.65), scored("alp", 0.72))  # a report node
         print(evaluation["examples"]["validation"], source == PIPELINE_STUDENT, len(frame), "mlflow" in sys.modules)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = fresh_interpreter.run(script, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-4:] == ["10", "True", "4", "False"]

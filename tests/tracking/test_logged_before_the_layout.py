@@ -6,11 +6,11 @@ The fixture was logged on 2026-11-26 by the code of that day: its ``MLmodel`` na
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import fresh_interpreter
 
 LOGGED = Path(__file__).parent / "fixtures" / "pyfunc_model_logged_2026-11-26"
 
@@ -28,10 +28,7 @@ def test_the_old_module_name_is_the_new_module():
 
 def test_importing_bert_kd_loads_no_mlflow_for_the_alias():
     code = "import sys, bert_kd; print('mlflow' in sys.modules)"
-    assert (
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-        == "False"
-    )
+    assert fresh_interpreter.check_output(code).strip() == "False"
 
 
 def test_a_model_logged_before_the_layout_loads_and_predicts():
