@@ -570,7 +570,116 @@ def run_case(case: Case, project: Path, tmp_path: Path, monkeypatch, runner_args
     return result
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def is_parameter_check(case: Case) -> bool:
+    """A case that only sets ``--params`` (Kedro parses them whole): the run's parameter check refuses it
+    before any node, wherever the run starts from."""
+    from bert_kd.cli import comma_split_list
+
+    plain = not (case.prepare or case.spoil or case.conf or case.args or case.node_may_run or case.trains)
+    return plain and bool(case.params) and comma_split_list(case.params) is None
+
+
+#: Parameter checks that also run through ``kedro run`` (exit status, one block, no traceback, nothing
+#: written): one for each check of :func:`bert_kd.kedro_project.hooks.check_run_parameters` and of
+#: the model and data folders it reads.
+THROUGH_THE_CLI = (
+    "not_an_int",
+    "misspelt_key",
+    "student_too_deep",
+    "glue_dir_is_a_file",
+    "offline_hub_teacher",
+    "missing_teacher_dir",
+    "fp16_on_cpu",
+    "seq_longer_than_positions",
+    "unknown_table",
+    "registered_model_name",
+)
+PARAMETER_CASES = [c for c in CASES if is_parameter_check(c) and c.name not in THROUGH_THE_CLI]
+CLI_CASES = [c for c in CASES if c not in PARAMETER_CASES]
+
+
+def test_the_cases_are_split_between_the_cli_and_the_parameter_check():
+    assert {c.name for c in CLI_CASES} >= set(THROUGH_THE_CLI)
+    assert PARAMETER_CASES and len(CLI_CASES) + len(PARAMETER_CASES) == len(CASES)
+    assert not [c.name for c in PARAMETER_CASES if c.pipeline not in ("distill_alp", "distill_pkd", "reproduce")]
+
+
+def run_parameters(project: Path, pipeline: str, params: str) -> dict:
+    """The merged parameters a ``kedro run --pipelines=<pipeline> --params <params>`` in ``project``
+    hands its hooks: Kedro's ``--params`` parser, the project's config loader (settings), Kedro's
+    parameter validator for the pipeline."""
+    from kedro.framework.cli.utils import _split_params
+    from kedro.framework.project import pipelines, settings
+    from kedro.validation.parameter_validator import ParameterValidator
+
+    loader = settings.CONFIG_LOADER_CLASS(
+        conf_source=str(project / settings.CONF_SOURCE),
+        env=None,
+        runtime_params=_split_params(None, None, params),
+        **settings.CONFIG_LOADER_ARGS,
+    )
+    return ParameterValidator({pipeline: pipelines[pipeline]}).validate_raw_params(loader["parameters"])
+
+
+def with_params(parameters: dict, params: str) -> dict:
+    """``parameters`` (resolved) with ``--params`` (one key each) merged in: what the config loader
+    gives for them (the test below), without reading and resolving the configuration again."""
+    from kedro.framework.cli.utils import _split_params
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.merge(parameters, _split_params(None, None, params)))
+
+
+@pytest.fixture(scope="module")
+def project_parameters(project, tmp_path_factory) -> tuple[dict, Path]:
+    """The merged parameters of a run in ``project`` whose only ``--params`` is its GLUE folder; the folder."""
+    glue = write_tiny_glue(tmp_path_factory.mktemp("glue"), "RTE")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project)
+        patch.delenv("GLUE_DIR", raising=False)
+        return run_parameters(project, "distill_alp", f"glue_dir={glue}"), glue
+
+
+@pytest.mark.parametrize(
+    "pipeline, params",
+    [
+        ("distill_alp", "student.training.learning_rate=-1,seed=1.5,foo.bar=1"),  # into an interpolated block
+        ("distill_pkd", "distill_methods.pkd.mapping=nosuch,max_train_sample=10"),
+        ("reproduce", "reproduce.table=cpu_protocol,reproduce.grid=training.learning_rate=7e-5"),
+    ],
+)
+def test_params_merged_into_the_projects_parameters_are_what_a_run_reads(
+    pipeline, params, project, project_parameters, monkeypatch
+):
+    parameters, glue = project_parameters
+    monkeypatch.chdir(project)
+    merged = with_params(parameters, params)
+    assert merged == run_parameters(project, pipeline, f"glue_dir={glue},{params}")
+    assert merged != parameters
+
+
+@pytest.mark.parametrize("case", PARAMETER_CASES, ids=[c.name for c in PARAMETER_CASES])
+def test_bad_parameter_is_refused_by_the_runs_parameter_check(case, project, project_parameters, monkeypatch):
+    """The check ``kedro run`` makes before any node (the CLI cases below show how its refusal reaches
+    the terminal): the block names the parameter, its value and the fix."""
+    from kedro.framework.project import pipelines
+
+    from bert_kd.config.errors import UserError
+    from bert_kd.kedro_project.hooks import check_run_parameters
+
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    shutil.rmtree(project / "data", ignore_errors=True)
+    with pytest.raises(UserError) as refused:
+        check_run_parameters(with_params(project_parameters[0], case.params), pipelines[case.pipeline].inputs())
+    block = refused.value.block()
+    assert block.count("bert-kd: ") == 1, block
+    for text in case.expect:
+        assert text in block, (text, block)
+    assert not (project / "data").exists()
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c.name for c in CLI_CASES])
 def test_bad_input_gives_one_block(case, project, tmp_path, monkeypatch):
     started = time.monotonic()
     result = run_case(case, project, tmp_path, monkeypatch)

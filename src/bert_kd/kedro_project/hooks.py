@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 from kedro.framework.hooks import hook_impl
+
+if TYPE_CHECKING:
+    from bert_kd.experiment.parameters import Parameters
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +186,24 @@ def check_sweep_parameters(parameters: dict) -> None:
     build_sweep(reproduce, {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES})
 
 
+def check_run_parameters(parameters: dict, pipeline_inputs) -> Parameters:
+    """What a run checks of its merged parameters (conf + ``--params``) before any node runs, for a
+    pipeline with ``pipeline_inputs``: the schema, the precision on this device, the blocks the pipeline
+    reads against each other and, for a sweep, its table, restrictions and storage. → the validated
+    parameters; a :class:`~bert_kd.config.errors.UserError` names the first problem."""
+    from bert_kd.experiment.parameters import cross_check, validate_parameters
+    from bert_kd.kedro_project.preflight import check_sweep_storage
+
+    typed = validate_parameters(parameters)
+    check_precision(typed)
+    used = used_blocks(pipeline_inputs)
+    cross_check(typed, used)
+    if "reproduce" in used:
+        check_sweep_parameters(parameters)
+        check_sweep_storage(parameters.get("reproduce"))
+    return typed
+
+
 def teacher_layer_count(model: str) -> int:
     """Transformer layers of the checkpoint ``teacher.model`` names (its config only)."""
     from transformers import AutoConfig
@@ -243,19 +265,12 @@ class ValidateParametersHook:
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
         from bert_kd.experiment.distill_job import with_explicit_weights  # the sweep trial's expansion too
-        from bert_kd.experiment.parameters import cross_check, validate_parameters
-        from bert_kd.kedro_project.preflight import check_sweep_storage
 
         self._typed = {}
         apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
-        typed = validate_parameters(parameters)
-        check_precision(typed)
         inputs = pipeline.inputs()
-        cross_check(typed, used_blocks(inputs))
-        if "reproduce" in used_blocks(inputs):
-            check_sweep_parameters(parameters)
-            check_sweep_storage(parameters.get("reproduce"))
+        typed = check_run_parameters(parameters, inputs)
         for name in sorted(inputs):
             block, _, entry = name[len("params:") :].partition(".")
             if name.startswith("params:") and block in EXPLICIT_WEIGHT_BLOCKS and entry and "." not in entry:
