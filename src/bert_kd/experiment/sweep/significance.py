@@ -43,7 +43,7 @@ def paired_bootstrap(
 ) -> BootstrapResult:
     """Gain of ``method_runs`` over ``baseline_runs`` (each a list of ``(predictions, labels)``,
     one per seed, all on the same dev examples in the same order) in ``metric`` (a key of
-    :func:`~bert_kd.core.metrics.glue_metrics`; default the task's primary metric)."""
+    [`glue_metrics`][bert_kd.core.metrics.glue_metrics]; default the task's primary metric)."""
     if not method_runs or not baseline_runs:
         raise ValueError("paired_bootstrap needs at least one run of the method and of the baseline")
     runs = [(np.asarray(p), np.asarray(y)) for p, y in list(method_runs) + list(baseline_runs)]
@@ -81,7 +81,7 @@ def pooled_bootstrap_se(
     method_correct: np.ndarray, baseline_correct: np.ndarray, resamples: int = 1000, seed: int = 0
 ) -> float:
     """Standard deviation of the paired-bootstrap gain in accuracy, seeds pooled (as
-    :func:`paired_bootstrap` resamples it): ``*_correct`` are (seeds, examples) 0/1 arrays."""
+    [`paired_bootstrap`][bert_kd.experiment.sweep.significance.paired_bootstrap] resamples it): ``*_correct`` are (seeds, examples) 0/1 arrays."""
     difference = np.mean(np.atleast_2d(method_correct), axis=0) - np.mean(np.atleast_2d(baseline_correct), axis=0)
     index = np.random.default_rng(seed).integers(0, len(difference), size=(resamples, len(difference)))
     return float(difference[index].mean(axis=1).std())

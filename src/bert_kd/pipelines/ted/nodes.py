@@ -223,7 +223,7 @@ def ted_student_init(
     ted_filters: dict, teacher: ModelBundle, student, settings, row: str | None = None
 ) -> FilteredStudentStart:
     """Stage II starts from the Stage I student when filters were trained on it, else a fresh
-    copy (:func:`~bert_kd.pipelines.distill.nodes.build_student_model`); either way with the
+    copy ([`build_student_model`][bert_kd.pipelines.distill.nodes.build_student_model]); either way with the
     Stage I filters and their job's key (``upstream``)."""
     if ted_filters.get("student_model") is not None:
         stage_one = ted_filters["student_model"]
@@ -243,7 +243,7 @@ def ted_student_init(
 
 
 def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_student, settings):
-    """TED per-layer filter quality (:mod:`bert_kd.core.distill.ted_filters.quality`): the dev score of each
+    """TED per-layer filter quality ([`bert_kd.core.distill.ted_filters.quality`][bert_kd.core.distill.ted_filters.quality]): the dev score of each
     Stage I filter's task head, teacher filters at M(k) next to student filters at k, against the
     majority class. Teacher (and trained student) scores come from the Stage I report; copied
     student filters are scored here on the student Stage II starts from. → (CSV table, figure)."""

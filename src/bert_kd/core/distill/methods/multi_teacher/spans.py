@@ -8,15 +8,15 @@ overlap (connected components); a group is a shared span when both sides have to
 cover the same characters (a word split differently, or a single token both sides agree on).
 Identical tokenizations give one span per text token.
 
-Excluded (span id :data:`NO_SPAN`): special tokens ([CLS], <s>, <sep> …), whitespace-only
+Excluded (span id [`NO_SPAN`][bert_kd.core.distill.methods.multi_teacher.spans.NO_SPAN]): special tokens ([CLS], <s>, <sep> …), whitespace-only
 tokens, and groups only one side covers or covers differently (truncation cut a word on one
 side). Both sentences of a pair are handled, each in its own character coordinates.
 
-Data side (pure Python, at tokenization time): :func:`token_character_spans` turns a fast
+Data side (pure Python, at tokenization time): [`token_character_spans`][bert_kd.core.distill.methods.multi_teacher.spans.token_character_spans] turns a fast
 tokenizer's ``offset_mapping`` and ``sequence_ids`` into ``(sentence, start, end)`` per token;
-:func:`shared_span_ids` gives both sides' span ids for one row. Model side (torch):
-:class:`SpanPooling` averages sub-token states inside each span (hidden states, embeddings) and
-pools attention maps (:func:`pool_attention_scores`, :func:`span_attention_probabilities`).
+[`shared_span_ids`][bert_kd.core.distill.methods.multi_teacher.spans.shared_span_ids] gives both sides' span ids for one row. Model side (torch):
+[`SpanPooling`][bert_kd.core.distill.methods.multi_teacher.spans.SpanPooling] averages sub-token states inside each span (hidden states, embeddings) and
+pools attention maps ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores], [`span_attention_probabilities`][bert_kd.core.distill.methods.multi_teacher.spans.span_attention_probabilities]).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ NO_CHARS = (-1, 0, 0)
 def token_character_spans(offsets: Sequence, sequence_ids: Sequence, texts: Sequence[str]) -> list[list[int]]:
     """Per token ``[sentence, start, end]``: character offsets into ``texts[sentence]`` with
     surrounding whitespace trimmed (tokenizers differ in whether ``▁``/``Ġ`` tokens include the
-    space), or :data:`NO_CHARS` for special tokens (``sequence_ids`` None) and tokens covering
+    space), or [`NO_CHARS`][bert_kd.core.distill.methods.multi_teacher.spans.NO_CHARS] for special tokens (``sequence_ids`` None) and tokens covering
     only whitespace."""
     if len(offsets) != len(sequence_ids):
         raise ValueError(f"{len(offsets)} offsets but {len(sequence_ids)} sequence ids")
@@ -59,8 +59,8 @@ def token_character_spans(offsets: Sequence, sequence_ids: Sequence, texts: Sequ
 
 def shared_span_ids(student: Sequence[Sequence[int]], teacher: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
     """Span ids of every student and teacher token of one row (``[sentence, start, end]`` per
-    token, from :func:`token_character_spans`): ``0 … S−1`` numbered in text order, the same id
-    on both sides, :data:`NO_SPAN` outside shared spans. Every id is used on both sides."""
+    token, from [`token_character_spans`][bert_kd.core.distill.methods.multi_teacher.spans.token_character_spans]): ``0 … S−1`` numbered in text order, the same id
+    on both sides, [`NO_SPAN`][bert_kd.core.distill.methods.multi_teacher.spans.NO_SPAN] outside shared spans. Every id is used on both sides."""
     tokens = []  # (sentence, start, end, side, position)
     for side, row in enumerate((student, teacher)):
         for position, (sentence, start, end) in enumerate(row):
@@ -95,7 +95,7 @@ def shared_span_ids(student: Sequence[Sequence[int]], teacher: Sequence[Sequence
 
 def seat_span_ids(span_ids: Tensor, attention_mask: Tensor, column: str) -> Tensor:
     """Span ids ``(B, L)`` placed on the real tokens of ``attention_mask`` ``(B, L)``: a column's
-    non-pad entries (:data:`SPAN_PAD`) belong, in order, to the row's real tokens, so the
+    non-pad entries ([`SPAN_PAD`][bert_kd.core.training.batching.SPAN_PAD]) belong, in order, to the row's real tokens, so the
     column may be padded on either side whatever side the tokens were padded on."""
     if span_ids.dim() != 2 or attention_mask.dim() != 2 or span_ids.shape[0] != attention_mask.shape[0]:
         raise ValueError(f"column {column!r} has shape {tuple(span_ids.shape)}, tokens {tuple(attention_mask.shape)}")
@@ -120,7 +120,7 @@ def _assignment(span_ids: Tensor, n_spans: int) -> Tensor:
 
 @dataclass
 class SpanPooling:
-    """Both sides' tokens of one batch grouped into shared spans (:func:`shared_span_ids`).
+    """Both sides' tokens of one batch grouped into shared spans ([`shared_span_ids`][bert_kd.core.distill.methods.multi_teacher.spans.shared_span_ids]).
 
     ``student``/``teacher``: one-hot ``(B, S, L)`` token→span assignments; ``mask`` ``(B, S)``
     marks the spans a row has (rows have different span counts)."""
@@ -131,7 +131,7 @@ class SpanPooling:
 
     @classmethod
     def from_ids(cls, student_ids: Tensor, teacher_ids: Tensor) -> SpanPooling:
-        """From seated span ids (``(B, L_s)``, ``(B, L_t)``, :data:`NO_SPAN` outside spans)."""
+        """From seated span ids (``(B, L_s)``, ``(B, L_t)``, [`NO_SPAN`][bert_kd.core.distill.methods.multi_teacher.spans.NO_SPAN] outside spans)."""
         n_spans = max(int(max(student_ids.max(), teacher_ids.max())) + 1, 1)  # ≥ 1: a batch may share none
         student, teacher = _assignment(student_ids, n_spans), _assignment(teacher_ids, n_spans)
         mask = (student.sum(-1) > 0) & (teacher.sum(-1) > 0)
