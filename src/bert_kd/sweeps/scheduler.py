@@ -43,7 +43,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from bert_kd.config.errors import UserError
-from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec
+from bert_kd.sweeps.spec import SweepSpec, TrialSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """One call from parameters to tables: parse the table, run this worker's share of its trials,
 select, test and write the report. The Kedro ``reproduce`` node is a thin call of
-:func:`reproduce` with ``run_trial`` = the job path (:class:`bert_kd.experiment.sweep.trial.TrialRunner`).
+:func:`reproduce` with ``run_trial`` = the job path (:class:`bert_kd.sweeps.trial.TrialRunner`).
 
 A table is written under its own name (and into ``committed_dir``, the committed
 ``results/<table>/tables``) only by a run that covers it: every trial of the table at the table's
@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from bert_kd.experiment.sweep.budget import write_budget
-from bert_kd.experiment.sweep.paper_tables import SweepReport, build_report, write_report
-from bert_kd.experiment.sweep.scheduler import RunTrial, SweepTrialsFailedError, run_sweep, study_name_for
-from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec, build_sweep
+from bert_kd.sweeps.budget import write_budget
+from bert_kd.sweeps.paper_tables import SweepReport, build_report, write_report
+from bert_kd.sweeps.scheduler import RunTrial, SweepTrialsFailedError, run_sweep, study_name_for
+from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ RESTRICTIONS = ("tasks", "methods", "seeds", "grid")
 def unwired_run_trial(spec: TrialSpec) -> dict:
     """Placeholder until the job path (``bert_kd.experiment.jobs``) runs a :class:`TrialSpec`."""
     raise NotImplementedError(
-        f"no trial runner: pass run_trial=... (bert_kd.experiment.sweep.trial.TrialRunner is the job path's); trial {spec.key}"
+        f"no trial runner: pass run_trial=... (bert_kd.sweeps.trial.TrialRunner is the job path's); trial {spec.key}"
     )
 
 
@@ -91,13 +91,13 @@ def reproduce(
     under another one is never reused), ``results_dir`` + ``stored_result(spec)`` (the results
     folder, first source of truth; with ``results_only`` the only one: nothing runs),
     ``data_changes(trials)`` / ``setting_changes(trials)`` (how the run's data and ``--params`` differ from
-    the table's own) and ``use_variant_folder(name)`` — as :class:`bert_kd.experiment.sweep.trial.TrialRunner` does. A run
+    the table's own) and ``use_variant_folder(name)`` — as :class:`bert_kd.sweeps.trial.TrialRunner` does. A run
     with such changes is a variant: its trial results go to ``<results folder>/variants/<table>__<changes>``
     (git-ignored), never among the table's own. A table covering the whole table at its own data
     goes to ``output_dir`` or ``committed_dir``; any other to ``output_dir`` or
     ``reproduce.output_dir`` or :data:`DEFAULT_OUTPUT_DIR`, never ``committed_dir``. A table missing
     trials is never written into ``committed_dir``; when trials of this worker failed, the partial table
-    is written and :class:`~bert_kd.experiment.sweep.scheduler.SweepTrialsFailedError` is raised (its
+    is written and :class:`~bert_kd.sweeps.scheduler.SweepTrialsFailedError` is raised (its
     ``report`` and ``paths`` are the partial table's).
     """
     sweep = build_sweep(reproduce_params, recipes)

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bert_kd.core.files import write_file_atomically  # noqa: E402
-from bert_kd.experiment.sweep.spec import SweepSpec  # noqa: E402
+from bert_kd.sweeps.spec import SweepSpec  # noqa: E402
 
 COLUMNS = ["method", "label", "task", "trials", "grid_points", "k", "expected_max", "expected_max_with_replacement"]
 

@@ -39,13 +39,10 @@ from bert_kd.core.training import SupervisedObjective, make_loader, predict_logi
 from bert_kd.core.training.config import numeric_path
 from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
-from bert_kd.experiment.distill_job import with_explicit_weights
 from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.run_setup import teacher_seed
-from bert_kd.experiment.sweep.identity import keyed_source, short_hash, source_fingerprint
-from bert_kd.experiment.sweep.scheduler import SweepTrialError, check_result
-from bert_kd.experiment.sweep.spec import TrialSpec
 from bert_kd.experiment.tracker import tracker_for
+from bert_kd.experiment.training_jobs.student import with_explicit_weights
 from bert_kd.pipelines.common import build_run_settings
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
@@ -56,6 +53,9 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
+from bert_kd.sweeps.identity import keyed_source, short_hash, source_fingerprint
+from bert_kd.sweeps.scheduler import SweepTrialError, check_result
+from bert_kd.sweeps.spec import TrialSpec
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ VARIANTS = "variants"
 
 
 class TrialRunner:
-    """``run_trial`` for :func:`bert_kd.experiment.sweep.reproduce.reproduce`, configured with the project parameters.
+    """``run_trial`` for :func:`bert_kd.sweeps.reproduce.reproduce`, configured with the project parameters.
 
     ``params``: the parameter tree (``teacher``, ``student``, ``runtime``, ``tracking``,
     ``teacher_cache``, ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``,
@@ -372,7 +372,7 @@ class TrialRunner:
         """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
         (:func:`~bert_kd.pipelines.distill.pipeline.method_pipeline`) on the trial's parameter
         blocks, its recipe with the weights written out as the validation hook writes them
-        (:func:`bert_kd.experiment.distill_job.with_explicit_weights`). The teacher's jobs (cache, TED filters) run with
+        (:func:`bert_kd.experiment.training_jobs.student.with_explicit_weights`). The teacher's jobs (cache, TED filters) run with
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         teacher_metrics = dev_metrics(teacher, tokenized, task)
