@@ -357,7 +357,7 @@ class Reproduce(Strict):
     results_only: bool = False  # tables from <results_dir>/<table> alone (in-memory study, nothing trains)
     results_dir: str | None = None  # per-trial result JSONs under <results_dir>/<table> (committed; read first)
     grids: dict[str, dict[str, Any]] = {}
-    tables: dict[str, dict[str, Any]] = {}  # parsed and checked by bert_kd.experiment.sweep.spec.build_sweep
+    tables: dict[str, dict[str, Any]] = {}  # parsed and checked by bert_kd.sweeps.spec.build_sweep
 
 
 class Evaluate(Strict):

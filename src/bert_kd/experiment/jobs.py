@@ -53,7 +53,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "student": 2,
     "ted_filters": 2,
     "multi_teacher_student": 2,
-    "trial": 1,  # a sweep trial's result in the results folder (bert_kd.experiment.sweep.trial)
+    "trial": 1,  # a sweep trial's result in the results folder (bert_kd.sweeps.trial)
 }
 
 #: Training settings that do not change the trained weights (excluded from keys).

@@ -11,7 +11,7 @@ log = logging.getLogger(__name__)
 
 
 #: Recipe blocks whose entries the hook hands nodes with their weights written out
-#: ([`bert_kd.experiment.distill_job.with_explicit_weights`][bert_kd.experiment.distill_job.with_explicit_weights]): their students are keyed on that form, as a
+#: ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]): their students are keyed on that form, as a
 #: sweep trial of their row writes it. ``multi_teacher_configs`` entries reach their node as written:
 #: the multi-teacher student is keyed on the recipe as written (every stored one, trial or ``kedro
 #: run``) and the node writes the weights out for the method
@@ -175,8 +175,8 @@ def check_precision(parameters) -> None:
 
 def check_sweep_parameters(parameters: dict) -> None:
     """The ``reproduce`` block's table and restrictions (``reproduce.table/methods/tasks/seeds/grid``)
-    parsed before anything runs: a [`SweepParameterError`][bert_kd.experiment.sweep.spec.SweepParameterError] naming the bad one."""
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
+    parsed before anything runs: a [`SweepParameterError`][bert_kd.sweeps.spec.SweepParameterError] naming the bad one."""
+    from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 
     reproduce = parameters.get("reproduce") or {}
     build_sweep(reproduce, {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES})
@@ -242,8 +242,8 @@ class ValidateParametersHook:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        from bert_kd.experiment.distill_job import with_explicit_weights  # the sweep trial's expansion too
         from bert_kd.experiment.parameters import cross_check, validate_parameters
+        from bert_kd.experiment.training_jobs.student import with_explicit_weights  # the sweep trial's expansion too
         from bert_kd.kedro_project.preflight import check_sweep_storage
 
         self._typed = {}

@@ -64,9 +64,7 @@ def _requirements() -> list[str]:
     model): ``bert-kd==<version>`` and the versions of the libraries its loader imports."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import bert_kd
-
-    pins = [f"bert-kd=={bert_kd.__version__}"]
+    pins = [f"bert-kd=={version('bert_kd')}"]  # the installed distribution (pyproject's version: bert_kd.__version__)
     for name in LOADER_DISTRIBUTIONS:
         try:
             pins.append(f"{name}=={version(name).split('+')[0]}")

@@ -7,7 +7,7 @@ under per-model prefixes (``t0_input_ids`` …), so one batch carries every mode
 Tokenized ``with_offsets``, each row also records its tokens' characters (``char_offsets``);
 [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized] turns them into shared-span ids for every model whose tokens differ
 from the primary's (``<prefix>span_ids``, ``<prefix>student_span_ids``; see
-[`bert_kd.core.distill.methods.multi_teacher.spans`][bert_kd.core.distill.methods.multi_teacher.spans]) and drops them.
+[`bert_kd.core.data.spans`][bert_kd.core.data.spans]) and drops them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Mapping
 
 import pandas as pd
+
+from bert_kd.core.data.spans import shared_span_ids, token_character_spans
 
 TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 #: Per-token ``[sentence, start, end]`` (``with_offsets``); consumed by [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized].
@@ -35,8 +37,6 @@ def tokenize_frame(frame: pd.DataFrame, tokenizer, max_length: int, batch_size: 
     second = frame["sentence2"].fillna("").astype(str).tolist() if has_pair else None
     columns: dict[str, list] = {key: [] for key in TOKEN_COLUMNS}
     offsets = with_offsets and bool(getattr(tokenizer, "is_fast", False))
-    if offsets:
-        from bert_kd.core.distill.methods.multi_teacher.spans import token_character_spans
     char_offsets: list = []
     for start in range(0, len(first), batch_size):
         stop = start + batch_size
@@ -98,8 +98,6 @@ def merge_tokenized(primary, others: Mapping[str, object]):
                 if key in other_split.column_names:
                     dataset = dataset.add_column(prefix + key, other_split[key])
             if with_spans[prefix]:
-                from bert_kd.core.distill.methods.multi_teacher.spans import shared_span_ids
-
                 pairs = [shared_span_ids(s, t) for s, t in zip(dataset[OFFSET_COLUMN], other_split[OFFSET_COLUMN])]
                 dataset = dataset.add_column(prefix + "span_ids", [t for _, t in pairs])
                 dataset = dataset.add_column(prefix + "student_span_ids", [s for s, _ in pairs])

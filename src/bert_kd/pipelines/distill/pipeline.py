@@ -9,12 +9,12 @@ from typing import Mapping, Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
+from bert_kd.experiment.training_jobs.student import build_student_model
 from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
 from .nodes import (
     alp_attention_report,
-    build_student_model,
     cache_teacher_outputs,
     compare_methods,
     distill_student,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bert_kd.experiment.sweep.significance import paired_bootstrap
+from bert_kd.sweeps.significance import paired_bootstrap
 
 
 def _runs(quality: float, seeds, labels):
@@ -36,7 +36,7 @@ def test_runs_on_different_examples_are_refused():
 
 
 def test_power_model_fits_the_floor_and_the_per_seed_share():
-    from bert_kd.experiment.sweep.significance import PowerModel
+    from bert_kd.sweeps.significance import PowerModel
 
     model = PowerModel.from_se(se_one=0.010, se_k=np.sqrt(0.4e-4 + 0.6e-4 / 3), k=3, seed_sd=0.005)
     assert model.se_floor == pytest.approx(np.sqrt(0.4e-4)) and model.se_seed == pytest.approx(np.sqrt(0.6e-4))
@@ -44,7 +44,7 @@ def test_power_model_fits_the_floor_and_the_per_seed_share():
 
 
 def test_seeds_needed_grows_as_the_effect_shrinks_and_stops_at_the_floor():
-    from bert_kd.experiment.sweep.significance import PowerModel
+    from bert_kd.sweeps.significance import PowerModel
 
     model = PowerModel(se_floor=0.002, se_seed=0.012, seed_sd=0.008)
     big, small = model.seeds_needed(0.03), model.seeds_needed(0.01)
@@ -57,7 +57,7 @@ def test_seeds_needed_grows_as_the_effect_shrinks_and_stops_at_the_floor():
 
 
 def test_pooled_bootstrap_se_shrinks_with_pooled_seeds():
-    from bert_kd.experiment.sweep.significance import pooled_bootstrap_se
+    from bert_kd.sweeps.significance import pooled_bootstrap_se
 
     rng = np.random.default_rng(0)
     method = (rng.random((4, 500)) < 0.8).astype(float)
@@ -67,7 +67,7 @@ def test_pooled_bootstrap_se_shrinks_with_pooled_seeds():
 
 
 def test_holm_adjusted_p_values_step_down_in_input_order():
-    from bert_kd.experiment.sweep.significance import holm_adjusted
+    from bert_kd.sweeps.significance import holm_adjusted
 
     # m = 4: sorted 0.01, 0.02, 0.03, 0.5 → 0.04, 0.06, 0.06 (running max of 0.06), 0.5
     assert holm_adjusted([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.06, 0.5, 0.04, 0.06])

@@ -1,4 +1,4 @@
-"""The one distillation body's description (:mod:`bert_kd.experiment.distill_job`): run settings, student
+"""The one distillation body's description (:mod:`bert_kd.experiment.training_jobs.student`): run settings, student
 starts and what of a recipe enters a student's content key."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bert_kd.config.schema import Runtime, Student, set_values, typed
-from bert_kd.experiment.distill_job import RunSettings, StudentStart, recipe_spec, task_of
+from bert_kd.experiment.training_jobs.student import RunSettings, StudentStart, recipe_spec, task_of
 
 
 def test_run_settings_from_the_run_settings_dataset_or_as_is():
@@ -56,7 +56,7 @@ def test_objects_handed_to_a_method_stay_out_of_the_key():
 
 
 def test_progress_bars_are_labelled_with_the_table_row():
-    from bert_kd.experiment.distill_job import progress_label
+    from bert_kd.experiment.training_jobs.student import progress_label
 
     labels = {progress_label(row, "alp", "sst2") for row in ("alp", "alp_no", "alp_po")}
     assert labels == {"alp sst2", "alp_no (alp) sst2", "alp_po (alp) sst2"}  # three rows, three labels

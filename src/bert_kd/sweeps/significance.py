@@ -81,7 +81,7 @@ def pooled_bootstrap_se(
     method_correct: np.ndarray, baseline_correct: np.ndarray, resamples: int = 1000, seed: int = 0
 ) -> float:
     """Standard deviation of the paired-bootstrap gain in accuracy, seeds pooled (as
-    [`paired_bootstrap`][bert_kd.experiment.sweep.significance.paired_bootstrap] resamples it): ``*_correct`` are (seeds, examples) 0/1 arrays."""
+    [`paired_bootstrap`][bert_kd.sweeps.significance.paired_bootstrap] resamples it): ``*_correct`` are (seeds, examples) 0/1 arrays."""
     difference = np.mean(np.atleast_2d(method_correct), axis=0) - np.mean(np.atleast_2d(baseline_correct), axis=0)
     index = np.random.default_rng(seed).integers(0, len(difference), size=(resamples, len(difference)))
     return float(difference[index].mean(axis=1).std())

@@ -13,14 +13,14 @@ import click
 import pytest
 from kedro.framework.cli.utils import _split_params
 
-from bert_kd.experiment.sweep.paper_tables import build_report, markdown
-from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
-from bert_kd.experiment.sweep.trial import TrialRunner
 from bert_kd.kedro_project.config_loader import ProjectConfigLoader
-from bert_kd.pipelines.reproduce.nodes import DATA_KEYS
 from bert_kd.settings import CONFIG_LOADER_ARGS
+from bert_kd.sweeps.paper_tables import build_report, markdown
+from bert_kd.sweeps.reproduce_pipeline.nodes import DATA_KEYS
+from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
+from bert_kd.sweeps.trial import TrialRunner
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 MADE_BY = re.compile(r"^Made by: `(?P<command>kedro [^`]+)`", re.MULTILINE)
 COMMITTED = sorted(p for p in ROOT.glob("results/*/tables/*.md") if MADE_BY.search(p.read_text(encoding="utf-8")))
 

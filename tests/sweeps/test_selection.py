@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from bert_kd.experiment.sweep.selection import select_best, summarize
-from bert_kd.experiment.sweep.spec import build_sweep
-from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from bert_kd.sweeps.selection import select_best, summarize
+from bert_kd.sweeps.spec import build_sweep
+from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 
 def _results(sweep):

@@ -1,11 +1,11 @@
 """Kedro-free sweeps over methods × tasks × seeds × grids: spec, scheduling on an
 Optuna study, model selection, paired bootstrap and paper-shaped tables."""
 
-from bert_kd.experiment.sweep.paper_tables import SweepReport, build_report, markdown, write_report
-from bert_kd.experiment.sweep.scheduler import check_result, collect_results, make_storage, run_sweep
-from bert_kd.experiment.sweep.selection import select_best, summarize
-from bert_kd.experiment.sweep.significance import paired_bootstrap
-from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec, build_sweep, parse_restriction
+from bert_kd.sweeps.paper_tables import SweepReport, build_report, markdown, write_report
+from bert_kd.sweeps.scheduler import check_result, collect_results, make_storage, run_sweep
+from bert_kd.sweeps.selection import select_best, summarize
+from bert_kd.sweeps.significance import paired_bootstrap
+from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep, parse_restriction
 
 __all__ = [
     "SweepReport",

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bert_kd.experiment.sweep.spec import build_sweep, grid_points, parse_restriction
-from tests.experiment.sweep.conftest import RECIPES, tiny_reproduce
+from bert_kd.sweeps.spec import build_sweep, grid_points, parse_restriction
+from tests.sweeps.conftest import RECIPES, tiny_reproduce
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "base"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "base"
 
 
 def test_tiny_sweep_is_methods_times_tasks_times_seeds_times_grid():
@@ -201,7 +201,7 @@ def test_a_tables_own_teacher_runs_and_is_keyed_once(tiny_glue_dir):
     what their key holds, once: in the complete teacher, not again in the trial description."""
     import copy
 
-    from bert_kd.experiment.sweep.trial import TrialRunner
+    from bert_kd.sweeps.trial import TrialRunner
 
     reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
     restricted = {**reproduce, "table": "cpu_protocol", "methods": "alp", "tasks": "sst2", "seeds": "1"}

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from bert_kd.experiment.sweep.reproduce import reproduce
-from bert_kd.experiment.sweep.spec import build_sweep
-from bert_kd.experiment.sweep.trial import TeacherMismatch, TrialRunner, cut_heldout
+from bert_kd.sweeps.reproduce import reproduce
+from bert_kd.sweeps.spec import build_sweep
+from bert_kd.sweeps.trial import TeacherMismatch, TrialRunner, cut_heldout
 from tests.conftest import SHARED_GLUE
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
@@ -208,14 +208,12 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
     )
     path.write_text(json.dumps(record))
     student = mt_pipeline.configuration_pipeline
-    monkeypatch.setattr(
-        "bert_kd.experiment.sweep.trial.configuration_pipeline", lambda name: pytest.fail("the student trained")
-    )
+    monkeypatch.setattr("bert_kd.sweeps.trial.configuration_pipeline", lambda name: pytest.fail("the student trained"))
     with pytest.raises(
         TeacherMismatch, match=r"the teacher 'b' scores \d+\.\d\d .* same settings scoring \d+\.\d\d \(1 trials\)"
     ):
         runner(second)
-    monkeypatch.setattr("bert_kd.experiment.sweep.trial.configuration_pipeline", student)
+    monkeypatch.setattr("bert_kd.sweeps.trial.configuration_pipeline", student)
     record["result"]["teachers_dev_metrics"][1]["accuracy"] -= 0.01
     path.write_text(json.dumps(record))
     assert runner(second)["teachers_dev_metrics"] == slots  # the same teachers, read from the store: accepted
@@ -473,7 +471,7 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
     both (before trials ran the pipelines' nodes, a trial filled it in from the main ``teacher`` block)."""
     from kedro.framework.session import KedroSession
 
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES
+    from bert_kd.sweeps.spec import RECIPE_NAMESPACES
 
     runtime = {
         "task": "rte",

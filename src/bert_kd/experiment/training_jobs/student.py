@@ -1,29 +1,39 @@
-"""One distillation body: a [`DistillJob`][bert_kd.experiment.distill_job.DistillJob] says what is trained — the student's
+"""One distillation body: a [`DistillJob`][bert_kd.experiment.training_jobs.student.DistillJob] says what is trained — the student's
 start, the teachers as [`Teacher`][bert_kd.core.distill.objective.Teacher] sources (prefix, cache), the
-recipe, the student settings and the run settings — and [`train_student`][bert_kd.experiment.distill_job.train_student] trains it once
+recipe, the student settings and the run settings — and [`train_student`][bert_kd.experiment.training_jobs.student.train_student] trains it once
 through the content-keyed job path, for one teacher (K = 1: the ALP-KD and TED tables) and for
 K teachers (multi-teacher) alike.
 
 The nodes of ``distill_<row>``, TED Stage II and multi-teacher describe their job here and call
-[`train_student`][bert_kd.experiment.distill_job.train_student]; a sweep trial calls the same nodes. The job's content key is built from
+[`train_student`][bert_kd.experiment.training_jobs.student.train_student]; a sweep trial calls the same nodes. The job's content key is built from
 exactly the material the nodes used before this module existed (keys of stored results stay).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from bert_kd.config.schema import Student, set_values
+from bert_kd.config.schema import Student, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
 from bert_kd.core.distill.methods import build_method
 from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.core.distill.outputs import summary_key_material
-from bert_kd.core.models import ModelBundle, count_parameters, init_key_material, student_init
+from bert_kd.core.models import (
+    ModelBundle,
+    build_pretrained_student,
+    build_student,
+    count_parameters,
+    init_key_material,
+    load_classifier,
+    load_tokenizer,
+    student_init,
+)
 from bert_kd.core.training import fit, make_loader
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
@@ -37,6 +47,8 @@ from bert_kd.experiment.run_setup import (  # RunSettings: re-exported
 from bert_kd.experiment.store import job as store_job
 from bert_kd.experiment.store import model_identity, run_model_job
 from bert_kd.experiment.tracker import JobRun, tracker_for
+
+log = logging.getLogger(__name__)
 
 #: Column prefix of the (single) teacher's own tokenization when the student reads another vocabulary.
 TEACHER_PREFIX = "t0_"
@@ -283,3 +295,64 @@ def _observations(job: DistillJob, method, objective, dev_loader, split: str) ->
     if contributions is not None:
         contributions = {**contributions, "split": split}
     return {"alignment": method.alignment_report(), "contributions": contributions}
+
+
+def check_teacher(teacher: ModelBundle, task: str) -> None:
+    """Refuse a teacher fine-tuned for another task or label count."""
+    spec = get_task(task)
+    labels = int(teacher.model.config.num_labels)
+    if labels != spec.num_labels:
+        raise ValueError(f"teacher has {labels} labels but task {spec.name} needs {spec.num_labels}")
+    trained_for = teacher.info.get("task")
+    if trained_for and trained_for != spec.name:
+        raise ValueError(f"teacher was fine-tuned on {trained_for!r}, not on {spec.name!r}")
+
+
+def shallow_student(teacher: ModelBundle, student, task: str, default_selection: str = "first"):
+    """(model, 1-based layers kept) of a ``student.num_layers``-layer student whose layers
+    (``student.layer_selection``, ``default_selection`` when the block sets none) come from the
+    fine-tuned teacher (``student.init: teacher``) or from the pre-trained checkpoint the teacher
+    was fine-tuned from (``pretrained``, fresh classifier)."""
+    params = typed(Student, student, "student")
+    selection = params.layer_selection if "layer_selection" in params.model_fields_set else default_selection
+    if params.num_layers is None:
+        raise ValueError("student.num_layers is needed to copy the teacher's layers (or give student.model)")
+    if params.init == "pretrained":
+        base = teacher.info.get("base_model")
+        if not base:
+            raise ValueError(
+                "student.init: pretrained needs the checkpoint the teacher was fine-tuned from, "
+                "but the teacher's bert_kd.json names no base_model; use student.init: teacher"
+            )
+        spec = get_task(task)
+        return build_pretrained_student(
+            base, params.num_layers, selection, spec.num_labels, is_regression=spec.is_regression
+        )
+    return build_student(teacher.model, params.num_layers, selection)
+
+
+def build_student_model(teacher: ModelBundle, student, settings, row: str | None = None) -> StudentStart:
+    """A shallower copy of the teacher's layers or of its pre-trained checkpoint's
+    (``student.num_layers``, ``layer_selection``, ``init``) or, with ``student.model``, any HF
+    model/config sized for the task (``settings``: the run settings, or the task's name; ``row``:
+    the recipe row the student is for)."""
+    task = task_of(settings)
+    check_teacher(teacher, task)
+    spec = get_task(task)
+    params = typed(Student, student, "student")
+    if params.model:
+        model = load_classifier(params.model, spec.num_labels, is_regression=spec.is_regression)
+        tokenizer, kept = load_tokenizer(params.model), None
+    else:
+        model, kept = shallow_student(teacher, params, task)
+        tokenizer = teacher.tokenizer
+    info = {
+        "role": "student_init",
+        "task": spec.name,
+        "init": None if params.model else params.init,
+        "initialised_from_teacher_layers": kept,
+        "parameters": count_parameters(model),
+        "teacher_parameters": count_parameters(teacher.model),
+    }
+    log.info("student: %d parameters (teacher %d), layers %s", info["parameters"], info["teacher_parameters"], kept)
+    return StudentStart(model, tokenizer, info, params=params, row=row)

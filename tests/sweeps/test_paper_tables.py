@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from bert_kd.experiment.sweep.paper_tables import build_report, markdown, write_report
-from bert_kd.experiment.sweep.spec import build_sweep
-from tests.experiment.sweep.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
+from bert_kd.sweeps.paper_tables import build_report, markdown, write_report
+from bert_kd.sweeps.spec import build_sweep
+from tests.sweeps.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
 
 CELL = re.compile(r"^\d+\.\d\d ± \d+\.\d\d \(\d\)\*?$")
 
@@ -61,9 +61,9 @@ def test_caption_says_there_was_no_selection_when_one_grid_point_finished():
 def test_a_sweep_where_every_method_predicts_the_majority_class_says_so():
     import numpy as np
 
-    from bert_kd.experiment.sweep.paper_tables import build_report
-    from bert_kd.experiment.sweep.spec import build_sweep
-    from tests.experiment.sweep.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
+    from bert_kd.sweeps.paper_tables import build_report
+    from bert_kd.sweeps.spec import build_sweep
+    from tests.sweeps.conftest import RECIPES, dev_labels, fake_run_trial, tiny_reproduce
 
     sweep = build_sweep(tiny_reproduce(), RECIPES)
     labels = dev_labels()
@@ -105,7 +105,7 @@ def test_a_multi_teacher_row_is_compared_teacher_by_teacher_when_every_seed_reco
     one seed lacks the per-teacher record falls back to the best teacher (no false alarm on old trials)."""
     from types import SimpleNamespace
 
-    from bert_kd.experiment.sweep.paper_tables import teacher_mismatches
+    from bert_kd.sweeps.paper_tables import teacher_mismatches
 
     def seed(*accuracies, per_slot=True):
         result = {"teacher_dev_metric": max(accuracies), "teacher_dev_metrics": {"accuracy": max(accuracies)}}
@@ -123,7 +123,7 @@ def test_a_multi_teacher_row_is_compared_teacher_by_teacher_when_every_seed_reco
 
 
 def test_seed_lists_collapse_runs_of_three():
-    from bert_kd.experiment.sweep.paper_tables import _seed_list
+    from bert_kd.sweeps.paper_tables import _seed_list
 
     assert _seed_list([8, 1, 2, 3, 4, 5, 7]) == "1–5, 7, 8"
     assert _seed_list([9, 10]) == "9, 10" and _seed_list([6]) == "6"

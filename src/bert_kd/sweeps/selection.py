@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bert_kd.core.metrics import paper_metric, primary_metric
-from bert_kd.experiment.sweep.spec import SweepSpec, TrialSpec
+from bert_kd.sweeps.spec import SweepSpec, TrialSpec
 
 
 def trial_metric(result: Mapping, task: str, split: str = "dev") -> float:

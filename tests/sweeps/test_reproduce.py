@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from bert_kd.experiment.sweep.reproduce import reproduce, table_name
-from bert_kd.experiment.sweep.scheduler import SweepTrialsFailedError
-from bert_kd.experiment.sweep.spec import build_sweep
-from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from bert_kd.sweeps.reproduce import reproduce, table_name
+from bert_kd.sweeps.scheduler import SweepTrialsFailedError
+from bert_kd.sweeps.spec import build_sweep
+from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 
 def test_reproduce_writes_the_table_files(tmp_path):

@@ -1,12 +1,12 @@
-"""bert_kd.experiment.sweep.budget: expected best dev score after k trials (Dodge et al., 2019)."""
+"""bert_kd.sweeps.budget: expected best dev score after k trials (Dodge et al., 2019)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bert_kd.experiment.sweep.budget import budget_table, expected_max, expected_max_with_replacement, write_budget
-from bert_kd.experiment.sweep.spec import build_sweep
-from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from bert_kd.sweeps.budget import budget_table, expected_max, expected_max_with_replacement, write_budget
+from bert_kd.sweeps.spec import build_sweep
+from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 
 def test_the_unbiased_estimator_on_a_hand_computed_example():

@@ -1,9 +1,9 @@
-"""``run_trial`` on the real training path: one [`TrialSpec`][bert_kd.experiment.sweep.spec.TrialSpec] → data, teacher(s),
+"""``run_trial`` on the real training path: one [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] → data, teacher(s),
 teacher cache, student, distillation, dev (+ held-out) evaluation, each step a job of
 [`bert_kd.experiment.jobs`][bert_kd.experiment.jobs] (content-keyed, locked, reused), so a finished trial is reused and a killed
 sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
 belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory
-datasets ([`run_nodes`][bert_kd.experiment.sweep.trial.run_nodes]; no Kedro session or catalog), so a trial and ``kedro run`` with the
+datasets ([`run_nodes`][bert_kd.sweeps.trial.run_nodes]; no Kedro session or catalog), so a trial and ``kedro run`` with the
 same parameters train the same jobs.
 
 Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed
@@ -12,7 +12,7 @@ task shares them.
 
 A results folder (``reproduce.results_dir``/<table>, e.g. ``results/cpu_protocol``) holds one small
 JSON per finished trial named by the trial's content key (the parameters that determine it, the
-data sizes and the GLUE files' fingerprint when they are not the release: [`identity`][bert_kd.experiment.sweep.identity]); it is
+data sizes and the GLUE files' fingerprint when they are not the release: [`identity`][bert_kd.sweeps.identity]); it is
 read before anything is trained, so a fresh checkout reproduces the tables without retraining. A
 file is used only when it proves it is the trial asked for (its recorded key, trial and spec hash
 all match); anything else is named in one warning line and recomputed.
@@ -39,13 +39,10 @@ from bert_kd.core.training import SupervisedObjective, make_loader, predict_logi
 from bert_kd.core.training.config import numeric_path
 from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
-from bert_kd.experiment.distill_job import with_explicit_weights
 from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.run_setup import teacher_seed
-from bert_kd.experiment.sweep.identity import keyed_source, short_hash, source_fingerprint
-from bert_kd.experiment.sweep.scheduler import SweepTrialError, check_result
-from bert_kd.experiment.sweep.spec import TrialSpec
 from bert_kd.experiment.tracker import tracker_for
+from bert_kd.experiment.training_jobs.student import with_explicit_weights
 from bert_kd.pipelines.common import build_run_settings
 from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
@@ -56,6 +53,9 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
+from bert_kd.sweeps.identity import keyed_source, short_hash, source_fingerprint
+from bert_kd.sweeps.scheduler import SweepTrialError, check_result
+from bert_kd.sweeps.spec import TrialSpec
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ VARIANTS = "variants"
 
 
 class TrialRunner:
-    """``run_trial`` for [`bert_kd.experiment.sweep.reproduce.reproduce`][bert_kd.experiment.sweep.reproduce.reproduce], configured with the project parameters.
+    """``run_trial`` for [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce], configured with the project parameters.
 
     ``params``: the parameter tree (``teacher``, ``student``, ``runtime``, ``tracking``,
     ``teacher_cache``, ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``,
@@ -147,7 +147,7 @@ class TrialRunner:
         """``{"params": <short hash>}`` when the command line's ``--params`` change the content key of some of
         ``trials`` (a setting the table does not state, e.g. ``student.training.warmup_ratio`` or ``ted.*``):
         the run is then a variant of the table, not the table. Data sizes and GLUE files are
-        [`data_changes`][bert_kd.experiment.sweep.trial.TrialRunner.data_changes]' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
+        [`data_changes`][bert_kd.sweeps.trial.TrialRunner.data_changes]' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
         if self.conf_params is None:
             return {}
         reference = TrialRunner(
@@ -372,7 +372,7 @@ class TrialRunner:
         """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
         ([`method_pipeline`][bert_kd.pipelines.distill.pipeline.method_pipeline]) on the trial's parameter
         blocks, its recipe with the weights written out as the validation hook writes them
-        ([`bert_kd.experiment.distill_job.with_explicit_weights`][bert_kd.experiment.distill_job.with_explicit_weights]). The teacher's jobs (cache, TED filters) run with
+        ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]). The teacher's jobs (cache, TED filters) run with
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         teacher_metrics = dev_metrics(teacher, tokenized, task)
@@ -434,8 +434,8 @@ class TrialRunner:
         return recorded
 
     def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float], block: Mapping | None = None) -> None:
-        """Refuse ([`TeacherMismatch`][bert_kd.experiment.sweep.trial.TeacherMismatch]) a teacher whose dev score differs from the one the results folder's
-        trials of the same table and task recorded for the same teacher settings ([`recorded_teacher_scores`][bert_kd.experiment.sweep.trial.TrialRunner.recorded_teacher_scores];
+        """Refuse ([`TeacherMismatch`][bert_kd.sweeps.trial.TeacherMismatch]) a teacher whose dev score differs from the one the results folder's
+        trials of the same table and task recorded for the same teacher settings ([`recorded_teacher_scores`][bert_kd.sweeps.trial.TrialRunner.recorded_teacher_scores];
         ``block``: a multi-teacher trial's slot, else the trial's teacher): the same key retrained into other
         weights (before 2026-11-25 the new classification head was drawn from an unseeded generator; fp32 training
         on another CPU instruction set or GPU rounds differently, and fine-tuning turns either into a teacher tenths

@@ -27,9 +27,9 @@ from bert_kd.core.data.glue import TASKS  # noqa: E402
 from bert_kd.core.files import write_file_atomically  # noqa: E402
 from bert_kd.core.metrics import glue_metrics, metric_label, paper_metric, primary_metric  # noqa: E402
 from bert_kd.core.reports.markdown_tables import markdown_table  # noqa: E402
-from bert_kd.experiment.sweep.selection import per_method_task, select_best, summarize  # noqa: E402
-from bert_kd.experiment.sweep.significance import paired_bootstrap  # noqa: E402
-from bert_kd.experiment.sweep.spec import SweepSpec  # noqa: E402
+from bert_kd.sweeps.selection import per_method_task, select_best, summarize  # noqa: E402
+from bert_kd.sweeps.significance import paired_bootstrap  # noqa: E402
+from bert_kd.sweeps.spec import SweepSpec  # noqa: E402
 
 AVERAGE = "Average"
 MARKER = "*"

@@ -422,7 +422,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
 
     ``recipes`` maps recipe namespaces (``distill_methods``, ``ted_methods``,
     ``multi_teacher_configs``) to their parameter blocks. A bad entry, or a restriction that leaves
-    no trial, is a [`SweepParameterError`][bert_kd.experiment.sweep.spec.SweepParameterError] naming the parameter.
+    no trial, is a [`SweepParameterError`][bert_kd.sweeps.spec.SweepParameterError] naming the parameter.
     """
     if isinstance(reproduce, Mapping) and reproduce.get("table") in (None, ""):
         raise SweepParameterError(

@@ -8,7 +8,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from bert_kd.experiment.sweep.scheduler import (
+from bert_kd.sweeps.scheduler import (
     SweepTrialError,
     TrialClaims,
     check_result,
@@ -19,8 +19,8 @@ from bert_kd.experiment.sweep.scheduler import (
     run_sweep,
     study_name_for,
 )
-from bert_kd.experiment.sweep.spec import build_sweep
-from tests.experiment.sweep.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from bert_kd.sweeps.spec import build_sweep
+from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
