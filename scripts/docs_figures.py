@@ -101,7 +101,7 @@ def contract_layers() -> list[list[str]]:
 def architecture(path: Path) -> None:
     """A matrix of module-to-module imports between the packages, rows importing columns, both in
     layer order: a count right of the diagonal blocks is an import going down, one left of them an
-    exception the contract names."""
+    import going up (an exception the contract would have to name)."""
     import grimp
     import numpy as np
 
