@@ -148,7 +148,7 @@ def make_damaged_sqlite(path: Path) -> Path:
 
 
 #: SQLite stores migrated once per test session (MLflow's migrations take seconds, a file copy
-#: milliseconds); :func:`migrated_mlflow_db` and :func:`migrated_optuna_db` copy them.
+#: milliseconds); :func:`migrated_mlflow_db` copies them.
 STORE_TEMPLATES = HERMETIC_ROOT / "store_templates"
 
 
@@ -188,18 +188,6 @@ def migrated_mlflow_db(path: Path) -> str:
     """The tracking URI of an MLflow SQLite store at ``path``: one already there as it is, else a copy
     of the session's migrated store (what MLflow would create there, without the wait)."""
     return _copy_template(_template("mlflow.db", _create_mlflow_template), path)
-
-
-def _create_optuna_template(path: Path) -> None:
-    import optuna
-
-    optuna.storages.RDBStorage(f"sqlite:///{path}").engine.dispose()
-
-
-def migrated_optuna_db(path: Path) -> str:
-    """The URL of an Optuna SQLite storage at ``path``: one already there as it is, else a copy of
-    the session's migrated storage."""
-    return _copy_template(_template("optuna.db", _create_optuna_template), path)
 
 
 def _reset_mlflow_process_state(saved_env: dict[str, str], saved_tracking_uri) -> None:

@@ -5,14 +5,13 @@ import pytest
 from bert_kd.sweeps.reproduce import reproduce, table_name
 from bert_kd.sweeps.scheduler import SweepTrialsFailedError
 from bert_kd.sweeps.spec import build_sweep
-from tests.conftest import migrated_optuna_db
 from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 
 def test_reproduce_writes_the_table_files(tmp_path):
     params = {
         **tiny_reproduce(),
-        "storage": migrated_optuna_db(tmp_path / "optuna.db"),
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
         "bootstrap": {"resamples": 50, "seed": 0},
     }
     report, paths = reproduce(params, RECIPES, fake_run_trial, tmp_path / "out")
@@ -34,7 +33,7 @@ def test_a_restricted_run_writes_its_own_table_never_the_committed_one(tmp_path,
     (committed / "tiny.md").write_text("the committed table\n")
     params = {
         **tiny_reproduce(seeds="1", methods="nkd"),
-        "storage": migrated_optuna_db(tmp_path / "optuna.db"),
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
         "bootstrap": {"resamples": 50, "seed": 0},
     }
     for output_dir in (None, committed):  # not even when told to write there
@@ -62,7 +61,7 @@ def test_table_name_says_the_restriction_and_the_data_changes():
 
 
 def test_unwired_runner_says_what_to_pass(tmp_path):
-    params = {**tiny_reproduce(seeds="1", methods="nkd", tasks="rte"), "storage": migrated_optuna_db(tmp_path / "o.db")}
+    params = {**tiny_reproduce(seeds="1", methods="nkd", tasks="rte"), "storage": f"sqlite:///{tmp_path}/o.db"}
     with pytest.raises(SweepTrialsFailedError) as failed:  # the partial table is written, then the run fails
         reproduce(params, RECIPES, output_dir=tmp_path)
     assert failed.value.report.wide.loc["NKD", "RTE"] == "–"
@@ -86,11 +85,7 @@ def test_trials_that_fail_end_the_run_with_an_error_after_a_partial_table_never_
             raise RuntimeError("CUDA out of memory\nsecond line")
         return fake_run_trial(spec)
 
-    params = {
-        **tiny_reproduce(),
-        "storage": migrated_optuna_db(tmp_path / "o.db"),
-        "bootstrap": {"resamples": 50, "seed": 0},
-    }
+    params = {**tiny_reproduce(), "storage": f"sqlite:///{tmp_path}/o.db", "bootstrap": {"resamples": 50, "seed": 0}}
     with pytest.raises(SweepTrialsFailedError) as failed:
         reproduce(params, RECIPES, run_trial, committed_dir=committed)
     error = failed.value
@@ -121,7 +116,7 @@ def test_a_run_whose_params_change_trials_is_never_the_committed_table(tmp_path,
 
     params = {
         **tiny_reproduce(),
-        "storage": migrated_optuna_db(tmp_path / "optuna.db"),
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
         "bootstrap": {"resamples": 50, "seed": 0},
     }
     _, paths = reproduce(params, RECIPES, Variant(), committed_dir=committed)

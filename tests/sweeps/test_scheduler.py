@@ -20,7 +20,6 @@ from bert_kd.sweeps.scheduler import (
     study_name_for,
 )
 from bert_kd.sweeps.spec import build_sweep
-from tests.conftest import migrated_optuna_db
 from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -31,7 +30,7 @@ def _sweep(**restrict):
 
 
 def test_sweep_runs_every_trial_once_and_a_rerun_reuses_all(tmp_path):
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     calls = []
 
     def run_trial(spec):
@@ -51,7 +50,7 @@ def test_sweep_runs_every_trial_once_and_a_rerun_reuses_all(tmp_path):
 
 
 def test_restricted_rerun_reuses_the_trials_of_a_full_run(tmp_path):
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     run_sweep(_sweep(methods="nkd"), fake_run_trial, storage)
     calls = []
 
@@ -64,7 +63,7 @@ def test_restricted_rerun_reuses_the_trials_of_a_full_run(tmp_path):
 
 
 def test_a_queued_trial_outside_the_restriction_is_left_to_a_run_that_includes_it(tmp_path):
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     full = _sweep()
     other = next(t.key for t in full.trials() if t.method == "alp")
     study = optuna.create_study(study_name=study_name_for(full), storage=make_storage(storage), direction="maximize")
@@ -84,7 +83,7 @@ def test_a_run_takes_its_own_queued_retry_even_after_pruning_another_runs_queued
     """Seen in the CPU protocol: a run whose grid was otherwise done popped another run's queued
     retry first (pruned: outside its restriction), GridSampler then stopped the study, and the run
     ended with its own retry still queued, which the other run later popped and pruned."""
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     ours = _sweep(methods="nkd")
     lost = sorted(t.key for t in ours.trials())[0]
 
@@ -109,7 +108,7 @@ def test_a_run_takes_its_own_queued_retry_even_after_pruning_another_runs_queued
 
 
 def test_a_retry_pruned_by_another_runs_restriction_is_queued_again(tmp_path):
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     ours = _sweep(methods="nkd")
     lost = sorted(t.key for t in ours.trials())[0]
     run_sweep(ours, lambda spec: fake_run_trial(spec) if spec.key != lost else 1 / 0, storage)
@@ -123,7 +122,7 @@ def test_a_retry_pruned_by_another_runs_restriction_is_queued_again(tmp_path):
 def test_a_queued_retry_finishing_with_one_grid_point_left_does_not_end_the_run(tmp_path):
     """Seen in the CPU protocol: Optuna's GridSampler raised KeyError('grid_id') when a queued
     trial (which has no grid id) finished while exactly one grid point was unvisited."""
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="alp", tasks="rte", seeds="1")  # two grid points
 
     def killed(spec):
@@ -142,7 +141,7 @@ def test_a_queued_retry_finishing_with_one_grid_point_left_does_not_end_the_run(
 
 
 def test_failed_trial_is_recorded_and_retried_on_the_next_run(tmp_path):
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="alp", tasks="rte", seeds="1")
 
     def flaky(spec):
@@ -177,7 +176,7 @@ def _worker(storage: str, log_dir: str, name: str) -> None:
 
 @pytest.mark.parametrize("each_point_queued_twice", [False, True], ids=["grid", "duplicates_queued"])
 def test_two_worker_processes_run_disjoint_trials(tmp_path, each_point_queued_twice):
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     make_storage(storage)  # create the schema once, before two processes race for it
     if each_point_queued_twice:  # both workers are handed the same grid point at the same moment
         study = optuna.create_study(study_name=study_name_for(_sweep()), storage=storage, direction="maximize")
@@ -227,7 +226,7 @@ def _pop_queued_trials(storage: str, log: str, start_at: float) -> None:
 
 def test_two_processes_never_take_the_same_queued_trial(tmp_path):
     """SQLite ignores Optuna's SELECT … FOR UPDATE; make_storage's BEGIN IMMEDIATE stands in for it."""
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     study = optuna.create_study(study_name="queue", storage=make_storage(storage))
     for i in range(200):
         study.enqueue_trial({"x": i})
@@ -248,9 +247,7 @@ def test_two_processes_never_take_the_same_queued_trial(tmp_path):
 
 @pytest.mark.parametrize("database", [True, False], ids=["rdb", "in_memory"])
 def test_a_grid_point_is_claimed_by_exactly_one_trial(tmp_path, database):
-    storage = (
-        make_storage(migrated_optuna_db(tmp_path / "optuna.db")) if database else optuna.storages.InMemoryStorage()
-    )
+    storage = make_storage(f"sqlite:///{tmp_path}/optuna.db") if database else optuna.storages.InMemoryStorage()
     study = optuna.create_study(study_name="s", storage=storage)
     a, b, c = (study.ask()._trial_id for _ in range(3))
     worker_1 = TrialClaims(storage, "s")
@@ -291,7 +288,7 @@ def _hanging_worker(storage: str, started: str) -> None:
 def _sigkilled_worker_trial(tmp_path) -> tuple[str, str]:
     """(storage, trial key) after a worker process took a trial and was SIGKILLed: no cleanup, the
     trial stays RUNNING with its heartbeat going stale."""
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     make_storage(storage)
     started = tmp_path / "started.txt"
     worker = multiprocessing.get_context("spawn").Process(target=_hanging_worker, args=(storage, str(started)))
@@ -336,7 +333,7 @@ def test_per_example_predictions_round_trip_through_the_study(tmp_path):
         result["dev_predictions"] = np.asarray(result["dev_predictions"])  # numpy is accepted too
         return result
 
-    results = run_sweep(sweep, run_trial, migrated_optuna_db(tmp_path / "optuna.db"))
+    results = run_sweep(sweep, run_trial, f"sqlite:///{tmp_path}/optuna.db")
     for key, result in results.items():
         expected = fake_run_trial(next(t for t in sweep.trials() if t.key == key))
         assert (
@@ -346,7 +343,7 @@ def test_per_example_predictions_round_trip_through_the_study(tmp_path):
 
 def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_path, caplog):
     """Finding 1: a sweep at other data sizes must not hand back the trials of a resized run."""
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="nkd", tasks="rte")
     small = run_sweep(sweep, fake_run_trial, storage, identity=lambda spec: f"64 examples|{spec.key}")
     calls = []
@@ -371,7 +368,7 @@ def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_pa
 
 def test_with_a_results_folder_a_trial_without_its_file_is_recomputed(tmp_path):
     """Finding 2: the study still holds the trial, but its results file was deleted."""
-    storage = migrated_optuna_db(tmp_path / "optuna.db")
+    storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="nkd", tasks="rte", seeds="1")
     folder: dict[str, dict] = {}
     calls = []
@@ -401,7 +398,7 @@ def test_a_dead_owners_trial_is_retried_at_once(tmp_path):
 
 
 def test_a_live_owners_trial_is_left_running(tmp_path):
-    storage = make_storage(migrated_optuna_db(tmp_path / "optuna.db"))
+    storage = make_storage(f"sqlite:///{tmp_path}/optuna.db")
     study = optuna.create_study(study_name="s", storage=storage)
     trial = study.ask()
     trial.set_user_attr("key", "k")
