@@ -159,6 +159,7 @@ class Runtime(Strict):
     # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
     fused_optimizer: bool | Literal["auto"] = "auto"
     tf32: bool = True  # TF32 matmuls for fp32 work on CUDA; off: full fp32 matmuls
+    # "auto": compile (reduce-overhead) a GPU job past the recorded break-even, else off (core/training/compiled_step.py)
     compile: bool | Annotated[str, Field(min_length=1)] = (
         False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
     )

@@ -105,3 +105,49 @@ def test_compile_auto_is_off_on_a_cpu_and_on_for_long_gpu_jobs_or_reused_graphs(
         "mixed_precision": "bf16",
         "compile": "auto",
     }
+
+
+def test_an_update_that_fails_to_compile_runs_eager_with_a_warning_and_the_same_numbers(caplog):
+    def fails_to_compile(*args):
+        raise RuntimeError("backend exploded")
+
+    def run(update):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(3, 2)
+        optimizer = torch.optim.AdamW(layer.parameters(), lr=torch.tensor(0.1))
+        layer(torch.ones(4, 3)).sum().backward()
+        compiled_step.clip_and_step(optimizer, list(layer.parameters()), 0.5, update=update)
+        return layer, optimizer
+
+    guarded = compiled_step._eager_if_it_fails_to_compile(fails_to_compile, "some-backend")
+    with caplog.at_level("WARNING"):
+        layer, optimizer = run(guarded)
+    assert "failed to compile, so it runs eager" in caplog.text and "backend exploded" in caplog.text
+    reference, _ = run(None)
+    for got, expected in zip(layer.parameters(), reference.parameters()):
+        assert torch.equal(got, expected)
+    assert set(optimizer.state[layer.weight]) == {"step", "exp_avg", "exp_avg_sq"}  # AdamW's own state layout
+
+
+def test_the_functional_update_equals_adamw_step_with_clipping():
+    """The update is PyTorch's AdamW and clip_grad_norm_, through their functional forms."""
+
+    def run(functional: bool):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(3, 2)
+        optimizer = torch.optim.AdamW(
+            [{"params": [layer.weight], "weight_decay": 0.01}, {"params": [layer.bias], "weight_decay": 0.0}],
+            lr=torch.tensor(0.1),
+        )
+        for _ in range(3):
+            (10 * layer(torch.randn(4, 3))).pow(2).sum().backward()
+            if functional:
+                compiled_step.clip_and_step(optimizer, list(layer.parameters()), 1.0)
+            else:
+                torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
+                optimizer.step()
+            optimizer.zero_grad()
+        return layer
+
+    for got, expected in zip(run(True).parameters(), run(False).parameters()):
+        torch.testing.assert_close(got, expected, atol=1e-7, rtol=1e-6)
