@@ -81,7 +81,7 @@ for worker in $(seq "$WORKERS"); do
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} timeout -k 10 "$BUDGET_S" $PY -m kedro run --env paper --pipeline=reproduce \
     --params "$params" > "$out/worker$worker.log" 2>&1 & pids+=($!)
   if [ "$worker" = 1 ]; then  # the first worker creates the Optuna study before the others open it
-    for _ in $(seq 120); do [ -s "$out/optuna.db" ] && break; sleep 1; done
+    while [ ! -s "$out/optuna.db" ] && kill -0 "${pids[0]}" 2> /dev/null; do sleep 1; done
     sleep 3
   fi
 done

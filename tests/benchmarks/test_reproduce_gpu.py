@@ -151,3 +151,15 @@ def test_the_dry_run_writes_the_record_from_real_reproduce_trials(tmp_path):
     assert record["methods"] == ["alp", "nkd"] and record["recompiles"] == 0
     assert record["table1_gpu_hours_end_to_end"] > 0
     assert (tmp_path / "out" / "reproduce_gpu_cpu.md").exists()
+
+
+def test_step_rates_time_the_loops_own_step_on_tiny_shapes(tmp_path):
+    rates = _module("step_rates")
+    report = rates.main(
+        ["--tiny", "--options", "eager-tf32", "--works", "teacher_finetune", "--steps", "1", "--repeats", "2"]
+        + ["--json", str(tmp_path / "rates.json")]
+    )
+    (row,) = report["rows"]
+    assert row["option"] == "eager-tf32" and row["mixed_precision"] == "no" and row["compile"] is False
+    assert row["repeats"] == 2 and row["examples_per_s"] > 0 and "error" not in row
+    assert json.loads((tmp_path / "rates.json").read_text())["rows"][0]["option"] == "eager-tf32"
