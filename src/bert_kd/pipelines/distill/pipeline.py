@@ -5,17 +5,16 @@ registry): each block (``alp_kd.<row>`` in kedro-viz) builds the student from th
 it with the row's recipe (``distill_methods.<row>``) and evaluates it.
 """
 
-from functools import partial, update_wrapper
 from typing import Mapping, Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
-from bert_kd.pipelines.common import settings_node, tags_for
+from bert_kd.experiment.training_jobs.student import build_student_model
+from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
 from .nodes import (
     alp_attention_report,
-    build_student_model,
     cache_teacher_outputs,
     compare_methods,
     distill_student,
@@ -60,7 +59,7 @@ def teacher_cache_pipeline() -> Pipeline:
 
 def for_row(func, row: str):
     """``func`` with its ``row`` bound (the recipe row a block is built for), shown as ``func`` in kedro-viz."""
-    return update_wrapper(partial(func, row=row), func)
+    return with_fixed(func, row=row)
 
 
 def method_pipeline(
@@ -189,7 +188,7 @@ COMPARE_NAMESPACE = "compare"
 
 
 def compare_group(template: Pipeline) -> Pipeline:
-    """``template``'s nodes in the :data:`COMPARE_NAMESPACE` group, every dataset keeping its name
+    """``template``'s nodes in the [`COMPARE_NAMESPACE`][bert_kd.pipelines.distill.pipeline.COMPARE_NAMESPACE] group, every dataset keeping its name
     (``distill_baselines_table``, ``alp_kd.alp.student_metrics``: the catalog's and the users' names).
     Its own group, not the paper's: the paper's group would then read a reporting dataset
     (``teacher_metrics``) and write models, a cycle that switches kedro-viz's layer view off."""
@@ -203,12 +202,12 @@ def compare_group(template: Pipeline) -> Pipeline:
 
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
     """The Table-1-style comparison of ``methods`` with the teacher and the best student's registration,
-    tagged with the paper, in the ``compare`` group (:func:`compare_group`)."""
+    tagged with the paper, in the ``compare`` group ([`compare_group`][bert_kd.pipelines.distill.pipeline.compare_group])."""
     return compare_group(
         Pipeline(
             [
                 node(
-                    update_wrapper(partial(compare_methods, table=output_prefix), compare_methods),
+                    with_fixed(compare_methods, table=output_prefix),
                     inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
                     outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                     name=f"compare_{output_prefix}",
