@@ -2,10 +2,10 @@
 ``mixed_precision: auto`` and ``compile: auto``, the compiled parameter update (gradient clipping and
 AdamW) and the count of what TorchDynamo compiled during a run.
 
-Kept free of the rest of the package (torch only), like :mod:`bert_kd.core.training.precision`.
+Kept free of the rest of the package (torch only), like [`bert_kd.core.training.precision`][bert_kd.core.training.precision].
 
 Reuse across runs: TorchDynamo caches compiled code on the code object it traced (``Module._call_impl``,
-:func:`clip_and_step`), guarded by what the code read. Modules are inlined (PyTorch's
+[`clip_and_step`][bert_kd.core.training.compiled_step.clip_and_step]), guarded by what the code read. Modules are inlined (PyTorch's
 ``inline_inbuilt_nn_modules``), so the guards check a module's class, its parameters' shapes and dtypes
 and the input shapes, not the module object: a later run in the same process whose model has the same
 class, config and batch shapes reuses the graphs an earlier run compiled (tested by
@@ -69,9 +69,9 @@ AUTO_COMPILE = "reduce-overhead"
 
 def resolve_compile(setting, device: str | torch.device, steps: int, signature: tuple | None = None):
     """What a run compiles with (a ``compile`` setting, or ``False``). ``auto``: off on a CPU (compiling a
-    training graph there takes minutes and no CPU gain is recorded); on a CUDA GPU :data:`AUTO_COMPILE` when
+    training graph there takes minutes and no CPU gain is recorded); on a CUDA GPU [`AUTO_COMPILE`][bert_kd.core.training.compiled_step.AUTO_COMPILE] when
     this process has already compiled a run of the same ``signature`` (the graphs are reused: no compile
-    cost) or the run's ``steps`` reach :func:`compile_break_even_steps`, else off. Other settings pass."""
+    cost) or the run's ``steps`` reach [`compile_break_even_steps`][bert_kd.core.training.compiled_step.compile_break_even_steps], else off. Other settings pass."""
     if setting != "auto":
         return setting
     if torch.device(device).type != "cuda":
@@ -85,7 +85,7 @@ _COMPILED_SIGNATURES: set = set()
 
 
 def remember_compiled(signature) -> None:
-    """Record that this process compiled a run of ``signature`` (:func:`resolve_compile` reuses it)."""
+    """Record that this process compiled a run of ``signature`` ([`resolve_compile`][bert_kd.core.training.compiled_step.resolve_compile] reuses it)."""
     _COMPILED_SIGNATURES.add(signature)
 
 
@@ -101,10 +101,10 @@ def clip_and_step(
     optimizer: torch.optim.AdamW, parameters: Sequence[torch.Tensor], max_norm: float, update: Callable | None = None
 ) -> None:
     """One parameter update of ``optimizer`` (a torch AdamW): clip the gradients' global norm to ``max_norm``
-    (none with 0), then AdamW's step, through :func:`adamw_update` (compiled by :func:`compiled_update`).
+    (none with 0), then AdamW's step, through [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] (compiled by [`compiled_update`][bert_kd.core.training.compiled_step.compiled_update]).
     The optimizer's state is AdamW's own (``step``, ``exp_avg``, ``exp_avg_sq``), so checkpoints and an
     eager ``optimizer.step()`` read it as they always do. ``parameters`` are those the norm is taken over;
-    ``update``: :func:`adamw_update` or its compiled form."""
+    ``update``: [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] or its compiled form."""
     groups = []
     for group in optimizer.param_groups:
         with_grad = [p for p in group["params"] if p.grad is not None]
@@ -182,7 +182,7 @@ def update_backend(setting) -> str | None:
 
 
 def compiled_update(setting) -> Callable | None:
-    """:func:`clip_and_step` with :func:`adamw_update` compiled for ``setting``, one compiled function per
+    """[`clip_and_step`][bert_kd.core.training.compiled_step.clip_and_step] with [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] compiled for ``setting``, one compiled function per
     process and backend (so runs share it); ``None`` when off."""
     backend = update_backend(setting)
     if backend is None:
@@ -193,7 +193,7 @@ def compiled_update(setting) -> Callable | None:
 
 
 def _eager_if_it_fails_to_compile(compiled: Callable, backend: str) -> Callable:
-    """``compiled``, or :func:`adamw_update` itself (with a warning naming the error) for the rest of the
+    """``compiled``, or [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] itself (with a warning naming the error) for the rest of the
     process when its first call fails to compile: the update's numbers are the same either way, only
     its speed differs, and compilation fails before anything is updated. A later failure is raised."""
     state = {"worked": False, "failed": False}
@@ -270,7 +270,7 @@ def _on_compile_start(*args) -> None:
 
 
 def _count_recompiles() -> None:
-    """Register :func:`_on_compile_start` once per process."""
+    """Register `_on_compile_start` once per process."""
     if not _COUNTING[0]:
         from torch._dynamo.callback import callback_handler
 

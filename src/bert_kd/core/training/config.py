@@ -128,7 +128,7 @@ def make_optimizer(
     PyTorch's fused kernel (one launch for all parameters on a GPU): on CPU the per-tensor loop spent a quarter of a 2-layer student's CPU step updating
     the 11.7M-entry word embedding. Fused and per-tensor AdamW agree to float rounding (≈ 1e-7),
     not bit for bit, so the setting is an engineering one (not part of job keys). ``tensor_lr`` (a
-    compiled update, :mod:`bert_kd.core.training.compiled_step`): the learning rates are tensors, which the
+    compiled update, [`bert_kd.core.training.compiled_step`][bert_kd.core.training.compiled_step]): the learning rates are tensors, which the
     schedule fills in place, so the compiled update reads them as inputs instead of compiling again for
     every new value; and the AdamW is PyTorch's traceable one (on a GPU its multi-tensor form, ``capturable``
     for CUDA graphs), not the fused kernel, which TorchDynamo leaves out of the graph."""

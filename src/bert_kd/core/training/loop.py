@@ -64,17 +64,17 @@ class FitResult:
 
 #: Wall seconds this process's fits spent per phase (``data``: waiting for training batches, ``train``: the
 #: steps, compilation included, ``eval``: the per-epoch evaluation, ``checkpoint``: writing checkpoints), summed
-#: over every fit so far: a sweep worker records the difference over a trial (:func:`phase_seconds`).
+#: over every fit so far: a sweep worker records the difference over a trial ([`phase_seconds`][bert_kd.core.training.loop.phase_seconds]).
 _PHASE_SECONDS: dict[str, float] = {"data": 0.0, "train": 0.0, "eval": 0.0, "checkpoint": 0.0}
 
 
 def phase_seconds() -> dict[str, float]:
-    """This process's fits' wall seconds per phase so far (a copy of :data:`_PHASE_SECONDS`)."""
+    """This process's fits' wall seconds per phase so far (a copy of `_PHASE_SECONDS`)."""
     return dict(_PHASE_SECONDS)
 
 
 class _timed:
-    """Add the wall seconds of a ``with`` block to one phase of :data:`_PHASE_SECONDS`."""
+    """Add the wall seconds of a ``with`` block to one phase of `_PHASE_SECONDS`."""
 
     def __init__(self, phase: str):
         self.phase = phase

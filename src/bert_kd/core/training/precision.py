@@ -23,7 +23,7 @@ def training_device(cpu: bool = False) -> str:
 def resolve_precision(requested: str, device: str | torch.device, compiled: bool = False) -> str:
     """Accelerate's ``mixed_precision`` for ``requested`` on ``device``: ``auto`` on a CUDA device that
     computes bf16 is the fastest precision recorded for an eager or a ``compiled`` step
-    (:func:`bert_kd.core.training.compiled_step.fastest_precision`: fp32 with TF32 eager, bf16 compiled),
+    ([`bert_kd.core.training.compiled_step.fastest_precision`][bert_kd.core.training.compiled_step.fastest_precision]: fp32 with TF32 eager, bf16 compiled),
     ``no`` (fp32) elsewhere, CPUs included (bf16 on a CPU trained slower than fp32 here); ``no``, ``bf16``
     and ``fp16`` pass through."""
     if requested not in PRECISIONS:
