@@ -14,7 +14,7 @@ from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    (:mod:`bert_kd.analysis.cli`)."""
+    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli])."""
     silence_known_warnings()
     quiet_dataset_io()
     argv = list(args[0]) if args else sys.argv[1:]

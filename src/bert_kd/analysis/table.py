@@ -38,7 +38,7 @@ def table_params(folder: Path) -> dict:
 
 @functools.cache
 def table_spec(folder: Path):
-    """The sweep of ``folder``'s table (:func:`bert_kd.sweeps.spec.build_sweep`), so that counts of trials and seeds
+    """The sweep of ``folder``'s table ([`bert_kd.sweeps.spec.build_sweep`][bert_kd.sweeps.spec.build_sweep]), so that counts of trials and seeds
     follow the configuration instead of being written here."""
     from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 

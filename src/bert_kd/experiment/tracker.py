@@ -1,12 +1,12 @@
 """How the job path reports what it does, without knowing MLflow (Kedro- and MLflow-free).
 
-A training job (:func:`bert_kd.experiment.store.run_model_job`) opens one run for itself through a
-:class:`JobTracker`, trains or reuses its model inside it, logs the stored model and ends the
-run when the job ends. The loop and the distillation body write to the :class:`JobRun` they are
-handed. With ``tracking.enabled: false`` the tracker is :data:`NO_TRACKER` and nothing here
+A training job ([`bert_kd.experiment.store.run_model_job`][bert_kd.experiment.store.run_model_job]) opens one run for itself through a
+[`JobTracker`][bert_kd.experiment.tracker.JobTracker], trains or reuses its model inside it, logs the stored model and ends the
+run when the job ends. The loop and the distillation body write to the [`JobRun`][bert_kd.experiment.tracker.JobRun] they are
+handed. With ``tracking.enabled: false`` the tracker is `NO_TRACKER` and nothing here
 imports MLflow; with tracking on, the implementation is the one the program installed where it
-starts (:func:`install_tracking`): Kedro's ``settings.py`` installs MLflow's
-(:func:`bert_kd.tracking.use_mlflow`), and so does every other entry point that tracks.
+starts ([`install_tracking`][bert_kd.experiment.tracker.install_tracking]): Kedro's ``settings.py`` installs MLflow's
+([`bert_kd.tracking.use_mlflow`][bert_kd.tracking.use_mlflow]), and so does every other entry point that tracks.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def install_tracking(
     sources: Callable[[], ModelSources],
 ) -> None:
     """Choose this program's implementations of the three interfaces (called where the program
-    starts: :func:`bert_kd.tracking.use_mlflow` installs MLflow's)."""
+    starts: [`bert_kd.tracking.use_mlflow`][bert_kd.tracking.use_mlflow] installs MLflow's)."""
     global _kedro_run_factory, _model_sources_factory
     register_tracker(job_tracker)
     _kedro_run_factory, _model_sources_factory = kedro_run_reporter, sources
@@ -242,8 +242,8 @@ def is_main_process() -> bool:
 
 
 def tracker_for(tracking) -> JobTracker:
-    """The tracker of a ``tracking`` block (a :class:`~bert_kd.config.schema.Tracking` or its dict):
-    :data:`NO_TRACKER` when tracking is off or this is not rank 0, else the registered one."""
+    """The tracker of a ``tracking`` block (a `Tracking` or its dict):
+    `NO_TRACKER` when tracking is off or this is not rank 0, else the registered one."""
     enabled = getattr(tracking, "enabled", None)
     if enabled is None:
         enabled = dict(tracking or {}).get("enabled", True)
@@ -256,7 +256,7 @@ def tracker_for(tracking) -> JobTracker:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A comparison table as a report node made it, for :meth:`KedroRunReporter.log_comparison`."""
+    """A comparison table as a report node made it, for [`KedroRunReporter.log_comparison`][bert_kd.experiment.tracker.KedroRunReporter.log_comparison]."""
 
     name: str  # the artifacts' stem: <name>.md, <name>.png
     markdown: str  # the table with its verdict (the .md artifact)
@@ -319,7 +319,7 @@ NO_KEDRO_RUN = NoKedroRun()
 
 
 def kedro_run() -> KedroRunReporter:
-    """The reporter of the ``kedro run``'s own run: :data:`NO_KEDRO_RUN` when this is not rank 0,
+    """The reporter of the ``kedro run``'s own run: `NO_KEDRO_RUN` when this is not rank 0,
     mlflow was never imported (then no run can be active, and none is loaded to find out) or the
     program installed no tracking (it has no ``kedro run`` run: Kedro's ``settings.py`` installs one)."""
     if "mlflow" not in sys.modules or not is_main_process() or _kedro_run_factory is None:
@@ -332,7 +332,7 @@ class ModelSources(Protocol):
 
     def local_directory(self, uri: str, key: str) -> Path:
         """The model ``uri`` downloaded to a local directory (a LoggedModel's data, confined to the
-        download); a :class:`~bert_kd.config.errors.UserError` naming the parameter ``key`` when the
+        download); a [`UserError`][bert_kd.config.errors.UserError] naming the parameter ``key`` when the
         URI names nothing loadable."""
 
     def recorded_task(self, uri: str) -> tuple[str | None, str]:

@@ -1,15 +1,15 @@
 """Run a sweep's trials through one Optuna study (GridSampler + RDB storage + heartbeats).
 
 Every trial of the sweep is one value of a single categorical grid parameter ``trial`` (its
-:attr:`TrialSpec.key`), so a ``GridSampler`` covers methods × tasks × seeds × grid points even
+[`TrialSpec.key`][bert_kd.sweeps.spec.TrialSpec.key]), so a ``GridSampler`` covers methods × tasks × seeds × grid points even
 when methods have different grids. Workers — processes here or ``kedro run`` on other machines —
-call :func:`run_sweep` with the same storage URL; Optuna hands them disjoint trials, and a
+call [`run_sweep`][bert_kd.sweeps.scheduler.run_sweep] with the same storage URL; Optuna hands them disjoint trials, and a
 worker that dies stops sending heartbeats so its trial is failed and retried
 (``RetryHeartbeatStaleTrialCallback``) by the next worker that asks for a trial.
 
 The result of each trial is stored with the trial (``user_attrs``) together with its *identity*
 (the trial's content key: spec, data sizes, GLUE files, schema version — ``identity`` of
-:func:`run_sweep`), so a re-run skips finished trials without calling ``run_trial`` at all — but
+[`run_sweep`][bert_kd.sweeps.scheduler.run_sweep]), so a re-run skips finished trials without calling ``run_trial`` at all — but
 only those finished with the identity asked for now: a trial made on other data or by another
 schema version is named in one warning line and recomputed. With a results folder (``stored``)
 the folder is the first source of truth: a trial is finished when its file is there and valid,
@@ -21,7 +21,7 @@ their heartbeat to go stale (the grace period stays for trials of other hosts).
 
 GridSampler alone can hand one grid point to two workers that ask at the same moment (Optuna
 says so). Before training, a trial therefore *claims* its grid point in a small table of the same
-database (:class:`TrialClaims`): an INSERT under a primary key, or a compare-and-swap that takes
+database ([`TrialClaims`][bert_kd.sweeps.scheduler.TrialClaims]): an INSERT under a primary key, or a compare-and-swap that takes
 over the claim of a failed trial. Exactly one trial wins; the other is pruned and its worker moves
 on. Storages without a database (in-memory) serve one process; their claims go to an in-memory
 SQLite table with the same code.
@@ -316,7 +316,7 @@ def fail_trials_of_dead_owners(study: optuna.Study) -> list[str]:
 class TrialClaims:
     """Who runs which grid point: one row ``(study, key) -> trial id`` per grid point.
 
-    :meth:`claim` is atomic across processes and machines that share the storage: the INSERT
+    [`claim`][bert_kd.sweeps.scheduler.TrialClaims.claim] is atomic across processes and machines that share the storage: the INSERT
     succeeds for exactly one trial, and a claim held by a trial that failed or was pruned is taken
     over with an UPDATE that names the old holder (compare-and-swap), so two retries cannot both
     win it.
@@ -386,7 +386,7 @@ class _KeyOf:
     its queued parameters (``enqueue_trial`` / heartbeat retries), the grid id the GridSampler
     gave it, or — in the instant between its creation and that grid id — the id it will get
     (trial number n < grid size gets grid id n). Used to tell which failed points to queue again;
-    who may *run* a point is decided by :class:`TrialClaims`."""
+    who may *run* a point is decided by [`TrialClaims`][bert_kd.sweeps.scheduler.TrialClaims]."""
 
     def __init__(self, sampler: optuna.samplers.GridSampler, keys: Sequence[str]):
         # GridSampler shuffles its grid; its (private, Optuna 5.0.0 pinned) list maps grid id -> point.
@@ -578,7 +578,7 @@ def run_sweep(
 
 def collect_results(study: optuna.Study, keys: Sequence[str] | None = None) -> dict[str, dict]:
     """Every key's first finished result in the study, whatever identity it was made under (for
-    looking into a study; :func:`run_sweep` returns only the results of the identity asked for)."""
+    looking into a study; [`run_sweep`][bert_kd.sweeps.scheduler.run_sweep] returns only the results of the identity asked for)."""
     done = _completed(study)
     wanted = done if keys is None else [k for k in keys if k in done]
     return {k: _unpack(done[k].user_attrs[RESULT_ATTR]) for k in wanted}

@@ -1,9 +1,9 @@
-"""``run_trial`` on the real training path: one :class:`TrialSpec` → data, teacher(s),
+"""``run_trial`` on the real training path: one [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] → data, teacher(s),
 teacher cache, student, distillation, dev (+ held-out) evaluation, each step a job of
-:mod:`bert_kd.experiment.jobs` (content-keyed, locked, reused), so a finished trial is reused and a killed
+[`bert_kd.experiment.jobs`][bert_kd.experiment.jobs] (content-keyed, locked, reused), so a finished trial is reused and a killed
 sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
 belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory
-datasets (:func:`run_nodes`; no Kedro session or catalog), so a trial and ``kedro run`` with the
+datasets ([`run_nodes`][bert_kd.sweeps.trial.run_nodes]; no Kedro session or catalog), so a trial and ``kedro run`` with the
 same parameters train the same jobs.
 
 Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed
@@ -12,7 +12,7 @@ task shares them.
 
 A results folder (``reproduce.results_dir``/<table>, e.g. ``results/cpu_protocol``) holds one small
 JSON per finished trial named by the trial's content key (the parameters that determine it, the
-data sizes and the GLUE files' fingerprint when they are not the release: :mod:`.identity`); it is
+data sizes and the GLUE files' fingerprint when they are not the release: [`identity`][bert_kd.sweeps.identity]); it is
 read before anything is trained, so a fresh checkout reproduces the tables without retraining. A
 file is used only when it proves it is the trial asked for (its recorded key, trial and spec hash
 all match); anything else is named in one warning line and recomputed.
@@ -83,7 +83,7 @@ VARIANTS = "variants"
 
 
 class TrialRunner:
-    """``run_trial`` for :func:`bert_kd.sweeps.reproduce.reproduce`, configured with the project parameters.
+    """``run_trial`` for [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce], configured with the project parameters.
 
     ``params``: the parameter tree (``teacher``, ``student``, ``runtime``, ``tracking``,
     ``teacher_cache``, ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``,
@@ -147,7 +147,7 @@ class TrialRunner:
         """``{"params": <short hash>}`` when the command line's ``--params`` change the content key of some of
         ``trials`` (a setting the table does not state, e.g. ``student.training.warmup_ratio`` or ``ted.*``):
         the run is then a variant of the table, not the table. Data sizes and GLUE files are
-        :meth:`data_changes`' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
+        [`data_changes`][bert_kd.sweeps.trial.TrialRunner.data_changes]' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
         if self.conf_params is None:
             return {}
         reference = TrialRunner(
@@ -349,7 +349,7 @@ class TrialRunner:
     def run_settings(self, spec: TrialSpec, task: str, seed: int | None = None) -> dict:
         """The ``run_settings`` dataset of the trial (built as the pipeline builds it): its task, the
         trial seed (``seed``: another, e.g. the teacher's), the project's tracking, the table's batching
-        (:meth:`_runtime`) and the data source its MLflow runs record."""
+        (`_runtime`) and the data source its MLflow runs record."""
         source = self._data_source(spec)
         return build_run_settings(
             task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec), source
@@ -370,9 +370,9 @@ class TrialRunner:
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
         """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
-        (:func:`~bert_kd.pipelines.distill.pipeline.method_pipeline`) on the trial's parameter
+        ([`method_pipeline`][bert_kd.pipelines.distill.pipeline.method_pipeline]) on the trial's parameter
         blocks, its recipe with the weights written out as the validation hook writes them
-        (:func:`bert_kd.experiment.training_jobs.student.with_explicit_weights`). The teacher's jobs (cache, TED filters) run with
+        ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]). The teacher's jobs (cache, TED filters) run with
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         teacher_metrics = dev_metrics(teacher, tokenized, task)
@@ -434,8 +434,8 @@ class TrialRunner:
         return recorded
 
     def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float], block: Mapping | None = None) -> None:
-        """Refuse (:class:`TeacherMismatch`) a teacher whose dev score differs from the one the results folder's
-        trials of the same table and task recorded for the same teacher settings (:meth:`recorded_teacher_scores`;
+        """Refuse ([`TeacherMismatch`][bert_kd.sweeps.trial.TeacherMismatch]) a teacher whose dev score differs from the one the results folder's
+        trials of the same table and task recorded for the same teacher settings ([`recorded_teacher_scores`][bert_kd.sweeps.trial.TrialRunner.recorded_teacher_scores];
         ``block``: a multi-teacher trial's slot, else the trial's teacher): the same key retrained into other
         weights (before 2026-11-25 the new classification head was drawn from an unseeded generator; fp32 training
         on another CPU instruction set or GPU rounds differently, and fine-tuning turns either into a teacher tenths
@@ -463,10 +463,10 @@ class TrialRunner:
 
     def _multi_teacher(self, spec, task, train, validation):
         """A multi-teacher trial runs the ``distill_multi_teacher`` pipeline's own nodes: each teacher
-        slot the typed ``multi_teachers`` entry alone (:func:`~bert_kd.pipelines.multi_teacher.nodes.select_teacher`),
+        slot the typed ``multi_teachers`` entry alone ([`select_teacher`][bert_kd.pipelines.multi_teacher.nodes.select_teacher]),
         trained with the teacher seed; the recipe as the table gives it, as a ``kedro run`` hands it
         (the node keys the student on it and writes the weights out for the method:
-        :func:`~bert_kd.pipelines.multi_teacher.nodes.student_recipe`)."""
+        [`student_recipe`][bert_kd.pipelines.multi_teacher.nodes.student_recipe])."""
         blocks = self.teacher_blocks(spec)
         student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
         parameters = {

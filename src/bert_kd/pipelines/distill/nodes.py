@@ -117,9 +117,9 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
 def distill_student(
     teacher: ModelBundle, student: StudentStart, student_data, teacher_cache: TeacherCache | None, recipe, settings
 ) -> ModelBundle:
-    """Distil ``teacher`` into ``student`` (built by :func:`~bert_kd.experiment.training_jobs.student.build_student_model`, which names its
+    """Distil ``teacher`` into ``student`` (built by [`build_student_model`][bert_kd.experiment.training_jobs.student.build_student_model], which names its
     row) with the row's ``recipe`` through the one distillation body
-    (:func:`bert_kd.experiment.training_jobs.student.train_student`); ``settings``: the run settings."""
+    ([`bert_kd.experiment.training_jobs.student.train_student`][bert_kd.experiment.training_jobs.student.train_student]); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     check_teacher(teacher, run.task)
     if not isinstance(student, StudentStart):
@@ -134,7 +134,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     """A Table-1-style comparison: one row per method plus the teacher and the majority class,
     % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
     title). Rows that are the same job (same content key: the same layers connected with the same
-    weights) say which row they repeat. The verdict (:func:`bert_kd.core.reports.verdict.comparison_verdict`)
+    weights) say which row they repeat. The verdict ([`bert_kd.core.reports.verdict.comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict])
     crowns the top row only when the data separate it from the runner-up; otherwise the table,
     the log and the parent run name the tied rows (or say that the teacher or every student sits
     at the majority class)."""
@@ -191,8 +191,8 @@ DECIMALS = {"% of teacher": 1, "parameters (M)": 2, "throughput (ex/s)": 0}
 
 def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``frame`` with its numbers as fixed-decimal text for the Markdown table: metrics to
-    :data:`METRIC_DECIMALS` places (the noise of a dev set of a few hundred examples is in the
-    second), the other numeric columns per :data:`DECIMALS`; empty cells stay empty."""
+    [`METRIC_DECIMALS`][bert_kd.pipelines.distill.nodes.METRIC_DECIMALS] places (the noise of a dev set of a few hundred examples is in the
+    second), the other numeric columns per `DECIMALS`; empty cells stay empty."""
     shown = frame.astype(object).copy()
     for column in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
@@ -203,7 +203,7 @@ def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
-    """The majority-class row (:data:`bert_kd.core.reports.verdict.MAJORITY_METHOD`) from the first evaluation
+    """The majority-class row ([`bert_kd.core.reports.verdict.MAJORITY_METHOD`][bert_kd.core.reports.verdict.MAJORITY_METHOD]) from the first evaluation
     that recorded it (same dev rows for every model of a table); None for regression tasks."""
     for evaluation in (teacher_metrics, *student_metrics):
         splits = {k: v for k, v in (evaluation.get("majority_class") or {}).items() if v}
@@ -232,7 +232,7 @@ def register_best_student(
     label=None,
 ) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
-    ``bert_kd-<task>-student``) with its lineage tags and the verdict's (:meth:`Verdict.tags`).
+    ``bert_kd-<task>-student``) with its lineage tags and the verdict's ([`Verdict.tags`][bert_kd.core.reports.verdict.Verdict.tags]).
     A tie registers its top scorer tagged as a tie (``bert_kd.verdict: tie``, ``bert_kd.tied``)
     unless ``tracking.register_ties`` is false; nothing is registered when the teacher or every
     student sits at the majority class, tracking is off or ``tracking.register_best`` is false
@@ -320,7 +320,7 @@ def registration_description(
 
 
 def registration_node(table_name: str, label=None):
-    """:func:`register_best_student` as a node function over ``(table, teacher_metrics,
+    """[`register_best_student`][bert_kd.pipelines.distill.nodes.register_best_student] as a node function over ``(table, teacher_metrics,
     *student_metrics, run_settings)``."""
 
     def register(table, teacher_metrics, *students_and_settings):
@@ -452,7 +452,7 @@ def layer_alignment_report(
     """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
     for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
     to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
-    connections (:func:`~bert_kd.core.distill.alp_figures.alignment_pairs`). → (CSV table, figure)."""
+    connections ([`alignment_pairs`][bert_kd.core.distill.alp_figures.alignment_pairs]). → (CSV table, figure)."""
     options, task = typed(Figures, figures, "figures"), alp_student.info.get("task", "?")
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]

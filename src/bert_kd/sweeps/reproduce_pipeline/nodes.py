@@ -1,5 +1,5 @@
-"""Node of ``reproduce``: a thin call of :func:`bert_kd.sweeps.reproduce.reproduce` with the job-path
-``run_trial`` (:mod:`bert_kd.sweeps.trial`), plus the parent MLflow run's table."""
+"""Node of ``reproduce``: a thin call of [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce] with the job-path
+``run_trial`` ([`bert_kd.sweeps.trial`][bert_kd.sweeps.trial]), plus the parent MLflow run's table."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from bert_kd.sweeps.trial import TrialRunner
 
 log = logging.getLogger(__name__)
 
-#: Catalog entry holding the ``--params`` of this ``kedro run`` (filled by :class:`CliParamsHook`).
+#: Catalog entry holding the ``--params`` of this ``kedro run`` (filled by [`CliParamsHook`][bert_kd.sweeps.reproduce_pipeline.nodes.CliParamsHook]).
 CLI_PARAMS = "reproduce_cli_params"
 #: Catalog entry holding the parameters as the configuration alone gives them (no ``--params``).
 CONF_PARAMS = "reproduce_conf_params"
@@ -68,7 +68,7 @@ def reproduce_tables(
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per trial; a
     variant run's — other data or key-changing ``--params`` — to its ``variants/`` folder); the tables go
     to ``<results_dir>/<table>/tables`` when the run covers the whole table at its own data sizes, else to
-    ``data/08_reporting/reproduce/<table>__<restriction>.*`` (:func:`bert_kd.sweeps.reproduce.table_name`); the
+    ``data/08_reporting/reproduce/<table>__<restriction>.*`` ([`bert_kd.sweeps.reproduce.table_name`][bert_kd.sweeps.reproduce.table_name]); the
     parent MLflow run gets the Markdown as its description and one ``compare/<method>/<task>`` metric per
     cell. ``conf_params`` (the parameters without ``--params``): a run whose ``--params`` change some
     trial's content key is named ``<table>__params-<hash>``, never written as the table itself.
@@ -120,7 +120,7 @@ def reproduce_tables(
 
 class LeadTrials:
     """Rank 0's ``run_trial`` under torchrun: Optuna (rank 0 only) picks the trials; each one that
-    trains is first sent to the other processes, which train it alongside (:func:`follow_trials`).
+    trains is first sent to the other processes, which train it alongside ([`follow_trials`][bert_kd.sweeps.reproduce_pipeline.nodes.follow_trials]).
     Everything else (results folder, identity checks, data changes) is the runner's own."""
 
     def __init__(self, runner: TrialRunner):
