@@ -16,7 +16,8 @@ Data side (pure Python, at tokenization time): :func:`token_character_spans` tur
 tokenizer's ``offset_mapping`` and ``sequence_ids`` into ``(sentence, start, end)`` per token;
 :func:`shared_span_ids` gives both sides' span ids for one row. Model side (torch):
 :class:`SpanPooling` averages sub-token states inside each span (hidden states, embeddings) and
-pools attention maps (:func:`pool_attention_scores`, :func:`span_attention_probabilities`).
+pools attention maps (:func:`pool_attention_scores`, :func:`pool_attention_log_probs`,
+:func:`span_attention_probabilities`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from bert_kd.core.distill.outputs import summary_position
 from bert_kd.core.training import SPAN_PAD  # the collator pads span-id columns with it (any side)
 
 #: Span id of a token that belongs to no shared span (special, whitespace, one-sided).
@@ -180,6 +182,32 @@ def pool_attention_scores(scores: Tensor, assignment: Tensor) -> Tensor:
     query_weights = (assignment / assignment.sum(-1, keepdim=True).clamp_min(1.0)).unsqueeze(1).to(scores.dtype)
     keyed = torch.where(torch.isfinite(keyed), keyed, torch.zeros_like(keyed))
     return query_weights @ keyed
+
+
+def pool_attention_log_probs(log_probs: Tensor, assignment: Tensor) -> Tensor:
+    """Span-level log attention probabilities ``(B, H, L, L)`` → ``(B, H, S, S)``, renormalised over the
+    shared spans: per query token the key side is ``log Σ_{j ∈ b} p_ij`` less its log-Σ-exp over the row's
+    shared spans (the mass on special, whitespace and one-sided keys taken out), then averaged over the
+    query span's tokens. Two maps whose rows differ only in the mass outside the shared spans pool to the
+    same map, so an MSE between them measures how the rows' attention over the shared text is shaped.
+    Rows and columns of absent spans are 0."""
+    keyed = _key_pooled(log_probs, assignment)
+    present = assignment.sum(-1).bool()[:, None, None, :]  # (B, 1, 1, S)
+    normaliser = torch.logsumexp(keyed.masked_fill(~present, float("-inf")), dim=-1, keepdim=True)
+    renormalised = (
+        keyed - torch.where(torch.isfinite(normaliser), normaliser, torch.zeros_like(normaliser))
+    ).masked_fill(~present, 0.0)
+    query_weights = (assignment / assignment.sum(-1, keepdim=True).clamp_min(1.0)).unsqueeze(1).to(log_probs.dtype)
+    return query_weights @ renormalised
+
+
+def span_attention_key_material(*models) -> dict:
+    """Key material of multi-teacher jobs with an XLNet among ``models``: their span-level attention maps are
+    compared as log-probabilities renormalised over the shared spans (:func:`pool_attention_log_probs`, since
+    2026-11-27), so such stored jobs are recomputed; ``{}`` otherwise, keys as they were."""
+    if any(summary_position(m) == "last" for m in models):
+        return {"span_attention": "log-probabilities renormalised over the shared spans"}
+    return {}
 
 
 def span_attention_probabilities(scores: Tensor, assignment: Tensor) -> Tensor:
