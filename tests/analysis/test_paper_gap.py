@@ -35,6 +35,7 @@ def test_committed_readings_are_what_the_trials_give(v2):
     assert command_line("render", V2) == COMMAND
     assert paper_gap.render(v2, COMMAND) == committed("paper_gap.md")
     assert paper_gap.summary(v2, COMMAND) == committed("summary.md")
+    assert paper_gap.strength(v2, COMMAND) == committed("claims.md")
     assert power.render(v2, COMMAND) == committed("power.md")
     assert gradient_shares.render(V2.resolve(), COMMAND)[0] == committed("gradient_shares.md")
     assert (V2 / "tables" / "paper_gap.png").stat().st_size > 0
@@ -84,6 +85,17 @@ def test_the_generated_sentence_is_what_the_readmes_and_the_docs_say(v2):
     assert sentence in committed("summary.md")
     for path in (ROOT / "README.md", V2 / "README.md", ROOT / "docs" / "sweeps.md"):
         assert sentence in " ".join(path.read_text(encoding="utf-8").split()), path
+
+
+def test_what_would_change_a_claim_is_the_gain_at_its_own_holm_level(v2):
+    """TED > LWD on SST-2 (+1.00, first of TED's 6 by p) holds at α/6 from +0.98; CKD > NKD on SST-2 (ALP-KD's
+    smallest p, α/16) would hold from +0.90."""
+    by = {(e.name, e.task): e for e in v2.tests}
+    ted, ckd = by[("TED > LWD", "sst2")], by[("CKD > NKD", "sst2")]
+    assert paper_gap.holm_level(ted, v2.tests) == (pytest.approx(0.05 / 6), 6)
+    assert paper_gap.what_would_change(ted, v2.tests).startswith("a gain below +0.98 (at SE 0.41, α/6)")
+    assert paper_gap.what_would_change(ckd, v2.tests).startswith("a gain of +0.90 or more at this SE (0.33, α/16)")
+    assert "| TED > LWD | SST-2 | paper claim | +1.00 |" in paper_gap.strength(v2, COMMAND)
 
 
 def test_each_claim_says_what_it_tests():

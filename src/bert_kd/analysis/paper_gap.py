@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 from bert_kd.analysis import statistics as st
 from bert_kd.analysis.table import accuracy, correct, load_runs, table_total, task_label
@@ -546,6 +547,58 @@ def summary(read: Reading, command: str) -> str:
         "",
         f"{finished(read.runs)} of {table_total(read.folder)} trials. Made by: `{command}`.",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def holm_level(entry: ClaimTest, tests: list[ClaimTest]) -> tuple[float, int]:
+    """The one-sided level ``entry``'s own p must pass after Holm at its rank in its paper's family, α/(K − rank),
+    and that divisor (the running maximum of earlier ranks aside)."""
+    family = sorted(
+        (e for e in tests if e.test is not None and paper_of(e.claim) == paper_of(entry.claim)), key=lambda e: e.test.p
+    )
+    divisor = len(family) - family.index(entry)
+    return ALPHA / divisor, divisor
+
+
+def what_would_change(entry: ClaimTest, tests: list[ClaimTest]) -> str:
+    """The gain at which the verdict turns at the claim's own bootstrap SE and Holm level (normal approximation),
+    and for a holding claim how far its Holm p lies from 0.05 in Monte Carlo errors."""
+    level, divisor = holm_level(entry, tests)
+    turning = 100 * entry.test.se * float(norm.ppf(1 - level))
+    gain = 100 * entry.test.gain
+    if entry.verdict == HOLDS or entry.verdict.startswith(BORDERLINE):
+        margin = (ALPHA - entry.holm_p) / entry.holm_error if entry.holm_error else float("inf")
+        return (
+            f"a gain below +{turning:.2f} (at SE {100 * entry.test.se:.2f}, α/{divisor}), {gain - turning:.2f} less; "
+            f"Holm p is {margin:.1f} Monte Carlo errors below 0.05"
+        )
+    return f"a gain of +{turning:.2f} or more at this SE ({100 * entry.test.se:.2f}, α/{divisor}): {turning - gain:.2f} more"
+
+
+def strength(read: Reading, command: str) -> str:
+    """``tables/claims.md``: how strong each claim is — what it tests, p ± Monte Carlo error, Holm p, verdict, the
+    paper's gain against ours (z), and the gain that would turn the verdict."""
+    lines = [
+        (
+            "How strong each claim is: one-sided paired bootstrap over dev examples, p ± its Monte Carlo error, Holm "
+            "within each paper; z of the paper's gain against ours under both noises; the turning gain is the gain at "
+            "which the claim's own Holm level would be passed (or missed) at its bootstrap SE, normal approximation; "
+            "accuracy points."
+        ),
+        "",
+        "| claim | task | tests | gain | p | Holm p | verdict | paper's gain, z | what would change it |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in read.tests:
+        if e.test is None:
+            continue
+        what = tests_what(e.claim, e.task).split(":")[0].split(" (")[0]
+        paper = "–" if e.z is None else f"{e.paper_gain:+.2f}, z {e.z:+.2f}: {e.placement}"
+        lines.append(
+            f"| {e.name} | {task_label(e.task)} | {what} | {100 * e.test.gain:+.2f} | {p_cell(e.test.p, e.test.mc_error)} | "
+            f"{p_cell(e.holm_p, e.holm_error)} | {e.verdict} | {paper} | {what_would_change(e, read.tests)} |"
+        )
+    lines += ["", f"{finished(read.runs)} of {table_total(read.folder)} trials. Made by: `{command}`."]
     return "\n".join(lines) + "\n"
 
 
