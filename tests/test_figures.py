@@ -23,6 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_COMPILE = "benchmarks/results/gpu_run_h200_compile_gpu_check.json"
+H200_FIRST = "benchmarks/results/gpu_check_h200.json"  # 2026-11-26, fp32 and bf16, before TF32
+H100 = "benchmarks/results/gpu_run_h100_estimates.json"  # 2026-11-27, both H100 calls merged
 MAIN_JOB = "benchmarks/results/main_job.md"
 V2_TABLES = "results/cpu_protocol_v2/tables"
 IDLE_RUN = ("2ee7f8b, idle AVX-512 machine",)
@@ -106,26 +108,34 @@ def cell(tables, row: tuple, column: str, nth: int = 0) -> str:
     return re.findall(r"[-+−]?\d[\d,]*\.?\d*", found[0])[nth].replace("−", "-")
 
 
-def compiled(work: str) -> Callable[[dict], float]:
-    """examples/s of a compiled BERT-base 12→4 row of the H200 run."""
-    compile_label = "reduce-overhead+teacher" if work == "live_distill" else "reduce-overhead"
+def rate(work: str, compile: str | None = None, precision: str = "bf16", pair: str = "bert-base 12→4"):
+    """examples/s of one timed row of a gpu_check record."""
     return lambda r: follow(
-        r, ("timings", {"work": work, "precision": "bf16", "compile": compile_label}, "examples_per_s")
+        r, ("timings", {"pair": pair, "work": work, "precision": precision, "compile": compile}, "examples_per_s")
     )
 
 
-def speedup(work: str) -> Callable[[dict], float]:
-    """Compiled / eager bf16 examples/s of the same work in the same process."""
+def speedup(work: str, compile: str) -> Callable[[dict], float]:
+    """A compiled row's examples/s over the eager bf16 row of the same work in the same process."""
+    return lambda r: rate(work, compile)(r) / rate(work)(r)
 
-    def ratio(r: dict) -> float:
-        eager = [
-            t["examples_per_s"]
-            for t in r["timings"]
-            if t["work"] == work and t["precision"] == "bf16" and t["compile"] is None and t["pair"] == "bert-base 12→4"
-        ]
-        return compiled(work)(r) / eager[0]
 
-    return ratio
+def compiled(work: str) -> Callable[[dict], float]:
+    """The compiled row the docs quote: live ALP with its teacher compiled too, fine-tuning compiled."""
+    return rate(work, "reduce-overhead+teacher" if work == "live_distill" else "reduce-overhead")
+
+
+def with_workers(workers: int, what: str = "hours") -> Callable[[dict], float]:
+    """ALP-KD Table 1 with ``workers`` eager sweep workers per GPU: the estimate's GPU-hours over the workers'
+    speed-up (the teacher's hours kept), or the trials per hour they give — one baseline for both."""
+
+    def figure(r: dict) -> float:
+        estimate = r["estimates"]["alp_kd_table1"]
+        speed = follow(r, ("sweep_throughput", {"workers": workers}, "speedup"))
+        hours = estimate["teacher_hours"] + estimate["student_hours"] / speed
+        return hours if what == "hours" else estimate["trials"] / hours
+
+    return figure
 
 
 TABLE1_COMPILED = ("compiled_estimates", "reduce-overhead+teacher", "alp_kd_table1", "total_hours")
@@ -175,14 +185,14 @@ FIGURES = [
         "README.md",
         r"live ALP at [\d,]+, ([\d.]+)× and [\d.]+× eager",
         H200_COMPILE,
-        speedup("teacher_finetune"),
+        speedup("teacher_finetune", "reduce-overhead"),
         DECIMALS["speed-up"],
     ),
     Figure(
         "README.md",
         r"live ALP at [\d,]+, [\d.]+× and ([\d.]+)× eager",
         H200_COMPILE,
-        speedup("live_distill"),
+        speedup("live_distill", "reduce-overhead+teacher"),
         DECIMALS["speed-up"],
     ),
     Figure(
@@ -223,6 +233,236 @@ FIGURES = [
         ("sweep_throughput", {"workers": 4}, "speedup"),
         DECIMALS["workers' speed-up"],
     ),
+    # docs/scaling.md and docs/benchmarks.md: the GPU rates and GPU-hours
+    *[
+        Figure(text, pattern, H200_FIRST, rate(work, precision=precision), DECIMALS["examples/s"])
+        for text in ("docs/scaling.md", "docs/benchmarks.md")
+        for pattern, work, precision in (
+            (r"12 → 4 fine-tuning ([\d,]+) / [\d,]+ examples/s \(fp32 / bf16\)", "teacher_finetune", "fp32"),
+            (r"12 → 4 fine-tuning [\d,]+ / ([\d,]+) examples/s \(fp32 / bf16\)", "teacher_finetune", "bf16"),
+        )
+    ],
+    Figure(
+        "docs/scaling.md",
+        r"with a live teacher ([\d,]+) / [\d,]+, with the",
+        H200_FIRST,
+        rate("live_distill", precision="fp32"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"with a live teacher [\d,]+ / ([\d,]+), with the",
+        H200_FIRST,
+        rate("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"cached teacher ([\d,]+) / [\d,]+; from these",
+        H200_FIRST,
+        rate("cached_distill", precision="fp32"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"cached teacher [\d,]+ / ([\d,]+); from these",
+        H200_FIRST,
+        rate("cached_distill"),
+        DECIMALS["examples/s"],
+    ),
+    *[
+        Figure(
+            text,
+            r"ALP-KD Table 1 is ([\d.]+) GPU-hours and CPU protocol v2",
+            H200_FIRST,
+            ("estimates", "alp_kd_table1", "total_hours"),
+            DECIMALS["GPU-hours"],
+        )
+        for text in ("docs/scaling.md", "docs/benchmarks.md")
+    ],
+    *[
+        Figure(
+            text,
+            r"GPU-hours and CPU protocol v2 (\d+\.\d)",
+            H200_FIRST,
+            ("estimates", "cpu_protocol_v2", "total_hours"),
+            DECIMALS["GPU-hours"],
+        )
+        for text in ("docs/scaling.md", "docs/benchmarks.md")
+    ],
+    Figure(
+        "docs/scaling.md",
+        r"ran fine-tuning at ([\d,]+) and live ALP at [\d,]+ examples/s on an H100",
+        H100,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"and live ALP at ([\d,]+) examples/s on an H100",
+        H100,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"examples/s on an H100 and ([\d,]+) / [\d,]+ on an H200",
+        H200_COMPILE,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"on an H100 and [\d,]+ / ([\d,]+) on an H200",
+        H200_COMPILE,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"ALP-KD Table 1 at ([\d.]+) GPU-hours at the H200's compiled rates",
+        H200_COMPILE,
+        TABLE1_COMPILED,
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"four workers per GPU: ([\d.]+)× one worker's BERT-base",
+        H200_COMPILE,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"([\d.]+)× MiniLM-L6's on an H100",
+        H100,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    # docs/gpu.md: the compiled H200 and H100 runs of 2026-11-27
+    Figure(
+        "docs/gpu.md",
+        r"against ([\d,]+) and [\d,]+ eager bf16 in the same process: both",
+        H200_COMPILE,
+        rate("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"against [\d,]+ and ([\d,]+) eager bf16 in the same process: both",
+        H200_COMPILE,
+        rate("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Cached distillation: ([\d,]+) \([\d,]+ eager\)",
+        H200_COMPILE,
+        rate("cached_distill", "reduce-overhead"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Cached distillation: [\d,]+ \(([\d,]+) eager\)",
+        H200_COMPILE,
+        rate("cached_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"one worker per GPU \(([\d.]+) eager\): the goal",
+        H200_COMPILE,
+        ("estimates", "alp_kd_table1", "total_hours"),
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"fine-tuning runs at ([\d,]+) examples/s and live ALP \(student and teacher compiled\) at [\d,]+, against [\d,]+ and [\d,]+ eager bf16 in the same process\. Compiling",
+        H100,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"compiled\) at ([\d,]+), against [\d,]+ and [\d,]+ eager bf16 in the same process\. Compiling",
+        H100,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"against ([\d,]+) and [\d,]+ eager bf16 in the same process\. Compiling",
+        H100,
+        rate("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"against [\d,]+ and ([\d,]+) eager bf16 in the same process\. Compiling",
+        H100,
+        rate("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Compiling the student alone gave live ALP ([\d,]+)\.",
+        H100,
+        rate("live_distill", "reduce-overhead"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"\(no inductor kernels\): ([\d,]+) and [\d,]+\.",
+        H100,
+        rate("teacher_finetune", "cudagraphs"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"\(no inductor kernels\): [\d,]+ and ([\d,]+)\.",
+        H100,
+        rate("live_distill", "cudagraphs"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"ALP-KD Table 1 at those rates: ([\d.]+) GPU-hours, one worker per GPU \([\d.]+ eager\); its cached",
+        H100,
+        ("compiled_estimates", "reduce-overhead+teacher", "alp_kd_table1", "total_hours"),
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"one worker per GPU \(([\d.]+) eager\); its cached",
+        H100,
+        ("estimates", "alp_kd_table1", "total_hours"),
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Four MiniLM-L6 sweep workers: ([\d.]+)× one worker's",
+        H100,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"\(Table 1: ([\d.]+) GPU-hours without compiling\)",
+        H200_COMPILE,
+        with_workers(4),
+        DECIMALS["GPU-hours"],
+    ),
+    *[
+        Figure(
+            "benchmarks/results/gpu_run_h200_compile.md",
+            rf"\| {workers} \| [\d,]+ \| [\d.]+× \| {cells} \|",
+            H200_COMPILE,
+            with_workers(workers, what),
+            DECIMALS["GPU-hours"],
+        )
+        for workers in (1, 2, 4)
+        for what, cells in (("trials", r"([\d.]+) \| [\d.]+"), ("hours", r"[\d.]+ \| ([\d.]+)"))
+    ],
     # README, docs/sweeps.md and results/cpu_protocol_v2/README.md: the CPU protocol v2 reading
     Figure(
         "README.md",
@@ -300,6 +540,25 @@ FIGURES = [
         f"{V2_TABLES}/paper_gap.md",
         (("TED > LWD", "SST-2"), "model p, Holm p", 1),
     ),
+    # results/cpu_protocol_v2/README.md: pooled power (tables/power.md), resolvable gain alone / after Holm
+    *[
+        Figure(
+            "results/cpu_protocol_v2/README.md",
+            pattern,
+            f"{V2_TABLES}/power.md",
+            ((paper, task), "resolvable: alone / after Holm", nth),
+        )
+        for pattern, paper, task, nth in (
+            (r"SST-2 resolves ([\d.]+) points alone and [\d.]+ after Holm's ×16", "ALP-KD", "SST-2", 0),
+            (r"SST-2 resolves [\d.]+ points alone and ([\d.]+) after Holm's ×16", "ALP-KD", "SST-2", 1),
+            (r"MRPC ([\d.]+) / [\d.]+ \([\d.]+ / [\d.]+\); TED's claims", "ALP-KD", "MRPC", 0),
+            (r"MRPC [\d.]+ / ([\d.]+) \([\d.]+ / [\d.]+\); TED's claims", "ALP-KD", "MRPC", 1),
+            (r"resolve ([\d.]+) / [\d.]+ on SST-2 and", "TED", "SST-2", 0),
+            (r"resolve [\d.]+ / ([\d.]+) on SST-2 and", "TED", "SST-2", 1),
+            (r"on SST-2 and ([\d.]+) / [\d.]+ on MRPC", "TED", "MRPC", 0),
+            (r"on SST-2 and [\d.]+ / ([\d.]+) on MRPC", "TED", "MRPC", 1),
+        )
+    ],
 ]
 
 
