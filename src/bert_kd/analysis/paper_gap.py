@@ -139,7 +139,7 @@ class ClaimTest:
     verdict: str = "not run yet"
     model_verdict: str = ""
     paper_gain: float | None = None
-    paper_sd: float | None = None  # the paper's stated SD of its gain, points ([`PAPER_SD`][bert_kd.analysis.paper_gap.PAPER_SD])
+    paper_sd: float | None = None  # the paper's stated SD of its gain, points (`PAPER_SD`)
 
     @property
     def name(self) -> str:
