@@ -39,6 +39,9 @@ GLUE_DEV_SIZES = {
     "rte": 277,
 }
 
+#: The epochs of ALP-KD Table 1's teacher fine-tuning (the table's teacher block).
+TEACHER_EPOCHS = 3.0
+
 #: What the record's figures include, written into it.
 INCLUDES = (
     "wall time of whole trials as `kedro run --pipeline=reproduce` runs them, with the workers sharing one GPU: "
@@ -154,7 +157,6 @@ def table1_estimate(
     compile_s_per_worker: float,
     train_sizes: Mapping[str, int],
     dev_sizes: Mapping[str, int] = GLUE_DEV_SIZES,
-    teacher_epochs: float = 3.0,
 ) -> dict:
     """GPU-hours of a table's trials (``.task``, ``.training``) on one GPU shared by ``workers`` workers, end
     to end: every trial at the slice's per-trial costs (measured with that many workers sharing the GPU, so a
@@ -172,7 +174,7 @@ def table1_estimate(
             + costs["eval_s_per_example"] * dev_sizes[trial.task] * epochs
         )
     per_example = costs.get("teacher_s_per_example")
-    teacher_s = sum(per_example * train_sizes[t] * teacher_epochs for t in tasks) if per_example else 0.0
+    teacher_s = sum(per_example * train_sizes[t] * TEACHER_EPOCHS for t in tasks) if per_example else 0.0
     student_s = trial_s / workers
     total_s = student_s + teacher_s + compile_s_per_worker
     return {
