@@ -20,6 +20,14 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert student.parent == root / "data/06_models/store/student"
     assert (student / "config.json").exists()
     assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(student / "README.md")  # the hub model card, written when the job ends
+    assert {(r.dataset_config, r.metric_type) for r in card.data.eval_results} >= {("rte", "accuracy")}
+    assert "1←1+2+3+4, 2←—" in card.text and "Noise of one dev-set run**: ±0.1021 (24 dev examples" in card.text
+    assert ModelCard.load(
+        student.parent.parent / "teacher" / metrics["info"]["teacher_key"] / "README.md"
+    ).data.eval_results
     alpha = metrics["info"]["diagnostics"]["alp_attention"]
     assert len(alpha) == 2 and len(alpha[0]) == 4  # 2 student layers × 4 teacher layers
     assert sum(alpha[0]) == pytest.approx(1.0, abs=1e-4) and sum(alpha[1]) == 0.0  # last layer unconnected
@@ -51,6 +59,8 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert model_id == metrics["info"]["mlflow_model_id"]
     files = {a.path for a in mlflow.MlflowClient(uri).list_logged_model_artifacts(model_id, f"data/{student.name}")}
     assert {f"data/{student.name}/model.safetensors", f"data/{student.name}/tokenizer.json"} <= files
+    logged = next(root.rglob(f"data/{student.name}/model.safetensors"))  # stored once: a hard link
+    assert logged.stat().st_ino == (student / "model.safetensors").stat().st_ino
     # ALP-KD Figure 3: 10 random dev examples, one row each (not averaged), layer 2 marked unconnected
     figure3 = pd.read_csv(root / "data/08_reporting/alp_kd_figure3_alp.csv")
     assert figure3["example"].nunique() == 10 and len(figure3) == 10 * 4 + 10

@@ -84,6 +84,9 @@ class JobTracker(Protocol):
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         """An evaluation's metrics on the (finished) run of the evaluated model, without reopening it."""
 
+    def run_link(self, run_id: str | None) -> str | None:
+        """The UI link of run ``run_id`` (a model card's "MLflow run"); None when there is none."""
+
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
     ) -> None:
@@ -149,6 +152,9 @@ class NoTracker:
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         pass
+
+    def run_link(self, run_id: str | None) -> str | None:
+        return None
 
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model

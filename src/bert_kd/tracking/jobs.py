@@ -96,6 +96,13 @@ class MlflowTracker:
             tags={"role": info.get("role", ""), "store_key": store_key},
         )
 
+    def run_link(self, run_id: str | None) -> str | None:
+        from mlflow import MlflowClient
+
+        from bert_kd.tracking.logged_models import run_link
+
+        return run_link(run_id, MlflowClient())
+
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         from bert_kd.tracking.evaluation import log_evaluation_to_run
 
