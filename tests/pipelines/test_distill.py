@@ -151,19 +151,26 @@ def test_distill_baselines_writes_table_one(run_pipeline, capsys):
     else:
         version = client.get_model_version("bert_kd-rte-student", registered["version"])
         assert version.tags["bert_kd.method"] == registered["method"] and version.tags["bert_kd.data_digest"]
-        assert client.get_model_version_by_alias("bert_kd-rte-student", "champion").version == version.version
+        alias = "champion" if registered["verdict"] == "winner" else f"tied-{registered['method']}"
+        assert client.get_model_version_by_alias("bert_kd-rte-student", alias).version == version.version
         assert "| method |" in version.description  # the comparison it was chosen from
         assert version.tags["bert_kd.verdict"] == registered["verdict"]
-        if registered["verdict"] == "tie":  # the top scorer of a tie, tagged as one
+        if registered["verdict"] == "tie":  # each tied job under its own alias, no champion
             assert version.tags["bert_kd.tied"] == parent["tags.comparison.tied"]
             assert version.tags["bert_kd.tied"].startswith(registered["method"])
+            assert "champion" not in client.get_registered_model("bert_kd-rte-student").aliases
         else:
             assert registered["method"] == parent["tags.best_method"]
     # the terminal ends with the answer: the table's file, the parent run's link, what was registered
     parent_url = f"#/experiments/{parent['experiment_id']}/runs/{parent['run_id']}?workflowType=machine_learning"
+    if registered.get("decide"):  # a tie: the last line says how to decide it
+        assert terminal[-1] == f"to decide the tie: {registered['decide']}"
+        terminal = terminal[:-1]
     assert terminal[-3].startswith("table: ") and terminal[-3].endswith("distill_baselines.md")
     assert terminal[-2].startswith("MLflow run: ") and terminal[-2].endswith(parent_url)
-    if registered["registered"]:
+    if registered.get("versions"):
+        assert terminal[-1].startswith("registered, tied (no @champion): ")
+    elif registered["registered"]:
         assert terminal[-1] == (
             f"registered: {registered['method']} as {registered['uri']} = models:/bert_kd-rte-student@champion"
         )

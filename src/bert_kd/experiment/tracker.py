@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, runtime_checkable
 
+#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
+CHAMPION_ALIAS = "champion"
+
 
 @runtime_checkable
 class JobRun(Protocol):
@@ -125,9 +128,11 @@ class JobTracker(Protocol):
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = CHAMPION_ALIAS,
     ) -> str | None:
-        """Register the student's LoggedModel as a new version of ``name`` aliased ``champion``;
-        the version number (None when nothing was registered)."""
+        """Register the student's LoggedModel as a new version of ``name`` with ``alias`` (``champion``
+        for a clear winner; a tied row's own ``tied-<row>``); the version number (None when nothing
+        was registered)."""
 
 
 class NoTracker:
@@ -193,14 +198,12 @@ class NoTracker:
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = None,
     ) -> str | None:
         return None
 
 
 NO_TRACKER = NoTracker()
-
-#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
-CHAMPION_ALIAS = "champion"
 
 
 def default_registered_name(task: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
+from bert_kd.experiment.tracker import CHAMPION_ALIAS
 from bert_kd.tracking.runs import RunLogger, tracked_run
 from bert_kd.tracking.ui import NOTE_TAG, run_url
 
@@ -162,10 +163,11 @@ class MlflowTracker:
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = CHAMPION_ALIAS,
     ) -> str | None:
         from bert_kd.tracking.logged_models import register_best_student
 
         version = register_best_student(
-            student_info, teacher_info, name, extra_tags=extra_tags, description=description
+            student_info, teacher_info, name, extra_tags=extra_tags, description=description, alias=alias
         )
         return str(version.version)

@@ -35,8 +35,10 @@ from bert_kd.core.reports.verdict import (
     TIE,
     Verdict,
     comparison_verdict,
+    deciding_command,
     duplicate_rows,
     noise_tolerance,
+    tied_alias,
 )
 from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
@@ -303,12 +305,15 @@ def register_best_student(
     label=None,
 ) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
-    ``bert_kd-<task>-student``) with its lineage tags and the verdict's (:meth:`Verdict.tags`).
-    A tie registers its top scorer tagged as a tie (``bert_kd.verdict: tie``, ``bert_kd.tied``)
-    unless ``tracking.register_ties`` is false; nothing is registered when the teacher or every
-    student sits at the majority class, tracking is off or ``tracking.register_best`` is false
-    (``settings``: the run settings). → what was done (``registered``, ``uri``, ``verdict``,
-    ``tied`` or ``reason``), also tagged on the parent run."""
+    ``bert_kd-<task>-student``) with its lineage tags and the verdict's (:meth:`Verdict.tags`) and
+    the alias ``champion``. A tie crowns no one: each tied job's student is registered with its
+    own alias ``tied-<row>`` (:func:`~bert_kd.core.reports.verdict.tied_alias`), no ``champion``,
+    and the result names the command that can decide it (more seeds,
+    :func:`~bert_kd.core.reports.verdict.deciding_command`), unless ``tracking.register_ties`` is
+    false (then nothing). Nothing is registered when the teacher or every student sits at the
+    majority class, tracking is off or ``tracking.register_best`` is false (``settings``: the run
+    settings). → what was done (``registered``, ``uri``, ``alias``, ``verdict``, ``tied``,
+    ``versions``, ``decide`` or ``reason``), also tagged on the parent run."""
     run = RunSettings.of(settings)
     tracking = run.tracking
     label = label or (lambda info: info.get("method", "?"))
@@ -322,52 +327,69 @@ def register_best_student(
     verdict = table_verdict(
         students, majority, metric, teacher_metrics, label=row_label, evaluations=None if row_label else student_metrics
     )
-    chosen = verdict.best or (verdict.top if verdict.kind == TIE and tracking.register_ties else None)
-    if chosen is None:
+    tie = verdict.kind == TIE
+    decide = deciding_command(table_name) if tie else None
+    chosen = [verdict.best] if verdict.best else []
+    if tie and tracking.register_ties:  # one version per tied job (rows that are the same job share it)
+        chosen = [row for row in verdict.tied if row not in verdict.same_as]
+    if not chosen:
         log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
-        return {"registered": False, "reason": verdict.warning, "verdict": verdict.kind, "tied": list(verdict.tied)}
-    best = next(e for e in student_metrics if label(e["info"]) == chosen)
+        return {
+            "registered": False,
+            "reason": verdict.warning,
+            "verdict": verdict.kind,
+            "tied": list(verdict.tied),
+            **({"decide": decide} if decide else {}),
+        }
     name = tracking.registered_model or default_registered_name(run.task)
-    version = tracker_for(tracking).register_best_student(
-        best["info"],
-        teacher_metrics.get("info"),
-        name,
-        extra_tags={
-            "bert_kd.metric": metric,
-            "bert_kd.score": format(float(best["score"]), ".6g"),
-            "bert_kd.table": table_name or "",
-            **verdict.tags(),
-        },
-        description=registration_description(chosen, table, metric, table_name, run.task, verdict),
-    )
-    uri = f"models:/{name}/{version}"
-    if verdict.kind == TIE:
+    versions: dict[str, str] = {}
+    for row in chosen:
+        best = next(e for e in student_metrics if label(e["info"]) == row)
+        alias = tied_alias(row) if tie else CHAMPION_ALIAS
+        version = tracker_for(tracking).register_best_student(
+            best["info"],
+            teacher_metrics.get("info"),
+            name,
+            extra_tags={
+                "bert_kd.metric": metric,
+                "bert_kd.score": format(float(best["score"]), ".6g"),
+                "bert_kd.table": table_name or "",
+                **verdict.tags(),
+                **({"bert_kd.decide": decide} if decide else {}),
+            },
+            description=registration_description(row, table, metric, table_name, run.task, verdict),
+            alias=alias,
+        )
+        versions[row] = f"models:/{name}/{version}"
+        log.info("%s: %s registered as %s (alias %s)", table_name or "comparison", row, versions[row], alias)
+    top = chosen[0]
+    if tie:
         log.warning(
-            "%s: %s registered as %s (alias %s), tagged as a tie (%s)",
+            "%s: tie, no @%s: %s registered as %s; to decide it: %s",
             table_name or "comparison",
-            chosen,
-            uri,
-            f"models:/{name}@{CHAMPION_ALIAS}",
-            verdict.warning,
+            CHAMPION_ALIAS,
+            ", ".join(chosen),
+            ", ".join(f"models:/{name}@{tied_alias(row)}" for row in chosen),
+            decide,
         )
-    else:
-        log.info(
-            "%s: best student %s registered as %s (alias %s)",
-            table_name or "comparison",
-            chosen,
-            uri,
-            f"models:/{name}@{CHAMPION_ALIAS}",
-        )
-    kedro_run().set_tags({"registered_model": uri, "registered_method": chosen, **verdict.tags()})
+    kedro_run().set_tags(
+        {
+            "registered_model": versions[top],
+            "registered_method": top if not tie else ", ".join(chosen),
+            **verdict.tags(),
+            **({"comparison.decide": decide} if decide else {}),
+        }
+    )
     return {
         "registered": True,
-        "uri": uri,
+        "uri": versions[top],
         "name": name,
-        "version": str(version),
-        "method": chosen,
-        "alias": CHAMPION_ALIAS,
+        "version": versions[top].rsplit("/", 1)[-1],
+        "method": top,
+        "alias": tied_alias(top) if tie else CHAMPION_ALIAS,
         "verdict": verdict.kind,
         "tied": list(verdict.tied),
+        **({"versions": versions, "decide": decide} if tie else {}),
     }
 
 
@@ -382,8 +404,9 @@ def registration_description(
     """The registered version's description: which row won what (or that it tops a tie), then the comparison."""
     if verdict is not None and verdict.kind == TIE:
         head = (
-            f"Top scorer of a tie in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**; "
-            f"{verdict.warning}.\n\n"
+            f"One of the rows tied in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}** "
+            f"(alias `{tied_alias(best)}`, no `{CHAMPION_ALIAS}`); {verdict.warning}. To decide it: "
+            f"`{deciding_command(table_name)}`.\n\n"
         )
     else:
         head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
