@@ -37,7 +37,8 @@ class MlflowTracker:
     def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> None:
         """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its params and
         the identifying tags ``run`` lacks (so the comparison view still reads recipe and seed; the
-        run's own row stays, and :data:`SAME_JOB_AS_TAG` names the row that trained the model)."""
+        run's own row stays in its tag and its ``method`` param, the trained method in ``algorithm``,
+        and :data:`SAME_JOB_AS_TAG` names the row that trained the model)."""
         if not run.enabled or run.run_id is None:
             return
         from mlflow import MlflowClient
@@ -66,6 +67,9 @@ class MlflowTracker:
             if trained_as and row and trained_as != row:
                 tags[SAME_JOB_AS_TAG] = trained_as
             params = {k: v for k, v in source.data.params.items() if k not in own.data.params}
+            if row and "method" in params:  # the param says the row, as the tag does (alp_no, not alp)
+                params["method"] = row
+                params.setdefault("algorithm", source.data.params.get("algorithm") or trained_as or row)
             if params:
                 run.log_params(params)
             if source.inputs.dataset_inputs:  # the data it was trained on: the run's Datasets

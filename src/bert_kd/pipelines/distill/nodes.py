@@ -19,6 +19,7 @@ from bert_kd.core.distill.methods.base import hidden_size, method_class
 from bert_kd.core.distill.objective import TeacherCache, build_teacher_cache
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.layer_maps import layer_map
+from bert_kd.core.machine import busy_note
 from bert_kd.core.models import (
     ModelBundle,
     build_pretrained_student,
@@ -28,7 +29,7 @@ from bert_kd.core.models import (
     load_tokenizer,
     num_layers,
 )
-from bert_kd.core.reports.markdown_tables import markdown_table, rounded
+from bert_kd.core.reports.markdown_tables import markdown_table, rounded, significant
 from bert_kd.core.reports.plots import comparison_bars, comparison_title
 from bert_kd.core.reports.verdict import (
     MAJORITY_METHOD,
@@ -214,6 +215,9 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
     majority = majority_row(teacher_metrics, student_metrics)
     rows += [majority] if majority else []
+    metric = teacher_metrics["primary_metric"]
+    order = sorted(range(len(student_metrics)), key=lambda i: -sort_score(student_metrics[i].get("score")))
+    student_metrics = tuple(student_metrics[i] for i in order)  # the table reads top score first
     students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
     same_as = duplicate_rows(
         {r["method"]: m["info"].get("key") for r, m in zip(students, student_metrics)},
@@ -224,7 +228,6 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
             row[SAME_JOB_COLUMN] = same_as.get(row["method"])
     rows += students
     frame = pd.DataFrame(rows)
-    metric = teacher_metrics["primary_metric"]
     title = comparison_title(table, teacher_metrics["task"], metric)
     verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=student_metrics)
     figure = comparison_bars(
@@ -236,7 +239,11 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
         floor=majority.get(metric) if majority else None,
         noise=verdict.tolerance,
     )
-    body = markdown_table(display_frame(frame, metric))
+    busy = busy_throughput(teacher_metrics, *student_metrics)
+    shown = frame.drop(columns=[THROUGHPUT_COLUMN]) if busy else frame
+    body = markdown_table(display_frame(shown, metric))
+    if busy:
+        body += f"\n{THROUGHPUT_COLUMN} left out: measured on a loaded machine ({busy}); the CSV keeps it.\n"
     markdown = with_verdict(body, verdict, title)
     kedro_run().log_comparison(
         Comparison(
@@ -257,22 +264,45 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
 
 #: The column of a comparison that names the row a duplicate row's job is (only when a table has one).
 SAME_JOB_COLUMN = "same job as"
-#: Decimals of the Markdown table (the CSV keeps 4): metric columns, then the others by name.
-METRIC_DECIMALS = 3
-DECIMALS = {"% of teacher": 1, "parameters (M)": 2, "throughput (ex/s)": 0}
+#: A comparison's inference-speed column (left out of the Markdown table when measured on a busy machine).
+THROUGHPUT_COLUMN = "throughput (ex/s)"
+#: Significant digits of the Markdown table's metrics (the CSV keeps 4 decimals); other columns by name.
+METRIC_DIGITS = 4
+DECIMALS = {"% of teacher": 1, "parameters (M)": 2, THROUGHPUT_COLUMN: 0}
 
 
 def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """``frame`` with its numbers as fixed-decimal text for the Markdown table: metrics to
-    :data:`METRIC_DECIMALS` places (the noise of a dev set of a few hundred examples is in the
-    second), the other numeric columns per :data:`DECIMALS`; empty cells stay empty."""
+    """``frame`` with its numbers as text for the Markdown table: metrics to :data:`METRIC_DIGITS`
+    significant digits (0.7890, 0.04210), the other numeric columns to the decimals of
+    :data:`DECIMALS`; empty cells stay empty."""
     shown = frame.astype(object).copy()
     for column in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
             continue
-        decimals = DECIMALS.get(column, METRIC_DECIMALS)
-        shown[column] = [None if pd.isna(v) else rounded(float(v), decimals) for v in frame[column]]
+        if column in DECIMALS:
+            shown[column] = [None if pd.isna(v) else rounded(float(v), DECIMALS[column]) for v in frame[column]]
+        else:
+            shown[column] = [None if pd.isna(v) else significant(float(v), METRIC_DIGITS) for v in frame[column]]
     return shown
+
+
+def sort_score(score) -> float:
+    """A row's score for sorting: unscored rows last."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return float("-inf")
+    return value if value == value else float("-inf")
+
+
+def busy_throughput(*evaluations: dict) -> str | None:
+    """``load 3.1 on 2 cores`` when any evaluation measured its throughput on a busy machine
+    (:func:`bert_kd.core.machine.is_busy`: the load average above the cores), else None."""
+    for evaluation in evaluations:
+        note = busy_note(evaluation.get("load_average"), evaluation.get("cores"))
+        if note:
+            return note.removeprefix("machine busy: ")
+    return None
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
@@ -410,7 +440,7 @@ def registration_description(
         )
     else:
         head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
-    return head + markdown_table(table)
+    return head + markdown_table(display_frame(table, metric or ""))
 
 
 def registration_node(table_name: str, label=None):
@@ -479,7 +509,7 @@ def _row(name: str, evaluation: dict, teacher: dict) -> dict:
     row[metric] = round(float(evaluation["score"]), 4)
     row["% of teacher"] = round(100.0 * evaluation["score"] / teacher["score"], 1) if teacher["score"] else None
     row["parameters (M)"] = round(evaluation["parameters"] / 1e6, 2)
-    row["throughput (ex/s)"] = round(evaluation["throughput_examples_per_s"], 1)
+    row[THROUGHPUT_COLUMN] = round(evaluation["throughput_examples_per_s"], 1)
     return row
 
 
