@@ -748,3 +748,24 @@ def test_card_and_push_of_a_folder_that_is_no_model_and_an_offline_push_exit_2(t
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     pushed = CliRunner().invoke(cli, ["push", str(_student_entry(tmp_path / "store")), "someone/alp-rte"])
     assert pushed.exit_code == 2 and "the push of" in pushed.output and "--dry-run" in pushed.output
+
+
+def test_card_of_an_mlflow_uri_whose_model_is_not_in_this_store_is_written_to_the_reports(tmp_path, monkeypatch):
+    import mlflow
+    from click.testing import CliRunner
+    from huggingface_hub import ModelCard
+
+    from bert_kd.cli import cli
+    from bert_kd.tracking.logged_models import log_model_directory
+
+    entry = _student_entry(tmp_path / "elsewhere")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment("cards", artifact_location=str(tmp_path / "art")))
+    with mlflow.start_run() as run:
+        log_model_directory(entry, task="rte")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["card", f"runs:/{run.info.run_id}/alp-rte-student"])
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "data/08_reporting/model_cards" / entry.name / "README.md"
+    assert f"model card: {written.relative_to(tmp_path)}" in result.output
+    assert ModelCard.load(written).data.eval_results[0].dataset_config == "rte"
