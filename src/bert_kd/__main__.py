@@ -12,8 +12,8 @@ from kedro.framework.project import configure_project
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    (:mod:`bert_kd.analysis.cli`); ``bert-kd card`` / ``bert-kd push`` write a model card and push
-    a model to the Hugging Face hub (:mod:`bert_kd.cli`)."""
+    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli]); ``bert-kd card`` / ``bert-kd push`` write a model
+    card and push a model to the Hugging Face hub ([`bert_kd.cli`][bert_kd.cli])."""
     argv = list(args[0]) if args else sys.argv[1:]
     if argv[:1] in (["card"], ["push"]):
         from bert_kd.cli import cli

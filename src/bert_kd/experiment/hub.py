@@ -2,9 +2,9 @@
 
 The pushed folder is the model as ``transformers`` loads it (config, weights, tokenizer files),
 ``bert_kd.json`` (what the model is: task, labels, dev metrics) and the model card ``README.md``
-(:mod:`bert_kd.experiment.model_card`). The store's ``manifest.json`` stays home: it names the
-training machine and process. :func:`push_folder` writes exactly that folder (``bert-kd push
---dry-run``), :func:`push_to_hub` writes it to a temporary folder and uploads it with
+([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]). The store's ``manifest.json`` stays home: it names the
+training machine and process. [`push_folder`][bert_kd.experiment.hub.push_folder] writes exactly that folder (``bert-kd push
+--dry-run``), [`push_to_hub`][bert_kd.experiment.hub.push_to_hub] writes it to a temporary folder and uploads it with
 ``huggingface_hub`` (``HfApi.create_repo`` + ``upload_folder``).
 """
 
@@ -22,8 +22,8 @@ NOT_PUSHED = (MANIFEST, CARD_FILE)
 
 
 def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Path:
-    """Write the folder a push uploads: ``model_dir``'s files but :data:`NOT_PUSHED`, and its model
-    card (``card_options``: :func:`~bert_kd.experiment.model_card.model_card`'s). ``target`` must
+    """Write the folder a push uploads: ``model_dir``'s files but [`NOT_PUSHED`][bert_kd.experiment.hub.NOT_PUSHED], and its model
+    card (``card_options``: [`model_card`][bert_kd.experiment.model_card.model_card]'s). ``target`` must
     not exist or be empty. → ``target``."""
     source, target = Path(model_dir), Path(target)
     if not (source / "config.json").is_file():
@@ -50,7 +50,7 @@ def push_to_hub(
     api=None,
     **card_options,
 ) -> str:
-    """Upload :func:`push_folder` of ``model_dir`` to the hub model repository ``repo_id`` (created
+    """Upload [`push_folder`][bert_kd.experiment.hub.push_folder] of ``model_dir`` to the hub model repository ``repo_id`` (created
     when absent); the commit's URL."""
     from huggingface_hub import HfApi
 

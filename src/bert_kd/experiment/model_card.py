@@ -1,17 +1,17 @@
 """A stored model's Hugging Face model card (``README.md``), written from its store entry alone.
 
 The hub's convention for a shared checkpoint is a ``README.md`` whose YAML header the hub (and
-:class:`huggingface_hub.ModelCard`) reads: ``model-index`` with one evaluation result per dev
+`huggingface_hub.ModelCard`) reads: ``model-index`` with one evaluation result per dev
 metric (task, dataset ``nyu-mll/glue`` and its config, metric name and value), ``base_model``,
 ``license``, ``tags``, ``datasets``. The body says how the model was made: the recipe, the
 teacher and its dev score, the layer map, the training data and its limits, the seed, the commit,
 the MLflow run and the noise of one dev-set run (``0.5 / √n``,
-:func:`bert_kd.core.reports.verdict.noise_tolerance`).
+[`bert_kd.core.reports.verdict.noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
 
 Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
 ``manifest.json`` (the job's spec and provenance) and, for a student, its teacher's entry in the
 same store. A card is derived from them, so the store check lets it stand beside the listed files
-(:data:`CARD_FILE`). Kedro- and MLflow-free: the caller passes the run's link.
+([`CARD_FILE`][bert_kd.experiment.model_card.CARD_FILE]). Kedro- and MLflow-free: the caller passes the run's link.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def model_card(
     registered: str | None = None,
     license: str = DEFAULT_LICENSE,
 ):
-    """The :class:`huggingface_hub.ModelCard` of the stored model in ``directory`` (``run_link``: the
+    """The `huggingface_hub.ModelCard` of the stored model in ``directory`` (``run_link``: the
     MLflow UI link of its training run; ``registered``: its registered ``models:/`` URI, if any)."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
@@ -234,7 +234,7 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
 
 
 def write_model_card(directory: str | Path, output: str | Path | None = None, **options) -> Path:
-    """Write :func:`model_card` of ``directory`` to ``output`` (default ``<directory>/README.md``)
+    """Write [`model_card`][bert_kd.experiment.model_card.model_card] of ``directory`` to ``output`` (default ``<directory>/README.md``)
     all at once (a temporary sibling renamed over it); the path written."""
     target = Path(output) if output is not None else Path(directory) / CARD_FILE
     text = str(model_card(directory, **options))

@@ -1,7 +1,7 @@
 """An overall progress line for a run of several training jobs (Kedro-free).
 
 ``kedro run`` counts nodes ("k of 57 tasks"); what takes the time is the training jobs (a teacher,
-each student). :class:`JobProgress` counts those and estimates the time left from the jobs already
+each student). [`JobProgress`][bert_kd.experiment.progress.JobProgress] counts those and estimates the time left from the jobs already
 done: each pending job takes the mean time of the finished jobs of its kind (a teacher, a student)
 or, for a kind not yet measured, of every finished job. A reused job lasts a fraction of a second,
 so a run that reuses many estimates low until it meets a job that trains. The line says when the

@@ -1,4 +1,4 @@
-"""The ``kedro run`` hook that prints :class:`~bert_kd.experiment.progress.JobProgress`'s line
+"""The ``kedro run`` hook that prints [`JobProgress`][bert_kd.experiment.progress.JobProgress]'s line
 before each training job of a pipeline with several (``job 3 of 9, ~4 min left, machine busy:
 load 3.1 on 2 cores``)."""
 
@@ -23,7 +23,7 @@ JOB_FUNCTIONS = {
 
 
 def job_kind(node) -> str | None:
-    """The kind of training job ``node`` runs (:data:`JOB_FUNCTIONS`), None for any other node."""
+    """The kind of training job ``node`` runs ([`JOB_FUNCTIONS`][bert_kd.kedro_project.progress.JOB_FUNCTIONS]), None for any other node."""
     return JOB_FUNCTIONS.get(getattr(node.func, "__name__", ""))
 
 

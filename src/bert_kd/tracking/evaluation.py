@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 #: Metric of a model's run: the seconds its evaluation on every dev split took.
 EVALUATION_SECONDS = "time/evaluation_seconds"
-#: Metric of a model's run: the noise band of its dev score, ``0.5 / √n`` (:func:`noise_tolerance`).
+#: Metric of a model's run: the noise band of its dev score, ``0.5 / √n`` ([`noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
 NOISE_BAND = "final/noise_band"
 
 
