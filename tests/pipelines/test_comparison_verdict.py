@@ -89,7 +89,7 @@ def test_the_multi_teacher_tables_carry_the_floor_and_the_warning():
         evaluation("multi_teacher", 0.51, configuration="mt", teachers=["a", "b"]),
     ]
     table, markdown, _ = compare_multi_teacher(teachers, *students)
-    assert list(table["method"]) == ["teacher", "teacher", "majority class", "okd", "multi_teacher"]
+    assert list(table["method"]) == ["teacher", "teacher", "majority class", "multi_teacher", "okd"]  # top first
     assert table.loc[2, "% of best teacher"] == pytest.approx(71.4)
     assert markdown.startswith("**No best student**")
     assert "| majority class |" in markdown.split("## Table 3")[1]  # the floor in both tables

@@ -151,6 +151,7 @@ def test_distill_baselines_writes_table_one(run_pipeline, capsys):
     else:
         version = client.get_model_version("bert_kd-rte-student", registered["version"])
         assert version.tags["bert_kd.method"] == registered["method"] and version.tags["bert_kd.data_digest"]
+        assert parent["tags.mlflow.note.content"].startswith("**Registered")  # above the table, not behind "Show more"
         alias = "champion" if registered["verdict"] == "winner" else f"tied-{registered['method']}"
         assert client.get_model_version_by_alias("bert_kd-rte-student", alias).version == version.version
         assert "| method |" in version.description  # the comparison it was chosen from

@@ -71,6 +71,9 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
         def set_tags(self, values):
             tags.update(values)
 
+        def head_note(self, line):
+            tags["note"] = line
+
     monkeypatch.setattr(nodes, "tracker_for", lambda tracking: Recorder())
     monkeypatch.setattr(nodes, "kedro_run", lambda: Parent())
     table = pd.DataFrame(
@@ -98,6 +101,7 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
     assert result["decide"].startswith("for seed in 43 44 45 46; do kedro run --pipeline=distill_baselines")
     assert tags["comparison.decide"] == result["decide"] and "no `champion`" in registered[0][3]
     assert "tie, no @champion" in caplog.text
+    assert tags["note"].startswith("**Registered, tied (no `champion`)**: nkd `models:/bert_kd-sst2-student@tied-nkd`")
     from bert_kd.kedro_project.hooks import closing_summary
 
     summary = closing_summary("distill_baselines", {}, [], {"distill_baselines": result}, None).splitlines()

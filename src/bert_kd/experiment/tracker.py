@@ -271,6 +271,9 @@ class KedroRunReporter(Protocol):
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """Tags on the run (a comparison's verdict, the registered model)."""
 
+    def head_note(self, line: str) -> None:
+        """``line`` at the head of the run's description (what was registered, above the table)."""
+
     def log_evaluation(self, evaluation: Mapping) -> None:
         """An evaluated model's flat metrics, ``evaluation.json`` and the ``evaluated_model`` tag."""
 
@@ -292,6 +295,9 @@ class NoKedroRun:
         pass
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        pass
+
+    def head_note(self, line: str) -> None:
         pass
 
     def log_evaluation(self, evaluation: Mapping) -> None:

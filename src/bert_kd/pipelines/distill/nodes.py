@@ -324,6 +324,13 @@ def register_best_student(
         versions[row] = f"models:/{name}/{version}"
         log.info("%s: %s registered as %s (alias %s)", table_name or "comparison", row, versions[row], alias)
     top = chosen[0]
+    kedro_run().head_note(
+        f"**Registered, tied (no `{CHAMPION_ALIAS}`)**: "
+        + ", ".join(f"{row} `models:/{name}@{tied_alias(row)}`" for row in chosen)
+        + f". To decide it: `{decide}`"
+        if tie
+        else f"**Registered**: {top} as `models:/{name}@{CHAMPION_ALIAS}` ({versions[top]})"
+    )
     if tie:
         log.warning(
             "%s: tie, no @%s: %s registered as %s; to decide it: %s",
