@@ -12,7 +12,7 @@ from kedro.framework.project import configure_project
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    (:mod:`bert_kd.analysis.cli`)."""
+    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli])."""
     argv = list(args[0]) if args else sys.argv[1:]
     if argv[:1] == ["results"]:
         from bert_kd.analysis.cli import results

@@ -82,7 +82,7 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
 
 
 def guarded(action):
-    """Run ``action``; a :class:`~bert_kd.config.errors.UserError` prints its one block and exits with status 2."""
+    """Run ``action``; a [`UserError`][bert_kd.config.errors.UserError] prints its one block and exits with status 2."""
     from bert_kd.config.errors import USER_ERROR_EXIT, UserError
 
     try:

@@ -38,9 +38,9 @@ def table_params(folder: Path) -> dict:
 
 @functools.cache
 def table_spec(folder: Path):
-    """The sweep of ``folder``'s table (:func:`bert_kd.experiment.sweep.spec.build_sweep`), so that counts of trials and seeds
+    """The sweep of ``folder``'s table ([`bert_kd.sweeps.spec.build_sweep`][bert_kd.sweeps.spec.build_sweep]), so that counts of trials and seeds
     follow the configuration instead of being written here."""
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
+    from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 
     params = table_params(folder)
     tables = (params.get("reproduce") or {}).get("tables") or {}
@@ -56,7 +56,7 @@ def table_spec(folder: Path):
 @functools.cache
 def table_keys(folder: Path) -> frozenset[str]:
     """The content keys of the table's trials: the only JSON names its folder may hold."""
-    from bert_kd.experiment.sweep.trial import TrialRunner
+    from bert_kd.sweeps.trial import TrialRunner
 
     runner = TrialRunner(table_params(folder), commit="analysis")
     return frozenset(runner.content_key(trial) for trial in table_spec(folder).trials())
