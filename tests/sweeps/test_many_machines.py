@@ -288,3 +288,28 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
     for key in entries(store, "student") + entries(store, "teacher"):
         (model,) = [m for m in models if m.tags.get("store_key") == key]  # logged once
         assert any(model.model_id in path for path in on_server), (key, model.model_id)
+
+
+def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():
+    script = REPO_ROOT / "scripts" / "slurm_reproduce.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "SLURM_ARRAY_JOB_ID": "77",
+        "SLURM_ARRAY_TASK_ID": "3",
+        "SLURM_CPUS_PER_TASK": "8",
+        "WORKERS_PER_GPU": "2",
+        "BERT_KD_STORAGE": "postgresql+psycopg://bert_kd@db-host:5433/bert_kd_optuna",
+        "MLFLOW_TRACKING_URI": "http://mlflow-host:5000",
+    }
+    done = subprocess.run(["bash", str(script), "alp_kd_table1"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2  # one worker per WORKERS_PER_GPU
+    for n, line in enumerate(lines, 1):
+        assert "-m kedro run --pipeline=reproduce --env paper" in line and line.endswith(f"77-3-{n}.log")
+        assert "reproduce.storage=postgresql+psycopg://bert_kd@db-host:5433/bert_kd_optuna" in line
+    env.pop("BERT_KD_STORAGE")
+    missing = subprocess.run(["bash", str(script), "alp_kd_table1"], env=env, capture_output=True, text=True)
+    assert missing.returncode != 0 and "BERT_KD_STORAGE" in missing.stderr
