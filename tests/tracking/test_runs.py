@@ -23,3 +23,18 @@ def test_a_tracking_server_gone_mid_run_is_one_block_without_credentials():
     assert isinstance(error, TrackingUnreachableError) and "stopped answering" in error.what
     assert "s3cret" not in str(error) and "run the same command" in error.fix
     assert server_down_error("sqlite:///mlflow.db", ValueError("a training error")) is None
+
+
+def test_workers_starting_at_once_create_the_experiment_once(tmp_path, monkeypatch):
+    import mlflow
+
+    from bert_kd.tracking.runs import create_experiment_once
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    create_experiment_once(uri, "bert_kd", {"team": "kd"})
+    # the second worker looked a moment before the first created it: its create fails, and that is fine
+    monkeypatch.setattr(mlflow.MlflowClient, "get_experiment_by_name", lambda self, name: None)
+    create_experiment_once(uri, "bert_kd")
+    monkeypatch.undo()
+    experiment = mlflow.MlflowClient(tracking_uri=uri).get_experiment_by_name("bert_kd")
+    assert experiment.tags["team"] == "kd"
