@@ -97,7 +97,7 @@ def fault_point(name: str) -> None:
 
 
 #: A store's identity: a random id written once into the store folder, so two machines see the same id
-#: exactly when they share the folder (a sweep's workers must; :func:`store_identity`).
+#: exactly when they share the folder (a sweep's workers must; [`store_identity`][bert_kd.experiment.jobs.store_identity]).
 STORE_ID_FILE = ".store_id"
 
 

@@ -173,7 +173,7 @@ def make_storage(
 
 
 def storage_error(url: str, error: Exception) -> Exception:
-    """What opening the sweep storage ``url`` raised, as one :class:`UserError` block (the URL without
+    """What opening the sweep storage ``url`` raised, as one [`UserError`][bert_kd.config.errors.UserError] block (the URL without
     its password, the fix) when it is a missing driver or a database that refuses or does not answer;
     any other error as it is."""
     from sqlalchemy.engine import make_url
@@ -236,7 +236,7 @@ class UnsharedModelStore(UserError):
 
 def check_model_store(study: optuna.Study, store_id: str) -> None:
     """Record the model store's identity in a study that has none (its first worker); raise
-    :class:`UnsharedModelStore` when the study already names another one: this machine does not
+    [`UnsharedModelStore`][bert_kd.sweeps.scheduler.UnsharedModelStore] when the study already names another one: this machine does not
     see the shared store, and would train again every teacher the cluster has trained."""
     recorded = study.user_attrs.get(STORE_ATTR)
     if recorded is None:
@@ -620,7 +620,7 @@ def run_sweep(
     ``origin``: this worker's results folder (``host:path``), recorded with each trial it trains; a trial
     the study has from another origin counts as finished and ``adopt(spec, result, origin)`` copies it
     into this worker's folder. ``store_id``: the identity of this worker's model store, checked against the
-    study's (:func:`check_model_store`).
+    study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
     """
     specs = {t.key: t for t in sweep.trials()}
     keys = sorted(specs)

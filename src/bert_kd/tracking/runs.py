@@ -215,7 +215,7 @@ def create_experiment_once(uri: str, name: str, tags: Mapping[str, str] | None =
 
 
 def server_down_error(uri: str, error: Exception) -> TrackingUnreachableError | None:
-    """A :class:`TrackingUnreachableError` block when ``error`` came while the tracking server ``uri``
+    """A [`TrackingUnreachableError`][bert_kd.config.errors.TrackingUnreachableError] block when ``error`` came while the tracking server ``uri``
     does not answer (it went down mid-run, after MLflow's own retries); None otherwise."""
     if isinstance(error, TrackingUnreachableError):
         return None
