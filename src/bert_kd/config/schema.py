@@ -352,6 +352,7 @@ class Reproduce(Strict):
     study_name: str | None = None
     heartbeat_interval: PositiveInt | None = None
     grace_period: PositiveInt | None = None
+    shared_store: bool = True  # a study on a server: this worker's model store must be the study's (docs/scaling.md)
     bootstrap: dict[str, Any] = {}
     output_dir: str | None = None
     results_only: bool = False  # tables from <results_dir>/<table> alone (in-memory study, nothing trains)

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 from filelock import FileLock
 
 from bert_kd.config.errors import TrainingDivergedError
-from bert_kd.core.files import MANIFEST, file_sha256, storage_errors, write_atomically
+from bert_kd.core.files import MANIFEST, file_sha256, storage_errors, write_atomically, write_file_atomically
 from bert_kd.core.training import distributed
 from bert_kd.core.training.seeding import seed_everything
 
@@ -94,6 +94,21 @@ def fault_point(name: str) -> None:
     _fault_counts[name] = _fault_counts.get(name, 0) + 1
     if _fault_counts[name] == int(nth or 1):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: A store's identity: a random id written once into the store folder, so two machines see the same id
+#: exactly when they share the folder (a sweep's workers must; [`store_identity`][bert_kd.experiment.jobs.store_identity]).
+STORE_ID_FILE = ".store_id"
+
+
+def store_identity(root: Path) -> str:
+    """The identity of the store at ``root`` (made, under a lock, by its first user)."""
+    path = Path(root) / STORE_ID_FILE
+    (Path(root) / "locks").mkdir(parents=True, exist_ok=True)
+    with FileLock(str(Path(root) / "locks" / "store_id.lock")):
+        if not path.is_file():
+            write_file_atomically(path, lambda tmp: Path(tmp).write_text(uuid.uuid4().hex + "\n"))
+    return path.read_text().strip()
 
 
 # --------------------------------------------------------------------------- keys

@@ -83,6 +83,18 @@ class PreflightHook:
             return
         if is_main_process():
             check_tracking(_tracking_uri(context))
+            from bert_kd.tracking.runs import create_experiment_once
+
+            # workers of a sweep starting at once on one server: kedro-mlflow would create the experiment in each
+            try:
+                experiment = context.config_loader["mlflow"]["tracking"]["experiment"]
+            except (KeyError, TypeError, ValueError):  # no conf/*/mlflow.yml: kedro-mlflow's defaults
+                experiment = {}
+            create_experiment_once(
+                _tracking_uri(context),
+                experiment.get("name") or context._package_name,
+                (experiment.get("create_experiment_kwargs") or {}).get("tags"),
+            )
 
 
 def apply_glue_dir_precedence(run_params, catalog) -> str | None:
