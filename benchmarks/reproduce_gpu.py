@@ -93,14 +93,15 @@ def write_tiny_glue(root: Path, n_train: int = 64, n_dev: int = 16) -> Path:
 
 
 def load_trials(results_dir: Path) -> list[dict]:
-    """The slice's trial records (``<results_dir>/**/<key>.json`` with a ``result``)."""
+    """The slice's timed trial records (``<results_dir>/**/<key>.json`` with a ``result`` and its ``seconds``)."""
     trials = []
     for path in sorted(Path(results_dir).rglob("*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(record, dict) and "result" in record and "spec" in record:
+        # a result adopted from another worker's results folder has no timing here (seconds: null)
+        if isinstance(record, dict) and "result" in record and "spec" in record and record.get("seconds") is not None:
             trials.append(record)
     return trials
 

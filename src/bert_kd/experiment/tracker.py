@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, runtime_checkable
 
+#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
+CHAMPION_ALIAS = "champion"
+
 
 @runtime_checkable
 class JobRun(Protocol):
@@ -83,6 +86,9 @@ class JobTracker(Protocol):
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         """An evaluation's metrics on the (finished) run of the evaluated model, without reopening it."""
 
+    def run_link(self, run_id: str | None) -> str | None:
+        """The UI link of run ``run_id`` (a model card's "MLflow run"); None when there is none."""
+
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
     ) -> None:
@@ -121,9 +127,11 @@ class JobTracker(Protocol):
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = CHAMPION_ALIAS,
     ) -> str | None:
-        """Register the student's LoggedModel as a new version of ``name`` aliased ``champion``;
-        the version number (None when nothing was registered)."""
+        """Register the student's LoggedModel as a new version of ``name`` with ``alias`` (``champion``
+        for a clear winner; a tied row's own ``tied-<row>``); the version number (None when nothing
+        was registered)."""
 
 
 class NoTracker:
@@ -148,6 +156,9 @@ class NoTracker:
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         pass
+
+    def run_link(self, run_id: str | None) -> str | None:
+        return None
 
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
@@ -186,14 +197,12 @@ class NoTracker:
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = None,
     ) -> str | None:
         return None
 
 
 NO_TRACKER = NoTracker()
-
-#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
-CHAMPION_ALIAS = "champion"
 
 
 def default_registered_name(task: str) -> str:
@@ -285,6 +294,9 @@ class KedroRunReporter(Protocol):
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """Tags on the run (a comparison's verdict, the registered model)."""
 
+    def head_note(self, line: str) -> None:
+        """``line`` at the head of the run's description (what was registered, above the table)."""
+
     def log_evaluation(self, evaluation: Mapping) -> None:
         """An evaluated model's flat metrics, ``evaluation.json`` and the ``evaluated_model`` tag."""
 
@@ -306,6 +318,9 @@ class NoKedroRun:
         pass
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        pass
+
+    def head_note(self, line: str) -> None:
         pass
 
     def log_evaluation(self, evaluation: Mapping) -> None:

@@ -43,6 +43,7 @@ from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
 from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.run_setup import teacher_seed
+from bert_kd.experiment.store import STORE_ROOT
 from bert_kd.experiment.tracker import tracker_for
 from bert_kd.experiment.training_jobs.student import with_explicit_weights
 from bert_kd.pipelines.common import build_run_settings
@@ -251,8 +252,23 @@ class TrialRunner:
         except (SweepTrialError, TypeError, ValueError) as error:  # e.g. "dev_predictions": 5
             return None, f"holds an unusable result ({error})"
 
+    def adopt_result(self, spec: TrialSpec, result: Mapping, made_in: str) -> Path | None:
+        """Write into this results folder a result another worker (``made_in``: its host and results
+        folder) trained and recorded in the shared study."""
+        return self.write_result(spec, result, 0.0, made_in=made_in)
+
+    @staticmethod
+    def model_store_id() -> str:
+        """The identity of this checkout's model store (``data/06_models/store/.store_id``, made on first use)."""
+        return jobs.store_identity(STORE_ROOT)
+
     def write_result(
-        self, spec: TrialSpec, result: Mapping, seconds: float, timings: Mapping | None = None
+        self,
+        spec: TrialSpec,
+        result: Mapping,
+        seconds: float,
+        made_in: str | None = None,
+        timings: Mapping | None = None,
     ) -> Path | None:
         path = self.result_path(spec)
         if path is None:
@@ -270,6 +286,8 @@ class TrialRunner:
             "numerics": numeric_path(),
             "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        if made_in is not None:  # trained by another worker; seconds, commit and command are not known here
+            record.update(seconds=None, commit=None, command=None, made_in=made_in)
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         return write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
@@ -331,7 +349,10 @@ class TrialRunner:
                 }
             )
         self.write_result(
-            spec, result, (_dt.datetime.now() - started).total_seconds(), {"compile": compiled, "phases": phases}
+            spec,
+            result,
+            (_dt.datetime.now() - started).total_seconds(),
+            timings={"compile": compiled, "phases": phases},
         )
         return result
 

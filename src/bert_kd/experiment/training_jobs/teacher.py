@@ -123,5 +123,7 @@ def _fine_tune(checkpoint_dir, *, fine_tune: FineTune, job, run) -> ModelBundle:
             "best_metrics": result.best_metrics,
             "history": result.history,
             "mlflow_run_id": run.run_id,
+            "dev_split": evaluation_split(tokenized),
+            "dev_examples": len(tokenized[evaluation_split(tokenized)]),
         },
     )

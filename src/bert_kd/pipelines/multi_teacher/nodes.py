@@ -36,8 +36,10 @@ from bert_kd.experiment.training_jobs.student import (
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
+    display_frame,
     majority_row,
     register_best_student,
+    sort_score,
     table_verdict,
     with_verdict,
 )
@@ -232,6 +234,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
         }
         for e in teacher_metrics
     ]
+    students = sorted(students, key=lambda e: -sort_score(e.get("score")))  # top score first
     for e in students:
         info = e["info"]
         rows.append(
@@ -264,9 +267,9 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     )
     body = (
         "## Table 2: by teachers\n\n"
-        + markdown_table(by_teachers)
+        + markdown_table(display_frame(by_teachers, metric))
         + "\n## Table 3: by strategy\n\n"
-        + markdown_table(by_strategy)
+        + markdown_table(display_frame(by_strategy, metric))
     )
     title = comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric)
     markdown = with_verdict(body, verdict, title)
