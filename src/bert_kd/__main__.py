@@ -9,11 +9,20 @@ from typing import Any
 from kedro.framework.cli.utils import find_run_command
 from kedro.framework.project import configure_project
 
+from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
+
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli])."""
+    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli]); ``bert-kd card`` / ``bert-kd push`` write a model
+    card and push a model to the Hugging Face hub ([`bert_kd.cli`][bert_kd.cli])."""
+    silence_known_warnings()
+    quiet_dataset_io()
     argv = list(args[0]) if args else sys.argv[1:]
+    if argv[:1] in (["card"], ["push"]):
+        from bert_kd.cli import cli
+
+        return cli.main(argv, prog_name="bert-kd", standalone_mode=not hasattr(sys, "ps1"))
     if argv[:1] == ["results"]:
         from bert_kd.analysis.cli import results
 

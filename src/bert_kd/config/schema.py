@@ -159,6 +159,7 @@ class Runtime(Strict):
     # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
     fused_optimizer: bool | Literal["auto"] = "auto"
     tf32: bool = True  # TF32 matmuls for fp32 work on CUDA; off: full fp32 matmuls
+    # "auto": compile (reduce-overhead) a GPU job past the recorded break-even, else off (core/training/compiled_step.py)
     compile: bool | Annotated[str, Field(min_length=1)] = (
         False  # torch.compile the trained model (opt-in): true = inductor, or a backend name
     )
@@ -195,7 +196,7 @@ class Tracking(Strict):
     gradient_share_batches: NonNegativeInt = 2  # batches measuring each loss term's gradient share (0 = off)
     registered_model: str | None = None  # name the best student is registered under; None = bert_kd-<task>-student
     register_best: bool = True  # register the best student of a comparison pipeline (not when all sit at the floor)
-    register_ties: bool = True  # a tie at the top registers its top scorer, tagged bert_kd.verdict=tie (false: none)
+    register_ties: bool = True  # a tie registers each tied job as tied-<row>, never champion (false: none)
 
     @field_validator("registered_model")
     @classmethod
@@ -352,6 +353,7 @@ class Reproduce(Strict):
     study_name: str | None = None
     heartbeat_interval: PositiveInt | None = None
     grace_period: PositiveInt | None = None
+    shared_store: bool = True  # a study on a server: this worker's model store must be the study's (docs/scaling.md)
     bootstrap: dict[str, Any] = {}
     output_dir: str | None = None
     results_only: bool = False  # tables from <results_dir>/<table> alone (in-memory study, nothing trains)

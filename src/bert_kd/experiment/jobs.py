@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 from filelock import FileLock
 
 from bert_kd.config.errors import TrainingDivergedError
-from bert_kd.core.files import MANIFEST, file_sha256, storage_errors, write_atomically
+from bert_kd.core.files import MANIFEST, file_sha256, storage_errors, write_atomically, write_file_atomically
 from bert_kd.core.training import distributed
 from bert_kd.core.training.seeding import seed_everything
 
@@ -94,6 +94,21 @@ def fault_point(name: str) -> None:
     _fault_counts[name] = _fault_counts.get(name, 0) + 1
     if _fault_counts[name] == int(nth or 1):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: A store's identity: a random id written once into the store folder, so two machines see the same id
+#: exactly when they share the folder (a sweep's workers must; [`store_identity`][bert_kd.experiment.jobs.store_identity]).
+STORE_ID_FILE = ".store_id"
+
+
+def store_identity(root: Path) -> str:
+    """The identity of the store at ``root`` (made, under a lock, by its first user)."""
+    path = Path(root) / STORE_ID_FILE
+    (Path(root) / "locks").mkdir(parents=True, exist_ok=True)
+    with FileLock(str(Path(root) / "locks" / "store_id.lock")):
+        if not path.is_file():
+            write_file_atomically(path, lambda tmp: Path(tmp).write_text(uuid.uuid4().hex + "\n"))
+    return path.read_text().strip()
 
 
 # --------------------------------------------------------------------------- keys
@@ -267,9 +282,15 @@ def _files_problem(directory: Path, files: Any) -> str | None:
     return _unlisted_problem(directory, files)
 
 
+#: A store entry's model card ([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]): written after the entry, derived
+#: from its files and rewritten when the model is registered, so it is the one file the manifest need not list.
+MODEL_CARD = "README.md"
+
+
 def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
     """Why ``directory`` holds more than its manifest lists: a symbolic link anywhere inside (a
-    stored result is plain files), or a file the manifest does not name (None when neither)."""
+    stored result is plain files), or a file the manifest does not name other than the entry's
+    model card [`MODEL_CARD`][bert_kd.experiment.jobs.MODEL_CARD] (None when neither)."""
     listed = {str(Path(name)) for name in files}
     for folder, subfolders, names in os.walk(directory):
         for name in sorted([*subfolders, *names]):
@@ -279,7 +300,7 @@ def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
                 return f"{path} is a symbolic link (to {os.readlink(path)}); a stored result holds plain files only"
             # A manifest.json at any depth is the entry's own record or that of a sub-result written
             # atomically inside it (TED's stage1/): file_entries leaves those out of the list as well.
-            if name in names and name != MANIFEST and relative not in listed:
+            if name in names and name != MANIFEST and relative != MODEL_CARD and relative not in listed:
                 return f"{path} is not listed in manifest.json (a file added after the entry was written)"
     return None
 

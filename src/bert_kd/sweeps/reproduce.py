@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import socket
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -114,16 +115,20 @@ def reproduce(
                 run_trial.results_dir,
             )
     stored = run_trial.stored_result if getattr(run_trial, "results_dir", None) else None
+    storage = reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db"
     failures: dict[str, str] = {}
     if results_only:
         if stored is None:
             raise ValueError("reproduce.results_only needs a results folder (reproduce.results_dir)")
         results = {t.key: r for t in sweep.trials() if (r := stored(t)) is not None}
     else:
+        # A study on a database server is shared by machines: each worker's results folder adopts the trials
+        # the others trained, and its model store must be the one they share (a SQLite study is one machine's).
+        on_server = not str(storage).startswith("sqlite")
         results = run_sweep(
             sweep,
             run_trial,
-            reproduce_params.get("storage") or "sqlite:///data/09_sweeps/optuna.db",
+            storage,
             study_name=reproduce_params.get("study_name"),
             **{
                 name: None if reproduce_params[name] is None else int(reproduce_params[name])
@@ -133,6 +138,13 @@ def reproduce(
             identity=getattr(run_trial, "content_key", None),
             stored=stored,
             failures=failures,
+            origin=f"{socket.gethostname()}:{Path(run_trial.results_dir).resolve()}" if stored and on_server else None,
+            adopt=getattr(run_trial, "adopt_result", None),
+            store_id=(
+                run_trial.model_store_id()
+                if on_server and hasattr(run_trial, "model_store_id") and reproduce_params.get("shared_store", True)
+                else None
+            ),
         )
     missing = [t.key for t in sweep.trials() if t.key not in results]
     bootstrap = dict(reproduce_params.get("bootstrap") or {})

@@ -42,7 +42,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from bert_kd.config.errors import UserError
+from bert_kd.config.errors import TrackingUnreachableError, UserError
 from bert_kd.sweeps.spec import SweepSpec, TrialSpec
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,16 @@ RESULT_ATTR = "result"
 KEY_ATTR = "key"
 IDENTITY_ATTR = "identity"  # the content key the result was made under
 OWNER_ATTR = "owner"  # {"host", "pid", "started"}: the process running the trial
+ORIGIN_ATTR = "results_folder"  # "<host>:<folder>": the results folder of the worker that trained the trial
+STORE_ATTR = "model_store"  # the identity of the model store the study's first worker used
 RunTrial = Callable[[TrialSpec], Mapping[str, Any]]
 Identity = Callable[[TrialSpec], str]
 Stored = Callable[[TrialSpec], "dict | None"]
+Adopt = Callable[[TrialSpec, dict, str], None]
+
+
+#: Errors that stop the worker at the trial that raised them: a service gone (the MLflow server), not the trial.
+STOPS_THE_WORKER = (TrackingUnreachableError,)
 
 
 class SweepTrialError(ValueError):
@@ -150,16 +157,53 @@ def make_storage(
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        storage = RDBStorage(
-            url,
-            engine_kwargs=engine_kwargs,
-            heartbeat_interval=heartbeat_interval,
-            grace_period=grace_period,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
-        )
+        try:
+            storage = RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+            )
+        except Exception as error:
+            raise storage_error(url, error) from error
     if url.startswith("sqlite"):
         _serialise_sqlite_transactions(storage.engine)
     return storage
+
+
+def storage_error(url: str, error: Exception) -> Exception:
+    """What opening the sweep storage ``url`` raised, as one [`UserError`][bert_kd.config.errors.UserError] block (the URL without
+    its password, the fix) when it is a missing driver or a database that refuses or does not answer;
+    any other error as it is."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        shown = url.split("@")[-1]
+    where = f"reproduce.storage = {shown}"
+    text = " ".join(str(getattr(error, "orig", None) or error).split())
+    if isinstance(error, ImportError) or "DB access module" in text:
+        missing = getattr(error, "name", None) or getattr(error.__cause__, "name", None) or "the database driver"
+        return UserError(
+            f"the Optuna storage's database driver is not installed ({missing})",
+            where,
+            'install it: pip install -e ".[postgres]" (psycopg, for postgresql+psycopg:// URLs)',
+        )
+    if isinstance(error, OperationalError):
+        if "password authentication failed" in text or "no password supplied" in text:
+            fix = "give the right password in the URL (postgresql+psycopg://user:password@host:port/db) or in ~/.pgpass"
+        elif "does not exist" in text:
+            fix = "create the database and user (scripts/start_postgres.sh does for a local server) or fix the URL"
+        else:
+            fix = (
+                "start the database server (scripts/start_postgres.sh starts a local one) or fix the host and port "
+                "in the URL; every worker must reach it"
+            )
+        return UserError(f"the Optuna storage cannot be opened: {text[:300]}", where, fix)
+    return error
 
 
 def _serialise_sqlite_transactions(engine) -> None:
@@ -182,6 +226,30 @@ def _serialise_sqlite_transactions(engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     engine.dispose()  # connections opened while Optuna created its tables predate the listeners
+
+
+class UnsharedModelStore(UserError):
+    """A worker's model store is not the one the study's other workers use."""
+
+    kind = "model store not shared"
+
+
+def check_model_store(study: optuna.Study, store_id: str) -> None:
+    """Record the model store's identity in a study that has none (its first worker); raise
+    [`UnsharedModelStore`][bert_kd.sweeps.scheduler.UnsharedModelStore] when the study already names another one: this machine does not
+    see the shared store, and would train again every teacher the cluster has trained."""
+    recorded = study.user_attrs.get(STORE_ATTR)
+    if recorded is None:
+        study.set_user_attr(STORE_ATTR, store_id)
+    elif recorded != store_id:
+        raise UnsharedModelStore(
+            f"this worker's model store is {store_id}, but the study's workers use {recorded}: this machine does "
+            "not see the shared store, and would train every teacher again",
+            f"Optuna study {study.study_name}",
+            f"mount the shared model store (the folder whose .store_id holds {recorded}) at data/06_models/store "
+            "on this machine (docs/scaling.md); or train this machine's own models knowingly: "
+            "--params reproduce.shared_store=false",
+        )
 
 
 def study_name_for(sweep: SweepSpec) -> str:
@@ -211,8 +279,16 @@ class _Ledger:
     """Which trials of this run are finished, judged by identity: the results folder first
     (``stored``), the study second (a COMPLETE trial recorded under the same identity)."""
 
-    def __init__(self, specs: Mapping[str, TrialSpec], identity: Identity, stored: Stored | None):
+    def __init__(
+        self,
+        specs: Mapping[str, TrialSpec],
+        identity: Identity,
+        stored: Stored | None,
+        origin: str | None = None,
+        adopt: Adopt | None = None,
+    ):
         self.specs, self.identity_of, self.stored = specs, identity, stored
+        self.origin, self.adopt = origin, adopt  # this worker's results folder; how to copy a result into it
 
     def identity(self, key: str) -> str:
         return self.identity_of(self.specs[key])
@@ -222,13 +298,16 @@ class _Ledger:
 
     def results(self, study: optuna.Study, keys: Sequence[str]) -> dict[str, dict]:
         done: dict[str, dict] = {}
-        if self.stored is not None:  # the folder decides: no valid file = not finished
+        if self.stored is not None:  # the folder decides: no valid file = not finished ...
             for key in keys:
                 result = self.stored(self.specs[key])
                 if result is not None:
                     done[key] = dict(result)
-            return done
-        wanted = {key: self.identity(key) for key in keys}
+            if self.origin is None or len(done) == len(keys):
+                return done
+        # ... except for a trial trained by a worker with another results folder (another checkout or
+        # machine): its result is taken from the study and copied into this folder
+        wanted = {key: self.identity(key) for key in keys if key not in done}
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             key = t.user_attrs.get(KEY_ATTR)
             if (
@@ -237,7 +316,12 @@ class _Ledger:
                 and RESULT_ATTR in t.user_attrs
                 and t.user_attrs.get(IDENTITY_ATTR) == wanted[key]
             ):
+                made_in = t.user_attrs.get(ORIGIN_ATTR)
+                if self.stored is not None and made_in in (None, self.origin):
+                    continue  # made here and its file is gone (deleted): recomputed
                 done[key] = _unpack(t.user_attrs[RESULT_ATTR])
+                if self.stored is not None and self.adopt is not None:
+                    self.adopt(self.specs[key], done[key], made_in)
         return done
 
     def report_stale(self, study: optuna.Study, name: str) -> None:
@@ -468,6 +552,7 @@ def _objective(
     claims: TrialClaims,
     ledger: _Ledger,
     failures: dict[str, str],
+    stopped: list[Exception],
 ):
     def objective(trial: optuna.Trial) -> float:
         key = trial.suggest_categorical(GRID_PARAM, list(universe))
@@ -493,8 +578,13 @@ def _objective(
             result = check_result(run_trial(spec), spec)
         except Exception as error:
             failures[key] = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+            if isinstance(error, STOPS_THE_WORKER):  # every later trial would fail the same way
+                stopped.append(error)
+                trial.study.stop()
             raise
         trial.set_user_attr(IDENTITY_ATTR, ledger.identity(key))  # the same, unless the GLUE files were just fetched
+        if ledger.origin is not None:
+            trial.set_user_attr(ORIGIN_ATTR, ledger.origin)
         trial.set_user_attr(RESULT_ATTR, _pack(result))
         return _value(result, key, selection)
 
@@ -513,6 +603,9 @@ def run_sweep(
     identity: Identity | None = None,
     stored: Stored | None = None,
     failures: dict[str, str] | None = None,
+    origin: str | None = None,
+    adopt: Adopt | None = None,
+    store_id: str | None = None,
 ) -> dict[str, dict]:
     """Run (this worker's share of) ``sweep`` and return ``{trial key: result}`` for every
     finished trial of the sweep, whoever ran it.
@@ -524,6 +617,10 @@ def run_sweep(
     folder's verified result or ``None`` — when given, a trial is finished exactly when it has one.
     ``failures``: filled with ``{trial key: first line of its error}`` for every trial that raised in this
     call and has no result at its end (one that failed and then succeeded on a retry is not there).
+    ``origin``: this worker's results folder (``host:path``), recorded with each trial it trains; a trial
+    the study has from another origin counts as finished and ``adopt(spec, result, origin)`` copies it
+    into this worker's folder. ``store_id``: the identity of this worker's model store, checked against the
+    study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
     """
     specs = {t.key: t for t in sweep.trials()}
     keys = sorted(specs)
@@ -534,12 +631,15 @@ def run_sweep(
     study = optuna.create_study(
         study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
     )
+    if store_id is not None:
+        check_model_store(study, store_id)
     key_of = _KeyOf(sampler, keys)
-    ledger = _Ledger(specs, identity or spec_identity, stored)
+    ledger = _Ledger(specs, identity or spec_identity, stored, origin, adopt)
     ledger.report_stale(study, name)
     raised: dict[str, str] = {}
+    stopped: list[Exception] = []
     objective = _objective(
-        specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger, raised
+        specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger, raised, stopped
     )
     catch = (Exception,) if catch_errors else ()
     requeued: dict[str, int] = {}
@@ -560,6 +660,8 @@ def run_sweep(
             study.enqueue_trial({GRID_PARAM: key}, skip_if_exists=False)
             requeued[key] = requeued.get(key, 0) + 1
         study.optimize(objective, n_trials=None, catch=catch, gc_after_trial=False)
+        if stopped:
+            raise stopped[0]
     results = ledger.results(study, keys)
     if failures is not None:
         failures.update({key: message for key, message in raised.items() if key not in results})

@@ -36,11 +36,14 @@ from bert_kd.core.files import write_file_atomically
 from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, init_key_material
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
+from bert_kd.core.training.compiled_step import CompileCounts
 from bert_kd.core.training.config import numeric_path
+from bert_kd.core.training.loop import phase_seconds
 from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
 from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.run_setup import teacher_seed
+from bert_kd.experiment.store import STORE_ROOT
 from bert_kd.experiment.tracker import tracker_for
 from bert_kd.experiment.training_jobs.student import with_explicit_weights
 from bert_kd.pipelines.common import build_run_settings
@@ -249,11 +252,29 @@ class TrialRunner:
         except (SweepTrialError, TypeError, ValueError) as error:  # e.g. "dev_predictions": 5
             return None, f"holds an unusable result ({error})"
 
-    def write_result(self, spec: TrialSpec, result: Mapping, seconds: float) -> Path | None:
+    def adopt_result(self, spec: TrialSpec, result: Mapping, made_in: str) -> Path | None:
+        """Write into this results folder a result another worker (``made_in``: its host and results
+        folder) trained and recorded in the shared study."""
+        return self.write_result(spec, result, 0.0, made_in=made_in)
+
+    @staticmethod
+    def model_store_id() -> str:
+        """The identity of this checkout's model store (``data/06_models/store/.store_id``, made on first use)."""
+        return jobs.store_identity(STORE_ROOT)
+
+    def write_result(
+        self,
+        spec: TrialSpec,
+        result: Mapping,
+        seconds: float,
+        made_in: str | None = None,
+        timings: Mapping | None = None,
+    ) -> Path | None:
         path = self.result_path(spec)
         if path is None:
             return None
         record = {
+            **dict(timings or {}),  # "compile" (graphs, recompiles, seconds) and "phases" (wall seconds)
             "key": path.stem,
             "trial": spec.key,
             "spec": self.key_material(spec),
@@ -265,6 +286,8 @@ class TrialRunner:
             "numerics": numeric_path(),
             "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        if made_in is not None:  # trained by another worker; seconds, commit and command are not known here
+            record.update(seconds=None, commit=None, command=None, made_in=made_in)
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         return write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
@@ -295,6 +318,7 @@ class TrialRunner:
         if self._fetch_missing_source(spec) and (stored := self.stored_result(spec)) is not None:
             return {**stored, "from_results_dir": True}  # the downloaded files named a key that has a result
         started = _dt.datetime.now()
+        compiled_before, phases_before = CompileCounts.now(), phase_seconds()
         tracking = self.params.get("tracking") or {}
         key = self.content_key(spec)
         with tracker_for(tracking).start_job(
@@ -313,8 +337,23 @@ class TrialRunner:
             )
             result = self.train_and_evaluate(spec)
             result["run_id"] = run.run_id
-            run.log_metrics({k: v for k, v in result.items() if k.endswith("_metric") and v is not None})
-        self.write_result(spec, result, (_dt.datetime.now() - started).total_seconds())
+            # what the trial's fits compiled (a later trial of the same shapes in this worker: nothing) and
+            # where their wall time went: engineering figures, kept out of the result and its checks
+            compiled = CompileCounts.now().since(compiled_before).as_metrics(prefix="")
+            phases = {f"{k}_s": round(v - phases_before[k], 2) for k, v in phase_seconds().items()}
+            run.log_metrics(
+                {
+                    **{k: v for k, v in result.items() if k.endswith("_metric") and v is not None},
+                    **{f"compile/{k}": v for k, v in compiled.items()},
+                    **{f"time/{k}": v for k, v in phases.items()},
+                }
+            )
+        self.write_result(
+            spec,
+            result,
+            (_dt.datetime.now() - started).total_seconds(),
+            timings={"compile": compiled, "phases": phases},
+        )
         return result
 
     def _fetch_missing_source(self, spec: TrialSpec) -> bool:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from bert_kd.config.errors import TrackingUnreachableError
 from bert_kd.config.schema import Block, Tracking, typed
 from bert_kd.experiment.provenance import environment_info
 from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
@@ -182,12 +184,51 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
     import mlflow
 
     nested = mlflow.active_run() is not None
-    with mlflow.start_run(run_name=name, nested=nested) as run:
-        logger = RunLogger(True)
-        logger.run_id = run.info.run_id
-        logger.set_tags({**environment_info(), **owner_tags(), **(tags or {})})
-        logger.log_params({"num_processes": num_processes()})
-        yield logger
+    try:
+        with mlflow.start_run(run_name=name, nested=nested) as run:
+            logger = RunLogger(True)
+            logger.run_id = run.info.run_id
+            logger.set_tags({**environment_info(), **owner_tags(), **(tags or {})})
+            logger.log_params({"num_processes": num_processes()})
+            yield logger
+    except Exception as error:
+        down = server_down_error(mlflow.get_tracking_uri(), error)
+        if down is None:
+            raise
+        raise down from error
+
+
+def create_experiment_once(uri: str, name: str, tags: Mapping[str, str] | None = None) -> None:
+    """Create the experiment ``name`` unless it exists; losing the race to another process creating it at
+    the same moment (the workers of a sweep) is fine."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri=uri)
+    if client.get_experiment_by_name(name) is not None:
+        return
+    try:
+        client.create_experiment(name, tags=dict(tags or {}))
+    except MlflowException as error:
+        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+
+
+def server_down_error(uri: str, error: Exception) -> TrackingUnreachableError | None:
+    """A [`TrackingUnreachableError`][bert_kd.config.errors.TrackingUnreachableError] block when ``error`` came while the tracking server ``uri``
+    does not answer (it went down mid-run, after MLflow's own retries); None otherwise."""
+    if isinstance(error, TrackingUnreachableError):
+        return None
+    problem = tracking_server_problem(uri)
+    if problem is None:
+        return None
+    shown = re.sub(r"//[^/@]*@", "//***@", uri)  # no credentials in the message
+    return TrackingUnreachableError(
+        f"the MLflow tracking server {shown} stopped answering during the run ({problem})",
+        "MLFLOW_TRACKING_URI",
+        "start the server again and run the same command: finished jobs and trials are reused and the one "
+        "cut off resumes from its checkpoint",
+    )
 
 
 def tracking_enabled(tracking: Block[Tracking] | None) -> bool:

@@ -21,12 +21,14 @@ def cuda_with_bf16(monkeypatch, bf16: bool = True) -> None:
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
 
 
-def test_auto_is_bf16_on_a_cuda_device_with_bf16_and_fp32_elsewhere(monkeypatch):
+def test_auto_is_the_recorded_fastest_on_a_cuda_device_with_bf16_and_fp32_elsewhere(monkeypatch):
+    """On the recorded GPU an eager step ran fastest in fp32 with TF32, a compiled one in bf16."""
     assert resolve_precision("auto", "cpu") == "no"
     for explicit in ("no", "bf16", "fp16"):
         assert resolve_precision(explicit, "cpu") == explicit
     cuda_with_bf16(monkeypatch)
-    assert resolve_precision("auto", "cuda") == "bf16" and resolve_precision("auto", torch.device("cuda", 0)) == "bf16"
+    assert resolve_precision("auto", "cuda") == "no" and resolve_precision("auto", torch.device("cuda", 0)) == "no"
+    assert resolve_precision("auto", "cuda", compiled=True) == "bf16"
     assert resolve_precision("auto", "cpu") == "no"
     cuda_with_bf16(monkeypatch, bf16=False)
     assert resolve_precision("auto", "cuda") == "no"
@@ -57,14 +59,16 @@ def test_cpu_keys_of_the_new_defaults_equal_the_old_fp32_keys():
 def test_the_gpu_numeric_path_enters_keys(monkeypatch):
     cuda_with_bf16(monkeypatch)
     settings = vars(TrainingConfig.from_dict({}))
-    assert numeric_key_material(settings) == {"mixed_precision": "bf16"}
+    assert numeric_key_material(settings) == {"mixed_precision": "no", "tf32": True}  # eager: TF32 recorded fastest
+    assert numeric_key_material({**settings, "compile": "reduce-overhead"})["mixed_precision"] == "bf16"
     fp32 = vars(TrainingConfig.from_dict({"mixed_precision": "no"}))
     assert numeric_key_material(fp32) == {"mixed_precision": "no", "tf32": True}
     assert numeric_key_material({**fp32, "tf32": False}) == {"mixed_precision": "no"}
     assert numeric_key_material({**fp32, "cpu": True}) == {"mixed_precision": "no"}  # runtime.cpu: no TF32
     assert jobs.training_spec({**settings, "compile": True})["compile"] == "inductor"
     assert jobs.training_spec({**settings, "compile": "aot_eager"})["compile"] == "aot_eager"
-    assert trial_precision_material({"mixed_precision": "auto"})["mixed_precision"] == "bf16"
+    assert trial_precision_material({"mixed_precision": "auto"})["mixed_precision"] == "no"
+    assert trial_precision_material({"mixed_precision": "auto", "compile": True})["mixed_precision"] == "bf16"
 
 
 def test_a_cpu_fit_leaves_the_tf32_flags_alone(tiny_teacher_dir, monkeypatch):

@@ -10,7 +10,7 @@ from typing import Mapping
 import torch
 
 from bert_kd.config.schema import DEFAULT_SEED, MAX_SEED, Runtime, Training, typed
-from bert_kd.core.training.precision import resolve_precision, training_device
+from bert_kd.core.training.precision import compiles_on, resolve_precision, training_device
 
 
 def _schema_default(block: type[Training] | type[Runtime], name: str):
@@ -121,13 +121,25 @@ def _check_run_settings(seed, select_metric, greater_is_better, checkpoint_dir) 
         raise ValueError(f"training.checkpoint_dir must be a path or null, got {checkpoint_dir!r}")
 
 
-def make_optimizer(objective, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(
+    objective, config: TrainingConfig, device: torch.device, tensor_lr: bool = False
+) -> torch.optim.AdamW:
     """AdamW over the objective's parameter groups; on CPU and CUDA (``fused_optimizer: auto``)
     PyTorch's fused kernel (one launch for all parameters on a GPU): on CPU the per-tensor loop spent a quarter of a 2-layer student's CPU step updating
     the 11.7M-entry word embedding. Fused and per-tensor AdamW agree to float rounding (≈ 1e-7),
-    not bit for bit, so the setting is an engineering one (not part of job keys)."""
+    not bit for bit, so the setting is an engineering one (not part of job keys). ``tensor_lr`` (a
+    compiled update, [`bert_kd.core.training.compiled_step`][bert_kd.core.training.compiled_step]): the learning rates are tensors, which the
+    schedule fills in place, so the compiled update reads them as inputs instead of compiling again for
+    every new value; and the AdamW is PyTorch's traceable one (on a GPU its multi-tensor form, ``capturable``
+    for CUDA graphs), not the fused kernel, which TorchDynamo leaves out of the graph."""
+    groups = objective.parameter_groups(config)
+    if tensor_lr:
+        cuda = device.type == "cuda"
+        groups = [{**g, "lr": torch.tensor(float(g["lr"]), device=device)} if "lr" in g else g for g in groups]
+        lr = torch.tensor(float(config.learning_rate), device=device)
+        return torch.optim.AdamW(groups, lr=lr, foreach=cuda, capturable=cuda)
     fused = device.type in ("cpu", "cuda") if config.fused_optimizer == "auto" else bool(config.fused_optimizer)
-    return torch.optim.AdamW(objective.parameter_groups(config), lr=config.learning_rate, fused=fused or None)
+    return torch.optim.AdamW(groups, lr=config.learning_rate, fused=fused or None)
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
@@ -177,8 +189,10 @@ def precision_problem(requested: str, cpu: bool = False) -> str | None:
     return None
 
 
-def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
-    """Accelerate's ``mixed_precision`` for ``value`` on the device a run with ``runtime.cpu = cpu``
-    trains on ([`bert_kd.core.training.precision.resolve_precision`][bert_kd.core.training.precision.resolve_precision]: "auto" is bf16 on a CUDA device
-    with bf16, "no" (fp32) elsewhere, CPUs included); other values pass through."""
-    return resolve_precision(value, training_device(cpu))
+def resolve_mixed_precision(value: str, cpu: bool = False, compile=False) -> str:
+    """Accelerate's ``mixed_precision`` for ``value`` on the device a run with ``runtime.cpu = cpu`` and
+    ``runtime.compile = compile`` trains on ([`bert_kd.core.training.precision.resolve_precision`][bert_kd.core.training.precision.resolve_precision]:
+    "auto" is the recorded fastest on a CUDA device with bf16, "no" (fp32) elsewhere, CPUs included);
+    other values pass through."""
+    device = training_device(cpu)
+    return resolve_precision(value, device, compiles_on(compile, device))

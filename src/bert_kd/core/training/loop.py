@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -20,6 +21,13 @@ from tqdm.auto import tqdm
 from bert_kd.config.errors import ParameterError, TrainingDivergedError, learning_rate_parameters
 from bert_kd.core.training.batching import Collator, make_loader, sequence_lengths, use_device_loading
 from bert_kd.core.training.checkpoints import allow_new_precision, load_checkpoint, release, save_checkpoint
+from bert_kd.core.training.compiled_step import (
+    CompileCounts,
+    compiled_update,
+    remember_compiled,
+    resolve_compile,
+    run_signature,
+)
 from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
 from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
@@ -50,6 +58,32 @@ class FitResult:
     padded_per_real_token: float = float("nan")  # of the training batches this process saw
     num_processes: int = 1
     mixed_precision: str = "no"  # what "auto" resolved to
+    compile: bool | str = False  # what the run compiled with ("auto" resolved)
+    compile_counts: dict = field(default_factory=dict)  # compile/graphs, compile/recompiles, compile/seconds
+
+
+#: Wall seconds this process's fits spent per phase (``data``: waiting for training batches, ``train``: the
+#: steps, compilation included, ``eval``: the per-epoch evaluation, ``checkpoint``: writing checkpoints), summed
+#: over every fit so far: a sweep worker records the difference over a trial ([`phase_seconds`][bert_kd.core.training.loop.phase_seconds]).
+_PHASE_SECONDS: dict[str, float] = {"data": 0.0, "train": 0.0, "eval": 0.0, "checkpoint": 0.0}
+
+
+def phase_seconds() -> dict[str, float]:
+    """This process's fits' wall seconds per phase so far (a copy of `_PHASE_SECONDS`)."""
+    return dict(_PHASE_SECONDS)
+
+
+class _timed:
+    """Add the wall seconds of a ``with`` block to one phase of `_PHASE_SECONDS`."""
+
+    def __init__(self, phase: str):
+        self.phase = phase
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        _PHASE_SECONDS[self.phase] += time.perf_counter() - self.start
 
 
 def module_device(module: torch.nn.Module) -> torch.device | None:
@@ -91,7 +125,7 @@ def make_accelerator(config: TrainingConfig) -> tuple[Any, str]:
     problem = precision_problem(config.mixed_precision, cpu=config.cpu)
     if problem is not None:  # the parameter hook refuses it before keying; a direct caller here
         raise ParameterError([("runtime.mixed_precision", problem)])
-    mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=cpu)
+    mixed_precision = resolve_mixed_precision(config.mixed_precision, cpu=cpu, compile=config.compile)
     allow_new_precision(mixed_precision)
     accelerator = Accelerator(
         mixed_precision=mixed_precision,
@@ -204,8 +238,14 @@ class _Run:
         total_steps: int,
         log_fn: LogFn | None,
         description: str,
+        compile_setting: bool | str = False,
     ):
         self.accelerator, self.objective, self.optimizer, self.scheduler = accelerator, objective, optimizer, scheduler
+        self.compile_setting = compile_setting
+        # the compiled parameter update (clip + AdamW), without a loss scaler (fp16) only: the scaler's
+        # unscale-and-skip logic stays Accelerate's
+        self.update = compiled_update(compile_setting) if accelerator.scaler is None else None
+        self.trained_parameters = [p for p in objective.parameters() if p.requires_grad]
         self.raw = accelerator.unwrap_model(objective)
         self.config, self.total_steps, self.log_fn, self.description = config, total_steps, log_fn, description
         self.state = {
@@ -240,7 +280,8 @@ class _Run:
     def checkpoint(self) -> None:
         """Save the resumable state (with ``checkpoint_dir`` only)."""
         if self.checkpoint_path is not None:
-            save_checkpoint(self.accelerator, self.checkpoint_path, self.state, self.best_state)
+            with _timed("checkpoint"):
+                save_checkpoint(self.accelerator, self.checkpoint_path, self.state, self.best_state)
 
     def train_epoch(self, loader, n_epochs: int) -> None:
         """Tell the objective its epoch (logging what it returns), then train on the batches of
@@ -250,12 +291,18 @@ class _Run:
         if epoch_metrics and self.log_fn:
             self.log_fn({f"train/{k}": v for k, v in epoch_metrics.items()}, self.state["global_step"])
         skip = self.state["step_in_epoch"] * self.config.gradient_accumulation_steps
-        for batch in self.accelerator.skip_first_batches(loader, skip) if skip else loader:
+        batches = iter(self.accelerator.skip_first_batches(loader, skip) if skip else loader)
+        while True:
+            with _timed("data"):
+                batch = next(batches, None)
+            if batch is None:
+                break
             mask = batch.get("attention_mask")
             if mask is not None:
                 self.padded_tokens += mask.numel()
                 self.real_tokens = self.real_tokens + mask.sum()
-            self.losses.add(self.train_on(batch))
+            with _timed("train"):
+                self.losses.add(self.train_on(batch))
             if not self.accelerator.sync_gradients:
                 continue
             self.after_optimizer_step()
@@ -266,14 +313,17 @@ class _Run:
         """Forward and backward of one (micro-)batch; clip, step the optimizer and the schedule
         when gradients sync (the last batch of an accumulation round). Returns the loss terms."""
         accelerator, config = self.accelerator, self.config
-        if uses_cuda_graphs(config.compile):  # a new step: the last step's graph outputs may be overwritten
+        if uses_cuda_graphs(self.compile_setting):  # a new step: the last step's graph outputs may be overwritten
             torch.compiler.cudagraph_mark_step_begin()
         with accelerator.accumulate(self.objective):
             terms = self.objective(batch)  # the prepared module: DDP synchronises gradients
             accelerator.backward(terms["loss"])
-            if accelerator.sync_gradients and config.max_grad_norm:
-                accelerator.clip_grad_norm_(self.objective.parameters(), config.max_grad_norm)
-            self.optimizer.step()
+            if self.update is not None and accelerator.sync_gradients:  # clip and step in one compiled region
+                self.update(self.optimizer.optimizer, self.trained_parameters, float(config.max_grad_norm or 0.0))
+            else:
+                if accelerator.sync_gradients and config.max_grad_norm:
+                    accelerator.clip_grad_norm_(self.objective.parameters(), config.max_grad_norm)
+                self.optimizer.step()
             if accelerator.sync_gradients and not self.optimizer.step_was_skipped:
                 self.scheduler.step()
             self.optimizer.zero_grad()
@@ -299,7 +349,7 @@ class _Run:
                     state["first_loss"],
                     (first_step, state["global_step"]),
                 )
-            averaged["train/lr"] = self.scheduler.get_last_lr()[0]
+            averaged["train/lr"] = float(self.scheduler.get_last_lr()[0])  # a tensor under a compiled update
             self.progress.set_postfix(loss=f"{averaged['train/loss']:.4f}")
             if self.log_fn:
                 self.log_fn(averaged, state["global_step"])
@@ -314,8 +364,9 @@ class _Run:
         state["step_in_epoch"] = 0
         record = {"epoch": state["epoch"], "global_step": state["global_step"]}
         if eval_loader is not None and evaluate_fn is not None:
-            preds, labels = predict_logits(self.raw, eval_loader, accelerator=self.accelerator)
-            metrics = evaluate_fn(preds, labels)
+            with _timed("eval"):
+                preds, labels = predict_logits(self.raw, eval_loader, accelerator=self.accelerator)
+                metrics = evaluate_fn(preds, labels)
             record.update(metrics)
             if self.log_fn:
                 self.log_fn({f"eval/{k}": v for k, v in metrics.items()}, state["global_step"])
@@ -344,7 +395,7 @@ class _Run:
             shutil.rmtree(self.checkpoint_path, ignore_errors=True)
         release(self.accelerator)
 
-    def finish(self, mixed_precision: str) -> FitResult:
+    def finish(self, mixed_precision: str, compile_counts: CompileCounts | None = None) -> FitResult:
         """Log the padding share, remove a finished run's checkpoint (unless kept), restore the
         best state and release the accelerator's references."""
         state, accelerator = self.state, self.accelerator
@@ -352,6 +403,8 @@ class _Run:
         padding = self.padded_tokens / max(int(self.real_tokens), 1) if self.padded_tokens else float("nan")
         if self.log_fn and self.padded_tokens:
             self.log_fn({"train/padded_per_real_token": padding}, state["global_step"])
+        if self.log_fn and compile_counts is not None:  # what this run compiled (0 graphs: reused)
+            self.log_fn(compile_counts.as_metrics(), state["global_step"])
         if self.checkpoint_path is not None and not self.config.keep_checkpoint and accelerator.is_main_process:
             shutil.rmtree(self.checkpoint_path, ignore_errors=True)  # finished: the result is saved by the caller
         if self.best_state is not None:
@@ -367,6 +420,8 @@ class _Run:
             padded_per_real_token=padding,
             num_processes=accelerator.num_processes,
             mixed_precision=mixed_precision,
+            compile=self.compile_setting,
+            compile_counts=compile_counts.as_metrics() if compile_counts is not None else {},
         )
 
 
@@ -393,8 +448,6 @@ def fit(
         raise ValueError(f"{description}: the training set is empty")
     seed_everything(config.seed)
     collator = collator or Collator()
-    if uses_cuda_graphs(config.compile) and collator.pad_to_multiple_of is None:  # a few shapes, a few graphs
-        collator = collator.padded_to_multiple(CUDA_GRAPH_PAD_MULTIPLE)
     accelerator, mixed_precision = make_accelerator(config)
     if accelerator.device.type == "cuda":  # CPU runs leave the flags alone: setting them moved CPU float rounding
         set_tf32(uses_tf32(config.tf32, mixed_precision, accelerator.device))
@@ -413,12 +466,18 @@ def fit(
         )
 
     total_steps, n_epochs = plan_steps(len(train_loader(config.seed)), accelerator.num_processes, config)
-    optimizer = make_optimizer(objective, config, accelerator.device)
+    signature = run_signature(objective.model, config.batch_size, config.compile, mixed_precision)
+    compile_setting = resolve_compile(config.compile, accelerator.device, total_steps, signature)
+    if uses_cuda_graphs(compile_setting) and collator.pad_to_multiple_of is None:  # a few shapes, a few graphs
+        collator = collator.padded_to_multiple(CUDA_GRAPH_PAD_MULTIPLE)  # train_loader reads it from here on
+    optimizer = make_optimizer(objective, config, accelerator.device, tensor_lr=bool(compile_setting))
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
-    run = _Run(accelerator, objective, optimizer, scheduler, config, total_steps, log_fn, description)
+    run = _Run(accelerator, objective, optimizer, scheduler, config, total_steps, log_fn, description, compile_setting)
     if config.teacher_mixed_precision != "same":
-        run.raw.frozen_precision = resolve_mixed_precision(config.teacher_mixed_precision, cpu=config.cpu)
+        run.raw.frozen_precision = resolve_mixed_precision(
+            config.teacher_mixed_precision, cpu=config.cpu, compile=config.compile
+        )
     eval_loader = (  # longest first: metrics need predictions aligned with labels only, not dataset order
         accelerator.prepare(
             use_device_loading(
@@ -438,8 +497,9 @@ def fit(
     run.begin()
     # With max_steps the step budget alone ends the run: a run stopped at max_steps mid-epoch
     # counts that epoch as done, so a resume with a larger max_steps needs more epochs than n_epochs.
+    compiled_before = CompileCounts.now() if compile_setting else None
     try:
-        with compiled_for_the_run([run.raw.model, *getattr(run.raw, "teachers", ())], config.compile):
+        with compiled_for_the_run([run.raw.model, *getattr(run.raw, "teachers", ())], compile_setting):
             while run.state["global_step"] < total_steps and (config.max_steps or run.state["epoch"] < n_epochs):
                 run.train_epoch(
                     accelerator.prepare(
@@ -451,7 +511,10 @@ def fit(
     except TrainingDivergedError:
         run.abandon()
         raise
-    return run.finish(mixed_precision)
+    if compiled_before is None:
+        return run.finish(mixed_precision)
+    remember_compiled(signature)  # compile: auto reuses this process's graphs for a run of the same signature
+    return run.finish(mixed_precision, CompileCounts.now().since(compiled_before))
 
 
 def config_fingerprint(*parts) -> str:

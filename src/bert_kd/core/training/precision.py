@@ -20,17 +20,21 @@ def training_device(cpu: bool = False) -> str:
     return "cuda" if not cpu and torch.cuda.is_available() else "cpu"
 
 
-def resolve_precision(requested: str, device: str | torch.device) -> str:
-    """Accelerate's ``mixed_precision`` for ``requested`` on ``device``: ``auto`` is ``bf16`` on a CUDA
-    device that computes bf16 and ``no`` (fp32) elsewhere, CPUs included (bf16 on a CPU trained
-    slower than fp32 here); ``no``, ``bf16`` and ``fp16`` pass through."""
+def resolve_precision(requested: str, device: str | torch.device, compiled: bool = False) -> str:
+    """Accelerate's ``mixed_precision`` for ``requested`` on ``device``: ``auto`` on a CUDA device that
+    computes bf16 is the fastest precision recorded for an eager or a ``compiled`` step
+    ([`bert_kd.core.training.compiled_step.fastest_precision`][bert_kd.core.training.compiled_step.fastest_precision]: fp32 with TF32 eager, bf16 compiled),
+    ``no`` (fp32) elsewhere, CPUs included (bf16 on a CPU trained slower than fp32 here); ``no``, ``bf16``
+    and ``fp16`` pass through."""
     if requested not in PRECISIONS:
         raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
     if requested != "auto":
         return requested
     kind = torch.device(device).type if not isinstance(device, torch.device) else device.type
     if kind == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return "bf16"
+        from bert_kd.core.training.compiled_step import fastest_precision
+
+        return fastest_precision(compiled)
     return "no"
 
 
@@ -52,16 +56,25 @@ def numeric_key_material(settings: Mapping) -> dict:
     ``auto`` existed keep their value); ``tf32`` and ``compile`` only where they change the numbers
     (TF32: CUDA fp32 work; compile: on), so CPU keys stay as they were."""
     device = training_device(bool(settings.get("cpu", False)))
+    compiled = compiles_on(settings.get("compile"), device)
     material = {}
     if "mixed_precision" in settings:
-        material["mixed_precision"] = resolve_precision(str(settings["mixed_precision"]), device)
+        material["mixed_precision"] = resolve_precision(str(settings["mixed_precision"]), device, compiled)
     if "teacher_mixed_precision" in settings and settings["teacher_mixed_precision"] != "same":
-        material["teacher_mixed_precision"] = resolve_precision(str(settings["teacher_mixed_precision"]), device)
+        material["teacher_mixed_precision"] = resolve_precision(
+            str(settings["teacher_mixed_precision"]), device, compiled
+        )
     if uses_tf32(settings.get("tf32", True), material.get("mixed_precision", "no"), device):
         material["tf32"] = True
-    if settings.get("compile"):
+    if compiled:
         material["compile"] = compile_backend(settings["compile"])
     return material
+
+
+def compiles_on(setting, device: str) -> bool:
+    """Whether a ``compile`` setting may compile on ``device`` (its key names it): any setting but off,
+    and ``auto`` only on a CUDA GPU (on a CPU ``auto`` is off: keyed as what runs)."""
+    return bool(setting) and not (setting == "auto" and device != "cuda")
 
 
 #: ``torch.compile`` modes of the inductor backend that a ``compile`` setting may name instead of a backend:
@@ -125,14 +138,15 @@ def trial_precision_material(runtime: Mapping) -> dict:
     out stays ``None``, ``same`` stays ``same``, so every key made on a CPU keeps its value), plus
     ``tf32`` / ``compile`` where they change the numbers ([`numeric_key_material`][bert_kd.core.training.precision.numeric_key_material])."""
     device = training_device(bool(runtime.get("cpu", False)))
+    compiled = compiles_on(runtime.get("compile"), device)
 
     def resolved(value):
-        return value if value in (None, "same") else resolve_precision(str(value), device)
+        return value if value in (None, "same") else resolve_precision(str(value), device, compiled)
 
     material = {key: resolved(runtime.get(key)) for key in ("mixed_precision", "teacher_mixed_precision")}
-    student = resolve_precision(str(runtime.get("mixed_precision") or "auto"), device)
+    student = resolve_precision(str(runtime.get("mixed_precision") or "auto"), device, compiled)
     if uses_tf32(runtime.get("tf32", True), student, device):
         material["tf32"] = True
-    if runtime.get("compile"):
+    if compiled:
         material["compile"] = compile_backend(runtime["compile"])
     return material
