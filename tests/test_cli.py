@@ -219,6 +219,21 @@ CASES = [
     # ---- settings that would not mean what they say
     Case("fp16_on_cpu", "runtime.mixed_precision=fp16", ("runtime.mixed_precision", "fp16 needs a CUDA GPU")),
     Case(
+        "teacher_fp16_on_cpu",
+        "runtime.teacher_mixed_precision=fp16",
+        ("runtime.teacher_mixed_precision", "fp16 needs a CUDA GPU"),
+    ),
+    Case(
+        "compile_cuda_graphs_on_cpu",
+        "runtime.compile=reduce-overhead",
+        ("runtime.compile", "replays CUDA graphs and needs a CUDA GPU", "use true (inductor)"),
+    ),
+    Case(
+        "compile_unknown_backend",
+        "runtime.compile=nosuch",
+        ("runtime.compile", "unknown torch.compile backend or mode 'nosuch'", "reduce-overhead", "inductor"),
+    ),
+    Case(
         "env_outside_conf",
         args=("--env", "../../somewhere"),
         expect=("--env ../../somewhere", "is a path", "base, local"),
@@ -695,3 +710,64 @@ def test_real_kedro_run_subprocess(case, project, tmp_path):
     for text in case.expect:
         assert text in proc.stderr
     assert not _files_under(project / "data" / "06_models")
+
+
+# ---- `bert-kd results` and `bert-kd --help`
+
+
+def _table_project(tmp_path: Path, table: str = "cpu_protocol_v2") -> Path:
+    """A scratch project (a copy of the checkout's conf/base) with an empty results/<table>/."""
+    project = tmp_path / "project"
+    (project / "results" / table).mkdir(parents=True)
+    shutil.copytree(REPO_ROOT / "conf" / "base", project / "conf" / "base")
+    return project
+
+
+def _results(*args: str):
+    from click.testing import CliRunner
+
+    from bert_kd.analysis.cli import results
+
+    return CliRunner().invoke(results, list(args))
+
+
+def _assert_one_block(result, *expect: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert result.stderr.count("bert-kd: ") == 1 and "Traceback" not in result.output, result.output
+    for text in expect:
+        assert text in result.stderr, (text, result.stderr)
+
+
+def test_results_on_a_folder_that_is_no_table_writes_nothing(tmp_path):
+    project = _table_project(tmp_path)
+    _assert_one_block(_results("gradient-shares", str(project / "conf")), "no table named 'conf'", "cpu_protocol_v2")
+    assert sorted(p.name for p in (project / "conf").iterdir()) == ["base"]
+
+
+def test_results_on_an_empty_table_folder_is_one_block(tmp_path):
+    folder = _table_project(tmp_path) / "results" / "cpu_protocol_v2"
+    for command in ("render", "paper-gap", "power", "gradient-shares"):
+        _assert_one_block(_results(command, str(folder)), "holds no trial results", "reproduce.table=cpu_protocol_v2")
+    assert not (folder / "tables").exists()
+
+
+def test_results_name_a_truncated_trial_json(tmp_path):
+    folder = _table_project(tmp_path) / "results" / "cpu_protocol_v2"
+    committed = sorted((REPO_ROOT / "results" / "cpu_protocol_v2").glob("*.json"))[:3]
+    for path in committed:
+        shutil.copy(path, folder / path.name)
+    broken = folder / committed[1].name
+    broken.write_bytes(broken.read_bytes()[:200])
+    for command in ("render", "gradient-shares"):
+        _assert_one_block(_results(command, str(folder)), f"trial result {broken.name} cannot be read", f"{broken}:")
+    assert not (folder / "tables").exists()
+
+
+def test_bert_kd_help_lists_its_commands(capsys):
+    from bert_kd.__main__ import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert "bert-kd results render|paper-gap|power|gradient-shares FOLDER" in out and "--pipeline" in out

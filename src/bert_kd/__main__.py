@@ -9,11 +9,26 @@ from typing import Any
 from kedro.framework.cli.utils import find_run_command
 from kedro.framework.project import configure_project
 
+#: What ``bert-kd --help`` prints above ``kedro run``'s options: every command ``bert-kd`` has.
+COMMANDS = """bert-kd: knowledge distillation of BERT-family models on GLUE.
+
+  bert-kd [run options]                     run pipelines, as `kedro run` (its options below)
+  bert-kd results render|paper-gap|power|gradient-shares FOLDER
+                                            write a table folder's readings (results/<table>/tables/)
+                                            from its trial JSONs; `bert-kd results --help` says more
+  python -m bert_kd.tracking ui             the runs table's URL and the MLflow UI (scripts/mlflow_ui.sh)
+  kedro ipython, kedro viz, …               Kedro's other commands work in the project as usual
+
+Run options (`kedro run`):
+"""
+
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    (:mod:`bert_kd.analysis.cli`)."""
+    (:mod:`bert_kd.analysis.cli`); ``bert-kd --help`` lists both."""
     argv = list(args[0]) if args else sys.argv[1:]
+    if argv[:1] in (["--help"], ["-h"]):
+        print(COMMANDS)
     if argv[:1] == ["results"]:
         from bert_kd.analysis.cli import results
 
