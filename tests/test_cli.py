@@ -256,6 +256,32 @@ CASES = [
         "tracking.registered_model=../../x y/z:1",
         ("tracking.registered_model", "cannot contain '/' or ':'"),
     ),
+    Case(
+        "tracking_database_under_a_file",
+        "tracking.enabled=true",
+        ("MLFLOW_TRACKING_URI", "cannot be created", "notes.txt is a file"),
+        prepare=lambda tmp: (
+            (tmp / "notes.txt").write_text("a file"),
+            {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/notes.txt/runs/mlflow.db"},
+        )[1],
+    ),
+    Case("unknown_pipeline", pipeline="distill_alpp", expect=("'distill_alpp'", "--pipelines", "did you mean")),
+    Case(
+        "env_invalid_yaml",
+        args=("--env", "broken"),
+        conf={"broken/parameters.yml": "student:\n  num_layers: 2\n  training: [1, 2\n"},
+        expect=("broken/parameters.yml", "is not valid YAML", "broken/parameters.yml:4:"),
+    ),
+    Case(
+        "env_interpolation_of_base",
+        args=("--env", "broken"),
+        conf={"broken/parameters.yml": "student:\n  training: '${merge:${training},{epochs: 1}}'\n"},
+        expect=(
+            "interpolations do not cross environments",
+            "broken/parameters.yml:2",
+            "training is defined in conf/base",
+        ),
+    ),
     # ---- lists through --params (Kedro splits it on commas)
     Case(
         "list_through_params",
@@ -414,6 +440,23 @@ CASES = [
         pipeline="predict_glue",
         node_may_run=True,
         prepare=_model_recording("rte"),
+    ),
+    Case(
+        "predict_glue_output_dir_cannot_be_created",
+        "predict_glue.model={tmp}/model,predict_glue.output_dir=/proc/bert_kd_submission/rte",
+        ("predict_glue.output_dir", "/proc/bert_kd_submission/rte cannot be created"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("rte"),
+    ),
+    Case(
+        "predict_glue_ax_file_is_a_directory",
+        "predict_glue.model={tmp}/model,task=mnli,predict_glue.ax_file={tmp}/glue",
+        ("predict_glue.ax_file", "glue is a directory, not a file"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("mnli", num_labels=3),
+        spoil=_mnli_tests_without_diagnostic,
     ),
     Case(
         "predict_glue_mnli_without_diagnostic",
@@ -649,6 +692,30 @@ def test_a_full_disk_mid_run_is_one_block_naming_the_file(monkeypatch, tmp_path)
     result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device", str(target)))
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert str(target) in result.stderr and "disk is full" in result.stderr and "free space" in result.stderr
+
+
+def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, tmp_path):
+    import errno
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.chdir(tmp_path)
+    result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert f"df -h {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
+
+
+def test_a_postgres_storage_without_its_driver_names_the_extra(project, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed (the postgres extra), whatever this venv has
+    case = Case(
+        "postgres_without_driver",
+        "reproduce.table=cpu_protocol,reproduce.storage=postgresql+psycopg://bert_kd@127.0.0.1:5433/bert_kd_optuna",
+        pipeline="reproduce",
+    )
+    result = run_case(case, project, tmp_path, monkeypatch)
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    assert result.stderr.count("bert-kd: ") == 1 and "Traceback" not in result.stderr
+    assert "reproduce.storage" in result.stderr and 'pip install -e ".[postgres]"' in result.stderr
+    assert not _files_under(project / "data" / "06_models")
 
 
 def test_a_database_damaged_mid_run_is_named(monkeypatch, tmp_path):

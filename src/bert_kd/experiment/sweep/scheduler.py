@@ -150,16 +150,35 @@ def make_storage(
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        storage = RDBStorage(
-            url,
-            engine_kwargs=engine_kwargs,
-            heartbeat_interval=heartbeat_interval,
-            grace_period=grace_period,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
-        )
+        try:
+            storage = RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+            )
+        except ImportError as exc:  # SQLAlchemy imports the URL's database driver when the engine is made
+            raise missing_driver_error(url, exc) from exc
     if url.startswith("sqlite"):
         _serialise_sqlite_transactions(storage.engine)
     return storage
+
+
+def missing_driver_error(url: str, exc: ImportError) -> UserError:
+    """The user error of a storage URL whose database driver is not installed (``postgresql+psycopg://…``
+    without psycopg): the PostgreSQL driver is the project's ``postgres`` extra."""
+    scheme = url.split("://", 1)[0]
+    postgres = scheme.startswith("postgres")
+    return UserError(
+        f"the sweep storage {scheme}://… needs the database driver {exc.name or exc}, which is not installed",
+        "reproduce.storage",
+        'install the project\'s PostgreSQL driver: pip install -e ".[postgres]" (psycopg; URLs '
+        "postgresql+psycopg://…), or use a SQLite file: --params reproduce.storage=sqlite:///data/09_sweeps/optuna.db"
+        if postgres
+        else f"install the driver {exc.name or 'the URL names'}, or use a SQLite file: "
+        "--params reproduce.storage=sqlite:///data/09_sweeps/optuna.db",
+    )
 
 
 def _serialise_sqlite_transactions(engine) -> None:
