@@ -326,6 +326,12 @@ CASES = [
         ("reproduce.grid", "7e-05"),
         pipeline="reproduce",
     ),
+    Case(
+        "results_dir_is_a_file",
+        "reproduce.table=cpu_protocol,reproduce.results_dir=pyproject.toml",
+        ("reproduce.results_dir", "pyproject.toml is a file, not a folder"),
+        pipeline="reproduce",
+    ),
     # ---- evaluate.model
     Case(
         "evaluate_missing_model",

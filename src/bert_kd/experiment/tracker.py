@@ -318,6 +318,23 @@ class ModelSources(Protocol):
         """The task a ``models:/`` URI is tagged with and where that tag was read (``(None, "")``: none)."""
 
 
+#: Prefix of the temporary folder a model named by an MLflow URI is downloaded into (:func:`discard_download`).
+DOWNLOAD_PREFIX = "bert_kd_model_"
+
+
+def discard_download(path: Path) -> None:
+    """Remove the temporary download folder (:data:`DOWNLOAD_PREFIX`) that holds ``path``: a refused model
+    leaves nothing behind (a MiniLM teacher is 88 MB, BERT-base about 440 MB). Any other path is left alone."""
+    import shutil
+    import tempfile
+
+    temporary = Path(tempfile.gettempdir()).resolve()
+    for folder in (Path(path), *Path(path).parents):
+        if folder.name.startswith(DOWNLOAD_PREFIX) and folder.resolve().parent == temporary:
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+
+
 #: The MLflow implementation of :class:`ModelSources` (resolving a URI is MLflow's job, tracking on or off).
 DEFAULT_MODEL_SOURCES = "bert_kd.tracking.model_sources:MlflowModelSources"
 

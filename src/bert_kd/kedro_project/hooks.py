@@ -190,6 +190,29 @@ def check_sweep_parameters(parameters: dict) -> None:
 
     reproduce = parameters.get("reproduce") or {}
     build_sweep(reproduce, {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES})
+    check_results_dir(reproduce)
+
+
+def check_results_dir(reproduce: dict) -> None:
+    """``reproduce.results_dir`` and its table's folder in it are folders (or missing: created), never files."""
+    from pathlib import Path
+
+    from bert_kd.config.errors import ParameterError
+
+    if not reproduce.get("results_dir"):
+        return
+    given = Path(reproduce["results_dir"])
+    for path in (given / str(reproduce.get("table")), given, *given.parents):
+        if path.exists() and not path.is_dir():
+            raise ParameterError(
+                [
+                    (
+                        "reproduce.results_dir",
+                        f"{path} is a file, not a folder: the table's trial results go in a folder",
+                    )
+                ],
+                "give a folder (created when missing), e.g. --params reproduce.results_dir=results, or move the file away",
+            )
 
 
 def teacher_layer_count(model: str) -> int:

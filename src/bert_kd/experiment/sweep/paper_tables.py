@@ -144,7 +144,8 @@ def build_report(
 
     columns = [_task_label(t) for t in sweep.tasks] + [AVERAGE, "% of teacher"]
     wide_rows = {
-        "Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"],
+        # the teacher's own share: 100 where its average is known, – when no trial of a task recorded it
+        "Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), _kept(teacher_average)],
         MAJORITY: [_plain(majority[t]) for t in sweep.tasks]
         + [_plain(majority_average), "–" if math.isnan(majority_kept) else f"{majority_kept:.1f}"],
     }
@@ -321,6 +322,11 @@ def _baselines(sweep: SweepSpec) -> str:
 
 def _plain(value: float) -> str:
     return "–" if math.isnan(value) else f"{100 * value:.2f}"
+
+
+def _kept(teacher_average: float) -> str:
+    """The teacher row's "% of teacher": 100, or – when the teacher's average is unknown (no trial)."""
+    return "–" if math.isnan(teacher_average) else "100"
 
 
 def _point(params: Mapping) -> str:
