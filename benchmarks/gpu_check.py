@@ -512,7 +512,7 @@ def sweep_tables(only: str | None = None) -> dict[str, tuple[dict, list]]:
     definition and the sweep's own) and its trials."""
     import yaml
 
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
+    from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 
     params: dict = {}
     for path in sorted((REPO / "conf" / "base").glob("parameters*.yml")):

@@ -44,9 +44,9 @@ from bert_kd.core.models import ModelBundle, load_bundle
 from bert_kd.core.training import make_loader
 from bert_kd.experiment.parameters import explicit_weights
 from bert_kd.experiment.run_setup import collator_for
-from bert_kd.experiment.sweep.spec import build_sweep
+from bert_kd.experiment.training_jobs.student import build_student_model
 from bert_kd.pipelines.data_processing.nodes import ingest_glue
-from bert_kd.pipelines.distill.nodes import build_student_model
+from bert_kd.sweeps.spec import build_sweep
 
 PROJECT = Path(__file__).resolve().parents[1]
 CONF = PROJECT / "conf" / "base"

@@ -115,7 +115,7 @@ def test_the_package_root_holds_entry_points_and_folders_only():
     entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
     modules = {name for name in entries if name.endswith(".py")}
     assert modules <= {"__init__.py", "__main__.py", "cli.py", "settings.py", "pipeline_registry.py", "hooks.py"}
-    assert all((PACKAGE / name).is_dir() for name in set(entries) - modules) and len(entries) <= 12
+    assert all((PACKAGE / name).is_dir() for name in set(entries) - modules) and len(entries) <= 13
 
 
 def test_models_does_not_import_distill():
@@ -147,17 +147,17 @@ def kedro_modules_after_importing(module: str) -> list[str]:
 
 
 def test_the_core_imports_no_kedro():
-    """The distillation body, training, tracking, the store, run set-up and evaluation run without Kedro
+    """The job bodies, training, tracking, the store, run set-up and evaluation run without Kedro
     (notebooks, benchmarks, sweep workers); only ``pipelines/`` (and the sweep trial, below) need it."""
     core = [
-        "bert_kd.experiment.distill_job",
+        "bert_kd.experiment.training_jobs.teacher, bert_kd.experiment.training_jobs.ted_filters",  # and student
         "bert_kd.core.training",
         "bert_kd.tracking",
         "bert_kd.tracking.distill",
         "bert_kd.experiment.store",
         "bert_kd.experiment.run_setup",
         "bert_kd.experiment.evaluation",
-        "bert_kd.experiment.sweep",
+        "bert_kd.sweeps",
     ]
     assert {module: kedro_modules_after_importing(module) for module in core} == {module: [] for module in core}
 
@@ -165,7 +165,7 @@ def test_the_core_imports_no_kedro():
 def test_a_sweep_trial_needs_only_kedro_pipeline_definitions():
     """A trial runs the pipeline's own definition, so it imports ``kedro.pipeline``, but no
     Kedro session, catalog, runner or framework."""
-    loaded = kedro_modules_after_importing("bert_kd.experiment.sweep.trial")
+    loaded = kedro_modules_after_importing("bert_kd.sweeps.trial")
     assert "kedro.pipeline" in loaded
     assert [m for m in loaded if not m.startswith(("kedro.pipeline", "kedro.utils")) and m != "kedro"] == []
 

@@ -25,7 +25,7 @@ Run options (`kedro run`):
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    (:mod:`bert_kd.analysis.cli`); ``bert-kd --help`` lists both."""
+    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli]); ``bert-kd --help`` lists both."""
     argv = list(args[0]) if args else sys.argv[1:]
     if argv[:1] in (["--help"], ["-h"]):
         print(COMMANDS)

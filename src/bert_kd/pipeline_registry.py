@@ -22,13 +22,13 @@ from bert_kd.pipelines import (
     export_student,
     multi_teacher,
     predict_glue,
-    reproduce,
     ted,
     train_teacher,
 )
 from bert_kd.pipelines.distill.pipeline import row_pipeline, teacher_cache_pipeline
 from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
+from bert_kd.sweeps import reproduce_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines["all"] = sum(pipelines.values(), Pipeline([]))
     pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
     pipelines["reproduce"], pipelines["evaluate"] = (
-        reproduce.create_pipeline(),
+        reproduce_pipeline.create_pipeline(),
         evaluate.create_pipeline(),
     )  # not in all
     pipelines["predict_glue"] = predict_glue.create_pipeline()  # not in all: needs a model

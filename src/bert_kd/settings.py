@@ -7,7 +7,7 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # from bert_kd.kedro_project.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
-from bert_kd.pipelines.reproduce.nodes import CliParamsHook  # noqa: E402
+from bert_kd.sweeps.reproduce_pipeline.nodes import CliParamsHook  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
 from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
 

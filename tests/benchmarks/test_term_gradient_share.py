@@ -26,7 +26,7 @@ def script():
 @pytest.fixture(scope="module")
 def setup(script, tmp_path_factory):
     from bert_kd.core.models import load_bundle
-    from bert_kd.pipelines.distill.nodes import build_student_model
+    from bert_kd.experiment.training_jobs.student import build_student_model
 
     root = tmp_path_factory.mktemp("share")
     teacher = load_bundle(make_tiny_bert(root / "teacher", num_layers=4))

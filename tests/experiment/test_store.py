@@ -188,7 +188,7 @@ def test_the_job_path_with_tracking_off_imports_no_mlflow(tmp_path, tiny_teacher
         from tests.experiment.test_store import run_job
         for _ in range(2):  # trained, then reused
             bundle = run_job(Path({str(tmp_path)!r}), Path({str(tiny_teacher_dir)!r}), "alp", tracking={{"enabled": False}})
-        import bert_kd.experiment.distill_job, bert_kd.experiment.evaluation, bert_kd.experiment.run_setup  # the rest of the job path
+        import bert_kd.experiment.training_jobs.student, bert_kd.experiment.evaluation, bert_kd.experiment.run_setup  # the rest of the job path
         print(bundle.info["reused"], "mlflow" in sys.modules)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

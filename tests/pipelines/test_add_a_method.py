@@ -82,7 +82,7 @@ def test_a_new_module_is_discovered_and_its_options_are_the_schema(toy_method):
 
 
 def test_a_sweep_table_accepts_the_new_method(toy_method):
-    from bert_kd.experiment.sweep.spec import build_sweep
+    from bert_kd.sweeps.spec import build_sweep
 
     table = {
         "tasks": ["rte"],

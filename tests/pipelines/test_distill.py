@@ -201,7 +201,7 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
 
     from bert_kd.config.schema import Student
     from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
-    from bert_kd.pipelines.distill.nodes import build_student_model, student_start_spec
+    from bert_kd.experiment.training_jobs.student import build_student_model, student_start_spec
 
     fine_tuned = load_classifier(str(tiny_teacher_dir), 2)
     with torch.no_grad():

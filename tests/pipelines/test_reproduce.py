@@ -71,8 +71,8 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
 def test_a_trial_that_fails_fails_the_run_after_its_partial_table_is_reported(run_pipeline, monkeypatch):
     """NKD's trials raise: ALP's still train, the partial table reaches the parent run's description,
     and the ``kedro run`` ends with the sweep's error (a dash in a table of a run that exited 0 hid it)."""
-    from bert_kd.experiment.sweep.scheduler import SweepTrialsFailedError
-    from bert_kd.experiment.sweep.trial import TrialRunner
+    from bert_kd.sweeps.scheduler import SweepTrialsFailedError
+    from bert_kd.sweeps.trial import TrialRunner
 
     trained = TrialRunner.__call__
 
@@ -127,7 +127,7 @@ def test_conf_parameters_are_the_loaders_without_the_command_line():
     run's own loader untouched."""
     from bert_kd import settings
     from bert_kd.kedro_project.config_loader import ProjectConfigLoader
-    from bert_kd.pipelines.reproduce.nodes import conf_parameters
+    from bert_kd.sweeps.reproduce_pipeline.nodes import conf_parameters
     from tests.conftest import REPO_ROOT
 
     loader = ProjectConfigLoader(

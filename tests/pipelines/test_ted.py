@@ -55,7 +55,7 @@ def test_stage_two_start_hands_the_filters_beside_the_recipe(tiny_teacher_dir):
     from types import SimpleNamespace
 
     from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer, parameters_fingerprint
-    from bert_kd.pipelines.ted.nodes import FilteredStudentStart
+    from bert_kd.experiment.training_jobs.ted_filters import FilteredStudentStart
 
     teacher = ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {})
     filters = {"teacher": SimpleNamespace(fingerprint=parameters_fingerprint(teacher.model)), "student": None}

@@ -83,8 +83,8 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
 
 def guarded(action, folder: Path):
     """Run ``action`` once ``folder`` is known to be a table folder with trials
-    (:func:`bert_kd.analysis.table.table_folder`); a :class:`~bert_kd.config.errors.UserError` prints its one
-    block and exits with status 2, nothing written."""
+    ([`table_folder`][bert_kd.analysis.table.table_folder]); a [`UserError`][bert_kd.config.errors.UserError]
+    prints its one block and exits with status 2, nothing written."""
     from bert_kd.analysis.table import table_folder
     from bert_kd.config.errors import USER_ERROR_EXIT, UserError
 

@@ -6,20 +6,20 @@ accuracy ×100 (the metric ALP-KD Table 1 and TED Table 14 report for MRPC and S
 claim (ALP-KD Table 3, TED Table 4, multi-teacher Table 2), on the seeds both rows have:
 
 - what the row tests: the paper's claim on a task the paper reports, an extrapolation to a task it does not,
-  or a stand-in where our rows are not the paper's (:func:`tests_what`);
+  or a stand-in where our rows are not the paper's ([`tests_what`][bert_kd.analysis.paper_gap.tests_what]);
 - the gain, its 95% interval and one-sided p from the paired bootstrap over dev examples (seeds pooled,
-  :data:`~bert_kd.analysis.statistics.RESAMPLES` resamples), each p with its Monte Carlo error;
+  [`RESAMPLES`][bert_kd.analysis.statistics.RESAMPLES] resamples), each p with its Monte Carlo error;
 - Holm's adjusted p over the tested claims of the same paper (one family per paper), with its error;
 - the verdict — ``holds`` (Holm p < 0.05), ``borderline`` (the Monte Carlo interval of the deciding p
   straddles 0.05), ``same direction; p < 0.05 before correction only``, ``same direction, not significant``,
   ``no difference``, ``reversed`` (``significant`` when the reverse claim survives Holm);
 - the crossed seed × example variance components of the gain and the verdict of the test that carries both
-  sources (:func:`~bert_kd.analysis.statistics.analytic_p` on the model's variance, Holm as above);
+  sources ([`analytic_p`][bert_kd.analysis.statistics.analytic_p] on the model's variance, Holm as above);
 - where the paper's own gain lies: within the paper's single-run noise on this dev set
-  (:func:`~bert_kd.analysis.statistics.single_run_noise`), else above ("excluded"), within or below our
+  ([`single_run_noise`][bert_kd.analysis.statistics.single_run_noise]), else above ("excluded"), within or below our
   intervals (the bootstrap's and a t-interval over the per-seed gains).
 
-Last, the init ablation (:func:`init_ablation`): does v1's fine-tuned-teacher start shrink the ALP-KD rows'
+Last, the init ablation ([`init_ablation`][bert_kd.analysis.paper_gap.init_ablation]): does v1's fine-tuned-teacher start shrink the ALP-KD rows'
 differences from NKD, v1 → v2.
 """
 
@@ -136,7 +136,7 @@ class ClaimTest:
 
     @property
     def noise(self) -> float | None:
-        """The paper's single-run noise on this dev set, accuracy (:func:`~bert_kd.analysis.statistics.single_run_noise`)."""
+        """The paper's single-run noise on this dev set, accuracy ([`single_run_noise`][bert_kd.analysis.statistics.single_run_noise])."""
         return st.single_run_noise(self.components) if self.components else None
 
     @property
@@ -201,10 +201,10 @@ RETEST_RESAMPLES = 1_000_000
 
 
 def claim_tests(runs: dict, resamples: int = st.RESAMPLES, seed: int = 0) -> list[ClaimTest]:
-    """Every (claim, task) of :data:`CLAIMS` in order; the tested claims of one paper are one Holm family
+    """Every (claim, task) of [`CLAIMS`][bert_kd.analysis.paper_gap.CLAIMS] in order; the tested claims of one paper are one Holm family
     (their reversals another), for the bootstrap's p and for the analytic p on the variance model alike. A claim
     whose verdict is borderline (its Monte Carlo interval straddles 0.05) is retested with
-    :data:`RETEST_RESAMPLES` resamples, and the family adjusted again; what stays borderline is said so."""
+    [`RETEST_RESAMPLES`][bert_kd.analysis.paper_gap.RETEST_RESAMPLES] resamples, and the family adjusted again; what stays borderline is said so."""
     tests = _claim_tests(runs, resamples, seed)
     retest = {(e.claim, e.task) for e in tests if BORDERLINE in e.verdict}
     if retest and resamples < RETEST_RESAMPLES:
@@ -274,7 +274,7 @@ def _bootstrap_cached(a: bytes, b: bytes, shape: tuple, resamples: int, seed: in
 
 
 def _bootstrap(A: np.ndarray, B: np.ndarray, resamples: int, seed: int) -> st.TestResult:
-    """:func:`~bert_kd.analysis.statistics.bootstrap_test`, computed once per process for the same arrays."""
+    """[`bootstrap_test`][bert_kd.analysis.statistics.bootstrap_test], computed once per process for the same arrays."""
     A, B = A.astype(np.int8), B.astype(np.int8)
     return _bootstrap_cached(A.tobytes(), B.tobytes(), A.shape, resamples, seed)
 
@@ -475,7 +475,7 @@ def summary(read: Reading, command: str) -> str:
 
 
 def init_ablation(runs: dict, v1_dir: Path) -> dict[str, dict[str, tuple[float, float] | None]]:
-    """Does the fine-tuned-teacher start shrink the differences between methods? For :data:`WARM_ROWS` against
+    """Does the fine-tuned-teacher start shrink the differences between methods? For [`WARM_ROWS`][bert_kd.analysis.paper_gap.WARM_ROWS] against
     NKD, per task, as (v1, v2), on the seeds v1 has (so the seed count does not change how far means scatter):
     ``nkd`` NKD's mean accuracy; ``spread`` the mean over rows of |row mean − NKD mean|; ``agreement`` the share
     of dev examples on which a row's student predicts what the same seed's NKD student predicts. None: no data."""

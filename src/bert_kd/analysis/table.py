@@ -38,9 +38,9 @@ def table_params(folder: Path) -> dict:
 
 @functools.cache
 def table_spec(folder: Path):
-    """The sweep of ``folder``'s table (:func:`bert_kd.experiment.sweep.spec.build_sweep`), so that counts of trials and seeds
+    """The sweep of ``folder``'s table ([`bert_kd.sweeps.spec.build_sweep`][bert_kd.sweeps.spec.build_sweep]), so that counts of trials and seeds
     follow the configuration instead of being written here."""
-    from bert_kd.experiment.sweep.spec import RECIPE_NAMESPACES, build_sweep
+    from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 
     params = table_params(folder)
     tables = (params.get("reproduce") or {}).get("tables") or {}
@@ -56,7 +56,7 @@ def table_spec(folder: Path):
 @functools.cache
 def table_keys(folder: Path) -> frozenset[str]:
     """The content keys of the table's trials: the only JSON names its folder may hold."""
-    from bert_kd.experiment.sweep.trial import TrialRunner
+    from bert_kd.sweeps.trial import TrialRunner
 
     runner = TrialRunner(table_params(folder), commit="analysis")
     return frozenset(runner.content_key(trial) for trial in table_spec(folder).trials())
@@ -83,7 +83,7 @@ def trial_files(folder: Path) -> list[Path]:
 
 
 def read_trial(path: Path) -> dict:
-    """One trial JSON of a table folder; a truncated or otherwise unreadable one is a :class:`UserError`
+    """One trial JSON of a table folder; a truncated or otherwise unreadable one is a [`UserError`][bert_kd.config.errors.UserError]
     naming the file (a table folder holds hundreds)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -101,7 +101,7 @@ def read_trial(path: Path) -> dict:
 
 def table_folder(folder: Path) -> Path:
     """``folder`` resolved, when it is a table's folder (named after a table of conf/base) holding trial
-    JSONs; a :class:`UserError` otherwise, before anything is written."""
+    JSONs; a [`UserError`][bert_kd.config.errors.UserError] otherwise, before anything is written."""
     folder = Path(folder).resolve()
     table_spec(folder)  # a folder named after no table: one block listing the tables
     if not any(folder.glob("*.json")):

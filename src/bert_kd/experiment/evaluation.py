@@ -54,7 +54,7 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
 def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int = 64) -> dict:
     """GLUE metrics on every dev split, parameter count, size on disk, throughput and the seconds all this took;
     for classification also ``correct``: per split, ``"1"``/``"0"`` per example in dev order (the paired
-    test of :func:`bert_kd.core.reports.verdict.comparison_verdict`)."""
+    test of [`bert_kd.core.reports.verdict.comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict])."""
     started = time.perf_counter()
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)

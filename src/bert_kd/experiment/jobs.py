@@ -16,7 +16,7 @@ malformed manifest, a damaged file, a stray file) is moved
 aside to ``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
 
 A job whose spec has an integer ``seed`` trains with Python's, NumPy's and torch's global generators seeded
-from it (:func:`train_seeded`), so what ``train_fn`` builds before its training loop seeds them again (a fresh
+from it ([`train_seeded`][bert_kd.experiment.jobs.train_seeded]), so what ``train_fn`` builds before its training loop seeds them again (a fresh
 classification head, a projection, a filter) is a function of the key too, not of the process.
 """
 
@@ -53,7 +53,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "student": 2,
     "ted_filters": 2,
     "multi_teacher_student": 2,
-    "trial": 1,  # a sweep trial's result in the results folder (bert_kd.experiment.sweep.trial)
+    "trial": 1,  # a sweep trial's result in the results folder (bert_kd.sweeps.trial)
 }
 
 #: Training settings that do not change the trained weights (excluded from keys).
@@ -66,7 +66,7 @@ VOLATILE_TRAINING_SETTINGS = (
     "fused_optimizer",
 )  # fused: same weights to float rounding
 
-#: Settings that enter keys only where they change the numbers (:func:`bert_kd.core.training.precision.numeric_key_material`).
+#: Settings that enter keys only where they change the numbers ([`bert_kd.core.training.precision.numeric_key_material`][bert_kd.core.training.precision.numeric_key_material]).
 NUMERIC_PATH_SETTINGS = ("tf32", "compile")
 
 #: Key material of length-grouped training batches (``group_by_length: true``), added to a key only
@@ -132,9 +132,9 @@ def _key_for(kind: str, schema_version: int, spec: Mapping) -> str:
 
 def training_spec(settings: Mapping, frozen_teachers: bool = True) -> dict:
     """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped;
-    :data:`GROUPED_BATCHES_MATERIAL` added when ``group_by_length`` is on). ``frozen_teachers=False``: a
-    job that runs no frozen teacher (a teacher's own fine-tuning), which ``teacher_mixed_precision`` does
-    not concern: it is keyed at its default, ``same``, whatever the run says."""
+    [`GROUPED_BATCHES_MATERIAL`][bert_kd.experiment.jobs.GROUPED_BATCHES_MATERIAL] added when ``group_by_length``
+    is on). ``frozen_teachers=False``: a job that runs no frozen teacher (a teacher's own fine-tuning), which
+    ``teacher_mixed_precision`` does not concern: it is keyed at its default, ``same``, whatever the run says."""
     from bert_kd.core.training.precision import numeric_key_material
 
     if not frozen_teachers and "teacher_mixed_precision" in settings:  # keyed as its default: the keys stay
@@ -145,7 +145,7 @@ def training_spec(settings: Mapping, frozen_teachers: bool = True) -> dict:
 
 
 def grouped_batches_material(group_by_length: bool) -> dict:
-    """:data:`GROUPED_BATCHES_MATERIAL` for grouped batches, nothing for random ones."""
+    """[`GROUPED_BATCHES_MATERIAL`][bert_kd.experiment.jobs.GROUPED_BATCHES_MATERIAL] for grouped batches, nothing for random ones."""
     return dict(GROUPED_BATCHES_MATERIAL) if group_by_length else {}
 
 
@@ -338,7 +338,7 @@ def manifest_problem(directory: Path, kind: str | None = None, key: str | None =
 
 
 def store_entry_problem(directory: Path) -> str | None:
-    """:func:`manifest_problem` for a folder given by path (links resolved): inside a store
+    """[`manifest_problem`][bert_kd.experiment.jobs.manifest_problem] for a folder given by path (links resolved): inside a store
     (``<root>/<kind>/<key>``, a kind the code knows) its manifest must name that kind and key;
     elsewhere (a copy of a model) its files must match."""
     directory = Path(directory).resolve()
@@ -413,7 +413,7 @@ def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome |
 
 def identity_manifest(job: Job) -> dict:
     """The manifest fields that tie a store entry to its job (kind, key, schema version, spec and
-    its hash): what :func:`manifest_problem` checks against the folder the entry sits in."""
+    its hash): what [`manifest_problem`][bert_kd.experiment.jobs.manifest_problem] checks against the folder the entry sits in."""
     return {
         "kind": job.kind,
         "key": job.key,
@@ -465,7 +465,7 @@ def run_job(
     checkpoint). ``provenance_fn(value)`` adds fields (e.g. the MLflow run id) to the manifest.
     ``writer=False`` (the non-zero ranks of a multi-process job) never takes the lock (it would
     block the collective operations) and never writes: it follows rank 0's decision
-    (:func:`_follow_rank_zero`), training alongside it or reading the result rank 0 found.
+    (`_follow_rank_zero`), training alongside it or reading the result rank 0 found.
     """
     if not writer and _multi_process():
         if _follow_rank_zero(None):

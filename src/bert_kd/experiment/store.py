@@ -1,6 +1,6 @@
 """The content-keyed model store of a project checkout (Kedro-free): jobs under
-:data:`STORE_ROOT` (teachers, students, TED filters, teacher caches), a model's key material and
-:func:`run_model_job`, which reuses or trains a model through :mod:`bert_kd.experiment.jobs`."""
+[`STORE_ROOT`][bert_kd.experiment.store.STORE_ROOT] (teachers, students, TED filters, teacher caches), a model's key material and
+[`run_model_job`][bert_kd.experiment.store.run_model_job], which reuses or trains a model through [`bert_kd.experiment.jobs`][bert_kd.experiment.jobs]."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def model_identity(name: str) -> dict:
 
 
 def job(kind: str, spec: Mapping) -> jobs.Job:
-    """A job of ``kind`` stored under :data:`STORE_ROOT`."""
+    """A job of ``kind`` stored under [`STORE_ROOT`][bert_kd.experiment.store.STORE_ROOT]."""
     return jobs.Job(kind, spec, STORE_ROOT)
 
 
@@ -49,7 +49,7 @@ def run_model_job(
 
     The run (``run_name``, default ``<kind>:<task>``) opens before the job and ends with it:
     ``train_fn(checkpoint_dir, run=<the run>)`` logs into it and its seconds are logged as
-    :data:`TRAINING_SECONDS`. A reused model's run is its own short run, tagged with a link to the
+    [`TRAINING_SECONDS`][bert_kd.experiment.store.TRAINING_SECONDS]. A reused model's run is its own short run, tagged with a link to the
     run that trained it (``info["trained_in_run_id"]``); ``info["mlflow_run_id"]`` is this job's run.
     With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once: a
     reused entry is logged again only when the run that trained it has no finished LoggedModel in

@@ -1,12 +1,12 @@
 """How the job path reports what it does, without knowing MLflow (Kedro- and MLflow-free).
 
-A training job (:func:`bert_kd.experiment.store.run_model_job`) opens one run for itself through a
-:class:`JobTracker`, trains or reuses its model inside it, logs the stored model and ends the
-run when the job ends. The loop and the distillation body write to the :class:`JobRun` they are
-handed. With ``tracking.enabled: false`` the tracker is :data:`NO_TRACKER` and nothing here
-imports MLflow; with tracking on, :mod:`bert_kd.tracking` provides the MLflow implementation
-(:class:`bert_kd.tracking.jobs.MlflowTracker`), registered by :func:`register_tracker` when that
-package is imported, or looked up by its module name (:data:`DEFAULT_TRACKER`) on first use.
+A training job ([`bert_kd.experiment.store.run_model_job`][bert_kd.experiment.store.run_model_job]) opens one run for itself through a
+[`JobTracker`][bert_kd.experiment.tracker.JobTracker], trains or reuses its model inside it, logs the stored model and ends the
+run when the job ends. The loop and the distillation body write to the [`JobRun`][bert_kd.experiment.tracker.JobRun] they are
+handed. With ``tracking.enabled: false`` the tracker is `NO_TRACKER` and nothing here
+imports MLflow; with tracking on, [`bert_kd.tracking`][bert_kd.tracking] provides the MLflow implementation
+([`bert_kd.tracking.jobs.MlflowTracker`][bert_kd.tracking.jobs.MlflowTracker]), registered by [`register_tracker`][bert_kd.experiment.tracker.register_tracker] when that
+package is imported, or looked up by its module name ([`DEFAULT_TRACKER`][bert_kd.experiment.tracker.DEFAULT_TRACKER]) on first use.
 """
 
 from __future__ import annotations
@@ -221,8 +221,8 @@ def is_main_process() -> bool:
 
 
 def tracker_for(tracking) -> JobTracker:
-    """The tracker of a ``tracking`` block (a :class:`~bert_kd.config.schema.Tracking` or its dict):
-    :data:`NO_TRACKER` when tracking is off or this is not rank 0, else the registered one."""
+    """The tracker of a ``tracking`` block (a `Tracking` or its dict):
+    `NO_TRACKER` when tracking is off or this is not rank 0, else the registered one."""
     enabled = getattr(tracking, "enabled", None)
     if enabled is None:
         enabled = dict(tracking or {}).get("enabled", True)
@@ -233,7 +233,7 @@ def tracker_for(tracking) -> JobTracker:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A comparison table as a report node made it, for :meth:`KedroRunReporter.log_comparison`."""
+    """A comparison table as a report node made it, for [`KedroRunReporter.log_comparison`][bert_kd.experiment.tracker.KedroRunReporter.log_comparison]."""
 
     name: str  # the artifacts' stem: <name>.md, <name>.png
     markdown: str  # the table with its verdict (the .md artifact)
@@ -294,12 +294,12 @@ class NoKedroRun:
 
 NO_KEDRO_RUN = NoKedroRun()
 
-#: The MLflow implementation of :class:`KedroRunReporter`.
+#: The MLflow implementation of [`KedroRunReporter`][bert_kd.experiment.tracker.KedroRunReporter].
 DEFAULT_KEDRO_RUN = "bert_kd.tracking.kedro_run:MlflowKedroRun"
 
 
 def kedro_run() -> KedroRunReporter:
-    """The reporter of the ``kedro run``'s own run: :data:`NO_KEDRO_RUN` when this is not rank 0 or
+    """The reporter of the ``kedro run``'s own run: `NO_KEDRO_RUN` when this is not rank 0 or
     mlflow was never imported (then no run can be active, and none is loaded to find out)."""
     if "mlflow" not in sys.modules or not is_main_process():
         return NO_KEDRO_RUN
@@ -311,20 +311,22 @@ class ModelSources(Protocol):
 
     def local_directory(self, uri: str, key: str) -> Path:
         """The model ``uri`` downloaded to a local directory (a LoggedModel's data, confined to the
-        download); a :class:`~bert_kd.config.errors.UserError` naming the parameter ``key`` when the
+        download); a [`UserError`][bert_kd.config.errors.UserError] naming the parameter ``key`` when the
         URI names nothing loadable."""
 
     def recorded_task(self, uri: str) -> tuple[str | None, str]:
         """The task a ``models:/`` URI is tagged with and where that tag was read (``(None, "")``: none)."""
 
 
-#: Prefix of the temporary folder a model named by an MLflow URI is downloaded into (:func:`discard_download`).
+#: Prefix of the temporary folder a model named by an MLflow URI is downloaded into
+#: ([`discard_download`][bert_kd.experiment.tracker.discard_download]).
 DOWNLOAD_PREFIX = "bert_kd_model_"
 
 
 def discard_download(path: Path) -> None:
-    """Remove the temporary download folder (:data:`DOWNLOAD_PREFIX`) that holds ``path``: a refused model
-    leaves nothing behind (a MiniLM teacher is 88 MB, BERT-base about 440 MB). Any other path is left alone."""
+    """Remove the temporary download folder ([`DOWNLOAD_PREFIX`][bert_kd.experiment.tracker.DOWNLOAD_PREFIX])
+    that holds ``path``: a refused model leaves nothing behind (a MiniLM teacher is 88 MB, BERT-base about
+    440 MB). Any other path is left alone."""
     import shutil
     import tempfile
 
@@ -335,7 +337,7 @@ def discard_download(path: Path) -> None:
             return
 
 
-#: The MLflow implementation of :class:`ModelSources` (resolving a URI is MLflow's job, tracking on or off).
+#: The MLflow implementation of [`ModelSources`][bert_kd.experiment.tracker.ModelSources] (resolving a URI is MLflow's job, tracking on or off).
 DEFAULT_MODEL_SOURCES = "bert_kd.tracking.model_sources:MlflowModelSources"
 
 

@@ -50,7 +50,7 @@ def log_comparison_to_parent(
 
     ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
     rows, ``"majority class"`` the floor, logged as ``majority/<column>``). With ``warning`` (every
-    student ties, :mod:`bert_kd.core.reports.verdict`) the description says so and no best student is named.
+    student ties, [`bert_kd.core.reports.verdict`][bert_kd.core.reports.verdict]) the description says so and no best student is named.
     Logs to ``run_id`` or the active run (kedro-mlflow's); returns the metrics (also when
     there is no run, so callers and tests can inspect them).
     """

@@ -38,7 +38,7 @@ def format_number(value: float, digits: int = 6) -> str:
 
 
 def format_param(value) -> str:
-    """A param value as one short string: rounded floats, layer maps via :func:`layer_map_string`,
+    """A param value as one short string: rounded floats, layer maps via [`layer_map_string`][bert_kd.tracking.format.layer_map_string],
     other lists as JSON."""
     if isinstance(value, bool) or value is None:
         return str(value)

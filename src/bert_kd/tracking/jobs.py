@@ -1,4 +1,4 @@
-"""The MLflow side of :class:`bert_kd.experiment.tracker.JobTracker`: one child run per job, open exactly
+"""The MLflow side of [`bert_kd.experiment.tracker.JobTracker`][bert_kd.experiment.tracker.JobTracker]: one child run per job, open exactly
 while the job runs; a reused model's own short run linked to the run that trained it; the stored
 model logged once as a named LoggedModel; evaluations added to a finished run without reopening
 it (so a run's duration is its job's)."""
@@ -26,7 +26,7 @@ SAME_JOB_AS_TAG = "bert_kd.same_job_as"
 
 
 class MlflowTracker:
-    """:class:`bert_kd.experiment.tracker.JobTracker` on the active MLflow tracking store."""
+    """[`bert_kd.experiment.tracker.JobTracker`][bert_kd.experiment.tracker.JobTracker] on the active MLflow tracking store."""
 
     enabled = True
 
@@ -36,7 +36,7 @@ class MlflowTracker:
     def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> None:
         """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its params and
         the identifying tags ``run`` lacks (so the comparison view still reads recipe and seed; the
-        run's own row stays, and :data:`SAME_JOB_AS_TAG` names the row that trained the model)."""
+        run's own row stays, and [`SAME_JOB_AS_TAG`][bert_kd.tracking.jobs.SAME_JOB_AS_TAG] names the row that trained the model)."""
         if not run.enabled or run.run_id is None:
             return
         from mlflow import MlflowClient

@@ -1,20 +1,20 @@
 """Models as MLflow 3 LoggedModels: what the Models tab, the registry and
 ``models:/<name>/<version>`` see.
 
-- :func:`log_model_directory`: a trained teacher or student (the content-keyed store's directory:
+- [`log_model_directory`][bert_kd.tracking.logged_models.log_model_directory]: a trained teacher or student (the content-keyed store's directory:
   weights, config, tokenizer, ``bert_kd.json``) as a pyfunc LoggedModel of its job's run, named
-  after what it is (:func:`logged_model_name`: ``alp-sst2-student``, ``teacher-sst2``) and linked
+  after what it is ([`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name]: ``alp-sst2-student``, ``teacher-sst2``) and linked
   to the run's training dataset. The store stays the training copy; MLflow's copy is the shipped
   one, made once per store entry and tracking store (a reused entry is logged again only when no
   finished LoggedModel of it exists there). ``runs:/<run id>/<model name>`` and
   ``models:/<model id>`` both name it; its ``data`` folder is a plain transformers directory.
-- :func:`register_best_student`: the best student of a comparison as a registered model version
+- [`register_best_student`][bert_kd.tracking.logged_models.register_best_student]: the best student of a comparison as a registered model version
   (``bert_kd-<task>-student`` by default) with the alias ``champion``, a description holding the
   comparison and lineage tags that are links and relative facts (teacher run, recipe, data
   digest, store key), never a machine path.
-- :func:`bundle_directory`: the bert-kd model directory inside a downloaded MLflow model, so
+- [`bundle_directory`][bert_kd.tracking.logged_models.bundle_directory]: the bert-kd model directory inside a downloaded MLflow model, so
   ``evaluate``/``predict_glue`` read ``models:/…`` like a store path.
-- :func:`log_onnx_model`: the exported ONNX student as an ``onnx``-flavoured LoggedModel.
+- [`log_onnx_model`][bert_kd.tracking.logged_models.log_onnx_model]: the exported ONNX student as an ``onnx``-flavoured LoggedModel.
 
 Served through pyfunc, a model takes a DataFrame with ``sentence1`` (and ``sentence2`` for
 pair tasks) and returns ``label`` (the task's label name; STS-B: none) and ``score`` (the
@@ -64,9 +64,7 @@ def _requirements() -> list[str]:
     model): ``bert-kd==<version>`` and the versions of the libraries its loader imports."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import bert_kd
-
-    pins = [f"bert-kd=={bert_kd.__version__}"]
+    pins = [f"bert-kd=={version('bert_kd')}"]  # the installed distribution (pyproject's version: bert_kd.__version__)
     for name in LOADER_DISTRIBUTIONS:
         try:
             pins.append(f"{name}=={version(name).split('+')[0]}")
@@ -95,7 +93,7 @@ def log_model_directory(
     name: str | None = None,
 ) -> str:
     """Log the bert-kd model ``directory`` as a LoggedModel of the active run (``name``, default
-    from the directory's ``bert_kd.json``: :func:`logged_model_name`), link the run's training
+    from the directory's ``bert_kd.json``: [`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name]), link the run's training
     dataset(s) to it, and return its model id."""
     import warnings
 
@@ -124,7 +122,7 @@ def _bundle_info(directory: str | Path) -> dict:
 
 
 def _default_name(directory: str | Path) -> str:
-    """:func:`logged_model_name` of the directory's ``bert_kd.json``; ``model`` for a folder without one."""
+    """[`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name] of the directory's ``bert_kd.json``; ``model`` for a folder without one."""
     info = _bundle_info(directory)
     return logged_model_name(info) if info.get("role") else MODEL_NAME
 
@@ -368,7 +366,7 @@ def bundle_directory(local: str | Path) -> Path:
     Every path is confined to the download: the pyfunc flavour's ``data``, ``code``,
     ``python_model`` and ``env`` files must lie inside ``local`` (links resolved), and no symbolic
     link inside ``local`` may point out of it;
-    :class:`UnsafeModelPathError` otherwise."""
+    [`UnsafeModelPathError`][bert_kd.tracking.logged_models.UnsafeModelPathError] otherwise."""
     local = Path(local)
     for path in sorted(local.rglob("*")):
         if path.is_symlink() and not _inside(local, path):

@@ -80,7 +80,7 @@ class RunLogger:
             mlflow.log_params(dict(items[start : start + 100]))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        """Numeric metrics; model-size figures (:data:`SIZE_METRICS`) go to tags instead, since a
+        """Numeric metrics; model-size figures ([`SIZE_METRICS`][bert_kd.tracking.format.SIZE_METRICS]) go to tags instead, since a
         one-point chart per run says nothing."""
         if not self.enabled:
             return

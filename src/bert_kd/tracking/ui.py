@@ -57,7 +57,7 @@ COMPARE_VIEW_KEY = "bert_kd_compare"
 
 
 def compare_view_state() -> dict:
-    """The runs-table view behind :func:`compare_view_url`: newest first, the columns that tell
+    """The runs-table view behind [`compare_view_url`][bert_kd.tracking.ui.compare_view_url]: newest first, the columns that tell
     child runs apart (method, recipe, layer map, task, seed, data cap, final dev score)."""
     return {
         "orderByKey": "attributes.start_time",
@@ -78,7 +78,7 @@ def compare_view_url(experiment_id: str, base: str | None = None) -> str:
 def describe_experiment(experiment_id: str, client=None) -> None:
     """Set the experiment's description, mark it a machine-learning (not GenAI) experiment
     (``mlflow.experimentKind``, what the UI's own kind selector writes) and store the comparison
-    view (:func:`compare_view_state`)."""
+    view ([`compare_view_state`][bert_kd.tracking.ui.compare_view_state])."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 

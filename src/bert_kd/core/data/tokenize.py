@@ -2,12 +2,12 @@
 
 Output: a ``datasets.DatasetDict`` (one entry per split) with columns ``idx``, ``labels``,
 ``input_ids``, ``attention_mask`` and ``token_type_ids`` when the tokenizer makes them.
-Several tokenizations of the same rows (multi-teacher) are merged with :func:`merge_tokenized`
+Several tokenizations of the same rows (multi-teacher) are merged with [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized]
 under per-model prefixes (``t0_input_ids`` …), so one batch carries every model's inputs.
 Tokenized ``with_offsets``, each row also records its tokens' characters (``char_offsets``);
-:func:`merge_tokenized` turns them into shared-span ids for every model whose tokens differ
+[`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized] turns them into shared-span ids for every model whose tokens differ
 from the primary's (``<prefix>span_ids``, ``<prefix>student_span_ids``; see
-:mod:`bert_kd.core.distill.methods.multi_teacher.spans`) and drops them.
+[`bert_kd.core.data.spans`][bert_kd.core.data.spans]) and drops them.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from typing import Mapping
 
 import pandas as pd
 
+from bert_kd.core.data.spans import shared_span_ids, token_character_spans
+
 TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
-#: Per-token ``[sentence, start, end]`` (``with_offsets``); consumed by :func:`merge_tokenized`.
+#: Per-token ``[sentence, start, end]`` (``with_offsets``); consumed by [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized].
 OFFSET_COLUMN = "char_offsets"
 
 
@@ -35,8 +37,6 @@ def tokenize_frame(frame: pd.DataFrame, tokenizer, max_length: int, batch_size: 
     second = frame["sentence2"].fillna("").astype(str).tolist() if has_pair else None
     columns: dict[str, list] = {key: [] for key in TOKEN_COLUMNS}
     offsets = with_offsets and bool(getattr(tokenizer, "is_fast", False))
-    if offsets:
-        from bert_kd.core.distill.methods.multi_teacher.spans import token_character_spans
     char_offsets: list = []
     for start in range(0, len(first), batch_size):
         stop = start + batch_size
@@ -63,7 +63,7 @@ def tokenize_frame(frame: pd.DataFrame, tokenizer, max_length: int, batch_size: 
 
 
 def tokenize_splits(splits: Mapping[str, pd.DataFrame], tokenizer, max_length: int, with_offsets: bool = False):
-    """Tokenize every split of a task into a ``datasets.DatasetDict`` (``with_offsets``: see :func:`tokenize_frame`)."""
+    """Tokenize every split of a task into a ``datasets.DatasetDict`` (``with_offsets``: see [`tokenize_frame`][bert_kd.core.data.tokenize.tokenize_frame])."""
     from datasets import DatasetDict
 
     return DatasetDict(
@@ -98,8 +98,6 @@ def merge_tokenized(primary, others: Mapping[str, object]):
                 if key in other_split.column_names:
                     dataset = dataset.add_column(prefix + key, other_split[key])
             if with_spans[prefix]:
-                from bert_kd.core.distill.methods.multi_teacher.spans import shared_span_ids
-
                 pairs = [shared_span_ids(s, t) for s, t in zip(dataset[OFFSET_COLUMN], other_split[OFFSET_COLUMN])]
                 dataset = dataset.add_column(prefix + "span_ids", [t for _, t in pairs])
                 dataset = dataset.add_column(prefix + "student_span_ids", [s for s, _ in pairs])

@@ -1,15 +1,15 @@
 """ALP-KD's qualitative figures as plain functions of models and a batch (no Kedro).
 
-* Figure 3 (:func:`alp_attention_per_example`, :func:`alp_attention_figure`): the ALP weights
+* Figure 3 ([`alp_attention_per_example`][bert_kd.core.distill.alp_figures.alp_attention_per_example], [`alp_attention_figure`][bert_kd.core.distill.alp_figures.alp_attention_figure]): the ALP weights
   α (Eq. 5–6) between a student layer and every teacher layer, one row per dev example (not
   averaged); student layers with no teacher layer (empty bucket) are drawn as "not connected",
   not as zeros.
-* Figure 4 (:func:`layer_alignment`, :func:`layer_alignment_figure`): a 2-D PCA of student layer
+* Figure 4 ([`layer_alignment`][bert_kd.core.distill.alp_figures.layer_alignment], [`layer_alignment_figure`][bert_kd.core.distill.alp_figures.layer_alignment_figure]): a 2-D PCA of student layer
   outputs and their teacher layers for the same dev examples (ALP and PKD students), and the
   per-example cosine distance of each student layer to its teacher layer.
 
 Layers are 1-based (index into HF ``hidden_states``); states are the [CLS]/summary states the
-ALP and PKD losses use (:meth:`Features.cls`).
+ALP and PKD losses use ([`Features.cls`][bert_kd.core.distill.outputs.Features.cls]).
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ def unavailable_figure(title: str, reason: str):
 
 
 def save_figure(fig, path) -> None:
-    """Write ``fig`` as PNG atomically (:func:`bert_kd.core.files.write_file_atomically`) and close it."""
+    """Write ``fig`` as PNG atomically ([`bert_kd.core.files.write_file_atomically`][bert_kd.core.files.write_file_atomically]) and close it."""
     try:
         write_file_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     finally:

@@ -3,7 +3,7 @@
 A short run where every student predicts the majority class gives identical rows; naming one of
 them "best" misleads, and so does crowning the top scorer of rows that one dev-set run cannot tell
 apart. Every comparison table therefore carries the majority-class row (every dev example given
-the most frequent dev label, the floor a student must beat), and :func:`comparison_verdict`
+the most frequent dev label, the floor a student must beat), and [`comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict]
 crowns the top row only when it beats the runner-up by more than the table's noise, or when an
 exact McNemar test on the two rows' dev predictions separates them; otherwise it names the tied
 rows. When the teacher itself sits at the floor, the verdict says so: the students had nothing to
@@ -67,7 +67,7 @@ def mcnemar_exact(correct_a: Sequence[int] | str, correct_b: Sequence[int] | str
 class Verdict:
     """The verdict on a comparison table (plain data the table, the parent run and the registry read).
 
-    ``kind``: :data:`WINNER`, :data:`TIE`, :data:`FLOOR`, :data:`TEACHER_FLOOR` or :data:`EMPTY`.
+    ``kind``: `WINNER`, `TIE`, `FLOOR`, `TEACHER_FLOOR` or `EMPTY`.
     ``best``: the crowned row (only for a winner). ``top``: the highest-scoring row (what a tie
     registers, tagged as such). ``tied``: the rows tied at the top, ``top`` first, rows that are
     the same job included (empty unless a tie). ``same_as``: row → the row whose job it is (rows

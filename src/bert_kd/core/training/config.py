@@ -15,7 +15,7 @@ from bert_kd.core.training.precision import resolve_precision, training_device
 
 def _schema_default(block: type[Training] | type[Runtime], name: str):
     """The schema's default for a ``training:`` or ``runtime`` key: the project's one set of training
-    defaults (:class:`bert_kd.config.schema.Training`, :class:`bert_kd.config.schema.Runtime`)."""
+    defaults ([`bert_kd.config.schema.Training`][bert_kd.config.schema.Training], [`bert_kd.config.schema.Runtime`][bert_kd.config.schema.Runtime])."""
     return block.model_fields[name].default
 
 
@@ -63,9 +63,9 @@ class TrainingConfig:
         greater_is_better: bool = True,
         checkpoint_dir: str | Path | None = None,
     ) -> TrainingConfig:
-        """Build from a validated ``training:`` block (:class:`bert_kd.config.schema.Training`) and the
-        ``runtime`` settings (:class:`bert_kd.config.schema.Runtime`); a flat dict goes through
-        :meth:`from_dict`.
+        """Build from a validated ``training:`` block ([`bert_kd.config.schema.Training`][bert_kd.config.schema.Training]) and the
+        ``runtime`` settings ([`bert_kd.config.schema.Runtime`][bert_kd.config.schema.Runtime]); a flat dict goes through
+        [`from_dict`][bert_kd.core.training.config.TrainingConfig.from_dict].
 
         A key the parameters leave out, or set to null, keeps the schema's default (except
         ``group_by_length``: a runtime block without it keeps random batches, see the field's comment);
@@ -194,6 +194,6 @@ def compile_problem(setting, cpu: bool = False) -> str | None:
 
 def resolve_mixed_precision(value: str, cpu: bool = False) -> str:
     """Accelerate's ``mixed_precision`` for ``value`` on the device a run with ``runtime.cpu = cpu``
-    trains on (:func:`bert_kd.core.training.precision.resolve_precision`: "auto" is bf16 on a CUDA device
+    trains on ([`bert_kd.core.training.precision.resolve_precision`][bert_kd.core.training.precision.resolve_precision]: "auto" is bf16 on a CUDA device
     with bf16, "no" (fp32) elsewhere, CPUs included); other values pass through."""
     return resolve_precision(value, training_device(cpu))

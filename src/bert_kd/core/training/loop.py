@@ -1,4 +1,4 @@
-"""The one training loop, :func:`fit`, with its result, predictions and run fingerprints."""
+"""The one training loop, [`fit`][bert_kd.core.training.loop.fit], with its result, predictions and run fingerprints."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def predict_logits(
 
 def make_accelerator(config: TrainingConfig) -> tuple[Any, str]:
     """(Accelerator, resolved ``mixed_precision``) for ``config``'s device, precision and gradient
-    accumulation; the process group of a DDP run is checked (:func:`bert_kd.core.training.distributed.check_process_group`)."""
+    accumulation; the process group of a DDP run is checked ([`bert_kd.core.training.distributed.check_process_group`][bert_kd.core.training.distributed.check_process_group])."""
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
     cpu = use_cpu_backend(config.cpu)
@@ -133,7 +133,7 @@ class _RunningLosses:
         self.count += 1
 
     def mean_loss(self) -> float:
-        """The mean loss of the batches since the last :meth:`take_averages` (a device sync)."""
+        """The mean loss of the batches since the last `take_averages` (a device sync)."""
         return float(self.sums["loss"]) / self.count
 
     def take_averages(self, step: int) -> dict[str, float]:
@@ -159,7 +159,7 @@ def divergence_limit(first_loss: float) -> float:
 
 
 def diverged(window_loss: float, first_loss: float) -> bool:
-    """Whether a logged window's mean loss says the job diverged (see :data:`DIVERGENCE_FACTOR`)."""
+    """Whether a logged window's mean loss says the job diverged (see [`DIVERGENCE_FACTOR`][bert_kd.core.training.loop.DIVERGENCE_FACTOR])."""
     return not math.isfinite(window_loss) or window_loss > divergence_limit(first_loss)
 
 

@@ -15,7 +15,7 @@ class Objective(nn.Module):
     """What is trained and how it is scored (Lightning's module, without the trainer).
 
     Subclasses set ``self.model`` (the network that is evaluated and saved), register frozen
-    references with :meth:`add_frozen` and implement :meth:`training_step`.
+    references with [`add_frozen`][bert_kd.core.training.objectives.Objective.add_frozen] and implement [`training_step`][bert_kd.core.training.objectives.Objective.training_step].
     """
 
     def __init__(self, model: nn.Module):
@@ -49,7 +49,7 @@ class Objective(nn.Module):
         return self
 
     def set_epoch(self, epoch: int, n_epochs: int) -> Mapping[str, float]:
-        """Called by :func:`fit` before every epoch (0-based ``epoch`` of ``n_epochs``, again after a
+        """Called by [`fit`][bert_kd.core.training.loop.fit] before every epoch (0-based ``epoch`` of ``n_epochs``, again after a
         resume), for objectives whose settings depend on the epoch only; returns metrics to log
         as ``train/<name>`` (none by default)."""
         return {}

@@ -67,14 +67,14 @@ def numeric_key_material(settings: Mapping) -> dict:
 
 
 #: ``torch.compile`` modes of the inductor backend that a ``compile`` setting may name instead of a backend
-#: (:data:`bert_kd.config.schema.COMPILE_MODES`, where ``runtime.compile`` is validated).
+#: ([`COMPILE_MODES`][bert_kd.config.schema.COMPILE_MODES], where ``runtime.compile`` is validated).
 INDUCTOR_MODES = COMPILE_MODES
 
 
 def compile_model(model, setting) -> None:
     """``torch.compile`` ``model`` in place as a ``compile`` setting says (state_dict names stay): a
-    backend name, or one of :data:`INDUCTOR_MODES`; dynamic shapes, because batch lengths vary (batches are
-    padded to their longest row, or under CUDA graphs to a multiple of :data:`CUDA_GRAPH_PAD_MULTIPLE`)."""
+    backend name, or one of [`INDUCTOR_MODES`][bert_kd.core.training.precision.INDUCTOR_MODES]; dynamic shapes, because batch lengths vary (batches are
+    padded to their longest row, or under CUDA graphs to a multiple of [`CUDA_GRAPH_PAD_MULTIPLE`][bert_kd.core.training.precision.CUDA_GRAPH_PAD_MULTIPLE])."""
     backend = compile_backend(setting)
     if backend in INDUCTOR_MODES:
         model.compile(dynamic=True, mode=backend)
@@ -124,7 +124,7 @@ def trial_precision_material(runtime: Mapping) -> dict:
     """A sweep trial's precision key material from its ``runtime`` parameters: ``mixed_precision`` and
     ``teacher_mixed_precision`` resolved for the device as the trial's jobs resolve them (a value left
     out stays ``None``, ``same`` stays ``same``, so every key made on a CPU keeps its value), plus
-    ``tf32`` / ``compile`` where they change the numbers (:func:`numeric_key_material`)."""
+    ``tf32`` / ``compile`` where they change the numbers ([`numeric_key_material`][bert_kd.core.training.precision.numeric_key_material])."""
     device = training_device(bool(runtime.get("cpu", False)))
 
     def resolved(value):

@@ -10,9 +10,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_kd.config.schema import Figures, Student, set_values, typed
+from bert_kd.config.schema import Figures, set_values, typed
 from bert_kd.config.schema import TeacherCache as TeacherCacheBlock
-from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.core.distill import alp_figures as paper_figures
 from bert_kd.core.distill.methods.base import hidden_size, method_class
@@ -21,11 +20,6 @@ from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.models import (
     ModelBundle,
-    build_pretrained_student,
-    build_student,
-    count_parameters,
-    load_classifier,
-    load_tokenizer,
     num_layers,
 )
 from bert_kd.core.reports.markdown_tables import markdown_table, rounded
@@ -40,16 +34,6 @@ from bert_kd.core.reports.verdict import (
 )
 from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
-from bert_kd.experiment.distill_job import (
-    TEACHER_PREFIX,
-    RunSettings,
-    StudentStart,
-    recipe_spec,
-    single_teacher_job,
-    student_start_spec,
-    task_of,
-    train_student,
-)
 from bert_kd.experiment.evaluation import evaluation_split
 from bert_kd.experiment.run_setup import collator_for
 from bert_kd.experiment.store import recompute
@@ -61,75 +45,20 @@ from bert_kd.experiment.tracker import (
     kedro_run,
     tracker_for,
 )
+from bert_kd.experiment.training_jobs.student import (
+    TEACHER_PREFIX,
+    RunSettings,
+    StudentStart,
+    check_teacher,
+    single_teacher_job,
+    task_of,
+    train_student,
+)
 from bert_kd.pipelines.data_processing.nodes import split_frames
 
 log = logging.getLogger(__name__)
 
-#: Key-material helpers of the distillation body, still importable from here (notebooks, tests).
-REEXPORTED = (recipe_spec, student_start_spec)
-
 CACHE_FILE = "teacher_cache.pt"
-
-
-def check_teacher(teacher: ModelBundle, task: str) -> None:
-    """Refuse a teacher fine-tuned for another task or label count."""
-    spec = get_task(task)
-    labels = int(teacher.model.config.num_labels)
-    if labels != spec.num_labels:
-        raise ValueError(f"teacher has {labels} labels but task {spec.name} needs {spec.num_labels}")
-    trained_for = teacher.info.get("task")
-    if trained_for and trained_for != spec.name:
-        raise ValueError(f"teacher was fine-tuned on {trained_for!r}, not on {spec.name!r}")
-
-
-def shallow_student(teacher: ModelBundle, student, task: str, default_selection: str = "first"):
-    """(model, 1-based layers kept) of a ``student.num_layers``-layer student whose layers
-    (``student.layer_selection``, ``default_selection`` when the block sets none) come from the
-    fine-tuned teacher (``student.init: teacher``) or from the pre-trained checkpoint the teacher
-    was fine-tuned from (``pretrained``, fresh classifier)."""
-    params = typed(Student, student, "student")
-    selection = params.layer_selection if "layer_selection" in params.model_fields_set else default_selection
-    if params.num_layers is None:
-        raise ValueError("student.num_layers is needed to copy the teacher's layers (or give student.model)")
-    if params.init == "pretrained":
-        base = teacher.info.get("base_model")
-        if not base:
-            raise ValueError(
-                "student.init: pretrained needs the checkpoint the teacher was fine-tuned from, "
-                "but the teacher's bert_kd.json names no base_model; use student.init: teacher"
-            )
-        spec = get_task(task)
-        return build_pretrained_student(
-            base, params.num_layers, selection, spec.num_labels, is_regression=spec.is_regression
-        )
-    return build_student(teacher.model, params.num_layers, selection)
-
-
-def build_student_model(teacher: ModelBundle, student, settings, row: str | None = None) -> StudentStart:
-    """A shallower copy of the teacher's layers or of its pre-trained checkpoint's
-    (``student.num_layers``, ``layer_selection``, ``init``) or, with ``student.model``, any HF
-    model/config sized for the task (``settings``: the run settings, or the task's name; ``row``:
-    the recipe row the student is for)."""
-    task = task_of(settings)
-    check_teacher(teacher, task)
-    spec = get_task(task)
-    params = typed(Student, student, "student")
-    if params.model:
-        model = load_classifier(params.model, spec.num_labels, is_regression=spec.is_regression)
-        tokenizer, kept = load_tokenizer(params.model), None
-    else:
-        model, kept = shallow_student(teacher, params, task)
-        tokenizer = teacher.tokenizer
-    info = {
-        "role": "student_init",
-        "task": spec.name,
-        "init": None if params.model else params.init,
-        "initialised_from_teacher_layers": kept,
-        "parameters": count_parameters(model),
-        "teacher_parameters": count_parameters(teacher.model),
-    }
-    log.info("student: %d parameters (teacher %d), layers %s", info["parameters"], info["teacher_parameters"], kept)
-    return StudentStart(model, tokenizer, info, params=params, row=row)
 
 
 def prepare_student_data(
@@ -188,9 +117,9 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
 def distill_student(
     teacher: ModelBundle, student: StudentStart, student_data, teacher_cache: TeacherCache | None, recipe, settings
 ) -> ModelBundle:
-    """Distil ``teacher`` into ``student`` (built by :func:`build_student_model`, which names its
+    """Distil ``teacher`` into ``student`` (built by [`build_student_model`][bert_kd.experiment.training_jobs.student.build_student_model], which names its
     row) with the row's ``recipe`` through the one distillation body
-    (:func:`bert_kd.experiment.distill_job.train_student`); ``settings``: the run settings."""
+    ([`bert_kd.experiment.training_jobs.student.train_student`][bert_kd.experiment.training_jobs.student.train_student]); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     check_teacher(teacher, run.task)
     if not isinstance(student, StudentStart):
@@ -205,7 +134,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     """A Table-1-style comparison: one row per method plus the teacher and the majority class,
     % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
     title). Rows that are the same job (same content key: the same layers connected with the same
-    weights) say which row they repeat. The verdict (:func:`bert_kd.core.reports.verdict.comparison_verdict`)
+    weights) say which row they repeat. The verdict ([`bert_kd.core.reports.verdict.comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict])
     crowns the top row only when the data separate it from the runner-up; otherwise the table,
     the log and the parent run name the tied rows (or say that the teacher or every student sits
     at the majority class)."""
@@ -262,8 +191,8 @@ DECIMALS = {"% of teacher": 1, "parameters (M)": 2, "throughput (ex/s)": 0}
 
 def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``frame`` with its numbers as fixed-decimal text for the Markdown table: metrics to
-    :data:`METRIC_DECIMALS` places (the noise of a dev set of a few hundred examples is in the
-    second), the other numeric columns per :data:`DECIMALS`; empty cells stay empty."""
+    [`METRIC_DECIMALS`][bert_kd.pipelines.distill.nodes.METRIC_DECIMALS] places (the noise of a dev set of a few hundred examples is in the
+    second), the other numeric columns per `DECIMALS`; empty cells stay empty."""
     shown = frame.astype(object).copy()
     for column in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
@@ -274,7 +203,7 @@ def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
-    """The majority-class row (:data:`bert_kd.core.reports.verdict.MAJORITY_METHOD`) from the first evaluation
+    """The majority-class row ([`bert_kd.core.reports.verdict.MAJORITY_METHOD`][bert_kd.core.reports.verdict.MAJORITY_METHOD]) from the first evaluation
     that recorded it (same dev rows for every model of a table); None for regression tasks."""
     for evaluation in (teacher_metrics, *student_metrics):
         splits = {k: v for k, v in (evaluation.get("majority_class") or {}).items() if v}
@@ -303,7 +232,7 @@ def register_best_student(
     label=None,
 ) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
-    ``bert_kd-<task>-student``) with its lineage tags and the verdict's (:meth:`Verdict.tags`).
+    ``bert_kd-<task>-student``) with its lineage tags and the verdict's ([`Verdict.tags`][bert_kd.core.reports.verdict.Verdict.tags]).
     A tie registers its top scorer tagged as a tie (``bert_kd.verdict: tie``, ``bert_kd.tied``)
     unless ``tracking.register_ties`` is false; nothing is registered when the teacher or every
     student sits at the majority class, tracking is off or ``tracking.register_best`` is false
@@ -391,7 +320,7 @@ def registration_description(
 
 
 def registration_node(table_name: str, label=None):
-    """:func:`register_best_student` as a node function over ``(table, teacher_metrics,
+    """[`register_best_student`][bert_kd.pipelines.distill.nodes.register_best_student] as a node function over ``(table, teacher_metrics,
     *student_metrics, run_settings)``."""
 
     def register(table, teacher_metrics, *students_and_settings):
@@ -523,7 +452,7 @@ def layer_alignment_report(
     """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
     for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
     to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
-    connections (:func:`~bert_kd.core.distill.alp_figures.alignment_pairs`). → (CSV table, figure)."""
+    connections ([`alignment_pairs`][bert_kd.core.distill.alp_figures.alignment_pairs]). → (CSV table, figure)."""
     options, task = typed(Figures, figures, "figures"), alp_student.info.get("task", "?")
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]

@@ -20,17 +20,23 @@ from bert_kd.core.reports.plots import comparison_bars, comparison_title
 from bert_kd.core.reports.verdict import MAJORITY_METHOD
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
-from bert_kd.experiment.distill_job import DistillJob, RunSettings, task_of, train_student, with_explicit_weights
 from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.run_setup import training_config
 from bert_kd.experiment.tracker import Comparison, kedro_run, tracker_for
+from bert_kd.experiment.training_jobs.student import (
+    DistillJob,
+    RunSettings,
+    check_teacher,
+    shallow_student,
+    task_of,
+    train_student,
+    with_explicit_weights,
+)
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
-    check_teacher,
     majority_row,
     register_best_student,
-    shallow_student,
     table_verdict,
     with_verdict,
 )
@@ -138,7 +144,7 @@ def student_recipe(config) -> tuple[dict, dict]:
     """A ``multi_teacher_configs`` entry, without its ``teachers`` choice, as (key material, what the
     method is built from): the student is keyed on the recipe as written (the key of every stored
     multi-teacher student, a sweep trial's as a ``kedro run``'s), the method receives its weights
-    written out (:func:`~bert_kd.experiment.distill_job.with_explicit_weights`: Shi & Guo Eq. 12–13 expanded,
+    written out ([`with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]: Shi & Guo Eq. 12–13 expanded,
     what MLflow records)."""
     written = {k: v for k, v in set_values(config).items() if k != "teachers"}
     return written, with_explicit_weights(written)
@@ -147,7 +153,7 @@ def student_recipe(config) -> tuple[dict, dict]:
 def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config, student, settings) -> ModelBundle:
     """Distil the chosen teachers (``teachers: [indices]``, default all) into a fresh student built
     from teacher ``init_from_teacher``'s layers, through the one distillation body
-    (:func:`bert_kd.experiment.distill_job.train_student`); ``settings``: the run settings."""
+    ([`bert_kd.experiment.training_jobs.student.train_student`][bert_kd.experiment.training_jobs.student.train_student]); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     spec = get_task(run.task)
     written, recipe = student_recipe(config)
@@ -289,7 +295,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
 
 
 def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], *students_and_settings) -> dict:
-    """:func:`~bert_kd.pipelines.distill.nodes.register_best_student` for Tables 2–3 (rows named
+    """[`register_best_student`][bert_kd.pipelines.distill.nodes.register_best_student] for Tables 2–3 (rows named
     ``<method>[<teachers>]``; the best teacher is the reference); the last input is ``run_settings``."""
     *students, settings = students_and_settings
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
@@ -305,7 +311,7 @@ def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict]
 
 def multi_teacher_contributions(student: ModelBundle, settings):
     """Each teacher's and each layer group's share of the MT loss on dev at the end of training
-    (:mod:`bert_kd.core.distill.methods.multi_teacher.contributions`, recorded by the distillation
+    ([`bert_kd.core.distill.methods.multi_teacher.contributions`][bert_kd.core.distill.methods.multi_teacher.contributions], recorded by the distillation
     job in ``info["contributions"]``). → (CSV table, figure)."""
     contributions = student.info.get("contributions")
     configuration = student.info.get("configuration", student.info.get("method", "?"))

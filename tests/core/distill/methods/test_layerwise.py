@@ -29,7 +29,7 @@ def table_recipe(table: str, row: str) -> dict:
     ``distill_methods`` recipe with the row's ``set`` applied, as the sweep builds it."""
     import yaml
 
-    from bert_kd.experiment.sweep.spec import build_sweep
+    from bert_kd.sweeps.spec import build_sweep
 
     conf = REPO_ROOT / "conf" / "base"
     reproduce = yaml.safe_load((conf / "parameters_reproduce.yml").read_text())["reproduce"]

@@ -1,7 +1,7 @@
 """Distillation methods, registered by name.
 
-Importing this package imports every module under it (:func:`discover_methods`), so a new
-method is one module here with a :func:`register_method` class and one recipe row in
+Importing this package imports every module under it ([`discover_methods`][bert_kd.core.distill.methods.discover_methods]), so a new
+method is one module here with a [`register_method`][bert_kd.core.distill.methods.base.register_method] class and one recipe row in
 ``conf/base/parameters_distill.yml`` (its ``distill_<row>`` pipeline is derived from the row).
 """
 
@@ -15,7 +15,7 @@ __all__ = ["METHODS", "Method", "build_method", "discover_methods", "recipe_mode
 
 def discover_methods() -> dict[str, type[Method]]:
     """Import every module of this package (subpackages included) so that each
-    ``@register_method`` class is in :data:`METHODS`; returns the registry."""
+    ``@register_method`` class is in `METHODS`; returns the registry."""
     for module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
         importlib.import_module(module.name)
     return METHODS

@@ -20,7 +20,7 @@ from bert_kd.core.models import num_layers
 
 class LayerwiseOptions(Recipe):
     """``mapping``: a layer-map strategy or explicit teacher layers per student layer
-    (:func:`bert_kd.core.layer_maps.layer_map`); ``projection``: a learned student → teacher width map
+    ([`bert_kd.core.layer_maps.layer_map`][bert_kd.core.layer_maps.layer_map]); ``projection``: a learned student → teacher width map
     (``auto``: when the widths differ)."""
 
     mapping: LayerMapping | None = None

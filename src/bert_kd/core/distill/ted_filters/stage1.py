@@ -1,4 +1,4 @@
-"""TED Stage I driver: build filters on a frozen model, train them with :func:`bert_kd.core.training.fit`
+"""TED Stage I driver: build filters on a frozen model, train them with [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit]
 and report each filtered layer's dev metrics (Liang et al., 2023, Sec. 3.1)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from bert_kd.core.training import (
 
 
 def filters_evaluate_fn(filters: TaskFilters, task: str):
-    """An ``evaluate_fn`` for :func:`fit` on concatenated per-filter logits: reports
+    """An ``evaluate_fn`` for [`fit`][bert_kd.core.training.loop.fit] on concatenated per-filter logits: reports
     ``L<layer>/<metric>`` for each filter and each metric's mean over the filters under its
     plain name (so ``select_metric: accuracy`` selects on the mean per-layer accuracy)."""
     layers, width = list(filters.layers), filters.num_labels
@@ -104,11 +104,11 @@ def train_filters(
     description: str = "ted-stage1",
 ) -> tuple[TaskFilters, dict[int, dict[str, float]]]:
     """TED Stage I: build filters on ``model`` at ``layers`` and train them (model frozen) with
-    :func:`bert_kd.core.training.fit`. Returns the trained filters and their per-layer dev metrics
+    [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit]. Returns the trained filters and their per-layer dev metrics
     (``{}`` without ``dataset_eval``); the metrics and the run's best epoch go to ``filters.info``.
 
     ``layers`` is a list of 1-based model layers (teacher: ``ted_layer_map(...)``; student:
-    ``[1..K]``) or a :func:`ted_layer_map` strategy name (needs ``n_student``). For student filters
+    ``[1..K]``) or a [`ted_layer_map`][bert_kd.core.distill.ted_filters.teacher_layers.ted_layer_map] strategy name (needs ``n_student``). For student filters
     pass ``out_width`` = teacher width and ``role="student"``. The model's parameters are bit-identical
     afterwards and their ``requires_grad`` flags and train/eval mode are restored.
     """

@@ -1,101 +1,26 @@
-"""Token-level MT terms across tokenizers: shared character spans and span pooling.
+"""Token-level MT terms across tokenizers: pooling over shared character spans.
 
-Two tokenizers cut the same sentence differently ("unhappiness" → ``un ##ha ##pp ##iness`` vs
-``Ġunh appiness``). The MT terms (Shi & Guo 2023, Eq. 2–11) compare positions, so a teacher
-with another tokenizer is compared on **shared spans**: the finest partition of each sentence's
-characters that no token of either side crosses. Tokens of both sides are grouped by character
-overlap (connected components); a group is a shared span when both sides have tokens in it and
-cover the same characters (a word split differently, or a single token both sides agree on).
-Identical tokenizations give one span per text token.
-
-Excluded (span id :data:`NO_SPAN`): special tokens ([CLS], <s>, <sep> …), whitespace-only
-tokens, and groups only one side covers or covers differently (truncation cut a word on one
-side). Both sentences of a pair are handled, each in its own character coordinates.
-
-Data side (pure Python, at tokenization time): :func:`token_character_spans` turns a fast
-tokenizer's ``offset_mapping`` and ``sequence_ids`` into ``(sentence, start, end)`` per token;
-:func:`shared_span_ids` gives both sides' span ids for one row. Model side (torch):
-:class:`SpanPooling` averages sub-token states inside each span (hidden states, embeddings) and
-pools attention maps (:func:`pool_attention_scores`, :func:`span_attention_probabilities`).
+The MT terms (Shi & Guo 2023, Eq. 2–11) compare positions, so a teacher with another tokenizer is
+compared on the **shared spans** of [`bert_kd.core.data.spans`][bert_kd.core.data.spans] (span ids computed at
+tokenization time, [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN] outside every shared span). Here, the
+model side (torch): [`SpanPooling`][bert_kd.core.distill.methods.multi_teacher.spans.SpanPooling] averages sub-token states inside each span (hidden states,
+embeddings) and pools attention maps ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores], [`span_attention_probabilities`][bert_kd.core.distill.methods.multi_teacher.spans.span_attention_probabilities]).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
 
+from bert_kd.core.data.spans import NO_SPAN
 from bert_kd.core.training import SPAN_PAD  # the collator pads span-id columns with it (any side)
-
-#: Span id of a token that belongs to no shared span (special, whitespace, one-sided).
-NO_SPAN = -1
-#: ``(sentence, start, end)`` of a token that covers no text.
-NO_CHARS = (-1, 0, 0)
-
-
-def token_character_spans(offsets: Sequence, sequence_ids: Sequence, texts: Sequence[str]) -> list[list[int]]:
-    """Per token ``[sentence, start, end]``: character offsets into ``texts[sentence]`` with
-    surrounding whitespace trimmed (tokenizers differ in whether ``▁``/``Ġ`` tokens include the
-    space), or :data:`NO_CHARS` for special tokens (``sequence_ids`` None) and tokens covering
-    only whitespace."""
-    if len(offsets) != len(sequence_ids):
-        raise ValueError(f"{len(offsets)} offsets but {len(sequence_ids)} sequence ids")
-    out = []
-    for (start, end), sentence in zip(offsets, sequence_ids):
-        if sentence is None or sentence < 0 or sentence >= len(texts):
-            out.append(list(NO_CHARS))
-            continue
-        text = texts[sentence]
-        start, end = int(start), min(int(end), len(text))
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        out.append([int(sentence), start, end] if start < end else list(NO_CHARS))
-    return out
-
-
-def shared_span_ids(student: Sequence[Sequence[int]], teacher: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
-    """Span ids of every student and teacher token of one row (``[sentence, start, end]`` per
-    token, from :func:`token_character_spans`): ``0 … S−1`` numbered in text order, the same id
-    on both sides, :data:`NO_SPAN` outside shared spans. Every id is used on both sides."""
-    tokens = []  # (sentence, start, end, side, position)
-    for side, row in enumerate((student, teacher)):
-        for position, (sentence, start, end) in enumerate(row):
-            if sentence >= 0 and start < end:
-                tokens.append((int(sentence), int(start), int(end), side, position))
-    tokens.sort()
-    ids = ([NO_SPAN] * len(student), [NO_SPAN] * len(teacher))
-    next_id = 0
-    i = 0
-    while i < len(tokens):
-        # one group: tokens of the same sentence that overlap the running extent
-        sentence, _, reach, _, _ = tokens[i]
-        j = i + 1
-        while j < len(tokens) and tokens[j][0] == sentence and tokens[j][1] < reach:
-            reach = max(reach, tokens[j][2])
-            j += 1
-        group = tokens[i:j]
-        extents = [None, None]
-        for _, start, end, side, _ in group:
-            lo, hi = extents[side] or (start, end)
-            extents[side] = (min(lo, start), max(hi, end))
-        if extents[0] is not None and extents[0] == extents[1]:
-            for _, _, _, side, position in group:
-                ids[side][position] = next_id
-            next_id += 1
-        i = j
-    return ids
-
-
-# --------------------------------------------------------------------------- model side
 
 
 def seat_span_ids(span_ids: Tensor, attention_mask: Tensor, column: str) -> Tensor:
     """Span ids ``(B, L)`` placed on the real tokens of ``attention_mask`` ``(B, L)``: a column's
-    non-pad entries (:data:`SPAN_PAD`) belong, in order, to the row's real tokens, so the
+    non-pad entries ([`SPAN_PAD`][bert_kd.core.training.batching.SPAN_PAD]) belong, in order, to the row's real tokens, so the
     column may be padded on either side whatever side the tokens were padded on."""
     if span_ids.dim() != 2 or attention_mask.dim() != 2 or span_ids.shape[0] != attention_mask.shape[0]:
         raise ValueError(f"column {column!r} has shape {tuple(span_ids.shape)}, tokens {tuple(attention_mask.shape)}")
@@ -120,7 +45,7 @@ def _assignment(span_ids: Tensor, n_spans: int) -> Tensor:
 
 @dataclass
 class SpanPooling:
-    """Both sides' tokens of one batch grouped into shared spans (:func:`shared_span_ids`).
+    """Both sides' tokens of one batch grouped into shared spans ([`bert_kd.core.data.spans.shared_span_ids`][bert_kd.core.data.spans.shared_span_ids]).
 
     ``student``/``teacher``: one-hot ``(B, S, L)`` token→span assignments; ``mask`` ``(B, S)``
     marks the spans a row has (rows have different span counts)."""
@@ -131,7 +56,7 @@ class SpanPooling:
 
     @classmethod
     def from_ids(cls, student_ids: Tensor, teacher_ids: Tensor) -> SpanPooling:
-        """From seated span ids (``(B, L_s)``, ``(B, L_t)``, :data:`NO_SPAN` outside spans)."""
+        """From seated span ids (``(B, L_s)``, ``(B, L_t)``, [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN] outside spans)."""
         n_spans = max(int(max(student_ids.max(), teacher_ids.max())) + 1, 1)  # ≥ 1: a batch may share none
         student, teacher = _assignment(student_ids, n_spans), _assignment(teacher_ids, n_spans)
         mask = (student.sum(-1) > 0) & (teacher.sum(-1) > 0)

@@ -1,0 +1,26 @@
+"""Kedro-free sweeps over methods × tasks × seeds × grids: spec, scheduling on an
+Optuna study, model selection, paired bootstrap and paper-shaped tables."""
+
+from bert_kd.sweeps.paper_tables import SweepReport, build_report, markdown, write_report
+from bert_kd.sweeps.scheduler import check_result, collect_results, make_storage, run_sweep
+from bert_kd.sweeps.selection import select_best, summarize
+from bert_kd.sweeps.significance import paired_bootstrap
+from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep, parse_restriction
+
+__all__ = [
+    "SweepReport",
+    "SweepSpec",
+    "TrialSpec",
+    "build_report",
+    "build_sweep",
+    "check_result",
+    "collect_results",
+    "make_storage",
+    "markdown",
+    "paired_bootstrap",
+    "parse_restriction",
+    "run_sweep",
+    "select_best",
+    "summarize",
+    "write_report",
+]
