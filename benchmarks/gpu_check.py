@@ -795,10 +795,13 @@ def print_sweep(rows: list[dict], estimates: Mapping | None, name: str, precisio
         "|---|---|---|---|---|"
     )
     for row in rows:
-        hours = f"{hours_with_workers(estimates[table], row['speedup']):.1f}" if estimates else "–"
+        # with an estimate, trials/hour and GPU-hours both come from it (its rates × the workers' speed-up); the
+        # workers' own examples/s are a rate of live ALP alone, another baseline, so they give only the speed-up
+        hours = hours_with_workers(estimates[table], row["speedup"]) if estimates else None
+        per_hour = estimates[table]["trials"] / hours if hours else row["trials_per_hour"]
         print(
             f"| {row['workers']} | {row['examples_per_s']:.0f} | {row['speedup']:.2f}× | "
-            f"{row['trials_per_hour']:.1f} | {hours} |"
+            f"{per_hour:.1f} | {'–' if hours is None else f'{hours:.1f}'} |"
         )
 
 

@@ -28,6 +28,12 @@ for _name in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRA
     os.environ.pop(_name, None)
 atexit.register(shutil.rmtree, HERMETIC_ROOT, ignore_errors=True)
 
+# The test process tracks (most tests run the job path with the schema's default, tracking on), so it
+# installs MLflow's tracker where it starts, as Kedro's settings.py does (loads neither MLflow nor Kedro).
+from bert_kd.tracking import use_mlflow  # noqa: E402
+
+use_mlflow()
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO_ROOT.parent / "shared" / "glue"
 

@@ -844,3 +844,77 @@ def test_bert_kd_help_lists_its_commands(capsys):
     out = capsys.readouterr().out
     assert done.value.code == 0
     assert "bert-kd results render|paper-gap|power|gradient-shares FOLDER" in out and "--pipeline" in out
+
+
+# ---------------------------------------------------------------- bert-kd card / push
+def _student_entry(root: Path) -> Path:
+    from tests.experiment.test_model_card import stored_entry
+
+    return stored_entry(
+        root,
+        "student",
+        {"role": "student", "method": "alp", "task": "rte", "best_metrics": {"accuracy": 0.6}, "dev_examples": 24},
+        {"task": "rte", "seed": 42},
+    )
+
+
+def test_card_writes_the_store_entrys_hub_card(tmp_path):
+    from click.testing import CliRunner
+    from huggingface_hub import ModelCard
+
+    from bert_kd.cli import cli
+
+    entry = _student_entry(tmp_path / "store")
+    result = CliRunner().invoke(cli, ["card", str(entry)])
+    assert result.exit_code == 0, result.output
+    assert f"model card: {entry / 'README.md'}" in result.output
+    assert ModelCard.load(entry / "README.md").data.eval_results[0].metric_value == 0.6
+
+
+def test_push_dry_run_writes_the_folder_transformers_loads_and_a_busy_folder_is_a_user_error(tmp_path):
+    from click.testing import CliRunner
+    from huggingface_hub import ModelCard
+    from transformers import AutoModelForSequenceClassification
+
+    from bert_kd.cli import cli
+
+    entry, target = _student_entry(tmp_path / "store"), tmp_path / "to-push"
+    result = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
+    assert result.exit_code == 0, result.output
+    assert AutoModelForSequenceClassification.from_pretrained(target).config.num_labels == 2
+    assert ModelCard.load(target / "README.md").data.eval_results
+    again = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
+    assert again.exit_code == 2 and "is not empty" in again.output and "Traceback" not in again.output
+
+
+def test_card_and_push_of_a_folder_that_is_no_model_and_an_offline_push_exit_2(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+
+    result = CliRunner().invoke(cli, ["card", str(tmp_path)])
+    assert result.exit_code == 2 and "no config.json" in result.output and "Traceback" not in result.output
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pushed = CliRunner().invoke(cli, ["push", str(_student_entry(tmp_path / "store")), "someone/alp-rte"])
+    assert pushed.exit_code == 2 and "the push of" in pushed.output and "--dry-run" in pushed.output
+
+
+def test_card_of_an_mlflow_uri_whose_model_is_not_in_this_store_is_written_to_the_reports(tmp_path, monkeypatch):
+    import mlflow
+    from click.testing import CliRunner
+    from huggingface_hub import ModelCard
+
+    from bert_kd.cli import cli
+    from bert_kd.tracking.logged_models import log_model_directory
+
+    entry = _student_entry(tmp_path / "elsewhere")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment("cards", artifact_location=str(tmp_path / "art")))
+    with mlflow.start_run() as run:
+        log_model_directory(entry, task="rte")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["card", f"runs:/{run.info.run_id}/alp-rte-student"])
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "data/08_reporting/model_cards" / entry.name / "README.md"
+    assert f"model card: {written.relative_to(tmp_path)}" in result.output
+    assert ModelCard.load(written).data.eval_results[0].dataset_config == "rte"

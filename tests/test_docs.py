@@ -4,15 +4,23 @@ shows is a committed file)."""
 
 from __future__ import annotations
 
+import html.parser
 import importlib.util
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import urlsplit
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "bert_kd"
+IMAGES = ROOT / "docs" / "images"
+#: The most a committed picture may weigh (the site is cloned with the repository).
+MAX_IMAGE_BYTES = 300_000
 
 
 def load_reference_hook():
@@ -60,3 +68,73 @@ def test_the_reference_has_a_page_per_module_and_the_nav_lists_them():
     assert pages == modules
     listed = re.findall(r"'(reference/[^']+\.md)'", repr(config.nav))
     assert set(listed) == set(hook._pages) | {hook.INDEX}
+
+
+class Resources(html.parser.HTMLParser):
+    """What a page loads by itself: scripts, style sheets, fonts and icons (``<link>``), images."""
+
+    def __init__(self):
+        super().__init__()
+        self.loaded: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "img") and attrs.get("src"):
+            self.loaded.append((tag, attrs["src"]))
+        if tag == "link" and attrs.get("href") and attrs.get("rel") != "canonical":
+            self.loaded.append((tag, attrs["href"]))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT / "src")}
+    mkdocs = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(folder)]
+    built = subprocess.run(mkdocs, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return folder
+
+
+def page_resources(site: Path) -> dict[Path, list[tuple[str, str]]]:
+    pages = {}
+    for page in site.rglob("*.html"):
+        parser = Resources()
+        parser.feed(page.read_text(encoding="utf-8"))
+        pages[page] = parser.loaded
+    return pages
+
+
+def test_the_built_site_loads_nothing_from_another_host(site):
+    remote = {
+        (str(page.relative_to(site)), url)
+        for page, loaded in page_resources(site).items()
+        for _, url in loaded
+        if urlsplit(url).scheme or url.startswith("//")
+    }
+    assert not remote, f"fetched from another host (a CDN?): {sorted(remote)[:5]}"
+
+
+def test_the_maths_is_typeset_by_the_sites_own_mathjax(site):
+    methods = dict.fromkeys(
+        src for tag, src in page_resources(site)[site / "methods" / "index.html"] if tag == "script"
+    )
+    mathjax = [src for src in methods if src.endswith("tex-chtml.js")]
+    assert mathjax and (site / "methods" / mathjax[0]).resolve().is_file()
+    assert (site / "javascripts/mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff").is_file()
+
+
+def test_every_picture_a_page_shows_is_a_committed_file_of_reasonable_size(site):
+    shown = {
+        (page.parent / src).resolve()
+        for page, loaded in page_resources(site).items()
+        for tag, src in loaded
+        if tag == "img"
+    }
+    missing = [str(path) for path in shown if not path.is_file()]
+    assert shown and not missing, missing
+    committed = {path.name: path.stat().st_size for path in IMAGES.iterdir()}
+    assert {"architecture.png", "distill_baselines.png", "alp_attention.png", "distill_baselines_dag.png"} <= set(
+        committed
+    )
+    assert set(committed) <= {path.name for path in shown}, "a picture in docs/images/ that no page shows"
+    assert not {name: size for name, size in committed.items() if size > MAX_IMAGE_BYTES}

@@ -2,15 +2,15 @@
 
 ``bert_kd.tracking_models`` still names [`bert_kd.tracking.logged_models`][bert_kd.tracking.logged_models]: MLflow models logged
 before the package was laid out in folders record it as their pyfunc ``loader_module``. The alias is
-resolved only when that name is imported, so importing bert_kd loads no MLflow.
+resolved only when that name is imported, so importing bert_kd loads no MLflow. Importing bert_kd
+loads no Kedro either: the start-up warning filters are installed where a program starts
+(``settings.py`` for every ``kedro`` command, ``__main__.py`` for ``bert-kd``).
 """
 
 import importlib
 import importlib.abc
 import importlib.util
 import sys
-
-from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
 
 #: Old module name → the module that answers to it now.
 MODULE_ALIASES = {"bert_kd.tracking_models": "bert_kd.tracking.logged_models"}
@@ -31,8 +31,5 @@ class _ModuleAliases(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(finder, _ModuleAliases) for finder in sys.meta_path):
     sys.meta_path.append(_ModuleAliases())
-
-silence_known_warnings()
-quiet_dataset_io()
 
 __version__ = "0.1"

@@ -178,3 +178,120 @@ def _results_group():
 
 #: ``kedro results …`` (also ``bert-kd results …``): readings of committed tables.
 cli.add_command(_results_group())
+
+
+# ---------------------------------------------------------------- sharing a model: card and push
+def _guarded(action):
+    """Run ``action()``; a [`UserError`][bert_kd.config.errors.UserError] prints its block and exits with status 2."""
+    try:
+        return action()
+    except UserError as error:
+        report_user_error(error, error)
+        sys.exit(USER_ERROR_EXIT)
+
+
+def model_folder(source: str, key: str) -> tuple[Path, bool]:
+    """(the model folder ``source`` names, whether it is a store entry): a folder as given, or an
+    MLflow URI (``models:/…``, ``runs:/…``) downloaded, then replaced by its entry in this
+    project's store when that holds it (the card then finds the teacher beside it)."""
+    from bert_kd.config.errors import ModelNotFoundError
+    from bert_kd.experiment.store import STORE_ROOT
+
+    if ":/" not in source:
+        folder = Path(source)
+        if not (folder / "config.json").is_file():
+            raise ModelNotFoundError(
+                f"{source} is not a saved model folder (no config.json)",
+                key,
+                "give a store entry (data/06_models/store/student/<key>) or an MLflow URI (models:/<name>@<alias>, "
+                "models:/<name>/<version>, runs:/<run id>/<model name>)",
+            )
+        return folder, True
+    from bert_kd.experiment.tracker import model_sources
+
+    downloaded = model_sources().local_directory(source, key)
+    import json
+
+    info_file = downloaded / "bert_kd.json"
+    info = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else {}
+    stored = STORE_ROOT / str(info.get("role", "")) / str(info.get("key", ""))
+    if info.get("role") and info.get("key") and (stored / "config.json").is_file():
+        return stored, True
+    return downloaded, False
+
+
+def _run_link(folder: Path) -> str | None:
+    import json
+
+    info_file = folder / "bert_kd.json"
+    run_id = json.loads(info_file.read_text(encoding="utf-8")).get("mlflow_run_id") if info_file.is_file() else None
+    if not run_id:
+        return None
+    from mlflow import MlflowClient
+
+    from bert_kd.tracking.logged_models import run_link
+
+    return run_link(run_id, MlflowClient())
+
+
+@cli.command(name="card")
+@click.argument("source")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, help="where to write (default: see below)")
+@click.option("--license", "license_", default=None, help="the card's license (default apache-2.0)")
+def card(source: str, output: str | None, license_: str | None) -> None:
+    """Write the Hugging Face model card (README.md) of SOURCE: a store folder or an MLflow model URI.
+
+    Written into the store folder (a URI whose model is in this project's store: into that entry),
+    else to --output (default data/08_reporting/model_cards/<key>/README.md)."""
+    from bert_kd.experiment.model_card import DEFAULT_LICENSE, write_model_card
+
+    def write() -> None:
+        folder, stored = model_folder(source, "bert-kd card SOURCE")
+        target = output
+        if target is None and not stored:
+            target = Path("data/08_reporting/model_cards") / folder.name / "README.md"
+        written = write_model_card(folder, target, run_link=_run_link(folder), license=license_ or DEFAULT_LICENSE)
+        click.echo(f"model card: {written}")
+
+    _guarded(write)
+
+
+@cli.command(name="push")
+@click.argument("source")
+@click.argument("repo_id")
+@click.option("--dry-run", is_flag=True, help="write the folder that would be pushed, push nothing")
+@click.option("--to", "target", type=click.Path(file_okay=False), default=None, help="--dry-run's folder")
+@click.option("--private", is_flag=True, help="create the hub repository private")
+@click.option("--license", "license_", default=None, help="the card's license (default apache-2.0)")
+def push(source: str, repo_id: str, dry_run: bool, target: str | None, private: bool, license_: str | None) -> None:
+    """Upload SOURCE (a store folder or an MLflow model URI) with its model card to the hub as REPO_ID.
+
+    --dry-run writes exactly the folder it would upload to --to (default
+    data/08_reporting/hub/<repo id with / as __>) and uploads nothing."""
+    from bert_kd.experiment.hub import push_folder, push_to_hub
+    from bert_kd.experiment.model_card import DEFAULT_LICENSE
+
+    def run_push() -> None:
+        folder, _ = model_folder(source, "bert-kd push SOURCE")
+        options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE}
+        if dry_run:
+            where = Path(target or Path("data/08_reporting/hub") / repo_id.replace("/", "__"))
+            if where.exists() and any(where.iterdir()):
+                raise UserError(f"{where} is not empty", "--to", "give a new folder (--to PATH) or remove that one")
+            push_folder(folder, where, **options)
+            click.echo(f"dry run: the folder that would be pushed to {repo_id}: {where}")
+            return
+        try:
+            url = push_to_hub(folder, repo_id, private=private, **options)
+        except Exception as exc:  # noqa: BLE001 - offline, no token, no rights: one block, exit 2
+            if isinstance(exc, UserError):
+                raise
+            raise UserError(
+                f"the push of {source} to {repo_id} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
+                f"hub repository {repo_id}",
+                "log in (`hf auth login` or HF_TOKEN) with write access to that namespace, and be online "
+                "(HF_HUB_OFFLINE unset); `--dry-run` writes the folder without pushing",
+            ) from exc
+        click.echo(f"pushed {source} to {repo_id}: {url}")
+
+    _guarded(run_push)

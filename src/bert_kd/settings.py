@@ -2,14 +2,27 @@
 from the Kedro defaults. For further information, including these default values, see
 https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration"""
 
+# Kedro imports this module first, for every command: the known third-party warnings and Kedro's
+# per-dataset load/save lines are silenced here, before any plugin loads (bert_kd.kedro_project.quiet).
+from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
+
+silence_known_warnings()
+quiet_dataset_io()
+
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 # from bert_kd.kedro_project.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
+from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
 from bert_kd.sweeps.reproduce_pipeline.nodes import CliParamsHook  # noqa: E402
+from bert_kd.tracking import use_mlflow  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
 from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
+
+# The program's tracker: the job path, the report nodes and model URIs report to MLflow
+# (bert_kd.experiment.tracker holds the interfaces; importing it chooses nothing).
+use_mlflow()
 
 HOOKS = (
     PreflightHook(),
@@ -17,6 +30,7 @@ HOOKS = (
     ParentRunHook(),
     RunStatusHook(),
     CliParamsHook(),
+    JobProgressHook(),
     ClosingSummaryHook(),
 )
 

@@ -66,6 +66,12 @@ def test_holm_multiplies_by_the_rank_carries_the_maximum_and_scales_the_error():
     assert st.holm([0.6, 0.7]) == [(1.0, 0.0), (1.0, 0.0)]  # capped
 
 
+def test_holm_steps_down_in_input_order():
+    assert [value for value, _ in st.holm([0.03, 0.5, 0.01, 0.02])] == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert [value for value, _ in st.holm([0.3, 0.9])] == pytest.approx([0.6, 0.9])
+    assert st.holm([]) == []
+
+
 def test_variance_components_recover_known_components():
     rng = np.random.default_rng(11)
     n, m = 40, 3000
@@ -104,6 +110,22 @@ def test_power_and_resolvable_gain_are_one_model():
     assert st.power(effect, sd, alpha=0.05) == pytest.approx(0.8)
     assert st.power(effect, sd, alpha=0.05 / 16) < 0.8  # after Holm's first step the same gain is found less often
     assert st.power(0.01, 0.0) == 1.0 and st.power(-0.01, 0.0) == 0.0
+
+
+def test_more_seeds_resolve_a_smaller_gain_down_to_the_examples_floor():
+    components = st.VarianceComponents(seeds=3, examples=400, seed=0.012**2, example=400 * 0.002**2, residual=0.0)
+    resolvable = [st.resolvable(math.sqrt(components.gain_variance(n))) for n in (1, 3, 10, 100, 10_000)]
+    assert resolvable == sorted(resolvable, reverse=True) and resolvable[0] > resolvable[-1]
+    floor = st.resolvable(math.sqrt(components.example / components.examples))  # no seed count averages it away
+    assert resolvable[-1] > floor and resolvable[-1] == pytest.approx(floor, rel=0.01)
+
+
+def test_pooling_seeds_shrinks_the_bootstraps_standard_error():
+    rng = np.random.default_rng(0)
+    method = (rng.random((4, 500)) < 0.8).astype(int)
+    baseline = (rng.random((4, 500)) < 0.8).astype(int)
+    assert st.bootstrap_test(method, baseline).se < st.bootstrap_test(method[:1], baseline[:1]).se
+    assert st.bootstrap_test(baseline, baseline).se == 0.0
 
 
 def test_t_interval_needs_two_values():

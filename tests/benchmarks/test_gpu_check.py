@@ -56,6 +56,21 @@ def test_gpu_hours_with_several_workers_divide_the_students_only(gpu_check):
     assert gpu_check.hours_with_workers(estimate, 3.0) == 12.0  # the teacher fine-tuning is not shared out
 
 
+def test_the_sweep_table_takes_trials_per_hour_and_gpu_hours_from_one_baseline(gpu_check, capsys):
+    """With an estimate, a worker row's trials/hour is the table's trials over its GPU-hours (the estimate's rates
+    × the workers' speed-up), not the workers' own live-ALP rate, which another baseline sets."""
+    estimates = {"t": {"trials": 120, "teacher_hours": 2.0, "student_hours": 30.0, "total_hours": 32.0}}
+    rows = [
+        {"pair": "p", "table": "t", "workers": 1, "examples_per_s": 100.0, "speedup": 1.0, "trials_per_hour": 7.0},
+        {"pair": "p", "table": "t", "workers": 2, "examples_per_s": 150.0, "speedup": 1.5, "trials_per_hour": 10.5},
+    ]
+    gpu_check.print_sweep(rows, estimates, "GPU", "bf16")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["| 1 | 100 | 1.00× | 3.8 | 32.0 |", "| 2 | 150 | 1.50× | 5.5 | 22.0 |"]  # 120/32, 120/22
+    gpu_check.print_sweep(rows, None, "GPU", "bf16")
+    assert capsys.readouterr().out.splitlines()[-1] == "| 2 | 150 | 1.50× | 10.5 | – |"  # no estimate: the workers' own
+
+
 def test_examples_per_trial_of_the_v2_table(gpu_check):
     # cpu_protocol_v2: 5 epochs over all of MRPC (3,668 rows) or over SST-2 capped at 10,000 rows, as many
     # trials on each task (80 + 80), so the mean trial trains on the mean of the two.

@@ -153,6 +153,8 @@ def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
     run = tracking_store.get_run(reused.info["mlflow_run_id"])
     assert run.info.run_name == "distill_alp_po:rte (reused)"
     assert run.data.tags["method"] == "alp_po" and run.data.tags[SAME_JOB_AS_TAG] == "alp"
+    assert (run.data.params["method"], run.data.params["algorithm"]) == ("alp_po", "alp")  # param and tag agree
+    assert (Path(reused.info["store_path"]) / "README.md").is_file()  # the entry's model card, written once
     again = run_job(tmp_path, tiny_teacher_dir, "alp")  # the row that trained it: no same-job tag
     assert SAME_JOB_AS_TAG not in tracking_store.get_run(again.info["mlflow_run_id"]).data.tags
 

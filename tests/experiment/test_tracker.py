@@ -39,6 +39,16 @@ def test_a_registered_tracker_is_used(monkeypatch):
         tracker.register_tracker(MlflowTracker)
 
 
+def test_tracking_on_without_an_installed_tracker_is_an_error_not_a_silent_drop(monkeypatch):
+    monkeypatch.setattr(tracker, "_factory", None)
+    monkeypatch.setattr(tracker, "_model_sources_factory", None)
+    with pytest.raises(tracker.TrackingNotInstalledError, match="use_mlflow"):
+        tracker.tracker_for({"enabled": True})
+    with pytest.raises(tracker.TrackingNotInstalledError, match="MLflow URI"):
+        tracker.model_sources()
+    assert tracker.tracker_for({"enabled": False}) is tracker.NO_TRACKER  # off needs no tracker
+
+
 def test_timed_logs_the_seconds_of_its_block():
     logged = {}
 

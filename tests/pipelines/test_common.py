@@ -93,3 +93,29 @@ def test_an_argument_named_run_gets_all_run_settings_as_one_object():
     tokenized, teacher, run = node_fn("rows", {"model": "m"}, SETTINGS)
     assert isinstance(run, RunSettings) and (run.task, run.seed, run.tracking) == ("rte", 7, Tracking(enabled=False))
     assert run.data_source == {"glue_dir": "glue", "max_train_samples": 100, "max_eval_samples": None}
+
+
+def _select(options, slot):
+    return options[slot]
+
+
+def test_node_wrappers_point_kedro_viz_at_the_wrapped_functions_file():
+    """kedro-viz's "File Path" is ``inspect.getfile(node.func)``: the file holding the function, not common.py."""
+    reads = common.reads_run_settings(_train, row="alp_no")
+    bound = common.with_fixed(_select, slot=1)
+    assert inspect.getfile(reads) == inspect.getfile(bound) == __file__ != inspect.getfile(common)
+    assert bound(["a", "b"]) == "b" and list(inspect.signature(bound).parameters) == ["options"]
+    assert bound.__wrapped__ is _select and bound.__name__ == "_select"
+
+
+def test_a_traceback_through_a_node_wrapper_names_the_wrapped_function():
+    import traceback
+
+    def failing(tokenized, task):
+        raise RuntimeError(f"bad rows for {task}")
+
+    with pytest.raises(RuntimeError) as raised:
+        common.reads_run_settings(failing)("rows", SETTINGS)
+    frames = traceback.extract_tb(raised.value.__traceback__)
+    assert [frame.name for frame in frames[1:]] == ["failing", "_call_with_run_settings", "failing"]
+    assert frames[1].filename == __file__ and frames[1].lineno == failing.__code__.co_firstlineno

@@ -66,7 +66,20 @@ def test_rows_that_are_one_job_say_so_and_do_not_tie_with_themselves():
     )
     assert list(frame["same job as"].iloc[2:].fillna("")) == ["", "alp", ""]
     assert markdown.startswith("| method |")  # alp is a clear winner over nkd: alp_no is not a runner-up
-    assert "| alp_no | rte | 0.780 | 97.5 | 4.00 | 100 | alp |" in markdown  # rounded, fixed decimals
+    assert "| alp_no | rte | 0.7800 | 97.5 | 4.00 | 100 | alp |" in markdown  # 4 significant digits, fixed decimals
+
+
+def test_the_table_reads_top_score_first_and_leaves_out_a_throughput_measured_on_a_busy_machine():
+    teacher = evaluation(None, 0.8)
+    students = [evaluation("nkd", 0.70123), evaluation("alp", 0.72), evaluation("pkd", 0.6)]
+    frame, markdown, _ = compare_methods(teacher, *students)
+    assert list(frame["method"]) == ["teacher", "majority class", "alp", "nkd", "pkd"]
+    assert "| nkd | rte | 0.7012 |" in markdown and "throughput (ex/s)" in markdown
+    busy = {**evaluation("ckd", 0.65), "load_average": 3.1, "cores": 2}
+    frame, markdown, _ = compare_methods(teacher, *students, busy)
+    assert "throughput (ex/s)" in frame.columns  # the CSV keeps it
+    assert "| throughput (ex/s) |" not in markdown.splitlines()[0 if markdown.startswith("|") else 2]
+    assert "throughput (ex/s) left out: measured on a loaded machine (load 3.1 on 2 cores)" in markdown
 
 
 def test_the_multi_teacher_tables_carry_the_floor_and_the_warning():
@@ -76,7 +89,7 @@ def test_the_multi_teacher_tables_carry_the_floor_and_the_warning():
         evaluation("multi_teacher", 0.51, configuration="mt", teachers=["a", "b"]),
     ]
     table, markdown, _ = compare_multi_teacher(teachers, *students)
-    assert list(table["method"]) == ["teacher", "teacher", "majority class", "okd", "multi_teacher"]
+    assert list(table["method"]) == ["teacher", "teacher", "majority class", "multi_teacher", "okd"]  # top first
     assert table.loc[2, "% of best teacher"] == pytest.approx(71.4)
     assert markdown.startswith("**No best student**")
     assert "| majority class |" in markdown.split("## Table 3")[1]  # the floor in both tables

@@ -20,6 +20,14 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert student.parent == root / "data/06_models/store/student"
     assert (student / "config.json").exists()
     assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(student / "README.md")  # the hub model card, written when the job ends
+    assert {(r.dataset_config, r.metric_type) for r in card.data.eval_results} >= {("rte", "accuracy")}
+    assert "1←1+2+3+4, 2←—" in card.text and "Noise of one dev-set run**: ±0.1021 (24 dev examples" in card.text
+    assert ModelCard.load(
+        student.parent.parent / "teacher" / metrics["info"]["teacher_key"] / "README.md"
+    ).data.eval_results
     alpha = metrics["info"]["diagnostics"]["alp_attention"]
     assert len(alpha) == 2 and len(alpha[0]) == 4  # 2 student layers × 4 teacher layers
     assert sum(alpha[0]) == pytest.approx(1.0, abs=1e-4) and sum(alpha[1]) == 0.0  # last layer unconnected
@@ -51,6 +59,8 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert model_id == metrics["info"]["mlflow_model_id"]
     files = {a.path for a in mlflow.MlflowClient(uri).list_logged_model_artifacts(model_id, f"data/{student.name}")}
     assert {f"data/{student.name}/model.safetensors", f"data/{student.name}/tokenizer.json"} <= files
+    logged = next(root.rglob(f"data/{student.name}/model.safetensors"))  # stored once: a hard link
+    assert logged.stat().st_ino == (student / "model.safetensors").stat().st_ino
     # ALP-KD Figure 3: 10 random dev examples, one row each (not averaged), layer 2 marked unconnected
     figure3 = pd.read_csv(root / "data/08_reporting/alp_kd_figure3_alp.csv")
     assert figure3["example"].nunique() == 10 and len(figure3) == 10 * 4 + 10
@@ -141,19 +151,27 @@ def test_distill_baselines_writes_table_one(run_pipeline, capsys):
     else:
         version = client.get_model_version("bert_kd-rte-student", registered["version"])
         assert version.tags["bert_kd.method"] == registered["method"] and version.tags["bert_kd.data_digest"]
-        assert client.get_model_version_by_alias("bert_kd-rte-student", "champion").version == version.version
+        assert parent["tags.mlflow.note.content"].startswith("**Registered")  # above the table, not behind "Show more"
+        alias = "champion" if registered["verdict"] == "winner" else f"tied-{registered['method']}"
+        assert client.get_model_version_by_alias("bert_kd-rte-student", alias).version == version.version
         assert "| method |" in version.description  # the comparison it was chosen from
         assert version.tags["bert_kd.verdict"] == registered["verdict"]
-        if registered["verdict"] == "tie":  # the top scorer of a tie, tagged as one
+        if registered["verdict"] == "tie":  # each tied job under its own alias, no champion
             assert version.tags["bert_kd.tied"] == parent["tags.comparison.tied"]
             assert version.tags["bert_kd.tied"].startswith(registered["method"])
+            assert "champion" not in client.get_registered_model("bert_kd-rte-student").aliases
         else:
             assert registered["method"] == parent["tags.best_method"]
     # the terminal ends with the answer: the table's file, the parent run's link, what was registered
     parent_url = f"#/experiments/{parent['experiment_id']}/runs/{parent['run_id']}?workflowType=machine_learning"
+    if registered.get("decide"):  # a tie: the last line says how to decide it
+        assert terminal[-1] == f"to decide the tie: {registered['decide']}"
+        terminal = terminal[:-1]
     assert terminal[-3].startswith("table: ") and terminal[-3].endswith("distill_baselines.md")
     assert terminal[-2].startswith("MLflow run: ") and terminal[-2].endswith(parent_url)
-    if registered["registered"]:
+    if registered.get("versions"):
+        assert terminal[-1].startswith("registered, tied (no @champion): ")
+    elif registered["registered"]:
         assert terminal[-1] == (
             f"registered: {registered['method']} as {registered['uri']} = models:/bert_kd-rte-student@champion"
         )

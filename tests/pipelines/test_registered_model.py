@@ -55,3 +55,61 @@ def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeli
     evaluation = json.loads(latest_version(root / "data/08_reporting/evaluation.json").read_text())
     assert evaluation["model"] == "models:/tiny-rte-student@champion"
     assert evaluation["score"] == pytest.approx(student["score"], abs=1e-9)
+
+
+def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it(monkeypatch, caplog):
+    from bert_kd.pipelines.distill import nodes
+
+    registered, tags = [], {}
+
+    class Recorder:
+        def register_best_student(self, info, teacher_info, name, extra_tags, description, alias="champion"):
+            registered.append((info["method"], alias, extra_tags["bert_kd.verdict"], description))
+            return str(len(registered))
+
+    class Parent:
+        def set_tags(self, values):
+            tags.update(values)
+
+        def head_note(self, line):
+            tags["note"] = line
+
+    monkeypatch.setattr(nodes, "tracker_for", lambda tracking: Recorder())
+    monkeypatch.setattr(nodes, "kedro_run", lambda: Parent())
+    table = pd.DataFrame(
+        [
+            {"method": "teacher", "accuracy": 0.82},
+            {"method": "majority class", "accuracy": 0.51},
+            {"method": "nkd", "accuracy": 0.789},
+            {"method": "alp", "accuracy": 0.780},
+            {"method": "alp_no", "accuracy": 0.780},
+        ]
+    )
+    teacher = {"primary_metric": "accuracy", "score": 0.82, "score_examples": 872, "info": {}}
+    students = [
+        {"score": score, "info": {"method": row, "algorithm": row.split("_")[0], "key": key}}
+        for row, score, key in (("nkd", 0.789, "k1"), ("alp", 0.78, "k2"), ("alp_no", 0.78, "k2"))
+    ]
+    settings = {"task": "sst2", "seed": 42, "tracking": {"enabled": True}}
+    result = nodes.register_best_student(table, teacher, settings, *students, table_name="distill_baselines")
+    assert [(row, alias, verdict) for row, alias, verdict, _ in registered] == [
+        ("nkd", "tied-nkd", "tie"),
+        ("alp", "tied-alp", "tie"),  # alp_no is the same job: one version
+    ]
+    assert "champion" not in {alias for _, alias, _, _ in registered}
+    assert result["versions"] == {"nkd": "models:/bert_kd-sst2-student/1", "alp": "models:/bert_kd-sst2-student/2"}
+    assert result["decide"].startswith("for seed in 43 44 45 46; do kedro run --pipeline=distill_baselines")
+    assert tags["comparison.decide"] == result["decide"] and "no `champion`" in registered[0][3]
+    assert "tie, no @champion" in caplog.text
+    assert tags["note"].startswith("**Registered, tied (no `champion`)**: nkd `models:/bert_kd-sst2-student@tied-nkd`")
+    from bert_kd.kedro_project.hooks import closing_summary
+
+    summary = closing_summary("distill_baselines", {}, [], {"distill_baselines": result}, None).splitlines()
+    assert summary[-2] == (
+        "registered, tied (no @champion): nkd as models:/bert_kd-sst2-student/1 = models:/bert_kd-sst2-student@tied-nkd, "
+        "alp as models:/bert_kd-sst2-student/2 = models:/bert_kd-sst2-student@tied-alp"
+    )
+    assert summary[-1] == f"to decide the tie: {result['decide']}"
+    off = {**settings, "tracking": {"enabled": True, "register_ties": False}}
+    registered.clear()
+    assert nodes.register_best_student(table, teacher, off, *students)["registered"] is False and not registered

@@ -7,6 +7,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -139,26 +140,22 @@ def test_run_parameters_reach_the_nodes_through_one_input(viz_graph):
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
 
 
-def test_built_site_shows_the_three_paper_groups_in_a_browser(viz_graph):
-    """The static site of ``kedro viz build`` rendered by headless Chromium on pipeline ``all``
-    (``?pid=all``) lists the paper groups."""
-    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if browser is None:
-        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
-    build = viz_graph[2]
+def render(browser: str, build, query: str, *options: str) -> str:
+    """The DOM of the built kedro-viz site at ``query``, rendered by headless ``browser``."""
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(build))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        dom = subprocess.run(
+        return subprocess.run(
             [
                 browser,
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
                 "--virtual-time-budget=20000",
+                *options,
                 "--dump-dom",
-                f"http://127.0.0.1:{server.server_address[1]}/?pid=all",
+                f"http://127.0.0.1:{server.server_address[1]}/{query}",
             ],
             capture_output=True,
             text=True,
@@ -166,6 +163,47 @@ def test_built_site_shows_the_three_paper_groups_in_a_browser(viz_graph):
         ).stdout
     finally:
         server.shutdown()
+
+
+def test_built_site_shows_the_three_paper_groups_in_a_browser(viz_graph):
+    """The static site of ``kedro viz build`` rendered by headless Chromium on pipeline ``all``
+    (``?pid=all``) lists the paper groups."""
+    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
+    dom = render(browser, viz_graph[2], "?pid=all")
     text = dom.lower().replace(" ", "_")  # kedro-viz may show pretty names ("Alp Kd")
     for group in PAPERS:
         assert group in text, f"{group} not in the rendered page (not verified on a machine with Chromium)"
+
+
+def test_every_node_points_at_the_file_that_holds_its_function(viz_graph):
+    """A node's "File Path" in kedro-viz is the module of its function: the nodes are wrapped (run settings,
+    a bound recipe row) and the wrappers carry the wrapped function's code location."""
+    graph, _, build = viz_graph
+    shared = {"gather_data_source", "build_run_settings"}  # the run-settings nodes live in pipelines/common.py
+    wrong = {}
+    for node in graph["nodes"]:
+        if node["type"] != "task":
+            continue
+        path = json.loads((build / "api" / "nodes" / node["id"]).read_text()).get("filepath") or ""
+        name = node["name"].rsplit(".", 1)[-1]
+        if not path.endswith(".py") or (path.endswith("pipelines/common.py") and name not in shared):
+            wrong[node["name"]] = path
+    assert not wrong, wrong
+
+
+#: Readable: kedro-viz's zoom when a view opens, fitted to a 1400×900 window.
+MIN_READABLE_ZOOM = 50
+
+
+@pytest.mark.parametrize("pipeline", ["distill_baselines", "distill_ted_baselines", "distill_multi_teacher_baselines"])
+def test_the_documented_view_of_a_comparison_opens_readable(viz_graph, pipeline):
+    """``?pid=<pipeline>&types=nodes`` (docs/mlflow-and-viz.md: datasets hidden) opens at a readable zoom;
+    with every dataset shown, ``distill_baselines`` opened at 16%."""
+    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
+    dom = render(browser, viz_graph[2], f"?pid={pipeline}&types=nodes", "--window-size=1400,900")
+    zoom = re.search(r'title="Zoom level">(\d+)%', dom)
+    assert zoom and int(zoom.group(1)) >= MIN_READABLE_ZOOM, zoom and zoom.group(0)

@@ -136,6 +136,10 @@ def test_the_best_student_is_registered_with_its_lineage_and_loads_back(store, s
     assert store.get_model_version_by_alias("bert_kd-rte-student", "champion").version == version.version
     assert store.get_registered_model("bert_kd-rte-student").tags["bert_kd.task"] == "rte"
     assert version.source == f"models:/{model_id}"
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(stored_student / "README.md")  # the entry's card names its registration
+    assert f"`models:/bert_kd-rte-student/{version.version}`" in card.text
     local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/bert_kd-rte-student/{version.version}")
     assert (tracking_models.bundle_directory(local) / "manifest.json").is_file()
     served = mlflow.pyfunc.load_model(f"models:/bert_kd-rte-student/{version.version}")
@@ -338,3 +342,30 @@ def test_a_refused_mlflow_model_leaves_no_download_behind(store, tmp_path, tiny_
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
     load_model_for_task(uri, "mrpc", "evaluate.model", 128, allow_mismatch=False)
     assert [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
+
+
+def _bytes_on_disk(*folders) -> int:
+    """Bytes of the files under ``folders``, each inode counted once (what ``du`` counts)."""
+    seen, total = set(), 0
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if path.is_file() and (stat := path.stat()).st_ino not in seen:
+                seen.add(stat.st_ino)
+                total += stat.st_size
+    return total
+
+
+def test_a_logged_model_is_stored_once_its_files_hard_links_to_the_store_entry(store, stored_student, tmp_path):
+    _, model_id = trained_run(stored_student)
+    artifacts = tmp_path / "artifacts"
+    data = next(artifacts.rglob(f"data/{stored_student.name}"))
+    weights = stored_student / "model.safetensors"
+    logged = data / "model.safetensors"
+    assert logged.stat().st_ino == weights.stat().st_ino and weights.stat().st_nlink == 2
+    entry = _bytes_on_disk(stored_student)
+    assert _bytes_on_disk(stored_student, artifacts) < entry + 100_000  # MLmodel, requirements: kilobytes
+    assert sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) >= entry  # MLflow sees whole files
+    import shutil
+
+    shutil.rmtree(stored_student)  # the logged model stands on its own
+    assert logged.stat().st_size > 0 and logged.stat().st_nlink == 1

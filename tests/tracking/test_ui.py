@@ -10,13 +10,22 @@ from bert_kd.tracking.ui import describe_experiment, open_ui
 def test_ui_prints_the_runs_table_url_and_describes_the_experiment(store, capsys):
     url = open_ui(store.uri, "bert_kd_ui", port=5055, serve=False)
     experiment = store.client.get_experiment_by_name("bert_kd_ui")
-    assert url == f"http://127.0.0.1:5055/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+    assert url == (
+        f"http://127.0.0.1:5055/#/experiments/{experiment.experiment_id}/runs"
+        "?viewStateShareKey=bert_kd_compare&workflowType=machine_learning"
+    )  # the runs table opens on the comparison columns
     printed = capsys.readouterr().out
-    assert url in printed and "viewStateShareKey=bert_kd_compare" in printed
+    assert url in printed
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert "parent run" in experiment.tags["mlflow.note.content"]
     view = json.loads(experiment.tags["mlflow.sharedViewState.bert_kd_compare"])
-    assert "params.`recipe`" in view["selectedColumns"] and "metrics.`final/score`" in view["selectedColumns"]
+    assert view["selectedColumns"][:4] == [
+        "tags.`method`",
+        "tags.`task`",
+        "metrics.`final/score`",
+        "metrics.`final/noise_band`",
+    ]
+    assert "params.`recipe`" in view["selectedColumns"]
 
 
 def test_describing_an_experiment_tolerates_another_process_setting_the_tags_first(store):

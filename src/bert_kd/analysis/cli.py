@@ -1,6 +1,6 @@
 """``bert-kd results …``: write a table folder's readings into its ``tables/`` from its trial JSONs.
 
-bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, power.md, gradient_shares.{md,png}
+bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, claims.md, power.md, gradient_shares.{md,png}
 bert-kd results paper-gap results/cpu_protocol_v2       # one of them
 """
 
@@ -59,6 +59,10 @@ def write_paper_gap(folder: Path, resamples: int, name: str = "paper-gap") -> No
     command = command_line(name, folder, resamples)
     write_text(folder / "tables" / "paper_gap.md", paper_gap.render(read, command))
     write_text(folder / "tables" / "summary.md", paper_gap.summary(read, command))
+    write_text(folder / "tables" / "claims.md", paper_gap.strength(read, command))
+    click.echo(
+        "\n".join(["", "The papers' own gains against ours, both noises combined:", *paper_gap.z_table(read.tests), ""])
+    )
     done = paper_gap.finished(read.runs)
     write_figure(
         folder / "tables" / "paper_gap.png",
@@ -105,7 +109,7 @@ def results() -> None:
 @FOLDER
 @RESAMPLES
 def paper_gap_command(folder: Path, resamples: int) -> None:
-    """tables/paper_gap.{md,png} and tables/summary.md: the papers' claims tested."""
+    """tables/paper_gap.{md,png}, summary.md, claims.md: the papers' claims tested; prints each paper gain's z."""
     guarded(lambda: write_paper_gap(folder, resamples), folder)
 
 

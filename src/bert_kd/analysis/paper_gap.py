@@ -15,9 +15,12 @@ claim (ALP-KD Table 3, TED Table 4, multi-teacher Table 2), on the seeds both ro
   ``no difference``, ``reversed`` (``significant`` when the reverse claim survives Holm);
 - the crossed seed × example variance components of the gain and the verdict of the test that carries both
   sources ([`analytic_p`][bert_kd.analysis.statistics.analytic_p] on the model's variance, Holm as above);
-- where the paper's own gain lies: within the paper's single-run noise on this dev set
-  ([`single_run_noise`][bert_kd.analysis.statistics.single_run_noise]), else above ("excluded"), within or below our
-  intervals (the bootstrap's and a t-interval over the per-seed gains).
+- where the paper's own gain lies against ours under both noises combined: z = (paper's gain − our gain) /
+  √(our bootstrap SE² + the paper's noise²), the paper's noise its stated SD where it gives one, else its
+  single-run noise on this dev set ([`single_run_noise`][bert_kd.analysis.statistics.single_run_noise]);
+  ``excluded`` at |z| ≥ [`EXCLUDED_Z`][bert_kd.analysis.paper_gap.EXCLUDED_Z], ``borderline`` at
+  [`BORDERLINE_Z`][bert_kd.analysis.paper_gap.BORDERLINE_Z] ≤ |z| < `EXCLUDED_Z`, else ``consistent``
+  ([`ClaimTest.placement`][bert_kd.analysis.paper_gap.ClaimTest.placement]).
 
 Last, the init ablation ([`init_ablation`][bert_kd.analysis.paper_gap.init_ablation]): does v1's fine-tuned-teacher start shrink the ALP-KD rows'
 differences from NKD, v1 → v2.
@@ -31,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 from bert_kd.analysis import statistics as st
 from bert_kd.analysis.table import accuracy, correct, load_runs, table_total, task_label
@@ -78,6 +82,16 @@ CLAIMS = [
 #: the ALP-KD rows compared with NKD in the init ablation: those both tables have (v1's PKD used other maps)
 WARM_ROWS = ("rkd", "ckd", "alp")
 HOLDS, BORDERLINE = "holds", "borderline"
+#: |z| of a paper's gain against ours from which it is excluded: two-sided 5% (per cell, not corrected over cells),
+#: the level every interval of the reading uses.
+EXCLUDED_Z = 1.96
+#: |z| from which (below [`EXCLUDED_Z`][bert_kd.analysis.paper_gap.EXCLUDED_Z]) it is borderline: more than one combined SD from ours, so neither
+#: "consistent" nor, at 5%, "excluded" says it.
+BORDERLINE_Z = 1.0
+#: The SD a paper states for its gain of ``better`` over ``worse`` on a task, points, keyed (better, worse, task).
+#: ALP-KD Table 3, TED Table 4 and multi-teacher Table 2 report single runs without one, so none is stated here
+#: and the paper's noise is its single-run noise measured on our rows.
+PAPER_SD: dict[tuple[str, str, str], float] = {}
 NOMINAL = "same direction; p < 0.05 before correction only"
 
 
@@ -125,6 +139,7 @@ class ClaimTest:
     verdict: str = "not run yet"
     model_verdict: str = ""
     paper_gain: float | None = None
+    paper_sd: float | None = None  # the paper's stated SD of its gain, points (`PAPER_SD`)
 
     @property
     def name(self) -> str:
@@ -140,29 +155,39 @@ class ClaimTest:
         return st.single_run_noise(self.components) if self.components else None
 
     @property
+    def paper_noise(self) -> float | None:
+        """The paper's noise on its gain, points: its stated SD, else its single-run noise on this dev set."""
+        if self.paper_sd is not None:
+            return self.paper_sd
+        return 100 * self.noise if self.components else None
+
+    @property
+    def z(self) -> float | None:
+        """(paper's gain − our gain) / √(our bootstrap SE² + the paper's noise²), both noises in points; None
+        without a paper number, a test or 2 seeds."""
+        if self.paper_gain is None or self.test is None or self.paper_noise is None:
+            return None
+        return (self.paper_gain - 100 * self.test.gain) / float(np.hypot(100 * self.test.se, self.paper_noise))
+
+    @property
     def placement(self) -> str:
-        """Where the paper's gain lies: ``noise`` (within its own single-run noise), else ``above`` both our 95%
-        intervals (excluded here), ``below`` both, or ``within``; ``""`` without a paper number or 2 seeds."""
-        if self.paper_gain is None or self.test is None or self.by_seed is None:
+        """Where the paper's gain lies against ours under both noises: ``excluded`` (|z| ≥ [`EXCLUDED_Z`][bert_kd.analysis.paper_gap.EXCLUDED_Z]),
+        ``borderline`` (|z| ≥ [`BORDERLINE_Z`][bert_kd.analysis.paper_gap.BORDERLINE_Z]), ``consistent``; ``""`` without a z."""
+        if self.z is None:
             return ""
-        if abs(self.paper_gain) <= 100 * self.noise:
-            return "noise"
-        low, high = min(100 * self.test.low, self.by_seed[0]), max(100 * self.test.high, self.by_seed[1])
-        return "above" if self.paper_gain > high else "below" if self.paper_gain < low else "within"
+        size = abs(self.z)
+        return "excluded" if size >= EXCLUDED_Z else BORDERLINE if size >= BORDERLINE_Z else "consistent"
 
     def paper_cell(self) -> str:
         if not self.placement:
             return "–"
-        head = f"{self.paper_gain:+.2f} (its noise ±{100 * self.noise:.2f})"
-        return (
-            head
-            + {
-                "noise": ": within the paper's own noise",
-                "above": ": **excluded**, above our CIs",
-                "below": ": below our CIs",
-                "within": ": within our CIs",
-            }[self.placement]
-        )
+        side = "above" if self.z > 0 else "below"
+        said = {
+            "excluded": f"**excluded**, {side} ours",
+            BORDERLINE: f"borderline, {side} ours",
+            "consistent": "consistent with ours",
+        }[self.placement]
+        return f"{self.paper_gain:+.2f} (its noise ±{self.paper_noise:.2f}), z {self.z:+.2f}: {said}"
 
 
 def verdict(
@@ -237,6 +262,7 @@ def _claim_tests(runs: dict, resamples: int, seed: int, more: dict | None = None
                     interval,
                     model_p=model_p,
                     paper_gain=paper_gain(better, worse, task),
+                    paper_sd=PAPER_SD.get((better, worse, task)),
                 )
             )
     out = list(pending)
@@ -318,6 +344,23 @@ def p_cell(p: float, error: float) -> str:
     return f"{p:.4f} ± {error:.4f}"
 
 
+def z_table(tests: list[ClaimTest]) -> list[str]:
+    """Every (claim, task) with the paper's own gain: the paper's gain and its noise, ours and its bootstrap SE,
+    the combined z and where that places the paper's gain (``bert-kd results paper-gap`` prints it)."""
+    lines = [
+        "| claim | task | paper's gain ± its noise | our gain ± SE | z | the paper's gain |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in tests:
+        if e.z is None:
+            continue
+        lines.append(
+            f"| {e.name} | {task_label(e.task)} | {e.paper_gain:+.2f} ± {e.paper_noise:.2f} | "
+            f"{100 * e.test.gain:+.2f} ± {100 * e.test.se:.2f} | {e.z:+.2f} | {e.placement} |"
+        )
+    return lines
+
+
 def render(read: Reading, command: str) -> str:
     """``tables/paper_gap.md``: the rows, the claims with their tests, the variance components per claim, the
     init ablation."""
@@ -343,7 +386,7 @@ def render(read: Reading, command: str) -> str:
         "",
         how,
         "",
-        "| claim | task | tests | n | gain [95% CI] | p | Holm p | verdict | the paper's gain |",
+        "| claim | task | tests | n | gain [95% CI] | p | Holm p | verdict | the paper's gain, z |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in tests:
@@ -359,6 +402,15 @@ def render(read: Reading, command: str) -> str:
             f"{p_cell(e.holm_p, e.holm_error)} | {e.verdict} | {e.paper_cell()} |"
         )
     lines += [
+        "",
+        (
+            f"The paper's gain against ours, both noises combined: z = (paper's gain − our gain) / √(our bootstrap "
+            f"SE² + the paper's noise²), the paper's noise its single-run noise on this dev set (below) where it "
+            f"states no SD; excluded at |z| ≥ {EXCLUDED_Z}, borderline at {BORDERLINE_Z} ≤ |z| < {EXCLUDED_Z}, "
+            "else consistent (per cell, not corrected over cells)."
+        ),
+        "",
+        *z_table(tests),
         "",
         (
             "Seeds and examples: the crossed model D_ij = μ + s_i + e_j + r_ij of each claim's per-seed, per-example "
@@ -430,8 +482,6 @@ def tally(tests: list[ClaimTest]) -> list[str]:
         significant = [e for e in tested if e.verdict == "reversed, significant"]
         backwards = [e for e in tested if e.verdict.startswith("reversed")]
         with_paper = [e for e in tested if e.placement]
-        excluded = [e for e in with_paper if e.placement == "above"]
-        noise = [e for e in with_paper if e.placement == "noise"]
         line = f"- {paper}: **{len(holds)} of {len(tested)}** (claim, task) pairs hold" + (
             f" ({named(holds)})" if holds else ""
         )
@@ -444,12 +494,37 @@ def tally(tests: list[ClaimTest]) -> list[str]:
             f"({len(significant)} significantly)"
         )
         if with_paper:
-            line += (
-                f"; of the {len(with_paper)} pairs with the paper's own gain, {len(noise)} within the paper's "
-                f"single-run noise, {len(excluded)} excluded here" + (f" ({named(excluded)})" if excluded else "")
-            )
+            line += "; " + placements(with_paper)
         lines.append(line + ".")
     return lines
+
+
+def placements(with_paper: list[ClaimTest]) -> str:
+    """How many of the paper's own gains are excluded, borderline and consistent with ours, naming the first two."""
+    excluded = [e for e in with_paper if e.placement == "excluded"]
+    borderline = [e for e in with_paper if e.placement == BORDERLINE]
+    return (
+        f"of the {len(with_paper)} pairs with the paper's own gain, set against ours under both noises: "
+        f"{len(excluded)} excluded (|z| ≥ {EXCLUDED_Z}" + (f": {named(excluded)}" if excluded else "") + "), "
+        f"{len(borderline)} borderline ({BORDERLINE_Z} ≤ |z| < {EXCLUDED_Z}"
+        + (f": {named(borderline)}" if borderline else "")
+        + f"), {len(with_paper) - len(excluded) - len(borderline)} consistent"
+    )
+
+
+def excluded_sentence(tests: list[ClaimTest], paper: str = "ALP-KD") -> str:
+    """The sentence the README and the docs say of ``paper``'s own gains (they quote it; a test compares)."""
+    with_paper = [e for e in tests if paper_of(e.claim) == paper and e.placement]
+    excluded = [e for e in with_paper if e.placement == "excluded"]
+    borderline = [e for e in with_paper if e.placement == BORDERLINE]
+    return (
+        f"Set against our gain with both noises combined (our bootstrap SE and the paper's single-run noise), "
+        f"{paper}'s own gain is excluded (|z| ≥ {EXCLUDED_Z}) in {len(excluded)} of its {len(with_paper)} pairs"
+        + (f" ({named(excluded)})" if excluded else "")
+        + f", borderline ({BORDERLINE_Z} ≤ |z| < {EXCLUDED_Z}) in {len(borderline)}"
+        + (f" ({named(borderline)})" if borderline else "")
+        + f" and consistent with ours in {len(with_paper) - len(excluded) - len(borderline)}."
+    )
 
 
 def summary(read: Reading, command: str) -> str:
@@ -469,8 +544,62 @@ def summary(read: Reading, command: str) -> str:
         "",
         *tally(read.tests),
         "",
+        excluded_sentence(read.tests),
+        "",
         f"{finished(read.runs)} of {table_total(read.folder)} trials. Made by: `{command}`.",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def holm_level(entry: ClaimTest, tests: list[ClaimTest]) -> tuple[float, int]:
+    """The one-sided level ``entry``'s own p must pass after Holm at its rank in its paper's family, α/(K − rank),
+    and that divisor (the running maximum of earlier ranks aside)."""
+    family = sorted(
+        (e for e in tests if e.test is not None and paper_of(e.claim) == paper_of(entry.claim)), key=lambda e: e.test.p
+    )
+    divisor = len(family) - family.index(entry)
+    return ALPHA / divisor, divisor
+
+
+def what_would_change(entry: ClaimTest, tests: list[ClaimTest]) -> str:
+    """The gain at which the verdict turns at the claim's own bootstrap SE and Holm level (normal approximation),
+    and for a holding claim how far its Holm p lies from 0.05 in Monte Carlo errors."""
+    level, divisor = holm_level(entry, tests)
+    turning = 100 * entry.test.se * float(norm.ppf(1 - level))
+    gain = 100 * entry.test.gain
+    if entry.verdict == HOLDS or entry.verdict.startswith(BORDERLINE):
+        margin = (ALPHA - entry.holm_p) / entry.holm_error if entry.holm_error else float("inf")
+        return (
+            f"a gain below +{turning:.2f} (at SE {100 * entry.test.se:.2f}, α/{divisor}), {gain - turning:.2f} less; "
+            f"Holm p is {margin:.1f} Monte Carlo errors below 0.05"
+        )
+    return f"a gain of +{turning:.2f} or more at this SE ({100 * entry.test.se:.2f}, α/{divisor}): {turning - gain:.2f} more"
+
+
+def strength(read: Reading, command: str) -> str:
+    """``tables/claims.md``: how strong each claim is — what it tests, p ± Monte Carlo error, Holm p, verdict, the
+    paper's gain against ours (z), and the gain that would turn the verdict."""
+    lines = [
+        (
+            "How strong each claim is: one-sided paired bootstrap over dev examples, p ± its Monte Carlo error, Holm "
+            "within each paper; z of the paper's gain against ours under both noises; the turning gain is the gain at "
+            "which the claim's own Holm level would be passed (or missed) at its bootstrap SE, normal approximation; "
+            "accuracy points."
+        ),
+        "",
+        "| claim | task | tests | gain | p | Holm p | verdict | paper's gain, z | what would change it |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in read.tests:
+        if e.test is None:
+            continue
+        what = tests_what(e.claim, e.task).split(":")[0].split(" (")[0]
+        paper = "–" if e.z is None else f"{e.paper_gain:+.2f}, z {e.z:+.2f}: {e.placement}"
+        lines.append(
+            f"| {e.name} | {task_label(e.task)} | {what} | {100 * e.test.gain:+.2f} | {p_cell(e.test.p, e.test.mc_error)} | "
+            f"{p_cell(e.holm_p, e.holm_error)} | {e.verdict} | {paper} | {what_would_change(e, read.tests)} |"
+        )
+    lines += ["", f"{finished(read.runs)} of {table_total(read.folder)} trials. Made by: `{command}`."]
     return "\n".join(lines) + "\n"
 
 
@@ -514,7 +643,8 @@ def init_ablation(runs: dict, v1_dir: Path) -> dict[str, dict[str, tuple[float, 
 def forest_figure(tests: list[ClaimTest], title: str = ""):
     """One line per tested (claim, task): our gain with its 95% bootstrap interval (thick; filled when the claim
     holds after Holm) and the t-interval over per-seed gains (thin), the paper's own gain (×) where it has one,
-    0 dashed. A × right of both bars (and outside the paper's own noise) is an effect excluded here."""
+    0 dashed; the × red where the paper's gain is excluded under both noises ([`ClaimTest.placement`][bert_kd.analysis.paper_gap.ClaimTest.placement]),
+    orange where borderline."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -540,7 +670,8 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
         ax.plot([100 * t.low, 100 * t.high], [y, y], color=colour, linewidth=3, solid_capstyle="butt")
         ax.plot(100 * t.gain, y, "o", color=colour, markerfacecolor=colour if entry.verdict == HOLDS else "white")
         if entry.paper_gain is not None:
-            ax.plot(entry.paper_gain, y, "x", color="black", markersize=7)
+            cross = {"excluded": "tab:red", BORDERLINE: "tab:orange"}.get(entry.placement, "black")
+            ax.plot(entry.paper_gain, y, "x", color=cross, markersize=7, markeredgewidth=2 if cross != "black" else 1)
     ax.set_yticks(
         range(len(tested)), [f"{entry.name} · {task_label(entry.task)}" for entry in reversed(tested)], fontsize=7
     )
@@ -554,9 +685,12 @@ def forest_figure(tests: list[ClaimTest], title: str = ""):
         Line2D([], [], color="tab:orange", linewidth=3, label="borderline"),
         Line2D([], [], color="tab:red", linewidth=3, label="reversed"),
         Line2D([], [], color="black", marker="x", linestyle="", label="the paper's gain (its regime)"),
+        Line2D(
+            [], [], color="tab:red", marker="x", linestyle="", label=f"the paper's gain, excluded (|z| ≥ {EXCLUDED_Z})"
+        ),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
     if title:
         ax.set_title(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0.5 / height, 1, 1))  # half an inch for the legend
+    fig.tight_layout(rect=(0, 0.65 / height, 1, 1))  # three legend lines
     return fig

@@ -224,7 +224,7 @@ class Tracking(Strict):
     gradient_share_batches: NonNegativeInt = 2  # batches measuring each loss term's gradient share (0 = off)
     registered_model: str | None = None  # name the best student is registered under; None = bert_kd-<task>-student
     register_best: bool = True  # register the best student of a comparison pipeline (not when all sit at the floor)
-    register_ties: bool = True  # a tie at the top registers its top scorer, tagged bert_kd.verdict=tie (false: none)
+    register_ties: bool = True  # a tie registers each tied job as tied-<row>, never champion (false: none)
 
     @field_validator("registered_model")
     @classmethod

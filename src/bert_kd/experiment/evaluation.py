@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from bert_kd.core.data.glue import get_task
+from bert_kd.core.machine import machine_load
 from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, count_parameters
 from bert_kd.core.reports.verdict import majority_class_metrics
@@ -52,7 +53,8 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
 
 
 def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int = 64) -> dict:
-    """GLUE metrics on every dev split, parameter count, size on disk, throughput and the seconds all this took;
+    """GLUE metrics on every dev split, parameter count, size on disk, throughput (with the machine's
+    load average and cores when it was measured) and the seconds all this took;
     for classification also ``correct``: per split, ``"1"``/``"0"`` per example in dev order (the paired
     test of [`bert_kd.core.reports.verdict.comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict])."""
     started = time.perf_counter()
@@ -81,6 +83,7 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
     result["throughput_examples_per_s"] = measure_throughput(
         bundle.model, tokenized[evaluation_split(tokenized)], collator
     )
+    result["load_average"], result["cores"] = machine_load()  # a busy machine's throughput is not the model's
     result["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     result["info"] = {k: v for k, v in bundle.info.items() if k != "history"}
     result["evaluation_seconds"] = round(time.perf_counter() - started, 3)

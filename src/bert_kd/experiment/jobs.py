@@ -271,9 +271,15 @@ def _files_problem(directory: Path, files: Any) -> str | None:
     return _unlisted_problem(directory, files)
 
 
+#: A store entry's model card ([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]): written after the entry, derived
+#: from its files and rewritten when the model is registered, so it is the one file the manifest need not list.
+MODEL_CARD = "README.md"
+
+
 def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
     """Why ``directory`` holds more than its manifest lists: a symbolic link anywhere inside (a
-    stored result is plain files), or a file the manifest does not name (None when neither)."""
+    stored result is plain files), or a file the manifest does not name other than the entry's
+    model card [`MODEL_CARD`][bert_kd.experiment.jobs.MODEL_CARD] (None when neither)."""
     listed = {str(Path(name)) for name in files}
     for folder, subfolders, names in os.walk(directory):
         for name in sorted([*subfolders, *names]):
@@ -283,7 +289,7 @@ def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
                 return f"{path} is a symbolic link (to {os.readlink(path)}); a stored result holds plain files only"
             # A manifest.json at any depth is the entry's own record or that of a sub-result written
             # atomically inside it (TED's stage1/): file_entries leaves those out of the list as well.
-            if name in names and name != MANIFEST and relative not in listed:
+            if name in names and name != MANIFEST and relative != MODEL_CARD and relative not in listed:
                 return f"{path} is not listed in manifest.json (a file added after the entry was written)"
     return None
 

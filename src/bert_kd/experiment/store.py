@@ -4,13 +4,18 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Mapping
 
 from bert_kd.config.schema import Block, Runtime, Tracking, typed
 from bert_kd.core.models import ModelBundle, load_bundle, resolve_model_name, write_bundle_files
 from bert_kd.experiment import jobs
+from bert_kd.experiment.model_card import CARD_FILE, write_model_card
+from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.tracker import is_main_process, timed, tracker_for
+
+log = logging.getLogger(__name__)
 
 #: Where reusable artefacts keyed by their content live (teachers, students, filters, caches).
 STORE_ROOT = Path("data/06_models/store")
@@ -54,6 +59,8 @@ def run_model_job(
     With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once: a
     reused entry is logged again only when the run that trained it has no finished LoggedModel in
     this tracking store (a killed logging, another store). Its id goes to ``info["mlflow_model_id"]``.
+    The entry gets its model card (``README.md``, [`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]) when it is
+    trained, or when a reused entry has none, before its model is logged.
     """
     tracker = tracker_for(tracking)
     name = run_name or f"{model_job.kind}:{model_job.spec.get('task')}"
@@ -70,7 +77,10 @@ def run_model_job(
             load_bundle,
             recompute=recompute,
             writer=is_main_process(),
-            provenance_fn=lambda bundle: {"mlflow_run_id": bundle.info.get("mlflow_run_id")},
+            provenance_fn=lambda bundle: {
+                "mlflow_run_id": bundle.info.get("mlflow_run_id"),
+                "git_commit": git_commit_label(),
+            },
         )
         bundle = outcome.value
         bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
@@ -82,9 +92,22 @@ def run_model_job(
             model_id = tracker.logged_model(trained_in, model_job.key)
         if run.enabled:
             bundle.info["mlflow_run_id"] = run.run_id
+        card = Path(outcome.path) / CARD_FILE
+        if is_main_process() and (not outcome.reused or not card.is_file()):
+            write_card_quietly(outcome.path, tracker.run_link(bundle.info.get("trained_in_run_id") or run.run_id))
         if model_id is None and tracking.log_models:
             regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
             model_id = tracker.log_model(run, outcome.path, bundle.info, model_job.key, regression)
         if model_id is not None:
             bundle.info["mlflow_model_id"] = model_id
     return bundle
+
+
+def write_card_quietly(directory, run_link: str | None = None, **options) -> Path | None:
+    """Write the model card of a store entry; a card that cannot be written is one warning line,
+    never a failed job (the model is stored; ``bert-kd card`` writes it again)."""
+    try:
+        return write_model_card(directory, run_link=run_link, **options)
+    except Exception as exc:  # noqa: BLE001 - the card is derived; the stored model stands without it
+        log.warning("no model card for %s: %s (write it with `bert-kd card %s`)", directory, exc, directory)
+        return None

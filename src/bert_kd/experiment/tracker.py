@@ -4,21 +4,23 @@ A training job ([`bert_kd.experiment.store.run_model_job`][bert_kd.experiment.st
 [`JobTracker`][bert_kd.experiment.tracker.JobTracker], trains or reuses its model inside it, logs the stored model and ends the
 run when the job ends. The loop and the distillation body write to the [`JobRun`][bert_kd.experiment.tracker.JobRun] they are
 handed. With ``tracking.enabled: false`` the tracker is `NO_TRACKER` and nothing here
-imports MLflow; with tracking on, [`bert_kd.tracking`][bert_kd.tracking] provides the MLflow implementation
-([`bert_kd.tracking.jobs.MlflowTracker`][bert_kd.tracking.jobs.MlflowTracker]), registered by [`register_tracker`][bert_kd.experiment.tracker.register_tracker] when that
-package is imported, or looked up by its module name ([`DEFAULT_TRACKER`][bert_kd.experiment.tracker.DEFAULT_TRACKER]) on first use.
+imports MLflow; with tracking on, the implementation is the one the program installed where it
+starts ([`install_tracking`][bert_kd.experiment.tracker.install_tracking]): Kedro's ``settings.py`` installs MLflow's
+([`bert_kd.tracking.use_mlflow`][bert_kd.tracking.use_mlflow]), and so does every other entry point that tracks.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, runtime_checkable
+
+#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
+CHAMPION_ALIAS = "champion"
 
 
 @runtime_checkable
@@ -84,6 +86,9 @@ class JobTracker(Protocol):
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         """An evaluation's metrics on the (finished) run of the evaluated model, without reopening it."""
 
+    def run_link(self, run_id: str | None) -> str | None:
+        """The UI link of run ``run_id`` (a model card's "MLflow run"); None when there is none."""
+
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
     ) -> None:
@@ -122,9 +127,11 @@ class JobTracker(Protocol):
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = CHAMPION_ALIAS,
     ) -> str | None:
-        """Register the student's LoggedModel as a new version of ``name`` aliased ``champion``;
-        the version number (None when nothing was registered)."""
+        """Register the student's LoggedModel as a new version of ``name`` with ``alias`` (``champion``
+        for a clear winner; a tied row's own ``tied-<row>``); the version number (None when nothing
+        was registered)."""
 
 
 class NoTracker:
@@ -149,6 +156,9 @@ class NoTracker:
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         pass
+
+    def run_link(self, run_id: str | None) -> str | None:
+        return None
 
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
@@ -187,14 +197,12 @@ class NoTracker:
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = None,
     ) -> str | None:
         return None
 
 
 NO_TRACKER = NoTracker()
-
-#: The alias of the registered version a comparison chose (``models:/<name>@champion``).
-CHAMPION_ALIAS = "champion"
 
 
 def default_registered_name(task: str) -> str:
@@ -202,16 +210,38 @@ def default_registered_name(task: str) -> str:
     return f"bert_kd-{task}-student"
 
 
-#: The MLflow tracker, by module and class name (``bert_kd.tracking`` registers it when imported).
-DEFAULT_TRACKER = "bert_kd.tracking.jobs:MlflowTracker"
-
 _factory: Callable[[], JobTracker] | None = None
+_kedro_run_factory: Callable[[], KedroRunReporter] | None = None
+_model_sources_factory: Callable[[], ModelSources] | None = None
+
+
+class TrackingNotInstalledError(RuntimeError):
+    """Tracking is on but the program installed no tracker where it starts."""
+
+
+def install_tracking(
+    job_tracker: Callable[[], JobTracker],
+    kedro_run_reporter: Callable[[], KedroRunReporter],
+    sources: Callable[[], ModelSources],
+) -> None:
+    """Choose this program's implementations of the three interfaces (called where the program
+    starts: [`bert_kd.tracking.use_mlflow`][bert_kd.tracking.use_mlflow] installs MLflow's)."""
+    global _kedro_run_factory, _model_sources_factory
+    register_tracker(job_tracker)
+    _kedro_run_factory, _model_sources_factory = kedro_run_reporter, sources
 
 
 def register_tracker(factory: Callable[[], JobTracker]) -> None:
     """Make ``factory`` build the tracker of every run with tracking on."""
     global _factory
     _factory = factory
+
+
+def _not_installed(what: str) -> TrackingNotInstalledError:
+    return TrackingNotInstalledError(
+        f"{what}, but this program installed no tracker: call bert_kd.tracking.use_mlflow() where it starts "
+        "(Kedro's settings.py does), or set tracking.enabled: false"
+    )
 
 
 def is_main_process() -> bool:
@@ -228,7 +258,9 @@ def tracker_for(tracking) -> JobTracker:
         enabled = dict(tracking or {}).get("enabled", True)
     if not enabled or not is_main_process():
         return NO_TRACKER
-    return (_factory or _named(DEFAULT_TRACKER))()
+    if _factory is None:
+        raise _not_installed("tracking.enabled is true")
+    return _factory()
 
 
 @dataclass(frozen=True)
@@ -262,6 +294,9 @@ class KedroRunReporter(Protocol):
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """Tags on the run (a comparison's verdict, the registered model)."""
 
+    def head_note(self, line: str) -> None:
+        """``line`` at the head of the run's description (what was registered, above the table)."""
+
     def log_evaluation(self, evaluation: Mapping) -> None:
         """An evaluated model's flat metrics, ``evaluation.json`` and the ``evaluated_model`` tag."""
 
@@ -285,6 +320,9 @@ class NoKedroRun:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         pass
 
+    def head_note(self, line: str) -> None:
+        pass
+
     def log_evaluation(self, evaluation: Mapping) -> None:
         pass
 
@@ -294,16 +332,14 @@ class NoKedroRun:
 
 NO_KEDRO_RUN = NoKedroRun()
 
-#: The MLflow implementation of [`KedroRunReporter`][bert_kd.experiment.tracker.KedroRunReporter].
-DEFAULT_KEDRO_RUN = "bert_kd.tracking.kedro_run:MlflowKedroRun"
-
 
 def kedro_run() -> KedroRunReporter:
-    """The reporter of the ``kedro run``'s own run: `NO_KEDRO_RUN` when this is not rank 0 or
-    mlflow was never imported (then no run can be active, and none is loaded to find out)."""
-    if "mlflow" not in sys.modules or not is_main_process():
+    """The reporter of the ``kedro run``'s own run: `NO_KEDRO_RUN` when this is not rank 0,
+    mlflow was never imported (then no run can be active, and none is loaded to find out) or the
+    program installed no tracking (it has no ``kedro run`` run: Kedro's ``settings.py`` installs one)."""
+    if "mlflow" not in sys.modules or not is_main_process() or _kedro_run_factory is None:
         return NO_KEDRO_RUN
-    return _named(DEFAULT_KEDRO_RUN)()
+    return _kedro_run_factory()
 
 
 class ModelSources(Protocol):
@@ -337,18 +373,12 @@ def discard_download(path: Path) -> None:
             return
 
 
-#: The MLflow implementation of [`ModelSources`][bert_kd.experiment.tracker.ModelSources] (resolving a URI is MLflow's job, tracking on or off).
-DEFAULT_MODEL_SOURCES = "bert_kd.tracking.model_sources:MlflowModelSources"
-
-
 def model_sources() -> ModelSources:
-    """The resolver of MLflow model URIs (loads MLflow: ask only for a URI)."""
-    return _named(DEFAULT_MODEL_SOURCES)()
-
-
-def _named(spec: str):
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
+    """The resolver of MLflow model URIs (loads MLflow: ask only for a URI; resolving a URI is
+    MLflow's job, tracking on or off)."""
+    if _model_sources_factory is None:
+        raise _not_installed("a model is named by an MLflow URI")
+    return _model_sources_factory()
 
 
 @contextlib.contextmanager

@@ -351,7 +351,11 @@ def closing_summary(
 ) -> str:
     """The lines a ``kedro run`` ends with: each comparison table (``tables``: name → (markdown,
     the file it is written to)) or, without one, each job's dev metric; the MLflow link to the
-    ``kedro run``'s run; what was registered."""
+    ``kedro run``'s run; what was registered (a tie: each tied row's version and the command that
+    can decide it)."""
+    from bert_kd.core.reports.verdict import tied_alias
+    from bert_kd.experiment.tracker import CHAMPION_ALIAS
+
     lines = [f"── {pipeline} finished ──"]
     for markdown, path in tables.values():
         lines += [markdown.rstrip(), f"table: {path}"]
@@ -375,12 +379,20 @@ def closing_summary(
     if parent_url:
         lines.append(f"MLflow run: {parent_url}")
     for name, registration in registrations.items():
-        if registration.get("registered"):
+        if registration.get("versions"):  # a tie: each tied row under its own alias, no champion
+            tied = ", ".join(
+                f"{row} as {uri} = models:/{registration['name']}@{tied_alias(row)}"
+                for row, uri in registration["versions"].items()
+            )
+            lines.append(f"registered, tied (no @{CHAMPION_ALIAS}): {tied}")
+        elif registration.get("registered"):
             alias = registration.get("alias")
             also = f" = models:/{registration['name']}@{alias}" if alias else ""
             lines.append(f"registered: {registration['method']} as {registration['uri']}{also}")
         else:
             lines.append(f"not registered ({name}): {registration.get('reason')}")
+        if registration.get("decide"):
+            lines.append(f"to decide the tie: {registration['decide']}")
     return "\n".join(lines)
 
 

@@ -104,19 +104,58 @@ def reads_run_settings(func, **fixed):
         raise ValueError(f"{func.__qualname__} takes none of the run settings {names}")
 
     def call(*args):
-        *values, settings = args
-        kwargs = {p.name: v for p, v in zip(own, values)}
-        kwargs.update(
-            {name: RunSettings.of(settings) if name == WHOLE_RUN_SETTINGS else settings[name] for name in from_settings}
-        )
-        return func(**kwargs, **fixed)
+        return _call_with_run_settings(func, own, from_settings, fixed, args)
 
     functools.update_wrapper(call, func)  # name, docstring and source shown by kedro-viz are func's
     call.__signature__ = inspect.Signature(
         [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in own]
         + [inspect.Parameter("run_settings", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     )
-    return call
+    return located_at(call, func)
+
+
+def _call_with_run_settings(func, own, from_settings, fixed, args):
+    """The body of a [`reads_run_settings`][bert_kd.pipelines.common.reads_run_settings] node function."""
+    *values, settings = args
+    kwargs = {p.name: v for p, v in zip(own, values)}
+    kwargs.update(
+        {name: RunSettings.of(settings) if name == WHOLE_RUN_SETTINGS else settings[name] for name in from_settings}
+    )
+    return func(**kwargs, **fixed)
+
+
+def with_fixed(func, **fixed):
+    """``func`` with the keyword arguments ``fixed`` bound (``row="alp_no"``, ``slot=1``), as a plain
+    function that kedro-viz shows as ``func``: its name, its code and its file (a ``functools.partial``
+    has no file, so kedro-viz showed none)."""
+    parameters = [p for name, p in inspect.signature(func).parameters.items() if name not in fixed]
+
+    def call(*args, **kwargs):
+        return func(*args, **kwargs, **fixed)
+
+    functools.update_wrapper(call, func)
+    call.__signature__ = inspect.Signature(parameters)
+    return located_at(call, func)
+
+
+def located_at(wrapper, func):
+    """``wrapper`` (a one-line node wrapper) with the code location of the function it wraps.
+
+    kedro-viz's "File Path" is ``inspect.getfile(node.func)``, the file of the function's code object,
+    which for a wrapper is this module. The wrapper's code object is given ``func``'s file, first line
+    and name (``CodeType.replace``), so the node points at the file holding ``func``, and a traceback's
+    wrapper frame reads ``nodes.py, line <def>, in <func>`` followed by the frames that did the work.
+    """
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    if code is None:  # a callable object: no code location to give
+        return wrapper
+    wrapper.__code__ = wrapper.__code__.replace(
+        co_filename=code.co_filename,
+        co_firstlineno=max(code.co_firstlineno - 1, 1),  # the one-line body then maps to func's first line
+        co_name=code.co_name,
+        co_qualname=code.co_qualname,
+    )
+    return wrapper
 
 
 def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None, fixed=None):

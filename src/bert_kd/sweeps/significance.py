@@ -5,6 +5,9 @@ replacement and recomputes the task's metric (the paper's, in sweep tables) for 
 those indices (seeds pooled: the gain is mean over the method's seeds minus mean over the
 baseline's seeds). The p-value is the share of resamples whose gain is ≤ 0 (one-sided: "is the
 method better than the baseline?").
+
+Holm's correction and the power model of a claim (how many seeds resolve a gain) live once, in
+[`bert_kd.analysis.statistics`][bert_kd.analysis.statistics].
 """
 
 from __future__ import annotations
@@ -72,78 +75,3 @@ def paired_bootstrap(
         (float(np.quantile(finite, 0.025)), float(np.quantile(finite, 0.975))) if len(finite) else (float("nan"),) * 2
     )
     return BootstrapResult(observed, p_value, resamples, low, high)
-
-
-# --------------------------------------------------------------------------- seeds from a power calculation
-
-
-def pooled_bootstrap_se(
-    method_correct: np.ndarray, baseline_correct: np.ndarray, resamples: int = 1000, seed: int = 0
-) -> float:
-    """Standard deviation of the paired-bootstrap gain in accuracy, seeds pooled (as
-    [`paired_bootstrap`][bert_kd.sweeps.significance.paired_bootstrap] resamples it): ``*_correct`` are (seeds, examples) 0/1 arrays."""
-    difference = np.mean(np.atleast_2d(method_correct), axis=0) - np.mean(np.atleast_2d(baseline_correct), axis=0)
-    index = np.random.default_rng(seed).integers(0, len(difference), size=(resamples, len(difference)))
-    return float(difference[index].mean(axis=1).std())
-
-
-@dataclass(frozen=True)
-class PowerModel:
-    """How the test's noise shrinks with the number of seeds n per method.
-
-    ``se_floor² + se_seed²/n``: the squared bootstrap standard error of the pooled gain (the floor
-    is the examples' share that more seeds cannot average away); ``seed_sd``: a row's standard
-    deviation across seeds, so the observed gain of two rows scatters by ``seed_sd·√(2/n)``.
-    """
-
-    se_floor: float
-    se_seed: float
-    seed_sd: float
-
-    @classmethod
-    def from_se(cls, se_one: float, se_k: float, k: int, seed_sd: float) -> PowerModel:
-        """Fit the two components from the bootstrap SE with one seed and with ``k`` seeds."""
-        per_seed = max(0.0, (se_one**2 - se_k**2) * k / (k - 1))
-        return cls(float(np.sqrt(max(0.0, se_one**2 - per_seed))), float(np.sqrt(per_seed)), float(seed_sd))
-
-    def bootstrap_se(self, n: int) -> float:
-        return float(np.sqrt(self.se_floor**2 + self.se_seed**2 / n))
-
-    def power(self, effect: float, n: int, alpha: float = 0.05) -> float:
-        """P(the one-sided bootstrap test at ``alpha`` finds a true ``effect`` with n seeds per row)."""
-        from scipy.stats import norm
-
-        spread = self.seed_sd * np.sqrt(2.0 / n)
-        margin = effect - norm.ppf(1 - alpha) * self.bootstrap_se(n)
-        return float(norm.cdf(margin / spread)) if spread > 0 else float(margin > 0)
-
-    def seeds_needed(
-        self, effect: float, alpha: float = 0.05, power: float = 0.8, at_least: int = 5, at_most: int = 1000
-    ) -> int | None:
-        """Fewest seeds (≥ ``at_least``) giving ``power``; None when the floor makes it unreachable."""
-        for n in range(at_least, at_most + 1):
-            if self.power(effect, n, alpha) >= power:
-                return n
-        return None
-
-    def detectable_effect(self, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
-        """The smallest true gain found with ``power`` at n seeds."""
-        from scipy.stats import norm
-
-        return float(norm.ppf(1 - alpha) * self.bootstrap_se(n) + norm.ppf(power) * self.seed_sd * np.sqrt(2.0 / n))
-
-
-# --------------------------------------------------------------------------- many claims at once
-
-
-def holm_adjusted(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (Holm 1979), in the input order: sort ascending, multiply the
-    i-th smallest (i from 0) by ``m − i``, carry the running maximum, cap at 1. A claim holds at family-wise
-    error ``alpha`` over all ``m`` claims when its adjusted p-value is < ``alpha``."""
-    m = len(p_values)
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (m - rank) * float(p_values[index])))
-        adjusted[index] = running
-    return adjusted

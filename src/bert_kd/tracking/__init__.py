@@ -30,7 +30,7 @@ from bert_kd.experiment.provenance import (
     git_provenance,
     project_root,
 )
-from bert_kd.experiment.tracker import register_tracker  # noqa: E402 - after the names it registers
+from bert_kd.experiment.tracker import install_tracking
 from bert_kd.tracking.comparison import FLOOR_METHOD, log_comparison_to_parent, row_label
 from bert_kd.tracking.data import (
     DEFAULT_GLUE_DIR,
@@ -94,10 +94,20 @@ from bert_kd.tracking.ui import (
     ui_base_url,
 )
 
-register_tracker(MlflowTracker)  # the job path's tracker when tracking.enabled (bert_kd.experiment.tracker)
+
+def use_mlflow() -> None:
+    """Make MLflow this program's tracker ([`bert_kd.experiment.tracker.install_tracking`][bert_kd.experiment.tracker.install_tracking]): the job
+    runs, the ``kedro run``'s reports, model URIs. Called where a program starts (Kedro's ``settings.py``);
+    loads no MLflow itself."""
+    from bert_kd.tracking.kedro_run import MlflowKedroRun
+    from bert_kd.tracking.model_sources import MlflowModelSources
+
+    install_tracking(MlflowTracker, MlflowKedroRun, MlflowModelSources)
+
 
 __all__ = [
     "MlflowTracker",
+    "use_mlflow",
     "COMPARE_VIEW_COLUMNS",
     "COMPARE_VIEW_KEY",
     "DEFAULT_GLUE_DIR",

@@ -69,7 +69,7 @@ def log_training_job(
     rounded ``weights.*`` (``stages.<i>.*`` for a staged recipe), data source and sample caps, the train split as an MLflow input, and
     the parameter count as tags. ``method`` is a built distillation method (or None: fine-tuning);
     ``name`` the row it stands for when that differs from the method (``alp_no`` runs ``alp``:
-    ``method`` = ``alp_no``, ``algorithm`` = ``alp``)."""
+    ``method`` = ``alp_no``, ``algorithm`` = ``alp``; a row named after its method has both equal)."""
     if not run.enabled:
         return
 
@@ -81,8 +81,7 @@ def log_training_job(
     if method is not None:
         algorithm = getattr(method, "name", type(method).__name__)
         params["method"] = name or algorithm
-        if params["method"] != algorithm:
-            params["algorithm"] = algorithm
+        params["algorithm"] = algorithm  # every distillation run fills the column (alp_no: alp; alp: alp)
         params["recipe"] = recipe_string(method)
         params["temperature"] = getattr(method, "temperature", None)
         params.update(weight_params(method))

@@ -10,16 +10,20 @@ from typing import Mapping
 import numpy as np
 
 from bert_kd.config.schema import Block, Tracking
+from bert_kd.core.reports.verdict import noise_tolerance
 from bert_kd.experiment.tracker import tracker_for
 
 log = logging.getLogger(__name__)
 
 #: Metric of a model's run: the seconds its evaluation on every dev split took.
 EVALUATION_SECONDS = "time/evaluation_seconds"
+#: Metric of a model's run: the noise band of its dev score, ``0.5 / √n`` ([`noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
+NOISE_BAND = "final/noise_band"
 
 
 def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
-    """``{"final/validation/accuracy": …, "final/parameters": …, "time/evaluation_seconds": …}`` for MLflow."""
+    """``{"final/validation/accuracy": …, "final/parameters": …, "final/noise_band": …,
+    "time/evaluation_seconds": …}`` for MLflow."""
     flat = {}
     for split, metrics in evaluation["metrics"].items():
         for name, value in metrics.items():
@@ -29,6 +33,8 @@ def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
         flat[f"final/{key}"] = evaluation[key]
     if evaluation.get("evaluation_seconds") is not None:
         flat[EVALUATION_SECONDS] = evaluation["evaluation_seconds"]
+    if evaluation.get("score_examples"):  # ± of one dev-set run: scores closer than this are one score
+        flat[NOISE_BAND] = round(noise_tolerance(evaluation["score_examples"]), 4)
     return flat
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
+from bert_kd.experiment.tracker import CHAMPION_ALIAS
 from bert_kd.tracking.runs import RunLogger, tracked_run
 from bert_kd.tracking.ui import NOTE_TAG, run_url
 
@@ -36,7 +37,8 @@ class MlflowTracker:
     def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> None:
         """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its params and
         the identifying tags ``run`` lacks (so the comparison view still reads recipe and seed; the
-        run's own row stays, and [`SAME_JOB_AS_TAG`][bert_kd.tracking.jobs.SAME_JOB_AS_TAG] names the row that trained the model)."""
+        run's own row stays in its tag and its ``method`` param, the trained method in ``algorithm``,
+        and [`SAME_JOB_AS_TAG`][bert_kd.tracking.jobs.SAME_JOB_AS_TAG] names the row that trained the model)."""
         if not run.enabled or run.run_id is None:
             return
         from mlflow import MlflowClient
@@ -65,6 +67,9 @@ class MlflowTracker:
             if trained_as and row and trained_as != row:
                 tags[SAME_JOB_AS_TAG] = trained_as
             params = {k: v for k, v in source.data.params.items() if k not in own.data.params}
+            if row and "method" in params:  # the param says the row, as the tag does (alp_no, not alp)
+                params["method"] = row
+                params.setdefault("algorithm", source.data.params.get("algorithm") or trained_as or row)
             if params:
                 run.log_params(params)
             if source.inputs.dataset_inputs:  # the data it was trained on: the run's Datasets
@@ -95,6 +100,13 @@ class MlflowTracker:
             name=logged_model_name(info),
             tags={"role": info.get("role", ""), "store_key": store_key},
         )
+
+    def run_link(self, run_id: str | None) -> str | None:
+        from mlflow import MlflowClient
+
+        from bert_kd.tracking.logged_models import run_link
+
+        return run_link(run_id, MlflowClient())
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         from bert_kd.tracking.evaluation import log_evaluation_to_run
@@ -155,10 +167,11 @@ class MlflowTracker:
         name: str,
         extra_tags: Mapping[str, str],
         description: str,
+        alias: str | None = CHAMPION_ALIAS,
     ) -> str | None:
         from bert_kd.tracking.logged_models import register_best_student
 
         version = register_best_student(
-            student_info, teacher_info, name, extra_tags=extra_tags, description=description
+            student_info, teacher_info, name, extra_tags=extra_tags, description=description, alias=alias
         )
         return str(version.version)

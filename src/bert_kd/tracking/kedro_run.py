@@ -41,6 +41,16 @@ class MlflowKedroRun:
         if mlflow.active_run() is not None:
             mlflow.set_tags(dict(tags))
 
+    def head_note(self, line: str) -> None:
+        """``line`` above the run's description (its Overview shows the first lines without "Show more")."""
+        if not _active():
+            return
+        import mlflow
+
+        run = mlflow.active_run()
+        note = mlflow.MlflowClient().get_run(run.info.run_id).data.tags.get(NOTE_TAG, "")
+        mlflow.set_tag(NOTE_TAG, f"{line}\n\n{note}"[:MAX_NOTE_CHARS])
+
     def log_evaluation(self, evaluation: Mapping) -> None:
         if not _active():
             return

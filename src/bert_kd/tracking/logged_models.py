@@ -1,12 +1,15 @@
 """Models as MLflow 3 LoggedModels: what the Models tab, the registry and
 ``models:/<name>/<version>`` see.
 
-- [`log_model_directory`][bert_kd.tracking.logged_models.log_model_directory]: a trained teacher or student (the content-keyed store's directory:
-  weights, config, tokenizer, ``bert_kd.json``) as a pyfunc LoggedModel of its job's run, named
-  after what it is ([`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name]: ``alp-sst2-student``, ``teacher-sst2``) and linked
-  to the run's training dataset. The store stays the training copy; MLflow's copy is the shipped
-  one, made once per store entry and tracking store (a reused entry is logged again only when no
-  finished LoggedModel of it exists there). ``runs:/<run id>/<model name>`` and
+- [`log_model_directory`][bert_kd.tracking.logged_models.log_model_directory]: a trained teacher or
+  student (the content-keyed store's directory: weights, config, tokenizer, ``bert_kd.json``, model
+  card) as a pyfunc LoggedModel of its job's run, named after what it is
+  ([`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name]: ``alp-sst2-student``,
+  ``teacher-sst2``) and linked to the run's training dataset. Logged once per store entry and tracking
+  store (a reused entry is logged again only when no finished LoggedModel of it exists there), and
+  stored once: where the artifacts are a local folder on the store's file system, their files are hard
+  links to the entry's ([`share_with_store`][bert_kd.tracking.logged_models.share_with_store]).
+  ``runs:/<run id>/<model name>`` and
   ``models:/<model id>`` both name it; its ``data`` folder is a plain transformers directory.
 - [`register_best_student`][bert_kd.tracking.logged_models.register_best_student]: the best student of a comparison as a registered model version
   (``bert_kd-<task>-student`` by default) with the alias ``champion``, a description holding the
@@ -26,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from bert_kd.experiment.tracker import CHAMPION_ALIAS
 
@@ -110,7 +113,59 @@ def log_model_directory(
             tags={k: str(v) for k, v in {**({"task": task} if task else {}), **(tags or {})}.items()},
         )
     link_training_data(mlflow.active_run().info.run_id, info.model_id)
+    share_with_store(directory, info.model_id)
     return info.model_id
+
+
+def _local_artifacts(model_id: str, client=None) -> Path | None:
+    """The local folder of a LoggedModel's artifacts (None: a remote artifact store)."""
+    from urllib.parse import urlparse
+
+    from mlflow import MlflowClient
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    location = (client or MlflowClient()).get_logged_model(model_id).artifact_location
+    scheme = urlparse(location).scheme
+    if scheme not in ("", "file") and not Path(location).is_absolute():
+        return None
+    path = Path(local_file_uri_to_path(location) if scheme == "file" else location)
+    return path if path.is_dir() else None
+
+
+def share_with_store(directory: str | Path, model_id: str, client=None) -> int:
+    """Store a model once: each file MLflow copied from the store entry ``directory`` into the
+    LoggedModel's artifacts (``data/<entry>/…``) becomes a hard link to the entry's file (same
+    bytes, one inode), where the artifacts are a local folder on the same file system; a copy stays
+    a copy otherwise (a remote artifact store, another disk). Neither side depends on the other
+    afterwards: deleting the entry leaves the logged model whole. → bytes no longer stored twice."""
+    import filecmp
+    import os
+    import uuid
+
+    artifacts = _local_artifacts(model_id, client)
+    source = Path(directory)
+    data = artifacts / "data" / source.name if artifacts is not None else None
+    if data is None or not data.is_dir():
+        return 0
+    saved = 0
+    for stored in sorted(p for p in source.rglob("*") if p.is_file() and not p.is_symlink()):
+        copy = data / stored.relative_to(source)
+        if not copy.is_file() or copy.stat().st_ino == stored.stat().st_ino:
+            continue
+        if not filecmp.cmp(stored, copy, shallow=False):
+            continue
+        temporary = copy.with_name(f".{copy.name}.link-{uuid.uuid4().hex[:8]}")
+        try:
+            os.link(stored, temporary)
+            os.replace(temporary, copy)
+        except OSError as exc:  # another file system, links not allowed: the copy stays
+            temporary.unlink(missing_ok=True)
+            log.debug("%s stays a copy of %s (%s)", copy, stored, exc)
+            continue
+        saved += stored.stat().st_size
+    if saved:
+        log.info("LoggedModel %s shares %.1f MB with store entry %s (hard links)", model_id, saved / 1e6, source.name)
+    return saved
 
 
 def _bundle_info(directory: str | Path) -> dict:
@@ -188,7 +243,7 @@ def store_manifest(store_path: str | Path | None) -> dict:
     return json.loads(path.read_text(encoding="utf-8")).get("spec", {})
 
 
-def _run_link(run_id: str | None, client) -> str | None:
+def run_link(run_id: str | None, client) -> str | None:
     """The MLflow UI link of a run of this tracking store (None: not in it)."""
     from mlflow.exceptions import MlflowException
 
@@ -237,9 +292,9 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
         "bert_kd.store_key": student_info.get("key"),
         "bert_kd.store_entry": store_entry(student_info.get("store_path")),
         "bert_kd.student_run_id": run_id,
-        "bert_kd.student_run": _run_link(run_id, client),
+        "bert_kd.student_run": run_link(run_id, client),
         "bert_kd.teacher_run_id": teacher_run_id,
-        "bert_kd.teacher_run": _run_link(teacher_run_id, client),
+        "bert_kd.teacher_run": run_link(teacher_run_id, client),
         "bert_kd.teacher_key": student_info.get("teacher_key") or spec.get("teacher"),
     }
     return {k: str(v) for k, v in tags.items() if v not in (None, "")}
@@ -253,7 +308,7 @@ def register_best_student(
     client=None,
     *,
     description: str | None = None,
-    alias: str | None = CHAMPION_ALIAS,
+    alias: str | Sequence[str] | None = CHAMPION_ALIAS,
 ):
     """Register the student's LoggedModel as a new version of ``name`` with its lineage tags (on the
     version; ``bert_kd.task`` on the registered model too), ``description`` (the comparison) and
@@ -292,9 +347,21 @@ def register_best_student(
         client.set_registered_model_tag(name, "bert_kd.task", tags["bert_kd.task"])
     if description:
         client.update_model_version(name, version.version, description=description[:5000])
-    if alias:
-        client.set_registered_model_alias(name, alias, version.version)
+    for each in [alias] if isinstance(alias, str) else alias or ():
+        client.set_registered_model_alias(name, each, version.version)
+    store_path = student_info.get("store_path")
+    if store_path and Path(store_path, "config.json").is_file():  # the entry's card names its registration
+        from bert_kd.experiment.store import write_card_quietly
+
+        write_card_quietly(
+            store_path, run_link(run_id_of(student_info), client), registered=f"models:/{name}/{version.version}"
+        )
     return version
+
+
+def run_id_of(info: Mapping) -> str | None:
+    """The run that trained a stored model (a reused entry's training run, else its own)."""
+    return info.get("trained_in_run_id") or info.get("mlflow_run_id")
 
 
 class UnsafeModelPathError(ValueError):

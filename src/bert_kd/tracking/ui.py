@@ -14,8 +14,8 @@ EXPERIMENT_DESCRIPTION = """\
   comparison table and its metrics `compare/<method>/<metric>`, `teacher/<metric>`, `best/<metric>`
   (tag `best_method`).
 - Each training job is a **child run** (`distill_alp:rte`, `train_teacher:rte`, …) with the columns
-  `method`, `recipe`, `layer_map`, `seed`, `max_train_samples`, `data.source` and the final dev
-  metric `final/score`. Expand a parent (the `+` in the runs table) to see its children.
+  `method`, `task`, the final dev metric `final/score` and its noise band `final/noise_band` (two
+  scores closer than that are one score), `recipe`, `layer_map`, `seed`, `max_train_samples`. Expand a parent (the `+` in the runs table) to see its children.
 """
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -30,8 +30,10 @@ def ui_base_url() -> str:
 
 def runs_table_url(experiment_id: str, base: str | None = None) -> str:
     """The experiment's runs table in the training view (MLflow 3 opens the GenAI view unless
-    ``workflowType=machine_learning`` is in the URL or was chosen once in that browser)."""
-    return f"{base or ui_base_url()}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    ``workflowType=machine_learning`` is in the URL or was chosen once in that browser), opened on
+    the comparison view's columns ([`COMPARE_VIEW_COLUMNS`][bert_kd.tracking.ui.COMPARE_VIEW_COLUMNS]: method, task, the primary metric
+    and its noise band first) rather than MLflow's first params and metrics."""
+    return compare_view_url(experiment_id, base)
 
 
 def run_url(experiment_id: str, run_id: str, base: str | None = None) -> str:
@@ -40,16 +42,18 @@ def run_url(experiment_id: str, run_id: str, base: str | None = None) -> str:
 
 #: Columns of the saved comparison view, as the MLflow UI names them (``<type>.`<key>```).
 COMPARE_VIEW_COLUMNS = (
-    "attributes.`Dataset`",
-    "params.`method`",
+    "tags.`method`",
+    "tags.`task`",
+    "metrics.`final/score`",
+    "metrics.`final/noise_band`",
     "params.`recipe`",
     "params.`layer_map`",
-    "params.`task`",
     "params.`seed`",
     "params.`max_train_samples`",
-    "metrics.`final/score`",
+    "attributes.`Dataset`",
     "tags.`parameters_M`",
     "tags.`best_method`",
+    "tags.`comparison.verdict`",
 )
 #: Experiment tag prefix under which the MLflow UI looks up ``?viewStateShareKey=<key>`` views.
 SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."
@@ -57,8 +61,9 @@ COMPARE_VIEW_KEY = "bert_kd_compare"
 
 
 def compare_view_state() -> dict:
-    """The runs-table view behind [`compare_view_url`][bert_kd.tracking.ui.compare_view_url]: newest first, the columns that tell
-    child runs apart (method, recipe, layer map, task, seed, data cap, final dev score)."""
+    """The runs-table view behind [`compare_view_url`][bert_kd.tracking.ui.compare_view_url]: newest first,
+    the columns that tell child runs apart (method, task, final dev score and its noise band, recipe,
+    layer map, seed, data cap)."""
     return {
         "orderByKey": "attributes.start_time",
         "orderByAsc": False,
@@ -158,11 +163,7 @@ def open_ui(
     base = f"http://{host}:{port}"
     url = runs_table_url(experiment_id, base)
     print(f"MLflow runs table of '{experiment}': {url}", flush=True)
-    print(
-        f"  with the comparison columns (method, recipe, layer_map, seed, final/score): "
-        f"{compare_view_url(experiment_id, base)}",
-        flush=True,
-    )
+    print("  (columns: method, task, final/score, final/noise_band, recipe, layer_map, seed)", flush=True)
     if serve:
         command = [
             sys.executable,

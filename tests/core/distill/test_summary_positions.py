@@ -114,3 +114,7 @@ def test_jobs_reading_a_last_token_summary_get_their_own_key_material():
     bert, xlnet = tiny_model("bert"), tiny_model("xlnet")
     assert summary_key_material(bert) == {}  # first-token models: keys as before
     assert summary_key_material(bert, xlnet)["summary_token"] == "last real token"
+    from bert_kd.core.distill.methods.multi_teacher.spans import span_attention_key_material
+
+    assert span_attention_key_material(bert) == {}  # BERT-family teachers: multi-teacher keys as before
+    assert "renormalised" in span_attention_key_material(xlnet)["span_attention"]

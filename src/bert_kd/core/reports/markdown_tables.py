@@ -46,6 +46,21 @@ def rounded(value: float, decimals: int) -> str:
     return str(Decimal(repr(float(value))).quantize(step, rounding=ROUND_HALF_UP))
 
 
+def significant(value: float, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits, halves away from zero ([`rounded`][bert_kd.core.reports.markdown_tables.rounded]), trailing
+    zeros kept: 0.78899 → ``0.7890``, 0.04213 → ``0.04213``, 96.43 → ``96.43``, 1234.5 → ``1235``."""
+    import math
+
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return rounded(value, digits - 1) if value == 0 else str(value)
+    magnitude = math.floor(math.log10(abs(value)))
+    text = rounded(value, max(digits - 1 - magnitude, 0))
+    if abs(float(text)) >= 10 ** (magnitude + 1) and digits - 2 - magnitude >= 0:  # 0.99996 → 1.000, not 1.0000
+        text = rounded(value, digits - 2 - magnitude)
+    return text
+
+
 def _records(rows) -> list[Mapping]:
     if isinstance(rows, pd.DataFrame):
         return [dict(zip(rows.columns, values)) for values in rows.itertuples(index=False, name=None)]

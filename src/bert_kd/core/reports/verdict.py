@@ -170,6 +170,28 @@ def comparison_verdict(
     )
 
 
+#: Seeds that [`deciding_command`][bert_kd.core.reports.verdict.deciding_command] adds to a one-seed table's seed.
+MORE_SEEDS = (43, 44, 45, 46)
+
+
+def deciding_command(pipeline: str | None, seeds: Sequence[int] = MORE_SEEDS) -> str:
+    """The command that can decide a tie: the same table trained again with more seeds (each seed
+    is one more dev-set run of every tied row; rows separate once their gap outgrows the spread
+    over seeds, as in the sweeps' seeded tables)."""
+    return (
+        f"for seed in {' '.join(map(str, seeds))}; do kedro run --pipeline={pipeline or '<pipeline>'} "
+        '--params "seed=$seed"; done  (with this run\'s --env and other --params)'
+    )
+
+
+def tied_alias(row: str) -> str:
+    """The registry alias of one tied row's version (``tied-alp_no``; ``tied-okd-a-b`` for ``okd[a+b]``):
+    letters, digits, ``_`` and ``-`` only, as MLflow's aliases."""
+    import re
+
+    return "tied-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", row).strip("-") or "row")
+
+
 def with_duplicates(row: str, same_as: Mapping[str, str]) -> str:
     """``alp (= alp_no, alp_po)``: a row with the rows that are the same job."""
     duplicates = [d for d, first in same_as.items() if first == row]

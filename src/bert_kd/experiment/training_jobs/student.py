@@ -264,6 +264,9 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
         "history": result.history,
         "mlflow_run_id": run.run_id,
         "gradient_shares": share_metrics(shares, prefix=""),
+        "dev_split": eval_split,
+        "dev_examples": len(job.data[eval_split]),
+        "layer_map": getattr(method, "mapping", None),
         **outcome,
     }
     if job.multi_teacher:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
-from typing import Mapping
+from typing import Any, Mapping
 
 from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values
 from bert_kd.core.data.glue import TaskSpec, get_task
@@ -49,18 +50,8 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
     if padding_side(teacher.model) == "left":  # batches padded on the left since 2026-11-24 (XLNet): a new result
         material["padding_side"] = "left"
     job = model_store.job("teacher", material)
-    train = partial(
-        _fine_tune,
-        tokenized=tokenized,
-        spec=spec,
-        teacher=teacher,
-        logged=logged,
-        seed=seed,
-        tracking=tracking,
-        runtime=runtime,
-        job=job,
-        data_source=data_source or {},
-    )
+    fine_tune = FineTune(tokenized, spec, teacher, logged, seed, tracking, runtime, data_source or {})
+    train = partial(_fine_tune, fine_tune=fine_tune, job=job)
     return run_model_job(
         job,
         train,
@@ -76,21 +67,30 @@ def padding_side(model: str) -> str:
     return str(getattr(load_tokenizer(model), "padding_side", "right"))
 
 
-def _fine_tune(
-    checkpoint_dir,
-    *,
-    tokenized,
-    spec: TaskSpec,
-    teacher: Teacher,
-    logged: dict,
-    seed: int,
-    tracking: Block[Tracking],
-    runtime: Runtime,
-    job,
-    data_source: dict,
-    run,
-) -> ModelBundle:
+@dataclass(frozen=True)
+class FineTune:
+    """What a teacher job fine-tunes: ``teacher.model`` on ``tokenized`` for task ``spec`` with ``seed``, its
+    block as configured (``logged``), the run's tracking, runtime and data source (recorded on its run)."""
+
+    tokenized: Any
+    spec: TaskSpec
+    teacher: Teacher
+    logged: dict
+    seed: int
+    tracking: Block[Tracking]
+    runtime: Runtime
+    data_source: dict
+
+
+def _fine_tune(checkpoint_dir, *, fine_tune: FineTune, job, run) -> ModelBundle:
     """Fine-tune from ``teacher.model`` (resuming from ``checkpoint_dir``), recorded on the job's ``run``."""
+    tokenized, spec, teacher, seed = fine_tune.tokenized, fine_tune.spec, fine_tune.teacher, fine_tune.seed
+    tracking, runtime, data_source, logged = (
+        fine_tune.tracking,
+        fine_tune.runtime,
+        fine_tune.data_source,
+        fine_tune.logged,
+    )
     tokenizer = load_tokenizer(teacher.model)
     model = load_classifier(teacher.model, spec.num_labels, is_regression=spec.is_regression)
     settings = training_config(
@@ -123,5 +123,7 @@ def _fine_tune(
             "best_metrics": result.best_metrics,
             "history": result.history,
             "mlflow_run_id": run.run_id,
+            "dev_split": evaluation_split(tokenized),
+            "dev_examples": len(tokenized[evaluation_split(tokenized)]),
         },
     )

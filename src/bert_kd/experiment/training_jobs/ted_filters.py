@@ -6,11 +6,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from bert_kd.config.schema import Student, Ted, Tracking, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.distill.ted_filters import (
+    FilterPlacement,
+    FilterTraining,
     copy_filters_for_student,
     load_ted_filters,
     save_ted_filters,
@@ -19,7 +22,7 @@ from bert_kd.core.distill.ted_filters import (
 )
 from bert_kd.core.metrics import primary_metric
 from bert_kd.core.models import ModelBundle, init_key_material, num_layers, parameters_fingerprint
-from bert_kd.core.training import SupervisedObjective, fit
+from bert_kd.core.training import SupervisedObjective, TrainingConfig, fit
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
@@ -68,19 +71,8 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
             **summary_key_material(teacher.model),
         },
     )
-    train = partial(
-        _stage_one,
-        teacher=teacher,
-        tokenized=tokenized,
-        mapping=mapping,
-        arch=arch,
-        route=route,
-        config=config,
-        ted_student=student,
-        student_config=student_config,
-        settings=run,
-        job=job,
-    )
+    stage = StageOne(teacher, tokenized, mapping, arch, route, config, student, student_config, run)
+    train = partial(_stage_one, stage=stage, job=job)
     outcome = jobs.run_job(
         job,
         train,
@@ -102,69 +94,75 @@ def _log_stored_filters(outcome, tracking) -> None:
     tracker_for(tracking).log_stored_filters(run_id, outcome.path)
 
 
-def _stage_one(
-    _checkpoint_dir,
-    *,
-    teacher,
-    tokenized,
-    mapping,
-    arch,
-    route,
-    config,
-    ted_student,
-    student_config,
-    settings: RunSettings,
-    job,
-) -> dict:
+@dataclass(frozen=True)
+class StageOne:
+    """What one TED Stage I job trains: filters on ``teacher`` at the mapped layers (``mapping``, ``arch``,
+    trained with ``config``) and, by ``route``, the student's filters copied or trained on the shallow
+    ``ted_student`` fine-tuned with ``student_config``; ``settings``: the run settings."""
+
+    teacher: ModelBundle
+    tokenized: Any
+    mapping: list
+    arch: str
+    route: str
+    config: TrainingConfig
+    ted_student: Student
+    student_config: TrainingConfig
+    settings: RunSettings
+
+
+def _stage_one(_checkpoint_dir, *, stage: StageOne, job) -> dict:
     """Stage I in its own MLflow run (filters train in one short pass: no checkpoints)."""
-    task = settings.task
+    task, settings = stage.settings.task, stage.settings
     tracker = tracker_for(settings.tracking)
     with tracker.start_job(f"train_ted_filters:{task}", {"role": "ted_filters", "task": task}) as run:
         tracker.ted_stage_one_started(
-            run, job, teacher, mapping, arch, route, config, settings.data_source, len(tokenized["train"])
+            run,
+            job,
+            stage.teacher,
+            stage.mapping,
+            stage.arch,
+            stage.route,
+            stage.config,
+            settings.data_source,
+            len(stage.tokenized["train"]),
         )
-        result = _train_stage_one(
-            teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run
-        )
+        result = _train_stage_one(stage, run)
         tracker.ted_filters_scored(run, result["report"]["per_layer"], primary_metric(task), task)
         result["report"]["mlflow_run_id"] = run.run_id
     return result
 
 
-def _train_stage_one(teacher, tokenized, task, mapping, arch, route, config, ted_student, student_config, run) -> dict:
+def _train_stage_one(stage: StageOne, run) -> dict:
     """Teacher filters, then student filters copied or trained on the fine-tuned student; per-layer report."""
+    teacher, tokenized, task, arch = stage.teacher, stage.tokenized, stage.settings.task, stage.arch
+    mapping, config, route, ted_student = stage.mapping, stage.config, stage.route, stage.ted_student
     eval_split = evaluation_split(tokenized)
     collator = collator_for(teacher.tokenizer)
     teacher_filters, teacher_layers = train_filters(
         teacher.model,
         tokenized["train"],
         tokenized[eval_split],
-        mapping,
-        arch,
-        task,
-        config,
-        collator,
-        log_fn=run.log_metrics,
-        description="TED stage I (teacher filters)",
+        FilterPlacement(mapping, task, arch),
+        FilterTraining(config, collator, run.log_metrics, "TED stage I (teacher filters)"),
     )
     student_filters, student_layers, student_model = None, {}, None
     if route == "copy":
         student_filters = copy_filters_for_student(teacher_filters, mapping)
     else:
-        student_model = _fine_tuned_student(teacher, tokenized, task, ted_student, student_config, run)
+        student_model = _fine_tuned_student(teacher, tokenized, task, ted_student, stage.student_config, run)
         student_filters, student_layers = train_filters(
             student_model.model,
             tokenized["train"],
             tokenized[eval_split],
-            list(range(1, int(ted_student.num_layers) + 1)),
-            arch,
-            task,
-            config,
-            collator,
-            log_fn=run.log_metrics,
-            out_width=teacher_filters.out_width,
-            role="student",
-            description="TED stage I (student filters)",
+            FilterPlacement(
+                list(range(1, int(ted_student.num_layers) + 1)),
+                task,
+                arch,
+                out_width=teacher_filters.out_width,
+                role="student",
+            ),
+            FilterTraining(config, collator, run.log_metrics, "TED stage I (student filters)"),
         )
     metric = primary_metric(task)
     per_layer = {"teacher": {str(k): v[metric] for k, v in teacher_layers.items()}}

@@ -18,19 +18,22 @@ from bert_kd.core.distill.methods.base import hidden_size, method_class
 from bert_kd.core.distill.objective import TeacherCache, build_teacher_cache
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.layer_maps import layer_map
+from bert_kd.core.machine import busy_note
 from bert_kd.core.models import (
     ModelBundle,
     num_layers,
 )
-from bert_kd.core.reports.markdown_tables import markdown_table, rounded
+from bert_kd.core.reports.markdown_tables import markdown_table, rounded, significant
 from bert_kd.core.reports.plots import comparison_bars, comparison_title
 from bert_kd.core.reports.verdict import (
     MAJORITY_METHOD,
     TIE,
     Verdict,
     comparison_verdict,
+    deciding_command,
     duplicate_rows,
     noise_tolerance,
+    tied_alias,
 )
 from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
@@ -141,6 +144,9 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     rows = [_row("teacher", teacher_metrics, teacher_metrics)]
     majority = majority_row(teacher_metrics, student_metrics)
     rows += [majority] if majority else []
+    metric = teacher_metrics["primary_metric"]
+    order = sorted(range(len(student_metrics)), key=lambda i: -sort_score(student_metrics[i].get("score")))
+    student_metrics = tuple(student_metrics[i] for i in order)  # the table reads top score first
     students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
     same_as = duplicate_rows(
         {r["method"]: m["info"].get("key") for r, m in zip(students, student_metrics)},
@@ -151,7 +157,6 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
             row[SAME_JOB_COLUMN] = same_as.get(row["method"])
     rows += students
     frame = pd.DataFrame(rows)
-    metric = teacher_metrics["primary_metric"]
     title = comparison_title(table, teacher_metrics["task"], metric)
     verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=student_metrics)
     figure = comparison_bars(
@@ -163,7 +168,11 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
         floor=majority.get(metric) if majority else None,
         noise=verdict.tolerance,
     )
-    body = markdown_table(display_frame(frame, metric))
+    busy = busy_throughput(teacher_metrics, *student_metrics)
+    shown = frame.drop(columns=[THROUGHPUT_COLUMN]) if busy else frame
+    body = markdown_table(display_frame(shown, metric))
+    if busy:
+        body += f"\n{THROUGHPUT_COLUMN} left out: measured on a loaded machine ({busy}); the CSV keeps it.\n"
     markdown = with_verdict(body, verdict, title)
     kedro_run().log_comparison(
         Comparison(
@@ -184,22 +193,46 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
 
 #: The column of a comparison that names the row a duplicate row's job is (only when a table has one).
 SAME_JOB_COLUMN = "same job as"
-#: Decimals of the Markdown table (the CSV keeps 4): metric columns, then the others by name.
-METRIC_DECIMALS = 3
-DECIMALS = {"% of teacher": 1, "parameters (M)": 2, "throughput (ex/s)": 0}
+#: A comparison's inference-speed column (left out of the Markdown table when measured on a busy machine).
+THROUGHPUT_COLUMN = "throughput (ex/s)"
+#: Significant digits of the Markdown table's metrics (the CSV keeps 4 decimals); other columns by name.
+METRIC_DIGITS = 4
+DECIMALS = {"% of teacher": 1, "parameters (M)": 2, THROUGHPUT_COLUMN: 0}
 
 
 def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """``frame`` with its numbers as fixed-decimal text for the Markdown table: metrics to
-    [`METRIC_DECIMALS`][bert_kd.pipelines.distill.nodes.METRIC_DECIMALS] places (the noise of a dev set of a few hundred examples is in the
-    second), the other numeric columns per `DECIMALS`; empty cells stay empty."""
+    """``frame`` with its numbers as text for the Markdown table: metrics to
+    [`METRIC_DIGITS`][bert_kd.pipelines.distill.nodes.METRIC_DIGITS] significant digits (0.7890, 0.04210),
+    the other numeric columns to the decimals of [`DECIMALS`][bert_kd.pipelines.distill.nodes.DECIMALS];
+    empty cells stay empty."""
     shown = frame.astype(object).copy()
     for column in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
             continue
-        decimals = DECIMALS.get(column, METRIC_DECIMALS)
-        shown[column] = [None if pd.isna(v) else rounded(float(v), decimals) for v in frame[column]]
+        if column in DECIMALS:
+            shown[column] = [None if pd.isna(v) else rounded(float(v), DECIMALS[column]) for v in frame[column]]
+        else:
+            shown[column] = [None if pd.isna(v) else significant(float(v), METRIC_DIGITS) for v in frame[column]]
     return shown
+
+
+def sort_score(score) -> float:
+    """A row's score for sorting: unscored rows last."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return float("-inf")
+    return value if value == value else float("-inf")
+
+
+def busy_throughput(*evaluations: dict) -> str | None:
+    """``load 3.1 on 2 cores`` when any evaluation measured its throughput on a busy machine
+    ([`bert_kd.core.machine.is_busy`][bert_kd.core.machine.is_busy]: the load average above the cores), else None."""
+    for evaluation in evaluations:
+        note = busy_note(evaluation.get("load_average"), evaluation.get("cores"))
+        if note:
+            return note.removeprefix("machine busy: ")
+    return None
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
@@ -232,12 +265,16 @@ def register_best_student(
     label=None,
 ) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
-    ``bert_kd-<task>-student``) with its lineage tags and the verdict's ([`Verdict.tags`][bert_kd.core.reports.verdict.Verdict.tags]).
-    A tie registers its top scorer tagged as a tie (``bert_kd.verdict: tie``, ``bert_kd.tied``)
-    unless ``tracking.register_ties`` is false; nothing is registered when the teacher or every
+    ``bert_kd-<task>-student``) with its lineage tags and the verdict's
+    ([`Verdict.tags`][bert_kd.core.reports.verdict.Verdict.tags]) and the alias ``champion``. A tie
+    crowns no one: each tied job's student is registered with its own alias ``tied-<row>``
+    ([`tied_alias`][bert_kd.core.reports.verdict.tied_alias]), no ``champion``, and the result names
+    the command that can decide it (more seeds,
+    [`deciding_command`][bert_kd.core.reports.verdict.deciding_command]), unless
+    ``tracking.register_ties`` is false (then nothing). Nothing is registered when the teacher or every
     student sits at the majority class, tracking is off or ``tracking.register_best`` is false
-    (``settings``: the run settings). → what was done (``registered``, ``uri``, ``verdict``,
-    ``tied`` or ``reason``), also tagged on the parent run."""
+    (``settings``: the run settings). → what was done (``registered``, ``uri``, ``alias``,
+    ``verdict``, ``tied``, ``versions``, ``decide`` or ``reason``), also tagged on the parent run."""
     run = RunSettings.of(settings)
     tracking = run.tracking
     label = label or (lambda info: info.get("method", "?"))
@@ -251,52 +288,76 @@ def register_best_student(
     verdict = table_verdict(
         students, majority, metric, teacher_metrics, label=row_label, evaluations=None if row_label else student_metrics
     )
-    chosen = verdict.best or (verdict.top if verdict.kind == TIE and tracking.register_ties else None)
-    if chosen is None:
+    tie = verdict.kind == TIE
+    decide = deciding_command(table_name) if tie else None
+    chosen = [verdict.best] if verdict.best else []
+    if tie and tracking.register_ties:  # one version per tied job (rows that are the same job share it)
+        chosen = [row for row in verdict.tied if row not in verdict.same_as]
+    if not chosen:
         log.warning("%s: no student registered: %s", table_name or "comparison", verdict.warning)
-        return {"registered": False, "reason": verdict.warning, "verdict": verdict.kind, "tied": list(verdict.tied)}
-    best = next(e for e in student_metrics if label(e["info"]) == chosen)
+        return {
+            "registered": False,
+            "reason": verdict.warning,
+            "verdict": verdict.kind,
+            "tied": list(verdict.tied),
+            **({"decide": decide} if decide else {}),
+        }
     name = tracking.registered_model or default_registered_name(run.task)
-    version = tracker_for(tracking).register_best_student(
-        best["info"],
-        teacher_metrics.get("info"),
-        name,
-        extra_tags={
-            "bert_kd.metric": metric,
-            "bert_kd.score": format(float(best["score"]), ".6g"),
-            "bert_kd.table": table_name or "",
-            **verdict.tags(),
-        },
-        description=registration_description(chosen, table, metric, table_name, run.task, verdict),
+    versions: dict[str, str] = {}
+    for row in chosen:
+        best = next(e for e in student_metrics if label(e["info"]) == row)
+        alias = tied_alias(row) if tie else CHAMPION_ALIAS
+        version = tracker_for(tracking).register_best_student(
+            best["info"],
+            teacher_metrics.get("info"),
+            name,
+            extra_tags={
+                "bert_kd.metric": metric,
+                "bert_kd.score": format(float(best["score"]), ".6g"),
+                "bert_kd.table": table_name or "",
+                **verdict.tags(),
+                **({"bert_kd.decide": decide} if decide else {}),
+            },
+            description=registration_description(row, table, metric, table_name, run.task, verdict),
+            alias=alias,
+        )
+        versions[row] = f"models:/{name}/{version}"
+        log.info("%s: %s registered as %s (alias %s)", table_name or "comparison", row, versions[row], alias)
+    top = chosen[0]
+    kedro_run().head_note(
+        f"**Registered, tied (no `{CHAMPION_ALIAS}`)**: "
+        + ", ".join(f"{row} `models:/{name}@{tied_alias(row)}`" for row in chosen)
+        + f". To decide it: `{decide}`"
+        if tie
+        else f"**Registered**: {top} as `models:/{name}@{CHAMPION_ALIAS}` ({versions[top]})"
     )
-    uri = f"models:/{name}/{version}"
-    if verdict.kind == TIE:
+    if tie:
         log.warning(
-            "%s: %s registered as %s (alias %s), tagged as a tie (%s)",
+            "%s: tie, no @%s: %s registered as %s; to decide it: %s",
             table_name or "comparison",
-            chosen,
-            uri,
-            f"models:/{name}@{CHAMPION_ALIAS}",
-            verdict.warning,
+            CHAMPION_ALIAS,
+            ", ".join(chosen),
+            ", ".join(f"models:/{name}@{tied_alias(row)}" for row in chosen),
+            decide,
         )
-    else:
-        log.info(
-            "%s: best student %s registered as %s (alias %s)",
-            table_name or "comparison",
-            chosen,
-            uri,
-            f"models:/{name}@{CHAMPION_ALIAS}",
-        )
-    kedro_run().set_tags({"registered_model": uri, "registered_method": chosen, **verdict.tags()})
+    kedro_run().set_tags(
+        {
+            "registered_model": versions[top],
+            "registered_method": top if not tie else ", ".join(chosen),
+            **verdict.tags(),
+            **({"comparison.decide": decide} if decide else {}),
+        }
+    )
     return {
         "registered": True,
-        "uri": uri,
+        "uri": versions[top],
         "name": name,
-        "version": str(version),
-        "method": chosen,
-        "alias": CHAMPION_ALIAS,
+        "version": versions[top].rsplit("/", 1)[-1],
+        "method": top,
+        "alias": tied_alias(top) if tie else CHAMPION_ALIAS,
         "verdict": verdict.kind,
         "tied": list(verdict.tied),
+        **({"versions": versions, "decide": decide} if tie else {}),
     }
 
 
@@ -311,12 +372,13 @@ def registration_description(
     """The registered version's description: which row won what (or that it tops a tie), then the comparison."""
     if verdict is not None and verdict.kind == TIE:
         head = (
-            f"Top scorer of a tie in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**; "
-            f"{verdict.warning}.\n\n"
+            f"One of the rows tied in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}** "
+            f"(alias `{tied_alias(best)}`, no `{CHAMPION_ALIAS}`); {verdict.warning}. To decide it: "
+            f"`{deciding_command(table_name)}`.\n\n"
         )
     else:
         head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
-    return head + markdown_table(table)
+    return head + markdown_table(display_frame(table, metric or ""))
 
 
 def registration_node(table_name: str, label=None):
@@ -385,7 +447,7 @@ def _row(name: str, evaluation: dict, teacher: dict) -> dict:
     row[metric] = round(float(evaluation["score"]), 4)
     row["% of teacher"] = round(100.0 * evaluation["score"] / teacher["score"], 1) if teacher["score"] else None
     row["parameters (M)"] = round(evaluation["parameters"] / 1e6, 2)
-    row["throughput (ex/s)"] = round(evaluation["throughput_examples_per_s"], 1)
+    row[THROUGHPUT_COLUMN] = round(evaluation["throughput_examples_per_s"], 1)
     return row
 
 

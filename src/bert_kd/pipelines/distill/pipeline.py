@@ -5,13 +5,12 @@ registry): each block (``alp_kd.<row>`` in kedro-viz) builds the student from th
 it with the row's recipe (``distill_methods.<row>``) and evaluates it.
 """
 
-from functools import partial, update_wrapper
 from typing import Mapping, Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
 from bert_kd.experiment.training_jobs.student import build_student_model
-from bert_kd.pipelines.common import settings_node, tags_for
+from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
 from .nodes import (
@@ -60,7 +59,7 @@ def teacher_cache_pipeline() -> Pipeline:
 
 def for_row(func, row: str):
     """``func`` with its ``row`` bound (the recipe row a block is built for), shown as ``func`` in kedro-viz."""
-    return update_wrapper(partial(func, row=row), func)
+    return with_fixed(func, row=row)
 
 
 def method_pipeline(
@@ -208,7 +207,7 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
         Pipeline(
             [
                 node(
-                    update_wrapper(partial(compare_methods, table=output_prefix), compare_methods),
+                    with_fixed(compare_methods, table=output_prefix),
                     inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
                     outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                     name=f"compare_{output_prefix}",

@@ -12,6 +12,7 @@ from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.core.distill.alp_figures import unavailable_figure
 from bert_kd.core.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
+from bert_kd.core.distill.methods.multi_teacher.spans import span_attention_key_material
 from bert_kd.core.distill.objective import Teacher
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.models import ModelBundle, init_key_material
@@ -35,8 +36,10 @@ from bert_kd.experiment.training_jobs.student import (
 from bert_kd.pipelines.data_processing.nodes import split_frames
 from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
+    display_frame,
     majority_row,
     register_best_student,
+    sort_score,
     table_verdict,
     with_verdict,
 )
@@ -179,6 +182,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
             "seed": run.seed,
             "data": jobs.dataset_fingerprint(data),
             **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
+            **span_attention_key_material(*(bundles[k].model for k in chosen)),
         },
     )
 
@@ -230,6 +234,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
         }
         for e in teacher_metrics
     ]
+    students = sorted(students, key=lambda e: -sort_score(e.get("score")))  # top score first
     for e in students:
         info = e["info"]
         rows.append(
@@ -262,9 +267,9 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     )
     body = (
         "## Table 2: by teachers\n\n"
-        + markdown_table(by_teachers)
+        + markdown_table(display_frame(by_teachers, metric))
         + "\n## Table 3: by strategy\n\n"
-        + markdown_table(by_strategy)
+        + markdown_table(display_frame(by_strategy, metric))
     )
     title = comparison_title("distill_multi_teacher_baselines (Tables 2–3)", best_teacher["task"], metric)
     markdown = with_verdict(body, verdict, title)

@@ -4,11 +4,9 @@ Each of the K teachers of ``multi_teachers`` is its own namespaced ``train_teach
 (``multi_teacher.teacher_<k>``: select → tokenize → train), so the DAG shows every teacher.
 """
 
-from functools import partial, update_wrapper
-
 from kedro.pipeline import Pipeline, node, pipeline
 
-from bert_kd.pipelines.common import settings_node, tags_for
+from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import block_name, compare_group
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
@@ -46,7 +44,7 @@ def teacher_namespace(slot: int) -> str:
 
 def teacher_block(slot: int) -> Pipeline:
     """``multi_teachers[slot]`` → its own tokenization → ``train_teacher``, namespaced ``multi_teacher.teacher_<slot>``."""
-    select = update_wrapper(partial(select_teacher, slot=slot), select_teacher)
+    select = with_fixed(select_teacher, slot=slot)
     template = Pipeline(
         [
             node(select, "params:multi_teachers", "teacher_params", name="select_teacher"),

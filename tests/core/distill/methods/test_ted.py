@@ -13,7 +13,7 @@ from bert_kd.core.distill.methods import build_method
 from bert_kd.core.distill.methods.ted import DEFAULT_TEMPERATURE, TED_GRID
 from bert_kd.core.distill.objective import DistillationObjective, Teacher
 from bert_kd.core.distill.outputs import Features
-from bert_kd.core.distill.ted_filters import TaskFilters, ted_layer_map, train_filters
+from bert_kd.core.distill.ted_filters import FilterPlacement, FilterTraining, TaskFilters, ted_layer_map, train_filters
 from bert_kd.core.metrics import glue_metrics
 from bert_kd.core.models import build_student
 from bert_kd.core.training import TrainingConfig, fit
@@ -164,7 +164,11 @@ def test_stage2_through_fit(rte, tmp_path, name):
     teacher = copy.deepcopy(teacher)
     layers = ted_layer_map("distilbert", 4, 2)
     t_filters, _ = train_filters(
-        teacher, data["train"], None, layers, "linear", "rte", TrainingConfig(max_steps=3, **FAST), collator
+        teacher,
+        data["train"],
+        None,
+        FilterPlacement(layers, "rte"),
+        FilterTraining(TrainingConfig(max_steps=3, **FAST), collator),
     )
     t_filters.save(tmp_path / "filters")
     student, _ = build_student(teacher, 2, "distilbert")

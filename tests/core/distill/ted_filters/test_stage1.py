@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from bert_kd.core.distill.ted_filters import TaskFilters, evaluate_filters, ted_layer_map, train_filters
+from bert_kd.core.distill.ted_filters import (
+    FilterPlacement,
+    FilterTraining,
+    TaskFilters,
+    evaluate_filters,
+    ted_layer_map,
+    train_filters,
+)
 from bert_kd.core.models import build_student, parameters_fingerprint
 from bert_kd.core.training import TrainingConfig
 from tests.core.distill.ted_filters.helpers import FAST, changed, identical, snapshot
@@ -19,7 +26,7 @@ def test_stage1_trains_filters_model_bit_identical(rte):
     torch.manual_seed(config.seed)  # same seed as train_filters -> same initial filters
     untrained = TaskFilters.build(teacher, layers, task="rte")
     filters, metrics = train_filters(
-        teacher, data["train"], data["validation"], layers, "linear", "rte", config, collator
+        teacher, data["train"], data["validation"], FilterPlacement(layers, "rte"), FilterTraining(config, collator)
     )
     assert identical(before, teacher)
     assert [p.requires_grad for p in teacher.parameters()] == flags
@@ -36,7 +43,11 @@ def test_stage1_student_route_keeps_student_trainable(rte):
     before = snapshot(student)
     config = TrainingConfig(max_steps=3, **FAST)
     filters, metrics = train_filters(
-        student, data["train"], None, [1, 2], "mlp", "rte", config, collator, out_width=32, role="student"
+        student,
+        data["train"],
+        None,
+        FilterPlacement([1, 2], "rte", "mlp", out_width=32, role="student"),
+        FilterTraining(config, collator),
     )
     assert metrics == {} and filters.role == "student" and filters.out_width == 32
     assert identical(before, student)

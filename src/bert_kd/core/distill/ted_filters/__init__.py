@@ -38,11 +38,19 @@ Modules: `mapping` (M(·)), [`filters`][bert_kd.core.distill.ted_filters.filters
 from bert_kd.core.distill.ted_filters.artifact import load_ted_filters, save_ted_filters
 from bert_kd.core.distill.ted_filters.filter_objective import FilterTrainingObjective
 from bert_kd.core.distill.ted_filters.filters import FILTER_ARCHS, TaskFilter, TaskFilters
-from bert_kd.core.distill.ted_filters.stage1 import evaluate_filters, filters_evaluate_fn, train_filters
+from bert_kd.core.distill.ted_filters.stage1 import (
+    FilterPlacement,
+    FilterTraining,
+    evaluate_filters,
+    filters_evaluate_fn,
+    train_filters,
+)
 from bert_kd.core.distill.ted_filters.student import copy_filters_for_student
 from bert_kd.core.distill.ted_filters.teacher_layers import ted_layer_map
 
 __all__ = [
+    "FilterPlacement",
+    "FilterTraining",
     "FILTER_ARCHS",
     "FilterTrainingObjective",
     "TaskFilter",

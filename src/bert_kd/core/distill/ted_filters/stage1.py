@@ -3,6 +3,7 @@ and report each filtered layer's dev metrics (Liang et al., 2023, Sec. 3.1)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence, Union
 
 import numpy as np
@@ -85,42 +86,66 @@ def evaluate_filters(
     return {layer: glue_metrics(task, torch.cat(preds[k]).numpy(), y) for k, layer in enumerate(filters.layers)}
 
 
+@dataclass(frozen=True)
+class FilterPlacement:
+    """Where TED Stage I puts filters and what their heads predict.
+
+    ``layers``: 1-based model layers (teacher: ``ted_layer_map(...)``; student: ``[1..K]``) or a
+    [`ted_layer_map`][bert_kd.core.distill.ted_filters.teacher_layers.ted_layer_map] strategy name (needs ``n_student``); ``arch``: one of ``FILTER_ARCHS``; ``task``:
+    the GLUE task of the heads (and the filters' provenance). For student filters ``out_width`` is the
+    teacher's width and ``role`` is ``"student"``; ``prefix``: the column prefix of the model's inputs."""
+
+    layers: Union[Sequence[int], str]
+    task: str
+    arch: str = "linear"
+    out_width: int | None = None
+    num_labels: int | None = None
+    role: str = "teacher"
+    n_student: int | None = None
+    prefix: str = ""
+
+
+@dataclass(frozen=True)
+class FilterTraining:
+    """How TED Stage I trains its filters: the training settings, the batch collator, where the step
+    metrics go and the progress bar's label."""
+
+    config: TrainingConfig = field(default_factory=TrainingConfig)
+    collator: Collator | None = None
+    log_fn: LogFn | None = None
+    description: str = "ted-stage1"
+
+
 def train_filters(
     model: nn.Module,
     dataset_train,
     dataset_eval,
-    layers: Union[Sequence[int], str],
-    arch: str = "linear",
-    task: str | None = None,
-    config: TrainingConfig | None = None,
-    collator: Collator | None = None,
-    log_fn: LogFn | None = None,
-    *,
-    out_width: int | None = None,
-    num_labels: int | None = None,
-    role: str = "teacher",
-    n_student: int | None = None,
-    prefix: str = "",
-    description: str = "ted-stage1",
+    placement: FilterPlacement,
+    training: FilterTraining | None = None,
 ) -> tuple[TaskFilters, dict[int, dict[str, float]]]:
-    """TED Stage I: build filters on ``model`` at ``layers`` and train them (model frozen) with
-    [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit]. Returns the trained filters and their per-layer dev metrics
-    (``{}`` without ``dataset_eval``); the metrics and the run's best epoch go to ``filters.info``.
-
-    ``layers`` is a list of 1-based model layers (teacher: ``ted_layer_map(...)``; student:
-    ``[1..K]``) or a [`ted_layer_map`][bert_kd.core.distill.ted_filters.teacher_layers.ted_layer_map] strategy name (needs ``n_student``). For student filters
-    pass ``out_width`` = teacher width and ``role="student"``. The model's parameters are bit-identical
-    afterwards and their ``requires_grad`` flags and train/eval mode are restored.
+    """TED Stage I: build filters on ``model`` as ``placement`` says and train them (model frozen) with
+    [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit] as ``training`` says. Returns the trained filters and their per-layer
+    dev metrics (``{}`` without ``dataset_eval``); the metrics and the run's best epoch go to
+    ``filters.info``. The model's parameters are bit-identical afterwards and their ``requires_grad`` flags
+    and train/eval mode are restored.
     """
-    if task is None:
-        raise ValueError("train_filters needs the task (filter heads are task heads; provenance)")
-    config = config or TrainingConfig()
+    training = training or FilterTraining()
+    config, collator, task, prefix = training.config, training.collator, placement.task, placement.prefix
+    layers = placement.layers
     if isinstance(layers, str):
-        if n_student is None:
+        if placement.n_student is None:
             raise ValueError(f"layer strategy {layers!r} needs n_student")
-        layers = ted_layer_map(layers, num_layers(model), n_student)
+        layers = ted_layer_map(layers, num_layers(model), placement.n_student)
     seed_everything(config.seed)
-    filters = TaskFilters.build(model, layers, arch, out_width=out_width, num_labels=num_labels, task=task, role=role)
+    filters = TaskFilters.build(
+        model,
+        layers,
+        placement.arch,
+        out_width=placement.out_width,
+        num_labels=placement.num_labels,
+        task=task,
+        role=placement.role,
+    )
     flags = [p.requires_grad for p in model.parameters()]
     was_training = model.training
     try:
@@ -133,8 +158,8 @@ def train_filters(
             config,
             collator=collator,
             evaluate_fn=evaluate_fn,
-            log_fn=log_fn,
-            description=description,
+            log_fn=training.log_fn,
+            description=training.description,
         )
     finally:
         for p, flag in zip(model.parameters(), flags):

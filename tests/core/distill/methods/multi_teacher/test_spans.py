@@ -16,10 +16,12 @@ from bert_kd.core.distill.methods.multi_teacher.alignment import TOKEN, TeacherA
 from bert_kd.core.distill.methods.multi_teacher.spans import (
     SPAN_PAD,
     SpanPooling,
+    pool_attention_log_probs,
+    pool_attention_scores,
     seat_span_ids,
     span_attention_probabilities,
 )
-from bert_kd.core.distill.outputs import forward_features
+from bert_kd.core.distill.outputs import Features, forward_features
 from bert_kd.core.training import Collator
 from bert_kd.experiment.jobs import dataset_fingerprint
 from tests.conftest import SHARED_GLUE
@@ -346,3 +348,31 @@ def test_the_multi_teacher_pipeline_data_carries_spans_only_for_other_tokenizers
     assert {"t1_span_ids", "t1_student_span_ids"} <= columns and not any(c.startswith("t0_span") for c in columns)
     assert "char_offsets" not in columns
     assert set(_unprefixed(data["train"], "t1_").column_names) == {"idx", "labels", "input_ids", "attention_mask"}
+
+
+def test_span_attention_of_log_probabilities_is_renormalised_over_the_shared_spans():
+    """A BERT student ([CLS] text [SEP]) against an XLNet-style teacher (text <sep> <cls>) whose rows have
+    the same shape over the four text tokens but other mass on the special tokens: after pooling to spans
+    the attention term is 0 (without the renormalisation each row kept an offset of log(text mass))."""
+    torch.manual_seed(0)
+    heads, text = 2, 4
+    content = torch.randn(1, heads, text, text)  # the rows' shape over the text keys, per text query
+    student_scores = torch.randn(1, heads, text + 2, text + 2)
+    student_scores[:, :, 1:-1, 1:-1] = content  # [CLS] t1 … t4 [SEP]: any special-key scores
+    teacher_scores = torch.randn(1, heads, text + 2, text + 2) + 3.0  # t1 … t4 <sep> <cls>: more mass there
+    teacher_scores[:, :, :text, :text] = content
+    teacher_log_probs = torch.log_softmax(teacher_scores, dim=-1)
+    mask = torch.ones(1, text + 2, dtype=torch.long)
+    student_ids = torch.tensor([[NO_SPAN, 0, 1, 2, 3, NO_SPAN]])
+    teacher_ids = torch.tensor([[0, 1, 2, 3, NO_SPAN, NO_SPAN]])
+    student_model, teacher_model = tiny_bert(2, 16, heads, seed=1), tiny_bert(2, 16, heads, seed=2)
+    method = build_method({"method": "multi_teacher"}, student_model, [teacher_model])
+    logits = torch.zeros(1, 2)
+    s = Features(logits, mask, attention_scores=[student_scores] * 2)
+    t = Features(logits, mask, attention_scores=[teacher_log_probs] * 2, attention_space="log_probs")
+    spans = TeacherAlignment("span", SpanPooling.from_ids(student_ids, teacher_ids))
+    assert float(method.attention_distance(0, s, t, spans)) == pytest.approx(0.0, abs=1e-6)
+    pooled = pool_attention_log_probs(teacher_log_probs, spans.spans.teacher)
+    offset = pool_attention_scores(teacher_log_probs, spans.spans.teacher) - pooled
+    assert float(offset.abs().min()) > 0.1  # the mass outside the spans the renormalisation takes out
+    assert torch.allclose(pooled.exp().sum(-1), torch.ones(1, heads, text))  # one-token spans: rows of probabilities

@@ -25,7 +25,7 @@ from bert_kd.core.distill.methods.multi_teacher.alignment import (
 from bert_kd.core.distill.methods.multi_teacher.base import PROJECTION_MODES, MultiTeacherBase, MultiTeacherOptions
 from bert_kd.core.distill.methods.multi_teacher.contributions import dev_contributions
 from bert_kd.core.distill.methods.multi_teacher.reporting import alignment_metrics, one_to_many_report
-from bert_kd.core.distill.methods.multi_teacher.spans import pool_attention_scores
+from bert_kd.core.distill.methods.multi_teacher.spans import pool_attention_log_probs, pool_attention_scores
 from bert_kd.core.distill.outputs import Features, attention_in_one_space
 from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.training import task_loss
@@ -159,15 +159,18 @@ class MultiTeacherOneToMany(MultiTeacherBase):
         groups: list[list[int]] | None = None,
     ) -> Tensor:
         """D_k^a (Eq. 6–9): Σ_i mean_{j ∈ I_{k,i}} head-averaged MSE of QKᵀ/√δ over token pairs, or
-        over shared-span pairs ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores]); none at sentence level."""
+        over shared-span pairs ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores];
+        log-probabilities, an XLNet's, renormalised over the shared spans:
+        [`pool_attention_log_probs`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_log_probs]); none at sentence level."""
         if alignment.level == "sentence":
             raise ValueError("the attention term needs token or span alignment")
-        s_scores, t_scores, _ = attention_in_one_space(student, teacher)  # XLNet: log-probabilities
+        s_scores, t_scores, space = attention_in_one_space(student, teacher)  # XLNet: log-probabilities
         mask = student.attention_mask
         if alignment.level == "span":
             spans = alignment.spans
-            s_scores = [pool_attention_scores(a, spans.student) for a in s_scores]
-            t_scores = [pool_attention_scores(a, spans.teacher) for a in t_scores]
+            pool = pool_attention_log_probs if space == "log_probs" else pool_attention_scores
+            s_scores = [pool(a, spans.student) for a in s_scores]
+            t_scores = [pool(a, spans.teacher) for a in t_scores]
             mask = spans.mask
         return losses.group_mean_mse(
             s_scores, t_scores, self.groups[k] if groups is None else groups, mask, kind="attention"

@@ -4,7 +4,8 @@ The MT terms (Shi & Guo 2023, Eq. 2–11) compare positions, so a teacher with a
 compared on the **shared spans** of [`bert_kd.core.data.spans`][bert_kd.core.data.spans] (span ids computed at
 tokenization time, [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN] outside every shared span). Here, the
 model side (torch): [`SpanPooling`][bert_kd.core.distill.methods.multi_teacher.spans.SpanPooling] averages sub-token states inside each span (hidden states,
-embeddings) and pools attention maps ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores], [`span_attention_probabilities`][bert_kd.core.distill.methods.multi_teacher.spans.span_attention_probabilities]).
+embeddings) and pools attention maps ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores],
+[`pool_attention_log_probs`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_log_probs], [`span_attention_probabilities`][bert_kd.core.distill.methods.multi_teacher.spans.span_attention_probabilities]).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor
 
 from bert_kd.core.data.spans import NO_SPAN
+from bert_kd.core.distill.outputs import summary_position
 from bert_kd.core.training import SPAN_PAD  # the collator pads span-id columns with it (any side)
 
 
@@ -105,6 +107,32 @@ def pool_attention_scores(scores: Tensor, assignment: Tensor) -> Tensor:
     query_weights = (assignment / assignment.sum(-1, keepdim=True).clamp_min(1.0)).unsqueeze(1).to(scores.dtype)
     keyed = torch.where(torch.isfinite(keyed), keyed, torch.zeros_like(keyed))
     return query_weights @ keyed
+
+
+def pool_attention_log_probs(log_probs: Tensor, assignment: Tensor) -> Tensor:
+    """Span-level log attention probabilities ``(B, H, L, L)`` → ``(B, H, S, S)``, renormalised over the
+    shared spans: per query token the key side is ``log Σ_{j ∈ b} p_ij`` less its log-Σ-exp over the row's
+    shared spans (the mass on special, whitespace and one-sided keys taken out), then averaged over the
+    query span's tokens. Two maps whose rows differ only in the mass outside the shared spans pool to the
+    same map, so an MSE between them measures how the rows' attention over the shared text is shaped.
+    Rows and columns of absent spans are 0."""
+    keyed = _key_pooled(log_probs, assignment)
+    present = assignment.sum(-1).bool()[:, None, None, :]  # (B, 1, 1, S)
+    normaliser = torch.logsumexp(keyed.masked_fill(~present, float("-inf")), dim=-1, keepdim=True)
+    renormalised = (
+        keyed - torch.where(torch.isfinite(normaliser), normaliser, torch.zeros_like(normaliser))
+    ).masked_fill(~present, 0.0)
+    query_weights = (assignment / assignment.sum(-1, keepdim=True).clamp_min(1.0)).unsqueeze(1).to(log_probs.dtype)
+    return query_weights @ renormalised
+
+
+def span_attention_key_material(*models) -> dict:
+    """Key material of multi-teacher jobs with an XLNet among ``models``: their span-level attention maps are
+    compared as log-probabilities renormalised over the shared spans ([`pool_attention_log_probs`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_log_probs], since
+    2026-11-27), so such stored jobs are recomputed; ``{}`` otherwise, keys as they were."""
+    if any(summary_position(m) == "last" for m in models):
+        return {"span_attention": "log-probabilities renormalised over the shared spans"}
+    return {}
 
 
 def span_attention_probabilities(scores: Tensor, assignment: Tensor) -> Tensor:

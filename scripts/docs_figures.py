@@ -1,0 +1,270 @@
+"""Regenerate the documentation's pictures (docs/images/) with the project's own code.
+
+    python scripts/docs_figures.py                 # the architecture, the DAG and the comparison plot
+    python scripts/docs_figures.py --alp-figure data/08_reporting/alp_kd_figure3_alp.png
+
+* ``architecture.png``: the import graph of ``src/bert_kd`` (grimp, the library import-linter checks the
+  contracts with) as a matrix of module-to-module imports between packages, in the layers of
+  ``[tool.importlinter]`` in ``pyproject.toml``.
+* ``distill_baselines_dag.png``: the ``distill_baselines`` pipeline as the pipeline registry builds it,
+  each namespaced block (one recipe row: build → prepare data → distil → evaluate) drawn as one box.
+* ``distill_baselines.png``: the comparison plot drawn by the comparison node's own function
+  (``comparison_bars``) from the table of the documented CPU comparison in ``docs/compare-on-cpu.md``.
+* ``alp_attention.png``: ALP-KD's Figure 3 as a ``distill_alp`` run writes it (``--alp-figure``: the PNG that
+  run wrote, resized for the site).
+
+Run from the repository root with ``PYTHONPATH=src``. Each file stays under 300 KB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tomllib
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGES = ROOT / "docs" / "images"
+PACKAGE = "bert_kd"
+MAX_BYTES = 300_000
+BOX = "#e8eef7"
+EDGE = "#4C72B0"
+
+
+def draw_rows(rows: list[list[str]], edges, labels: dict[str, str], path: Path, title: str) -> None:
+    """Boxes in ``rows`` (top to bottom), an arrow per ``(source, target)`` edge."""
+    width = max(len(row) for row in rows)
+    fig, ax = plt.subplots(figsize=(max(9.0, 1.75 * width), 1.15 * len(rows) + 0.8))
+    position = {}
+    for depth, row in enumerate(rows):
+        for index, name in enumerate(row):
+            position[name] = ((index + 0.5) * width / len(row), -depth)
+    for source, target in edges:
+        (x0, y0), (x1, y1) = position[source], position[target]
+        arrow = FancyArrowPatch(
+            (x0, y0 - 0.22),
+            (x1, y1 + 0.22),
+            arrowstyle="-|>",
+            mutation_scale=9,
+            color=EDGE,
+            alpha=0.55,
+            linewidth=0.8,
+            connectionstyle="arc3,rad=0.08" if abs(y0 - y1) > 1 else "arc3",
+        )
+        ax.add_patch(arrow)
+    for name, (x, y) in position.items():
+        box_width = min(0.92 * width / max(len(r) for r in rows if name in r), 2.6)
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - box_width / 2, y - 0.2),
+                box_width,
+                0.4,
+                boxstyle="round,pad=0.02",
+                facecolor=BOX,
+                edgecolor=EDGE,
+                linewidth=0.8,
+            )
+        )
+        ax.text(x, y, labels.get(name, name), ha="center", va="center", fontsize=7)
+    ax.set_xlim(-0.1, width + 0.1)
+    ax.set_ylim(-len(rows) + 0.5, 0.5)
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    save(fig, path)
+
+
+def save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise SystemExit(f"{path}: {size:,} bytes, above the {MAX_BYTES:,} the site allows for a picture")
+    print(f"wrote {path.relative_to(ROOT)} ({size:,} bytes)")
+
+
+# ------------------------------------------------------------------ architecture: the import graph
+def contract_layers() -> list[list[str]]:
+    """The layers contract of ``pyproject.toml``, each layer's modules without the package prefix."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in config if c["type"] == "layers")
+    return [[m.strip().removeprefix(PACKAGE + ".") for m in layer.split(":")] for layer in layers]
+
+
+def architecture(path: Path) -> None:
+    """A matrix of module-to-module imports between the packages, rows importing columns, both in
+    layer order: a count right of the diagonal blocks is an import going down, one left of them an
+    import going up (an exception the contract would have to name)."""
+    import grimp
+    import numpy as np
+
+    graph = grimp.build_graph(PACKAGE)
+    layers = contract_layers()
+    members = [name for layer in layers for name in layer]
+    index = {name: i for i, name in enumerate(members)}
+
+    def top(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in index else None
+
+    counts = np.zeros((len(members), len(members)), dtype=int)
+    for importer in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(importer):
+            source, target = top(importer), top(imported)
+            if source and target and source != target:
+                counts[index[source], index[target]] += 1
+    fig, ax = plt.subplots(figsize=(7.5, 6.2))
+    ax.imshow(np.log1p(counts), cmap="Blues", vmin=0, vmax=np.log1p(counts.max()) * 1.4)
+    for (row, column), count in np.ndenumerate(counts):
+        if count:
+            ax.text(column, row, str(count), ha="center", va="center", fontsize=8)
+    edge = -0.5
+    for layer in layers:  # the layers' blocks on the diagonal: imports inside a layer are independent packages
+        ax.add_patch(plt.Rectangle((edge, edge), len(layer), len(layer), fill=False, edgecolor=EDGE, linewidth=1.2))
+        edge += len(layer)
+    ax.set_xticks(range(len(members)), members, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(members)), members, fontsize=8)
+    ax.set_xlabel("imported package")
+    ax.set_ylabel("importing package")
+    ax.set_title(
+        "bert_kd imports between packages (module-to-module, grimp)\n"
+        "in the layers of pyproject.toml's import contract: imports go down, so counts sit right of the layers' diagonal blocks",
+        fontsize=9,
+    )
+    save(fig, path)
+
+
+# ------------------------------------------------------------------ the DAG of distill_baselines
+def pipeline_dag(path: Path, name: str = "distill_baselines") -> None:
+    from kedro.framework.project import pipelines
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(ROOT)
+    pipeline = pipelines[name]
+
+    def group(node) -> str:
+        return ".".join(node.namespace.split(".")[:2]) if node.namespace else node.name
+
+    producer = {output: group(node) for node in pipeline.nodes for output in node.outputs}
+    graph = nx.DiGraph()
+    for node in pipeline.nodes:
+        graph.add_node(group(node))
+        for dataset in node.inputs:
+            if dataset in producer and producer[dataset] != group(node):
+                graph.add_edge(producer[dataset], group(node))
+    graph = nx.transitive_reduction(graph)  # an input also reached through another box is not drawn again
+    rows = [sorted(generation) for generation in nx.topological_generations(graph)]
+    steps = {}
+    for node in pipeline.nodes:
+        if node.namespace:
+            steps.setdefault(group(node), []).append(node.name.rsplit(".", 1)[-1])
+    labels = {g: f"{g}\n" + (", ".join(s) if len(s) == 1 else f"{len(s)} nodes") for g, s in steps.items()}
+    draw_rows(
+        rows,
+        graph.edges,
+        labels,
+        path,
+        f"kedro pipeline {name}: a box per node or namespaced block (a recipe row: build, data, distil, evaluate)",
+    )
+
+
+# ------------------------------------------------------------------ the comparison plot
+def documented_comparison(page: Path = ROOT / "docs" / "compare-on-cpu.md") -> dict[str, float]:
+    """row → accuracy from the measured table of ``docs/compare-on-cpu.md`` (``| row | accuracy | …``)."""
+    text = page.read_text()
+    table = text.split("| row | accuracy |", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and re.fullmatch(r"[0-9.]+", cells[1]):
+            rows[cells[0]] = float(cells[1])
+    return rows
+
+
+def comparison(path: Path) -> None:
+    from bert_kd.core.reports.plots import comparison_bars, comparison_title
+    from bert_kd.core.reports.verdict import noise_tolerance
+
+    rows = documented_comparison()
+    teacher, majority = rows.pop("teacher"), rows.pop("majority class")
+    figure = comparison_bars(
+        list(rows),
+        list(rows.values()),
+        teacher,
+        "accuracy",
+        comparison_title("distill_baselines", "sst2", "accuracy"),
+        floor=majority,
+        noise=noise_tolerance(872),  # the whole SST-2 dev set
+    )
+    save(figure, path)
+
+
+def alp_attention(path: Path, glue_dir: Path, n_examples: int = 8) -> None:
+    """ALP-KD Figure 3 drawn by the figure node's functions at the start of distillation: the offline
+    MiniLM-L6 teacher and a student made of its first layers (``student`` block of
+    ``parameters_distill.yml``), on the first SST-2 dev sentences; forward passes only."""
+    import csv
+
+    import torch
+    import yaml
+
+    from bert_kd.core.distill.alp_figures import alp_attention_figure, alp_attention_per_example
+    from bert_kd.core.models import build_student, load_classifier, load_tokenizer
+
+    parameters = yaml.safe_load((ROOT / "conf" / "base" / "parameters_distill.yml").read_text())
+    recipe, layers = parameters["distill_methods"]["alp"], parameters["student"]["num_layers"]
+    with open(glue_dir / "SST-2" / "dev.tsv", newline="") as rows:
+        sentences = [
+            row["sentence"]
+            for row, _ in zip(csv.DictReader(rows, delimiter="\t", quoting=csv.QUOTE_NONE), range(n_examples))
+        ]
+    teacher = load_classifier("minilm-l6", num_labels=2)
+    student, kept = build_student(teacher, layers, "first")
+    batch = dict(load_tokenizer("minilm-l6")(sentences, return_tensors="pt", padding=True))
+    with torch.no_grad():
+        result = alp_attention_per_example(student, teacher, batch, recipe["mapping"], n_examples=n_examples)
+    title = (
+        f"ALP-KD Figure 3 before distillation: MiniLM-L6 and a student of its layers {kept} "
+        f"(mapping: {recipe['mapping']}), SST-2 dev sentences"
+    )
+    figure = alp_attention_figure(result, title)
+    save(figure, path)
+
+
+def alp_figure(source: Path, path: Path) -> None:
+    """The run's PNG, scaled down (Pillow, matplotlib's image library) until it fits the size limit."""
+    from PIL import Image
+
+    image = Image.open(source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        image.save(path, optimize=True)
+        if path.stat().st_size <= MAX_BYTES:
+            break
+        image = image.resize((image.width * 4 // 5, image.height * 4 // 5), Image.LANCZOS)
+    print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size:,} bytes, {image.width}x{image.height})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--alp-figure", type=Path, help="the alp_kd_figure3_alp.png a distill_alp run wrote")
+    parser.add_argument("--glue-dir", type=Path, default=ROOT.parent / "shared" / "glue", help="GLUE's TSV folders")
+    args = parser.parse_args()
+    if args.alp_figure:
+        alp_figure(args.alp_figure, IMAGES / "alp_attention.png")
+    else:
+        alp_attention(IMAGES / "alp_attention.png", args.glue_dir)
+    comparison(IMAGES / "distill_baselines.png")
+    architecture(IMAGES / "architecture.png")
+    pipeline_dag(IMAGES / "distill_baselines_dag.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""A stored model as a Hugging Face hub repository: the folder that is pushed and the push itself.
+
+The pushed folder is the model as ``transformers`` loads it (config, weights, tokenizer files),
+``bert_kd.json`` (what the model is: task, labels, dev metrics) and the model card ``README.md``
+([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]). The store's ``manifest.json`` stays home: it names the
+training machine and process. [`push_folder`][bert_kd.experiment.hub.push_folder] writes exactly that folder (``bert-kd push
+--dry-run``), [`push_to_hub`][bert_kd.experiment.hub.push_to_hub] writes it to a temporary folder and uploads it with
+``huggingface_hub`` (``HfApi.create_repo`` + ``upload_folder``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from bert_kd.core.files import MANIFEST
+from bert_kd.experiment.model_card import CARD_FILE, write_model_card
+
+#: Files of a store entry that are not pushed (the card is written afresh into the pushed folder).
+NOT_PUSHED = (MANIFEST, CARD_FILE)
+
+
+def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Path:
+    """Write the folder a push uploads: ``model_dir``'s files but [`NOT_PUSHED`][bert_kd.experiment.hub.NOT_PUSHED], and its model
+    card (``card_options``: [`model_card`][bert_kd.experiment.model_card.model_card]'s). ``target`` must
+    not exist or be empty. → ``target``."""
+    source, target = Path(model_dir), Path(target)
+    if not (source / "config.json").is_file():
+        raise FileNotFoundError(f"{source} is not a saved model folder (no config.json)")
+    if target.exists() and any(target.iterdir()):
+        raise FileExistsError(f"{target} is not empty: give a new folder to write the pushed files into")
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.is_dir() or str(relative) in NOT_PUSHED or relative.name.startswith("."):
+            continue
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target / relative)
+    write_model_card(source, target / CARD_FILE, **card_options)
+    return target
+
+
+def push_to_hub(
+    model_dir: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    token: str | None = None,
+    api=None,
+    **card_options,
+) -> str:
+    """Upload [`push_folder`][bert_kd.experiment.hub.push_folder] of ``model_dir`` to the hub model repository ``repo_id`` (created
+    when absent); the commit's URL."""
+    from huggingface_hub import HfApi
+
+    api = api or HfApi(token=token)
+    with tempfile.TemporaryDirectory(prefix="bert_kd_push_") as staging:
+        folder = push_folder(model_dir, Path(staging) / "model", **card_options)
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            repo_type="model",
+            folder_path=str(folder),
+            commit_message="bert-kd: the model and its card",
+        )
+    return str(getattr(commit, "commit_url", commit))

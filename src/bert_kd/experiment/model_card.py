@@ -1,0 +1,245 @@
+"""A stored model's Hugging Face model card (``README.md``), written from its store entry alone.
+
+The hub's convention for a shared checkpoint is a ``README.md`` whose YAML header the hub (and
+`huggingface_hub.ModelCard`) reads: ``model-index`` with one evaluation result per dev
+metric (task, dataset ``nyu-mll/glue`` and its config, metric name and value), ``base_model``,
+``license``, ``tags``, ``datasets``. The body says how the model was made: the recipe, the
+teacher and its dev score, the layer map, the training data and its limits, the seed, the commit,
+the MLflow run and the noise of one dev-set run (``0.5 / √n``,
+[`bert_kd.core.reports.verdict.noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
+
+Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
+``manifest.json`` (the job's spec and provenance) and, for a student, its teacher's entry in the
+same store. A card is derived from them, so the store check lets it stand beside the listed files
+([`CARD_FILE`][bert_kd.experiment.model_card.CARD_FILE]). Kedro- and MLflow-free: the caller passes the run's link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from bert_kd.core.data.glue import HF_DATASET, get_task
+from bert_kd.core.files import MANIFEST
+from bert_kd.core.metrics import metric_label
+from bert_kd.core.reports.verdict import noise_tolerance
+from bert_kd.experiment.jobs import MODEL_CARD
+
+#: The card's file name in a model folder (the hub shows it as the repository's page).
+CARD_FILE = MODEL_CARD
+#: The license a card claims unless told otherwise: that of BERT and MiniLM, the checkpoints the
+#: project's teachers start from. A teacher under another license needs ``license=``.
+DEFAULT_LICENSE = "apache-2.0"
+#: Keys of a training history record that are not dev metrics.
+NOT_METRICS = ("epoch", "global_step", "loss")
+#: Hub metric types of the GLUE metric keys (the hub's names: ``pearsonr``, not ``pearson``).
+HUB_METRIC_TYPES = {"pearson": "pearsonr"}
+#: The dev split a task's model-selection metric is measured on.
+DEV_SPLITS = {"mnli": "validation_matched"}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def dev_metrics(info: Mapping) -> dict[str, float]:
+    """The dev metrics of a stored model: its evaluation's (``info["metrics"]`` of the dev split)
+    when given, else the kept epoch's (``best_metrics``); finite numbers only."""
+    metrics = info.get("best_metrics") or {}
+    out = {}
+    for name, value in metrics.items():
+        if name in NOT_METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value == value and abs(float(value)) != float("inf"):
+            out[name] = float(value)
+    return out
+
+
+def _teacher_entry(directory: Path, teacher_key: str | None) -> dict:
+    """The teacher's ``bert_kd.json`` in the same store (``<root>/teacher/<key>``), ``{}`` when absent."""
+    if not teacher_key:
+        return {}
+    return _read_json(directory.resolve().parent.parent / "teacher" / str(teacher_key) / "bert_kd.json")
+
+
+def _hub_id(name: Any) -> str | None:
+    """``name`` when it reads as a hub repository id (``owner/model``), not a local path."""
+    text = str(name or "")
+    if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) and not Path(text).exists():
+        return text
+    return None
+
+
+def _format_layer_map(mapping) -> str | None:
+    if not isinstance(mapping, list) or not all(isinstance(m, list) for m in mapping):
+        return None
+    return ", ".join(f"{j}←{'+'.join(map(str, m)) if m else '—'}" for j, m in enumerate(mapping, 1))
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def card_facts(directory: str | Path) -> dict:
+    """What a card says about the model in ``directory`` (a store entry or a copy of one)."""
+    directory = Path(directory)
+    info = _read_json(directory / "bert_kd.json")
+    manifest = _read_json(directory / MANIFEST)
+    spec = manifest.get("spec") or {}
+    provenance = manifest.get("provenance") or {}
+    task = get_task(info.get("task") or spec.get("task"))
+    role = info.get("role") or "model"
+    teacher_key = info.get("teacher_key") or spec.get("teacher")
+    teacher = _teacher_entry(directory, teacher_key) if role != "teacher" else {}
+    base = info.get("base_model") if role == "teacher" else teacher.get("base_model")
+    recipe = spec.get("recipe") or {}
+    return {
+        "task": task,
+        "role": role,
+        "method": info.get("method") or ("fine-tuning" if role == "teacher" else None),
+        "algorithm": info.get("algorithm") or recipe.get("method"),
+        "metrics": dev_metrics(info),
+        "dev_split": info.get("dev_split") or DEV_SPLITS.get(task.name, "validation"),
+        "dev_examples": info.get("dev_examples"),
+        "recipe": recipe,
+        "layer_map": _format_layer_map(info.get("layer_map")) or recipe.get("mapping"),
+        "teacher_key": teacher_key,
+        "teacher_metrics": dev_metrics(teacher),
+        "base_model": _hub_id(base),
+        "base_model_name": base,
+        "seed": spec.get("seed", info.get("seed")),
+        "data": spec.get("data"),
+        "training": spec.get("training") or {},
+        "commit": provenance.get("git_commit"),
+        "run_id": info.get("mlflow_run_id"),
+        "key": manifest.get("key") or info.get("key"),
+        "parameters": info.get("parameters"),
+    }
+
+
+def model_card(
+    directory: str | Path,
+    *,
+    run_link: str | None = None,
+    registered: str | None = None,
+    license: str = DEFAULT_LICENSE,
+):
+    """The `huggingface_hub.ModelCard` of the stored model in ``directory`` (``run_link``: the
+    MLflow UI link of its training run; ``registered``: its registered ``models:/`` URI, if any)."""
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    facts = card_facts(directory)
+    task = facts["task"]
+    name = f"{facts['method'] or facts['role']}-{task.name}-{facts['role']}".replace("_", "-")
+    results = [
+        EvalResult(
+            task_type="text-classification",
+            task_name="Text Classification" if not task.is_regression else "Text Regression",
+            dataset_type=HF_DATASET,
+            dataset_name=f"GLUE {task.dir_name}",
+            dataset_config=task.hf_config,
+            dataset_split=facts["dev_split"],
+            metric_type=HUB_METRIC_TYPES.get(metric, metric),
+            metric_name=f"dev {metric_label(metric)}",
+            metric_value=round(value, 4),
+        )
+        for metric, value in sorted(facts["metrics"].items())
+    ]
+    tags = ["bert-kd", "text-classification", "glue", task.name]
+    if facts["role"] != "teacher":
+        tags += ["knowledge-distillation", *([facts["algorithm"]] if facts["algorithm"] else [])]
+    data = ModelCardData(
+        model_name=name,
+        base_model=facts["base_model"],
+        license=license,
+        library_name="transformers",
+        pipeline_tag="text-classification",
+        datasets=[HF_DATASET],
+        metrics=sorted({HUB_METRIC_TYPES.get(m, m) for m in facts["metrics"]}),
+        tags=tags,
+        eval_results=results or None,
+    )
+    return ModelCard.from_template(data, template_str=_body(facts, run_link, registered, name, license))
+
+
+def _body(facts: Mapping, run_link: str | None, registered: str | None, name: str, license: str) -> str:
+    task = facts["task"]
+    n = facts["dev_examples"]
+    noise = (
+        f"±{noise_tolerance(n):.4f} ({n} dev examples, 0.5/√n): two scores closer than that cannot be told "
+        "apart by one dev-set run"
+        if n
+        else "not recorded (the entry does not say how many dev examples it was scored on)"
+    )
+    metrics = ", ".join(f"{metric_label(k)} {_number(v)}" for k, v in sorted(facts["metrics"].items())) or "none"
+    teacher_score = ", ".join(f"{metric_label(k)} {_number(v)}" for k, v in sorted(facts["teacher_metrics"].items()))
+    training = facts["training"]
+    run = f"[{facts['run_id']}]({run_link})" if run_link else (facts["run_id"] or "none")
+    lines = [
+        "---",
+        "{{ card_data }}",
+        "---",
+        "",
+        f"# {name}",
+        "",
+        f"GLUE {task.dir_name} {'regression' if task.is_regression else 'classification'}: "
+        + ("a teacher fine-tuned" if facts["role"] == "teacher" else f"a student distilled with `{facts['method']}`")
+        + " by bert-kd (knowledge distillation of BERT models on GLUE), from its store entry"
+        + (f" (`{facts['role']}/{facts['key']}`)." if facts["key"] else "."),
+        "",
+        f"- **Dev metrics** ({facts['dev_split']}): {metrics}",
+        f"- **Noise of one dev-set run**: {noise}",
+    ]
+    if facts["role"] != "teacher":
+        recipe = json.dumps(facts["recipe"], sort_keys=True, default=str) if facts["recipe"] else "not recorded"
+        lines += [
+            f"- **Recipe**: method `{facts['algorithm'] or facts['method']}`; `{recipe}`",
+            f"- **Teacher**: store entry `teacher/{facts['teacher_key']}`"
+            + (f" ({facts['base_model_name']} fine-tuned)" if facts["base_model_name"] else "")
+            + (f"; dev {teacher_score}" if teacher_score else "; its dev score is not in this store"),
+            f"- **Layer map** (student layer ← teacher layers): {facts['layer_map'] or 'none (output-level method)'}",
+        ]
+    elif facts["base_model_name"]:
+        lines.append(f"- **Base model**: {facts['base_model_name']}")
+    lines += [
+        f"- **Training data**: GLUE {task.dir_name} train split ({HF_DATASET}, config `{task.hf_config}`), "
+        f"rows fingerprint `{facts['data'] or 'not recorded'}`; "
+        + ", ".join(f"{k} {training[k]}" for k in ("epochs", "batch_size", "learning_rate") if k in training),
+        f"- **Seed**: {facts['seed'] if facts['seed'] is not None else 'not recorded'}",
+        f"- **Commit**: {facts['commit'] or 'not recorded'}",
+        f"- **MLflow run**: {run}",
+    ]
+    if registered:
+        lines.append(f"- **Registered as**: `{registered}`")
+    lines += [
+        f"- **License**: {license}",
+        "",
+        "## Limits",
+        "",
+        f"Scored on the GLUE {task.dir_name} dev split only, which also chose the kept epoch: the score is "
+        "optimistic for unseen data, and GLUE's test labels are private. One seed: differences within the "
+        "noise above are not evidence. English only; the training rows may be a sample of the train split "
+        "(see the fingerprint and the run's `max_train_samples`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_model_card(directory: str | Path, output: str | Path | None = None, **options) -> Path:
+    """Write [`model_card`][bert_kd.experiment.model_card.model_card] of ``directory`` to ``output`` (default ``<directory>/README.md``)
+    all at once (a temporary sibling renamed over it); the path written."""
+    target = Path(output) if output is not None else Path(directory) / CARD_FILE
+    text = str(model_card(directory, **options))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, target)
+    return target

@@ -1,0 +1,580 @@
+"""Every key figure of the README and the docs is its committed record's, at the record's own precision.
+
+One row of :data:`FIGURES` per figure: the text file, a pattern whose one group is the figure as written,
+the record (a JSON file, or a committed Markdown table: ``results/<table>/tables/*.md``, which
+tests/analysis checks against the trial JSONs, ``benchmarks/results/*.md``) and where in it the value is.
+**The rounding rule, once:** a figure is its record's value rounded to the precision the project states
+that kind of figure with — a Markdown record's cell as it stands unless the row gives ``decimals``; a JSON
+value (× ``scale``) to the row's ``decimals``: :data:`DECIMALS` (GPU-hours 1, so "218" beside a record of
+217.59 fails); thousands commas, a leading ``+`` and bold marks are ignored. Add a figure by adding a row;
+docs/reproducibility.md ("Every figure has a record") says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+H200_COMPILE = "benchmarks/results/gpu_run_h200_compile_gpu_check.json"
+H200_FIRST = "benchmarks/results/gpu_check_h200.json"  # 2026-11-26, fp32 and bf16, before TF32
+H100 = "benchmarks/results/gpu_run_h100_estimates.json"  # 2026-11-27, both H100 calls merged
+MAIN_JOB = "benchmarks/results/main_job.md"
+V2_TABLES = "results/cpu_protocol_v2/tables"
+IDLE_RUN = ("2ee7f8b, idle AVX-512 machine",)
+#: decimals by kind of figure: accuracies and gains in points 2, p in prose 3 (4 beside its Monte Carlo error)
+DECIMALS = {"examples/s": 0, "GPU-hours": 1, "speed-up": 1, "workers' speed-up": 2, "minutes": 1, "p": 3}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure in ``text`` (the group of ``pattern``) and where its record keeps it."""
+
+    text: str
+    pattern: str
+    record: str
+    where: tuple | Callable[[Any], float]  # a JSON path (a dict picks the list item it matches) or a function
+    decimals: int | None = None  # how the record shows it: required for a JSON value or a scaled one
+    scale: float = 1.0
+
+    def written(self) -> str:
+        found = re.findall(self.pattern, " ".join((ROOT / self.text).read_text(encoding="utf-8").split()))
+        assert len(found) == 1, f"{self.text}: the pattern {self.pattern!r} matches {len(found)} times, not once"
+        return found[0]
+
+    def value(self) -> tuple[float, int]:
+        """The record's value × ``scale`` and the decimals the record shows it with."""
+        record = load(self.record)
+        found = self.where(record) if callable(self.where) else follow(record, self.where)
+        if isinstance(found, str):  # a Markdown cell's number, as the record shows it
+            shown = found.replace(",", "").lstrip("+")
+            decimals = len(shown.split(".")[1]) if "." in shown else 0
+            found = float(shown)
+        else:
+            decimals = None
+        decimals = self.decimals if self.decimals is not None else decimals
+        assert decimals is not None and (self.scale == 1.0 or self.decimals is not None), f"{self}: give decimals"
+        return float(found) * self.scale, decimals
+
+
+@functools.cache
+def load(record: str):
+    path = ROOT / record
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    return markdown_tables(path.read_text(encoding="utf-8"))
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """Every Markdown table of ``text`` as rows of cells (header first, the --- row left out, bold marks off)."""
+    tables, rows = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")]
+            if not all(set(cell) <= set("-: ") for cell in cells):
+                rows.append(cells)
+        elif rows:
+            tables.append(rows)
+            rows = []
+    return tables
+
+
+def follow(record, path: tuple):
+    """A JSON path, or for a Markdown record (row's leading cells, column header[, n-th number in the cell])."""
+    if isinstance(record, list) and record and isinstance(record[0], list):
+        return cell(record, *path)
+    for step in path:
+        if isinstance(step, dict):
+            matches = [item for item in record if all(item.get(k) == v for k, v in step.items())]
+            assert len(matches) == 1, f"{step} matches {len(matches)} items"
+            record = matches[0]
+        else:
+            record = record[step]
+    return record
+
+
+def cell(tables, row: tuple, column: str, nth: int = 0) -> str:
+    """The ``nth`` number, as written, in the cell of ``column`` in the one table row that starts with ``row``."""
+    found = [
+        r[t[0].index(column)] for t in tables if column in t[0] for r in t[1:] if tuple(r[: len(row)]) == tuple(row)
+    ]
+    assert len(found) == 1, f"row {row} × column {column!r}: {len(found)} cells"
+    return re.findall(r"[-+−]?\d[\d,]*\.?\d*", found[0])[nth].replace("−", "-")
+
+
+def rate(work: str, compile: str | None = None, precision: str = "bf16", pair: str = "bert-base 12→4"):
+    """examples/s of one timed row of a gpu_check record."""
+    return lambda r: follow(
+        r, ("timings", {"pair": pair, "work": work, "precision": precision, "compile": compile}, "examples_per_s")
+    )
+
+
+def speedup(work: str, compile: str) -> Callable[[dict], float]:
+    """A compiled row's examples/s over the eager bf16 row of the same work in the same process."""
+    return lambda r: rate(work, compile)(r) / rate(work)(r)
+
+
+def compiled(work: str) -> Callable[[dict], float]:
+    """The compiled row the docs quote: live ALP with its teacher compiled too, fine-tuning compiled."""
+    return rate(work, "reduce-overhead+teacher" if work == "live_distill" else "reduce-overhead")
+
+
+def with_workers(workers: int, what: str = "hours") -> Callable[[dict], float]:
+    """ALP-KD Table 1 with ``workers`` eager sweep workers per GPU: the estimate's GPU-hours over the workers'
+    speed-up (the teacher's hours kept), or the trials per hour they give — one baseline for both."""
+
+    def figure(r: dict) -> float:
+        estimate = r["estimates"]["alp_kd_table1"]
+        speed = follow(r, ("sweep_throughput", {"workers": workers}, "speedup"))
+        hours = estimate["teacher_hours"] + estimate["student_hours"] / speed
+        return hours if what == "hours" else estimate["trials"] / hours
+
+    return figure
+
+
+TABLE1_COMPILED = ("compiled_estimates", "reduce-overhead+teacher", "alp_kd_table1", "total_hours")
+TED_LWD = (("TED > LWD", "SST-2"), "gain, points")
+
+FIGURES = [
+    # README: the main job (benchmarks/results/main_job.md, the idle run after the seeding fix)
+    Figure(
+        "README.md",
+        r"MiniLM-L6, 6 layers, 22\.7 M parameters \| \*\*([\d.]+)\*\*",
+        MAIN_JOB,
+        (IDLE_RUN, "teacher dev acc after each epoch", 2),
+    ),
+    Figure(
+        "README.md",
+        r"2 layers, 15\.6 M parameters \| \*\*([\d.]+)\*\*",
+        MAIN_JOB,
+        (IDLE_RUN, "ALP student dev acc after each epoch", 3),
+    ),
+    Figure("README.md", r"\*\*(\d+) s \([\d.]+ min\)\*\*", MAIN_JOB, (IDLE_RUN, "wall s")),
+    Figure(
+        "README.md",
+        r"\*\*\d+ s \(([\d.]+) min\)\*\*",
+        MAIN_JOB,
+        (IDLE_RUN, "wall s"),
+        DECIMALS["minutes"],
+        scale=1 / 60,
+    ),
+    Figure("README.md", r"min\)\*\*, (\d+) s CPU", MAIN_JOB, (IDLE_RUN, "CPU s")),
+    Figure("README.md", r"s CPU, ([\d.]+) GB peak memory", MAIN_JOB, (IDLE_RUN, "peak RSS")),
+    # README and docs/gpu.md: the compiled H200 rows and ALP-KD Table 1's GPU-hours
+    Figure(
+        "README.md",
+        r"teacher fine-tuning at ([\d,]+) examples/s",
+        H200_COMPILE,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "README.md",
+        r"and live ALP at ([\d,]+), [\d.]+× and",
+        H200_COMPILE,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "README.md",
+        r"live ALP at [\d,]+, ([\d.]+)× and [\d.]+× eager",
+        H200_COMPILE,
+        speedup("teacher_finetune", "reduce-overhead"),
+        DECIMALS["speed-up"],
+    ),
+    Figure(
+        "README.md",
+        r"live ALP at [\d,]+, [\d.]+× and ([\d.]+)× eager",
+        H200_COMPILE,
+        speedup("live_distill", "reduce-overhead+teacher"),
+        DECIMALS["speed-up"],
+    ),
+    Figure(
+        "README.md", r"puts ALP-KD Table 1 at ([\d.]+) GPU-hours", H200_COMPILE, TABLE1_COMPILED, DECIMALS["GPU-hours"]
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"ALP-KD Table 1 at those rates: ([\d.]+) GPU-hours, one worker per GPU \([\d.]+ eager\): the goal",
+        H200_COMPILE,
+        TABLE1_COMPILED,
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"fine-tuning runs at ([\d,]+) examples/s and live ALP \(student and teacher compiled\) at [\d,]+, against [\d,]+ and [\d,]+ eager bf16 in the same process: both",
+        H200_COMPILE,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/changelog.md",
+        r"ALP-KD Table 1 at those rates ([\d.]+) GPU-hours, within the goal",
+        H200_COMPILE,
+        TABLE1_COMPILED,
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/decisions.md",
+        r"Table 1 at the compiled rates came to ([\d.]+) GPU-hours",
+        H200_COMPILE,
+        TABLE1_COMPILED,
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Four eager sweep workers per GPU give ([\d.]+)× one worker's BERT-base",
+        H200_COMPILE,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    # docs/scaling.md and docs/benchmarks.md: the GPU rates and GPU-hours
+    *[
+        Figure(text, pattern, H200_FIRST, rate(work, precision=precision), DECIMALS["examples/s"])
+        for text in ("docs/scaling.md", "docs/benchmarks.md")
+        for pattern, work, precision in (
+            (r"12 → 4 fine-tuning ([\d,]+) / [\d,]+ examples/s \(fp32 / bf16\)", "teacher_finetune", "fp32"),
+            (r"12 → 4 fine-tuning [\d,]+ / ([\d,]+) examples/s \(fp32 / bf16\)", "teacher_finetune", "bf16"),
+        )
+    ],
+    Figure(
+        "docs/scaling.md",
+        r"with a live teacher ([\d,]+) / [\d,]+, with the",
+        H200_FIRST,
+        rate("live_distill", precision="fp32"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"with a live teacher [\d,]+ / ([\d,]+), with the",
+        H200_FIRST,
+        rate("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"cached teacher ([\d,]+) / [\d,]+; from these",
+        H200_FIRST,
+        rate("cached_distill", precision="fp32"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"cached teacher [\d,]+ / ([\d,]+); from these",
+        H200_FIRST,
+        rate("cached_distill"),
+        DECIMALS["examples/s"],
+    ),
+    *[
+        Figure(
+            text,
+            r"ALP-KD Table 1 is ([\d.]+) GPU-hours and CPU protocol v2",
+            H200_FIRST,
+            ("estimates", "alp_kd_table1", "total_hours"),
+            DECIMALS["GPU-hours"],
+        )
+        for text in ("docs/scaling.md", "docs/benchmarks.md")
+    ],
+    *[
+        Figure(
+            text,
+            r"GPU-hours and CPU protocol v2 (\d+\.\d)",
+            H200_FIRST,
+            ("estimates", "cpu_protocol_v2", "total_hours"),
+            DECIMALS["GPU-hours"],
+        )
+        for text in ("docs/scaling.md", "docs/benchmarks.md")
+    ],
+    Figure(
+        "docs/scaling.md",
+        r"ran fine-tuning at ([\d,]+) and live ALP at [\d,]+ examples/s on an H100",
+        H100,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"and live ALP at ([\d,]+) examples/s on an H100",
+        H100,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"examples/s on an H100 and ([\d,]+) / [\d,]+ on an H200",
+        H200_COMPILE,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"on an H100 and [\d,]+ / ([\d,]+) on an H200",
+        H200_COMPILE,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"ALP-KD Table 1 at ([\d.]+) GPU-hours at the H200's compiled rates",
+        H200_COMPILE,
+        TABLE1_COMPILED,
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"four workers per GPU: ([\d.]+)× one worker's BERT-base",
+        H200_COMPILE,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    Figure(
+        "docs/scaling.md",
+        r"([\d.]+)× MiniLM-L6's on an H100",
+        H100,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    # docs/gpu.md: the compiled H200 and H100 runs of 2026-11-27
+    Figure(
+        "docs/gpu.md",
+        r"against ([\d,]+) and [\d,]+ eager bf16 in the same process: both",
+        H200_COMPILE,
+        rate("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"against [\d,]+ and ([\d,]+) eager bf16 in the same process: both",
+        H200_COMPILE,
+        rate("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Cached distillation: ([\d,]+) \([\d,]+ eager\)",
+        H200_COMPILE,
+        rate("cached_distill", "reduce-overhead"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Cached distillation: [\d,]+ \(([\d,]+) eager\)",
+        H200_COMPILE,
+        rate("cached_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"one worker per GPU \(([\d.]+) eager\): the goal",
+        H200_COMPILE,
+        ("estimates", "alp_kd_table1", "total_hours"),
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"fine-tuning runs at ([\d,]+) examples/s and live ALP \(student and teacher compiled\) at [\d,]+, against [\d,]+ and [\d,]+ eager bf16 in the same process\. Compiling",
+        H100,
+        compiled("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"compiled\) at ([\d,]+), against [\d,]+ and [\d,]+ eager bf16 in the same process\. Compiling",
+        H100,
+        compiled("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"against ([\d,]+) and [\d,]+ eager bf16 in the same process\. Compiling",
+        H100,
+        rate("teacher_finetune"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"against [\d,]+ and ([\d,]+) eager bf16 in the same process\. Compiling",
+        H100,
+        rate("live_distill"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Compiling the student alone gave live ALP ([\d,]+)\.",
+        H100,
+        rate("live_distill", "reduce-overhead"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"\(no inductor kernels\): ([\d,]+) and [\d,]+\.",
+        H100,
+        rate("teacher_finetune", "cudagraphs"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"\(no inductor kernels\): [\d,]+ and ([\d,]+)\.",
+        H100,
+        rate("live_distill", "cudagraphs"),
+        DECIMALS["examples/s"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"ALP-KD Table 1 at those rates: ([\d.]+) GPU-hours, one worker per GPU \([\d.]+ eager\); its cached",
+        H100,
+        ("compiled_estimates", "reduce-overhead+teacher", "alp_kd_table1", "total_hours"),
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"one worker per GPU \(([\d.]+) eager\); its cached",
+        H100,
+        ("estimates", "alp_kd_table1", "total_hours"),
+        DECIMALS["GPU-hours"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"Four MiniLM-L6 sweep workers: ([\d.]+)× one worker's",
+        H100,
+        ("sweep_throughput", {"workers": 4}, "speedup"),
+        DECIMALS["workers' speed-up"],
+    ),
+    Figure(
+        "docs/gpu.md",
+        r"\(Table 1: ([\d.]+) GPU-hours without compiling\)",
+        H200_COMPILE,
+        with_workers(4),
+        DECIMALS["GPU-hours"],
+    ),
+    *[
+        Figure(
+            "benchmarks/results/gpu_run_h200_compile.md",
+            rf"\| {workers} \| [\d,]+ \| [\d.]+× \| {cells} \|",
+            H200_COMPILE,
+            with_workers(workers, what),
+            DECIMALS["GPU-hours"],
+        )
+        for workers in (1, 2, 4)
+        for what, cells in (("trials", r"([\d.]+) \| [\d.]+"), ("hours", r"[\d.]+ \| ([\d.]+)"))
+    ],
+    # README, docs/sweeps.md and results/cpu_protocol_v2/README.md: the CPU protocol v2 reading
+    Figure(
+        "README.md",
+        r"\(([\d.]+) MRPC / [\d.]+ SST-2 dev accuracy",
+        f"{V2_TABLES}/paper_gap.md",
+        (("teacher",), "ours MRPC"),
+    ),
+    Figure(
+        "README.md",
+        r"\([\d.]+ MRPC / ([\d.]+) SST-2 dev accuracy",
+        f"{V2_TABLES}/paper_gap.md",
+        (("teacher",), "ours SST-2"),
+    ),
+    Figure("README.md", r"TED > LWD holds on SST-2 \(([+\d.]+) points", f"{V2_TABLES}/summary.md", TED_LWD),
+    Figure(
+        "README.md",
+        r"TED > LWD holds on SST-2 \([+\d.]+ points, Holm p = ([\d.]+)",
+        f"{V2_TABLES}/summary.md",
+        (("TED > LWD", "SST-2"), "Holm p"),
+        DECIMALS["p"],
+    ),
+    Figure(
+        "README.md",
+        r"the paper's ([+\d.]+) lies inside our intervals",
+        f"{V2_TABLES}/paper_gap.md",
+        (("TED > LWD (TED Table 4)", "SST-2"), "the paper's gain, z"),
+    ),
+    Figure(
+        "README.md",
+        r"Two teachers against one on MRPC: ([+\d.]+) points",
+        f"{V2_TABLES}/summary.md",
+        (("two teachers > one", "MRPC"), "gain, points"),
+    ),
+    Figure("docs/sweeps.md", r"TED > LWD on SST-2\*\* \(([+\d.]+) points, Holm p", f"{V2_TABLES}/summary.md", TED_LWD),
+    Figure(
+        "docs/sweeps.md",
+        r"TED > LWD on SST-2\*\* \([+\d.]+ points, Holm p = ([\d.]+)\)",
+        f"{V2_TABLES}/summary.md",
+        (("TED > LWD", "SST-2"), "Holm p"),
+        DECIMALS["p"],
+    ),
+    Figure(
+        "docs/sweeps.md",
+        r"the paper's gain \(([+\d.]+)\) lies within our intervals",
+        f"{V2_TABLES}/paper_gap.md",
+        (("TED > LWD (TED Table 4)", "SST-2"), "the paper's gain, z"),
+    ),
+    Figure(
+        "docs/sweeps.md",
+        r"\*\*Two teachers against one\*\* \(MRPC, a stand-in for the paper's heterogeneous teachers\): ([+\d.]+),",
+        f"{V2_TABLES}/summary.md",
+        (("two teachers > one", "MRPC"), "gain, points"),
+    ),
+    Figure(
+        "results/cpu_protocol_v2/README.md",
+        r"TED > LWD on SST-2\*\*, ([+\d.]+) points, p =",
+        f"{V2_TABLES}/summary.md",
+        TED_LWD,
+    ),
+    Figure(
+        "results/cpu_protocol_v2/README.md",
+        r"points, p = ([\d.]+) ± [\d.]+, Holm p = [\d.]+ ± [\d.]+ \(10⁶",
+        f"{V2_TABLES}/summary.md",
+        (("TED > LWD", "SST-2"), "p"),
+    ),
+    Figure(
+        "results/cpu_protocol_v2/README.md",
+        r"Holm p = ([\d.]+) ± [\d.]+ \(10⁶ resamples",
+        f"{V2_TABLES}/summary.md",
+        (("TED > LWD", "SST-2"), "Holm p"),
+    ),
+    Figure(
+        "results/cpu_protocol_v2/README.md",
+        r"model gives Holm p = ([\d.]+)\.",
+        f"{V2_TABLES}/paper_gap.md",
+        (("TED > LWD", "SST-2"), "model p, Holm p", 1),
+    ),
+    # results/cpu_protocol_v2/README.md: pooled power (tables/power.md), resolvable gain alone / after Holm
+    *[
+        Figure(
+            "results/cpu_protocol_v2/README.md",
+            pattern,
+            f"{V2_TABLES}/power.md",
+            ((paper, task), "resolvable: alone / after Holm", nth),
+        )
+        for pattern, paper, task, nth in (
+            (r"SST-2 resolves ([\d.]+) points alone and [\d.]+ after Holm's ×16", "ALP-KD", "SST-2", 0),
+            (r"SST-2 resolves [\d.]+ points alone and ([\d.]+) after Holm's ×16", "ALP-KD", "SST-2", 1),
+            (r"MRPC ([\d.]+) / [\d.]+ \([\d.]+ / [\d.]+\); TED's claims", "ALP-KD", "MRPC", 0),
+            (r"MRPC [\d.]+ / ([\d.]+) \([\d.]+ / [\d.]+\); TED's claims", "ALP-KD", "MRPC", 1),
+            (r"resolve ([\d.]+) / [\d.]+ on SST-2 and", "TED", "SST-2", 0),
+            (r"resolve [\d.]+ / ([\d.]+) on SST-2 and", "TED", "SST-2", 1),
+            (r"on SST-2 and ([\d.]+) / [\d.]+ on MRPC", "TED", "MRPC", 0),
+            (r"on SST-2 and [\d.]+ / ([\d.]+) on MRPC", "TED", "MRPC", 1),
+        )
+    ],
+]
+
+
+def agrees(written: str, value: float, decimals: int) -> bool:
+    """The rounding rule: ``value`` printed with the record's ``decimals`` is ``written`` (commas, + aside)."""
+    return f"{value:.{decimals}f}" == written.replace(",", "").lstrip("+")
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"{f.text}: {f.pattern[:40]}")
+def test_the_figure_in_the_text_is_its_records(figure: Figure):
+    written, (value, decimals) = figure.written(), figure.value()
+    assert agrees(written, value, decimals), f"{figure.text} says {written}; {figure.record} gives {value:.{decimals}f}"
+
+
+def test_the_rounding_rule_catches_a_figure_rounded_by_hand():
+    hours = follow(load(H200_COMPILE), TABLE1_COMPILED)
+    assert agrees("217.6", hours, 1) and not agrees("218", hours, 1)  # the record's table shows 217.6
+    assert agrees("3,030", 3030.3, 0) and agrees("+1.00", 1.0035, 2) and not agrees("0.045", 0.0457, 3)
+    assert cell(markdown_tables("| a | b |\n|---|---|\n| x | **+1.50 (±0.2)** |\n"), ("x",), "b") == "+1.50"
