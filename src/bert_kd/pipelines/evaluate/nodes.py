@@ -205,16 +205,16 @@ def load_model_for_task(
     ([`check_model_task`][bert_kd.pipelines.evaluate.nodes.check_model_task]). Returns ``(bundle, recorded task)``."""
     path = resolve_model_source(source, key)
     try:
-        return _load_checked(path, source, task, key, max_seq_length, allow_mismatch, verb)
+        bundle = _load_within_length(path, key, max_seq_length)
+        return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
     except BaseException:
         if source.startswith(MLFLOW_SCHEMES):
             discard_download(path)  # a refused download leaves nothing in the temporary folder
         raise
 
 
-def _load_checked(
-    path: Path, source: str, task: str, key: str, max_seq_length: int, allow_mismatch: bool, verb: str
-) -> tuple:
+def _load_within_length(path: Path, key: str, max_seq_length: int):
+    """The model at ``path`` loaded, once ``max_seq_length`` is checked against its position embeddings."""
     block = key.split(".")[0]
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
@@ -224,14 +224,13 @@ def _load_checked(
     if problems:
         raise ParameterError(problems)
     try:
-        bundle = load_bundle(path)
+        return load_bundle(path)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelNotFoundError(
             f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
             key,
             "give a directory written by save_pretrained with its tokenizer",
         ) from exc
-    return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
 
 
 def evaluate_model_source(
