@@ -11,7 +11,9 @@
 # installed from it first (pip install --no-index --find-links benchmarks/wheels, then -e . --no-deps).
 # --site TARBALL: instead of installing, unpack a ready site-packages tarball (made on a machine with
 # internet by `python benchmarks/gpu_run_helper.py bundle`) into a scratch folder and put it on PYTHONPATH:
-# nothing to resolve on a machine that can reach no index.
+# nothing to resolve on a machine that can reach no index. Its checksum (TARBALL.sha256, written by bundle) is
+# verified first; a tarball that is missing, damaged, without its checksum, climbing out of its folder or carrying
+# a start-up module stops the script here with the reason (exit 2). The scratch folder goes when the script ends.
 # --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu_run_helper.py).
 # GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python);
 # TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_ALP_COMPILED, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
@@ -26,7 +28,9 @@ site_tarball=""
 while [ $# -gt 1 ]; do
   case "$1" in
     --dry-run) dry_run=true; shift ;;
-    --site) site_tarball=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+    --site)
+      if [ ! -f "$2" ]; then echo "gpu_run.sh: --site $2: no such file (the tarball of gpu_run_helper.py bundle)" >&2; exit 2; fi
+      site_tarball=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
     *) break ;;
   esac
 done
@@ -44,7 +48,12 @@ export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" KEDRO_DISABLE_TELEMETRY
 if [ -n "$site_tarball" ]; then
   # A ready site-packages folder first on the path: the carried pins win over the machine's copies.
   site=$(mktemp -d)
-  $PY benchmarks/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1
+  trap 'rm -rf "$site"' EXIT  # the unpacked site is this run's only
+  if ! $PY benchmarks/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1; then
+    tail -n 5 "$out/unpack_site.log" >&2
+    echo "gpu_run.sh: --site $site_tarball cannot be used (above; $out/unpack_site.log)" >&2
+    exit 2
+  fi
   export PYTHONPATH="$repo/src:$site${PYTHONPATH#"$repo/src"}"
 elif ! $dry_run && [ -d benchmarks/wheels ]; then
   # The wheels first (offline: --no-index, so a missing one fails loudly), then the project itself with

@@ -11,7 +11,9 @@ of names), unpacked into one site-packages tarball, with the offline MiniLM-L6 t
 to a machine that reaches no index (≈ 60 MB): the MLflow UI's JavaScript is left out (the run only writes
 ``mlflow.db``), transformers keeps the modelling code of BERT-family encoders and XLNet only, and MiniLM-L6's
 float32 weights travel as float16 and are cast back to float32 by ``unpack-site`` (each weight then differs from
-the published one by at most float16 rounding, a relative 5e-4).
+the published one by at most float16 rounding, a relative 5e-4). ``bundle`` writes ``OUT.tar.xz.sha256`` beside
+the tarball; ``unpack-site`` refuses a tarball without it or that does not match it, one with a path outside
+its folder, or one carrying a ``sitecustomize.py`` / ``usercustomize.py`` (code every Python would run at start).
 """
 
 from __future__ import annotations
@@ -208,7 +210,90 @@ def bundle(out: Path, have: Path, python_version: str) -> Path:
         with tarfile.open(out, "w:xz") as tar:
             for path in sorted(site.iterdir()):
                 tar.add(path, arcname=path.name)
+    checksum_file(out).write_text(f"{file_sha256(out)}  {out.name}\n")
     return out
+
+
+def checksum_file(tarball: Path) -> Path:
+    """``<tarball>.sha256``: the tarball's sha256 in ``sha256sum`` form, written by :func:`bundle` beside it."""
+    return tarball.with_name(tarball.name + ".sha256")
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class SiteError(Exception):
+    """A site tarball ``unpack-site`` refuses: the reason and what to do (printed on the terminal, exit 2)."""
+
+
+#: Modules Python imports by itself at start-up from any folder on the path: a tarball carrying one would run
+#: its code in every Python gpu_run.sh starts.
+START_UP_MODULES = ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize")
+
+
+def check_site_tarball(tarball: Path) -> None:
+    """:class:`SiteError` unless ``tarball`` is a file whose sha256 is the one :func:`bundle` wrote beside it."""
+    if not tarball.is_file():
+        what = "a directory" if tarball.is_dir() else "missing"
+        raise SiteError(f"{tarball} is {what}; give the tarball `gpu_run_helper.py bundle` wrote")
+    recorded = checksum_file(tarball)
+    if not recorded.is_file():
+        raise SiteError(
+            f"{recorded.name} is missing beside {tarball}: nothing says what the tarball is; carry the .sha256 that "
+            "`gpu_run_helper.py bundle` wrote with it"
+        )
+    expected = recorded.read_text(encoding="utf-8", errors="replace").split()[:1]
+    actual = file_sha256(tarball)
+    if expected != [actual]:
+        raise SiteError(
+            f"{tarball} does not match {recorded.name} (sha256 {actual}, recorded {' '.join(expected) or 'nothing'}): "
+            "damaged or replaced in transit; copy it again, or bundle it again"
+        )
+
+
+def unpack_site(tarball: Path, site: Path) -> None:
+    """Unpack a :func:`bundle` tarball into ``site`` (its checksum verified, nothing outside ``site``, no
+    start-up module) and cast transported float16 weights back to float32; :class:`SiteError` says why not."""
+    check_site_tarball(tarball)
+    try:
+        with tarfile.open(tarball) as tar:
+            startup = [m.name for m in tar.getmembers() if m.name.lstrip("./") in START_UP_MODULES]
+            if startup:
+                raise SiteError(
+                    f"{tarball} carries {startup[0]}, which Python would run at the start of every process; "
+                    "bundle it again with `gpu_run_helper.py bundle`"
+                )
+            site.mkdir(parents=True, exist_ok=True)
+            tar.extractall(site, filter="data")
+    except tarfile.FilterError as exc:
+        raise SiteError(f"{tarball} is refused: {exc} (a path outside the folder or a link out of it)") from exc
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise SiteError(f"{tarball} cannot be unpacked ({exc}); copy it again, or bundle it again") from exc
+    _cast_back(site)
+
+
+def _cast_back(site: Path) -> None:
+    """Transported float16 weights (:data:`TRANSPORT_NOTE`) back to float32."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    for weights in site.rglob("*.safetensors"):
+        with safe_open(weights, "pt") as handle:
+            metadata = handle.metadata() or {}
+        if metadata.get("bert_kd") == TRANSPORT_NOTE:
+            tensors = load_file(weights)
+            save_file(
+                {k: v.float() if v.dtype == torch.float16 else v for k, v in tensors.items()}, weights, {"format": "pt"}
+            )
+            print(f"{weights}: float16 → float32")
 
 
 def add_offline_teacher(site: Path) -> None:
@@ -233,26 +318,6 @@ def add_offline_teacher(site: Path) -> None:
         )
 
 
-def unpack_site(tarball: Path, site: Path) -> None:
-    """Unpack a :func:`bundle` tarball into ``site`` and cast transported float16 weights back to float32."""
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
-    site.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tarball) as tar:
-        tar.extractall(site, filter="data")
-    for weights in site.rglob("*.safetensors"):
-        with safe_open(weights, "pt") as handle:
-            metadata = handle.metadata() or {}
-        if metadata.get("bert_kd") == TRANSPORT_NOTE:
-            tensors = load_file(weights)
-            save_file(
-                {k: v.float() if v.dtype == torch.float16 else v for k, v in tensors.items()}, weights, {"format": "pt"}
-            )
-            print(f"{weights}: float16 → float32")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["tiny", "summary", "bundle", "unpack-site"])
@@ -268,7 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "unpack-site":
         if args.site is None:
             parser.error("unpack-site needs the folder to unpack into: unpack-site TARBALL DIR")
-        unpack_site(args.outdir, args.site)
+        try:
+            unpack_site(args.outdir, args.site)
+        except SiteError as exc:
+            print(f"gpu_run_helper.py unpack-site: {exc}", file=sys.stderr)
+            return 2
     elif args.command == "tiny":
         make_tiny_teacher(args.outdir / "tiny_teacher")
         write_tiny_sst2(args.outdir / "tiny_glue")

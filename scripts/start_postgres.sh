@@ -55,8 +55,12 @@ fi
 if as_owner "$BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
   echo "already running"
 else
-  as_owner "$BIN/pg_ctl" -D "$PGDATA" -l "$LOG" -w \
-    -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $PGDATA" start >/dev/null
+  if ! as_owner "$BIN/pg_ctl" -D "$PGDATA" -l "$LOG" -w \
+    -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $PGDATA" start >/dev/null; then
+    tail -n 5 "$LOG" >&2 || true  # the server's reason (a port in use, a damaged data directory)
+    echo "start_postgres.sh: PostgreSQL did not start on 127.0.0.1:$PGPORT (above; $LOG)" >&2
+    exit 1
+  fi
   echo "started on 127.0.0.1:$PGPORT (log: $LOG)"
 fi
 

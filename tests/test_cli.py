@@ -219,6 +219,21 @@ CASES = [
     # ---- settings that would not mean what they say
     Case("fp16_on_cpu", "runtime.mixed_precision=fp16", ("runtime.mixed_precision", "fp16 needs a CUDA GPU")),
     Case(
+        "teacher_fp16_on_cpu",
+        "runtime.teacher_mixed_precision=fp16",
+        ("runtime.teacher_mixed_precision", "fp16 needs a CUDA GPU"),
+    ),
+    Case(
+        "compile_cuda_graphs_on_cpu",
+        "runtime.compile=reduce-overhead",
+        ("runtime.compile", "replays CUDA graphs and needs a CUDA GPU", "use true (inductor)"),
+    ),
+    Case(
+        "compile_unknown_backend",
+        "runtime.compile=nosuch",
+        ("runtime.compile", "unknown torch.compile backend or mode 'nosuch'", "reduce-overhead", "inductor"),
+    ),
+    Case(
         "env_outside_conf",
         args=("--env", "../../somewhere"),
         expect=("--env ../../somewhere", "is a path", "base, local"),
@@ -240,6 +255,32 @@ CASES = [
         "registered_model_name",
         "tracking.registered_model=../../x y/z:1",
         ("tracking.registered_model", "cannot contain '/' or ':'"),
+    ),
+    Case(
+        "tracking_database_under_a_file",
+        "tracking.enabled=true",
+        ("MLFLOW_TRACKING_URI", "cannot be created", "notes.txt is a file"),
+        prepare=lambda tmp: (
+            (tmp / "notes.txt").write_text("a file"),
+            {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/notes.txt/runs/mlflow.db"},
+        )[1],
+    ),
+    Case("unknown_pipeline", pipeline="distill_alpp", expect=("'distill_alpp'", "--pipelines", "did you mean")),
+    Case(
+        "env_invalid_yaml",
+        args=("--env", "broken"),
+        conf={"broken/parameters.yml": "student:\n  num_layers: 2\n  training: [1, 2\n"},
+        expect=("broken/parameters.yml", "is not valid YAML", "broken/parameters.yml:4:"),
+    ),
+    Case(
+        "env_interpolation_of_base",
+        args=("--env", "broken"),
+        conf={"broken/parameters.yml": "student:\n  training: '${merge:${training},{epochs: 1}}'\n"},
+        expect=(
+            "interpolations do not cross environments",
+            "broken/parameters.yml:2",
+            "training is defined in conf/base",
+        ),
     ),
     # ---- lists through --params (Kedro splits it on commas)
     Case(
@@ -283,6 +324,12 @@ CASES = [
         "unknown_sweep_grid",
         "reproduce.table=cpu_protocol,reproduce.grid=training.learning_rate=7e-5",
         ("reproduce.grid", "7e-05"),
+        pipeline="reproduce",
+    ),
+    Case(
+        "results_dir_is_a_file",
+        "reproduce.table=cpu_protocol,reproduce.results_dir=pyproject.toml",
+        ("reproduce.results_dir", "pyproject.toml is a file, not a folder"),
         pipeline="reproduce",
     ),
     # ---- evaluate.model
@@ -399,6 +446,23 @@ CASES = [
         pipeline="predict_glue",
         node_may_run=True,
         prepare=_model_recording("rte"),
+    ),
+    Case(
+        "predict_glue_output_dir_cannot_be_created",
+        "predict_glue.model={tmp}/model,predict_glue.output_dir=/proc/bert_kd_submission/rte",
+        ("predict_glue.output_dir", "/proc/bert_kd_submission/rte cannot be created"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("rte"),
+    ),
+    Case(
+        "predict_glue_ax_file_is_a_directory",
+        "predict_glue.model={tmp}/model,task=mnli,predict_glue.ax_file={tmp}/glue",
+        ("predict_glue.ax_file", "glue is a directory, not a file"),
+        pipeline="predict_glue",
+        node_may_run=True,
+        prepare=_model_recording("mnli", num_labels=3),
+        spoil=_mnli_tests_without_diagnostic,
     ),
     Case(
         "predict_glue_mnli_without_diagnostic",
@@ -745,6 +809,30 @@ def test_a_full_disk_mid_run_is_one_block_naming_the_file(monkeypatch, tmp_path)
     assert str(target) in result.stderr and "disk is full" in result.stderr and "free space" in result.stderr
 
 
+def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, tmp_path):
+    import errno
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.chdir(tmp_path)
+    result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert f"df -h {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
+
+
+def test_a_postgres_storage_without_its_driver_names_the_extra(project, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed (the postgres extra), whatever this venv has
+    case = Case(
+        "postgres_without_driver",
+        "reproduce.table=cpu_protocol,reproduce.storage=postgresql+psycopg://bert_kd@127.0.0.1:5433/bert_kd_optuna",
+        pipeline="reproduce",
+    )
+    result = run_case(case, project, tmp_path, monkeypatch)
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    assert result.stderr.count("bert-kd: ") == 1 and "Traceback" not in result.stderr
+    assert "reproduce.storage" in result.stderr and 'pip install -e ".[postgres]"' in result.stderr
+    assert not _files_under(project / "data" / "06_models")
+
+
 def test_a_database_damaged_mid_run_is_named(monkeypatch, tmp_path):
     import sqlite3
 
@@ -804,6 +892,67 @@ def test_real_kedro_run_subprocess(case, project, tmp_path):
     for text in case.expect:
         assert text in proc.stderr
     assert not _files_under(project / "data" / "06_models")
+
+
+# ---- `bert-kd results` and `bert-kd --help`
+
+
+def _table_project(tmp_path: Path, table: str = "cpu_protocol_v2") -> Path:
+    """A scratch project (a copy of the checkout's conf/base) with an empty results/<table>/."""
+    project = tmp_path / "project"
+    (project / "results" / table).mkdir(parents=True)
+    shutil.copytree(REPO_ROOT / "conf" / "base", project / "conf" / "base")
+    return project
+
+
+def _results(*args: str):
+    from click.testing import CliRunner
+
+    from bert_kd.analysis.cli import results
+
+    return CliRunner().invoke(results, list(args))
+
+
+def _assert_one_block(result, *expect: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert result.stderr.count("bert-kd: ") == 1 and "Traceback" not in result.output, result.output
+    for text in expect:
+        assert text in result.stderr, (text, result.stderr)
+
+
+def test_results_on_a_folder_that_is_no_table_writes_nothing(tmp_path):
+    project = _table_project(tmp_path)
+    _assert_one_block(_results("gradient-shares", str(project / "conf")), "no table named 'conf'", "cpu_protocol_v2")
+    assert sorted(p.name for p in (project / "conf").iterdir()) == ["base"]
+
+
+def test_results_on_an_empty_table_folder_is_one_block(tmp_path):
+    folder = _table_project(tmp_path) / "results" / "cpu_protocol_v2"
+    for command in ("render", "paper-gap", "power", "gradient-shares"):
+        _assert_one_block(_results(command, str(folder)), "holds no trial results", "reproduce.table=cpu_protocol_v2")
+    assert not (folder / "tables").exists()
+
+
+def test_results_name_a_truncated_trial_json(tmp_path):
+    folder = _table_project(tmp_path) / "results" / "cpu_protocol_v2"
+    committed = sorted((REPO_ROOT / "results" / "cpu_protocol_v2").glob("*.json"))[:3]
+    for path in committed:
+        shutil.copy(path, folder / path.name)
+    broken = folder / committed[1].name
+    broken.write_bytes(broken.read_bytes()[:200])
+    for command in ("render", "gradient-shares"):
+        _assert_one_block(_results(command, str(folder)), f"trial result {broken.name} cannot be read", f"{broken}:")
+    assert not (folder / "tables").exists()
+
+
+def test_bert_kd_help_lists_its_commands(capsys):
+    from bert_kd.__main__ import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert "bert-kd results render|paper-gap|power|gradient-shares FOLDER" in out and "--pipeline" in out
 
 
 # ---------------------------------------------------------------- bert-kd card / push

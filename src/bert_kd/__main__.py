@@ -11,14 +11,30 @@ from kedro.framework.project import configure_project
 
 from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
 
+#: What ``bert-kd --help`` prints above ``kedro run``'s options: every command ``bert-kd`` has.
+COMMANDS = """bert-kd: knowledge distillation of BERT-family models on GLUE.
+
+  bert-kd [run options]                     run pipelines, as `kedro run` (its options below)
+  bert-kd results render|paper-gap|power|gradient-shares FOLDER
+                                            write a table folder's readings (results/<table>/tables/)
+                                            from its trial JSONs; `bert-kd results --help` says more
+  bert-kd card|push …                       a model's Hugging Face card, and its push to the hub
+  python -m bert_kd.tracking ui             the runs table's URL and the MLflow UI (scripts/mlflow_ui.sh)
+  kedro ipython, kedro viz, …               Kedro's other commands work in the project as usual
+
+Run options (`kedro run`):
+"""
+
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
     ([`bert_kd.analysis.cli`][bert_kd.analysis.cli]); ``bert-kd card`` / ``bert-kd push`` write a model
-    card and push a model to the Hugging Face hub ([`bert_kd.cli`][bert_kd.cli])."""
+    card and push a model to the Hugging Face hub ([`bert_kd.cli`][bert_kd.cli]); ``bert-kd --help`` lists them."""
     silence_known_warnings()
     quiet_dataset_io()
     argv = list(args[0]) if args else sys.argv[1:]
+    if argv[:1] in (["--help"], ["-h"]):
+        print(COMMANDS)
     if argv[:1] in (["card"], ["push"]):
         from bert_kd.cli import cli
 

@@ -48,7 +48,29 @@ def environment_error(exc: BaseException) -> UserError | None:
     from bert_kd.kedro_project.preflight import damaged_database_error
 
     filename = next((getattr(e, "filename", None) for e in _chain(exc) if getattr(e, "filename", None)), None)
-    return storage_error(exc, filename or "a file of this run", writing=False) or damaged_database_error(exc)
+    # no file named: the project folder, where the run writes (data/, logs/, mlflow.db)
+    return storage_error(exc, filename or Path.cwd(), writing=False) or damaged_database_error(exc)
+
+
+def unknown_pipeline_error(exc: BaseException) -> UserError | None:
+    """Kedro's "Failed to find the pipeline named …" (a ValueError with a traceback) as one block, Kedro's
+    suggestions kept; None for other errors."""
+    import re
+
+    for error in _chain(exc):
+        found = re.match(r"Failed to find the pipeline named '([^']*)'\.", str(error))
+        if isinstance(error, ValueError) and found:
+            from kedro.framework.project import pipelines
+
+            suggestion = str(error).partition("Did you mean one of these instead?")[2].split()
+            names = sorted(name for name in pipelines if name != "__default__")
+            hint = f"did you mean {' or '.join(suggestion)}? " if suggestion else ""
+            return UserError(
+                f"there is no pipeline named {found.group(1)!r}",
+                "--pipelines (or --pipeline)",
+                f"{hint}name one of: {', '.join(names)} (or none: the default pipeline)",
+            )
+    return None
 
 
 def _chain(exc: BaseException | None):
@@ -64,7 +86,7 @@ def run_guarded(**options):
     try:
         return kedro_run.callback(**options)
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is a user error
-        error = find_user_error(exc) or environment_error(exc)
+        error = find_user_error(exc) or environment_error(exc) or unknown_pipeline_error(exc)
         if error is None:
             raise
         report_user_error(error, exc)

@@ -144,3 +144,20 @@ def test_the_same_teacher_key_retrains_into_the_same_weights_whatever_the_proces
     assert trained[0].keys() == trained[1].keys()
     different = [name for name in trained[0] if not torch.equal(trained[0][name], trained[1][name])]
     assert different == []
+
+
+def test_teacher_mixed_precision_stays_out_of_the_teachers_own_key(
+    tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir
+):
+    """``runtime.teacher_mixed_precision`` concerns the frozen teacher's forwards during distillation:
+    the teacher's own fine-tuning is the default run's job, reused, not retrained under a key of its own."""
+    from bert_kd.pipelines.train_teacher.nodes import train_teacher
+
+    monkeypatch.chdir(tmp_path)
+    tokenized = _tokenized(tiny_glue_dir, tiny_teacher_dir)
+    teacher = {"model": str(tiny_teacher_dir), "max_seq_length": 32, "training": {"epochs": 1, "batch_size": 16}}
+    runtime = {"progress_bar": False, "checkpoint_every_steps": 0}
+    run = {"task": "rte", "seed": 0, "tracking": {"enabled": False}, "runtime": runtime}
+    first = train_teacher(tokenized, teacher, run)
+    bf16 = train_teacher(tokenized, teacher, {**run, "runtime": {**runtime, "teacher_mixed_precision": "bf16"}})
+    assert (bf16.info["key"], bf16.info["reused"]) == (first.info["key"], True)

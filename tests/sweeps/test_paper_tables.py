@@ -148,3 +148,12 @@ def test_report_states_the_metric_and_keeps_the_combined_score():
     row = report.long[(report.long.method == "alp") & (report.long.task == "mrpc")].iloc[0]
     assert row["metric"] == "accuracy" and row["combined_metric"] == "combined"
     assert row["combined_mean"] == pytest.approx((row["mean"] + 0.9) / 2)
+
+
+def test_a_table_without_trials_shows_no_share_for_a_missing_teacher():
+    """An empty results folder (``results_only``): no trial recorded the teacher, so its row keeps nothing, not 100%."""
+    sweep = build_sweep(tiny_reproduce(), RECIPES)
+    empty = build_report(sweep, {}, resamples=20)
+    assert list(empty.wide.loc["Teacher"]) == ["–", "–", "–", "–"]
+    full = build_report(sweep, {t.key: fake_run_trial(t) for t in sweep.trials()}, resamples=20)
+    assert full.wide.loc["Teacher", "% of teacher"] == "100"

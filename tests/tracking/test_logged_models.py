@@ -315,6 +315,36 @@ def test_every_model_source_the_hints_show_loads_a_model_the_current_code_logged
         assert all(form in model_source_hint(f"{block}.model") for form in MODEL_SOURCE_FORMS)
 
 
+def test_a_refused_mlflow_model_leaves_no_download_behind(store, tmp_path, tiny_teacher_dir, monkeypatch):
+    """A ``models:/`` URI refused (another task) or naming nothing downloadable leaves nothing in the
+    temporary folder; one that is used keeps its download for the run."""
+    import shutil
+    import tempfile
+
+    import mlflow
+
+    from bert_kd.config.errors import ModelNotFoundError, TaskMismatchError
+    from bert_kd.core.files import write_atomically
+    from bert_kd.pipelines.evaluate.nodes import load_model_for_task
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    entry = write_atomically(tmp_path / "entry", lambda d: shutil.copytree(tiny_teacher_dir, d, dirs_exist_ok=True))
+    with mlflow.start_run() as run:
+        model_id = tracking_models.log_model_directory(entry)
+    info = {"mlflow_run_id": run.info.run_id, "mlflow_model_id": model_id, "task": "mrpc", "store_path": str(entry)}
+    version = tracking_models.register_best_student(info, None, "bert_kd-leftover-student")
+    uri = f"models:/bert_kd-leftover-student/{version.version}"
+    with pytest.raises(TaskMismatchError):
+        load_model_for_task(uri, "rte", "evaluate.model", 128, allow_mismatch=False)
+    with pytest.raises(ModelNotFoundError):
+        load_model_for_task("models:/bert_kd-leftover-student/99", "rte", "evaluate.model", 128, allow_mismatch=False)
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
+    load_model_for_task(uri, "mrpc", "evaluate.model", 128, allow_mismatch=False)
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
+
+
 def _bytes_on_disk(*folders) -> int:
     """Bytes of the files under ``folders``, each inode counted once (what ``du`` counts)."""
     seen, total = set(), 0

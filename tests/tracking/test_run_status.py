@@ -150,3 +150,38 @@ def test_ctrl_c_is_reported_once_and_never_by_a_forked_worker(tmp_path, monkeypa
         hook._restore()
     assert ended == ["KILLED"]
     assert [r.getMessage() for r in caplog.records] == ["SIGINT: MLflow run(s) r1 marked KILLED"]
+
+
+def test_the_next_kedro_run_ends_a_sigkilled_run_of_another_experiment(tmp_path):
+    """The killed process logged to another experiment than the next run's (a sweep's, a renamed one):
+    its runs are ended too, and a nested run carries its owner from the moment it is opened."""
+    import mlflow
+
+    from bert_kd.tracking.run_status import RunStatusHook
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_SCRIPT, uri],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    parent_id, child_id = proc.stdout.readline().split()
+    proc.kill()
+    proc.communicate(timeout=60)
+    mlflow.set_tracking_uri(uri)
+    mlflow.tracking.fluent._active_experiment_id = None
+    mlflow.set_experiment("the next run's")
+    mlflow.start_run(run_name="next kedro run")
+    wrapper = RunStatusHook().before_pipeline_run(run_params={}, pipeline=None, catalog=None)
+    next(wrapper)
+    try:
+        wrapper.send(type("Outcome", (), {"excinfo": None})())
+    except StopIteration:
+        pass
+    mlflow.end_run()
+    assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")

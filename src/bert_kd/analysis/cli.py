@@ -85,11 +85,15 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
     write_figure(folder / "tables" / "gradient_shares.png", fig, bbox_inches="tight")
 
 
-def guarded(action):
-    """Run ``action``; a [`UserError`][bert_kd.config.errors.UserError] prints its one block and exits with status 2."""
+def guarded(action, folder: Path):
+    """Run ``action`` once ``folder`` is known to be a table folder with trials
+    ([`table_folder`][bert_kd.analysis.table.table_folder]); a [`UserError`][bert_kd.config.errors.UserError]
+    prints its one block and exits with status 2, nothing written."""
+    from bert_kd.analysis.table import table_folder
     from bert_kd.config.errors import USER_ERROR_EXIT, UserError
 
     try:
+        table_folder(folder)
         action()
     except UserError as error:
         click.echo(error.block(), err=True)
@@ -106,7 +110,7 @@ def results() -> None:
 @RESAMPLES
 def paper_gap_command(folder: Path, resamples: int) -> None:
     """tables/paper_gap.{md,png}, summary.md, claims.md: the papers' claims tested; prints each paper gain's z."""
-    guarded(lambda: write_paper_gap(folder, resamples))
+    guarded(lambda: write_paper_gap(folder, resamples), folder)
 
 
 @results.command(name="power")
@@ -114,14 +118,14 @@ def paper_gap_command(folder: Path, resamples: int) -> None:
 @RESAMPLES
 def power_command(folder: Path, resamples: int) -> None:
     """tables/power.md: what the table resolves, alone and after Holm."""
-    guarded(lambda: write_power(folder, resamples))
+    guarded(lambda: write_power(folder, resamples), folder)
 
 
 @results.command(name="gradient-shares")
 @FOLDER
 def gradient_shares_command(folder: Path) -> None:
     """tables/gradient_shares.{md,png}: each loss term's share of the student's gradient."""
-    guarded(lambda: write_gradient_shares(folder))
+    guarded(lambda: write_gradient_shares(folder), folder)
 
 
 @results.command(name="render")
@@ -135,4 +139,4 @@ def render_command(folder: Path, resamples: int) -> None:
         write_power(folder, resamples, "render")
         write_gradient_shares(folder, "render")
 
-    guarded(everything)
+    guarded(everything, folder)

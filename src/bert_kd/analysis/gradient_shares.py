@@ -11,11 +11,10 @@ moves the student, whatever its weight says.
 from __future__ import annotations
 
 import collections
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from bert_kd.analysis.table import task_label, trial_files
+from bert_kd.analysis.table import read_trial, task_label, trial_files
 
 
 def committed_trials(folder: Path) -> tuple[dict[str, dict], dict[str, dict[str, float]]]:
@@ -23,7 +22,7 @@ def committed_trials(folder: Path) -> tuple[dict[str, dict], dict[str, dict[str,
     for the trials that carry them)."""
     trials, shares = {}, {}
     for path in trial_files(folder):
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_trial(path)
         trials[record["key"]] = record["spec"]["trial"]
         if record["result"].get("gradient_shares"):
             shares[record["key"]] = record["result"]["gradient_shares"]

@@ -82,12 +82,44 @@ def trial_files(folder: Path) -> list[Path]:
     return paths
 
 
+def read_trial(path: Path) -> dict:
+    """One trial JSON of a table folder; a truncated or otherwise unreadable one is a [`UserError`][bert_kd.config.errors.UserError]
+    naming the file (a table folder holds hundreds)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record["spec"]["trial"], record["result"], record["key"]  # noqa: B018 - the fields every reading uses
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        where = f"{path}:{exc.lineno}:{exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(path)
+        problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UserError(
+            f"trial result {path.name} cannot be read ({problem})",
+            where,
+            "restore it from git (git checkout -- <file>), or move it out of the folder and run its trial again",
+        ) from exc
+    return record
+
+
+def table_folder(folder: Path) -> Path:
+    """``folder`` resolved, when it is a table's folder (named after a table of conf/base) holding trial
+    JSONs; a [`UserError`][bert_kd.config.errors.UserError] otherwise, before anything is written."""
+    folder = Path(folder).resolve()
+    table_spec(folder)  # a folder named after no table: one block listing the tables
+    if not any(folder.glob("*.json")):
+        raise UserError(
+            f"{folder} holds no trial results (*.json): there is nothing to read",
+            str(folder),
+            f"run the table's sweep first (kedro run --pipeline=reproduce --params reproduce.table={folder.name}), "
+            "or pass the folder its results are in",
+        )
+    return folder
+
+
 def load_runs(folder: Path) -> tuple[dict[tuple[str, str], dict[int, dict]], dict[str, float]]:
     """(row, task) → seed → result, and task → the teacher's dev accuracy (from any trial of the task)."""
     runs: dict[tuple[str, str], dict[int, dict]] = collections.defaultdict(dict)
     teacher: dict[str, float] = {}
     for path in trial_files(folder):
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_trial(path)
         trial, result = record["spec"]["trial"], record["result"]
         runs[(trial["method"], trial["task"])][int(trial["seed"])] = result
         accuracy = (result.get("teacher_dev_metrics") or {}).get("accuracy")

@@ -171,6 +171,35 @@ class Runtime(Strict):
     def _yaml_no(cls, value: Any) -> Any:
         return "no" if value is False else value  # unquoted YAML `no` is a boolean
 
+    @field_validator("compile")
+    @classmethod
+    def _known_compile(cls, value: bool | str) -> bool | str:
+        """A ``torch.compile`` backend or inductor mode torch knows, checked with the other parameters
+        (an unknown one failed only when the first model compiled, after the data and models loaded)."""
+        if isinstance(value, bool) or value == "auto" or value in COMPILE_MODES:
+            return value
+        known = compile_backends()
+        if value not in known:
+            raise ValueError(
+                f"unknown torch.compile backend or mode {value!r}; use true (inductor), false, auto, a mode "
+                f"({', '.join(COMPILE_MODES)}) or a backend ({', '.join(known)})"
+            )
+        return value
+
+
+#: ``torch.compile`` modes of the inductor backend that ``runtime.compile`` may name instead of a backend:
+#: ``reduce-overhead`` replays each step as CUDA graphs (one launch instead of one per kernel), the
+#: ``max-autotune`` modes also search matmul kernels.
+COMPILE_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile_backends() -> list[str]:
+    """The ``torch.compile`` backends this torch registers (its debugging and test backends left out, but
+    ``eager`` and ``aot_eager``, which trace the compiled code path without generating kernels)."""
+    from torch._dynamo import list_backends
+
+    return sorted({*list_backends(), "eager", "aot_eager"})
+
 
 def registered_model_name_problem(name: str) -> str | None:
     """What MLflow's rule for registered model names (``mlflow.utils.validation._validate_model_name``,

@@ -145,11 +145,15 @@ def _key_for(kind: str, schema_version: int, spec: Mapping) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def training_spec(settings: Mapping) -> dict:
+def training_spec(settings: Mapping, frozen_teachers: bool = True) -> dict:
     """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped;
-    [`GROUPED_BATCHES_MATERIAL`][bert_kd.experiment.jobs.GROUPED_BATCHES_MATERIAL] added when ``group_by_length`` is on)."""
+    [`GROUPED_BATCHES_MATERIAL`][bert_kd.experiment.jobs.GROUPED_BATCHES_MATERIAL] added when ``group_by_length``
+    is on). ``frozen_teachers=False``: a job that runs no frozen teacher (a teacher's own fine-tuning), which
+    ``teacher_mixed_precision`` does not concern: it is keyed at its default, ``same``, whatever the run says."""
     from bert_kd.core.training.precision import numeric_key_material
 
+    if not frozen_teachers and "teacher_mixed_precision" in settings:  # keyed as its default: the keys stay
+        settings = {**settings, "teacher_mixed_precision": "same"}
     spec = {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS + NUMERIC_PATH_SETTINGS}
     spec.update(numeric_key_material(settings))  # resolved for the device: auto on a CPU is "no"
     return {**spec, **grouped_batches_material(spec.get("group_by_length", False))}

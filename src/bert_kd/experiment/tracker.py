@@ -354,6 +354,25 @@ class ModelSources(Protocol):
         """The task a ``models:/`` URI is tagged with and where that tag was read (``(None, "")``: none)."""
 
 
+#: Prefix of the temporary folder a model named by an MLflow URI is downloaded into
+#: ([`discard_download`][bert_kd.experiment.tracker.discard_download]).
+DOWNLOAD_PREFIX = "bert_kd_model_"
+
+
+def discard_download(path: Path) -> None:
+    """Remove the temporary download folder ([`DOWNLOAD_PREFIX`][bert_kd.experiment.tracker.DOWNLOAD_PREFIX])
+    that holds ``path``: a refused model leaves nothing behind (a MiniLM teacher is 88 MB, BERT-base about
+    440 MB). Any other path is left alone."""
+    import shutil
+    import tempfile
+
+    temporary = Path(tempfile.gettempdir()).resolve()
+    for folder in (Path(path), *Path(path).parents):
+        if folder.name.startswith(DOWNLOAD_PREFIX) and folder.resolve().parent == temporary:
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+
+
 def model_sources() -> ModelSources:
     """The resolver of MLflow model URIs (loads MLflow: ask only for a URI; resolving a URI is
     MLflow's job, tracking on or off)."""

@@ -24,6 +24,7 @@ from typing import Any
 from kedro.config import OmegaConfigLoader
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
+from yaml.parser import ParserError
 
 from bert_kd.config.errors import UserError
 
@@ -59,8 +60,12 @@ def check_environment(conf_source: str | Path, env: str | None) -> None:
     )
 
 
-def interpolation_error(exc: InterpolationResolutionError, config_per_file: Mapping[Path, DictConfig]) -> UserError:
-    """One block for an interpolation that cannot be resolved, naming the file and line that use it."""
+def interpolation_error(
+    exc: InterpolationResolutionError, config_per_file: Mapping[Path, DictConfig], base: Mapping[Path, DictConfig] = {}
+) -> UserError:
+    """One block for an interpolation that cannot be resolved, naming the file and line that use it; ``base``:
+    conf/base's files when the failing files are another environment's (Kedro resolves each environment's
+    files on their own, so ``${training}`` in conf/local cannot reach conf/base's ``training``)."""
     import re
 
     message = getattr(exc, "msg", str(exc)).splitlines()[0]
@@ -80,12 +85,44 @@ def interpolation_error(exc: InterpolationResolutionError, config_per_file: Mapp
                 break
     where = where or ", ".join(str(p) for p in config_per_file)
     key = f" (in {full_key})" if full_key else ""
+    in_base = missing and any(
+        OmegaConf.select(config, missing.group(1), default=None, throw_on_resolution_failure=False) is not None
+        for config in base.values()
+    )
+    if in_base:
+        name = missing.group(1)
+        return UserError(
+            f"the configuration cannot be resolved: {message}{key}; {name} is defined in conf/base, but "
+            "interpolations do not cross environments (Kedro resolves each environment's files on their own, "
+            "then merges them)",
+            where,
+            f"in this environment, give the keys that differ only (they are merged over conf/base's block), or "
+            f"write the value of {name} out instead of ${{{name}}}",
+        )
     fix = (
         f"define {missing.group(1)} in conf/base (or the environment's files) or correct the name in the ${{…}}"
         if missing
         else "correct the ${…} expression"
     )
     return UserError(f"the configuration cannot be resolved: {message}{key}", where, fix)
+
+
+def yaml_error(exc: Exception) -> UserError | None:
+    """One block for a conf file that is not valid YAML, naming the file, its line and column (Kedro's
+    ``ParserError`` counts lines from 0 and wraps YAML's own reason); None for another error."""
+    import re
+
+    found = re.search(r"Invalid YAML or JSON file (.+), unable to read line (\d+), position (\d+)\.", str(exc))
+    if found is None:
+        return None
+    path, line, column = found.group(1), int(found.group(2)) + 1, int(found.group(3)) + 1
+    cause = exc.__cause__
+    reason = " ".join(str(part) for part in (getattr(cause, "context", None), getattr(cause, "problem", None)) if part)
+    return UserError(
+        f"{path} is not valid YAML" + (f": {reason}" if reason else ""),
+        f"{path}:{line}:{column}",
+        "correct the file at that line (a missing bracket or quote, a tab in the indentation, a key without its colon)",
+    )
 
 
 def split_runtime_params(config: DictConfig, params: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -196,6 +233,14 @@ class ProjectConfigLoader(OmegaConfigLoader):
             apply_shared_training(config, self._job_training_paths, self.runtime_params)
         return config
 
+    def _read_raw_config(self, key: str):
+        try:
+            raw = super()._read_raw_config(key)
+        except ParserError as exc:
+            raise (yaml_error(exc) or exc) from exc
+        self._base_files = raw[0]  # conf/base's files: what an interpolation error of another environment checks
+        return raw
+
     def _merge_and_resolve(self, key: str, config_per_file: dict[Path, DictConfig]) -> dict[str, Any]:
         if key == "parameters" and not self._job_training_paths and config_per_file:
             merged = OmegaConf.unsafe_merge(*config_per_file.values())  # conf/base, read first: its derived blocks
@@ -203,7 +248,9 @@ class ProjectConfigLoader(OmegaConfigLoader):
         try:
             return self._merge_and_resolve_params(key, config_per_file)
         except InterpolationResolutionError as exc:
-            raise interpolation_error(exc, config_per_file) from exc
+            base = getattr(self, "_base_files", {})
+            other_env = base is not config_per_file and not set(config_per_file) & set(base)
+            raise interpolation_error(exc, config_per_file, base if other_env else {}) from exc
 
     def _merge_and_resolve_params(self, key: str, config_per_file: dict[Path, DictConfig]) -> dict[str, Any]:
         if key != "parameters" or not self.runtime_params or not config_per_file:

@@ -179,14 +179,24 @@ def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
 
 
 def check_precision(parameters) -> None:
-    """``runtime.mixed_precision`` runs as said on this device (fp16 on a CPU does not), checked before
-    any job is keyed: a [`ParameterError`][bert_kd.config.errors.ParameterError] otherwise."""
+    """``runtime.mixed_precision``, ``runtime.teacher_mixed_precision`` and ``runtime.compile`` run as said
+    on this device (fp16 or CUDA graphs on a CPU do not), checked before any job is keyed: a
+    [`ParameterError`][bert_kd.config.errors.ParameterError] listing each otherwise."""
     from bert_kd.config.errors import ParameterError
-    from bert_kd.core.training.config import precision_problem
+    from bert_kd.core.training.config import compile_problem, precision_problem
 
-    problem = precision_problem(parameters.runtime.mixed_precision, cpu=parameters.runtime.cpu)
-    if problem is not None:
-        raise ParameterError([("runtime.mixed_precision", problem)])
+    runtime = parameters.runtime
+    problems = [
+        (f"runtime.{name}", problem)
+        for name, problem in (
+            ("mixed_precision", precision_problem(runtime.mixed_precision, cpu=runtime.cpu)),
+            ("teacher_mixed_precision", precision_problem(runtime.teacher_mixed_precision, cpu=runtime.cpu)),
+            ("compile", compile_problem(runtime.compile, cpu=runtime.cpu)),
+        )
+        if problem is not None
+    ]
+    if problems:
+        raise ParameterError(problems)
 
 
 def check_sweep_parameters(parameters: dict) -> None:
@@ -196,6 +206,29 @@ def check_sweep_parameters(parameters: dict) -> None:
 
     reproduce = parameters.get("reproduce") or {}
     build_sweep(reproduce, {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES})
+    check_results_dir(reproduce)
+
+
+def check_results_dir(reproduce: dict) -> None:
+    """``reproduce.results_dir`` and its table's folder in it are folders (or missing: created), never files."""
+    from pathlib import Path
+
+    from bert_kd.config.errors import ParameterError
+
+    if not reproduce.get("results_dir"):
+        return
+    given = Path(reproduce["results_dir"])
+    for path in (given / str(reproduce.get("table")), given, *given.parents):
+        if path.exists() and not path.is_dir():
+            raise ParameterError(
+                [
+                    (
+                        "reproduce.results_dir",
+                        f"{path} is a file, not a folder: the table's trial results go in a folder",
+                    )
+                ],
+                "give a folder (created when missing), e.g. --params reproduce.results_dir=results, or move the file away",
+            )
 
 
 def check_run_parameters(parameters: dict, pipeline_inputs) -> Parameters:

@@ -93,7 +93,23 @@ def check_tracking(uri: str) -> None:
             TRACKING_URI_SETTING,
             f"start the server or point MLFLOW_TRACKING_URI at one that runs, or run without tracking: {TRACKING_OFF}",
         )
+    check_sqlite_folder(sqlite_path(uri), "MLflow tracking", TRACKING_URI_SETTING)
     check_sqlite(sqlite_path(uri), "MLflow tracking", f"; or run without tracking: {TRACKING_OFF}")
+
+
+def check_sqlite_folder(path: Path | None, what: str, setting: str) -> None:
+    """[`StorageError`][bert_kd.config.errors.StorageError] when the folder of the SQLite file ``path`` is not a folder: SQLite creates the
+    file, never its folder, and MLflow then failed with a long traceback."""
+    if path is None or path.parent.is_dir():
+        return
+    above = next((p for p in path.parents if p.exists()), None)
+    problem = f"{above} is a file" if above is not None and not above.is_dir() else f"{path.parent} does not exist"
+    raise StorageError(
+        f"the {what} database {path} cannot be created: {problem}",
+        setting,
+        "point it at a file in an existing folder (sqlite:///mlflow.db, the project's default)"
+        + ("" if above is not None and not above.is_dir() else f", or create the folder: mkdir -p {path.parent}"),
+    )
 
 
 def check_sweep_storage(reproduce: Mapping | None) -> None:

@@ -144,7 +144,7 @@ def build_report(
 
     columns = [_task_label(t) for t in sweep.tasks] + [AVERAGE, "% of teacher"]
     wide_rows = {
-        "Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), "100"],
+        "Teacher": [_plain(teacher[t]) for t in sweep.tasks] + [_plain(teacher_average), _kept(teacher.values())],
         MAJORITY: [_plain(majority[t]) for t in sweep.tasks]
         + [_plain(majority_average), "–" if math.isnan(majority_kept) else f"{majority_kept:.1f}"],
     }
@@ -321,6 +321,12 @@ def _baselines(sweep: SweepSpec) -> str:
 
 def _plain(value: float) -> str:
     return "–" if math.isnan(value) else f"{100 * value:.2f}"
+
+
+def _kept(teacher_scores) -> str:
+    """The teacher row's "% of teacher": 100 where a trial recorded the teacher on some task, – where none did
+    (a results folder without trials has no teacher to keep 100 % of)."""
+    return "100" if any(not math.isnan(score) for score in teacher_scores) else "–"
 
 
 def _point(params: Mapping) -> str:

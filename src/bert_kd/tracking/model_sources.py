@@ -5,9 +5,11 @@ directory, and the task its registry entry is tagged with."""
 from __future__ import annotations
 
 import logging
+import tempfile
 from pathlib import Path
 
 from bert_kd.config.errors import DamagedModelError, ModelNotFoundError
+from bert_kd.experiment.tracker import DOWNLOAD_PREFIX, discard_download
 from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_directory, unfinished_model
 
 log = logging.getLogger(__name__)
@@ -27,9 +29,11 @@ class MlflowModelSources:
                 "run the pipeline that trained it again: its store entry is reused and logged "
                 "again, in the new run (use that run's URI), or evaluate the store entry's folder",
             )
+        folder = tempfile.mkdtemp(prefix=DOWNLOAD_PREFIX)  # removed when the model is refused
         try:
-            local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=uri))  # a LoggedModel's data
+            local = bundle_directory(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=folder))
         except UnsafeModelPathError as exc:
+            discard_download(Path(folder))
             raise DamagedModelError(
                 f"{uri} is not used: {exc}",
                 key,
@@ -37,6 +41,7 @@ class MlflowModelSources:
                 "inside the model); log it again from its store entry if its MLmodel was edited",
             ) from None
         except Exception as exc:  # noqa: BLE001 - MlflowException, OSError …: the URI names nothing downloadable
+            discard_download(Path(folder))
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise ModelNotFoundError(
                 f"{uri!r} cannot be downloaded from MLflow ({first_line})",

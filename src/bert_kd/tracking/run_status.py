@@ -98,7 +98,9 @@ class RunStatusHook:
         import mlflow
 
         mlflow.set_tags(owner_tags())
-        ended = end_orphaned_runs([active.info.experiment_id])
+        # every experiment of the store: the killed process may have logged to another one (a sweep's, a renamed one)
+        experiments = [experiment.experiment_id for experiment in mlflow.search_experiments()]
+        ended = end_orphaned_runs(sorted({active.info.experiment_id, *experiments}))
         if ended:
             log.warning(
                 "MLflow run(s) %s were RUNNING but their process is gone (killed): marked KILLED", ", ".join(ended)

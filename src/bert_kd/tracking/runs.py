@@ -185,10 +185,10 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
 
     nested = mlflow.active_run() is not None
     try:
-        with mlflow.start_run(run_name=name, nested=nested) as run:
+        with mlflow.start_run(run_name=name, nested=nested, tags=owner_tags()) as run:  # owned from its first moment
             logger = RunLogger(True)
             logger.run_id = run.info.run_id
-            logger.set_tags({**environment_info(), **owner_tags(), **(tags or {})})
+            logger.set_tags({**environment_info(), **(tags or {})})
             logger.log_params({"num_processes": num_processes()})
             yield logger
     except Exception as error:

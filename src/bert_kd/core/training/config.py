@@ -189,6 +189,21 @@ def precision_problem(requested: str, cpu: bool = False) -> str | None:
     return None
 
 
+def compile_problem(setting, cpu: bool = False) -> str | None:
+    """Why the ``runtime.compile`` setting cannot run as said on this device, or None: a mode that
+    replays CUDA graphs (``reduce-overhead``, ``max-autotune``, the ``cudagraphs`` backend) on a run that
+    trains on the CPU, where there are no CUDA graphs to replay and the tiny pipeline took 294 s instead of
+    37 s, under a key of its own."""
+    from bert_kd.core.training.precision import compile_backend, uses_cuda_graphs
+
+    if uses_cuda_graphs(setting) and trains_on_cpu(cpu):
+        return (
+            f"{compile_backend(setting)} replays CUDA graphs and needs a CUDA GPU; this run trains on the CPU; "
+            "use true (inductor), a backend that runs on a CPU (eager, aot_eager) or false"
+        )
+    return None
+
+
 def resolve_mixed_precision(value: str, cpu: bool = False, compile=False) -> str:
     """Accelerate's ``mixed_precision`` for ``value`` on the device a run with ``runtime.cpu = cpu`` and
     ``runtime.compile = compile`` trains on ([`bert_kd.core.training.precision.resolve_precision`][bert_kd.core.training.precision.resolve_precision]:

@@ -1,7 +1,7 @@
 """The numeric path of a run: mixed precision, TF32 matmuls and ``torch.compile``, resolved for the
 device the run trains on, and the part of them that enters job keys.
 
-Kept free of the rest of the package (torch only), so key code and checks can call it.
+Kept free of the rest of the package (torch and the parameter schema only), so key code and checks can call it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator, Mapping
 
 import torch
+
+from bert_kd.config.schema import COMPILE_MODES
 
 #: ``mixed_precision`` values: ``auto`` resolves per device, the others are Accelerate's.
 PRECISIONS = ("auto", "no", "bf16", "fp16")
@@ -77,10 +79,9 @@ def compiles_on(setting, device: str) -> bool:
     return bool(setting) and not (setting == "auto" and device != "cuda")
 
 
-#: ``torch.compile`` modes of the inductor backend that a ``compile`` setting may name instead of a backend:
-#: ``reduce-overhead`` replays each step as CUDA graphs (one launch instead of one per kernel), the
-#: ``max-autotune`` modes also search matmul kernels.
-INDUCTOR_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: ``torch.compile`` modes of the inductor backend that a ``compile`` setting may name instead of a backend
+#: ([`COMPILE_MODES`][bert_kd.config.schema.COMPILE_MODES], where ``runtime.compile`` is validated).
+INDUCTOR_MODES = COMPILE_MODES
 
 
 def compile_model(model, setting) -> None:

@@ -43,7 +43,7 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
         "task": spec.name,
         "model": model_identity(teacher.model),
         "max_seq_length": teacher.max_seq_length,
-        "training": jobs.training_spec(vars(config)),
+        "training": jobs.training_spec(vars(config), frozen_teachers=False),  # its own forwards only
         "seed": seed,
         "data": jobs.dataset_fingerprint(tokenized),
     }

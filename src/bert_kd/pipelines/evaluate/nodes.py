@@ -21,7 +21,7 @@ from bert_kd.core.models import load_bundle
 from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.jobs import store_entry_problem
 from bert_kd.experiment.parameters import _length_problems
-from bert_kd.experiment.tracker import kedro_run, model_sources
+from bert_kd.experiment.tracker import discard_download, kedro_run, model_sources
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,17 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
                 "give the directory that holds config.json and the weights",
             )
         shown = str(path)
+    try:
+        _check_model_folder(path, key, shown)
+    except BaseException:
+        if source.startswith(MLFLOW_SCHEMES):
+            discard_download(path)  # a refused download leaves nothing in the temporary folder
+        raise
+    return path
+
+
+def _check_model_folder(path: Path, key: str, shown: str) -> None:
+    """A model folder bert-kd loads: a verified store entry (when it is one) with bert-kd's model files."""
     _check_store_entry(path, key)
     if not (path / "config.json").is_file():
         raise ModelNotFoundError(
@@ -86,7 +97,6 @@ def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
             "give a directory written by bert-kd or save_pretrained(safe_serialization=True) "
             f"with its tokenizer, or a model bert-kd logged: {model_source_hint(key)}",
         )
-    return path
 
 
 #: Tokenizer files of which a model directory needs one (WordPiece, BPE, SentencePiece, fast).
@@ -194,6 +204,17 @@ def load_model_for_task(
     ``max_seq_length`` checked against its positions, loaded, and its task checked
     ([`check_model_task`][bert_kd.pipelines.evaluate.nodes.check_model_task]). Returns ``(bundle, recorded task)``."""
     path = resolve_model_source(source, key)
+    try:
+        bundle = _load_within_length(path, key, max_seq_length)
+        return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
+    except BaseException:
+        if source.startswith(MLFLOW_SCHEMES):
+            discard_download(path)  # a refused download leaves nothing in the temporary folder
+        raise
+
+
+def _load_within_length(path: Path, key: str, max_seq_length: int):
+    """The model at ``path`` loaded, once ``max_seq_length`` is checked against its position embeddings."""
     block = key.split(".")[0]
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
@@ -203,14 +224,13 @@ def load_model_for_task(
     if problems:
         raise ParameterError(problems)
     try:
-        bundle = load_bundle(path)
+        return load_bundle(path)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelNotFoundError(
             f"{str(path)!r} cannot be loaded as a model ({type(exc).__name__}: {exc})"[:500],
             key,
             "give a directory written by save_pretrained with its tokenizer",
         ) from exc
-    return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
 
 
 def evaluate_model_source(

@@ -44,7 +44,29 @@ def _check_output_dir(output: Path) -> None:
                 "or move the file away",
             )
         if folder.exists():
-            return
+            break
+    _check_creatable(output)
+
+
+def _check_creatable(output: Path) -> None:
+    """The missing folders of ``output`` can be created: made and removed again (nothing is left behind when
+    the run stops later), a [`UserError`][bert_kd.config.errors.UserError] naming the folder otherwise."""
+    missing = [folder for folder in (output, *output.parents) if not folder.exists()]
+    made = []
+    try:
+        for folder in reversed(missing):
+            folder.mkdir()
+            made.append(folder)
+    except OSError as exc:
+        raise UserError(
+            f"the folder {output} cannot be created ({exc.strerror or exc}: {exc.filename or folder})",
+            "predict_glue.output_dir",
+            "give a folder you can write to: --params predict_glue.output_dir=<folder> "
+            "(default data/07_model_output/glue_submission)",
+        ) from exc
+    finally:
+        for folder in reversed(made):
+            folder.rmdir()
 
 
 def _test_sources(targets, ax_file: str | None, root: Path) -> None:
@@ -53,6 +75,12 @@ def _test_sources(targets, ax_file: str | None, root: Path) -> None:
     for target in targets:
         if target.split != "test_ax" or target.source.is_file():
             continue
+        if target.source.is_dir():
+            raise UserError(
+                f"the GLUE diagnostic set {target.source} is a directory, not a file",
+                f"{target.source} (predict_glue.ax_file)",
+                f"name the file itself: --params predict_glue.ax_file={target.source / 'diagnostic.tsv'}",
+            )
         given = "predict_glue.ax_file" if ax_file else f"glue_dir ({root})"
         raise UserError(
             f"the GLUE diagnostic set {target.source} does not exist (an MNLI submission includes AX.tsv, "
