@@ -17,8 +17,8 @@ later windows, with their min and max: medians of repeats in one process. Option
 
 ``--profile`` also profiles one window of live ALP eager and compiled (``torch.profiler``: wall, host and
 device-busy ms and kernel launches per step): the profile before and after compiling the whole step.
-Then the compile break-even (:func:`bert_kd.core.training.compiled_step.compile_break_even_steps` on the
-measured rates) and the ``auto`` choices (:func:`bert_kd.core.training.compiled_step.fastest_precision`).
+Then the compile break-even (:func:`bert_kd.core.training.speed_record.compile_break_even_steps` on the
+measured rates) and the ``auto`` choices (:func:`bert_kd.core.training.speed_record.fastest_precision`).
 
     PYTHONPATH=src python benchmarks/step_rates.py --json step_rates.json          # a GPU: ≈ 6 min on an H100
     PYTHONPATH=src python benchmarks/step_rates.py --tiny --json /tmp/rates.json   # the same code on a CPU

@@ -10,16 +10,14 @@ import pytest
 import torch
 
 from bert_kd.core.training import compiled_step
-from bert_kd.core.training.compiled_step import (
+from bert_kd.core.training.compiled_step import CompileCounts, remember_compiled, resolve_compile
+from bert_kd.core.training.precision import numeric_key_material, resolve_precision, trial_precision_material
+from bert_kd.core.training.speed_record import (
     AUTO_COMPILE,
     GPU_SPEED_RECORD,
-    CompileCounts,
     compile_break_even_steps,
     fastest_precision,
-    remember_compiled,
-    resolve_compile,
 )
-from bert_kd.core.training.precision import numeric_key_material, resolve_precision, trial_precision_material
 from tests.conftest import REPO_ROOT
 from tests.core.training.test_precision import cuda_with_bf16, run_tiny_fit
 

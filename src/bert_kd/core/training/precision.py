@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Mapping
 import torch
 
 from bert_kd.config.schema import COMPILE_MODES
+from bert_kd.core.training.speed_record import fastest_precision
 
 #: ``mixed_precision`` values: ``auto`` resolves per device, the others are Accelerate's.
 PRECISIONS = ("auto", "no", "bf16", "fp16")
@@ -25,7 +26,7 @@ def training_device(cpu: bool = False) -> str:
 def resolve_precision(requested: str, device: str | torch.device, compiled: bool = False) -> str:
     """Accelerate's ``mixed_precision`` for ``requested`` on ``device``: ``auto`` on a CUDA device that
     computes bf16 is the fastest precision recorded for an eager or a ``compiled`` step
-    ([`bert_kd.core.training.compiled_step.fastest_precision`][bert_kd.core.training.compiled_step.fastest_precision]: fp32 with TF32 eager, bf16 compiled),
+    ([`fastest_precision`][bert_kd.core.training.speed_record.fastest_precision]: fp32 with TF32 eager, bf16 compiled),
     ``no`` (fp32) elsewhere, CPUs included (bf16 on a CPU trained slower than fp32 here); ``no``, ``bf16``
     and ``fp16`` pass through."""
     if requested not in PRECISIONS:
@@ -34,8 +35,6 @@ def resolve_precision(requested: str, device: str | torch.device, compiled: bool
         return requested
     kind = torch.device(device).type if not isinstance(device, torch.device) else device.type
     if kind == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        from bert_kd.core.training.compiled_step import fastest_precision
-
         return fastest_precision(compiled)
     return "no"
 
