@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bert_kd.analysis import gradient_shares, paper_gap, power
+from bert_kd.analysis import gradient_shares, paper_gap, power, table
 from bert_kd.analysis import statistics as st
 from bert_kd.analysis.cli import command_line, results
 from bert_kd.config.errors import UserError
@@ -246,6 +246,8 @@ def test_power_is_reported_alone_and_after_the_holm_correction_applied(v2):
 
 def test_cli_paper_gap_prints_the_z_of_every_cell_with_a_paper_gain(tmp_path, monkeypatch, v2):
     monkeypatch.setattr(paper_gap, "reading", lambda folder, resamples: v2)
+    # the reading is the fixture's: the folder check (a table of conf/base holding trial JSONs) is not under test
+    monkeypatch.setattr(table, "table_folder", lambda folder: Path(folder).resolve())
     folder = tmp_path / "results" / "cpu_protocol_v2"
     folder.mkdir(parents=True)
     (tmp_path / "conf" / "base").mkdir(parents=True)

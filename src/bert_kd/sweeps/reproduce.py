@@ -140,8 +140,8 @@ def reproduce(
             failures=failures,
             origin=f"{socket.gethostname()}:{Path(run_trial.results_dir).resolve()}" if stored and on_server else None,
             adopt=getattr(run_trial, "adopt_result", None),
-            store_id=(
-                run_trial.model_store_id()
+            store_id=(  # made only once the storage has opened: a refused URL leaves no .store_id behind
+                run_trial.model_store_id
                 if on_server and hasattr(run_trial, "model_store_id") and reproduce_params.get("shared_store", True)
                 else None
             ),

@@ -605,7 +605,7 @@ def run_sweep(
     failures: dict[str, str] | None = None,
     origin: str | None = None,
     adopt: Adopt | None = None,
-    store_id: str | None = None,
+    store_id: str | Callable[[], str] | None = None,
 ) -> dict[str, dict]:
     """Run (this worker's share of) ``sweep`` and return ``{trial key: result}`` for every
     finished trial of the sweep, whoever ran it.
@@ -619,8 +619,8 @@ def run_sweep(
     call and has no result at its end (one that failed and then succeeded on a retry is not there).
     ``origin``: this worker's results folder (``host:path``), recorded with each trial it trains; a trial
     the study has from another origin counts as finished and ``adopt(spec, result, origin)`` copies it
-    into this worker's folder. ``store_id``: the identity of this worker's model store, checked against the
-    study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
+    into this worker's folder. ``store_id``: the identity of this worker's model store (or the function
+    that makes it, called once the storage has opened), checked against the study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
     """
     specs = {t.key: t for t in sweep.trials()}
     keys = sorted(specs)
@@ -632,7 +632,7 @@ def run_sweep(
         study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
     )
     if store_id is not None:
-        check_model_store(study, store_id)
+        check_model_store(study, store_id() if callable(store_id) else store_id)
     key_of = _KeyOf(sampler, keys)
     ledger = _Ledger(specs, identity or spec_identity, stored, origin, adopt)
     ledger.report_stale(study, name)
