@@ -236,16 +236,7 @@ def tie_warnings(sweep: SweepSpec, long: pd.DataFrame, majority: Mapping[str, fl
         rows = long[(long.task == task) & (long.n > 0)]
         if rows.empty:
             continue
-        labels = next(
-            (
-                s.result["dev_labels"]
-                for (_, t), seeds in grouped.items()
-                if t == task
-                for s in seeds.values()
-                if s.result.get("dev_labels") is not None
-            ),
-            None,
-        )
+        labels = task_dev_labels(task, grouped)
         floor = majority.get(task)
         verdict = comparison_verdict(
             dict(zip(rows["label"], rows["mean"])),
@@ -287,10 +278,9 @@ def _selection_sentence(sweep: SweepSpec, chosen: Mapping[tuple, object]) -> str
     return f"{epoch} Grid selection: the best of up to {most} grid points per (method, task, seed), on the same split."
 
 
-def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]]) -> float:
-    """The task's paper metric when every dev example gets the most frequent dev label (nan for
-    regression tasks or when no finished trial recorded the dev labels)."""
-    labels = next(
+def task_dev_labels(task: str, grouped: Mapping[tuple, Mapping[int, object]]):
+    """The dev labels any finished trial of ``task`` recorded (they are the task's, whoever trained), or None."""
+    return next(
         (
             selected.result["dev_labels"]
             for (_, t), seeds in grouped.items()
@@ -300,6 +290,12 @@ def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]
         ),
         None,
     )
+
+
+def majority_class_score(task: str, grouped: Mapping[tuple, Mapping[int, object]]) -> float:
+    """The task's paper metric when every dev example gets the most frequent dev label (nan for
+    regression tasks or when no finished trial recorded the dev labels)."""
+    labels = task_dev_labels(task, grouped)
     if labels is None or TASKS[task].is_regression:
         return float("nan")
     labels = np.asarray(labels, dtype=np.int64)
