@@ -159,3 +159,18 @@ def test_the_tracking_server_going_down_stops_the_worker_at_once(tmp_path):
     with pytest.raises(TrackingUnreachableError):
         run_sweep(sweep, run_trial, f"sqlite:///{tmp_path}/optuna.db")
     assert len(calls) == 1  # not once more per trial, each after minutes of MLflow's retries
+
+
+def test_workers_that_create_a_new_databases_tables_together_retry_instead_of_failing():
+    """Two workers starting at once on a new PostgreSQL database both create Optuna's tables; the loser's
+    duplicate-type error is a lost race (retried), a refused connection is not."""
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    from bert_kd.sweeps.scheduler import lost_schema_race
+
+    duplicate = IntegrityError(
+        "CREATE TYPE studydirection", {}, Exception("duplicate key value: (studydirection, 2200) already exists")
+    )
+    refused = OperationalError("connect", {}, Exception("connection refused"))
+    assert lost_schema_race(duplicate) and not lost_schema_race(refused)
+    assert not lost_schema_race(ValueError("already exists"))  # only the database's own errors

@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import socket
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -157,19 +158,37 @@ def make_storage(
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        try:
-            storage = RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=heartbeat_interval,
-                grace_period=grace_period,
-                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
-            )
-        except Exception as error:
-            raise storage_error(url, error) from error
+        for attempt in range(SCHEMA_RACE_ATTEMPTS):
+            try:
+                storage = RDBStorage(
+                    url,
+                    engine_kwargs=engine_kwargs,
+                    heartbeat_interval=heartbeat_interval,
+                    grace_period=grace_period,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+                )
+                break
+            except Exception as error:
+                if lost_schema_race(error) and attempt + 1 < SCHEMA_RACE_ATTEMPTS:
+                    time.sleep(1.0 + attempt)  # another worker is creating the tables: open them once it has
+                    continue
+                raise storage_error(url, error) from error
     if url.startswith("sqlite"):
         _serialise_sqlite_transactions(storage.engine)
     return storage
+
+
+#: Tries to open a new database's storage while other workers create its tables at the same moment.
+SCHEMA_RACE_ATTEMPTS = 5
+
+
+def lost_schema_race(error: Exception) -> bool:
+    """Whether opening the storage failed because another worker created Optuna's tables (or PostgreSQL
+    types) at the same moment: the workers of a sweep started together on a new database."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    text = str(getattr(error, "orig", None) or error)
+    return isinstance(error, (IntegrityError, ProgrammingError)) and "already exists" in text
 
 
 def storage_error(url: str, error: Exception) -> Exception:
