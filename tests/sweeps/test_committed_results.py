@@ -15,7 +15,7 @@ from kedro.framework.cli.utils import _split_params
 
 from bert_kd.kedro_project.config_loader import ProjectConfigLoader
 from bert_kd.settings import CONFIG_LOADER_ARGS
-from bert_kd.sweeps.paper_tables import build_report, markdown
+from bert_kd.sweeps.paper_tables import markdown, report_with_bootstrap
 from bert_kd.sweeps.reproduce_pipeline.nodes import DATA_KEYS
 from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 from bert_kd.sweeps.trial import TrialRunner
@@ -75,14 +75,7 @@ def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
         f"{len(stored)} trial files in {table_md.parents[1]} but only {len(results)} match a trial of the recorded "
         "command: a change altered the trials' content keys (TrialRunner.key_material) or the table"
     )
-    bootstrap = dict(reproduce.get("bootstrap") or {})
-    report = build_report(
-        sweep,
-        results,
-        resamples=int(bootstrap.get("resamples", 1000)),
-        seed=int(bootstrap.get("seed", 0)),
-        alpha=float(bootstrap.get("alpha", 0.05)),
-    )
+    report = report_with_bootstrap(sweep, results, reproduce)
     assert table_lines(markdown(report)) == table_lines(committed)
     assert report.mixed_teachers == (), f"{table_md}: a row's seeds were distilled from different teachers"
 

@@ -183,6 +183,19 @@ def build_report(
     )
 
 
+def report_with_bootstrap(sweep: SweepSpec, results: Mapping[str, dict], reproduce_params: Mapping) -> SweepReport:
+    """[`build_report`][bert_kd.sweeps.paper_tables.build_report] with the table's ``reproduce.bootstrap``
+    settings (resamples, seed, alpha; 1000, 0 and 0.05 where unset), as the reproduce node writes a table."""
+    bootstrap = dict(reproduce_params.get("bootstrap") or {})
+    return build_report(
+        sweep,
+        results,
+        resamples=int(bootstrap.get("resamples", 1000)),
+        seed=int(bootstrap.get("seed", 0)),
+        alpha=float(bootstrap.get("alpha", 0.05)),
+    )
+
+
 def teacher_mismatches(grouped: Mapping[tuple[str, str], Mapping[int, object]]) -> tuple[str, ...]:
     """One line per (row, task) whose seeds report more than one teacher dev score, e.g.
     ``SST-2, rkd: teacher 86.47 (seeds 1–5, 7, 8), 86.81 (seed 6)``. Every seed of a row distils from

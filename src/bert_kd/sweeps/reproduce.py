@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bert_kd.sweeps.budget import write_budget
-from bert_kd.sweeps.paper_tables import SweepReport, build_report, write_report
+from bert_kd.sweeps.paper_tables import SweepReport, report_with_bootstrap, write_report
 from bert_kd.sweeps.scheduler import RunTrial, SweepTrialsFailedError, run_sweep, study_name_for
 from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep
 
@@ -147,14 +147,7 @@ def reproduce(
             ),
         )
     missing = [t.key for t in sweep.trials() if t.key not in results]
-    bootstrap = dict(reproduce_params.get("bootstrap") or {})
-    report = build_report(
-        sweep,
-        results,
-        resamples=int(bootstrap.get("resamples", 1000)),
-        seed=int(bootstrap.get("seed", 0)),
-        alpha=float(bootstrap.get("alpha", 0.05)),
-    )
+    report = report_with_bootstrap(sweep, results, reproduce_params)
     report = dataclasses.replace(report, provenance=provenance)
     name = table_name(sweep, reproduce_params, changes)
     if missing:  # a table is written only from the trials it shows: a partial one never over the committed one
