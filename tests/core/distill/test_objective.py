@@ -220,6 +220,33 @@ def test_build_teacher_cache_holds_eval_mode_logits_and_cls(teacher, data):
         cache.lookup(torch.tensor([1, 3]))
 
 
+def test_teacher_cache_batches_rows_of_similar_length(teacher, data, monkeypatch):
+    """The cache's forwards go longest first, so a batch pads only to its own rows' length (in dataset
+    order every batch pads to whichever long row it drew); the cache still answers per example."""
+    from bert_kd.core.distill import objective as objective_module
+
+    ds, collator = data
+    columns = [c for c in ("input_ids", "attention_mask", "token_type_ids") if c in ds["train"].column_names]
+    # lengths 3..8 in turn: 8 rows of each length, so sorted batches of 4 need no padding at all
+    train = ds["train"].map(lambda row, i: {c: row[c][: 3 + i % 6] for c in columns}, with_indices=True)
+    padded_and_real = []
+    real_forward = objective_module.forward_features
+
+    def recording_forward(model, batch, **kwargs):
+        padded_and_real.append((batch["attention_mask"].numel(), int(batch["attention_mask"].sum())))
+        return real_forward(model, batch, **kwargs)
+
+    monkeypatch.setattr(objective_module, "forward_features", recording_forward)
+    cache = build_teacher_cache(teacher, train, batch_size=4, collator=collator, progress=False)
+    assert len(padded_and_real) == 12
+    assert sum(p for p, _ in padded_and_real) == sum(r for _, r in padded_and_real)  # dataset order: 1.33× the tokens
+    teacher.eval()
+    batch = next(iter(make_loader(train, 6, collator, shuffle=False)))  # 6 rows of 6 lengths
+    with torch.no_grad():
+        live = real_forward(teacher, batch, hidden_states=True)
+    torch.testing.assert_close(cache.lookup(batch["idx"]).logits, live.logits, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", CACHEABLE)
 def test_cache_gives_the_same_terms_as_a_live_teacher(teacher, data, name):
     ds, collator = data

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from bert_kd.core.distill.outputs import Features, forward_features
 from bert_kd.core.models import attention_implementation
-from bert_kd.core.training import Collator, Objective, make_loader, module_device
+from bert_kd.core.training import Collator, Objective, make_loader, module_device, sequence_lengths
 
 
 @dataclass
@@ -57,10 +57,17 @@ def build_teacher_cache(
     autocast_dtype: torch.dtype | None = None,
 ) -> TeacherCache:
     """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states
-    (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast)."""
+    (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast).
+
+    The rows go longest first, so each batch pads to about its own length (SST-2: 1.1 padded tokens per
+    real one, against 3.2 in dataset order; the cache is kept per ``idx``, so the order is free). The
+    values are those of dataset-order batches to float rounding (padding keys are masked out)."""
     was_training = teacher.training
     teacher.eval()
-    loader = make_loader(dataset, batch_size, collator or Collator(), shuffle=False)
+    lengths = sequence_lengths(dataset, f"{prefix}input_ids")
+    loader = make_loader(
+        dataset, batch_size, collator or Collator(), shuffle=False, group_by_length=True, lengths=lengths
+    )
     device = module_device(teacher)
     logits, cls, idx = [], [], []
     for batch in tqdm(loader, desc="teacher cache", disable=not progress, leave=False):
