@@ -286,13 +286,14 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
     models = client.search_logged_models(experiments)
     on_server = [str(path) for path in services["artifacts"].rglob("model.safetensors")]
     students, teachers = entries(store, "student"), entries(store, "teacher")
-    for key in students + teachers:
+    for kind, key in [("student", key) for key in students] + [("teacher", key) for key in teachers]:
+        # every stored model is logged once, by the run that trained it: the shared teacher too, though the other
+        # worker may reuse its entry while that run is still logging it (the reuser waits on the key's lock)
         logged = [m for m in models if m.tags.get("store_key") == key]
-        # a student is logged once, by the trial that trained it; the shared teacher by each worker's run that
-        # used it first (both workers may start before either has trained it: one trains, the other reuses)
-        assert len(logged) == 1 if key in students else len(logged) >= 1, (key, [m.model_id for m in logged])
-        for model in logged:
-            assert any(model.model_id in path for path in on_server), (key, model.model_id)
+        assert len(logged) == 1, (kind, key, [(m.model_id, m.source_run_id) for m in logged])
+        trained_in = json.loads((store / kind / key / "manifest.json").read_text())["provenance"]["mlflow_run_id"]
+        assert logged[0].source_run_id == trained_in, (kind, key)
+        assert any(logged[0].model_id in path for path in on_server), (kind, key, logged[0].model_id)
 
 
 def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():
