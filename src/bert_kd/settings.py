@@ -38,7 +38,7 @@ HOOKS = (
 # Installed plugins for which to disable hook auto-registration: kedro-mlflow's hook is replaced by one that logs
 # a node's parameters in batches rather than one request each, registered last so that it still runs before the
 # project's hooks, as the plugin's own did.
-DISABLE_HOOKS_FOR_PLUGINS = ("kedro-mlflow",)
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # as its metadata spells it, and as pip does
 HOOKS = (*HOOKS, BatchedParamsMlflowHook())
 
 # Several processes (torchrun / accelerate launch): only rank 0 opens MLflow (kedro-mlflow's hook
@@ -48,8 +48,7 @@ import os  # noqa: E402
 if int(os.environ.get("RANK", "0") or 0) != 0:
     from bert_kd.kedro_project.datasets import rank_zero_catalog_class
 
-    DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")
-    HOOKS = HOOKS[:-1]  # without the batched kedro-mlflow hook either
+    HOOKS = HOOKS[:-1]  # without the (batched) kedro-mlflow hook
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
 # Class that manages the KedroSession: its id, the save version of every versioned dataset of the

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, SHARED_GLUE, make_tiny_bert, write_tiny_glue
+from tests.conftest import REPO_ROOT, SHARED_GLUE, make_tiny_bert, migrated_mlflow_db, write_tiny_glue
 
 WORKER_TIMEOUT_S = 600
 TRAIN_ROWS, DEV_ROWS = 32, 24
@@ -232,7 +232,7 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
 
     # The table as one worker writes it: its own SQLite study, store and tracking database (run meanwhile).
     single = project_copy(tmp_path / "single", conf("sqlite:///data/09_sweeps/optuna.db", False), None)
-    reference = worker(single, f"sqlite:///{single / 'mlflow.db'}", tmp_path / "single.log")
+    reference = worker(single, migrated_mlflow_db(single / "mlflow.db"), tmp_path / "single.log")
     wait_for(lambda: answers(services["tracking"] + "/health"), "the MLflow server", 150, services["server"])
 
     store = tmp_path / "nfs" / "store"  # the network file system

@@ -61,10 +61,17 @@ def test_a_nodes_parameters_are_logged_as_the_plugin_logs_them_in_batches_of_a_h
     assert calls == {"log_param": 0, "log_params": 3}  # 204 parameters: three requests
 
 
-def test_the_project_registers_the_batched_hook_in_place_of_the_plugins():
+def test_a_kedro_session_has_the_batched_hook_in_place_of_the_plugins():
+    """Kedro's hook manager as a session builds it (settings' hooks, then the plugins' entry points)."""
+    from kedro.framework.hooks.manager import _create_hook_manager, _register_hooks, _register_hooks_entry_points
+    from kedro_mlflow.framework.hooks.mlflow_hook import MlflowHook
+
     from bert_kd import settings
     from bert_kd.tracking.kedro_mlflow_hook import BatchedParamsMlflowHook
 
-    assert "kedro-mlflow" in settings.DISABLE_HOOKS_FOR_PLUGINS
+    manager = _create_hook_manager()
+    _register_hooks(manager, settings.HOOKS)
+    _register_hooks_entry_points(manager, settings.DISABLE_HOOKS_FOR_PLUGINS)
+    mlflow_hooks = [plugin for plugin in manager.get_plugins() if isinstance(plugin, MlflowHook)]
+    assert [type(hook) for hook in mlflow_hooks] == [BatchedParamsMlflowHook]  # the plugin's own is not registered
     assert isinstance(settings.HOOKS[-1], BatchedParamsMlflowHook)  # registered last: it runs first, as the plugin's
-    assert sum(isinstance(hook, BatchedParamsMlflowHook) for hook in settings.HOOKS) == 1
