@@ -178,19 +178,27 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
     assert again.info["mlflow_model_id"] == model.model_id  # found by its store key: not logged a third time
 
 
-@pytest.mark.parametrize("first", ["trains the entry", "reuses an entry stored without its model"])
-def test_a_worker_that_reuses_an_entry_while_another_logs_its_model_waits_and_logs_no_second_copy(
-    first, tracking_store, tmp_path, tiny_teacher_dir, monkeypatch
+@pytest.mark.parametrize(
+    "second_comes",
+    [
+        "while the first trains the entry",
+        "while the first logs the entry it trained",
+        "while the first logs an entry stored without its model",
+    ],
+)
+def test_two_workers_on_one_store_log_the_shared_teacher_once(
+    second_comes, tracking_store, tmp_path, tiny_teacher_dir, monkeypatch
 ):
-    """Two workers of a sweep share one store and one tracking store. The second finds the shared
-    teacher's entry while the first is still logging its LoggedModel (stored, not yet READY): it
-    waits on the key's lock and finds that model, instead of logging a second copy of the teacher."""
+    """Two workers of a sweep share one store and one tracking store. The second reaches the shared
+    teacher while the first trains it (it waits on the key's lock), or finds the entry while the
+    first is still logging its LoggedModel (stored, not yet READY: it waits on the key's lock too).
+    Either way it reuses the first one's model and logs no second copy of the teacher."""
     import threading
 
     from bert_kd.experiment import jobs
     from bert_kd.tracking.jobs import MlflowTracker
 
-    if first != "trains the entry":  # the entry exists; its training run logged no model
+    if second_comes.endswith("stored without its model"):  # the entry exists; its training run logged no model
         run_job(tmp_path, tiny_teacher_dir, "teacher", {"log_models": False}, kind="teacher")
     worker_one = threading.current_thread()
     second: dict = {}
@@ -208,17 +216,21 @@ def test_a_worker_that_reuses_an_entry_while_another_logs_its_model_waits_and_lo
         finally:
             waiting_or_done.set()
 
-    log_model = MlflowTracker.log_model
+    def then(step):  # worker one's step, with worker two arriving just before it
+        def step_with_the_second_worker_arriving(*args, **kwargs):
+            if threading.current_thread() is worker_one and "thread" not in second:
+                second["thread"] = threading.Thread(target=second_worker)
+                second["thread"].start()
+                assert waiting_or_done.wait(120)
+            return step(*args, **kwargs)
 
-    def log_model_meanwhile(self, *args, **kwargs):  # worker one is about to log: worker two comes now
-        if threading.current_thread() is worker_one and "thread" not in second:
-            second["thread"] = threading.Thread(target=second_worker)
-            second["thread"].start()
-            assert waiting_or_done.wait(120)
-        return log_model(self, *args, **kwargs)
+        return step_with_the_second_worker_arriving
 
     monkeypatch.setattr(jobs, "FileLock", KeyLock)
-    monkeypatch.setattr(MlflowTracker, "log_model", log_model_meanwhile)
+    if second_comes.startswith("while the first trains"):
+        monkeypatch.setattr(jobs, "train_seeded", then(jobs.train_seeded))
+    else:
+        monkeypatch.setattr(MlflowTracker, "log_model", then(MlflowTracker.log_model))
     one = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
     second["thread"].join(120)
     two = second["bundle"]
