@@ -6,7 +6,8 @@ Each worker is its own copy of the project (its own ``data/`` and ``results/``) 
 is one shared folder (standing for the network file system). Worker A is killed with SIGKILL in the
 middle of a trial; worker B and a restart of A finish the table. Then: every trial has exactly one
 result, no trial and no model was trained twice, the table is the one a single worker writes, and
-every trial's run is on the MLflow server with its models.
+every trial's run is on the MLflow server with its models, each stored model logged once (the shared
+teacher too) by the run that trained it.
 """
 
 from __future__ import annotations
