@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bert_kd.config.schema import Runtime, Tracking
-from bert_kd.experiment.store import recompute
+from bert_kd.experiment.store import JobRunSpec, recompute
 from bert_kd.tracking import tracking_enabled
 from tests.conftest import migrated_mlflow_db
 
@@ -67,8 +67,7 @@ def run_job(tmp_path, tiny_teacher_dir, name, tracking=None, kind: str = "studen
         job,
         train,
         Tracking.model_validate(tracking or {}),
-        run_name=f"distill_{name}:rte",
-        run_tags={"role": kind, "method": name, "task": "rte"},
+        job_run=JobRunSpec(f"distill_{name}:rte", {"role": kind, "method": name, "task": "rte"}),
     )
 
 
@@ -132,6 +131,7 @@ def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it
     after = tracking_store.get_run(before.run_id).info
     assert (after.end_time, after.status) == (before.end_time, before.status)  # never reopened
     assert reused.info["mlflow_model_id"] == trained.info["mlflow_model_id"]  # not logged again
+    assert reused.info["model_run_id"] == before.run_id  # the run that trained it stands for it here
     assert len(tracking_store.search_logged_models([before.experiment_id])) == 1
 
 
@@ -148,8 +148,7 @@ def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
         job,
         train,
         Tracking(),
-        run_name="distill_alp_po:rte",
-        run_tags={"role": "student", "method": "alp_po", "task": "rte"},
+        job_run=JobRunSpec("distill_alp_po:rte", {"role": "student", "method": "alp_po", "task": "rte"}),
     )
     run = tracking_store.get_run(reused.info["mlflow_run_id"])
     assert run.info.run_name == "distill_alp_po:rte (reused)"
@@ -176,6 +175,57 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
     assert list(Path(local).rglob("config.json"))
     again = run_job(tmp_path, tiny_teacher_dir, "alp")
     assert again.info["mlflow_model_id"] == model.model_id  # found by its store key: not logged a third time
+
+
+def test_a_model_reused_in_another_tracking_store_is_stood_for_by_the_run_that_logs_it_there(
+    tracking_store, tmp_path, tiny_teacher_dir
+):
+    """A stored teacher trained against one tracking store and reused in a new one (a test project,
+    another machine): the reuse run that logs its LoggedModel there records the train split (its
+    model and dev metrics name their data, as a trained teacher's do) and is the run that stands for
+    it: the LoggedModel's source run, ``model_run_id`` and a registered student's teacher tags agree."""
+    import mlflow
+
+    from bert_kd.experiment.store import model_run_id, run_model_job
+    from bert_kd.tracking.data import glue_dataset, log_input_once
+    from bert_kd.tracking.evaluation import log_evaluation_to_run
+    from bert_kd.tracking.logged_models import lineage_tags
+
+    trained = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
+    assert model_run_id(trained.info) == trained.info["mlflow_run_id"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    uri = migrated_mlflow_db(elsewhere / "mlflow.db")
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment("bert_kd", artifact_location=str(elsewhere / "art")))
+    client = mlflow.MlflowClient(uri)
+    described = []
+
+    def describe(run, bundle):
+        described.append(run.run_id)
+        log_input_once(glue_dataset("rte", tmp_path, "digest", "train", 8), context="training")
+
+    def reuse():
+        job, train = tiny_model_job(tmp_path, tiny_teacher_dir, "teacher", "teacher")
+        return run_model_job(
+            job, train, Tracking(), job_run=JobRunSpec("train_teacher:rte", {"role": "teacher"}, describe)
+        )
+
+    reused = reuse()
+    model = client.get_logged_model(reused.info["mlflow_model_id"])
+    assert reused.info["trained_in_run_id"] == trained.info["mlflow_run_id"]  # the manifest's run, elsewhere
+    assert described == [model.source_run_id] == [reused.info["mlflow_run_id"]] == [model_run_id(reused.info)]
+    assert [i.model_id for i in client.get_run(model.source_run_id).inputs.model_inputs] == [model.model_id]
+    evaluation = {"task": "rte", "metrics": {"validation": {"accuracy": 0.5}}, "score": 0.5}
+    evaluation.update(parameters=1, encoder_parameters=1, size_on_disk_bytes=1, throughput_examples_per_s=1.0)
+    log_evaluation_to_run(evaluation, model_run_id(reused.info))
+    model = client.get_logged_model(model.model_id)
+    assert {m.dataset_name for m in model.metrics if m.key == "final/score"} == {"glue-rte-validation"}
+    tags = lineage_tags({"task": "rte"}, reused.info, client)
+    assert tags["bert_kd.teacher_run_id"] == model.source_run_id and model.source_run_id in tags["bert_kd.teacher_run"]
+    again = reuse()  # that store's next reuse finds the model: the run that logged it still stands for it
+    assert again.info["mlflow_model_id"] == model.model_id and model_run_id(again.info) == model.source_run_id
+    assert described == [model.source_run_id, again.info["mlflow_run_id"]]  # its run records its data too
 
 
 @pytest.mark.parametrize(
