@@ -171,10 +171,12 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
     reused = run_job(tmp_path, tiny_teacher_dir, "alp")
     model = tracking_store.get_logged_model(reused.info["mlflow_model_id"])
     assert str(model.status) == "READY" and model.source_run_id == reused.info["mlflow_run_id"]
+    assert reused.info["model_run_id"] == model.source_run_id  # the run that logged its finished model stands for it
     local = mlflow.artifacts.download_artifacts(f"models:/{model.model_id}")
     assert list(Path(local).rglob("config.json"))
     again = run_job(tmp_path, tiny_teacher_dir, "alp")
     assert again.info["mlflow_model_id"] == model.model_id  # found by its store key: not logged a third time
+    assert again.info["model_run_id"] == model.source_run_id
 
 
 def test_a_model_reused_in_another_tracking_store_is_stood_for_by_the_run_that_logs_it_there(

@@ -73,7 +73,7 @@ def run_model_job(
     finished LoggedModel of it (the training run's logging killed, another tracking store, or that
     logging still under way) takes the lock and looks again before it logs one. Its id goes to
     ``info["mlflow_model_id"]``. ``info["model_run_id"]`` is the run that stands for the stored model
-    in this tracking store ([`model_run_id`][bert_kd.experiment.store.model_run_id]); a reuse run that is
+    in this tracking store, its LoggedModel's source run ([`model_run_id`][bert_kd.experiment.store.model_run_id]); a reuse run that is
     that run (the training run is in another tracking store) first records what its job's training
     would have, through ``job_run.describe_fn`` (the train split as its dataset, the comparable
     columns), so the model it logs and the evaluation logged on it name their data. The entry gets its model card (``README.md``,
@@ -127,12 +127,13 @@ def _describe(outcome: jobs.JobOutcome, model_job: jobs.Job, run) -> ModelBundle
 
 
 def model_run_id(info: Mapping) -> str | None:
-    """The run that stands for a stored model in the tracking store a run logs to: the run that
-    trained it when that run is in this store, else the run that logged the model into this store
-    (its LoggedModel's source run), else the job's own run. A registered version's
-    ``bert_kd.teacher_run_id``/``bert_kd.student_run_id``, a comparison's ``teacher_run_id`` and a
-    model card's run link all name it; the run that trained it elsewhere stays in the entry's manifest
-    and in that run's ``bert_kd.trained_in_run_id`` tag."""
+    """The run that stands for a stored model in the tracking store a run logs to: the source run of
+    its finished LoggedModel there (the run that trained it, or, when that run is in another
+    tracking store or its logging was killed, the run that logged it here); without a LoggedModel,
+    the run that trained it when that run is in this store, else the job's own run. A registered
+    version's ``bert_kd.teacher_run_id``/``bert_kd.student_run_id``, a comparison's
+    ``teacher_run_id`` and a model card's run link all name it; the run that trained it stays in the
+    entry's manifest and, on a reuse run, in its ``bert_kd.trained_in_run_id`` tag."""
     return info.get("model_run_id") or info.get("trained_in_run_id") or info.get("mlflow_run_id")
 
 
@@ -141,8 +142,9 @@ def _reuse_entry(
 ) -> None:
     """A reused entry's run: linked to the run that trained it, and the entry's LoggedModel found
     (or, when it has none in this tracking store, logged under the key's lock). When the run that
-    trained it is not in this tracking store, this run (described by ``describe_fn``) or the run that
-    logged the model here first stands for the model (``info["model_run_id"]``)."""
+    trained it is not in this tracking store, this run records what that run would have
+    (``describe_fn``) and stands for the model unless an earlier run logged it here
+    ([`model_run_id`][bert_kd.experiment.store.model_run_id])."""
     bundle = _describe(outcome, model_job, run)
     trained_in = bundle.info["trained_in_run_id"]
     trained_here = tracker.mark_reused(run, trained_in)
@@ -155,13 +157,13 @@ def _reuse_entry(
         with jobs.key_lock(model_job):  # the run that trained it may be logging it right now: wait, then look again
             model_id = tracker.logged_model(trained_in, model_job.key)
             if model_id is None:
-                _write_missing_card(outcome, tracker, model_run_id(bundle.info))
+                bundle.info["model_run_id"] = run.run_id
+                _write_missing_card(outcome, tracker, run.run_id)
                 _log_model(tracker, run, tracking, bundle, outcome.path)
                 return
     if model_id is not None:
         bundle.info["mlflow_model_id"] = model_id
-        if not trained_here:  # logged here by an earlier reuse run: that run stands for it
-            bundle.info["model_run_id"] = tracker.model_run(model_id) or bundle.info.get("model_run_id")
+        bundle.info["model_run_id"] = tracker.model_run(model_id) or model_run_id(bundle.info)
     _write_missing_card(outcome, tracker, model_run_id(bundle.info))
 
 
