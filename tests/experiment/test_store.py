@@ -39,12 +39,12 @@ def tracking_store(tmp_path):
     return mlflow.MlflowClient(uri)
 
 
-def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
-    """A student job of the store whose ``train_fn`` loads the tiny model (a run's worth of logging)."""
+def tiny_model_job(tmp_path, tiny_teacher_dir, name: str, kind: str = "student"):
+    """A student (or teacher) job of the store whose ``train_fn`` loads the tiny model (a run's worth of logging)."""
     from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
     from bert_kd.experiment import jobs
 
-    job = jobs.Job("student", {"task": "rte", "row": name}, tmp_path / "store")
+    job = jobs.Job(kind, {"task": "rte", "row": name}, tmp_path / "store")
 
     def train(checkpoint_dir, *, run):
         run.log_params({"method": name, "recipe": f"{name} recipe"})
@@ -53,22 +53,22 @@ def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
         return ModelBundle(
             model,
             load_tokenizer(str(tiny_teacher_dir)),
-            {"role": "student", "method": name, "task": "rte", "mlflow_run_id": run.run_id},
+            {"role": kind, "method": name, "task": "rte", "mlflow_run_id": run.run_id},
         )
 
     return job, train
 
 
-def run_job(tmp_path, tiny_teacher_dir, name, tracking=None):
+def run_job(tmp_path, tiny_teacher_dir, name, tracking=None, kind: str = "student"):
     from bert_kd.experiment.store import run_model_job
 
-    job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name)
+    job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name, kind)
     return run_model_job(
         job,
         train,
         Tracking.model_validate(tracking or {}),
         run_name=f"distill_{name}:rte",
-        run_tags={"role": "student", "method": name, "task": "rte"},
+        run_tags={"role": kind, "method": name, "task": "rte"},
     )
 
 
@@ -176,6 +176,69 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
     assert list(Path(local).rglob("config.json"))
     again = run_job(tmp_path, tiny_teacher_dir, "alp")
     assert again.info["mlflow_model_id"] == model.model_id  # found by its store key: not logged a third time
+
+
+@pytest.mark.parametrize(
+    "second_comes",
+    [
+        "while the first trains the entry",
+        "while the first logs the entry it trained",
+        "while the first logs an entry stored without its model",
+    ],
+)
+def test_two_workers_on_one_store_log_the_shared_teacher_once(
+    second_comes, tracking_store, tmp_path, tiny_teacher_dir, monkeypatch
+):
+    """Two workers of a sweep share one store and one tracking store. The second reaches the shared
+    teacher while the first trains it (it waits on the key's lock), or finds the entry while the
+    first is still logging its LoggedModel (stored, not yet READY: it waits on the key's lock too).
+    Either way it reuses the first one's model and logs no second copy of the teacher."""
+    import threading
+
+    from bert_kd.experiment import jobs
+    from bert_kd.tracking.jobs import MlflowTracker
+
+    if second_comes.endswith("stored without its model"):  # the entry exists; its training run logged no model
+        run_job(tmp_path, tiny_teacher_dir, "teacher", {"log_models": False}, kind="teacher")
+    worker_one = threading.current_thread()
+    second: dict = {}
+    waiting_or_done = threading.Event()  # the second worker waits on the key's lock, or has finished
+
+    class KeyLock(jobs.FileLock):
+        def acquire(self, *args, **kwargs):
+            if threading.current_thread() is not worker_one:
+                waiting_or_done.set()
+            return super().acquire(*args, **kwargs)
+
+    def second_worker():
+        try:
+            second["bundle"] = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
+        finally:
+            waiting_or_done.set()
+
+    def then(step):  # worker one's step, with worker two arriving just before it
+        def step_with_the_second_worker_arriving(*args, **kwargs):
+            if threading.current_thread() is worker_one and "thread" not in second:
+                second["thread"] = threading.Thread(target=second_worker)
+                second["thread"].start()
+                assert waiting_or_done.wait(120)
+            return step(*args, **kwargs)
+
+        return step_with_the_second_worker_arriving
+
+    monkeypatch.setattr(jobs, "FileLock", KeyLock)
+    if second_comes.startswith("while the first trains"):
+        monkeypatch.setattr(jobs, "train_seeded", then(jobs.train_seeded))
+    else:
+        monkeypatch.setattr(MlflowTracker, "log_model", then(MlflowTracker.log_model))
+    one = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
+    second["thread"].join(120)
+    two = second["bundle"]
+    assert two.info["reused"] and two.info["store_path"] == one.info["store_path"]
+    assert two.info["mlflow_model_id"] == one.info["mlflow_model_id"]
+    models = tracking_store.search_logged_models([tracking_store.get_run(one.info["mlflow_run_id"]).info.experiment_id])
+    assert [(m.name, m.source_run_id) for m in models] == [("teacher-rte", one.info["mlflow_run_id"])]
+    assert str(models[0].status) == "READY"
 
 
 def test_the_job_path_with_tracking_off_imports_no_mlflow(tmp_path, tiny_teacher_dir):

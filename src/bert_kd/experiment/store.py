@@ -56,11 +56,14 @@ def run_model_job(
     ``train_fn(checkpoint_dir, run=<the run>)`` logs into it and its seconds are logged as
     [`TRAINING_SECONDS`][bert_kd.experiment.store.TRAINING_SECONDS]. A reused model's run is its own short run, tagged with a link to the
     run that trained it (``info["trained_in_run_id"]``); ``info["mlflow_run_id"]`` is this job's run.
-    With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once: a
-    reused entry is logged again only when the run that trained it has no finished LoggedModel in
-    this tracking store (a killed logging, another store). Its id goes to ``info["mlflow_model_id"]``.
-    The entry gets its model card (``README.md``, [`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]) when it is
-    trained, or when a reused entry has none, before its model is logged.
+    With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once per
+    store entry and tracking store: the run that trains the entry logs it before it releases the
+    key's lock ([`bert_kd.experiment.jobs.key_lock`][bert_kd.experiment.jobs.key_lock]), and a run that reuses the entry and finds no
+    finished LoggedModel of it (the training run's logging killed, another tracking store, or that
+    logging still under way) takes the lock and looks again before it logs one. Its id goes to
+    ``info["mlflow_model_id"]``. The entry gets its model card (``README.md``,
+    [`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]) when it is trained, or when a reused entry has none, before its
+    model is logged.
     """
     tracker = tracker_for(tracking)
     name = run_name or f"{model_job.kind}:{model_job.spec.get('task')}"
@@ -69,6 +72,12 @@ def run_model_job(
         def train(checkpoint_dir):
             with timed(run, TRAINING_SECONDS):
                 return train_fn(checkpoint_dir, run=run)
+
+        def publish(outcome: jobs.JobOutcome) -> None:  # the key's lock held: logged before anyone reuses it
+            bundle = _describe(outcome, model_job, run)
+            if is_main_process():
+                write_card_quietly(outcome.path, tracker.run_link(run.run_id))
+            _log_model(tracker, run, tracking, bundle, outcome.path)
 
         outcome = jobs.run_job(
             model_job,
@@ -81,26 +90,53 @@ def run_model_job(
                 "mlflow_run_id": bundle.info.get("mlflow_run_id"),
                 "git_commit": git_commit_label(),
             },
+            publish_fn=publish,
         )
-        bundle = outcome.value
-        bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
-        model_id = None
         if outcome.reused:
-            trained_in = bundle.info.get("mlflow_run_id")
-            bundle.info["trained_in_run_id"] = trained_in
-            tracker.mark_reused(run, trained_in)
-            model_id = tracker.logged_model(trained_in, model_job.key)
-        if run.enabled:
-            bundle.info["mlflow_run_id"] = run.run_id
-        card = Path(outcome.path) / CARD_FILE
-        if is_main_process() and (not outcome.reused or not card.is_file()):
-            write_card_quietly(outcome.path, tracker.run_link(bundle.info.get("trained_in_run_id") or run.run_id))
-        if model_id is None and tracking.log_models:
-            regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
-            model_id = tracker.log_model(run, outcome.path, bundle.info, model_job.key, regression)
-        if model_id is not None:
-            bundle.info["mlflow_model_id"] = model_id
+            _reuse_entry(outcome, model_job, tracker, run, tracking)
+        else:  # described when published already; a rank other than 0 publishes nothing
+            _describe(outcome, model_job, run)
+    return outcome.value
+
+
+def _describe(outcome: jobs.JobOutcome, model_job: jobs.Job, run) -> ModelBundle:
+    """The bundle's ``info``: its key, store path, whether reused (then the run that trained it) and this job's run."""
+    bundle = outcome.value
+    bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
+    if outcome.reused:
+        bundle.info["trained_in_run_id"] = bundle.info.get("mlflow_run_id")
+    if run.enabled:
+        bundle.info["mlflow_run_id"] = run.run_id
     return bundle
+
+
+def _reuse_entry(outcome: jobs.JobOutcome, model_job: jobs.Job, tracker, run, tracking: Tracking) -> None:
+    """A reused entry's run: linked to the run that trained it, and the entry's LoggedModel found
+    (or, when it has none in this tracking store, logged under the key's lock)."""
+    bundle = _describe(outcome, model_job, run)
+    trained_in = bundle.info["trained_in_run_id"]
+    tracker.mark_reused(run, trained_in)
+    if is_main_process() and not (Path(outcome.path) / CARD_FILE).is_file():
+        write_card_quietly(outcome.path, tracker.run_link(trained_in or run.run_id))
+    model_id = tracker.logged_model(trained_in, model_job.key)
+    if model_id is None and tracking.log_models and run.enabled:
+        with jobs.key_lock(model_job):  # the run that trained it may be logging it right now: wait, then look again
+            model_id = tracker.logged_model(trained_in, model_job.key)
+            if model_id is None:
+                _log_model(tracker, run, tracking, bundle, outcome.path)
+                return
+    if model_id is not None:
+        bundle.info["mlflow_model_id"] = model_id
+
+
+def _log_model(tracker, run, tracking: Tracking, bundle: ModelBundle, directory) -> None:
+    """With ``tracking.log_models``, the store entry ``directory`` as a LoggedModel of ``run``; its id in the ``info``."""
+    if not tracking.log_models:
+        return
+    regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
+    model_id = tracker.log_model(run, directory, bundle.info, bundle.info["key"], regression)
+    if model_id is not None:
+        bundle.info["mlflow_model_id"] = model_id
 
 
 def write_card_quietly(directory, run_link: str | None = None, **options) -> Path | None:
