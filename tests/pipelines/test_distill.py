@@ -50,8 +50,8 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     for term in ("ce", "kd", "layer", "loss"):
         assert f"metrics.train/{term}" in runs.columns and alp[f"metrics.train/{term}"] >= 0
     assert 0 <= alp["metrics.final/validation/accuracy"] <= 1
-    # the teacher run sits next to it in the same experiment
-    assert (runs["tags.mlflow.runName"] == "train_teacher:rte").sum() == 1
+    # the teacher run (the session's stored teacher, reused) sits next to it in the same experiment
+    assert (runs["tags.mlflow.runName"] == "train_teacher:rte (reused)").sum() == 1
     # students are logged too, as a LoggedModel of their run holding the store entry (weights, tokenizer)
     from bert_kd.tracking.logged_models import find_logged_model
 
@@ -73,9 +73,10 @@ def test_distill_alp_end_to_end(run_pipeline, tiny_glue_dir):
     assert {"figures/alp_attention_alp.png", "figures/alp_attention_alp.csv"} <= logged
 
 
-def test_distill_baselines_writes_table_one(run_pipeline, capsys):
-    # 2 student epochs: the two-stage TinyBERT row needs one epoch per stage (1 + 1 at fraction 0.6)
-    outputs, root, uri = run_pipeline(
+def test_distill_baselines_writes_table_one(run_pipeline_training_the_teacher, capsys):
+    # 2 student epochs: the two-stage TinyBERT row needs one epoch per stage (1 + 1 at fraction 0.6);
+    # the teacher trained in the run: its LoggedModel's final score names the dev split (checked below)
+    outputs, root, uri = run_pipeline_training_the_teacher(
         "distill_baselines",
         student={"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2, "aux_learning_rate": 1e-3}},
     )

@@ -12,7 +12,9 @@ from bert_kd.pipelines.distill.nodes import register_best_student
 from tests.pipelines.conftest import latest_version
 
 
-def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeline):
+def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeline_training_the_teacher):
+    # the teacher trained in this run: the version's teacher_run_id tag names this run's teacher run
+    run_pipeline = run_pipeline_training_the_teacher
     _, root, uri = run_pipeline(
         "distill_alp", tracking={"enabled": True, "log_models": True, "registered_model": "tiny-rte-student"}
     )
