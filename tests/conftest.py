@@ -18,8 +18,8 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 
 #: Under pytest-xdist every worker is one of ``PYTEST_XDIST_WORKER_COUNT`` processes sharing the cores: each
 #: gets its share of them as torch's (OpenMP's) threads, set before torch is imported and inherited by the
-#: processes a test starts, so that N workers do not run N × cores threads (docs/decisions.md, the suite on
-#: every core). A caller's ``OMP_NUM_THREADS`` wins.
+#: processes a test starts, so that N workers do not run N × cores threads (docs/decisions.md, "The test
+#: suite's time"). A caller's ``OMP_NUM_THREADS`` wins.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit() and "OMP_NUM_THREADS" not in os.environ:
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     os.environ["OMP_NUM_THREADS"] = str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
