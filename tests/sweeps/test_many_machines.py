@@ -220,6 +220,7 @@ def entries(store: Path, kind: str) -> list[str]:
     return sorted(p.name for p in (store / kind).iterdir() if not p.name.startswith("."))
 
 
+@pytest.mark.slow
 def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_server(tmp_path, services):
     import mlflow
     import optuna
