@@ -16,6 +16,16 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 
+#: Under pytest-xdist every worker is one of ``PYTEST_XDIST_WORKER_COUNT`` processes sharing the cores: each
+#: gets its share of them as torch's (OpenMP's) threads, set before torch is imported and inherited by the
+#: processes a test starts, so that N workers do not run N × cores threads (docs/decisions.md, "The test
+#: suite's time"). A caller's ``OMP_NUM_THREADS`` wins.
+WORKER_THREADS: int | None = None  # the share set here; None without xdist or with the caller's OMP_NUM_THREADS
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit() and "OMP_NUM_THREADS" not in os.environ:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    WORKER_THREADS = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ["OMP_NUM_THREADS"] = str(WORKER_THREADS)
+
 #: Hermetic tests: nothing from the caller's shell decides what a test reads or where it logs.
 #: ``GLUE_DIR`` would replace the tiny fixtures' GLUE folder, ``MLFLOW_TRACKING_URI`` would send
 #: runs to the caller's store or server, ``HF_HOME`` would let a test use (or fill) the caller's

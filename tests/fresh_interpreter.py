@@ -19,14 +19,27 @@ import sys
 import threading
 
 #: Libraries the server imports before it forks: the slow imports, none of them a watched package.
-PRELOADED = ("torch", "numpy", "transformers", "transformers.modeling_utils", "safetensors.torch", "pydantic", "yaml")
+#: pandas, scipy.stats and matplotlib are a second or more per check that imports the tracking,
+#: sweep or report modules; no check asks whether they load.
+PRELOADED = (
+    "torch",
+    "numpy",
+    "transformers",
+    "transformers.modeling_utils",
+    "safetensors.torch",
+    "pydantic",
+    "yaml",
+    "pandas",
+    "scipy.stats",
+    "matplotlib",
+)
 
 #: Packages no check may find loaded before its own code runs.
 WATCHED = ("bert_kd", "kedro", "kedro_mlflow", "mlflow", "optuna", "tests")
 
 #: The environment variables read when a preloaded library is imported: a check that sets one of
 #: them differently from the server runs in its own ``python -c``.
-IMPORT_TIME_VARIABLES = ("HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "CUDA_", "PYTHON")
+IMPORT_TIME_VARIABLES = ("HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "CUDA_", "PYTHON", "MPL")
 
 SERVER = r"""
 import atexit, json, os, shutil, signal, sys, tempfile, traceback
@@ -132,9 +145,9 @@ class FreshInterpreters:
             reply = json.loads(self._server.stdout.readline())
         return subprocess.CompletedProcess(command, reply["returncode"], reply["stdout"], reply["stderr"])
 
-    def check_output(self, code: str, **kwargs) -> str:
+    def check_output(self, code: str, *args: str, **kwargs) -> str:
         """The check's stdout; :class:`subprocess.CalledProcessError` when it fails (``check=True``)."""
-        done = self.run(code, **kwargs)
+        done = self.run(code, *args, **kwargs)
         if done.returncode:
             raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
         return done.stdout
@@ -159,6 +172,6 @@ def run(code: str, *args: str, **options) -> subprocess.CompletedProcess:
     return INTERPRETERS.run(code, *args, **options)
 
 
-def check_output(code: str, **options) -> str:
-    """The stdout of ``python -c code`` in a fresh interpreter, which must succeed."""
-    return INTERPRETERS.check_output(code, **options)
+def check_output(code: str, *args: str, **options) -> str:
+    """The stdout of ``python -c code *args`` in a fresh interpreter, which must succeed."""
+    return INTERPRETERS.check_output(code, *args, **options)

@@ -18,6 +18,7 @@ from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
 from bert_kd.sweeps.reproduce_pipeline.nodes import CliParamsHook  # noqa: E402
 from bert_kd.tracking import use_mlflow  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
+from bert_kd.tracking.kedro_mlflow_hook import BatchedParamsMlflowHook  # noqa: E402
 from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
 
 # The program's tracker: the job path, the report nodes and model URIs report to MLflow
@@ -34,8 +35,11 @@ HOOKS = (
     ClosingSummaryHook(),
 )
 
-# Installed plugins for which to disable hook auto-registration.
-# DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)
+# Installed plugins for which to disable hook auto-registration: kedro-mlflow's hook is replaced by one that logs
+# a node's parameters in batches rather than one request each, registered last so that it still runs before the
+# project's hooks, as the plugin's own did.
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # as its metadata spells it, and as pip does
+HOOKS = (*HOOKS, BatchedParamsMlflowHook())
 
 # Several processes (torchrun / accelerate launch): only rank 0 opens MLflow (kedro-mlflow's hook
 # opens a run and a SQLite store in every process) and writes catalog outputs.
@@ -44,7 +48,7 @@ import os  # noqa: E402
 if int(os.environ.get("RANK", "0") or 0) != 0:
     from bert_kd.kedro_project.datasets import rank_zero_catalog_class
 
-    DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")
+    HOOKS = HOOKS[:-1]  # without the (batched) kedro-mlflow hook
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
 # Class that manages the KedroSession: its id, the save version of every versioned dataset of the

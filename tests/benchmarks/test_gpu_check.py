@@ -24,6 +24,7 @@ def gpu_check():
     sys.modules.pop(spec.name, None)
 
 
+@pytest.mark.slow
 def test_tiny_mode_times_every_kind_of_step_and_estimates_every_table(gpu_check, tmp_path, capsys):
     out = tmp_path / "gpu_check.json"
     gpu_check.main(["--tiny", "--json", str(out)])

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "benchmarks" / "gpu_run.sh"
@@ -18,6 +20,7 @@ def _run(*args: str, **env_vars: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_dry_run_writes_summary_with_every_step_and_mlflow_db(tmp_path):
     result = _run("--dry-run", str(tmp_path / "out"))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from bert_kd.core.files import write_atomically, write_file_atomically
 from bert_kd.experiment import jobs
 from bert_kd.experiment.jobs import Job, content_key, run_job
+from tests import fresh_interpreter
 from tests.conftest import REPO_ROOT
 
 BASE_SPEC = {
@@ -468,7 +468,9 @@ def test_a_second_process_waits_for_the_lock_then_reuses(tmp_path):
 
 WORKER = r"""
 import json, os, sys
-sys.path.insert(0, {repo!r})
+sys.path[:0] = [{src!r}, {repo!r}]
+import torch
+torch.set_num_threads(1)  # one thread in every run: the reference and each rerun reduce alike
 os.chdir(sys.argv[1])
 from bert_kd.core.data.glue import load_glue_task
 from bert_kd.core.data.tokenize import tokenize_splits
@@ -487,19 +489,19 @@ print(json.dumps({{"store": bundle.info["store_path"], "reused": bundle.info["re
 
 
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory, tiny_teacher_dir, tiny_glue_dir):
-    script = tmp_path_factory.mktemp("worker") / "worker.py"
-    script.write_text(WORKER.format(repo=str(REPO_ROOT), glue=str(tiny_glue_dir), model=str(tiny_teacher_dir)))
+def worker(tiny_teacher_dir, tiny_glue_dir):
+    """``worker(workdir, fault)``: the teacher job and its cache in a fresh interpreter (a fork of the
+    session's server, which has torch and transformers loaded), killed at ``fault`` if given."""
+    code = WORKER.format(
+        src=str(REPO_ROOT / "src"), repo=str(REPO_ROOT), glue=str(tiny_glue_dir), model=str(tiny_teacher_dir)
+    )
 
     def run(workdir: Path, fault: str | None = None) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != jobs.FAULT_ENV}
-        env.update(PYTHONPATH=str(REPO_ROOT / "src"), OMP_NUM_THREADS="1")
         if fault:
             env[jobs.FAULT_ENV] = fault
         workdir.mkdir(exist_ok=True)
-        return subprocess.run(
-            [sys.executable, str(script), str(workdir)], env=env, capture_output=True, text=True, timeout=300
-        )
+        return fresh_interpreter.run(code, str(workdir), env=env, timeout=300)
 
     return run
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bert_kd.config.schema import Runtime, Tracking
-from bert_kd.experiment.store import recompute
+from bert_kd.experiment.store import JobRunSpec, recompute
 from bert_kd.tracking import tracking_enabled
 from tests.conftest import migrated_mlflow_db
 
@@ -39,12 +39,12 @@ def tracking_store(tmp_path):
     return mlflow.MlflowClient(uri)
 
 
-def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
-    """A student job of the store whose ``train_fn`` loads the tiny model (a run's worth of logging)."""
+def tiny_model_job(tmp_path, tiny_teacher_dir, name: str, kind: str = "student"):
+    """A student (or teacher) job of the store whose ``train_fn`` loads the tiny model (a run's worth of logging)."""
     from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
     from bert_kd.experiment import jobs
 
-    job = jobs.Job("student", {"task": "rte", "row": name}, tmp_path / "store")
+    job = jobs.Job(kind, {"task": "rte", "row": name}, tmp_path / "store")
 
     def train(checkpoint_dir, *, run):
         run.log_params({"method": name, "recipe": f"{name} recipe"})
@@ -53,22 +53,21 @@ def tiny_model_job(tmp_path, tiny_teacher_dir, name: str):
         return ModelBundle(
             model,
             load_tokenizer(str(tiny_teacher_dir)),
-            {"role": "student", "method": name, "task": "rte", "mlflow_run_id": run.run_id},
+            {"role": kind, "method": name, "task": "rte", "mlflow_run_id": run.run_id},
         )
 
     return job, train
 
 
-def run_job(tmp_path, tiny_teacher_dir, name, tracking=None):
+def run_job(tmp_path, tiny_teacher_dir, name, tracking=None, kind: str = "student"):
     from bert_kd.experiment.store import run_model_job
 
-    job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name)
+    job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name, kind)
     return run_model_job(
         job,
         train,
         Tracking.model_validate(tracking or {}),
-        run_name=f"distill_{name}:rte",
-        run_tags={"role": "student", "method": name, "task": "rte"},
+        job_run=JobRunSpec(f"distill_{name}:rte", {"role": kind, "method": name, "task": "rte"}),
     )
 
 
@@ -132,6 +131,7 @@ def test_a_reused_model_gets_its_own_short_run_linked_to_the_run_that_trained_it
     after = tracking_store.get_run(before.run_id).info
     assert (after.end_time, after.status) == (before.end_time, before.status)  # never reopened
     assert reused.info["mlflow_model_id"] == trained.info["mlflow_model_id"]  # not logged again
+    assert reused.info["model_run_id"] == before.run_id  # the run that trained it stands for it here
     assert len(tracking_store.search_logged_models([before.experiment_id])) == 1
 
 
@@ -148,8 +148,7 @@ def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
         job,
         train,
         Tracking(),
-        run_name="distill_alp_po:rte",
-        run_tags={"role": "student", "method": "alp_po", "task": "rte"},
+        job_run=JobRunSpec("distill_alp_po:rte", {"role": "student", "method": "alp_po", "task": "rte"}),
     )
     run = tracking_store.get_run(reused.info["mlflow_run_id"])
     assert run.info.run_name == "distill_alp_po:rte (reused)"
@@ -172,10 +171,126 @@ def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracki
     reused = run_job(tmp_path, tiny_teacher_dir, "alp")
     model = tracking_store.get_logged_model(reused.info["mlflow_model_id"])
     assert str(model.status) == "READY" and model.source_run_id == reused.info["mlflow_run_id"]
+    assert reused.info["model_run_id"] == model.source_run_id  # the run that logged its finished model stands for it
     local = mlflow.artifacts.download_artifacts(f"models:/{model.model_id}")
     assert list(Path(local).rglob("config.json"))
     again = run_job(tmp_path, tiny_teacher_dir, "alp")
     assert again.info["mlflow_model_id"] == model.model_id  # found by its store key: not logged a third time
+    assert again.info["model_run_id"] == model.source_run_id
+
+
+def test_a_model_reused_in_another_tracking_store_is_stood_for_by_the_run_that_logs_it_there(
+    tracking_store, tmp_path, tiny_teacher_dir
+):
+    """A stored teacher trained against one tracking store and reused in a new one (a test project,
+    another machine): the reuse run that logs its LoggedModel there records the train split (its
+    model and dev metrics name their data, as a trained teacher's do) and is the run that stands for
+    it: the LoggedModel's source run, ``model_run_id`` and a registered student's teacher tags agree."""
+    import mlflow
+
+    from bert_kd.experiment.store import model_run_id, run_model_job
+    from bert_kd.tracking.data import glue_dataset, log_input_once
+    from bert_kd.tracking.evaluation import log_evaluation_to_run
+    from bert_kd.tracking.logged_models import lineage_tags
+
+    trained = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
+    assert model_run_id(trained.info) == trained.info["mlflow_run_id"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    uri = migrated_mlflow_db(elsewhere / "mlflow.db")
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment("bert_kd", artifact_location=str(elsewhere / "art")))
+    client = mlflow.MlflowClient(uri)
+    described = []
+
+    def describe(run, bundle):
+        described.append(run.run_id)
+        log_input_once(glue_dataset("rte", tmp_path, "digest", "train", 8), context="training")
+
+    def reuse():
+        job, train = tiny_model_job(tmp_path, tiny_teacher_dir, "teacher", "teacher")
+        return run_model_job(
+            job, train, Tracking(), job_run=JobRunSpec("train_teacher:rte", {"role": "teacher"}, describe)
+        )
+
+    reused = reuse()
+    model = client.get_logged_model(reused.info["mlflow_model_id"])
+    assert reused.info["trained_in_run_id"] == trained.info["mlflow_run_id"]  # the manifest's run, elsewhere
+    assert described == [model.source_run_id] == [reused.info["mlflow_run_id"]] == [model_run_id(reused.info)]
+    assert [i.model_id for i in client.get_run(model.source_run_id).inputs.model_inputs] == [model.model_id]
+    evaluation = {"task": "rte", "metrics": {"validation": {"accuracy": 0.5}}, "score": 0.5}
+    evaluation.update(parameters=1, encoder_parameters=1, size_on_disk_bytes=1, throughput_examples_per_s=1.0)
+    log_evaluation_to_run(evaluation, model_run_id(reused.info))
+    model = client.get_logged_model(model.model_id)
+    assert {m.dataset_name for m in model.metrics if m.key == "final/score"} == {"glue-rte-validation"}
+    tags = lineage_tags({"task": "rte"}, reused.info, client)
+    assert tags["bert_kd.teacher_run_id"] == model.source_run_id and model.source_run_id in tags["bert_kd.teacher_run"]
+    again = reuse()  # that store's next reuse finds the model: the run that logged it still stands for it
+    assert again.info["mlflow_model_id"] == model.model_id and model_run_id(again.info) == model.source_run_id
+    assert described == [model.source_run_id, again.info["mlflow_run_id"]]  # its run records its data too
+
+
+@pytest.mark.parametrize(
+    "second_comes",
+    [
+        "while the first trains the entry",
+        "while the first logs the entry it trained",
+        "while the first logs an entry stored without its model",
+    ],
+)
+def test_two_workers_on_one_store_log_the_shared_teacher_once(
+    second_comes, tracking_store, tmp_path, tiny_teacher_dir, monkeypatch
+):
+    """Two workers of a sweep share one store and one tracking store. The second reaches the shared
+    teacher while the first trains it (it waits on the key's lock), or finds the entry while the
+    first is still logging its LoggedModel (stored, not yet READY: it waits on the key's lock too).
+    Either way it reuses the first one's model and logs no second copy of the teacher."""
+    import threading
+
+    from bert_kd.experiment import jobs
+    from bert_kd.tracking.jobs import MlflowTracker
+
+    if second_comes.endswith("stored without its model"):  # the entry exists; its training run logged no model
+        run_job(tmp_path, tiny_teacher_dir, "teacher", {"log_models": False}, kind="teacher")
+    worker_one = threading.current_thread()
+    second: dict = {}
+    waiting_or_done = threading.Event()  # the second worker waits on the key's lock, or has finished
+
+    class KeyLock(jobs.FileLock):
+        def acquire(self, *args, **kwargs):
+            if threading.current_thread() is not worker_one:
+                waiting_or_done.set()
+            return super().acquire(*args, **kwargs)
+
+    def second_worker():
+        try:
+            second["bundle"] = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
+        finally:
+            waiting_or_done.set()
+
+    def then(step):  # worker one's step, with worker two arriving just before it
+        def step_with_the_second_worker_arriving(*args, **kwargs):
+            if threading.current_thread() is worker_one and "thread" not in second:
+                second["thread"] = threading.Thread(target=second_worker)
+                second["thread"].start()
+                assert waiting_or_done.wait(120)
+            return step(*args, **kwargs)
+
+        return step_with_the_second_worker_arriving
+
+    monkeypatch.setattr(jobs, "FileLock", KeyLock)
+    if second_comes.startswith("while the first trains"):
+        monkeypatch.setattr(jobs, "train_seeded", then(jobs.train_seeded))
+    else:
+        monkeypatch.setattr(MlflowTracker, "log_model", then(MlflowTracker.log_model))
+    one = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
+    second["thread"].join(120)
+    two = second["bundle"]
+    assert two.info["reused"] and two.info["store_path"] == one.info["store_path"]
+    assert two.info["mlflow_model_id"] == one.info["mlflow_model_id"]
+    models = tracking_store.search_logged_models([tracking_store.get_run(one.info["mlflow_run_id"]).info.experiment_id])
+    assert [(m.name, m.source_run_id) for m in models] == [("teacher-rte", one.info["mlflow_run_id"])]
+    assert str(models[0].status) == "READY"
 
 
 def test_the_job_path_with_tracking_off_imports_no_mlflow(tmp_path, tiny_teacher_dir):

@@ -91,7 +91,7 @@ def stored_keys(root) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("pipeline", sorted(PINNED))
-def test_job_keys_are_unchanged(run_pipeline, fixed_teacher_dir, pipeline):
+def test_job_keys_are_unchanged(run_pipeline_training_the_teacher, fixed_teacher_dir, pipeline):
     # the teacher's warm-up as conf/base had it when the keys were pinned (the main job's teacher has none
     # since 2026-11-28): a run's teacher block is merged over conf/base's, so it is stated here
     teacher = {
@@ -108,6 +108,6 @@ def test_job_keys_are_unchanged(run_pipeline, fixed_teacher_dir, pipeline):
         "distill_ted": {"ted_student": TED_STUDENT},
         "distill_multi_teacher": {"multi_teachers": teachers, "multi_student": MULTI_STUDENT},
     }
-    _, root, _ = run_pipeline(pipeline, teacher=teacher, **extra[pipeline])
+    _, root, _ = run_pipeline_training_the_teacher(pipeline, teacher=teacher, **extra[pipeline])
     keys = stored_keys(root)
     assert keys == PINNED[pipeline]

@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT, make_wordpiece_tokenizer, migrated_mlflow_db, write_tiny_glue
 
+pytestmark = pytest.mark.slow  # every test here starts kedro on two processes (torchrun): the slow tier
+
 TIMEOUT_S = 600
 
 

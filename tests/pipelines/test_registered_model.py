@@ -13,6 +13,8 @@ from tests.pipelines.conftest import latest_version
 
 
 def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeline):
+    # the session's stored teacher, reused in this run's new tracking store: the run that logged its
+    # LoggedModel here stands for it, and the version's teacher_run_id tag names that run
     _, root, uri = run_pipeline(
         "distill_alp", tracking={"enabled": True, "log_models": True, "registered_model": "tiny-rte-student"}
     )
@@ -46,7 +48,10 @@ def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeli
     assert version.description.startswith("Best student of `distill_baselines` on rte by dev accuracy: **alp**")
     assert "| nkd" in version.description  # the comparison it won
     assert version.source == f"models:/{student['info']['mlflow_model_id']}"
-    assert version.tags["bert_kd.teacher_run_id"] == teacher["info"]["mlflow_run_id"]
+    teacher_model = mlflow.MlflowClient(uri).get_logged_model(teacher["info"]["mlflow_model_id"])
+    assert teacher["info"]["reused"] and teacher["info"]["trained_in_run_id"] != teacher_model.source_run_id
+    assert version.tags["bert_kd.teacher_run_id"] == teacher["info"]["model_run_id"] == teacher_model.source_run_id
+    assert teacher_model.source_run_id in version.tags["bert_kd.teacher_run"]  # a link that opens in this store
     assert version.tags["bert_kd.store_key"] == student["info"]["key"] and version.tags["bert_kd.recipe"].startswith(
         "ce 0.3"
     )

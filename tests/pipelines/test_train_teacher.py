@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from tests.pipelines.conftest import latest_version, mlflow_runs
+from tests.pipelines.conftest import TEACHER_STORE, latest_version, mlflow_runs
 
 
-def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
-    outputs, root, uri = run_pipeline("train_teacher")
+def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline_training_the_teacher):
+    outputs, root, uri = run_pipeline_training_the_teacher("train_teacher")
     stored = list((root / "data/06_models/store/teacher").iterdir())
     assert len(stored) == 1  # the content-keyed store is the one on-disk copy of the model
     model_dir = stored[0]
@@ -41,12 +41,25 @@ def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline):
     assert "params.teacher" not in parent  # never one repr of a whole model
 
 
-def test_second_run_reuses_the_teacher(run_pipeline, caplog):
-    run_pipeline("train_teacher")
+def test_second_run_reuses_the_teacher(run_pipeline_training_the_teacher, caplog):
+    run_pipeline_training_the_teacher("train_teacher")
     caplog.clear()
     with caplog.at_level("INFO"):
-        run_pipeline("train_teacher")
+        run_pipeline_training_the_teacher("train_teacher")
     assert any("reusing the stored teacher" in r.getMessage() for r in caplog.records)
+
+
+def test_a_store_holding_the_sessions_teacher_reuses_it_by_key(run_pipeline, trained_tiny_teacher, caplog):
+    """``run_pipeline`` starts from a store holding the session's tiny teacher: found by its key, not
+    trained again, and its run is the short run of a reused job."""
+    with caplog.at_level("INFO"):
+        _, root, uri = run_pipeline("train_teacher")
+    assert any("reusing the stored teacher" in r.getMessage() for r in caplog.records)
+    assert [p.name for p in (root / TEACHER_STORE).iterdir()] == [trained_tiny_teacher.name]
+    metrics = json.loads(latest_version(root / "data/08_reporting/teacher_metrics.json").read_text())
+    assert metrics["info"]["reused"] is True and metrics["info"]["key"] == trained_tiny_teacher.name
+    run = mlflow_runs(uri).query("`tags.mlflow.runName` == 'train_teacher:rte (reused)'").iloc[0]
+    assert run["tags.bert_kd.reused"] == "true" and "metrics.train/loss" not in run.dropna()
 
 
 # ---- node level (in-memory inputs, no Kedro session)

@@ -6,7 +6,8 @@ Each worker is its own copy of the project (its own ``data/`` and ``results/``) 
 is one shared folder (standing for the network file system). Worker A is killed with SIGKILL in the
 middle of a trial; worker B and a restart of A finish the table. Then: every trial has exactly one
 result, no trial and no model was trained twice, the table is the one a single worker writes, and
-every trial's run is on the MLflow server with its models.
+every trial's run is on the MLflow server with its models, each stored model logged once (the shared
+teacher too) by the run that trained it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, SHARED_GLUE, make_tiny_bert, write_tiny_glue
+from tests.conftest import REPO_ROOT, SHARED_GLUE, make_tiny_bert, migrated_mlflow_db, write_tiny_glue
 
 WORKER_TIMEOUT_S = 600
 TRAIN_ROWS, DEV_ROWS = 32, 24
@@ -219,6 +220,7 @@ def entries(store: Path, kind: str) -> list[str]:
     return sorted(p.name for p in (store / kind).iterdir() if not p.name.startswith("."))
 
 
+@pytest.mark.slow
 def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_server(tmp_path, services):
     import mlflow
     import optuna
@@ -232,7 +234,7 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
 
     # The table as one worker writes it: its own SQLite study, store and tracking database (run meanwhile).
     single = project_copy(tmp_path / "single", conf("sqlite:///data/09_sweeps/optuna.db", False), None)
-    reference = worker(single, f"sqlite:///{single / 'mlflow.db'}", tmp_path / "single.log")
+    reference = worker(single, migrated_mlflow_db(single / "mlflow.db"), tmp_path / "single.log")
     wait_for(lambda: answers(services["tracking"] + "/health"), "the MLflow server", 150, services["server"])
 
     store = tmp_path / "nfs" / "store"  # the network file system
@@ -286,13 +288,14 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
     models = client.search_logged_models(experiments)
     on_server = [str(path) for path in services["artifacts"].rglob("model.safetensors")]
     students, teachers = entries(store, "student"), entries(store, "teacher")
-    for key in students + teachers:
+    for kind, key in [("student", key) for key in students] + [("teacher", key) for key in teachers]:
+        # every stored model is logged once, by the run that trained it: the shared teacher too, though the other
+        # worker may reuse its entry while that run is still logging it (the reuser waits on the key's lock)
         logged = [m for m in models if m.tags.get("store_key") == key]
-        # a student is logged once, by the trial that trained it; the shared teacher by each worker's run that
-        # used it first (both workers may start before either has trained it: one trains, the other reuses)
-        assert len(logged) == 1 if key in students else len(logged) >= 1, (key, [m.model_id for m in logged])
-        for model in logged:
-            assert any(model.model_id in path for path in on_server), (key, model.model_id)
+        assert len(logged) == 1, (kind, key, [(m.model_id, m.source_run_id) for m in logged])
+        trained_in = json.loads((store / kind / key / "manifest.json").read_text())["provenance"]["mlflow_run_id"]
+        assert logged[0].source_run_id == trained_in, (kind, key)
+        assert any(logged[0].model_id in path for path in on_server), (kind, key, logged[0].model_id)
 
 
 def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():

@@ -437,7 +437,7 @@ def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, 
 
 
 # ---------------------------------------------------------------- a trial is the pipeline
-from tests.pipelines.conftest import TINY_TRAINING, run_pipeline  # noqa: E402,F401  (the Kedro session fixture)
+from tests.pipelines.conftest import TINY_TRAINING, run_pipeline_training_the_teacher  # noqa: E402,F401  (fixture)
 
 
 def store_entries(root) -> set[str]:
@@ -464,7 +464,13 @@ SAME_JOBS = [
 
 
 @pytest.mark.parametrize(("pipeline", "recipe"), SAME_JOBS, ids=[p for p, _ in SAME_JOBS])
-def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher_dir, tiny_glue_dir, pipeline, recipe):  # noqa: F811
+def test_a_trial_and_its_pipeline_train_the_same_jobs(
+    run_pipeline_training_the_teacher,  # noqa: F811
+    tiny_teacher_dir,
+    tiny_glue_dir,
+    pipeline,
+    recipe,
+):
     """``kedro run --pipeline=distill_<row>`` and a sweep trial of that row with the same parameters
     build the same teacher(s), teacher caches, (TED filters) and student jobs: the trial trains
     nothing new. The ``multi_teachers`` entries set no ``training``: each slot is its own entry in
@@ -488,7 +494,7 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(run_pipeline, tiny_teacher
         "runtime": {"progress_bar": False, "checkpoint_every_steps": 0, "group_by_length": False},
         "tracking": {"enabled": False},
     }
-    _, root, _ = run_pipeline(pipeline, **runtime)
+    _, root, _ = run_pipeline_training_the_teacher(pipeline, **runtime)  # every entry of the store its own
     trained_by_pipeline = store_entries(root)
     with KedroSession.create(project_path=root, runtime_params=runtime) as session:
         params = session.load_context().params  # what the pipeline read (conf + --params)

@@ -1,5 +1,5 @@
 """One path for every training job: content key → verified reuse → lock → train (resumable) →
-atomic store with a manifest → checkpoint removal → provenance.
+atomic store with a manifest → checkpoint removal → publish (still under the lock) → provenance.
 
 Kedro-free. A job is a *kind* (``teacher``, ``student`` …), a complete *spec* (everything that
 determines the result, JSON-serialisable) and functions that train, write and read the result::
@@ -22,6 +22,7 @@ classification head, a projection, a filter) is a function of the key too, not o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -34,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from filelock import FileLock
 
@@ -477,6 +478,7 @@ def run_job(
     recompute: bool = False,
     provenance_fn: Callable[[Any], Mapping] | None = None,
     writer: bool = True,
+    publish_fn: Callable[[JobOutcome], None] | None = None,
 ) -> JobOutcome:
     """Return ``job``'s stored result, or train it once (other processes wait on the key's lock).
 
@@ -484,6 +486,9 @@ def run_job(
     checkpoint; ``save_fn(value, directory)`` writes the result's files; ``load_fn(directory)``
     reads them back. ``recompute`` retrains even when a result is stored (and drops the old
     checkpoint). ``provenance_fn(value)`` adds fields (e.g. the MLflow run id) to the manifest.
+    ``publish_fn(outcome)`` runs on a freshly stored result while the key's lock is still held:
+    what must be done before another process reuses the entry (logging its model once; a reuser
+    that needs it waits on [`key_lock`][bert_kd.experiment.jobs.key_lock]).
     ``writer=False`` (the non-zero ranks of a multi-process job) never takes the lock (it would
     block the collective operations) and never writes: it follows rank 0's decision
     (`_follow_rank_zero`), training alongside it or reading the result rank 0 found.
@@ -502,13 +507,7 @@ def run_job(
             return reused
     if not writer:
         return JobOutcome(train_seeded(job, train_fn), job.store_dir, False)
-    with storage_errors(job.lock_path):
-        job.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(job.lock_path))
-        waited = time.perf_counter()
-        lock.acquire()
-    try:
-        waited = time.perf_counter() - waited
+    with key_lock(job) as waited:
         if not recompute:
             reused = _reuse(job, load_fn, heal=True)
             if reused is not None:
@@ -516,37 +515,65 @@ def run_job(
                 return reused
         elif job.checkpoint_dir.exists():
             shutil.rmtree(job.checkpoint_dir)
-        for stale in job.store_dir.parent.glob(f".{job.key}.tmp-*"):  # writes killed half-way (we hold the lock)
-            shutil.rmtree(stale, ignore_errors=True)
-        _follow_rank_zero(True)
-        started = time.time()
-        resumed = job.checkpoint_dir.exists()
-        try:
-            value = train_seeded(job, train_fn)
-        except TrainingDivergedError:
-            shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # nothing of a diverged job is kept
-            raise
-        provenance = {
-            "key": job.key,
-            "kind": job.kind,
-            "started": started,
-            "train_seconds": round(time.time() - started, 3),
-            "lock_wait_seconds": round(waited, 3),
-            "resumed_from_checkpoint": resumed,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            **dict(provenance_fn(value) if provenance_fn else {}),
-        }
-        manifest = {**identity_manifest(job), "provenance": provenance}
+        outcome = _train_and_store(job, train_fn, save_fn, provenance_fn, waited)
+        if publish_fn is not None:
+            publish_fn(outcome)
+        return outcome
 
-        def write(directory: Path) -> None:
-            save_fn(value, directory)
-            fault_point("store_write")  # files written, manifest not yet (crash tests)
 
-        write_atomically(job.store_dir, write, manifest)
-        fault_point("before_checkpoint_removal")
-        shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # only now: the result is safe
-        log.info("stored the %s at %s", job.kind, job.store_dir)
-        return JobOutcome(value, job.store_dir, False, provenance)
+@contextlib.contextmanager
+def key_lock(job: Job) -> Iterator[float]:
+    """Hold ``job``'s key lock (``<root>/locks/<kind>/<key>.lock``) for the block, yielding the
+    seconds spent waiting for it. One process at a time trains a key, and a stored result is
+    published (its model logged) before the lock is released, so whoever takes it next finds both."""
+    with storage_errors(job.lock_path):
+        job.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(job.lock_path))
+        waited = time.perf_counter()
+        lock.acquire()
+    try:
+        yield round(time.perf_counter() - waited, 3)
     finally:
         lock.release()
+
+
+def _train_and_store(
+    job: Job,
+    train_fn: Callable[[Path], Any],
+    save_fn: Callable[[Any, Path], None],
+    provenance_fn: Callable[[Any], Mapping] | None,
+    waited: float,
+) -> JobOutcome:
+    """Train ``job`` (the key's lock held) and store its result atomically with its manifest."""
+    for stale in job.store_dir.parent.glob(f".{job.key}.tmp-*"):  # writes killed half-way (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
+    _follow_rank_zero(True)
+    started = time.time()
+    resumed = job.checkpoint_dir.exists()
+    try:
+        value = train_seeded(job, train_fn)
+    except TrainingDivergedError:
+        shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # nothing of a diverged job is kept
+        raise
+    provenance = {
+        "key": job.key,
+        "kind": job.kind,
+        "started": started,
+        "train_seconds": round(time.time() - started, 3),
+        "lock_wait_seconds": waited,
+        "resumed_from_checkpoint": resumed,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        **dict(provenance_fn(value) if provenance_fn else {}),
+    }
+    manifest = {**identity_manifest(job), "provenance": provenance}
+
+    def write(directory: Path) -> None:
+        save_fn(value, directory)
+        fault_point("store_write")  # files written, manifest not yet (crash tests)
+
+    write_atomically(job.store_dir, write, manifest)
+    fault_point("before_checkpoint_removal")
+    shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # only now: the result is safe
+    log.info("stored the %s at %s", job.kind, job.store_dir)
+    return JobOutcome(value, job.store_dir, False, provenance)

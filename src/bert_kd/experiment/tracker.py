@@ -71,12 +71,16 @@ class JobTracker(Protocol):
     def start_job(self, name: str, tags: Mapping[str, str] | None = None) -> ContextManager[JobRun]:
         """A run for one job, open while the job trains (or reuses) its model; ended when the job ends."""
 
-    def mark_reused(self, run: JobRun, trained_in_run_id: str | None) -> None:
-        """Say on ``run`` that the job reused a stored model, linking the run that trained it."""
+    def mark_reused(self, run: JobRun, trained_in_run_id: str | None) -> bool:
+        """Say on ``run`` that the job reused a stored model, linking the run that trained it; whether
+        that run is in this tracking store."""
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
         """The id of the finished model that run ``run_id`` logged, else of any finished model of the
         store entry ``store_key`` (None: none, unfinished, or another tracking store)."""
+
+    def model_run(self, model_id: str) -> str | None:
+        """The run that logged the model ``model_id`` (None: not in this tracking store)."""
 
     def log_model(
         self, run: JobRun, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
@@ -143,10 +147,13 @@ class NoTracker:
     def start_job(self, name: str, tags: Mapping[str, str] | None = None) -> Iterator[JobRun]:
         yield NoRun()
 
-    def mark_reused(self, run: JobRun, trained_in_run_id: str | None) -> None:
-        pass
+    def mark_reused(self, run: JobRun, trained_in_run_id: str | None) -> bool:
+        return False
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
+        return None
+
+    def model_run(self, model_id: str) -> str | None:
         return None
 
     def log_model(

@@ -34,13 +34,14 @@ class MlflowTracker:
     def start_job(self, name: str, tags: Mapping[str, str] | None = None):
         return tracked_run(name, True, tags)
 
-    def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> None:
+    def mark_reused(self, run: RunLogger, trained_in_run_id: str | None) -> bool:
         """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its params and
         the identifying tags ``run`` lacks (so the comparison view still reads recipe and seed; the
         run's own row stays in its tag and its ``method`` param, the trained method in ``algorithm``,
-        and [`SAME_JOB_AS_TAG`][bert_kd.tracking.jobs.SAME_JOB_AS_TAG] names the row that trained the model)."""
+        and [`SAME_JOB_AS_TAG`][bert_kd.tracking.jobs.SAME_JOB_AS_TAG] names the row that trained the model);
+        whether that run is in this tracking store."""
         if not run.enabled or run.run_id is None:
-            return
+            return False
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException
 
@@ -79,11 +80,21 @@ class MlflowTracker:
                     run.run_id, datasets=[DatasetInput(d.dataset, d.tags) for d in source.inputs.dataset_inputs]
                 )
         run.set_tags(tags)
+        return source is not None
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
         from bert_kd.tracking.logged_models import find_logged_model
 
         return find_logged_model(run_id, store_key=store_key)
+
+    def model_run(self, model_id: str) -> str | None:
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return MlflowClient().get_logged_model(model_id).source_run_id
+        except MlflowException:
+            return None
 
     def log_model(
         self, run: RunLogger, directory, info: Mapping[str, Any], store_key: str, regression: bool = False

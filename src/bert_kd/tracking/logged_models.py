@@ -275,9 +275,8 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
 
     client = client or MlflowClient()
     spec = store_manifest(student_info.get("store_path"))
-    run_id = student_info.get("trained_in_run_id") or student_info.get("mlflow_run_id")
-    teacher = teacher_info or {}
-    teacher_run_id = teacher.get("trained_in_run_id") or teacher.get("mlflow_run_id")
+    run_id = run_id_of(student_info)
+    teacher_run_id = run_id_of(teacher_info or {})
     recipe = None
     if run_id:
         try:
@@ -360,8 +359,11 @@ def register_best_student(
 
 
 def run_id_of(info: Mapping) -> str | None:
-    """The run that trained a stored model (a reused entry's training run, else its own)."""
-    return info.get("trained_in_run_id") or info.get("mlflow_run_id")
+    """The run that stands for a stored model in this tracking store
+    ([`model_run_id`][bert_kd.experiment.store.model_run_id])."""
+    from bert_kd.experiment.store import model_run_id
+
+    return model_run_id(info)
 
 
 class UnsafeModelPathError(ValueError):

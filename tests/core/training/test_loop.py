@@ -289,6 +289,7 @@ def run_worker(args: list[str], tmp_path, processes: int, expect_ok: bool = True
     assert (done.returncode == 0) == expect_ok, done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teacher_dir, tiny_glue_dir, tmp_path):
     """DDP (gloo) through torchrun: both ranks end identical, equal to one process with batch 2B,
     evaluation covers every dev row once, and MLflow holds exactly one run (num_processes = 2)."""
@@ -317,6 +318,7 @@ def test_two_cpu_processes_train_like_one_with_the_same_global_batch(tiny_teache
     assert len(runs) == 1 and runs[0].data.params["num_processes"] == "2"
 
 
+@pytest.mark.slow
 def test_two_processes_resume_grouped_batches_with_dropout_bit_for_bit(tiny_teacher_dir, tiny_glue_dir, tmp_path):
     """Every rank seeds its grouped loader alike and restores its own RNG: two processes killed in
     their 2nd epoch and resumed end with the uninterrupted run's weights exactly (dropout on)."""

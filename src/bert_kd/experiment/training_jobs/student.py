@@ -44,8 +44,8 @@ from bert_kd.experiment.run_setup import (  # RunSettings: re-exported
     step_logger,
     training_config,
 )
+from bert_kd.experiment.store import JobRunSpec, model_identity, run_model_job
 from bert_kd.experiment.store import job as store_job
-from bert_kd.experiment.store import model_identity, run_model_job
 from bert_kd.experiment.tracker import JobRun, tracker_for
 
 log = logging.getLogger(__name__)
@@ -198,8 +198,7 @@ def train_student(job: DistillJob) -> ModelBundle:
         train,
         job.settings.tracking,
         recompute=job.settings.runtime.recompute,
-        run_name=job.run_name,
-        run_tags={"role": "student", "method": job.row, "task": job.task},
+        job_run=JobRunSpec(job.run_name, {"role": "student", "method": job.row, "task": job.task}),
     )
     bundle.info["method"] = job.row  # a stored result may have been trained under another name
     return bundle

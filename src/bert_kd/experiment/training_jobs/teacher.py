@@ -21,7 +21,7 @@ from bert_kd.experiment.run_setup import (
     teacher_seed,
     training_config,
 )
-from bert_kd.experiment.store import model_identity, run_model_job
+from bert_kd.experiment.store import JobRunSpec, model_identity, run_model_job
 from bert_kd.experiment.tracker import tracker_for
 
 
@@ -57,8 +57,11 @@ def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping
         train,
         tracking,
         recompute=teacher.retrain or runtime.recompute,
-        run_name=f"train_teacher:{spec.name}",
-        run_tags={"role": "teacher", "task": spec.name},
+        job_run=JobRunSpec(
+            f"train_teacher:{spec.name}",
+            {"role": "teacher", "task": spec.name},
+            partial(_describe_reused, fine_tune=fine_tune, job=job),
+        ),
     )
 
 
@@ -80,6 +83,20 @@ class FineTune:
     tracking: Block[Tracking]
     runtime: Runtime
     data_source: dict
+
+
+def _describe_reused(run, bundle: ModelBundle, *, fine_tune: FineTune, job) -> None:
+    """A reuse run that stands for the teacher in its tracking store: the columns and train split
+    its training run records (so its LoggedModel and dev metrics name their data)."""
+    tracker_for(fine_tune.tracking).describe_job(
+        run,
+        job,
+        fine_tune.spec.name,
+        fine_tune.seed,
+        fine_tune.data_source,
+        len(fine_tune.tokenized["train"]),
+        bundle.model,
+    )
 
 
 def _fine_tune(checkpoint_dir, *, fine_tune: FineTune, job, run) -> ModelBundle:

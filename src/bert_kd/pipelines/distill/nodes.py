@@ -39,7 +39,7 @@ from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluation_split
 from bert_kd.experiment.run_setup import collator_for
-from bert_kd.experiment.store import recompute
+from bert_kd.experiment.store import model_run_id, recompute
 from bert_kd.experiment.tracker import (
     CHAMPION_ALIAS,
     Comparison,
@@ -184,7 +184,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
             body=body,
             title=title,
             warning=verdict.warning,
-            teacher_run_id=teacher_metrics.get("info", {}).get("mlflow_run_id"),
+            teacher_run_id=model_run_id(teacher_metrics.get("info", {})),
         )
     )
     kedro_run().set_tags({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})

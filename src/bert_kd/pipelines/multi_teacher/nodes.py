@@ -293,7 +293,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
             body=body,
             title=title,
             warning=verdict.warning,
-            teacher_run_id=best_teacher.get("info", {}).get("mlflow_run_id"),
+            teacher_run_id=model_store.model_run_id(best_teacher.get("info", {})),
         )
     )
     return table, markdown, figure

@@ -68,3 +68,20 @@ def test_a_name_is_registered_once():
 
     with pytest.raises(ValueError, match="method 'alp' is registered twice"):
         register_method("alp")(type("AnotherALP", (Method,), {}))
+
+
+def test_a_recipe_without_a_temperature_is_checked_and_trained_at_its_methods_one_default():
+    """Each method's default temperature lives in one place, its class's ``default_temperature``: TED's
+    family T = 2 (TED Sec. 4.3), every other method T = 1; the recipe's own value wins."""
+    from bert_kd.core.distill.methods import METHODS
+    from bert_kd.core.distill.methods.ted import DEFAULT_TEMPERATURE, _TEDFamily
+
+    teacher, student = tiny_bert(layers=4), tiny_bert(layers=2, seed=1)
+    defaults = {name: cls.default_temperature for name, cls in METHODS.items()}
+    assert {name for name, t in defaults.items() if t != 1.0} == {
+        name for name, cls in METHODS.items() if issubclass(cls, _TEDFamily)
+    }
+    assert {defaults[name] for name in ("ted", "lwd", "kd")} == {DEFAULT_TEMPERATURE} == {2.0}
+    for name in ("pkd", "kd", "tinybert"):
+        assert build_method({"method": name}, student, [teacher]).temperature == defaults[name]
+        assert build_method({"method": name, "temperature": 3.0}, student, [teacher]).temperature == 3.0

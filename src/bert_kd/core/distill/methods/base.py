@@ -76,6 +76,8 @@ class Method(nn.Module):
     name = "base"
     term_names: tuple[str, ...] = ("ce",)
     default_weights: dict[str, float] = {"ce": 1.0}
+    #: The temperature of a recipe that sets none (checked and trained with; TED's family: 2).
+    default_temperature: ClassVar[float] = 1.0
     #: β = 1 − Σ other weights when ``ce`` is not given (ALP-KD's convention).
     ce_is_complement = False
     student_needs: dict[str, bool] = {}
@@ -99,7 +101,7 @@ class Method(nn.Module):
         self.schedule = WeightSchedule.parse(config["stages"], self.term_names) if config.get("stages") else None
         self.config = config
         self.regression = regression
-        self.temperature = float(config.get("temperature", 1.0))
+        self.temperature = float(config.get("temperature", self.default_temperature))
 
     @classmethod
     def check_config(cls, config: dict) -> dict[str, float]:
@@ -114,7 +116,7 @@ class Method(nn.Module):
             raise ValueError(
                 f"unknown option(s) {unknown} for method {cls.name!r}; valid: {sorted(cls.option_names() | {'temperature'})}"
             )
-        temperature = config.get("temperature", 1.0)
+        temperature = config.get("temperature", cls.default_temperature)
         if not isinstance(temperature, (int, float)) or temperature <= 0:
             raise ValueError(f"temperature of method {cls.name!r} must be a number > 0, got {temperature!r}")
         weights = validate_weights(cls.resolve_weights(config), cls.term_names)

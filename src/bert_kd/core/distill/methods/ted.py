@@ -81,6 +81,7 @@ class _TEDFamily(Method):
     teacher_needs = {"hidden": True}
     Options = LayerMappingOptions
     single_teacher = True
+    default_temperature = DEFAULT_TEMPERATURE
 
     @classmethod
     def check_layer_map(cls, mapping, n_teacher: int, n_student: int) -> None:
@@ -88,8 +89,6 @@ class _TEDFamily(Method):
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
-        if "temperature" not in config:
-            self.temperature = DEFAULT_TEMPERATURE
         if self.single_teacher and len(teachers) != 1:
             raise ValueError(f"method {self.name!r} distils from exactly one teacher, got {len(teachers)}")
 
