@@ -115,6 +115,14 @@ def attention_implementation(model: nn.Module, name: str):
         config._attn_implementation = current
 
 
+def fine_tuning_attention(model: nn.Module, on_cpu: bool):
+    """The attention kernel for fine-tuning ``model`` (training forwards, with attention dropout): eager on a
+    CPU, where PyTorch's fused SDPA kernel takes no dropout and SDPA runs its slower math path instead (a
+    MiniLM-L6 teacher step at two threads: 5–9% slower than eager, ``benchmarks/cpu_step_ab.py``); the
+    model's own kernel elsewhere. A context manager."""
+    return attention_implementation(model, "eager") if on_cpu else contextlib.nullcontext()
+
+
 def find_layer_stack(model: nn.Module) -> tuple[nn.Module, str, nn.ModuleList]:
     """Return (parent module, attribute name, ModuleList) holding the transformer layers."""
     for dotted in _LAYER_PATHS:

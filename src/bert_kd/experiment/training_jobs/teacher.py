@@ -8,8 +8,9 @@ from typing import Any, Mapping
 
 from bert_kd.config.schema import Block, Runtime, Teacher, Tracking, set_values
 from bert_kd.core.data.glue import TaskSpec, get_task
-from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
+from bert_kd.core.models import ModelBundle, fine_tuning_attention, load_classifier, load_tokenizer
 from bert_kd.core.training import SupervisedObjective, fit
+from bert_kd.core.training.precision import training_device
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
@@ -116,16 +117,17 @@ def _fine_tune(checkpoint_dir, *, fine_tune: FineTune, job, run) -> ModelBundle:
     key = job.key
     tracker_for(tracking).describe_job(run, job, spec.name, seed, data_source, len(tokenized["train"]), model)
     run.log_params({"teacher": logged, "training": vars(settings), "key": key})
-    result = fit(
-        SupervisedObjective(model),
-        tokenized["train"],
-        tokenized[evaluation_split(tokenized)],
-        settings,
-        collator=collator_for(tokenizer),
-        evaluate_fn=evaluate_fn(spec.name),
-        log_fn=step_logger(run),
-        description=f"teacher {spec.name}",
-    )
+    with fine_tuning_attention(model, on_cpu=training_device(settings.cpu) == "cpu"):
+        result = fit(
+            SupervisedObjective(model),
+            tokenized["train"],
+            tokenized[evaluation_split(tokenized)],
+            settings,
+            collator=collator_for(tokenizer),
+            evaluate_fn=evaluate_fn(spec.name),
+            log_fn=step_logger(run),
+            description=f"teacher {spec.name}",
+        )
     return ModelBundle(
         model,
         tokenizer,
