@@ -13,6 +13,7 @@ from bert_kd.core.models import (
     build_student,
     count_parameters,
     find_layer_stack,
+    fine_tuning_attention,
     freeze,
     load_bundle,
     load_classifier,
@@ -87,6 +88,17 @@ def test_load_classifier_sizes_the_head_and_uses_eager_attention(tiny_teacher_di
     assert model.config._attn_implementation == "sdpa"  # loaded eager, forwards on the fused kernel
     regression = load_classifier(str(tiny_teacher_dir), 1, is_regression=True)
     assert regression.config.problem_type == "regression" and regression.classifier.out_features == 1
+
+
+def test_fine_tuning_runs_eager_attention_on_a_cpu_only(teacher):
+    """Fine-tuning forwards on a CPU take the eager kernel (SDPA's CPU kernel has no dropout); the model's
+    own kernel comes back after the block, and off a CPU it is left as it is."""
+    assert teacher.config._attn_implementation == "sdpa"
+    with fine_tuning_attention(teacher, on_cpu=True):
+        assert teacher.config._attn_implementation == "eager"
+    assert teacher.config._attn_implementation == "sdpa"
+    with fine_tuning_attention(teacher, on_cpu=False):
+        assert teacher.config._attn_implementation == "sdpa"
 
 
 # --------------------------------------------------------------------------- students
