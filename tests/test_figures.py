@@ -27,7 +27,7 @@ H200_FIRST = "benchmarks/results/gpu_check_h200.json"  # 2026-11-26, fp32 and bf
 H100 = "benchmarks/results/gpu_run_h100_estimates.json"  # 2026-11-27, both H100 calls merged
 MAIN_JOB = "benchmarks/results/main_job.md"
 V2_TABLES = "results/cpu_protocol_v2/tables"
-IDLE_RUN = ("2ee7f8b, idle AVX-512 machine",)
+IDLE_RUN = ("0cd5b43, idle AVX-512 machine, default kernels",)
 #: decimals by kind of figure: accuracies and gains in points 2, p in prose 3 (4 beside its Monte Carlo error)
 DECIMALS = {"examples/s": 0, "GPU-hours": 1, "speed-up": 1, "workers' speed-up": 2, "minutes": 1, "p": 3}
 
@@ -142,12 +142,12 @@ TABLE1_COMPILED = ("compiled_estimates", "reduce-overhead+teacher", "alp_kd_tabl
 TED_LWD = (("TED > LWD", "SST-2"), "gain, points")
 
 FIGURES = [
-    # README: the main job (benchmarks/results/main_job.md, the idle run after the seeding fix)
+    # README: the main job (benchmarks/results/main_job.md, the quiet timing of the chosen recipe)
     Figure(
         "README.md",
         r"MiniLM-L6, 6 layers, 22\.7 M parameters \| \*\*([\d.]+)\*\*",
         MAIN_JOB,
-        (IDLE_RUN, "teacher dev acc after each epoch", 2),
+        (IDLE_RUN, "teacher dev acc after each epoch", 1),
     ),
     Figure(
         "README.md",
