@@ -96,10 +96,10 @@ def test_a_session_hands_nodes_the_merged_block(tmp_path, monkeypatch):
 
 def test_a_shared_training_key_on_the_command_line_changes_every_job():
     """The one rule: command line over conf, a job's own key over the shared block. ``training.epochs=1``
-    reaches the student although its conf block pins ``epochs: 4``; ``student.training.epochs=2`` beside it
+    reaches the student although its conf block pins ``epochs: 3``; ``student.training.epochs=2`` beside it
     wins for the student only; the reproduce tables, which state their training in full, stay as they are."""
     conf = parameters({})
-    assert conf["student"]["training"]["epochs"] == 4 and conf["ted"]["filters"]["training"]["epochs"] == 1
+    assert conf["student"]["training"]["epochs"] == 3 and conf["ted"]["filters"]["training"]["epochs"] == 1
     shared = parameters({"training": {"epochs": 1}})
     for path in (("teacher",), ("student",), ("ted_student",), ("multi_student",), ("ted", "filters")):
         block = shared
