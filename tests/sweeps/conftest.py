@@ -69,3 +69,24 @@ def fake_run_trial(spec) -> dict:
 @pytest.fixture
 def recipes():
     return RECIPES
+
+
+def hanging_worker(storage: str, started: str) -> None:
+    """A sweep worker process that takes one trial, writes its key to ``started`` and hangs in it (the test
+    kills it with SIGKILL mid-trial)."""
+    import time
+    from pathlib import Path
+
+    import optuna
+
+    from bert_kd.sweeps.scheduler import run_sweep
+    from bert_kd.sweeps.spec import build_sweep
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def run_trial(spec):
+        Path(started).write_text(spec.key)
+        time.sleep(3600)
+
+    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
+    run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)

@@ -20,7 +20,7 @@ from bert_kd.sweeps.scheduler import (
     study_name_for,
 )
 from bert_kd.sweeps.spec import build_sweep
-from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from tests.sweeps.conftest import RECIPES, fake_run_trial, hanging_worker, tiny_reproduce
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -273,25 +273,13 @@ def test_result_contract_is_checked():
         check_result({"dev_metric": 0.5, "dev_predictions": [0, 1]}, spec)
 
 
-def _hanging_worker(storage: str, started: str) -> None:
-    """Runs one trial that never ends (it is killed with SIGKILL mid-trial)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-    def run_trial(spec):
-        Path(started).write_text(spec.key)
-        time.sleep(3600)
-
-    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
-    run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
-
-
 def _sigkilled_worker_trial(tmp_path) -> tuple[str, str]:
     """(storage, trial key) after a worker process took a trial and was SIGKILLed: no cleanup, the
     trial stays RUNNING with its heartbeat going stale."""
     storage = f"sqlite:///{tmp_path}/optuna.db"
     make_storage(storage)
     started = tmp_path / "started.txt"
-    worker = multiprocessing.get_context("spawn").Process(target=_hanging_worker, args=(storage, str(started)))
+    worker = multiprocessing.get_context("spawn").Process(target=hanging_worker, args=(storage, str(started)))
     worker.start()
     while not started.exists() and worker.is_alive():
         time.sleep(0.2)

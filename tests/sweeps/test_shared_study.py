@@ -7,7 +7,6 @@ import multiprocessing
 import socket
 import sys
 import time
-from pathlib import Path
 
 import optuna
 import pytest
@@ -22,7 +21,7 @@ from bert_kd.sweeps.scheduler import (
     storage_error,
 )
 from bert_kd.sweeps.spec import build_sweep
-from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
+from tests.sweeps.conftest import RECIPES, fake_run_trial, hanging_worker, tiny_reproduce
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -82,14 +81,7 @@ def test_the_study_names_its_model_store_and_refuses_another():
 def _hanging_worker_on_another_machine(storage: str, started: str) -> None:
     """Takes one trial and hangs in it, as a process of another host (killed with SIGKILL mid-trial)."""
     socket.gethostname = lambda: "another-machine"
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-    def run_trial(spec):
-        Path(started).write_text(spec.key)
-        time.sleep(3600)
-
-    sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
-    run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+    hanging_worker(storage, started)
 
 
 def test_a_dead_machines_trial_is_taken_back_after_the_grace_period(tmp_path):

@@ -73,13 +73,8 @@ with mlflow.start_run(run_name="kedro run", tags=owner_tags()) as parent:
 """
 
 
-def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_path):
-    import mlflow
-
-    from bert_kd.tracking import HOST_TAG, PID_TAG, STARTED_TAG
-    from bert_kd.tracking.run_status import RunStatusHook
-
-    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
+def _sigkilled_orphans(uri: str) -> tuple[str, str]:
+    """The ids of a parent and a nested run left RUNNING in ``uri`` by a process killed with SIGKILL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["PYTHONPATH"] = str(REPO_ROOT / "src")
     proc = subprocess.Popen(
@@ -93,6 +88,32 @@ def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_p
     parent_id, child_id = proc.stdout.readline().split()
     proc.kill()  # SIGKILL: no handler runs
     proc.communicate(timeout=60)
+    return parent_id, child_id
+
+
+def _next_kedro_run() -> None:
+    """What the next ``kedro run`` does with the orphans: kedro-mlflow opens its run (left active here), then
+    the run-status hook's wrapper resumes around a pipeline that succeeds."""
+    import mlflow
+
+    from bert_kd.tracking.run_status import RunStatusHook
+
+    mlflow.start_run(run_name="next kedro run")
+    wrapper = RunStatusHook().before_pipeline_run(run_params={}, pipeline=None, catalog=None)
+    next(wrapper)
+    try:
+        wrapper.send(type("Outcome", (), {"excinfo": None})())
+    except StopIteration:
+        pass
+
+
+def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_path):
+    import mlflow
+
+    from bert_kd.tracking import HOST_TAG, PID_TAG, STARTED_TAG
+
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
+    parent_id, child_id = _sigkilled_orphans(uri)
     assert (_status(uri, parent_id), _status(uri, child_id)) == ("RUNNING", "RUNNING")
 
     mlflow.set_tracking_uri(uri)
@@ -106,14 +127,7 @@ def test_the_next_kedro_run_ends_the_runs_of_a_sigkilled_process_as_killed(tmp_p
         )
         .info.run_id
     )
-    hook = RunStatusHook()
-    mlflow.start_run(run_name="next kedro run")  # what kedro-mlflow opens before the hook's wrapper resumes
-    wrapper = hook.before_pipeline_run(run_params={}, pipeline=None, catalog=None)
-    next(wrapper)
-    try:
-        wrapper.send(type("Outcome", (), {"excinfo": None})())
-    except StopIteration:
-        pass
+    _next_kedro_run()
     current = mlflow.active_run().info.run_id
     mlflow.end_run()
     assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")
@@ -157,31 +171,11 @@ def test_the_next_kedro_run_ends_a_sigkilled_run_of_another_experiment(tmp_path)
     its runs are ended too, and a nested run carries its owner from the moment it is opened."""
     import mlflow
 
-    from bert_kd.tracking.run_status import RunStatusHook
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env["PYTHONPATH"] = str(REPO_ROOT / "src")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", ORPHAN_SCRIPT, uri],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    parent_id, child_id = proc.stdout.readline().split()
-    proc.kill()
-    proc.communicate(timeout=60)
+    uri = migrated_mlflow_db(tmp_path / "mlflow.db")
+    parent_id, child_id = _sigkilled_orphans(uri)
     mlflow.set_tracking_uri(uri)
     mlflow.tracking.fluent._active_experiment_id = None
     mlflow.set_experiment("the next run's")
-    mlflow.start_run(run_name="next kedro run")
-    wrapper = RunStatusHook().before_pipeline_run(run_params={}, pipeline=None, catalog=None)
-    next(wrapper)
-    try:
-        wrapper.send(type("Outcome", (), {"excinfo": None})())
-    except StopIteration:
-        pass
+    _next_kedro_run()
     mlflow.end_run()
     assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")
