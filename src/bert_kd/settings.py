@@ -25,6 +25,10 @@ from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
 # (bert_kd.experiment.tracker holds the interfaces; importing it chooses nothing).
 use_mlflow()
 
+# Installed plugins for which to disable hook auto-registration: kedro-mlflow's hook is replaced by one that logs
+# a node's parameters in batches rather than one request each, registered last so that it still runs before the
+# project's hooks, as the plugin's own did.
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # as its metadata spells it, and as pip does
 HOOKS = (
     PreflightHook(),
     ValidateParametersHook(),
@@ -33,13 +37,8 @@ HOOKS = (
     CliParamsHook(),
     JobProgressHook(),
     ClosingSummaryHook(),
+    BatchedParamsMlflowHook(),
 )
-
-# Installed plugins for which to disable hook auto-registration: kedro-mlflow's hook is replaced by one that logs
-# a node's parameters in batches rather than one request each, registered last so that it still runs before the
-# project's hooks, as the plugin's own did.
-DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # as its metadata spells it, and as pip does
-HOOKS = (*HOOKS, BatchedParamsMlflowHook())
 
 # Several processes (torchrun / accelerate launch): only rank 0 opens MLflow (kedro-mlflow's hook
 # opens a run and a SQLite store in every process) and writes catalog outputs.
@@ -48,7 +47,7 @@ import os  # noqa: E402
 if int(os.environ.get("RANK", "0") or 0) != 0:
     from bert_kd.kedro_project.datasets import rank_zero_catalog_class
 
-    HOOKS = HOOKS[:-1]  # without the (batched) kedro-mlflow hook
+    HOOKS = tuple(hook for hook in HOOKS if not isinstance(hook, BatchedParamsMlflowHook))
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
 # Class that manages the KedroSession: its id, the save version of every versioned dataset of the
