@@ -383,6 +383,7 @@ class Reproduce(Strict):
     heartbeat_interval: PositiveInt | None = None
     grace_period: PositiveInt | None = None
     shared_store: bool = True  # a study on a server: this worker's model store must be the study's (docs/scaling.md)
+    paper_noise: str | float = "ours"  # the papers' single-run noise: ours (assumed equal to ours) or points
     bootstrap: dict[str, Any] = {}
     output_dir: str | None = None
     results_only: bool = False  # tables from <results_dir>/<table> alone (in-memory study, nothing trains)
