@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 from kedro.framework.cli.project import run as kedro_run
 
+from bert_kd.config.credentials import mask
 from bert_kd.config.errors import USER_ERROR_EXIT, UserError, debug_enabled, error_log_path, find_user_error
 
 
@@ -30,7 +31,7 @@ def report_user_error(error: UserError, exc: BaseException, stream=None) -> None
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a", encoding="utf-8") as fh:
-            fh.write(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {' '.join(sys.argv)}\n{trace}\n")
+            fh.write(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {mask(' '.join(sys.argv))}\n{trace}\n")
         logged = log_path
     except OSError:
         pass
