@@ -12,8 +12,14 @@ from bert_kd.config.errors import UserError
     "text, masked",
     [
         ("postgresql+psycopg://bert_kd:s3cret@db:5433/x", "postgresql+psycopg://bert_kd:***@db:5433/x"),
-        ("kedro run --params reproduce.storage=postgresql://u:p%40ss@h/db,x=1", "kedro run --params reproduce.storage=postgresql://u:***@h/db,x=1"),
-        ("http://alice:t0ken@mlflow:5000 and mysql://root:pw@h/d", "http://alice:***@mlflow:5000 and mysql://root:***@h/d"),
+        (
+            "kedro run --params reproduce.storage=postgresql://u:p%40ss@h/db,x=1",
+            "kedro run --params reproduce.storage=postgresql://u:***@h/db,x=1",
+        ),
+        (
+            "http://alice:t0ken@mlflow:5000 and mysql://root:pw@h/d",
+            "http://alice:***@mlflow:5000 and mysql://root:***@h/d",
+        ),
         ("postgresql+psycopg://bert_kd@127.0.0.1:5433/x", "postgresql+psycopg://bert_kd@127.0.0.1:5433/x"),
         ("sqlite:///data/09_sweeps/optuna.db", "sqlite:///data/09_sweeps/optuna.db"),
     ],
