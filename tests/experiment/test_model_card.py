@@ -136,3 +136,36 @@ def test_a_push_creates_the_repository_and_uploads_the_dry_run_folder(student_en
     assert uploaded["created"] == ("someone/alp-rte", {"repo_type": "model", "private": False, "exist_ok": True})
     assert "README.md" in uploaded["files"] and "manifest.json" not in uploaded["files"]
     assert "model.safetensors" in uploaded["files"] and "model-index" in uploaded["card"]
+
+
+@pytest.mark.parametrize("payload", ["{{ 7*7 }}", "{% for x in range(3) %}x{% endfor %}", "{{ ''.__class__ }}"])
+def test_template_syntax_in_an_entry_reaches_the_card_as_text_never_runs(tmp_path, payload):
+    """The card is no template over artifact text: `{{ … }}` in an entry's algorithm, method, base model or run
+    id, or in the registered name and the license given, is written literally (it ran as Jinja2 before)."""
+    store = tmp_path / "store"
+    teacher = stored_entry(
+        store,
+        "teacher",
+        {"role": "teacher", "task": "rte", "base_model": payload, "best_metrics": {"accuracy": 0.7}},
+        {"task": "rte"},
+    )
+    entry = stored_entry(
+        store,
+        "student",
+        {
+            "role": "student",
+            "method": payload,
+            "algorithm": payload,
+            "task": "rte",
+            "teacher_key": teacher.name,
+            "best_metrics": {"accuracy": 0.6},
+            "mlflow_run_id": payload,
+        },
+        {"task": "rte", "recipe": {"method": payload}},
+    )
+    text = write_model_card(entry, registered=f"models:/{payload}/1", license=payload).read_text()
+    assert text.count(payload) >= 4
+    assert "xxx" not in text and "<class" not in text
+    from huggingface_hub import ModelCard
+
+    assert ModelCard(text).data.license == payload

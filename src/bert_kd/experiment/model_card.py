@@ -8,7 +8,8 @@ teacher and its dev score, the layer map, the training data and its limits, the 
 the MLflow run and the noise of one dev-set run (``0.5 / √n``,
 [`bert_kd.core.reports.verdict.noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
 
-Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
+The card is built as plain text (no template engine: every value may come from a file someone else wrote),
+its YAML header dumped by `huggingface_hub.ModelCardData`. Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
 ``manifest.json`` (the job's spec and provenance) and, for a student, its teacher's entry in the
 same store. A card is derived from them, so the store check lets it stand beside the listed files
 ([`CARD_FILE`][bert_kd.experiment.model_card.CARD_FILE]). Kedro- and MLflow-free: the caller passes the run's link.
@@ -167,7 +168,9 @@ def model_card(
         tags=tags,
         eval_results=results or None,
     )
-    return ModelCard.from_template(data, template_str=_body(facts, run_link, registered, name, license))
+    # No template engine over text read from artifacts (a `{{ … }}` in a store entry, a logged model or a
+    # registered name would run as Jinja2): the header is YAML dumped by the hub's own card data, the body plain text.
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n{_body(facts, run_link, registered, name, license)}")
 
 
 def _body(facts: Mapping, run_link: str | None, registered: str | None, name: str, license: str) -> str:
@@ -184,9 +187,6 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
     training = facts["training"]
     run = f"[{facts['run_id']}]({run_link})" if run_link else (facts["run_id"] or "none")
     lines = [
-        "---",
-        "{{ card_data }}",
-        "---",
         "",
         f"# {name}",
         "",
