@@ -169,3 +169,108 @@ def test_template_syntax_in_an_entry_reaches_the_card_as_text_never_runs(tmp_pat
     from huggingface_hub import ModelCard
 
     assert ModelCard(text).data.license == payload
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_a_push_refuses_a_symbolic_link_in_the_folder(student_entry, tmp_path):
+    """A link in a pushed folder would upload any file the user can read: refused, nothing written."""
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json"))
+    (folder / "notes.txt").symlink_to("/etc/hostname")
+    done = _cli("push", str(folder), "alice/tiny", "--dry-run", "--to", str(tmp_path / "out"))
+    assert done.exit_code == 2 and "symbolic link" in done.output and not (tmp_path / "out").exists()
+
+
+def test_card_and_push_run_the_store_check(student_entry, tmp_path):
+    """Tampered weights or an edited bert_kd.json would be published under the old score: refused."""
+    info = student_entry / "bert_kd.json"
+    info.write_text(info.read_text().replace("0.625", "0.987"))
+    for args in (
+        ("card", str(student_entry)),
+        ("push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "o")),
+    ):
+        done = _cli(*args)
+        assert done.exit_code == 2 and "does not match its manifest" in done.output, done.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_repo_id_the_hub_refuses_is_refused_in_a_dry_run(student_entry, tmp_path):
+    for bad in ("no-owner", "alice/has space", "a/b/c", "alice/" + "x" * 97):
+        done = _cli("push", str(student_entry), bad, "--dry-run", "--to", str(tmp_path / "out"))
+        assert done.exit_code == 2 and "repository id" in done.output, (bad, done.output)
+
+
+def test_card_never_replaces_a_users_own_readme(student_entry, tmp_path):
+    import shutil
+
+    folder = tmp_path / "mine"
+    shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json", "README.md"))
+    (folder / "README.md").write_text("# my notes\n")
+    done = _cli("card", str(folder))
+    assert done.exit_code == 2 and "not a card bert-kd wrote" in done.output
+    assert (folder / "README.md").read_text() == "# my notes\n"
+    assert _cli("card", str(student_entry)).exit_code == 0  # its own card is rewritten
+    assert _cli("card", str(student_entry)).exit_code == 0
+
+
+def test_a_card_write_killed_before_its_rename_does_not_condemn_the_entry(student_entry):
+    from bert_kd.experiment.jobs import store_entry_problem
+
+    (student_entry / ".README.md.tmp-deadbeef").write_text("half a card")
+    assert store_entry_problem(student_entry) is None
+    write_model_card(student_entry)
+    assert not list(student_entry.glob(".README.md.tmp-*"))
+
+
+def test_a_plain_hugging_face_folder_and_a_bad_to_are_one_block_each(student_entry, tmp_path):
+    plain = tmp_path / "plain"
+    make_tiny_bert(plain, num_layers=1)
+    done = _cli("card", str(plain))
+    assert done.exit_code == 2 and "not one bert-kd made" in done.output and "Traceback" not in done.output
+    (tmp_path / "a-file").write_text("x")
+    done = _cli("push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "a-file" / "out"))
+    assert done.exit_code == 2 and "is a file" in done.output
+
+
+def test_a_uri_whose_info_names_a_path_outside_the_store_is_refused(tmp_path, monkeypatch):
+    """A downloaded model's bert_kd.json names its store entry by role and key: `..` or an absolute role would send
+    the card outside the store. Refused, and the download removed."""
+    import tempfile
+
+    from bert_kd import cli as cli_module
+    from bert_kd.experiment import tracker
+
+    download = Path(tempfile.mkdtemp(prefix=tracker.DOWNLOAD_PREFIX)) / "model"
+    make_tiny_bert(download, num_layers=1)
+    (download / "bert_kd.json").write_text(json.dumps({"role": "../../../tmp", "key": "x", "task": "rte"}))
+
+    class Sources:
+        def local_directory(self, source, key):
+            return download
+
+    monkeypatch.setattr(tracker, "model_sources", lambda: Sources())
+    monkeypatch.setattr("bert_kd.tracking.use_mlflow", lambda: None)
+    from bert_kd.config.errors import UserError
+
+    with pytest.raises(UserError, match="no store entry"):
+        cli_module.model_folder("models:/m/1", "bert-kd card SOURCE")
+    assert not download.exists()
+
+
+def test_the_run_link_names_the_tracking_server_when_runs_are_on_one(monkeypatch):
+    from bert_kd.tracking.ui import ui_base_url
+
+    monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://alice:t0ken@mlflow.lab.example:8443/")
+    assert ui_base_url() == "https://mlflow.lab.example:8443"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+    assert ui_base_url() == "http://127.0.0.1:5000"

@@ -239,6 +239,8 @@ def write_model_card(directory: str | Path, output: str | Path | None = None, **
     target = Path(output) if output is not None else Path(directory) / CARD_FILE
     text = str(model_card(directory, **options))
     target.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in target.parent.glob(f".{target.name}.tmp-*"):  # a write killed before its rename
+        leftover.unlink(missing_ok=True)
     temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, target)
