@@ -84,7 +84,7 @@ def test_the_card_parses_with_every_dev_metric_and_names_how_the_model_was_made(
         "1←1+2, 2←—",
         "Seed**: 42",
         "abc123",
-        "[run123](http://mlflow/#/runs/run123)",
+        "[`run123`](http://mlflow/#/runs/run123)",
     ):
         assert fact in body, fact
     assert "±0.0300 (277 dev examples" in body  # 0.5 / √277
@@ -274,3 +274,38 @@ def test_the_run_link_names_the_tracking_server_when_runs_are_on_one(monkeypatch
     assert ui_base_url() == "https://mlflow.lab.example:8443"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
     assert ui_base_url() == "http://127.0.0.1:5000"
+
+
+def test_a_pushed_student_is_a_hub_page(student_entry, tmp_path):
+    """The pushed folder classifies through `transformers`' pipeline with the task's label names, and its card
+    round-trips through huggingface_hub with base_model, size, training rows and the method's citation; a
+    localhost run link is left out (it opens nothing on a reader's machine)."""
+    from huggingface_hub import ModelCard
+    from transformers import pipeline
+
+    info = json.loads((student_entry / "bert_kd.json").read_text())
+    assert "train_examples" not in info  # an entry saved before rows were recorded: the card says so
+    folder = push_folder(student_entry, tmp_path / "push", run_link="http://127.0.0.1:5000/#/runs/run123")
+    classify = pipeline("text-classification", model=str(folder))
+    answer = classify({"text": "The cat sat.", "text_pair": "A cat sat."})
+    assert (answer if isinstance(answer, dict) else answer[0])["label"] in ("entailment", "not_entailment")
+    card = ModelCard.load(folder / "README.md")
+    again = ModelCard(str(card))
+    assert again.data.base_model == card.data.base_model == "google-bert/bert-base-uncased"
+    assert again.data.eval_results[0].metric_value == 0.625
+    text = card.text
+    assert "2 layers" in text and "M parameters" in text and "training rows not recorded" in text
+    assert "@inproceedings{passban2021alpkd" in text and 'pipeline("text-classification"' in text
+    assert "127.0.0.1" not in text and "`run123`" in text
+
+
+def test_the_offline_minilm_is_named_by_its_hub_id(tmp_path):
+    entry = stored_entry(
+        tmp_path / "store",
+        "teacher",
+        {"role": "teacher", "task": "sst2", "base_model": "minilm-l6", "train_examples": 6000},
+        {"task": "sst2"},
+    )
+    facts = card_facts(entry)
+    assert facts["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert "6,000 training rows" in write_model_card(entry).read_text()

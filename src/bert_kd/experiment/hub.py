@@ -39,8 +39,26 @@ def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Pa
             continue
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target / relative)
+    _name_labels(target)
     write_model_card(source, target / CARD_FILE, **card_options)
     return target
+
+
+def _name_labels(folder: Path) -> None:
+    """The pushed ``config.json`` with the task's label names (``id2label``/``label2id``, from ``bert_kd.json``),
+    for entries saved before their configs carried them."""
+    import json
+
+    from transformers import AutoConfig
+
+    from bert_kd.core.models import name_labels, task_record
+
+    info_file = folder / "bert_kd.json"
+    info = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else {}
+    config = AutoConfig.from_pretrained(folder)
+    names = info.get("label_names") or task_record(info.get("task"), config.num_labels).get("label_names")
+    if names and name_labels(config, names):
+        config.save_pretrained(folder)
 
 
 def check_no_links(source: Path) -> None:
