@@ -55,3 +55,46 @@ def test_sweep_says_done_when_every_step_succeeds(tmp_path):
 def test_sweep_without_a_table_prints_its_usage(tmp_path):
     done = _sweep(tmp_path, _stand_in(tmp_path, USER_ERROR))
     assert done.returncode != 0 and "usage: bash scripts/sweep.sh <table>" in done.stderr
+
+
+def _slurm(tmp_path: Path, python: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = {
+        **os.environ,
+        "PYTHON": str(python),
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SLURM_ARRAY_JOB_ID": "9",
+        "SLURM_ARRAY_TASK_ID": "1",
+        "WORKERS_PER_GPU": "2",
+        "BERT_KD_STORAGE": "postgresql+psycopg://bert_kd:s3cret@db-host:5433/bert_kd_optuna",
+        "MLFLOW_TRACKING_URI": "http://alice:t0ken@mlflow-host:5000",
+        **env,
+    }
+    if "PGPASSWORD" not in env:
+        environment.pop("PGPASSWORD", None)
+    script = REPO_ROOT / "scripts" / "slurm_reproduce.sbatch"
+    return subprocess.run(["bash", str(script), "alp_kd_table1"], env=environment, capture_output=True, text=True)
+
+
+def test_the_slurm_script_fails_when_a_worker_fails(tmp_path):
+    """A worker's non-zero exit fails the array task (it exited 0 before), naming the worker's log."""
+    done = _slurm(tmp_path, _stand_in(tmp_path, "#!/usr/bin/env bash\nexit 3\n"))
+    assert done.returncode == 1
+    assert "worker 1 failed" in done.stderr and "worker 2 failed" in done.stderr
+    passed = _slurm(tmp_path, _stand_in(tmp_path, "#!/usr/bin/env bash\nexit 0\n"))
+    assert passed.returncode == 0, passed.stderr
+
+
+def test_the_slurm_script_keeps_the_password_off_command_lines_and_output(tmp_path):
+    """The study URL's password goes to PGPASSWORD for the workers; the dry run shows neither password."""
+    record = _stand_in(tmp_path, '#!/usr/bin/env bash\necho "$PGPASSWORD $*" >> "$SLURM_SUBMIT_DIR/seen"\n')
+    done = _slurm(tmp_path, record)
+    assert done.returncode == 0, done.stderr
+    seen = (tmp_path / "seen").read_text().splitlines()
+    assert len(seen) == 2
+    assert all(line.startswith("s3cret ") and "s3cret@" not in line for line in seen)
+    assert all("postgresql+psycopg://bert_kd@db-host:5433/bert_kd_optuna" in line for line in seen)
+    dry = _slurm(tmp_path, record, DRY_RUN="1")
+    assert dry.returncode == 0 and "s3cret" not in dry.stdout and "t0ken" not in dry.stdout
+    assert "alice:***@mlflow-host" in dry.stdout
+    clash = _slurm(tmp_path, record, PGPASSWORD="other")
+    assert clash.returncode == 2 and "PGPASSWORD" in clash.stderr

@@ -11,6 +11,7 @@ status 2 without a traceback. The full traceback is appended to ``logs/bert_kd_e
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import click
 from kedro.framework.cli.project import run as kedro_run
 
+from bert_kd.config.credentials import mask
 from bert_kd.config.errors import USER_ERROR_EXIT, UserError, debug_enabled, error_log_path, find_user_error
 
 
@@ -30,7 +32,7 @@ def report_user_error(error: UserError, exc: BaseException, stream=None) -> None
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a", encoding="utf-8") as fh:
-            fh.write(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {' '.join(sys.argv)}\n{trace}\n")
+            fh.write(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {mask(' '.join(sys.argv))}\n{trace}\n")
         logged = log_path
     except OSError:
         pass
@@ -206,18 +208,64 @@ def model_folder(source: str, key: str) -> tuple[Path, bool]:
                 "give a store entry (data/06_models/store/student/<key>) or an MLflow URI (models:/<name>@<alias>, "
                 "models:/<name>/<version>, runs:/<run id>/<model name>)",
             )
+        if not (folder / "bert_kd.json").is_file():
+            raise ModelNotFoundError(
+                f"{source} is a saved model but not one bert-kd made (no bert_kd.json): its card would say nothing true",
+                key,
+                "give a store entry (data/06_models/store/student/<key>) or an MLflow URI of a bert-kd model",
+            )
+        check_entry(folder, key)
         return folder, True
-    from bert_kd.experiment.tracker import model_sources
+    from bert_kd.experiment.tracker import discard_download, model_sources
+    from bert_kd.tracking import use_mlflow
 
+    use_mlflow()  # `bert-kd card|push` load no Kedro settings: MLflow resolves the URI here
     downloaded = model_sources().local_directory(source, key)
     import json
 
     info_file = downloaded / "bert_kd.json"
     info = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else {}
-    stored = STORE_ROOT / str(info.get("role", "")) / str(info.get("key", ""))
-    if info.get("role") and info.get("key") and (stored / "config.json").is_file():
-        return stored, True
+    role, entry_key = str(info.get("role", "")), str(info.get("key", ""))
+    if role and entry_key:
+        from bert_kd.experiment.jobs import SCHEMA_VERSIONS
+
+        if role not in SCHEMA_VERSIONS or not re.fullmatch(r"[0-9a-f]{64}", entry_key):
+            discard_download(downloaded)
+            raise UserError(
+                f"{source}'s bert_kd.json names role {role!r} and key {entry_key[:70]!r}, which are no store entry",
+                key,
+                f"a model's role is one of {', '.join(sorted(SCHEMA_VERSIONS))} and its key 64 hex digits: the file "
+                "was edited; use the model's store folder instead",
+            )
+        stored = STORE_ROOT / role / entry_key
+        if (stored / "config.json").is_file():
+            discard_download(downloaded)
+            check_entry(stored, key)
+            return stored, True
+    check_entry(downloaded, key)
     return downloaded, False
+
+
+def check_entry(folder: Path, key: str) -> None:
+    """The store check `evaluate` runs, for ``card`` and ``push`` too: a folder with a ``manifest.json`` is
+    shared only when the manifest proves its files (tampered weights or an edited ``bert_kd.json`` would become a
+    public claim under the old score)."""
+    from bert_kd.config.errors import DamagedModelError
+    from bert_kd.core.files import MANIFEST
+    from bert_kd.experiment.jobs import store_entry_problem
+    from bert_kd.experiment.tracker import discard_download
+
+    if not (folder / MANIFEST).is_file():
+        return
+    problem = store_entry_problem(folder)
+    if problem is not None:
+        discard_download(folder)
+        raise DamagedModelError(
+            f"{folder} does not match its manifest: {problem}",
+            key,
+            "share a model whose files are as trained: re-run the pipeline that trains it (a damaged store entry is "
+            "moved aside and retrained), or restore the entry",
+        )
 
 
 def _run_link(folder: Path) -> str | None:
@@ -244,16 +292,41 @@ def card(source: str, output: str | None, license_: str | None) -> None:
     Written into the store folder (a URI whose model is in this project's store: into that entry),
     else to --output (default data/08_reporting/model_cards/<key>/README.md)."""
     from bert_kd.experiment.model_card import DEFAULT_LICENSE, write_model_card
+    from bert_kd.experiment.tracker import discard_download
 
     def write() -> None:
         folder, stored = model_folder(source, "bert-kd card SOURCE")
-        target = output
-        if target is None and not stored:
-            target = Path("data/08_reporting/model_cards") / folder.name / "README.md"
-        written = write_model_card(folder, target, run_link=_run_link(folder), license=license_ or DEFAULT_LICENSE)
+        try:
+            target = output
+            if target is None and not stored:
+                target = Path("data/08_reporting/model_cards") / folder.name / "README.md"
+            check_not_a_foreign_card(Path(target) if target else folder / "README.md")
+            written = write_model_card(folder, target, run_link=_run_link(folder), license=license_ or DEFAULT_LICENSE)
+        finally:
+            if not stored:
+                discard_download(folder)
         click.echo(f"model card: {written}")
 
     _guarded(write)
+
+
+def check_not_a_foreign_card(path: Path) -> None:
+    """A ``README.md`` that bert-kd did not write (its card header has no ``bert-kd`` tag) is the user's own: it is
+    never replaced."""
+    if not path.is_file():
+        return
+    from huggingface_hub import ModelCard
+
+    try:
+        tags = ModelCard(path.read_text(encoding="utf-8")).data.tags or []
+    except Exception:  # noqa: BLE001 - any README the card parser cannot read is not one bert-kd wrote
+        tags = []
+    if "bert-kd" not in tags:
+        raise UserError(
+            f"{path} exists and is not a card bert-kd wrote: it is left as it is",
+            "bert-kd card SOURCE",
+            "write the card elsewhere with --output PATH, or move your README.md away first",
+        )
 
 
 @cli.command(name="push")
@@ -268,17 +341,34 @@ def push(source: str, repo_id: str, dry_run: bool, target: str | None, private: 
 
     --dry-run writes exactly the folder it would upload to --to (default
     data/08_reporting/hub/<repo id with / as __>) and uploads nothing."""
-    from bert_kd.experiment.hub import push_folder, push_to_hub
+    from bert_kd.experiment.hub import check_repo_id, push_folder, push_to_hub
     from bert_kd.experiment.model_card import DEFAULT_LICENSE
+    from bert_kd.experiment.tracker import discard_download
 
     def run_push() -> None:
-        folder, _ = model_folder(source, "bert-kd push SOURCE")
+        check_repo_id(repo_id)
+        folder, stored = model_folder(source, "bert-kd push SOURCE")
+        try:
+            push_from(folder)
+        finally:
+            if not stored:
+                discard_download(folder)
+
+    def push_from(folder: Path) -> None:
         options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE}
         if dry_run:
             where = Path(target or Path("data/08_reporting/hub") / repo_id.replace("/", "__"))
+            blocked = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)
+            if blocked is not None:
+                raise UserError(f"{blocked} is a file, so {where} cannot be a folder", "--to", "give a folder path")
             if where.exists() and any(where.iterdir()):
                 raise UserError(f"{where} is not empty", "--to", "give a new folder (--to PATH) or remove that one")
-            push_folder(folder, where, **options)
+            try:
+                push_folder(folder, where, **options)
+            except OSError as exc:
+                from bert_kd.config.errors import storage_error
+
+                raise (storage_error(exc, where, writing=True) or exc) from exc
             click.echo(f"dry run: the folder that would be pushed to {repo_id}: {where}")
             return
         try:

@@ -356,3 +356,25 @@ def test_bert_kd_results_is_the_results_group():
     with pytest.raises(SystemExit) as done:
         main(["results", "--help"])
     assert done.value.code == 0
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda r: r["result"].update(dev_predictions=[1 - p for p in r["result"]["dev_predictions"]]), "dev_metrics"),
+        (lambda r: r["result"].update(dev_predictions=r["result"]["dev_predictions"][:-5]), "dev_predictions"),
+        (lambda r: r["result"]["dev_metrics"].update(accuracy=0.987), "dev_metrics.accuracy"),
+    ],
+)
+def test_a_trial_whose_metrics_its_predictions_do_not_give_is_refused(tmp_path, edit, field):
+    """Flipped or cut predictions, or an edited metric, would change published claims on the next render: the
+    reading recomputes every trial's dev metrics from its predictions and refuses a mismatch, naming file and field."""
+    source = sorted(V2.glob("*.json"))[0]
+    record = json.loads(source.read_text())
+    assert table.read_trial(source)["key"] == record["key"]  # the committed trial passes
+    edit(record)
+    path = tmp_path / source.name
+    path.write_text(json.dumps(record))
+    with pytest.raises(UserError) as caught:
+        table.read_trial(path)
+    assert field in caught.value.where and source.name in caught.value.what

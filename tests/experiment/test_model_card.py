@@ -84,7 +84,7 @@ def test_the_card_parses_with_every_dev_metric_and_names_how_the_model_was_made(
         "1←1+2, 2←—",
         "Seed**: 42",
         "abc123",
-        "[run123](http://mlflow/#/runs/run123)",
+        "[`run123`](http://mlflow/#/runs/run123)",
     ):
         assert fact in body, fact
     assert "±0.0300 (277 dev examples" in body  # 0.5 / √277
@@ -136,3 +136,176 @@ def test_a_push_creates_the_repository_and_uploads_the_dry_run_folder(student_en
     assert uploaded["created"] == ("someone/alp-rte", {"repo_type": "model", "private": False, "exist_ok": True})
     assert "README.md" in uploaded["files"] and "manifest.json" not in uploaded["files"]
     assert "model.safetensors" in uploaded["files"] and "model-index" in uploaded["card"]
+
+
+@pytest.mark.parametrize("payload", ["{{ 7*7 }}", "{% for x in range(3) %}x{% endfor %}", "{{ ''.__class__ }}"])
+def test_template_syntax_in_an_entry_reaches_the_card_as_text_never_runs(tmp_path, payload):
+    """The card is no template over artifact text: `{{ … }}` in an entry's algorithm, method, base model or run
+    id, or in the registered name and the license given, is written literally (it ran as Jinja2 before)."""
+    store = tmp_path / "store"
+    teacher = stored_entry(
+        store,
+        "teacher",
+        {"role": "teacher", "task": "rte", "base_model": payload, "best_metrics": {"accuracy": 0.7}},
+        {"task": "rte"},
+    )
+    entry = stored_entry(
+        store,
+        "student",
+        {
+            "role": "student",
+            "method": payload,
+            "algorithm": payload,
+            "task": "rte",
+            "teacher_key": teacher.name,
+            "best_metrics": {"accuracy": 0.6},
+            "mlflow_run_id": payload,
+        },
+        {"task": "rte", "recipe": {"method": payload}},
+    )
+    text = write_model_card(entry, registered=f"models:/{payload}/1", license=payload).read_text()
+    assert text.count(payload) >= 4
+    assert "xxx" not in text and "<class" not in text
+    from huggingface_hub import ModelCard
+
+    assert ModelCard(text).data.license == payload
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_a_push_refuses_a_symbolic_link_in_the_folder(student_entry, tmp_path):
+    """A link in a pushed folder would upload any file the user can read: refused, nothing written."""
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json"))
+    (folder / "notes.txt").symlink_to("/etc/hostname")
+    done = _cli("push", str(folder), "alice/tiny", "--dry-run", "--to", str(tmp_path / "out"))
+    assert done.exit_code == 2 and "symbolic link" in done.output and not (tmp_path / "out").exists()
+
+
+def test_card_and_push_run_the_store_check(student_entry, tmp_path):
+    """Tampered weights or an edited bert_kd.json would be published under the old score: refused."""
+    info = student_entry / "bert_kd.json"
+    info.write_text(info.read_text().replace("0.625", "0.987"))
+    for args in (
+        ("card", str(student_entry)),
+        ("push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "o")),
+    ):
+        done = _cli(*args)
+        assert done.exit_code == 2 and "does not match its manifest" in done.output, done.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_repo_id_the_hub_refuses_is_refused_in_a_dry_run(student_entry, tmp_path):
+    for bad in ("no-owner", "alice/has space", "a/b/c", "alice/" + "x" * 97):
+        done = _cli("push", str(student_entry), bad, "--dry-run", "--to", str(tmp_path / "out"))
+        assert done.exit_code == 2 and "repository id" in done.output, (bad, done.output)
+
+
+def test_card_never_replaces_a_users_own_readme(student_entry, tmp_path):
+    import shutil
+
+    folder = tmp_path / "mine"
+    shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json", "README.md"))
+    (folder / "README.md").write_text("# my notes\n")
+    done = _cli("card", str(folder))
+    assert done.exit_code == 2 and "not a card bert-kd wrote" in done.output
+    assert (folder / "README.md").read_text() == "# my notes\n"
+    assert _cli("card", str(student_entry)).exit_code == 0  # its own card is rewritten
+    assert _cli("card", str(student_entry)).exit_code == 0
+
+
+def test_a_card_write_killed_before_its_rename_does_not_condemn_the_entry(student_entry):
+    from bert_kd.experiment.jobs import store_entry_problem
+
+    (student_entry / ".README.md.tmp-deadbeef").write_text("half a card")
+    assert store_entry_problem(student_entry) is None
+    write_model_card(student_entry)
+    assert not list(student_entry.glob(".README.md.tmp-*"))
+
+
+def test_a_plain_hugging_face_folder_and_a_bad_to_are_one_block_each(student_entry, tmp_path):
+    plain = tmp_path / "plain"
+    make_tiny_bert(plain, num_layers=1)
+    done = _cli("card", str(plain))
+    assert done.exit_code == 2 and "not one bert-kd made" in done.output and "Traceback" not in done.output
+    (tmp_path / "a-file").write_text("x")
+    done = _cli("push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "a-file" / "out"))
+    assert done.exit_code == 2 and "is a file" in done.output
+
+
+def test_a_uri_whose_info_names_a_path_outside_the_store_is_refused(tmp_path, monkeypatch):
+    """A downloaded model's bert_kd.json names its store entry by role and key: `..` or an absolute role would send
+    the card outside the store. Refused, and the download removed."""
+    import tempfile
+
+    from bert_kd import cli as cli_module
+    from bert_kd.experiment import tracker
+
+    download = Path(tempfile.mkdtemp(prefix=tracker.DOWNLOAD_PREFIX)) / "model"
+    make_tiny_bert(download, num_layers=1)
+    (download / "bert_kd.json").write_text(json.dumps({"role": "../../../tmp", "key": "x", "task": "rte"}))
+
+    class Sources:
+        def local_directory(self, source, key):
+            return download
+
+    monkeypatch.setattr(tracker, "model_sources", lambda: Sources())
+    monkeypatch.setattr("bert_kd.tracking.use_mlflow", lambda: None)
+    from bert_kd.config.errors import UserError
+
+    with pytest.raises(UserError, match="no store entry"):
+        cli_module.model_folder("models:/m/1", "bert-kd card SOURCE")
+    assert not download.exists()
+
+
+def test_the_run_link_names_the_tracking_server_when_runs_are_on_one(monkeypatch):
+    from bert_kd.tracking.ui import ui_base_url
+
+    monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://alice:t0ken@mlflow.lab.example:8443/")
+    assert ui_base_url() == "https://mlflow.lab.example:8443"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+    assert ui_base_url() == "http://127.0.0.1:5000"
+
+
+def test_a_pushed_student_is_a_hub_page(student_entry, tmp_path):
+    """The pushed folder classifies through `transformers`' pipeline with the task's label names, and its card
+    round-trips through huggingface_hub with base_model, size, training rows and the method's citation; a
+    localhost run link is left out (it opens nothing on a reader's machine)."""
+    from huggingface_hub import ModelCard
+    from transformers import pipeline
+
+    info = json.loads((student_entry / "bert_kd.json").read_text())
+    assert "train_examples" not in info  # an entry saved before rows were recorded: the card says so
+    folder = push_folder(student_entry, tmp_path / "push", run_link="http://127.0.0.1:5000/#/runs/run123")
+    classify = pipeline("text-classification", model=str(folder))
+    answer = classify({"text": "The cat sat.", "text_pair": "A cat sat."})
+    assert (answer if isinstance(answer, dict) else answer[0])["label"] in ("entailment", "not_entailment")
+    card = ModelCard.load(folder / "README.md")
+    again = ModelCard(str(card))
+    assert again.data.base_model == card.data.base_model == "google-bert/bert-base-uncased"
+    assert again.data.eval_results[0].metric_value == 0.625
+    text = card.text
+    assert "2 layers" in text and "M parameters" in text and "training rows not recorded" in text
+    assert "@inproceedings{passban2021alpkd" in text and 'pipeline("text-classification"' in text
+    assert "127.0.0.1" not in text and "`run123`" in text
+
+
+def test_the_offline_minilm_is_named_by_its_hub_id(tmp_path):
+    entry = stored_entry(
+        tmp_path / "store",
+        "teacher",
+        {"role": "teacher", "task": "sst2", "base_model": "minilm-l6", "train_examples": 6000},
+        {"task": "sst2"},
+    )
+    facts = card_facts(entry)
+    assert facts["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert "6,000 training rows" in write_model_card(entry).read_text()

@@ -118,3 +118,105 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
     off = {**settings, "tracking": {"enabled": True, "register_ties": False}}
     registered.clear()
     assert nodes.register_best_student(table, teacher, off, *students)["registered"] is False and not registered
+
+
+def _tie_recorder(monkeypatch):
+    from bert_kd.pipelines.distill import nodes
+
+    registered = []
+
+    class Recorder:
+        def register_best_student(self, info, teacher_info, name, extra_tags, description, alias="champion"):
+            registered.append((info["method"], info["key"], alias, extra_tags["bert_kd.verdict"], description))
+            return str(len(registered))
+
+    class Parent:
+        def set_tags(self, values):
+            pass
+
+        def head_note(self, line):
+            pass
+
+    monkeypatch.setattr(nodes, "tracker_for", lambda tracking: Recorder())
+    monkeypatch.setattr(nodes, "kedro_run", lambda: Parent())
+    return nodes, registered
+
+
+#: A tied comparison as `--env compare` makes it: rows (method, score, job key), in the pipeline's order;
+#: ckd_po is ckd's job, alp_po alp's; rkd and logits_mse are jobs of their own.
+TIED = [
+    ("logits_mse", 0.800, "k-lm"),
+    ("rkd", 0.803, "k-rkd"),
+    ("ckd", 0.805, "k-ckd"),
+    ("ckd_po", 0.805, "k-ckd"),
+    ("alp", 0.806, "k-alp"),
+    ("alp_po", 0.806, "k-alp"),
+]
+
+
+def _tied_inputs():
+    teacher = {"primary_metric": "accuracy", "score": 0.85, "score_examples": 872, "info": {}}
+    students = [
+        {"score": score, "info": {"method": row, "algorithm": row.split("_")[0], "key": key}}
+        for row, score, key in TIED
+    ]
+    rows = [{"method": "teacher", "accuracy": 0.85}, {"method": "majority class", "accuracy": 0.51}]
+    rows += [{"method": row, "accuracy": score} for row, score, _ in TIED]
+    settings = {"task": "sst2", "seed": 42, "tracking": {"enabled": True}}
+    return teacher, students, rows, settings
+
+
+def test_tied_rows_are_registered_with_their_own_evaluations_whatever_the_tables_order(monkeypatch):
+    """The comparison table lists rows by score, the evaluations come in the pipeline's order: a row's same-job
+    map and its registered model were taken by position (rkd left out, ckd_po registered as ckd's model, "alp (=
+    alp_po, rkd)"). Each row is now joined with its own evaluation by name."""
+    nodes, registered = _tie_recorder(monkeypatch)
+    teacher, students, rows, settings = _tied_inputs()
+    by_score = pd.DataFrame(sorted(rows, key=lambda r: -r["accuracy"]))
+    result = nodes.register_best_student(by_score, teacher, settings, *students, table_name="distill_baselines")
+    assert result["verdict"] == "tie"
+    assert {(method, key) for method, key, *_ in registered} == {
+        ("logits_mse", "k-lm"),
+        ("rkd", "k-rkd"),
+        ("ckd", "k-ckd"),
+        ("alp", "k-alp"),
+    }
+    descriptions = {method: description for method, _, _, _, description in registered}
+    assert "alp (= alp_po)" in descriptions["alp"] and "rkd)" not in descriptions["alp"].split("\n")[0]
+
+
+def test_any_order_of_the_tables_rows_gives_the_same_verdict_versions_and_descriptions(monkeypatch):
+    """Property: every permutation of the student rows (and of the evaluations) registers the same versions with
+    the same aliases and descriptions."""
+    import itertools
+
+    teacher, students, rows, settings = _tied_inputs()
+    head, body = rows[:2], rows[2:]
+    outcomes = set()
+    for n, order in enumerate(itertools.permutations(range(len(body)))):
+        if n % 7:  # 720 orders; every 7th of them, the identity and reversals among them
+            continue
+        nodes, registered = _tie_recorder(monkeypatch)
+        table = pd.DataFrame(head + [body[i] for i in order])
+        shuffled = [students[i] for i in reversed(order)]
+        result = nodes.register_best_student(table, teacher, settings, *shuffled, table_name="distill_baselines")
+        outcomes.add(
+            (
+                result["verdict"],
+                tuple(result["tied"]),
+                tuple(sorted((m, k, a) for m, k, a, _, _ in registered)),
+                tuple(sorted(d.split("\n")[0] for *_, d in registered)),
+            )
+        )
+    assert len(outcomes) == 1
+
+
+def test_a_row_without_its_evaluation_is_an_error_not_a_silent_drop(monkeypatch):
+    nodes, _ = _tie_recorder(monkeypatch)
+    teacher, students, rows, settings = _tied_inputs()
+    with pytest.raises(ValueError, match="without an evaluation: rkd"):
+        nodes.register_best_student(
+            pd.DataFrame(rows), teacher, settings, *[s for s in students if s["info"]["method"] != "rkd"]
+        )
+    with pytest.raises(ValueError, match="two student evaluations are labelled 'alp'"):
+        nodes.register_best_student(pd.DataFrame(rows), teacher, settings, *students, students[-2])

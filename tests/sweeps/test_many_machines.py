@@ -313,10 +313,10 @@ def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():
     }
     done = subprocess.run(["bash", str(script), "alp_kd_table1"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("#")]
     assert len(lines) == 2  # one worker per WORKERS_PER_GPU
     for n, line in enumerate(lines, 1):
-        assert "-m kedro run --pipeline=reproduce --env paper" in line and line.endswith(f"77-3-{n}.log")
+        assert "-m kedro run --pipelines=reproduce --env paper" in line and line.endswith(f"77-3-{n}.log")
         assert "reproduce.storage=postgresql+psycopg://bert_kd@db-host:5433/bert_kd_optuna" in line
     env.pop("BERT_KD_STORAGE")
     missing = subprocess.run(["bash", str(script), "alp_kd_table1"], env=env, capture_output=True, text=True)

@@ -96,7 +96,41 @@ def read_trial(path: Path) -> dict:
             where,
             "restore it from git (git checkout -- <file>), or move it out of the folder and run its trial again",
         ) from exc
+    check_metrics(record, path)
     return record
+
+
+#: How far a recorded dev metric may lie from the one its predictions give (float rounding only).
+METRIC_TOLERANCE = 1e-9
+
+
+def check_metrics(record: dict, path: Path) -> None:
+    """Recompute the trial's dev metrics from its predictions and labels: a prediction list cut short, or a metric
+    its predictions do not give (an edited or flipped file would change published claims silently), is a
+    [`UserError`][bert_kd.config.errors.UserError] naming the file and the field."""
+    from bert_kd.core.metrics import glue_metrics
+
+    result, task = record["result"], record["spec"]["trial"].get("task")
+    fix = "restore it from git (git checkout -- <file>), or move it out of the folder and run its trial again"
+    predictions, labels = result.get("dev_predictions"), result.get("dev_labels")
+    if predictions is None or labels is None:
+        raise UserError(f"trial result {path.name} has no dev_predictions or dev_labels", str(path), fix)
+    if len(predictions) != len(labels):
+        raise UserError(
+            f"trial result {path.name}: {len(predictions)} dev_predictions for {len(labels)} dev_labels",
+            f"{path}: result.dev_predictions",
+            fix,
+        )
+    recorded = result.get("dev_metrics") or {}
+    given = glue_metrics(str(task), predictions, labels) if recorded else {}
+    for name, value in recorded.items():
+        if name in given and abs(float(value) - given[name]) > METRIC_TOLERANCE:
+            raise UserError(
+                f"trial result {path.name}: result.dev_metrics.{name} is {float(value):.6f}, its predictions give "
+                f"{given[name]:.6f} (the file was edited after its trial ran)",
+                f"{path}: result.dev_metrics.{name}",
+                fix,
+            )
 
 
 def table_folder(folder: Path) -> Path:

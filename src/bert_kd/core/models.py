@@ -308,16 +308,27 @@ def task_record(task: str | None, num_labels: int) -> dict:
     return {"task": task, "label_names": names, "num_labels": int(num_labels)}
 
 
+def name_labels(config, names: Sequence[str]) -> bool:
+    """Set ``config.id2label`` / ``label2id`` to the task's label names (so `transformers`' pipeline answers
+    ``positive``, not ``LABEL_1``) when there is one name per label; whether it did."""
+    if not names or len(names) != int(getattr(config, "num_labels", 0) or 0):
+        return False
+    config.id2label = dict(enumerate(names))
+    config.label2id = {name: i for i, name in enumerate(names)}
+    return True
+
+
 def write_bundle_files(bundle: ModelBundle, directory: str | Path) -> None:
     """Write the HF files (safetensors + tokenizer + ``bert_kd.json``) into an existing ``directory``;
     ``bert_kd.json`` holds the bundle's ``info`` with its [`task_record`][bert_kd.core.models.task_record]."""
     import json
 
     directory = Path(directory)
-    bundle.model.save_pretrained(directory, safe_serialization=True)
-    bundle.tokenizer.save_pretrained(directory)
     num_labels = int(getattr(bundle.model.config, "num_labels", 0) or 0)
     info = {**bundle.info, **task_record(bundle.info.get("task"), num_labels)}
+    name_labels(bundle.model.config, info.get("label_names") or [])
+    bundle.model.save_pretrained(directory, safe_serialization=True)
+    bundle.tokenizer.save_pretrained(directory)
     (directory / "bert_kd.json").write_text(json.dumps(info, indent=2, default=str))
 
 

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from bert_kd.config.errors import UserError
 from bert_kd.core.files import MANIFEST
 from bert_kd.experiment.model_card import CARD_FILE, write_model_card
 
@@ -28,6 +29,7 @@ def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Pa
     source, target = Path(model_dir), Path(target)
     if not (source / "config.json").is_file():
         raise FileNotFoundError(f"{source} is not a saved model folder (no config.json)")
+    check_no_links(source)
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{target} is not empty: give a new folder to write the pushed files into")
     target.mkdir(parents=True, exist_ok=True)
@@ -37,8 +39,58 @@ def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Pa
             continue
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target / relative)
+    _name_labels(target)
     write_model_card(source, target / CARD_FILE, **card_options)
     return target
+
+
+def _name_labels(folder: Path) -> None:
+    """The pushed ``config.json`` with the task's label names (``id2label``/``label2id``, from ``bert_kd.json``),
+    for entries saved before their configs carried them."""
+    import json
+
+    from transformers import AutoConfig
+
+    from bert_kd.core.models import name_labels, task_record
+
+    info_file = folder / "bert_kd.json"
+    info = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else {}
+    config = AutoConfig.from_pretrained(folder)
+    names = info.get("label_names") or task_record(info.get("task"), config.num_labels).get("label_names")
+    if names and name_labels(config, names):
+        config.save_pretrained(folder)
+
+
+def check_no_links(source: Path) -> None:
+    """A pushed folder holds plain files: a symbolic link inside it (which would upload whatever file it points
+    to) is a [`UserError`][bert_kd.config.errors.UserError] naming it."""
+    for path in sorted(source.rglob("*")):
+        if path.is_symlink():
+            raise UserError(
+                f"{path} is a symbolic link (to {path.readlink()}): a push uploads the model's own files only",
+                str(source),
+                "replace the link by the file it points to, or remove it, then push again",
+            )
+
+
+def check_repo_id(repo_id: str) -> None:
+    """``repo_id`` as the hub accepts it (``owner/name``; `huggingface_hub`'s own validator), else a
+    [`UserError`][bert_kd.config.errors.UserError] — also in a dry run, which the hub never sees."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    problem = None
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        problem = str(exc).splitlines()[0]
+    if problem is None and repo_id.count("/") != 1:
+        problem = "a model repository is named owner/name"
+    if problem:
+        raise UserError(
+            f"the hub refuses the repository id {repo_id!r}: {problem}",
+            "REPO_ID",
+            "name it owner/name: letters, digits, '-', '_', '.', at most 96 characters, e.g. alice/alp-kd-sst2",
+        )
 
 
 def push_to_hub(

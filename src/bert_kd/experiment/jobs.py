@@ -290,6 +290,9 @@ def _files_problem(directory: Path, files: Any) -> str | None:
 #: A store entry's model card ([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]): written after the entry, derived
 #: from its files and rewritten when the model is registered, so it is the one file the manifest need not list.
 MODEL_CARD = "README.md"
+#: The prefix of the temporary file a card is written to before it is renamed over the card: one left by a
+#: killed write is not part of the model, so it never condemns the entry.
+CARD_TEMPORARY = f".{MODEL_CARD}.tmp-"
 
 
 def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
@@ -305,6 +308,8 @@ def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
                 return f"{path} is a symbolic link (to {os.readlink(path)}); a stored result holds plain files only"
             # A manifest.json at any depth is the entry's own record or that of a sub-result written
             # atomically inside it (TED's stage1/): file_entries leaves those out of the list as well.
+            if name.startswith(CARD_TEMPORARY):  # a card write cut short (kill -9): the card, not the model
+                continue
             if name in names and name != MANIFEST and relative != MODEL_CARD and relative not in listed:
                 return f"{path} is not listed in manifest.json (a file added after the entry was written)"
     return None

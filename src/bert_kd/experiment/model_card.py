@@ -8,7 +8,8 @@ teacher and its dev score, the layer map, the training data and its limits, the 
 the MLflow run and the noise of one dev-set run (``0.5 / √n``,
 [`bert_kd.core.reports.verdict.noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
 
-Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
+The card is built as plain text (no template engine: every value may come from a file someone else wrote),
+its YAML header dumped by `huggingface_hub.ModelCardData`. Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
 ``manifest.json`` (the job's spec and provenance) and, for a student, its teacher's entry in the
 same store. A card is derived from them, so the store check lets it stand beside the listed files
 ([`CARD_FILE`][bert_kd.experiment.model_card.CARD_FILE]). Kedro- and MLflow-free: the caller passes the run's link.
@@ -26,6 +27,7 @@ from typing import Any, Mapping
 from bert_kd.core.data.glue import HF_DATASET, get_task
 from bert_kd.core.files import MANIFEST
 from bert_kd.core.metrics import metric_label
+from bert_kd.core.models import OFFLINE_MINILM_ALIASES
 from bert_kd.core.reports.verdict import noise_tolerance
 from bert_kd.experiment.jobs import MODEL_CARD
 
@@ -40,6 +42,8 @@ NOT_METRICS = ("epoch", "global_step", "loss")
 HUB_METRIC_TYPES = {"pearson": "pearsonr"}
 #: The dev split a task's model-selection metric is measured on.
 DEV_SPLITS = {"mnli": "validation_matched"}
+#: Hub ids of checkpoints the project names by an alias (the offline MiniLM-L6 package ships this model).
+HUB_IDS = {alias: "sentence-transformers/all-MiniLM-L6-v2" for alias in OFFLINE_MINILM_ALIASES}
 
 
 def _read_json(path: Path) -> dict:
@@ -71,8 +75,9 @@ def _teacher_entry(directory: Path, teacher_key: str | None) -> dict:
 
 
 def _hub_id(name: Any) -> str | None:
-    """``name`` when it reads as a hub repository id (``owner/model``), not a local path."""
-    text = str(name or "")
+    """``name`` when it reads as a hub repository id (``owner/model``), not a local path; a project alias
+    ([`HUB_IDS`][bert_kd.experiment.model_card.HUB_IDS]) as the hub id it stands for."""
+    text = HUB_IDS.get(str(name or "").lower(), str(name or ""))
     if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) and not Path(text).exists():
         return text
     return None
@@ -121,8 +126,33 @@ def card_facts(directory: str | Path) -> dict:
         "commit": provenance.get("git_commit"),
         "run_id": info.get("mlflow_run_id"),
         "key": manifest.get("key") or info.get("key"),
-        "parameters": info.get("parameters"),
+        "parameters": info.get("parameters") or _parameter_count(directory),
+        "layers": _read_json(directory / "config.json").get("num_hidden_layers"),
+        "train_examples": info.get("train_examples"),
+        "label_names": info.get("label_names") or list(task.label_names),
     }
+
+
+def _parameter_count(directory: Path) -> int | None:
+    """The parameters in ``directory``'s safetensors files (read from their headers, no weights loaded)."""
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        return None
+    try:
+        from safetensors import safe_open
+
+        total = 0
+        for path in files:
+            with safe_open(str(path), framework="pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 - a safetensors handle is no dict
+                    shape = handle.get_slice(name).get_shape()
+                    count = 1
+                    for size in shape:
+                        count *= size
+                    total += count
+        return total
+    except Exception:  # noqa: BLE001 - a size the card cannot read is "not recorded", never a failed card
+        return None
 
 
 def model_card(
@@ -167,7 +197,9 @@ def model_card(
         tags=tags,
         eval_results=results or None,
     )
-    return ModelCard.from_template(data, template_str=_body(facts, run_link, registered, name, license))
+    # No template engine over text read from artifacts (a `{{ … }}` in a store entry, a logged model or a
+    # registered name would run as Jinja2): the header is YAML dumped by the hub's own card data, the body plain text.
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n{_body(facts, run_link, registered, name, license)}")
 
 
 def _body(facts: Mapping, run_link: str | None, registered: str | None, name: str, license: str) -> str:
@@ -182,11 +214,16 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
     metrics = ", ".join(f"{metric_label(k)} {_number(v)}" for k, v in sorted(facts["metrics"].items())) or "none"
     teacher_score = ", ".join(f"{metric_label(k)} {_number(v)}" for k, v in sorted(facts["teacher_metrics"].items()))
     training = facts["training"]
-    run = f"[{facts['run_id']}]({run_link})" if run_link else (facts["run_id"] or "none")
+    run = _run_line(facts["run_id"], run_link)
+    size = ", ".join(
+        part
+        for part in (
+            f"{facts['layers']} layers" if facts["layers"] else "",
+            f"{facts['parameters'] / 1e6:.1f} M parameters" if facts["parameters"] else "",
+        )
+        if part
+    )
     lines = [
-        "---",
-        "{{ card_data }}",
-        "---",
         "",
         f"# {name}",
         "",
@@ -197,12 +234,14 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         "",
         f"- **Dev metrics** ({facts['dev_split']}): {metrics}",
         f"- **Noise of one dev-set run**: {noise}",
+        f"- **Size**: {size or 'not recorded'}",
     ]
     if facts["role"] != "teacher":
         recipe = json.dumps(facts["recipe"], sort_keys=True, default=str) if facts["recipe"] else "not recorded"
         lines += [
             f"- **Recipe**: method `{facts['algorithm'] or facts['method']}`; `{recipe}`",
-            f"- **Teacher**: store entry `teacher/{facts['teacher_key']}`"
+            f"- **Teacher**: [its card](../../teacher/{facts['teacher_key']}/README.md) in the store "
+            f"(`teacher/{str(facts['teacher_key'])[:12]}…`)"
             + (f" ({facts['base_model_name']} fine-tuned)" if facts["base_model_name"] else "")
             + (f"; dev {teacher_score}" if teacher_score else "; its dev score is not in this store"),
             f"- **Layer map** (student layer ← teacher layers): {facts['layer_map'] or 'none (output-level method)'}",
@@ -211,7 +250,7 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         lines.append(f"- **Base model**: {facts['base_model_name']}")
     lines += [
         f"- **Training data**: GLUE {task.dir_name} train split ({HF_DATASET}, config `{task.hf_config}`), "
-        f"rows fingerprint `{facts['data'] or 'not recorded'}`; "
+        f"{_rows(facts['train_examples'])}, rows fingerprint `{facts['data'] or 'not recorded'}`; "
         + ", ".join(f"{k} {training[k]}" for k in ("epochs", "batch_size", "learning_rate") if k in training),
         f"- **Seed**: {facts['seed'] if facts['seed'] is not None else 'not recorded'}",
         f"- **Commit**: {facts['commit'] or 'not recorded'}",
@@ -222,6 +261,8 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
     lines += [
         f"- **License**: {license}",
         "",
+        *_how_to_use(facts),
+        *_citation(facts),
         "## Limits",
         "",
         f"Scored on the GLUE {task.dir_name} dev split only, which also chose the kept epoch: the score is "
@@ -233,12 +274,56 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
     return "\n".join(lines)
 
 
+def _run_line(run_id: str | None, run_link: str | None) -> str:
+    """The MLflow run: linked where the link reaches a server others can open, else its id alone (a link to
+    ``127.0.0.1`` or ``localhost`` opens nothing on a reader's machine)."""
+    if not run_id:
+        return "none"
+    local = not run_link or any(host in run_link for host in ("://127.0.0.1", "://localhost", "://0.0.0.0"))
+    return f"`{run_id}` (in the tracking store it was trained in)" if local else f"[`{run_id}`]({run_link})"
+
+
+def _rows(count) -> str:
+    return f"{int(count):,} training rows" if isinstance(count, int) and count > 0 else "training rows not recorded"
+
+
+def _how_to_use(facts: Mapping) -> list[str]:
+    """A snippet that classifies with the pushed folder through `transformers`' pipeline (label names from the
+    config's ``id2label``); ``<this repository>`` is the hub id the card is pushed to."""
+    task = facts["task"]
+    if task.has_pair:
+        text = '{"text": "The cat sat on the mat.", "text_pair": "A cat was sitting on a mat."}'
+    else:
+        text = '"a gripping, beautifully acted film"'
+    return [
+        "## How to use",
+        "",
+        "```python",
+        "from transformers import pipeline",
+        "",
+        'classify = pipeline("text-classification", model="<this repository>")',
+        f"print(classify({text}))  # labels: {', '.join(facts['label_names']) or 'a score'}",
+        "```",
+        "",
+    ]
+
+
+def _citation(facts: Mapping) -> list[str]:
+    """The method's paper as BibTeX ([`bert_kd.experiment.citations`][bert_kd.experiment.citations]), if it has one."""
+    from bert_kd.experiment.citations import citation
+
+    bibtex = citation(facts["algorithm"]) if facts["role"] != "teacher" else None
+    return ["## Citation", "", "The method's paper:", "", "```bibtex", bibtex, "```", ""] if bibtex else []
+
+
 def write_model_card(directory: str | Path, output: str | Path | None = None, **options) -> Path:
     """Write [`model_card`][bert_kd.experiment.model_card.model_card] of ``directory`` to ``output`` (default ``<directory>/README.md``)
     all at once (a temporary sibling renamed over it); the path written."""
     target = Path(output) if output is not None else Path(directory) / CARD_FILE
     text = str(model_card(directory, **options))
     target.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in target.parent.glob(f".{target.name}.tmp-*"):  # a write killed before its rename
+        leftover.unlink(missing_ok=True)
     temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, target)

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 from yaml.parser import ParserError
 
+from bert_kd.config.credentials import move_password_to_environment
 from bert_kd.config.errors import UserError
 
 
@@ -231,6 +232,8 @@ class ProjectConfigLoader(OmegaConfigLoader):
         config = super().__getitem__(key)
         if key == "parameters" and self.runtime_params:
             apply_shared_training(config, self._job_training_paths, self.runtime_params)
+        if key == "parameters":  # a study URL's password never reaches MLflow, trial JSONs or tables
+            move_password_to_environment(config)
         return config
 
     def _read_raw_config(self, key: str):

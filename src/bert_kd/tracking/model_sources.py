@@ -8,6 +8,7 @@ import logging
 import tempfile
 from pathlib import Path
 
+from bert_kd.config.credentials import mask
 from bert_kd.config.errors import DamagedModelError, ModelNotFoundError
 from bert_kd.experiment.tracker import DOWNLOAD_PREFIX, discard_download
 from bert_kd.tracking.logged_models import UnsafeModelPathError, bundle_directory, unfinished_model
@@ -46,7 +47,7 @@ class MlflowModelSources:
             raise ModelNotFoundError(
                 f"{uri!r} cannot be downloaded from MLflow ({first_line})",
                 key,
-                f"check the URI in the MLflow UI (tracking URI {mlflow.get_tracking_uri()}): a registered model "
+                f"check the URI in the MLflow UI (tracking URI {mask(mlflow.get_tracking_uri())}): a registered model "
                 "(<name>@champion, <name>/<version>), a LoggedModel's id (m-…) or its run and name "
                 "(runs:/<run id>/alp-sst2-student); the run must have logged it (tracking.log_models: true)",
             ) from None

@@ -24,8 +24,18 @@ NOTE_TAG = "mlflow.note.content"
 
 
 def ui_base_url() -> str:
-    """The MLflow UI address (``MLFLOW_UI_URL``, default ``http://127.0.0.1:5000``)."""
-    return os.environ.get("MLFLOW_UI_URL", "http://127.0.0.1:5000").rstrip("/")
+    """The MLflow UI address: ``MLFLOW_UI_URL``; else the tracking server's own address when runs are on one
+    (``MLFLOW_TRACKING_URI`` ``http(s)://…``, its user and password left out); else the local UI,
+    ``http://127.0.0.1:5000`` (``scripts/mlflow_ui.sh`` serves a SQLite store there)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if os.environ.get("MLFLOW_UI_URL"):
+        return os.environ["MLFLOW_UI_URL"].rstrip("/")
+    tracking = urlsplit(os.environ.get("MLFLOW_TRACKING_URI", ""))
+    if tracking.scheme in ("http", "https") and tracking.hostname:
+        host = tracking.hostname + (f":{tracking.port}" if tracking.port else "")
+        return urlunsplit((tracking.scheme, host, tracking.path, "", "")).rstrip("/")
+    return "http://127.0.0.1:5000"
 
 
 def runs_table_url(experiment_id: str, base: str | None = None) -> str:

@@ -56,6 +56,19 @@ def test_cpu_keys_of_the_new_defaults_equal_the_old_fp32_keys():
     assert trial_precision_material({}) == {"mixed_precision": None, "teacher_mixed_precision": None}
 
 
+def test_a_teacher_at_the_students_precision_keeps_the_students_key():
+    """``runtime.teacher_mixed_precision=auto`` on a CPU resolves to fp32, the student's own precision: the same
+    numbers as ``same``, so the same key (it retrained the student under a new key before)."""
+    settings = vars(TrainingConfig.from_dict({}))
+    same = jobs.training_spec(settings)
+    for teacher in ("auto", "no"):
+        assert jobs.training_spec({**settings, "teacher_mixed_precision": teacher}) == same
+    assert jobs.training_spec({**settings, "teacher_mixed_precision": "bf16"}) != same  # another precision: keyed
+    for teacher in ("auto", "no"):
+        material = trial_precision_material({"mixed_precision": "auto", "teacher_mixed_precision": teacher})
+        assert material == {"mixed_precision": "no", "teacher_mixed_precision": "same"}
+
+
 def test_the_gpu_numeric_path_enters_keys(monkeypatch):
     cuda_with_bf16(monkeypatch)
     settings = vars(TrainingConfig.from_dict({}))

@@ -54,17 +54,19 @@ def set_tf32(enabled: bool) -> None:
 def numeric_key_material(settings: Mapping) -> dict:
     """The numeric-path part of a job's training settings (``vars(TrainingConfig)``) as key material:
     ``mixed_precision`` resolved for the device (``auto`` on a CPU is ``no``, so keys made before
-    ``auto`` existed keep their value); ``tf32`` and ``compile`` only where they change the numbers
+    ``auto`` existed keep their value); ``teacher_mixed_precision`` only where it resolves to another precision
+    than the student's (a teacher forward at the student's precision is the same numbers as ``same``: ``auto``
+    on a CPU keeps the student's key); ``tf32`` and ``compile`` only where they change the numbers
     (TF32: CUDA fp32 work; compile: on), so CPU keys stay as they were."""
     device = training_device(bool(settings.get("cpu", False)))
     compiled = compiles_on(settings.get("compile"), device)
     material = {}
     if "mixed_precision" in settings:
         material["mixed_precision"] = resolve_precision(str(settings["mixed_precision"]), device, compiled)
-    if "teacher_mixed_precision" in settings and settings["teacher_mixed_precision"] != "same":
-        material["teacher_mixed_precision"] = resolve_precision(
-            str(settings["teacher_mixed_precision"]), device, compiled
-        )
+    if settings.get("teacher_mixed_precision", "same") != "same":
+        student = material.get("mixed_precision", resolve_precision("auto", device, compiled))
+        resolved = resolve_precision(str(settings["teacher_mixed_precision"]), device, compiled)
+        material["teacher_mixed_precision"] = "same" if resolved == student else resolved
     if uses_tf32(settings.get("tf32", True), material.get("mixed_precision", "no"), device):
         material["tf32"] = True
     if compiled:
@@ -145,6 +147,8 @@ def trial_precision_material(runtime: Mapping) -> dict:
 
     material = {key: resolved(runtime.get(key)) for key in ("mixed_precision", "teacher_mixed_precision")}
     student = resolve_precision(str(runtime.get("mixed_precision") or "auto"), device, compiled)
+    if material["teacher_mixed_precision"] not in (None, "same") and material["teacher_mixed_precision"] == student:
+        material["teacher_mixed_precision"] = "same"  # the teacher at the student's precision: the same numbers
     if uses_tf32(runtime.get("tf32", True), student, device):
         material["tf32"] = True
     if compiled:

@@ -265,6 +265,7 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
         "gradient_shares": share_metrics(shares, prefix=""),
         "dev_split": eval_split,
         "dev_examples": len(job.data[eval_split]),
+        "train_examples": len(job.data["train"]),
         "layer_map": getattr(method, "mapping", None),
         **outcome,
     }

@@ -144,5 +144,6 @@ def _fine_tune(checkpoint_dir, *, fine_tune: FineTune, job, run) -> ModelBundle:
             "mlflow_run_id": run.run_id,
             "dev_split": evaluation_split(tokenized),
             "dev_examples": len(tokenized[evaluation_split(tokenized)]),
+            "train_examples": len(tokenized["train"]),
         },
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from functools import update_wrapper
 from pathlib import Path
 
@@ -148,17 +149,15 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     order = sorted(range(len(student_metrics)), key=lambda i: -sort_score(student_metrics[i].get("score")))
     student_metrics = tuple(student_metrics[i] for i in order)  # the table reads top score first
     students = [_row(m["info"].get("method", "?"), m, teacher_metrics) for m in student_metrics]
-    same_as = duplicate_rows(
-        {r["method"]: m["info"].get("key") for r, m in zip(students, student_metrics)},
-        preferred=named_after_method(student_metrics),
-    )
+    evaluations = evaluations_by_row(student_metrics, lambda info: info.get("method", "?"))
+    same_as = same_job_rows(evaluations)
     if same_as:
         for row in students:
             row[SAME_JOB_COLUMN] = same_as.get(row["method"])
     rows += students
     frame = pd.DataFrame(rows)
     title = comparison_title(table, teacher_metrics["task"], metric)
-    verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=student_metrics)
+    verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=evaluations)
     figure = comparison_bars(
         [r["method"] for r in students],
         [r[metric] for r in students],
@@ -285,9 +284,8 @@ def register_best_student(
     majority = next((r for r in rows if r.get("method") == MAJORITY_METHOD), None)
     students = [r for r in rows if r.get("method") not in ("teacher", MAJORITY_METHOD)]
     row_label = (lambda r: f"{r['method']}[{r['teachers']}]") if "teachers" in table.columns else None
-    verdict = table_verdict(
-        students, majority, metric, teacher_metrics, label=row_label, evaluations=None if row_label else student_metrics
-    )
+    evaluations = evaluations_by_row(student_metrics, label)
+    verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label, evaluations=evaluations)
     tie = verdict.kind == TIE
     decide = deciding_command(table_name) if tie else None
     chosen = [verdict.best] if verdict.best else []
@@ -305,7 +303,7 @@ def register_best_student(
     name = tracking.registered_model or default_registered_name(run.task)
     versions: dict[str, str] = {}
     for row in chosen:
-        best = next(e for e in student_metrics if label(e["info"]) == row)
+        best = evaluations[row]
         alias = tied_alias(row) if tie else CHAMPION_ALIAS
         version = tracker_for(tracking).register_best_student(
             best["info"],
@@ -400,24 +398,45 @@ def with_verdict(markdown: str, verdict: Verdict, title: str) -> str:
     return f"**No best student**: {verdict.warning}.\n\n" + markdown
 
 
+def evaluations_by_row(student_metrics, label) -> dict[str, dict]:
+    """Each student evaluation under the label its table row carries (``label(info)``), so rows and evaluations
+    are joined by name, never by position (a table sorted by score lists them in another order than the
+    pipeline's inputs); two evaluations under one label are an error."""
+    by_row: dict[str, dict] = {}
+    for evaluation in student_metrics:
+        name = label(evaluation.get("info", {}))
+        if name in by_row:
+            raise ValueError(f"two student evaluations are labelled {name!r}: the comparison cannot tell them apart")
+        by_row[name] = evaluation
+    return by_row
+
+
 def table_verdict(
-    students: list[dict], majority: dict | None, metric: str, reference: dict, label=None, evaluations=None
+    students: list[dict],
+    majority: dict | None,
+    metric: str,
+    reference: dict,
+    label=None,
+    evaluations: Mapping[str, dict] | None = None,
 ) -> Verdict:
     """The verdict over ``students`` rows (their ``metric`` column) against the majority row and the
     teacher (``reference['score']``), at the noise of the evaluation split's size
-    (``reference['score_examples']``). ``evaluations``: the rows' evaluations, in row order, for the
-    rows that are the same job (equal ``info['key']``) and the paired test (``correct``)."""
+    (``reference['score_examples']``). ``evaluations``: row label → the row's evaluation
+    ([`evaluations_by_row`][bert_kd.pipelines.distill.nodes.evaluations_by_row]), for the rows that are the same
+    job (equal ``info['key']``) and the paired test (``correct``). The rows are read in label order, so the
+    verdict does not depend on the table's order."""
     label = label or (lambda row: row["method"])
+    students = sorted(students, key=label)
     scores = {label(row): row.get(metric) for row in students}
     floor = majority.get(metric) if majority else None
     same_as, correct = {}, {}
     if evaluations:
-        names = [label(row) for row in students]
-        same_as = duplicate_rows(
-            {n: e.get("info", {}).get("key") for n, e in zip(names, evaluations)},
-            preferred=named_after_method(evaluations),
-        )
-        for name, evaluation in zip(names, evaluations):
+        missing = [name for name in scores if name not in evaluations]
+        if missing:
+            raise ValueError(f"comparison rows without an evaluation: {', '.join(missing)}")
+        rows = {name: evaluations[name] for name in scores}
+        same_as = same_job_rows(rows)
+        for name, evaluation in rows.items():
             splits = evaluation.get("correct") or {}
             if splits:
                 correct[name] = splits[evaluation_split(splits)]
@@ -430,6 +449,16 @@ def table_verdict(
         teacher=None if teacher is None else float(teacher),
         same_as=same_as,
         correct=correct,
+    )
+
+
+def same_job_rows(evaluations: Mapping[str, dict]) -> dict[str, str]:
+    """Row → the row with the same job key that stands for it
+    ([`duplicate_rows`][bert_kd.core.reports.verdict.duplicate_rows]), the rows read in label order so that the
+    answer does not depend on the table's order."""
+    rows = dict(sorted(evaluations.items()))
+    return duplicate_rows(
+        {name: e.get("info", {}).get("key") for name, e in rows.items()}, preferred=named_after_method(rows.values())
     )
 
 

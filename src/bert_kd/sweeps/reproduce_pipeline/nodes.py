@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
+from bert_kd.config.credentials import mask
 from bert_kd.config.schema import Block, Reproduce, set_values, typed
 from bert_kd.core.training.distributed import broadcast_from_rank_zero, launched_processes
 from bert_kd.experiment.tracker import is_main_process, kedro_run
@@ -81,7 +82,7 @@ def reproduce_tables(
         parameters,
         data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
         results_dir=results_dir,
-        command=shlex.join(["kedro", *sys.argv[1:]]),
+        command=mask(shlex.join(["kedro", *sys.argv[1:]])),
         results_only=settings.results_only,
         conf_params=conf_params,
     )
