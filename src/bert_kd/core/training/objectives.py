@@ -69,12 +69,21 @@ class Objective(nn.Module):
 
     def parameter_groups(self, config: TrainingConfig) -> list[dict]:
         """AdamW groups: the model with weight decay (not on biases/LayerNorm), auxiliary modules
-        at ``aux_learning_rate``."""
+        at ``aux_learning_rate``, and a module that names its own rate (``group_learning_rate``, e.g. RL-KD's
+        policy) in a group of its own, without weight decay."""
         decay, no_decay, aux = [], [], []
+        own = {}
+        for module in self.modules():
+            rate = getattr(module, "group_learning_rate", None)
+            if rate is not None:
+                own.update({id(p): float(rate) for p in module.parameters()})
+        own_groups: dict[float, list] = {}
         for name, param in self.named_parameters():
             if not param.requires_grad:
                 continue
-            if not name.startswith("model."):
+            if id(param) in own:
+                own_groups.setdefault(own[id(param)], []).append(param)
+            elif not name.startswith("model."):
                 aux.append(param)
             elif param.ndim < 2:
                 no_decay.append(param)
@@ -92,6 +101,7 @@ class Objective(nn.Module):
                     "lr": config.aux_learning_rate or config.learning_rate,
                 }
             )
+        groups += [{"params": params, "weight_decay": 0.0, "lr": rate} for rate, params in own_groups.items()]
         return [g for g in groups if g["params"]]
 
     def trainable_state(self) -> dict[str, Tensor]:
