@@ -65,11 +65,18 @@ def _tokenized_batches(passages: Iterable[str], tokenize: Callable[[list[str]], 
 
 
 def write_shards(
-    passages: Iterable[str], tokenizer, directory: str | Path, *, max_seq_length: int, rows_per_shard: int = 100_000
+    passages: Iterable[str],
+    tokenizer,
+    directory: str | Path,
+    *,
+    max_seq_length: int,
+    rows_per_shard: int = 100_000,
+    source: dict | None = None,
 ) -> Path:
     """Tokenize ``passages`` (truncated to ``max_seq_length`` tokens, unpadded) into Arrow shards of at most
     ``rows_per_shard`` rows in ``directory``, streaming (one tokenizer batch in memory at a time), written
-    under a temporary name and renamed when complete (a killed run leaves no half-written folder)."""
+    under a temporary name and renamed when complete (a killed run leaves no half-written folder); ``source``
+    (what the corpus is) goes into its manifest."""
     import pyarrow as pa
 
     directory = Path(directory)
@@ -97,7 +104,7 @@ def write_shards(
             writer.close()
         if rows == 0:
             raise ValueError(f"the corpus for {directory} has no passage (no non-blank line)")
-        manifest = {"rows": rows, "shards": shard, "max_seq_length": max_seq_length}
+        manifest = {"rows": rows, "shards": shard, "max_seq_length": max_seq_length, "source": source or {}}
         (target / SHARDS_MANIFEST).write_text(json.dumps(manifest, indent=2))
 
     write_atomically(directory, write)
