@@ -327,6 +327,12 @@ class GeneralCorpus(Strict):
     glue_stand_in: bool = False
     max_passages: PositiveInt | None = None  # the first n passages only (a shortened run)
 
+    @field_validator("files", mode="before")
+    @classmethod
+    def _space_separated_files(cls, value: Any) -> Any:
+        """``"a.txt b.txt"`` (the form ``--params`` can carry: it splits on commas) is the list of both."""
+        return value.split() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _one_source(self) -> GeneralCorpus:
         chosen = [name for name in ("files", "hf_dataset", "glue_stand_in") if getattr(self, name)]
