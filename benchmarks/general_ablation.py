@@ -20,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "general_ablation"
 ARMS = ("general", "truncated")
-#: The task stage's rows per task (a shortened CPU protocol: 2,000 training rows, the teacher's 64 tokens).
+#: The task stage's training rows per task by default (a shortened CPU protocol; the teacher's 64 tokens).
 TRAIN_ROWS = 2000
 
 
@@ -44,7 +44,7 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
         "task": task,
         "seed": seed,
         "glue_dir": args.glue_dir,
-        "max_train_samples": TRAIN_ROWS,
+        "max_train_samples": args.train_rows,
         "runtime.progress_bar": False,
         "tracking.enabled": False,
         **arm_params(arm, args.general),
@@ -106,6 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--general", help="the general student's store folder (distill_general's general_student.json)")
     parser.add_argument("--tasks", nargs="+", default=["sst2", "mrpc", "rte"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--train-rows", type=int, default=TRAIN_ROWS)
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
     (RESULTS / "trials").mkdir(parents=True, exist_ok=True)
@@ -113,8 +114,8 @@ def main(argv=None) -> int:
         if not args.general or not Path(args.general, "config.json").is_file():
             print(f"--general {args.general!r}: not a stored general student (no config.json)", file=sys.stderr)
             return 2
-        for seed in args.seeds:
-            for task in args.tasks:
+        for task in args.tasks:  # a task's seeds first: a finished task is a finished row
+            for seed in args.seeds:
                 for arm in ARMS:
                     path = trial_path(task, arm, seed)
                     if path.exists():
