@@ -1,5 +1,6 @@
 """``distill_general`` on two CPU processes through ``torchrun … -m kedro run`` (gloo), as a user launches it:
-one store entry, the same weights as one process with the global batch, and a kill mid-epoch that resumes."""
+one store entry, the same weights as one process with the global batch (passages of one length), and a kill
+mid-epoch that resumes."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def teacher(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_text("\n".join(" ".join(WORDS[i : i + 4 + i % 9]) for i in range(64)) + "\n")
+    # passages of one length: the token-level losses pool over each process's tokens, so two processes average
+    # two means, which equal the one process's pooled mean only when both hold as many tokens
+    path.write_text("\n".join(" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6)) for i in range(64)) + "\n")
     return path
 
 
