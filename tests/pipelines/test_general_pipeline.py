@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 
-from tests.conftest import make_wordpiece_tokenizer
+from tests.conftest import WORDS, make_wordpiece_tokenizer
+from tests.pipelines.conftest import TINY_TRAINING
 from tests.test_pipeline_registry import project  # noqa: F401  (the scratch-project fixture)
 
 
@@ -51,3 +56,25 @@ def test_the_task_stage_starts_from_the_general_students_weights_with_a_fresh_he
     layer = "encoder.layer.1.output.dense.weight"
     assert torch.equal(start.model.bert.state_dict()[layer], encoder.state_dict()[layer])
     assert start.model.classifier.out_features == 2
+
+
+@pytest.mark.slow  # a teacher, a general student and a task-stage student: about a minute on 2 cores
+def test_tinybert_end_to_end_general_stage_task_stage_evaluation(run_pipeline, tiny_teacher_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(WORDS[i : i + 6]) for i in range(40)) + "\n")
+    general = {
+        "teacher": str(tiny_teacher_dir),
+        "max_seq_length": 16,
+        "corpus": {"files": [str(corpus)], "glue_stand_in": False},  # conf/base's stand-in switched off
+        "training": {"batch_size": 8, "max_steps": 3},
+    }
+    student = {"num_layers": 2, "training": {**TINY_TRAINING, "epochs": 2}}  # the tinybert row's two stages
+    outputs, root, _ = run_pipeline("tinybert_general", general=general, student=student)
+    stored = json.loads((root / "data/06_models/general_student.json").read_text())
+    assert stored["global_step"] == 3 and Path(stored["store_path"]).parent.name == "general_student"
+    students = list((root / "data/06_models/store/student").iterdir())
+    assert len(students) == 1
+    spec = json.loads((students[0] / "manifest.json").read_text())["spec"]
+    assert "model" in spec["start"]  # keyed on the general student's files, not on the teacher's layers
+    metrics = sorted((root / "data/08_reporting/students/tinybert_metrics.json").iterdir())[-1]
+    assert json.loads((metrics / "tinybert_metrics.json").read_text())["metrics"]
