@@ -20,6 +20,7 @@ from bert_kd.pipelines import (
     evaluate,
     evaluate_teacher,
     export_student,
+    general,
     multi_teacher,
     predict_glue,
     ted,
@@ -82,6 +83,11 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["all"] = sum(pipelines.values(), Pipeline([]))
+    pipelines["distill_general"] = general.create_pipeline()
+    if "tinybert" in recipes:  # TinyBERT end to end: general stage → task stage → evaluation
+        pipelines["tinybert_general"] = (
+            teacher + teacher_cache_pipeline() + general.create_pipeline() + general.two_stage_pipeline("tinybert")
+        )
     pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
     pipelines["reproduce"], pipelines["evaluate"] = (
         reproduce_pipeline.create_pipeline(),

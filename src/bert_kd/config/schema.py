@@ -315,6 +315,49 @@ class Student(Strict):
         return self
 
 
+class GeneralCorpus(Strict):
+    """The corpus of general distillation: text ``files`` (one passage a line), a Hugging Face dataset
+    (``hf_dataset``, its ``hf_split`` and text ``hf_column``) or the offline stand-in, the training
+    sentences of every GLUE task under ``glue_dir`` (``glue_stand_in``); exactly one of them."""
+
+    files: list[Annotated[str, Field(min_length=1)]] | None = None
+    hf_dataset: Annotated[str, Field(min_length=1)] | None = None
+    hf_split: str = "train"
+    hf_column: str = "text"
+    glue_stand_in: bool = False
+    max_passages: PositiveInt | None = None  # the first n passages only (a shortened run)
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _space_separated_files(cls, value: Any) -> Any:
+        """``"a.txt b.txt"`` (the form ``--params`` can carry: it splits on commas) is the list of both."""
+        return value.split() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GeneralCorpus:
+        chosen = [name for name in ("files", "hf_dataset", "glue_stand_in") if getattr(self, name)]
+        if len(chosen) != 1:
+            raise ValueError(f"give exactly one of files, hf_dataset, glue_stand_in (given: {chosen or 'none'})")
+        return self
+
+
+class General(Strict):
+    """General distillation (``distill_general``): a pre-trained ``teacher``, a ``num_layers`` student copied from
+    its ``layer_selection`` layers, the ``loss`` (``tinybert`` or ``distilbert``) with its published weights
+    unless ``weights`` says otherwise, on ``corpus`` cut to ``max_seq_length`` tokens."""
+
+    teacher: Annotated[str, Field(min_length=1)]
+    loss: Literal["tinybert", "distilbert"] = "tinybert"
+    weights: dict[str, NonNegativeFloat] | None = None
+    temperature: PositiveFloat | None = None  # distilbert: 2.0
+    mask_probability: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    num_layers: PositiveInt = 2
+    layer_selection: Union[Literal["first", "distilbert"], list[PositiveInt]] = "first"
+    max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
+    corpus: GeneralCorpus
+    training: Training = Training()
+
+
 class MultiStudent(Student):
     init_from_teacher: NonNegativeInt = 0
 

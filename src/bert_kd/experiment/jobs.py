@@ -55,6 +55,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "ted_filters": 2,
     "multi_teacher_student": 2,
     "trial": 1,  # a sweep trial's result in the results folder (bert_kd.sweeps.trial)
+    "general_student": 1,  # a general student distilled on a corpus (training_jobs/general.py)
 }
 
 #: Training settings that do not change the trained weights (excluded from keys).

@@ -29,6 +29,7 @@ from bert_kd.config.schema import (
     Evaluate,
     ExportStudent,
     Figures,
+    General,
     MultiStudent,
     MultiTeacher,
     NonNegativeInt,
@@ -109,6 +110,7 @@ class Parameters(Strict):
     evaluate: Evaluate | None = None
     predict_glue: PredictGlue | None = None
     figures: Figures = Figures()
+    general: General | None = None
 
     @field_validator("task")
     @classmethod

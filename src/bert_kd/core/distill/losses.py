@@ -522,3 +522,30 @@ def multi_teacher_prediction_loss(
     else:
         terms = [soft_cross_entropy(student_logits, t, temperature, scale_by_t2=scale_by_t2) for t in t_list]
     return torch.stack(terms).mean()
+
+
+# ----------------------------------------------------------------------------- DistilBERT (general distillation)
+
+
+def masked_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """BERT's masked-LM loss (DistilBERT's L_mlm): cross-entropy over the masked positions only
+    (``labels`` -100 elsewhere), mean over those positions; ``logits`` ``(B, L, V)``, ``labels`` ``(B, L)``."""
+    _check_tensor("logits", logits, ndim=3)
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
+def masked_soft_target_loss(
+    student_logits: Tensor, teacher_logits: Tensor, labels: Tensor, temperature: float
+) -> Tensor:
+    """DistilBERT's L_ce (Sanh et al. 2019, Sec. 2; its ``distiller.py``): ``T**2 · KL(p_T ‖ p_S)`` of the
+    temperature-``T`` vocabulary distributions, summed over the vocabulary and averaged over the masked
+    positions (``labels`` != -100). KL and the soft-target cross-entropy differ by the teacher's entropy,
+    a constant: the same gradient."""
+    _check_logits(student_logits, teacher_logits)
+    t = _check_temperature(temperature)
+    selected = labels != -100
+    s, te = student_logits[selected] / t, teacher_logits[selected] / t
+    if s.shape[0] == 0:
+        return student_logits.sum() * 0.0
+    loss = F.kl_div(F.log_softmax(s, dim=-1), F.log_softmax(te, dim=-1), reduction="batchmean", log_target=True)
+    return loss * (t * t)
