@@ -15,6 +15,7 @@ from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
 from bert_kd.pipelines import (
+    augment_glue,
     data_processing,
     distill,
     evaluate,
@@ -82,6 +83,7 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["all"] = sum(pipelines.values(), Pipeline([]))
+    pipelines.update(augment_glue.transfer_pipelines(teacher, recipes))  # not in all: the transfer set's own blocks
     pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
     pipelines["reproduce"], pipelines["evaluate"] = (
         reproduce_pipeline.create_pipeline(),

@@ -26,6 +26,7 @@ from bert_kd.config.schema import (
     DEFAULT_SEED,
     RECIPE_BLOCKS,
     WEIGHT_DECIMALS,
+    Augment,
     Evaluate,
     ExportStudent,
     Figures,
@@ -109,6 +110,8 @@ class Parameters(Strict):
     evaluate: Evaluate | None = None
     predict_glue: PredictGlue | None = None
     figures: Figures = Figures()
+    augment: Augment | None = None
+    tang_student: Student | None = None
 
     @field_validator("task")
     @classmethod
