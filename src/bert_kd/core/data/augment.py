@@ -116,15 +116,15 @@ def _texts(row, has_pair: bool) -> tuple[str, ...]:
 
 
 def augment_frame(
-    frame: pd.DataFrame, scheme: Scheme, sources: WordSources, batch_rows: int = 10_000
+    frame: pd.DataFrame, scheme: Scheme, sources: WordSources, batch_rows: int = 10_000, first_idx: int | None = None
 ) -> Iterator[dict[str, list]]:
     """The augmented rows of ``frame`` (columns ``idx``, ``sentence1``, ``sentence2``), as column batches of
     about ``batch_rows``: up to ``scheme.copies`` distinct rewrites per row (identical rewrites and the
     original dropped, as Tang et al. do), ``source_idx`` naming the row, ``idx`` numbered after the
-    largest original ``idx``, ``label`` = [`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]. Row r draws
+    largest original ``idx`` (or from ``first_idx``: past every row of the split the set joins), ``label`` = [`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]. Row r draws
     from its own generator (seed, r), so the set does not depend on ``batch_rows``."""
     has_pair = "sentence2" in frame and frame["sentence2"].notna().any()
-    next_idx = int(frame["idx"].max()) + 1 if len(frame) else 0
+    next_idx = first_idx if first_idx is not None else (int(frame["idx"].max()) + 1 if len(frame) else 0)
     batch: dict[str, list] = {"idx": [], "source_idx": [], "sentence1": [], "sentence2": [], "label": []}
     for position, row in enumerate(frame.itertuples(index=False)):
         rng = np.random.default_rng([scheme.seed, position])

@@ -99,10 +99,14 @@ def _token_batch(batch: dict, tokenizer, max_seq_length: int) -> dict:
 
 
 def write_rows(train: pd.DataFrame, block: Augment, teacher: ModelBundle, max_seq_length: int, out: Path) -> int:
-    """Augment ``train`` into shards under ``out`` batch by batch; returns the number of rows."""
-    sources = word_sources(block, teacher, train)
+    """Augment ``train``'s source rows into shards under ``out`` batch by batch (their ``idx`` after every
+    row of ``train``); returns the number of rows."""
+    source = source_rows(train, block)
+    sources = word_sources(block, teacher, source)
     writer = ShardWriter(out, rows_per_shard=block.rows_per_shard)
-    for batch in rules.augment_frame(train, scheme_of(block), sources, batch_rows=min(10_000, block.rows_per_shard)):
+    first = int(train["idx"].max()) + 1 if len(train) else 0
+    batches = rules.augment_frame(source, scheme_of(block), sources, min(10_000, block.rows_per_shard), first)
+    for batch in batches:
         writer.add(_token_batch(batch, teacher.tokenizer, max_seq_length))
     writer.close()
     return writer.rows
@@ -123,6 +127,7 @@ def transfer_set_job(train: pd.DataFrame, teacher: ModelBundle, augment, task: s
         "tokenizer": tokenizer_key,
         "source_rows": len(source),
         "source_sha256": jobs.frame_fingerprint(source),
+        "first_idx": int(train["idx"].max()) + 1 if len(train) else 0,
         "scheme": dataclasses.asdict(scheme_of(block)),
         "words": word_source_material(block, teacher),
     }
@@ -130,7 +135,7 @@ def transfer_set_job(train: pd.DataFrame, teacher: ModelBundle, augment, task: s
 
     def build(checkpoint_dir: Path) -> Path:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)  # a half-written set is rebuilt, never resumed
-        rows = write_rows(source, block, teacher, max_seq_length, checkpoint_dir)
+        rows = write_rows(train, block, teacher, max_seq_length, checkpoint_dir)
         (checkpoint_dir / INFO_FILE).write_text(json.dumps({**info, "rows": rows}, indent=2))
         log.info("transfer set: %d rows from %d %s rows", rows, len(source), task)
         return checkpoint_dir
