@@ -7,7 +7,9 @@ depend on its fine-tuning):
    ``--copies`` rewrites per row), tokenized for the teacher and written to Arrow shards in a temporary
    folder (``write_rows``, the ``augment_glue`` job's body), never held whole in memory;
 2. teacher labelling: the teacher's logits for the first ``--label-rows`` rows of those shards, read
-   memory-mapped and written back to shards as a stream (logits only: the bounded-memory pass ×20 SST-2 needs).
+   memory-mapped and written back to shards as a stream (logits only: the bounded-memory pass ×20 SST-2 needs);
+3. student inference: rows/s of Tang et al.'s BiLSTM (its default sizes) and of the 2-layer BERT student
+   (the teacher's first two layers) over the same rows, batch ``--batch-size``.
 
 Peak memory is the process's maximum resident set (``getrusage``) after each step; the load average is
 recorded because the machine is shared. ``--out`` writes the record as Markdown (and ``.json``):
@@ -33,10 +35,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from bert_kd.config.schema import Augment  # noqa: E402
+from bert_kd.config.schema import (
+    Augment,  # noqa: E402
+    BiLSTM,  # noqa: E402
+)
+from bert_kd.core.bilstm import bilstm_student  # noqa: E402
 from bert_kd.core.data.glue import load_glue_task  # noqa: E402
 from bert_kd.core.data.shards import ShardWriter, read_shards  # noqa: E402
-from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer  # noqa: E402
+from bert_kd.core.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
 from bert_kd.core.training import Collator  # noqa: E402
 from bert_kd.experiment.training_jobs.transfer_set import write_rows  # noqa: E402
 
@@ -49,6 +55,36 @@ def peak_mib() -> float:
 
 def folder_mib(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
+def batches(shards: Path, tokenizer, rows: int, batch_size: int):
+    data = read_shards(shards)
+    data = data.select(range(min(rows, len(data)))).select_columns(["idx", "input_ids", "attention_mask"])
+    collate = Collator({"": tokenizer.pad_token_id})
+    for start in range(0, len(data), batch_size):
+        yield collate([data[i] for i in range(start, min(start + batch_size, len(data)))])
+
+
+@torch.no_grad()
+def student_speed(shards: Path, teacher, tokenizer, rows: int, batch_size: int) -> dict:
+    """Rows/s of the BiLSTM and the 2-layer BERT student on the first ``rows`` rows (forward only)."""
+    students = {
+        "bilstm": bilstm_student(teacher, BiLSTM(), 2, siamese=False),
+        "bert_2_layers": build_student(teacher, 2)[0],
+    }
+    loaded = list(batches(shards, tokenizer, rows, batch_size))
+    result = {}
+    for name, model in students.items():
+        model.eval()
+        started = time.perf_counter()
+        for batch in loaded:
+            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        seconds = time.perf_counter() - started
+        result[name] = {
+            "rows_per_s": round(sum(len(b["idx"]) for b in loaded) / seconds),
+            "parameters": count_parameters(model),
+        }
+    return result
 
 
 @torch.no_grad()
@@ -92,6 +128,7 @@ def run(args) -> dict:
             labelled_rows=labelled, label_seconds=round(seconds, 1), label_rows_per_s=round(labelled / seconds)
         )
         record["peak_mib_after_label"] = round(peak_mib(), 1)
+        record["students"] = student_speed(shards, teacher, tokenizer, args.label_rows, args.batch_size)
     record["load_average_after"] = os.getloadavg()
     record["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     return record
@@ -117,6 +154,13 @@ def markdown(record: dict, command: str) -> str:
             f"{record['label_seconds']} | {record['label_rows_per_s']} | {record['peak_mib_after_label']} |",
             "",
             f"At that labelling rate the whole set takes about {hours:.1f} h on this machine.",
+            "",
+            "| student (forward only, same rows) | parameters | rows/s |",
+            "|---|---:|---:|",
+            *[
+                f"| {name} | {value['parameters']:,} | {value['rows_per_s']} |"
+                for name, value in record["students"].items()
+            ],
             "",
         ]
     )
