@@ -15,6 +15,7 @@ from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
 from bert_kd.pipelines import (
+    augment_glue,
     data_processing,
     distill,
     evaluate,
@@ -88,6 +89,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         pipelines["tinybert_general"] = (
             teacher + teacher_cache_pipeline() + general.create_pipeline() + general.two_stage_pipeline("tinybert")
         )
+    pipelines.update(augment_glue.transfer_pipelines(teacher, recipes))  # not in all: the transfer set's own blocks
     pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
     pipelines["reproduce"], pipelines["evaluate"] = (
         reproduce_pipeline.create_pipeline(),

@@ -254,6 +254,49 @@ class TeacherCache(Strict):
         return "no" if value is False else value
 
 
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Augment(Strict):
+    """The transfer set (``augment_glue``): Tang et al. (2019)'s rules (``mask``, ``pos``, ``ngram``) or
+    TinyBERT's word replacement (``tinybert``), with the papers' values as defaults
+    ([`bert_kd.core.data.augment`][bert_kd.core.data.augment])."""
+
+    rules: list[Literal["mask", "pos", "ngram", "tinybert"]] = ["mask", "pos", "ngram"]
+    p_mask: Probability = 0.1
+    p_pos: Probability = 0.1
+    p_ng: Probability = 0.25
+    max_ngram: PositiveInt = 5
+    p_t: Probability = 0.4
+    candidates: PositiveInt = 15
+    copies: PositiveInt = 20
+    seed: NonNegativeInt = 0
+    max_source_rows: PositiveInt | None = None  # augment only the first rows of the (sampled) train split
+    pos_tagger: Literal["nltk"] | None = None  # null: embedding neighbours stand in for same-POS words
+    glove: str | None = None  # a GloVe text file for TinyBERT's multi-piece words; null: embedding neighbours
+    directory: str = "data/05_model_input/transfer_sets"
+    rows_per_shard: PositiveInt = 100_000
+    path: str | None = None  # a stored transfer set to use instead (checked against the run's task and tokenizer)
+
+    @field_validator("rules")
+    @classmethod
+    def _one_scheme(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("give at least one rule: mask, pos, ngram (Tang et al.) or tinybert")
+        if "tinybert" in value and len(value) > 1:
+            raise ValueError("tinybert is a scheme of its own: give [tinybert] or Tang's [mask, pos, ngram]")
+        return list(dict.fromkeys(value))
+
+
+class BiLSTM(Strict):
+    """Tang et al. (2019)'s student: one BiLSTM layer over word embeddings, a ReLU classifier."""
+
+    hidden_size: PositiveInt = 300
+    classifier_size: PositiveInt = 400
+    embeddings: Literal["teacher", "random"] = "teacher"
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+
+
 class ExportStudent(Strict):
     """export_student pipeline: ONNX (+ int8) student, verification, latency table."""
 
@@ -298,6 +341,7 @@ class Student(Strict):
     #: (PKD, ALP-KD); teacher: layers of the fine-tuned teacher, head included (TED). Absent = teacher.
     init: Literal["pretrained", "teacher"] = "teacher"
     model: str | None = None
+    bilstm: BiLSTM | None = None  # Tang et al.'s BiLSTM student instead of a copy of the teacher
     training: Training = Training()
 
     @field_validator("layer_selection", mode="before")
@@ -310,8 +354,8 @@ class Student(Strict):
 
     @model_validator(mode="after")
     def _depth_or_model(self) -> Student:
-        if self.model is None and self.num_layers is None:
-            raise ValueError("give num_layers (a copy of the teacher's first layers) or model")
+        if self.model is None and self.num_layers is None and self.bilstm is None:
+            raise ValueError("give num_layers (a copy of the teacher's first layers), model or bilstm")
         return self
 
 

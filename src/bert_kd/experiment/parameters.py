@@ -26,6 +26,7 @@ from bert_kd.config.schema import (
     DEFAULT_SEED,
     RECIPE_BLOCKS,
     WEIGHT_DECIMALS,
+    Augment,
     Evaluate,
     ExportStudent,
     Figures,
@@ -111,6 +112,8 @@ class Parameters(Strict):
     predict_glue: PredictGlue | None = None
     figures: Figures = Figures()
     general: General | None = None
+    augment: Augment | None = None
+    tang_student: Student | None = None
 
     @field_validator("task")
     @classmethod

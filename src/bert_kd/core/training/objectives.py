@@ -8,6 +8,7 @@ from typing import Mapping
 import torch
 from torch import Tensor, nn
 
+from bert_kd.core.data.augment import NO_LABEL
 from bert_kd.core.training.config import TrainingConfig
 
 
@@ -120,7 +121,14 @@ class SupervisedObjective(Objective):
 
 
 def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
-    """Cross-entropy for classification, MSE for a single-output regression head (STS-B)."""
+    """Cross-entropy for classification, MSE for a single-output regression head (STS-B), over the rows
+    with a gold label: a transfer set's rows ([`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]) count for
+    nothing, and a batch of them alone gives 0."""
+    gold = labels != NO_LABEL
+    if not bool(gold.all()):
+        if not bool(gold.any()):
+            return logits.sum() * 0.0
+        logits, labels = logits[gold], labels[gold]
     if logits.shape[-1] == 1:
         return nn.functional.mse_loss(logits.squeeze(-1), labels.float())
     return nn.functional.cross_entropy(logits, labels.long())
