@@ -501,6 +501,8 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
             n_examples=len(index),
             seed=options.seed,
             teacher_prefix=prefix,
+            similarity=recipe.get("similarity") or "dot",
+            similarity_temperature=recipe.get("similarity_temperature"),
         )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
@@ -546,6 +548,8 @@ def layer_alignment_report(
             n_examples=len(index),
             seed=options.seed,
             teacher_prefix=prefix,
+            similarity=recipe.get("similarity") or "dot",
+            similarity_temperature=recipe.get("similarity_temperature"),
         )
         table = paper_figures.alignment_table(alignments, index)
         figure = paper_figures.layer_alignment_figure(alignments, title)
