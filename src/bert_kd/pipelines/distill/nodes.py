@@ -548,8 +548,6 @@ def layer_alignment_report(
             n_examples=len(index),
             seed=options.seed,
             teacher_prefix=prefix,
-            similarity=recipe.get("similarity") or "dot",
-            similarity_temperature=recipe.get("similarity_temperature"),
         )
         table = paper_figures.alignment_table(alignments, index)
         figure = paper_figures.layer_alignment_figure(alignments, title)
