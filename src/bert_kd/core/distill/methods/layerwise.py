@@ -150,6 +150,19 @@ class AttentionLayerProjection(CLSLayerMethod):
     observes = True
     Options = ALPOptions
 
+    @classmethod
+    def check_config(cls, config: dict) -> dict[str, float]:
+        similarity, temperature = config.get("similarity"), config.get("similarity_temperature")
+        if similarity is not None and similarity not in losses.ALP_SIMILARITIES:
+            raise ValueError(
+                f"similarity of method 'alp' must be one of {', '.join(losses.ALP_SIMILARITIES)}, got {similarity!r}"
+            )
+        if temperature is not None and (
+            isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0
+        ):
+            raise ValueError(f"similarity_temperature of method 'alp' must be a number > 0, got {temperature!r}")
+        return super().check_config(config)
+
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
         self.similarity = config.get("similarity") or "dot"
