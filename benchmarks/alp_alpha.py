@@ -75,8 +75,45 @@ def statement(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def combined_figure(paths: list[Path], out: Path) -> None:
+    """One panel per (depth, variant): α of the student's first layer, rows = examples with their entropy H."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bert_kd.core.distill.alp_figures import save_figure
+
+    found = {(int(NAME.search(p.name)["layers"]), NAME.search(p.name)["similarity"]): p for p in paths}
+    depths = sorted({d for d, _ in found})
+    variants = [v for v in ("dot", "scaled_dot", "cosine") if any(v == s for _, s in found)]
+    fig, axes = plt.subplots(
+        len(depths), len(variants), figsize=(3.3 * len(variants), 3.4 * len(depths)), squeeze=False
+    )
+    for i, depth in enumerate(depths):
+        for j, variant in enumerate(variants):
+            ax = axes[i][j]
+            if (depth, variant) not in found:
+                ax.axis("off")
+                continue
+            table = pd.read_csv(found[(depth, variant)])
+            first = table[(table["student_layer"] == 1) & table["connected"]]
+            alpha = first.pivot(index="example", columns="teacher_layer", values="alpha")
+            entropy = first.groupby("example")["entropy"].first()
+            image = ax.imshow(alpha.to_numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(alpha.shape[1]), [str(k) for k in alpha.columns], fontsize=7)
+            ax.set_yticks(range(len(alpha)), [f"ex {e}  H {entropy[e]:.2f}" for e in alpha.index], fontsize=6)
+            ax.set_title(f"{variant}, {depth}-layer student (mean H {entropy.mean():.2f})", fontsize=8)
+            ax.set_xlabel("teacher layer", fontsize=7)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="α")
+    fig.suptitle("ALP-KD Figure 3 after training: α of student layer 1, 10 SST-2 dev examples", fontsize=9)
+    save_figure(fig, out)
+
+
 def main(folder: str) -> None:
-    rows = pd.DataFrame([summarise(p) for p in sorted(Path(folder).glob("figure3_*layers.csv"))])
+    paths = sorted(Path(folder).glob("figure3_*layers.csv"))
+    combined_figure(paths, Path(folder) / "figure3_variants.png")
+    rows = pd.DataFrame([summarise(p) for p in paths])
     order = {"dot": 0, "scaled_dot": 1, "cosine": 2}
     rows = rows.sort_values(
         ["similarity", "student layers"], key=lambda c: c.map(order) if c.name == "similarity" else c
