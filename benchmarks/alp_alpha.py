@@ -88,7 +88,7 @@ def combined_figure(paths: list[Path], out: Path) -> None:
     depths = sorted({d for d, _ in found})
     variants = [v for v in ("dot", "scaled_dot", "cosine") if any(v == s for _, s in found)]
     fig, axes = plt.subplots(
-        len(depths), len(variants), figsize=(3.3 * len(variants), 3.4 * len(depths)), squeeze=False
+        len(depths), len(variants), figsize=(4.0 * len(variants), 3.4 * len(depths)), squeeze=False
     )
     for i, depth in enumerate(depths):
         for j, variant in enumerate(variants):
@@ -101,9 +101,9 @@ def combined_figure(paths: list[Path], out: Path) -> None:
             alpha = first.pivot(index="example", columns="teacher_layer", values="alpha")
             entropy = first.groupby("example")["entropy"].first()
             image = ax.imshow(alpha.to_numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
-            ax.set_xticks(range(alpha.shape[1]), [str(k) for k in alpha.columns], fontsize=7)
+            ax.set_xticks(range(alpha.shape[1]), [str(int(k)) for k in alpha.columns], fontsize=7)
             ax.set_yticks(range(len(alpha)), [f"ex {e}  H {entropy[e]:.2f}" for e in alpha.index], fontsize=6)
-            ax.set_title(f"{variant}, {depth}-layer student (mean H {entropy.mean():.2f})", fontsize=8)
+            ax.set_title(f"{variant}, {depth} layers, mean H {entropy.mean():.2f}", fontsize=8)
             ax.set_xlabel("teacher layer", fontsize=7)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="α")
     fig.suptitle("ALP-KD Figure 3 after training: α of student layer 1, 10 SST-2 dev examples", fontsize=9)
