@@ -30,28 +30,6 @@ def load_reference_hook():
     return module
 
 
-def test_no_sphinx_role_is_left_in_a_docstring():
-    check = subprocess.run(
-        [sys.executable, "scripts/sphinx_roles_to_crossrefs.py", "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert check.returncode == 0, f"run scripts/sphinx_roles_to_crossrefs.py:\n{check.stdout}"
-
-
-def test_the_role_check_finds_a_role(tmp_path):
-    module = tmp_path / "bert_kd" / "example.py"
-    module.parent.mkdir()
-    module.write_text('"""Runs :func:`fit`."""\n')
-    check = subprocess.run(
-        [sys.executable, ROOT / "scripts" / "sphinx_roles_to_crossrefs.py", "--check", "--src", tmp_path],
-        capture_output=True,
-        text=True,
-    )
-    assert check.returncode == 1 and "example.py:1" in check.stdout
-
-
 def test_the_reference_has_a_page_per_module_and_the_nav_lists_them():
     hook = load_reference_hook()
     config = SimpleNamespace(config_file_path=str(ROOT / "mkdocs.yml"), nav=[{"API reference": "x.md"}])

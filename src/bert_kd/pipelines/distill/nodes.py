@@ -197,6 +197,7 @@ SAME_JOB_COLUMN = "same job as"
 THROUGHPUT_COLUMN = "throughput (ex/s)"
 #: Significant digits of the Markdown table's metrics (the CSV keeps 4 decimals); other columns by name.
 METRIC_DIGITS = 4
+#: Decimals of the Markdown table's other numeric columns, by column name.
 DECIMALS = {"% of teacher": 1, "parameters (M)": 2, THROUGHPUT_COLUMN: 0}
 
 
