@@ -83,11 +83,16 @@ def expand(identifier: str, obj, options: dict) -> str:
 
 
 def target(package: griffe.Module, identifier: str) -> str | None:
-    """The canonical path ``identifier`` names in the package (through re-exports), or None."""
+    """The canonical path ``identifier`` names in the package, or None. A re-export is followed at the end of
+    the path only: mkdocstrings finds ``pkg.Name`` re-exported from ``pkg.mod`` but not ``pkg.Name.method``."""
     if identifier != package.path and not identifier.startswith(package.path + "."):
         return None
+    obj = package
     try:
-        obj = package[identifier.removeprefix(package.path + ".")] if identifier != package.path else package
+        for part in identifier.split(".")[1:]:
+            if obj.is_alias:
+                return None
+            obj = obj.members[part]
         return obj.final_target.path if obj.is_alias else obj.path
     except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
         return None

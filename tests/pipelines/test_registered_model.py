@@ -103,7 +103,7 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
     ]
     assert "champion" not in {alias for _, alias, _, _ in registered}
     assert result["versions"] == {"nkd": "models:/bert_kd-sst2-student/1", "alp": "models:/bert_kd-sst2-student/2"}
-    assert result["decide"].startswith("for seed in 43 44 45 46; do kedro run --pipeline=distill_baselines")
+    assert result["decide"].startswith("for seed in 43 44 45 46; do kedro run --pipelines=distill_baselines")
     assert tags["comparison.decide"] == result["decide"] and "no `champion`" in registered[0][3]
     assert "tie, no @champion" in caplog.text
     assert tags["note"].startswith("**Registered, tied (no `champion`)**: nkd `models:/bert_kd-sst2-student@tied-nkd`")

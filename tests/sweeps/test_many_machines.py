@@ -169,7 +169,7 @@ STARTED: list[subprocess.Popen] = []  # every worker this module started (killed
 
 
 def worker(project: Path, tracking: str, log: Path, fault: str | None = None) -> subprocess.Popen:
-    """``kedro run --pipeline=reproduce`` in ``project``, as docs/scaling.md's step 3."""
+    """``kedro run --pipelines=reproduce`` in ``project``, as docs/scaling.md's step 3."""
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -182,7 +182,7 @@ def worker(project: Path, tracking: str, log: Path, fault: str | None = None) ->
         env["BERT_KD_FAULT"] = fault
     with open(log, "w") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "kedro", "run", "--pipeline=reproduce"],
+            [sys.executable, "-m", "kedro", "run", "--pipelines=reproduce"],
             cwd=project,
             env=env,
             stdout=output,
@@ -316,7 +316,7 @@ def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():
     lines = done.stdout.splitlines()
     assert len(lines) == 2  # one worker per WORKERS_PER_GPU
     for n, line in enumerate(lines, 1):
-        assert "-m kedro run --pipeline=reproduce --env paper" in line and line.endswith(f"77-3-{n}.log")
+        assert "-m kedro run --pipelines=reproduce --env paper" in line and line.endswith(f"77-3-{n}.log")
         assert "reproduce.storage=postgresql+psycopg://bert_kd@db-host:5433/bert_kd_optuna" in line
     env.pop("BERT_KD_STORAGE")
     missing = subprocess.run(["bash", str(script), "alp_kd_table1"], env=env, capture_output=True, text=True)

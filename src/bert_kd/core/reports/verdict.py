@@ -179,7 +179,7 @@ def deciding_command(pipeline: str | None, seeds: Sequence[int] = MORE_SEEDS) ->
     is one more dev-set run of every tied row; rows separate once their gap outgrows the spread
     over seeds, as in the sweeps' seeded tables)."""
     return (
-        f"for seed in {' '.join(map(str, seeds))}; do kedro run --pipeline={pipeline or '<pipeline>'} "
+        f"for seed in {' '.join(map(str, seeds))}; do kedro run --pipelines={pipeline or '<pipeline>'} "
         '--params "seed=$seed"; done  (with this run\'s --env and other --params)'
     )
 
