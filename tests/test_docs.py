@@ -116,3 +116,23 @@ def test_every_picture_a_page_shows_is_a_committed_file_of_reasonable_size(site)
     )
     assert set(committed) <= {path.name for path in shown}, "a picture in docs/images/ that no page shows"
     assert not {name: size for name, size in committed.items() if size > MAX_IMAGE_BYTES}
+
+
+def test_kedro_run_is_spelled_with_pipelines_everywhere():
+    """``kedro run --pipelines=X`` in docs, conf, scripts, code and tests: one spelling (Kedro takes both;
+    ``kedro viz run --pipeline`` is kedro-viz's own option and stays). Records of runs made (``results/``) keep
+    the command as it was typed."""
+    single = re.compile(r"--pipeline(?![s\w-])")
+    folders = ["docs", "src", "tests", "conf", "scripts", "benchmarks", "notebooks"]
+    files = [ROOT / "README.md", *(p for f in folders for p in (ROOT / f).rglob("*") if p.is_file())]
+    found = []
+    for path in files:
+        if path.suffix not in {".md", ".py", ".sh", ".yml", ".yaml", ".sbatch", ".ipynb"}:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        # a kedro-viz command may wrap onto the next line: judge a hit with the line before it
+        lines = text.splitlines()
+        for n, line in enumerate(lines):
+            if single.search(line) and "viz" not in lines[max(n - 1, 0)] + line and path.name != "test_docs.py":
+                found.append(f"{path.relative_to(ROOT)}:{n + 1}")
+    assert not found, f"write --pipelines (kedro run's spelling in these docs): {found}"

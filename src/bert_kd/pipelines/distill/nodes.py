@@ -38,7 +38,7 @@ from bert_kd.core.reports.verdict import (
 from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluation_split
-from bert_kd.experiment.run_setup import collator_for
+from bert_kd.experiment.run_setup import collator_for, run_command
 from bert_kd.experiment.store import model_run_id, recompute
 from bert_kd.experiment.tracker import (
     CHAMPION_ALIAS,
@@ -290,7 +290,7 @@ def register_best_student(
         students, majority, metric, teacher_metrics, label=row_label, evaluations=None if row_label else student_metrics
     )
     tie = verdict.kind == TIE
-    decide = deciding_command(table_name) if tie else None
+    decide = decide_tie(table_name) if tie else None
     chosen = [verdict.best] if verdict.best else []
     if tie and tracking.register_ties:  # one version per tied job (rows that are the same job share it)
         chosen = [row for row in verdict.tied if row not in verdict.same_as]
@@ -362,6 +362,13 @@ def register_best_student(
     }
 
 
+def decide_tie(table_name: str | None) -> str:
+    """[`deciding_command`][bert_kd.core.reports.verdict.deciding_command] for this table with the
+    current run's ``--env`` and ``--params`` ([`run_command`][bert_kd.experiment.run_setup.run_command])."""
+    command = run_command()
+    return deciding_command(table_name, env=command.env, params=command.params)
+
+
 def registration_description(
     best: str,
     table: pd.DataFrame,
@@ -375,7 +382,7 @@ def registration_description(
         head = (
             f"One of the rows tied in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}** "
             f"(alias `{tied_alias(best)}`, no `{CHAMPION_ALIAS}`); {verdict.warning}. To decide it: "
-            f"`{deciding_command(table_name)}`.\n\n"
+            f"`{decide_tie(table_name)}`.\n\n"
         )
     else:
         head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
