@@ -95,14 +95,17 @@ def main_job(log: Path) -> dict:
     }
 
 
-SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in ([\d.]+)s", re.M)
 
 
-def tier(log: Path) -> dict:
-    """One pytest tier's wall and counts, from its log's last line (``1341 passed, 2 skipped in 270.1s``)."""
+def tier(log: Path) -> dict | None:
+    """One pytest tier's wall and counts, from its log's last line (``1341 passed, 2 skipped in 270.1s``);
+    None for a tier not run."""
+    if not log.exists():
+        return None
     text = log.read_text(encoding="utf-8", errors="replace")
     header = dict(line.split(": ", 1) for line in text.splitlines()[:4] if ": " in line)
-    found = SUMMARY.findall(text) or re.findall(r"^(\d+ passed.*?) in ([\d.]+)s", text, flags=re.M)
+    found = SUMMARY.findall(text)
     if not found:
         raise ValueError(f"{log}: no pytest summary line")
     counts = {name: int(n) for n, name in re.findall(r"(\d+) (\w+)", found[-1][0])}
