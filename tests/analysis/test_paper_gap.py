@@ -79,11 +79,11 @@ def test_v2_the_papers_gains_under_both_noises(v2):
 
 
 def test_the_generated_sentence_is_what_the_readmes_and_the_docs_say(v2):
-    """README.md, results/cpu_protocol_v2/README.md and docs/sweeps.md quote `excluded_sentence` (line
+    """README.md, results/cpu_protocol_v2/README.md and docs/cpu-protocol-v2.md quote `excluded_sentence` (line
     breaks aside): rerender, then paste the sentence from tables/summary.md."""
     sentence = paper_gap.excluded_sentence(v2.tests)
     assert sentence in committed("summary.md")
-    for path in (ROOT / "README.md", V2 / "README.md", ROOT / "docs" / "sweeps.md"):
+    for path in (ROOT / "README.md", V2 / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         assert sentence in " ".join(path.read_text(encoding="utf-8").split()), path
 
 
