@@ -217,7 +217,7 @@ FIGURES = [
         DECIMALS["examples/s"],
     ),
     Figure(
-        "docs/changelog.md",
+        "docs/changelog-detail.md",
         r"ALP-KD Table 1 at those rates ([\d.]+) GPU-hours, within the goal",
         H200_COMPILE,
         TABLE1_COMPILED,

@@ -2,7 +2,7 @@
 
 MkDocs' ``--quiet`` raises the ``mkdocs`` logger to ERROR, so a warning (an unresolved cross-reference,
 a broken link) is never emitted and the strict counter never sees it: the same site built ``--strict``
-fails and built ``--strict --quiet`` passes (mkdocs issue 4126). In a strict build this hook puts the
+fails and built ``--strict --quiet`` passes (mkdocs/mkdocs#4126). In a strict build this hook puts the
 logger back at WARNING: ``--quiet`` still hides the INFO lines, and every warning is shown and fails
 the build.
 """
