@@ -119,6 +119,21 @@ def tier(log: Path) -> dict | None:
     }
 
 
+def reference_row(name: str, table: Path = Path("benchmarks/results/main_job.md")) -> dict:
+    """The row of ``table`` whose first cell is ``name``, by column: an earlier measurement (the idle machine's)
+    carried into a record taken under load, so the record holds both and says where each came from."""
+    for line in table.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")]
+        if cells and cells[0] == name:
+            header = next(
+                [c.strip() for c in previous.strip().strip("|").split("|")]
+                for previous in reversed(table.read_text(encoding="utf-8").split(line)[0].splitlines())
+                if previous.startswith("| ") and "---" not in previous
+            )
+            return {"source": f"{table} ({name})", **dict(zip(header[1:], cells[1:]))}
+    raise ValueError(f"{table}: no row {name!r}")
+
+
 def write(record: dict, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -130,11 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=["main-job", "suite"])
     parser.add_argument("paths", nargs="+", type=Path, help="the log(s), then the record to write")
+    parser.add_argument("--reference", help="main-job: a row of benchmarks/results/main_job.md to carry along")
     args = parser.parse_args(argv)
     *logs, out = args.paths
     try:
         if args.kind == "main-job":
             measured = main_job(logs[0])
+            if args.reference:
+                measured["idle_reference"] = reference_row(args.reference)
         else:
             measured = {"readme_command": tier(logs[0]), "slow_tier": tier(logs[1])}
     except (OSError, ValueError, IndexError) as error:

@@ -61,3 +61,10 @@ def test_a_log_without_its_measurements_writes_no_record(tmp_path):
     log.write_text("candidate: x\n")
     assert run_record.main(["main-job", str(log), str(tmp_path / "r.json")]) == 2
     assert not list(tmp_path.glob("r.json*"))
+
+
+def test_a_reference_row_is_carried_by_column_with_its_source(tmp_path):
+    table = tmp_path / "t.md"
+    table.write_text("| run | wall s | CPU s |\n|---|---|---|\n| idle | **164** | 292 |\n| busy | 900 | 1,000 |\n")
+    row = run_record.reference_row("idle", table)
+    assert row == {"source": f"{table} (idle)", "wall s": "164", "CPU s": "292"}
