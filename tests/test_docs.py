@@ -136,3 +136,23 @@ def test_kedro_run_is_spelled_with_pipelines_everywhere():
             if single.search(line) and "viz" not in lines[max(n - 1, 0)] + line and path.name != "test_docs.py":
                 found.append(f"{path.relative_to(ROOT)}:{n + 1}")
     assert not found, f"write --pipelines (kedro run's spelling in these docs): {found}"
+
+
+def test_a_strict_quiet_build_still_counts_warnings():
+    """``--quiet`` raises the ``mkdocs`` logger to ERROR, so no warning would reach the strict counter; the hook
+    puts it back at WARNING in a strict build (and leaves a build that is not strict alone)."""
+    import logging
+
+    spec = importlib.util.spec_from_file_location("strict_hook", ROOT / "docs" / "hooks" / "strict.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    log = logging.getLogger("mkdocs")
+    before = log.level
+    try:
+        log.setLevel(logging.ERROR)
+        hook.on_config(SimpleNamespace(strict=False))
+        assert not log.isEnabledFor(logging.WARNING)
+        hook.on_config(SimpleNamespace(strict=True))
+        assert logging.getLogger("mkdocs.plugins.mkdocs_autorefs").isEnabledFor(logging.WARNING)
+    finally:
+        log.setLevel(before)
