@@ -1,6 +1,6 @@
 """Project pipelines: the blocks in ``pipelines/`` composed into the commands users run.
 
-The registry is explicit rather than ``find_pipelines``: ``kedro run --pipeline=X`` makes
+The registry is explicit rather than ``find_pipelines``: ``kedro run --pipelines=X`` makes
 ``find_pipelines`` return only folder X, while every user command here is a composition of
 several blocks (ingest → teacher → distil → evaluate).
 """
