@@ -181,6 +181,7 @@ class ShardWriter:
             start += take
 
     def close(self) -> list[Path]:
+        """Close the shard being written; every shard's path, in row order."""
         self._finish_shard()
         return list(self.paths)
 
