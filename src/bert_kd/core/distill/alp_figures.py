@@ -86,34 +86,42 @@ class AlphaPerExample:
         return out
 
 
+@dataclass(frozen=True)
+class AlphaScore:
+    """How α is scored: ``projection`` maps student states to the teacher's width when they differ (the ALP
+    method's learned projection); ``similarity`` and ``temperature``: the recipe's ``similarity`` and
+    ``similarity_temperature`` ([`alp_scores`][bert_kd.core.distill.losses.alp_scores])."""
+
+    projection: Callable[[Tensor], Tensor] | None = None
+    similarity: str = "dot"
+    temperature: float | None = None
+
+
 def alp_attention_per_example(
     student: nn.Module,
     teacher: nn.Module,
     batch: Mapping[str, Tensor],
     mapping: str | Sequence[Sequence[int]] = "all",
     *,
-    projection: Callable[[Tensor], Tensor] | None = None,
+    score: AlphaScore = AlphaScore(),
     n_examples: int = 10,
     seed: int = 0,
     teacher_prefix: str = "",
-    similarity: str = "dot",
-    similarity_temperature: float | None = None,
 ) -> AlphaPerExample:
-    """α of Eq. 5–6 for ``n_examples`` random examples of ``batch``. ``projection`` maps student
-    states to the teacher's width when they differ (the ALP method's learned projection);
-    ``similarity``, ``similarity_temperature``: the recipe's ([`alp_scores`][bert_kd.core.distill.losses.alp_scores])."""
+    """α of Eq. 5–6 for ``n_examples`` random examples of ``batch``, scored as ``score`` says
+    ([`AlphaScore`][bert_kd.core.distill.alp_figures.AlphaScore])."""
     mapping = layer_map(mapping, num_layers(teacher), num_layers(student))
     index = pick_examples(int(batch["input_ids"].shape[0]), n_examples, seed)
     sub = _select(batch, index)
     s = layer_states(student, sub)
     t = layer_states(teacher, sub, prefix=teacher_prefix)
-    if projection is not None:
+    if score.projection is not None:
         with torch.no_grad():
-            s = projection(s)
+            s = score.projection(s)
     # The two models need not share a device (a trained student handed back on the CPU, its live teacher
     # still on the GPU): α is computed where the student's states are.
     alpha = (
-        alp_attention(s, t.to(s.device), mapping, similarity, similarity_temperature).cpu().numpy().astype(np.float64)
+        alp_attention(s, t.to(s.device), mapping, score.similarity, score.temperature).cpu().numpy().astype(np.float64)
     )
     connected = [len(entry) > 0 for entry in mapping]
     alpha[:, [j for j, c in enumerate(connected) if not c], :] = np.nan

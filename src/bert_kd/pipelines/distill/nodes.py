@@ -538,8 +538,9 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
             n_examples=len(index),
             seed=options.seed,
             teacher_prefix=prefix,
-            similarity=recipe.get("similarity") or "dot",
-            similarity_temperature=recipe.get("similarity_temperature"),
+            score=paper_figures.AlphaScore(
+                similarity=recipe.get("similarity") or "dot", temperature=recipe.get("similarity_temperature")
+            ),
         )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
