@@ -170,6 +170,16 @@ CASES = [
     Case("short_sequences", "teacher.max_seq_length=2", ("teacher.max_seq_length",)),
     Case("zero_cache_batch", "teacher_cache.batch_size=0", ("teacher_cache.batch_size",)),
     Case("beta_over_one", "multi_teacher_configs.okd.beta=1.5", ("multi_teacher_configs.okd.beta",)),
+    Case(
+        "negative_policy_rate",
+        "multi_teacher_configs.rl_kd.policy_learning_rate=-0.001",
+        ("multi_teacher_configs.rl_kd.policy_learning_rate",),
+    ),
+    Case(
+        "unknown_state_feature",
+        "multi_teacher_configs.rl_kd.state_features=[teacher_mood]",
+        ("multi_teacher_configs.rl_kd.state_features", "teacher_mood"),
+    ),
     Case("bad_filter_arch", "ted.filters.arch=conv", ("ted.filters.arch", "'conv'")),
     Case("negative_ted_weight", "ted_methods.ted.weights.ted=-1", ("ted_methods.ted.weights.ted",)),
     Case("teacher_index", "multi_student.init_from_teacher=5", ("multi_student.init_from_teacher=5",)),

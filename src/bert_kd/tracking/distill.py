@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from pydantic import BaseModel
 
 from bert_kd.core.models import count_parameters
-from bert_kd.core.reports.plots import attention_heatmap, per_layer_metric
+from bert_kd.core.reports.plots import attention_heatmap, per_epoch_lines, per_layer_metric
 from bert_kd.experiment import jobs
 from bert_kd.tracking.data import log_training_job
 from bert_kd.tracking.runs import RunLogger
@@ -115,6 +115,12 @@ def log_distillation_end(run, job, method, outcome: Mapping[str, Any]) -> None:
         run.log_metrics(method.alignment_metrics())
         if outcome.get("contributions") is not None:
             run.log_dict(outcome["contributions"], "contributions.json")
+        observed = {r["epoch"]: r["observed"] for r in outcome.get("history") or [] if r.get("observed")}
+        if observed:  # RL-KD: the share of each epoch's examples its agents chose each teacher for
+            run.log_figure(
+                per_epoch_lines(observed, f"{job.row}: teachers chosen per epoch ({job.task})", "share of examples"),
+                "observed_by_epoch.png",
+            )
         return
     diagnostics = outcome.get("diagnostics") or {}
     if "alp_attention" in diagnostics:

@@ -121,6 +121,10 @@ class DistillationObjective(Objective):
         self.method.weights = dict(self.weights)  # Method.wants() follows the active stage
         return {"stage": float(self.stage + 1)}
 
+    def epoch_report(self) -> dict[str, float]:
+        """The method's observations over the epoch just trained (RL-KD: each teacher's selection share)."""
+        return self.method.epoch_report()
+
     @property
     def teachers(self) -> list[nn.Module]:
         return [getattr(self, f"teacher_{k}") for k in range(len(self.teacher_specs))]

@@ -299,3 +299,24 @@ def per_layer_metric(values: Mapping[str, Mapping], metric: str, title: str):
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def per_epoch_lines(observed: Mapping[int, Mapping[str, float]], title: str, ylabel: str):
+    """One line per statistic over the training epochs (``{epoch: {name: value}}``), markers at each epoch:
+    RL-KD's share of each epoch's examples for which its agents chose each teacher."""
+    epochs = sorted(int(e) for e in observed)
+    names = sorted({name for values in observed.values() for name in values})
+    if not epochs or not names:
+        raise ValueError("per_epoch_lines: no values")
+    fig, ax = plt.subplots(figsize=(max(4.5, 2.5 + 0.4 * len(epochs)), 3.4))
+    for name in names:
+        points = [(e, observed[e][name]) for e in epochs if name in observed[e]]
+        ax.plot([e for e, _ in points], [v for _, v in points], marker="o", label=name.split("/")[-1])
+    ax.set_xticks(epochs)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -363,6 +363,11 @@ class _Run:
         state["epoch"] += 1
         state["step_in_epoch"] = 0
         record = {"epoch": state["epoch"], "global_step": state["global_step"]}
+        observed = self.raw.epoch_report() if hasattr(self.raw, "epoch_report") else {}
+        if observed:  # what the objective saw over the epoch (RL-KD: its teachers' selection shares)
+            record["observed"] = dict(observed)
+            if self.log_fn:
+                self.log_fn({f"train/{k}": v for k, v in observed.items()}, state["global_step"])
         if eval_loader is not None and evaluate_fn is not None:
             with _timed("eval"):
                 preds, labels = predict_logits(self.raw, eval_loader, accelerator=self.accelerator)
@@ -409,7 +414,8 @@ class _Run:
             shutil.rmtree(self.checkpoint_path, ignore_errors=True)  # finished: the result is saved by the caller
         if self.best_state is not None:
             self.raw.load_state_dict(self.best_state, strict=False)
-        best_metrics = next((r for r in state["history"] if r["epoch"] == state["best_epoch"]), {})
+        best_record = next((r for r in state["history"] if r["epoch"] == state["best_epoch"]), {})
+        best_metrics = {k: v for k, v in best_record.items() if k != "observed"}
         release(accelerator)
         return FitResult(
             best_metrics=dict(best_metrics),

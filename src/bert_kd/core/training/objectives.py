@@ -105,6 +105,11 @@ class Objective(nn.Module):
         groups += [{"params": params, "weight_decay": 0.0, "lr": rate} for rate, params in own_groups.items()]
         return [g for g in groups if g["params"]]
 
+    def epoch_report(self) -> dict[str, float]:
+        """What the objective observed over the epoch just trained (the training loop logs it as ``train/<k>``
+        and keeps it in the epoch's history under ``observed``); ``{}`` by default."""
+        return {}
+
     def trainable_state(self) -> dict[str, Tensor]:
         """The trainable part of the state (model + auxiliary modules), on CPU."""
         frozen = tuple(name + "." for name in self._frozen_names)

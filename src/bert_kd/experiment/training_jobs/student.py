@@ -253,7 +253,7 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
         make_loader(job.data[eval_split], settings.eval_batch_size, collator, shuffle=False),
         eval_split,
     )
-    tracker.distillation_ended(run, job, method, outcome)
+    tracker.distillation_ended(run, job, method, {**outcome, "history": result.history})
     info = {
         "role": "student",
         "method": job.row,

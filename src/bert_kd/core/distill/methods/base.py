@@ -206,6 +206,11 @@ class Method(nn.Module):
         """Method-specific statistics gathered during evaluation (e.g. ALP attention)."""
         return {}
 
+    def epoch_report(self) -> dict[str, float]:
+        """Statistics of the training epoch just ended, reset for the next (RL-KD's selection shares); ``{}``
+        by default."""
+        return {}
+
     def alignment_report(self) -> dict:
         """Per-teacher description of what the method compared (multi-teacher methods); ``{}`` by default."""
         return {}

@@ -109,3 +109,82 @@ def test_the_initial_policy_selects_every_teacher_half_the_time():
     states = torch.zeros(4, 2, len(method.features))
     assert torch.allclose(method.policy(states), torch.full((4, 2), 0.5))
     assert math.isclose(float(method.baseline), 0.0)
+
+
+def _fit_rl_kd(hetero, checkpoint_dir, crash_after=None):
+    """Two epochs of RL-KD (32 rows, batch 8: 4 steps an epoch) checkpointed every step; with ``crash_after``, the
+    method dies at that training step as a killed job would."""
+    from bert_kd.core.distill.methods.multi_teacher import build_multi_teacher_objective
+    from bert_kd.core.training.config import TrainingConfig
+    from bert_kd.core.training.loop import fit
+
+    torch.manual_seed(0)
+    objective = build_multi_teacher_objective(
+        hetero.student(), hetero.teachers[:2], {"method": "rl_kd", "policy_learning_rate": 0.05, "seed": 1}
+    )
+    terms, calls = objective.method.terms, []
+
+    def dying_terms(*args, **kwargs):
+        if objective.method.training:
+            calls.append(1)
+            if crash_after is not None and len(calls) > crash_after:
+                raise KeyboardInterrupt("simulated kill")
+        return terms(*args, **kwargs)
+
+    objective.method.terms = dying_terms
+    config = TrainingConfig(
+        epochs=2, batch_size=8, eval_batch_size=16, log_every_steps=1, progress_bar=False, cpu=True, seed=0,
+        warmup_ratio=0.0, learning_rate=1e-3, checkpoint_every_steps=1,
+        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+    )  # fmt: skip
+    logged = []
+    result = fit(
+        objective, hetero.ds["train"], hetero.ds["validation"], config, collator=hetero.collator,
+        evaluate_fn=lambda p, l: {"accuracy": float((p.argmax(-1) == l).mean())},
+        log_fn=lambda m, step: logged.append((step, dict(m))),
+    )  # fmt: skip
+    return result, objective.method, logged
+
+
+def test_a_killed_rl_kd_job_resumes_its_policy_through_the_trainer(hetero, tmp_path):
+    """Killed in its 2nd epoch and resumed from the trainer's checkpoint, the job ends with the uninterrupted
+    one's agents, draw counter, baseline, selection counts and per-epoch shares."""
+    straight, straight_method, logged = _fit_rl_kd(hetero, tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        _fit_rl_kd(hetero, tmp_path / "resumed", crash_after=6)
+    resumed, resumed_method, _ = _fit_rl_kd(hetero, tmp_path / "resumed")
+    assert resumed.resumed_from_step == 6 and straight.global_step == resumed.global_step == 8
+    for name in ("policy.weight", "policy.bias", "draw_step", "baseline", "chosen", "examples"):
+        assert torch.equal(straight_method.state_dict()[name], resumed_method.state_dict()[name]), name
+    assert [r.get("observed") for r in resumed.history] == [r.get("observed") for r in straight.history]
+
+
+def test_each_epochs_selection_shares_are_logged_and_kept_in_the_history(hetero, tmp_path):
+    result, method, logged = _fit_rl_kd(hetero, None)
+    shares = [record["observed"] for record in result.history]
+    assert len(shares) == 2 and all(set(s) == {f"selection_share/{n}" for n in method.teacher_names} for s in shares)
+    assert all(0.0 <= v <= 1.0 for s in shares for v in s.values())
+    per_epoch = [m for _, m in logged if any(k.startswith("train/selection_share/") for k in m)]
+    assert [{k.removeprefix("train/"): v for k, v in m.items()} for m in per_epoch] == shares
+    # the epoch shares average (equal-sized epochs) to the run's share
+    run_share = method.selection_shares()
+    for name in method.teacher_names:
+        assert sum(s[f"selection_share/{name}"] for s in shares) / 2 == pytest.approx(run_share[name])
+    assert "observed" not in result.best_metrics
+
+
+def test_the_selection_figure_draws_one_line_per_teacher():
+    from bert_kd.core.reports.plots import per_epoch_lines
+
+    figure = per_epoch_lines(
+        {
+            1: {"selection_share/a": 0.4, "selection_share/b": 0.7},
+            2: {"selection_share/a": 0.3, "selection_share/b": 0.8},
+        },
+        "rl_kd: teachers chosen per epoch",
+        "share of examples",
+    )
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["a", "b"] and list(lines[1].get_ydata()) == [0.7, 0.8]
+    with pytest.raises(ValueError, match="no values"):
+        per_epoch_lines({}, "t", "y")

@@ -90,6 +90,8 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
         self.register_buffer("baseline", torch.zeros(()))
         self.register_buffer("chosen", torch.zeros(self.n_teachers))  # examples each teacher was chosen for
         self.register_buffer("examples", torch.zeros(()))
+        self.register_buffer("epoch_chosen", torch.zeros(self.n_teachers))  # the same over the current epoch
+        self.register_buffer("epoch_examples", torch.zeros(()))
 
     @classmethod
     def derived_weights(cls, alpha, beta):
@@ -162,8 +164,9 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
             result["policy"] = -(advantage[:, None] * log_pi).sum(1).mean()
             with torch.no_grad():
                 self.baseline.mul_(1 - BASELINE_MOMENTUM).add_(BASELINE_MOMENTUM * reward.mean())
-                self.chosen.add_(actions.sum(0))
-                self.examples.add_(actions.shape[0])
+                for chosen, examples in ((self.chosen, self.examples), (self.epoch_chosen, self.epoch_examples)):
+                    chosen.add_(actions.sum(0))
+                    examples.add_(actions.shape[0])
         else:
             result["policy"] = student.logits.new_zeros(())
         return result
@@ -173,6 +176,17 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
         """The share of training examples each teacher was chosen for so far."""
         seen = float(self.examples)
         return {name: float(self.chosen[k]) / seen if seen else None for k, name in enumerate(self.teacher_names)}
+
+    def epoch_report(self) -> dict[str, float]:
+        """The share of the epoch's training examples each teacher was chosen for (``selection_share/<teacher>``;
+        the training loop logs it per epoch); the epoch's counts then restart."""
+        seen = float(self.epoch_examples)
+        report = {
+            f"selection_share/{name}": float(self.epoch_chosen[k]) / seen for k, name in enumerate(self.teacher_names)
+        }
+        self.epoch_chosen.zero_()
+        self.epoch_examples.zero_()
+        return report if seen else {}
 
     def alignment_report(self) -> dict:
         shares = self.selection_shares()
