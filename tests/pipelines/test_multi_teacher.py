@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mlflow
 import pandas as pd
 import pytest
 
@@ -41,6 +42,11 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     assert "distill_multi_teacher:multi_teacher[a,b]:rte" in names
     assert "distill_multi_teacher:rse_kd[a,b]:rte" in names
     assert "distill_multi_teacher:rl_kd[a,b]:rte" in names
+    # RL-KD's run logs each epoch's selection shares and draws them
+    rl_kd = runs[runs["tags.mlflow.runName"] == "distill_multi_teacher:rl_kd[a,b]:rte"].iloc[0]
+    assert 0 <= rl_kd["metrics.train/selection_share/a"] <= 1 and 0 <= rl_kd["metrics.train/selection_share/b"] <= 1
+    artifacts = {a.path for a in mlflow.MlflowClient(uri).list_artifacts(rl_kd["run_id"])}
+    assert "observed_by_epoch.png" in artifacts
     parent = runs[runs["tags.mlflow.runName"] == "distill_multi_teacher_baselines:rte [kedro run]"].iloc[0]
     assert parent["metrics.teacher/a/accuracy"] == pytest.approx(
         table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0]
