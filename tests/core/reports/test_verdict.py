@@ -16,6 +16,7 @@ from bert_kd.core.reports.verdict import (
     majority_class_metrics,
     mcnemar_exact,
     noise_tolerance,
+    tied_name,
 )
 
 
@@ -55,6 +56,8 @@ def test_one_weak_row_does_not_crown_the_top_of_a_tie():
     assert verdict.kind == TIE and verdict.best is None and verdict.top == "ckd"
     assert verdict.tied == ("ckd", "ckd_po", "alp", "pkd")  # nkd is 0.025 below: outside the band
     assert verdict.warning.startswith("tied: ckd (= ckd_po), alp, pkd (accuracy 0.8000–0.8150")
+    # the comparison figure's bars say which rows are tied
+    assert [tied_name(row, row, verdict) for row in ("ckd", "alp", "nkd")] == ["ckd (tied)", "alp (tied)", "nkd"]
 
 
 def test_a_row_that_is_the_same_job_is_no_runner_up():

@@ -215,6 +215,11 @@ def tied_alias(row: str) -> str:
     return "tied-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", row).strip("-") or "row")
 
 
+def tied_name(name: str, row: str, verdict: Verdict) -> str:
+    """A figure's ``name`` for ``row``, marked ``(tied)`` when the verdict names the row among those tied at the top."""
+    return f"{name} (tied)" if row in verdict.tied else name
+
+
 def with_duplicates(row: str, same_as: Mapping[str, str]) -> str:
     """``alp (= alp_no, alp_po)``: a row with the rows that are the same job."""
     duplicates = [d for d, first in same_as.items() if first == row]

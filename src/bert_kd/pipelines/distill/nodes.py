@@ -35,6 +35,7 @@ from bert_kd.core.reports.verdict import (
     duplicate_rows,
     noise_tolerance,
     tied_alias,
+    tied_name,
 )
 from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
@@ -159,7 +160,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     title = comparison_title(table, teacher_metrics["task"], metric)
     verdict = table_verdict(students, majority, metric, teacher_metrics, evaluations=evaluations)
     figure = comparison_bars(
-        [r["method"] for r in students],
+        [tied_name(r["method"], r["method"], verdict) for r in students],
         [r[metric] for r in students],
         teacher_metrics["score"],
         metric,

@@ -18,7 +18,7 @@ from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.models import ModelBundle, init_key_material
 from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.core.reports.plots import comparison_bars, comparison_title
-from bert_kd.core.reports.verdict import MAJORITY_METHOD
+from bert_kd.core.reports.verdict import MAJORITY_METHOD, tied_name
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
 from bert_kd.experiment.evaluation import evaluate_bundle
@@ -291,7 +291,10 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     markdown = with_verdict(body, verdict, title)
     students_only = table[~table["method"].isin(["teacher", MAJORITY_METHOD])]
     figure = comparison_bars(
-        [f"{m}\n{t}" for m, t in zip(students_only["method"], students_only["teachers"])],
+        [
+            tied_name(f"{m}\n{t}", f"{m}[{t}]", verdict)
+            for m, t in zip(students_only["method"], students_only["teachers"])
+        ],
         list(students_only[metric]),
         best_teacher["score"],
         metric,
