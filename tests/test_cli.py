@@ -180,6 +180,11 @@ CASES = [
         "multi_teacher_configs.rl_kd.state_features=[teacher_mood]",
         ("multi_teacher_configs.rl_kd.state_features", "teacher_mood"),
     ),
+    Case(
+        "blank_compile",
+        "runtime.compile=",
+        ("runtime.compile: Input should be a valid boolean or a valid string; given None",),
+    ),
     Case("bad_filter_arch", "ted.filters.arch=conv", ("ted.filters.arch", "'conv'")),
     Case("negative_ted_weight", "ted_methods.ted.weights.ted=-1", ("ted_methods.ted.weights.ted",)),
     Case("teacher_index", "multi_student.init_from_teacher=5", ("multi_student.init_from_teacher=5",)),
@@ -1037,3 +1042,32 @@ def test_card_of_an_mlflow_uri_whose_model_is_not_in_this_store_is_written_to_th
     written = tmp_path / "data/08_reporting/model_cards" / entry.name / "README.md"
     assert f"model card: {written.relative_to(tmp_path)}" in result.output
     assert ModelCard.load(written).data.eval_results[0].dataset_config == "rte"
+
+
+@pytest.mark.parametrize(
+    "error, options, expect",
+    [
+        (ValueError("Pipeline does not contain nodes named ['nope']."), {}, ("--nodes", "['nope']")),
+        (
+            ValueError("Pipeline contains no nodes after applying all provided filters. Please ensure …"),
+            {"tags": ("nothing_here",)},
+            ("--tags", "nothing_here"),
+        ),
+        (
+            AttributeError("module 'kedro.runner' has no attribute 'NoSuchRunner'"),
+            {"runner": "NoSuchRunner"},
+            ("--runner", "SequentialRunner"),
+        ),
+    ],
+)
+def test_a_node_selection_or_runner_kedro_refuses_is_one_block(error, options, expect):
+    from bert_kd.cli import node_selection_error
+
+    try:
+        raise RuntimeError("kedro run failed") from error
+    except RuntimeError as raised:
+        found = node_selection_error(raised, options)
+    assert found is not None
+    block = found.block()
+    assert all(text in block for text in expect), block
+    assert node_selection_error(ValueError("something else"), {"runner": "SequentialRunner"}) is None

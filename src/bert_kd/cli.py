@@ -75,6 +75,47 @@ def unknown_pipeline_error(exc: BaseException) -> UserError | None:
     return None
 
 
+#: Kedro's runners, by the name ``--runner`` takes.
+RUNNERS = ("SequentialRunner", "ParallelRunner", "ThreadRunner")
+
+
+def node_selection_error(exc: BaseException, options: dict) -> UserError | None:
+    """Kedro's errors for a node selection that finds nothing (``--nodes`` unknown, ``--tags`` or other filters
+    matching no node) and for an unknown ``--runner``, as one block; None for other errors."""
+    import re
+
+    for error in _chain(exc):
+        text = str(error)
+        unknown = re.match(r"Pipeline does not contain nodes named (\[.*?\])", text)
+        if isinstance(error, ValueError) and unknown:
+            return UserError(
+                f"the pipeline has no node named {unknown.group(1)}",
+                "--nodes",
+                "name nodes of the pipeline run (`kedro registry describe <pipeline>` lists them)",
+            )
+        if isinstance(error, ValueError) and text.startswith("Pipeline contains no nodes after applying"):
+            given = {
+                k: v
+                for k, v in options.items()
+                if k in ("tags", "node_names", "from_nodes", "to_nodes", "from_inputs", "to_outputs", "namespaces")
+                and v
+            }
+            return UserError(
+                f"no node of the pipeline matches the selection {given or ''}".rstrip(),
+                "--tags / --nodes / --from-nodes / --to-nodes / --from-inputs / --to-outputs",
+                "check the names against the pipeline's (`kedro registry describe <pipeline>`; kedro-viz shows the tags)",
+            )
+    runner = str(options.get("runner") or "")
+    named = runner.split(".")[-1]
+    if runner and any(isinstance(e, (AttributeError, ImportError)) and named in str(e) for e in _chain(exc)):
+        return UserError(
+            f"there is no runner {runner!r}",
+            "--runner",
+            f"name one of Kedro's runners ({', '.join(RUNNERS)}) or a runner class's full import path",
+        )
+    return None
+
+
 def _chain(exc: BaseException | None):
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -88,7 +129,12 @@ def run_guarded(**options):
     try:
         return kedro_run.callback(**options)
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is a user error
-        error = find_user_error(exc) or environment_error(exc) or unknown_pipeline_error(exc)
+        error = (
+            find_user_error(exc)
+            or environment_error(exc)
+            or unknown_pipeline_error(exc)
+            or node_selection_error(exc, options)
+        )
         if error is None:
             raise
         report_user_error(error, exc)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import json
 import posixpath
+import re
 import types
 import typing
 from typing import Annotated, Any, Literal, Mapping, TypeVar, Union
@@ -602,11 +603,31 @@ def problems_of(
         if kind not in ("value_error", "union_tag_invalid", "union_tag_not_found", "missing") and "input" in item:
             message += f"; given {item['input']!r}"
         problems.append((dotted(loc, tags), message))
-    # a bad member of a union reports once per alternative; keep the first message per key
-    seen: dict[str, str] = {}
+    return union_problems_merged(problems)
+
+
+#: The last part of a key that pydantic adds for one alternative of a union (``runtime.compile.bool``).
+_UNION_MEMBER = re.compile(
+    r"\.(bool|int|float|str|none|constrained-[\w-]+|(?:literal|function-[\w-]+|list|dict)\[.*\])$"
+)
+
+
+def union_problems_merged(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One line per key: a bad value of a union is reported once per alternative (``runtime.compile.bool``,
+    ``runtime.compile.constrained-str``); these become one line under the key itself, naming every alternative
+    (``Input should be a valid boolean or a valid string; given None``); other repeats keep their first message."""
+    merged: dict[str, list[str]] = {}
     for key, message in problems:
-        seen.setdefault(key, message)
-    return list(seen.items())
+        merged.setdefault(_UNION_MEMBER.sub("", key), []).append(message)
+    lines = []
+    for key, messages in merged.items():
+        stems = list(dict.fromkeys(m.split("; given ")[0].removeprefix("Input should be ") for m in messages))
+        given = next((m.partition("; given ")[2] for m in messages if "; given " in m), None)
+        if len(messages) > 1 and all(m.startswith("Input should be ") for m in messages):
+            lines.append((key, "Input should be " + " or ".join(stems) + (f"; given {given}" if given else "")))
+        else:
+            lines.append((key, messages[0]))
+    return lines
 
 
 #: The one precedence rule of training settings (bert_kd.kedro_project.config_loader.apply_shared_training), quoted in
