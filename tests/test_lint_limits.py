@@ -69,7 +69,9 @@ def findings() -> dict[str, int]:
 
 def compare(found: dict[str, int], baseline: dict[str, int]) -> list[str]:
     """The problems, each one line; empty when ``found`` matches ``baseline`` exactly."""
-    problems = [f"new: {key} = {value} (make the function smaller)" for key, value in found.items() if key not in baseline]
+    problems = [
+        f"new: {key} = {value} (make the function smaller)" for key, value in found.items() if key not in baseline
+    ]
     problems += [
         f"grew: {key} = {found[key]} > baseline {baseline[key]} (make the function smaller)"
         for key in found
