@@ -119,9 +119,9 @@ sweep="$sweep,glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=fals
 
 reproduce_two_workers() {  # two workers on one Optuna study, as scripts/sweep.sh starts them
   local code=0 w1 w2
-  limited reproduce $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=1" > "$out/reproduce_worker1.log" 2>&1 & w1=$!
+  limited reproduce $PY -m kedro run --pipelines=reproduce --params "$sweep,reproduce.seeds=1" > "$out/reproduce_worker1.log" 2>&1 & w1=$!
   sleep 5  # the first worker creates the study before the second opens it
-  limited reproduce $PY -m kedro run --pipeline=reproduce --params "$sweep,reproduce.seeds=2" > "$out/reproduce_worker2.log" 2>&1 & w2=$!
+  limited reproduce $PY -m kedro run --pipelines=reproduce --params "$sweep,reproduce.seeds=2" > "$out/reproduce_worker2.log" 2>&1 & w2=$!
   wait $w1 || code=$?
   wait $w2 || code=$?
   return $code

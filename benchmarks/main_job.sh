@@ -2,7 +2,7 @@
 # One candidate of the README's main job (`kedro run --pipelines=distill_alp`), timed, with the machine's
 # load before and after (benchmarks/results/main_job.md records what each candidate gave).
 #   THREADS=2 bash benchmarks/main_job.sh <name> "max_train_samples=8000,teacher.training.epochs=2"
-# Log: data/08_reporting/main_job/<name>.log (accuracies per epoch, /usr/bin/time's wall, CPU and peak RSS),
+# Record: benchmarks/results/main_job_<name>.json (benchmarks/run_record.py). Log: data/08_reporting/main_job/<name>.log (accuracies per epoch, /usr/bin/time's wall, CPU and peak RSS),
 # every line time-stamped (benchmarks/main_job_logging.yml); the seconds of each stage (ingest, tokenise, each
 # teacher and student epoch, teacher cache, evaluations, saving and MLflow logging, figures) are printed at the
 # end by benchmarks/stage_times.py. TRACKING=true keeps MLflow on, as a user has it (the default here: off).
@@ -16,7 +16,7 @@ params="glue_dir=${GLUE_DIR_PARAM:-../shared/glue},tracking.enabled=${TRACKING:-
 log=data/08_reporting/main_job/$name.log
 mkdir -p "$(dirname "$log")"
 {
-  echo "candidate: $name"; echo "threads: $threads"; echo "params: $params"
+  echo "candidate: $name"; echo "threads: $threads"; echo "params: $params"; echo "nice: $(nice)"
   echo "load before: $(uptime)"
   echo "start: $(date +%s.%N)"
 } >"$log"
@@ -27,3 +27,5 @@ echo "end: $(date +%s.%N)" >>"$log"
 echo "load after: $(uptime)" >>"$log"
 grep -E "epoch [0-9]+:|Elapsed \(wall|User time|System time|Maximum resident" "$log"
 "$python" benchmarks/stage_times.py "$log"
+# the machine-made record (stages, accuracies, wall/CPU/memory, machine, commit, load, threads)
+"$python" benchmarks/run_record.py main-job "$log" "benchmarks/results/main_job_$name.json"

@@ -44,7 +44,7 @@ TEACHER_EPOCHS = 3.0
 
 #: What the record's figures include, written into it.
 INCLUDES = (
-    "wall time of whole trials as `kedro run --pipeline=reproduce` runs them, with the workers sharing one GPU: "
+    "wall time of whole trials as `kedro run --pipelines=reproduce` runs them, with the workers sharing one GPU: "
     "data loading and tokenisation, model building, the teacher's fine-tuning (once per task), the teacher-cache "
     "pass, compilation, training steps, per-epoch evaluation, checkpoints, the trial's dev evaluation and its "
     "result file"

@@ -1,4 +1,4 @@
-# A real slice of ALP-KD Table 1 through `kedro run --env paper --pipeline=reproduce` on one GPU, timed end to end
+# A real slice of ALP-KD Table 1 through `kedro run --env paper --pipelines=reproduce` on one GPU, timed end to end
 # (docs/gpu.md, "The next GPU draw"):
 #   bash benchmarks/reproduce_gpu.sh [--dry-run] [--site TARBALL] OUTDIR
 # Every method of the table on RTE and MRPC, seed 1, every learning rate, at the grid points GRID keeps (default:
@@ -78,7 +78,7 @@ cd "$project"
 start=$(date +%s%N)
 pids=()
 for worker in $(seq "$WORKERS"); do
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} timeout -k 10 "$BUDGET_S" $PY -m kedro run --env paper --pipeline=reproduce \
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} timeout -k 10 "$BUDGET_S" $PY -m kedro run --env paper --pipelines=reproduce \
     --params "$params" > "$out/worker$worker.log" 2>&1 & pids+=($!)
   if [ "$worker" = 1 ]; then  # the first worker creates the Optuna study before the others open it
     while [ ! -s "$out/optuna.db" ] && kill -0 "${pids[0]}" 2> /dev/null; do sleep 1; done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run (or continue) a sweep table: bash scripts/sweep.sh <table>   e.g. cpu_protocol_v2
-# Each command is one `kedro run --pipeline=reproduce` on the table's Optuna study; every finished trial lands in
+# Each command is one `kedro run --pipelines=reproduce` on the table's Optuna study; every finished trial lands in
 # results/<table>/ as one JSON and is skipped on the next run (a killed trial resumes from its job-store checkpoint),
 # so the script is resumable. At the end the table is rebuilt from the results folder alone (nothing trains).
 #   WORKERS=2      two `kedro run`s per method group on the same study (disjoint trials; on 2 cores give each OMP_NUM_THREADS=1)
@@ -42,7 +42,7 @@ for seeds in "${SEED_ROUNDS[@]}"; do
     pids=()
     for worker in $(seq "$WORKERS"); do
       echo "=== $(date -u +%FT%TZ) seeds: ${seeds:-all} methods: ${methods:-all}" >> "$LOGS$worker.log"
-      $PY -m kedro run --pipeline=reproduce --params "$params" >> "$LOGS$worker.log" 2>&1 &
+      $PY -m kedro run --pipelines=reproduce --params "$params" >> "$LOGS$worker.log" 2>&1 &
       pids+=($!)
       [ "$worker" -lt "$WORKERS" ] && sleep 20   # let the first worker create the study before the next one opens it
     done
@@ -63,7 +63,7 @@ for seeds in "${SEED_ROUNDS[@]}"; do
 done
 # The full table from the results folder alone (every trial's JSON; nothing trains).
 code=0
-$PY -m kedro run --pipeline=reproduce --params "reproduce.table=$table,reproduce.results_only=true,glue_dir=${GLUE_DIR:-../shared/glue}" \
+$PY -m kedro run --pipelines=reproduce --params "reproduce.table=$table,reproduce.results_only=true,glue_dir=${GLUE_DIR:-../shared/glue}" \
   >> "${LOGS}1.log" 2>&1 || code=$?
 [ "$code" -eq 0 ] || fail "$code" "the table of $table from the results folder" "${LOGS}1.log"
 echo "=== $(date -u +%FT%TZ) done"

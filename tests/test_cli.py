@@ -952,7 +952,7 @@ def test_bert_kd_help_lists_its_commands(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert done.value.code == 0
-    assert "bert-kd results render|paper-gap|power|gradient-shares FOLDER" in out and "--pipeline" in out
+    assert "bert-kd results render|paper-gap|power|gradient-shares FOLDER" in out and "--pipelines" in out
 
 
 # ---------------------------------------------------------------- bert-kd card / push

@@ -28,6 +28,7 @@ H100 = "benchmarks/results/gpu_run_h100_estimates.json"  # 2026-11-27, both H100
 MAIN_JOB = "benchmarks/results/main_job.md"
 V2_TABLES = "results/cpu_protocol_v2/tables"
 IDLE_RUN = ("fe3cefd, idle AVX-512 machine, default kernels",)
+AVX2_RUN = ("fe3cefd, idle AVX-512 machine, AVX2 kernels",)
 #: decimals by kind of figure: accuracies and gains in points 2, p in prose 3 (4 beside its Monte Carlo error)
 DECIMALS = {"examples/s": 0, "GPU-hours": 1, "speed-up": 1, "workers' speed-up": 2, "minutes": 1, "p": 3}
 
@@ -165,37 +166,65 @@ FIGURES = [
     ),
     Figure("README.md", r"min\)\*\*, (\d+) s CPU", MAIN_JOB, (IDLE_RUN, "CPU s")),
     Figure("README.md", r"s CPU, ([\d.]+) GB peak memory", MAIN_JOB, (IDLE_RUN, "peak RSS")),
+    # docs/index.md, docs/getting-started.md, docs/benchmarks-main-job.md: the same run, and its AVX2-kernel twin
+    Figure(
+        "docs/index.md", r"teacher to ([\d.]+) and distils", MAIN_JOB, (IDLE_RUN, "teacher dev acc after each epoch", 1)
+    ),
+    Figure(
+        "docs/index.md",
+        r"student to ([\d.]+) SST-2 dev",
+        MAIN_JOB,
+        (IDLE_RUN, "ALP student dev acc after each epoch", 2),
+    ),
+    Figure("docs/index.md", r"dev accuracy in (\d+) s:", MAIN_JOB, (IDLE_RUN, "wall s")),
+    Figure(
+        "docs/getting-started.md",
+        r"22\.7 M parameters\) \| [\d., ]+ \| \*\*([\d.]+)\*\*",
+        MAIN_JOB,
+        (IDLE_RUN, "teacher dev acc after each epoch", 1),
+    ),
+    Figure(
+        "docs/getting-started.md",
+        r"embeddings\) \| [\d., ]+ \| \*\*([\d.]+)\*\*",
+        MAIN_JOB,
+        (IDLE_RUN, "ALP student dev acc after each epoch", 2),
+    ),
+    Figure("docs/getting-started.md", r"\*\*(\d+) s wall\*\*", MAIN_JOB, (IDLE_RUN, "wall s")),
+    Figure("docs/getting-started.md", r"44 s\), (\d+) s CPU", MAIN_JOB, (IDLE_RUN, "CPU s")),
+    Figure("docs/getting-started.md", r"s CPU, ([\d.]+) GB peak memory; with", MAIN_JOB, (IDLE_RUN, "peak RSS")),
+    Figure("docs/getting-started.md", r"on the same machine (\d+) s and the same", MAIN_JOB, (AVX2_RUN, "wall s")),
+    Figure("docs/benchmarks-main-job.md", r"took (\d+) s, with the same accuracies", MAIN_JOB, (AVX2_RUN, "wall s")),
     # README and docs/gpu.md: the compiled H200 rows and ALP-KD Table 1's GPU-hours
     Figure(
-        "README.md",
+        "docs/benchmarks-main-job.md",
         r"teacher fine-tuning at ([\d,]+) examples/s",
         H200_COMPILE,
         compiled("teacher_finetune"),
         DECIMALS["examples/s"],
     ),
     Figure(
-        "README.md",
+        "docs/benchmarks-main-job.md",
         r"and live ALP at ([\d,]+): [\d.]+× and",
         H200_COMPILE,
         compiled("live_distill"),
         DECIMALS["examples/s"],
     ),
     Figure(
-        "README.md",
+        "docs/benchmarks-main-job.md",
         r"TF32; ([\d.]+)× and [\d.]+× eager bf16",
         H200_COMPILE,
         speedup("teacher_finetune", "reduce-overhead"),
         DECIMALS["speed-up"],
     ),
     Figure(
-        "README.md",
+        "docs/benchmarks-main-job.md",
         r"TF32; [\d.]+× and ([\d.]+)× eager bf16",
         H200_COMPILE,
         speedup("live_distill", "reduce-overhead+teacher"),
         DECIMALS["speed-up"],
     ),
     Figure(
-        "README.md",
+        "docs/benchmarks-main-job.md",
         r"ALP-KD Table 1 is ([\d.]+) GPU-hours of training steps",
         H200_COMPILE,
         TABLE1_COMPILED,
@@ -216,7 +245,7 @@ FIGURES = [
         DECIMALS["examples/s"],
     ),
     Figure(
-        "docs/changelog.md",
+        "docs/changelog-detail.md",
         r"ALP-KD Table 1 at those rates ([\d.]+) GPU-hours, within the goal",
         H200_COMPILE,
         TABLE1_COMPILED,
@@ -466,7 +495,7 @@ FIGURES = [
         for workers in (1, 2, 4)
         for what, cells in (("trials", r"([\d.]+) \| [\d.]+"), ("hours", r"[\d.]+ \| ([\d.]+)"))
     ],
-    # README, docs/sweeps.md and results/cpu_protocol_v2/README.md: the CPU protocol v2 reading
+    # README, docs/cpu-protocol-v2.md and results/cpu_protocol_v2/README.md: the CPU protocol v2 reading
     Figure(
         "README.md",
         r"\(([\d.]+) MRPC / [\d.]+ SST-2 dev accuracy",
@@ -486,7 +515,7 @@ FIGURES = [
         (("two teachers > one", "MRPC"), "gain, points"),
     ),
     Figure(
-        "docs/sweeps.md",
+        "docs/cpu-protocol-v2.md",
         r"\*\*Two teachers against one\*\* \(MRPC, a stand-in for the paper's heterogeneous teachers\): ([+\d.]+),",
         f"{V2_TABLES}/summary.md",
         (("two teachers > one", "MRPC"), "gain, points"),
@@ -535,3 +564,51 @@ def test_the_rounding_rule_catches_a_figure_rounded_by_hand():
     assert agrees("217.6", hours, 1) and not agrees("218", hours, 1)  # the record's table shows 217.6
     assert agrees("3,030", 3030.3, 0) and agrees("+1.00", 1.0035, 2) and not agrees("0.045", 0.0457, 3)
     assert cell(markdown_tables("| a | b |\n|---|---|\n| x | **+1.50 (±0.2)** |\n"), ("x",), "b") == "+1.50"
+
+
+# ------------------------------------------------------------ figures without a record, listed
+#: The figures of README.md and docs/ that no FIGURES row checks, one ``file<TAB>figure`` a line: each is
+#: either without a record (a citation, an example, a setting) or still waiting for its row. The list may only
+#: shrink: a new figure gets a row, and a covered or deleted one leaves the list.
+UNCOVERED = ROOT / "tests" / "uncovered_figures.txt"
+#: A figure: a decimal, a number with thousands commas, or a count with its unit.
+NUMBER = re.compile(
+    r"(?<![\w.#/-])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\d+(?= ?(?:s|min|%|×|GB|MB|points|examples/s|GPU-hours)\b))"
+)
+#: Not prose: code blocks and spans (commands, settings), link targets, HTML tags, snippet lines.
+NOT_PROSE = re.compile(r"```.*?```|`[^`]*`|\]\([^)]*\)|<[^>]+>|--8<-- \"[^\"]*\"")
+
+
+def prose_texts() -> list[str]:
+    return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
+def uncovered_figures() -> list[tuple[str, str]]:
+    """(file, figure as written) of every figure in the prose that no FIGURES row reads."""
+    found = []
+    for text in prose_texts():
+        flat = " ".join((ROOT / text).read_text(encoding="utf-8").split())
+        skipped = [m.span() for m in NOT_PROSE.finditer(flat)]
+        covered = {m.span(1) for figure in FIGURES if figure.text == text for m in re.finditer(figure.pattern, flat)}
+        for m in NUMBER.finditer(flat):
+            inside = any(a <= m.start(1) < b for a, b in skipped)
+            if not inside and not any(a <= m.start(1) < b for a, b in covered):
+                found.append((text, m.group(1)))
+    return found
+
+
+def test_every_figure_is_checked_against_its_record_or_listed_and_the_list_only_shrinks():
+    from collections import Counter
+
+    now = Counter(uncovered_figures())
+    listed = Counter(tuple(line.split("\t")) for line in UNCOVERED.read_text(encoding="utf-8").splitlines() if line)
+    new, gone = sorted((now - listed).elements()), sorted((listed - now).elements())
+    assert not new, (
+        f"figures with neither a FIGURES row nor a line in {UNCOVERED.name}: give each a row that reads its record "
+        f"(a figure without any record, a citation or an example, may be listed): {new[:20]}"
+    )
+    assert not gone, f"covered or deleted now: remove these lines from {UNCOVERED.name} (it only shrinks): {gone[:20]}"
+
+
+if __name__ == "__main__":  # the list as it stands: python tests/test_figures.py > tests/uncovered_figures.txt
+    print("\n".join(f"{text}\t{figure}" for text, figure in uncovered_figures()))

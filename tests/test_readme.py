@@ -42,3 +42,28 @@ def test_the_layout_tree_names_every_folder_of_the_package():
 
 def test_the_layout_check_reads_a_tree():
     assert layout_block("## Layout\n\n```\nsrc/  x\n  core/  y\n```\n") == "\nsrc/  x\n  core/  y\n"
+
+
+def test_the_first_screen_names_no_commit_and_no_date():
+    """Before "## Run it" the README says what the project does and what its main job gives on one machine; the
+    commits, dates and other machines of its measurements are in docs/benchmarks-main-job.md."""
+    first = README.read_text(encoding="utf-8").split("## Run it")[0]
+    hashes = re.findall(r"(?<![\w/.-])[0-9a-f]{7,40}(?![\w-])", first)
+    dates = re.findall(
+        r"\b20\d\d-\d\d-\d\d\b|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w* 20\d\d", first
+    )
+    assert not [h for h in hashes if re.search(r"[a-f]", h)] and not dates, (hashes, dates)
+
+
+def test_each_changelog_entry_is_at_most_five_lines():
+    """A changelog entry says what changed for a user; the detail lives on the page it links to."""
+    long = []
+    lines = (ROOT / "docs" / "changelog.md").read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("- "):
+            size = 1 + next(
+                (k for k, rest in enumerate(lines[number + 1 :]) if not rest.startswith("  ")), len(lines) - number - 1
+            )
+            if size > 5:
+                long.append(f"docs/changelog.md:{number + 1} ({size} lines)")
+    assert not long, f"changelog entries over 5 lines (move the detail to the page it links to): {long}"

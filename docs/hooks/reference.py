@@ -8,6 +8,7 @@ moved or removed needs no edit here. (A hook is MkDocs' own mechanism, not a plu
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import griffe
@@ -19,6 +20,9 @@ SECTION = "API reference"
 INDEX = "reference/index.md"
 #: The griffe extensions mkdocs.yml gives mkdocstrings, so the summaries here read the same docstrings.
 EXTENSIONS = ["griffe_sphinx"]
+
+#: A cross-reference, ``[title][identifier]`` or ``[title][]``.
+CROSSREF = re.compile(r"\[((?:`[^`]*`|[^\[\]`])+)\]\[([\w.]*)\]")
 
 _pages: dict[str, str] = {}
 
@@ -51,13 +55,26 @@ def _page_uri(module: griffe.Module) -> str:
     return f"{folder}/index.md" if module.is_init_module else f"{folder}.md"
 
 
+def _full_path(obj: griffe.Object, match: re.Match) -> str:
+    """A docstring's scoped cross-reference (``[`fit`][]``) with the full path it names from ``obj``: in the
+    Markdown of a generated page it has no scope to be resolved from."""
+    title, identifier = match[1], match[2] or match[1].strip("`")
+    head, dot, rest = identifier.partition(".")
+    try:
+        head = obj.resolve(head)
+    except Exception:  # not a name in scope: already a full path (or a heading's anchor)
+        return match[0]
+    return f"[{title}][{head}{dot}{rest}]"
+
+
 def _summary(obj: griffe.Object) -> str:
-    """The docstring's first sentence, on one line, fit for a table cell."""
+    """The docstring's first sentence, on one line, fit for a table cell (its cross-references with full paths)."""
     if not obj.docstring:
         return ""
     paragraph = obj.docstring.value.strip().split("\n\n")[0].replace("\n", " ")
     sentence, dot, _ = paragraph.partition(". ")
-    return (sentence + dot).strip().replace("|", "\\|")
+    sentence = CROSSREF.sub(lambda match: _full_path(obj, match), sentence + dot)
+    return sentence.strip().replace("|", "\\|")
 
 
 def _own_members(package: griffe.Module) -> list[str]:

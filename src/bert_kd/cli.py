@@ -69,7 +69,7 @@ def unknown_pipeline_error(exc: BaseException) -> UserError | None:
             hint = f"did you mean {' or '.join(suggestion)}? " if suggestion else ""
             return UserError(
                 f"there is no pipeline named {found.group(1)!r}",
-                "--pipelines (or --pipeline)",
+                "--pipelines",
                 f"{hint}name one of: {', '.join(names)} (or none: the default pipeline)",
             )
     return None

@@ -1,6 +1,6 @@
 """Project pipelines: the blocks in ``pipelines/`` composed into the commands users run.
 
-The registry is explicit rather than ``find_pipelines``: ``kedro run --pipeline=X`` makes
+The registry is explicit rather than ``find_pipelines``: ``kedro run --pipelines=X`` makes
 ``find_pipelines`` return only folder X, while every user command here is a composition of
 several blocks (ingest → teacher → distil → evaluate).
 """
@@ -15,11 +15,13 @@ from kedro.framework.project import settings
 from kedro.pipeline import Pipeline
 
 from bert_kd.pipelines import (
+    augment_glue,
     data_processing,
     distill,
     evaluate,
     evaluate_teacher,
     export_student,
+    general,
     multi_teacher,
     predict_glue,
     ted,
@@ -82,6 +84,12 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
     pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
     pipelines["all"] = sum(pipelines.values(), Pipeline([]))
+    pipelines["distill_general"] = general.create_pipeline()
+    if "tinybert" in recipes:  # TinyBERT end to end: general stage → task stage → evaluation
+        pipelines["tinybert_general"] = (
+            teacher + teacher_cache_pipeline() + general.create_pipeline() + general.two_stage_pipeline("tinybert")
+        )
+    pipelines.update(augment_glue.transfer_pipelines(teacher, recipes))  # not in all: the transfer set's own blocks
     pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
     pipelines["reproduce"], pipelines["evaluate"] = (
         reproduce_pipeline.create_pipeline(),

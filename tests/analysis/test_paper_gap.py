@@ -94,15 +94,15 @@ def test_the_generated_sentences_are_what_the_readmes_and_the_docs_say(v2):
     for sentence in [*sentences, paper_gap.headline_sentence(v2.tests)]:
         assert sentence in committed("summary.md")
     headline = paper_gap.headline_sentence(v2.tests)
-    for path in (ROOT / "README.md", V2 / "README.md", ROOT / "docs" / "sweeps.md"):
+    for path in (ROOT / "README.md", V2 / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         text = " ".join(path.read_text(encoding="utf-8").split())
         for sentence in sentences:
             assert sentence in text or sentence[0].upper() + sentence[1:] in text, (path, sentence)
-    for path in (ROOT / "README.md", ROOT / "docs" / "sweeps.md"):
+    for path in (ROOT / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         assert headline in " ".join(path.read_text(encoding="utf-8").split()), path
     warm = paper_gap.warm_start_sentence(v2.ablation)
     assert warm in committed("paper_gap.md")
-    for path in (V2 / "README.md", ROOT / "docs" / "sweeps.md"):
+    for path in (V2 / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         assert warm.split("; the ALP-KD", 1)[1] in " ".join(path.read_text(encoding="utf-8").split()), path
 
 

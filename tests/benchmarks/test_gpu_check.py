@@ -148,6 +148,7 @@ def timing(gpu_check, work, rate, compile=None, precision="bf16", pair="bert-bas
     return gpu_check.Timing(pair, work, precision, rate, None, compile=compile)
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_compiled_rates_replace_the_eager_ones_they_were_measured_for(gpu_check):
     eager = [timing(gpu_check, w, r) for w, r in (("teacher_finetune", 100.0), ("live_distill", 200.0))]
     eager += [timing(gpu_check, "cached_distill", 400.0), timing(gpu_check, "live_distill", 1.0, precision="tf32")]
@@ -212,6 +213,7 @@ def test_a_compiled_teacher_row_layers_over_its_backend_rows(gpu_check):
     assert both["alp_kd_table1"] == gpu_check.estimate_table(trials, settings, rates, pairs)
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_compile_teacher_compiles_the_frozen_teacher_of_that_row_only(gpu_check, capsys):
     import torch
 
@@ -226,6 +228,7 @@ def test_compile_teacher_compiles_the_frozen_teacher_of_that_row_only(gpu_check,
     assert "| eager+teacher |" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_merged_reports_estimate_from_every_file_and_a_pair_subset_estimates_nothing(gpu_check, tmp_path, capsys):
     eager = tmp_path / "eager.json"
     gpu_check.main(["--tiny", "--workers", "--json", str(eager)])

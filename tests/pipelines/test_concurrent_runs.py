@@ -61,7 +61,7 @@ def _run_together(project, uri, envs, timestamp):
     }
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "kedro", "run", "--pipeline", "train_teacher", "--env", name],
+            [sys.executable, "-m", "kedro", "run", "--pipelines", "train_teacher", "--env", name],
             cwd=project,
             env=env,
             stdout=subprocess.PIPE,

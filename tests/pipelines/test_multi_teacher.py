@@ -28,7 +28,11 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
         "distill_multi_teacher_baselines", multi_teachers=_teachers(tiny_teacher_dir), multi_student=student
     )
     table = pd.read_csv(root / "data/08_reporting/distill_multi_teacher_baselines.csv")
-    assert set(table["method"]) == {"teacher", "majority class", "multi_teacher", "okd", "multi_pkd", "rse_kd"}
+    assert set(table["method"]) == {"teacher", "majority class", "multi_teacher", "okd", "multi_pkd", "rse_kd", "rl_kd"}
+    # RL-KD's row says how often its agents chose each teacher; the other rows choose no teachers per example
+    shares = table.loc[table["method"] == "rl_kd", "teachers chosen (share of examples)"].iloc[0]
+    assert shares.startswith("a ") and ", b " in shares
+    assert table.loc[table["method"] == "okd", "teachers chosen (share of examples)"].isna().all()
     assert set(table.loc[table["method"] == "multi_teacher", "teachers"]) == {"a+b", "a", "b"}
     markdown = (root / "data/08_reporting/distill_multi_teacher_baselines.md").read_text()
     assert "Table 2" in markdown and "Table 3" in markdown
@@ -36,6 +40,7 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     names = set(runs["tags.mlflow.runName"])
     assert "distill_multi_teacher:multi_teacher[a,b]:rte" in names
     assert "distill_multi_teacher:rse_kd[a,b]:rte" in names
+    assert "distill_multi_teacher:rl_kd[a,b]:rte" in names
     parent = runs[runs["tags.mlflow.runName"] == "distill_multi_teacher_baselines:rte [kedro run]"].iloc[0]
     assert parent["metrics.teacher/a/accuracy"] == pytest.approx(
         table.loc[table["configuration"] == "teacher a", "accuracy"].iloc[0]

@@ -49,7 +49,7 @@ def new_project(directory: Path) -> Path:
 def kedro_run(
     project: Path, pipeline: str, params: dict, processes: int, extra_env: dict | None = None, expect_ok: bool = True
 ) -> subprocess.CompletedProcess:
-    """``[torchrun --nproc_per_node N] -m kedro run --pipeline … --params …`` in ``project``."""
+    """``[torchrun --nproc_per_node N] -m kedro run --pipelines … --params …`` in ``project``."""
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
     env = {
         **os.environ,
@@ -62,7 +62,7 @@ def kedro_run(
         env.pop(name, None)
     params_arg = ",".join(f"{k}={v}" for k, v in params.items())
     done = subprocess.run(
-        [sys.executable, *launcher, "-m", "kedro", "run", f"--pipeline={pipeline}", "--params", params_arg],
+        [sys.executable, *launcher, "-m", "kedro", "run", f"--pipelines={pipeline}", "--params", params_arg],
         cwd=project,
         env=env,
         capture_output=True,

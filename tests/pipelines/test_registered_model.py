@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import mlflow
 import pandas as pd
 import pytest
 
+from bert_kd.experiment.run_setup import RunCommand
 from bert_kd.pipelines.distill.nodes import register_best_student
 from tests.pipelines.conftest import latest_version
 
@@ -81,6 +83,8 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
 
     monkeypatch.setattr(nodes, "tracker_for", lambda tracking: Recorder())
     monkeypatch.setattr(nodes, "kedro_run", lambda: Parent())
+    given = {"glue_dir": "../shared/glue", "seed": 42, "tracking": {"register_ties": True}}
+    monkeypatch.setattr(nodes, "run_command", lambda: RunCommand.of("compare", given))
     table = pd.DataFrame(
         [
             {"method": "teacher", "accuracy": 0.82},
@@ -103,7 +107,10 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
     ]
     assert "champion" not in {alias for _, alias, _, _ in registered}
     assert result["versions"] == {"nkd": "models:/bert_kd-sst2-student/1", "alp": "models:/bert_kd-sst2-student/2"}
-    assert result["decide"].startswith("for seed in 43 44 45 46; do kedro run --pipeline=distill_baselines")
+    assert result["decide"] == (
+        "for seed in 43 44 45 46; do kedro run --env compare --pipelines=distill_baselines "
+        '--params "glue_dir=../shared/glue,tracking.register_ties=true,seed=$seed"; done'
+    )
     assert tags["comparison.decide"] == result["decide"] and "no `champion`" in registered[0][3]
     assert "tie, no @champion" in caplog.text
     assert tags["note"].startswith("**Registered, tied (no `champion`)**: nkd `models:/bert_kd-sst2-student@tied-nkd`")
@@ -220,3 +227,28 @@ def test_a_row_without_its_evaluation_is_an_error_not_a_silent_drop(monkeypatch)
         )
     with pytest.raises(ValueError, match="two student evaluations are labelled 'alp'"):
         nodes.register_best_student(pd.DataFrame(rows), teacher, settings, *students, students[-2])
+
+
+def test_the_deciding_command_runs_as_printed_with_the_runs_env_and_params(tmp_path):
+    """The printed loop, run by a shell with a ``kedro`` that records its arguments: four runs, each with the
+    run's ``--env`` and ``--params`` (values with spaces and shell characters intact) and its own seed."""
+    from bert_kd.core.reports.verdict import deciding_command
+
+    params = {"glue_dir": "../shared glue", "reproduce.seeds": "1 2", "note": 'a "$b"', "seed": 42, "x": False}
+    command = deciding_command("distill_baselines", env="compare", params=params)
+    kedro = tmp_path / "kedro"
+    kedro.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s|" "$a"; done; echo\n')
+    kedro.chmod(0o755)
+    ran = subprocess.run(
+        ["bash", "-c", command], env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    given = 'glue_dir=../shared glue,reproduce.seeds=1 2,note=a "$b",x=false'
+    assert ran.stdout.splitlines() == [
+        f"run|--env|compare|--pipelines=distill_baselines|--params|{given},seed={seed}|" for seed in (43, 44, 45, 46)
+    ]
+
+
+def test_the_run_command_flattens_kedros_nested_params():
+    command = RunCommand.of(None, {"reproduce": {"table": "cpu_protocol", "seeds": "1 2"}, "task": "rte"})
+    assert command == RunCommand(None, {"reproduce.table": "cpu_protocol", "reproduce.seeds": "1 2", "task": "rte"})

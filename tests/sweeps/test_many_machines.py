@@ -169,7 +169,7 @@ STARTED: list[subprocess.Popen] = []  # every worker this module started (killed
 
 
 def worker(project: Path, tracking: str, log: Path, fault: str | None = None) -> subprocess.Popen:
-    """``kedro run --pipeline=reproduce`` in ``project``, as docs/scaling.md's step 3."""
+    """``kedro run --pipelines=reproduce`` in ``project``, as docs/scaling.md's step 3."""
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -182,7 +182,7 @@ def worker(project: Path, tracking: str, log: Path, fault: str | None = None) ->
         env["BERT_KD_FAULT"] = fault
     with open(log, "w") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "kedro", "run", "--pipeline=reproduce"],
+            [sys.executable, "-m", "kedro", "run", "--pipelines=reproduce"],
             cwd=project,
             env=env,
             stdout=output,

@@ -485,7 +485,7 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(
     pipeline,
     recipe,
 ):
-    """``kedro run --pipeline=distill_<row>`` and a sweep trial of that row with the same parameters
+    """``kedro run --pipelines=distill_<row>`` and a sweep trial of that row with the same parameters
     build the same teacher(s), teacher caches, (TED filters) and student jobs: the trial trains
     nothing new. The ``multi_teachers`` entries set no ``training``: each slot is its own entry in
     both (before trials ran the pipelines' nodes, a trial filled it in from the main ``teacher`` block)."""

@@ -2,6 +2,7 @@
 
 bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, claims.md, power.md, gradient_shares.{md,png}
 bert-kd results paper-gap results/cpu_protocol_v2       # one of them
+bert-kd results alp-variants results/cpu_protocol_v2_alpha   # tables/reading.md: ALP-KD's claims with another α, beside v2
 """
 
 from __future__ import annotations
@@ -154,6 +155,21 @@ def power_command(folder: Path, resamples: int) -> None:
 def gradient_shares_command(folder: Path) -> None:
     """tables/gradient_shares.{md,png}: each loss term's share of the student's gradient."""
     guarded(lambda: write_gradient_shares(folder), folder)
+
+
+@results.command(name="alp-variants")
+@FOLDER
+@RESAMPLES
+def alp_variants_command(folder: Path, resamples: int) -> None:
+    """tables/reading.md: ALP-KD's claims with the folder's ALP rows in place of v2's ALP (its sibling folder)."""
+    from bert_kd.analysis import alp_variants
+
+    base = alp_variants.default_base(folder)
+    command = command_line("alp-variants", folder, resamples)
+    guarded(
+        lambda: write_text(folder / "tables" / "reading.md", alp_variants.render(folder, base, resamples, command)),
+        folder,
+    )
 
 
 @results.command(name="render")

@@ -142,7 +142,7 @@ def table_folder(folder: Path) -> Path:
         raise UserError(
             f"{folder} holds no trial results (*.json): there is nothing to read",
             str(folder),
-            f"run the table's sweep first (kedro run --pipeline=reproduce --params reproduce.table={folder.name}), "
+            f"run the table's sweep first (kedro run --pipelines=reproduce --params reproduce.table={folder.name}), "
             "or pass the folder its results are in",
         )
     return folder

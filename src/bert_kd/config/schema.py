@@ -254,6 +254,49 @@ class TeacherCache(Strict):
         return "no" if value is False else value
 
 
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Augment(Strict):
+    """The transfer set (``augment_glue``): Tang et al. (2019)'s rules (``mask``, ``pos``, ``ngram``) or
+    TinyBERT's word replacement (``tinybert``), with the papers' values as defaults
+    ([`bert_kd.core.data.augment`][bert_kd.core.data.augment])."""
+
+    rules: list[Literal["mask", "pos", "ngram", "tinybert"]] = ["mask", "pos", "ngram"]
+    p_mask: Probability = 0.1
+    p_pos: Probability = 0.1
+    p_ng: Probability = 0.25
+    max_ngram: PositiveInt = 5
+    p_t: Probability = 0.4
+    candidates: PositiveInt = 15
+    copies: PositiveInt = 20
+    seed: NonNegativeInt = 0
+    max_source_rows: PositiveInt | None = None  # augment only the first rows of the (sampled) train split
+    pos_tagger: Literal["nltk"] | None = None  # null: embedding neighbours stand in for same-POS words
+    glove: str | None = None  # a GloVe text file for TinyBERT's multi-piece words; null: embedding neighbours
+    directory: str = "data/05_model_input/transfer_sets"
+    rows_per_shard: PositiveInt = 100_000
+    path: str | None = None  # a stored transfer set to use instead (checked against the run's task and tokenizer)
+
+    @field_validator("rules")
+    @classmethod
+    def _one_scheme(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("give at least one rule: mask, pos, ngram (Tang et al.) or tinybert")
+        if "tinybert" in value and len(value) > 1:
+            raise ValueError("tinybert is a scheme of its own: give [tinybert] or Tang's [mask, pos, ngram]")
+        return list(dict.fromkeys(value))
+
+
+class BiLSTM(Strict):
+    """Tang et al. (2019)'s student: one BiLSTM layer over word embeddings, a ReLU classifier."""
+
+    hidden_size: PositiveInt = 300
+    classifier_size: PositiveInt = 400
+    embeddings: Literal["teacher", "random"] = "teacher"
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+
+
 class ExportStudent(Strict):
     """export_student pipeline: ONNX (+ int8) student, verification, latency table."""
 
@@ -298,6 +341,7 @@ class Student(Strict):
     #: (PKD, ALP-KD); teacher: layers of the fine-tuned teacher, head included (TED). Absent = teacher.
     init: Literal["pretrained", "teacher"] = "teacher"
     model: str | None = None
+    bilstm: BiLSTM | None = None  # Tang et al.'s BiLSTM student instead of a copy of the teacher
     training: Training = Training()
 
     @field_validator("layer_selection", mode="before")
@@ -310,9 +354,52 @@ class Student(Strict):
 
     @model_validator(mode="after")
     def _depth_or_model(self) -> Student:
-        if self.model is None and self.num_layers is None:
-            raise ValueError("give num_layers (a copy of the teacher's first layers) or model")
+        if self.model is None and self.num_layers is None and self.bilstm is None:
+            raise ValueError("give num_layers (a copy of the teacher's first layers), model or bilstm")
         return self
+
+
+class GeneralCorpus(Strict):
+    """The corpus of general distillation: text ``files`` (one passage a line), a Hugging Face dataset
+    (``hf_dataset``, its ``hf_split`` and text ``hf_column``) or the offline stand-in, the training
+    sentences of every GLUE task under ``glue_dir`` (``glue_stand_in``); exactly one of them."""
+
+    files: list[Annotated[str, Field(min_length=1)]] | None = None
+    hf_dataset: Annotated[str, Field(min_length=1)] | None = None
+    hf_split: str = "train"
+    hf_column: str = "text"
+    glue_stand_in: bool = False
+    max_passages: PositiveInt | None = None  # the first n passages only (a shortened run)
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _space_separated_files(cls, value: Any) -> Any:
+        """``"a.txt b.txt"`` (the form ``--params`` can carry: it splits on commas) is the list of both."""
+        return value.split() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GeneralCorpus:
+        chosen = [name for name in ("files", "hf_dataset", "glue_stand_in") if getattr(self, name)]
+        if len(chosen) != 1:
+            raise ValueError(f"give exactly one of files, hf_dataset, glue_stand_in (given: {chosen or 'none'})")
+        return self
+
+
+class General(Strict):
+    """General distillation (``distill_general``): a pre-trained ``teacher``, a ``num_layers`` student copied from
+    its ``layer_selection`` layers, the ``loss`` (``tinybert`` or ``distilbert``) with its published weights
+    unless ``weights`` says otherwise, on ``corpus`` cut to ``max_seq_length`` tokens."""
+
+    teacher: Annotated[str, Field(min_length=1)]
+    loss: Literal["tinybert", "distilbert"] = "tinybert"
+    weights: dict[str, NonNegativeFloat] | None = None
+    temperature: PositiveFloat | None = None  # distilbert: 2.0
+    mask_probability: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    num_layers: PositiveInt = 2
+    layer_selection: Union[Literal["first", "distilbert"], list[PositiveInt]] = "first"
+    max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128
+    corpus: GeneralCorpus
+    training: Training = Training()
 
 
 class MultiStudent(Student):

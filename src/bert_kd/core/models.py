@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+import bert_kd.core.bilstm  # noqa: F401  (registers the BiLSTM student with the Auto classes)
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.files import write_atomically
 from bert_kd.core.layer_maps import layer_map

@@ -320,7 +320,12 @@ def write_model_card(directory: str | Path, output: str | Path | None = None, **
     """Write [`model_card`][bert_kd.experiment.model_card.model_card] of ``directory`` to ``output`` (default ``<directory>/README.md``)
     all at once (a temporary sibling renamed over it); the path written."""
     target = Path(output) if output is not None else Path(directory) / CARD_FILE
-    text = str(model_card(directory, **options))
+    if _read_json(Path(directory) / "bert_kd.json").get("role") == "general_student":  # no task, no dev metric
+        from bert_kd.experiment.general_card import general_card
+
+        text = general_card(directory, options.get("run_link"))
+    else:
+        text = str(model_card(directory, **options))
     target.parent.mkdir(parents=True, exist_ok=True)
     for leftover in target.parent.glob(f".{target.name}.tmp-*"):  # a write killed before its rename
         leftover.unlink(missing_ok=True)

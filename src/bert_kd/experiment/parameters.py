@@ -26,9 +26,11 @@ from bert_kd.config.schema import (
     DEFAULT_SEED,
     RECIPE_BLOCKS,
     WEIGHT_DECIMALS,
+    Augment,
     Evaluate,
     ExportStudent,
     Figures,
+    General,
     MultiStudent,
     MultiTeacher,
     NonNegativeInt,
@@ -109,6 +111,9 @@ class Parameters(Strict):
     evaluate: Evaluate | None = None
     predict_glue: PredictGlue | None = None
     figures: Figures = Figures()
+    general: General | None = None
+    augment: Augment | None = None
+    tang_student: Student | None = None
 
     @field_validator("task")
     @classmethod

@@ -26,6 +26,41 @@ DATA_SOURCE = "data_source"
 
 
 @dataclass(frozen=True)
+class RunCommand:
+    """How this ``kedro run`` was started, for the commands a run prints back to be run again: its
+    ``--env`` and its ``--params`` (dotted keys, as ``--params`` takes them)."""
+
+    env: str | None = None
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, env: str | None, runtime_params: Mapping | None) -> RunCommand:
+        """From Kedro's ``run_params`` values (``--params`` arrives nested: ``{"reproduce": {"table": …}}``)."""
+
+        def dotted(values: Mapping, prefix: str = ""):
+            for key, value in values.items():
+                if isinstance(value, Mapping):
+                    yield from dotted(value, f"{prefix}{key}.")
+                else:
+                    yield f"{prefix}{key}", value
+
+        return cls(env or None, dict(dotted(runtime_params or {})))
+
+
+_RUN_COMMAND: list[RunCommand] = [RunCommand()]
+
+
+def record_run_command(command: RunCommand) -> None:
+    """Remember how the current ``kedro run`` was started (its project hook calls this first)."""
+    _RUN_COMMAND[0] = command
+
+
+def run_command() -> RunCommand:
+    """How the current ``kedro run`` was started (empty outside one: a notebook, a test)."""
+    return _RUN_COMMAND[0]
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """The run-wide values every training job reads: the task, the seed, the tracking and
     runtime blocks and where the rows came from (``data_source``: glue_dir and sample caps,

@@ -309,9 +309,11 @@ class ValidateParametersHook:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        from bert_kd.experiment.run_setup import RunCommand, record_run_command
         from bert_kd.experiment.training_jobs.student import with_explicit_weights  # the sweep trial's expansion too
 
         self._typed = {}
+        record_run_command(RunCommand.of(run_params.get("env"), run_params.get("runtime_params")))
         apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
         inputs = pipeline.inputs()

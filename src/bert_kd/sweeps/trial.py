@@ -392,6 +392,9 @@ def evaluate_trial(
         result["teachers_dev_metrics"] = [{k: float(v) for k, v in metrics.items()} for metrics in teachers_metrics]
     if student.info.get("gradient_shares"):  # each term's share of the student's gradient at the start (grad_share/*)
         result["gradient_shares"] = dict(student.info["gradient_shares"])
+    entropy = (student.info.get("diagnostics") or {}).get("alp_alpha_entropy")
+    if entropy:  # ALP: α's mean entropy (nats) per student layer on dev (None: unconnected)
+        result["alp_alpha_entropy"] = list(entropy)
     if "validation_mismatched" in data:  # MNLI: both dev sets scored (the papers report m and mm)
         mm_logits, mm_labels = predict(student, data["validation_mismatched"])
         result["dev_metrics_mismatched"] = {k: float(v) for k, v in glue_metrics(task, mm_logits, mm_labels).items()}

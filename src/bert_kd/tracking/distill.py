@@ -127,6 +127,8 @@ def log_distillation_end(run, job, method, outcome: Mapping[str, Any]) -> None:
             "alp_attention.png",
         )
         run.log_dict({"alpha": diagnostics["alp_attention"]}, "alp_attention.json")
+    entropy = diagnostics.get("alp_alpha_entropy") or []
+    run.log_metrics({f"alp/alpha_entropy/layer_{j}": h for j, h in enumerate(entropy, start=1) if h is not None})
 
 
 def log_ted_stage_one_start(

@@ -61,10 +61,10 @@ def test_figure3_alpha_is_computed_on_the_students_device_when_the_teacher_is_el
         out = real_states(model, sub, prefix)
         return out if model is teacher else out.to("meta")
 
-    def alp(student_cls, teacher_cls, mapping):
+    def alp(student_cls, teacher_cls, mapping, *score):
         seen.append((student_cls.device.type, teacher_cls.device.type))
         real = real_states(teacher, batch)[: student_cls.shape[0]]
-        return real_alp(real[:, :2], real, mapping)
+        return real_alp(real[:, :2], real, mapping, *score)
 
     monkeypatch.setattr(figures, "layer_states", states)
     monkeypatch.setattr(figures, "alp_attention", alp)

@@ -22,6 +22,7 @@ from tests.conftest import REPO_ROOT
 from tests.core.training.test_precision import cuda_with_bf16, run_tiny_fit
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_a_second_fit_of_the_same_shapes_compiles_nothing_and_its_update_is_compiled(tiny_teacher_dir, monkeypatch):
     """Two fits of fresh models of one class and config in one process (as a sweep worker runs trials):
     the first compiles the model's step and the update, the second reuses both (0 graphs, 0 recompilations);

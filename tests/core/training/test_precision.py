@@ -123,6 +123,7 @@ def run_tiny_fit(tiny_teacher_dir, settings: dict, compiled_steps: list | None =
     return model, fit(Spy(model), rows, None, config)
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_compile_is_opt_in_and_trains_a_tiny_model_on_cpu(tiny_teacher_dir):
     """torch.compile through TorchDynamo with the ``aot_eager`` backend (inductor's C++ build of a
     training graph takes minutes on a CPU; the same path, another code generator)."""
@@ -159,6 +160,7 @@ def test_an_inductor_mode_compiles_with_that_mode_and_a_backend_with_that_backen
     )
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_a_cuda_graph_compile_marks_where_every_training_step_begins(tiny_teacher_dir, monkeypatch):
     """Replayed CUDA graphs overwrite their outputs: the loop tells PyTorch where each step begins."""
     marks = []
@@ -185,6 +187,7 @@ def test_a_cuda_graph_compile_pads_every_batch_to_a_multiple_of_32_tokens(tiny_t
             assert set(lengths) == expected, setting
 
 
+@pytest.mark.slow  # torch.compile on a CPU: 20-50 s on 2 cores, run in the slow tier
 def test_a_compiled_distillation_compiles_its_live_teacher_for_the_run_only(tiny_teacher_dir, monkeypatch):
     """The teacher's forward is half the launches of a live-ALP step; it serves later jobs uncompiled."""
     from transformers import AutoModelForSequenceClassification

@@ -76,6 +76,26 @@ class AlphaPerExample:
     connected: list[bool]  # per student layer
     examples: np.ndarray  # indices into the batch
 
+    @property
+    def entropy(self) -> np.ndarray:
+        """(examples, student layers): α's entropy in nats ([`alp_entropy`][bert_kd.core.distill.losses.alp_entropy]); NaN where unconnected."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(self.alpha > 0, self.alpha * np.log(np.where(self.alpha > 0, self.alpha, 1.0)), 0.0)
+        out = -terms.sum(axis=-1)
+        out[:, [j for j, c in enumerate(self.connected) if not c]] = np.nan
+        return out
+
+
+@dataclass(frozen=True)
+class AlphaScore:
+    """How α is scored: ``projection`` maps student states to the teacher's width when they differ (the ALP
+    method's learned projection); ``similarity`` and ``temperature``: the recipe's ``similarity`` and
+    ``similarity_temperature`` ([`alp_scores`][bert_kd.core.distill.losses.alp_scores])."""
+
+    projection: Callable[[Tensor], Tensor] | None = None
+    similarity: str = "dot"
+    temperature: float | None = None
+
 
 def alp_attention_per_example(
     student: nn.Module,
@@ -83,32 +103,35 @@ def alp_attention_per_example(
     batch: Mapping[str, Tensor],
     mapping: str | Sequence[Sequence[int]] = "all",
     *,
-    projection: Callable[[Tensor], Tensor] | None = None,
+    score: AlphaScore = AlphaScore(),
     n_examples: int = 10,
     seed: int = 0,
     teacher_prefix: str = "",
 ) -> AlphaPerExample:
-    """α of Eq. 5–6 for ``n_examples`` random examples of ``batch``. ``projection`` maps student
-    states to the teacher's width when they differ (the ALP method's learned projection)."""
+    """α of Eq. 5–6 for ``n_examples`` random examples of ``batch``, scored as ``score`` says
+    ([`AlphaScore`][bert_kd.core.distill.alp_figures.AlphaScore])."""
     mapping = layer_map(mapping, num_layers(teacher), num_layers(student))
     index = pick_examples(int(batch["input_ids"].shape[0]), n_examples, seed)
     sub = _select(batch, index)
     s = layer_states(student, sub)
     t = layer_states(teacher, sub, prefix=teacher_prefix)
-    if projection is not None:
+    if score.projection is not None:
         with torch.no_grad():
-            s = projection(s)
+            s = score.projection(s)
     # The two models need not share a device (a trained student handed back on the CPU, its live teacher
     # still on the GPU): α is computed where the student's states are.
-    alpha = alp_attention(s, t.to(s.device), mapping).cpu().numpy().astype(np.float64)
+    alpha = (
+        alp_attention(s, t.to(s.device), mapping, score.similarity, score.temperature).cpu().numpy().astype(np.float64)
+    )
     connected = [len(entry) > 0 for entry in mapping]
     alpha[:, [j for j, c in enumerate(connected) if not c], :] = np.nan
     return AlphaPerExample(alpha, connected, index)
 
 
 def alp_attention_figure(result: AlphaPerExample, title: str = "ALP-KD α per example (Figure 3)"):
-    """One panel per student layer: rows = examples, columns = teacher layers."""
+    """One panel per student layer: rows = examples (each with α's entropy H in nats), columns = teacher layers."""
     n_examples, n_student, n_teacher = result.alpha.shape
+    entropy = result.entropy
     fig, axes = plt.subplots(
         1, n_student, figsize=(1.2 + (0.45 * n_teacher + 0.6) * n_student, 1.2 + 0.35 * n_examples), squeeze=False
     )
@@ -130,7 +153,8 @@ def alp_attention_figure(result: AlphaPerExample, title: str = "ALP-KD α per ex
         else:
             image = ax.imshow(result.alpha[:, j, :], cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
             ax.set_xticks(range(n_teacher), [str(k + 1) for k in range(n_teacher)], fontsize=7)
-            ax.set_yticks(range(n_examples), [f"ex {i}" for i in result.examples], fontsize=7)
+            ticks = [f"ex {i}  H {h:.2f}" for i, h in zip(result.examples, entropy[:, j])]
+            ax.set_yticks(range(n_examples), ticks, fontsize=7)
             ax.set_xlabel("teacher layer")
         ax.set_title(f"student layer {j + 1}", fontsize=9)
     if image is not None:
@@ -233,9 +257,10 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
 
 
 def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
-    """Figure 3 as rows (example, student layer, teacher layer, α); an unconnected student layer
-    is one row per example with ``connected`` False and α empty, not zeros."""
+    """Figure 3 as rows (example, student layer, teacher layer, α, the example's α entropy in nats); an
+    unconnected student layer is one row per example with ``connected`` False and α empty, not zeros."""
     rows = []
+    entropy = result.entropy
     n_examples, n_student, n_teacher = result.alpha.shape
     for e, example in enumerate(result.examples):
         for j in range(n_student):
@@ -247,6 +272,7 @@ def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
                         "connected": False,
                         "teacher_layer": None,
                         "alpha": None,
+                        "entropy": None,
                     }
                 )
                 continue
@@ -257,10 +283,11 @@ def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
                     "connected": True,
                     "teacher_layer": k + 1,
                     "alpha": round(float(result.alpha[e, j, k]), 6),
+                    "entropy": round(float(entropy[e, j]), 6),
                 }
                 for k in range(n_teacher)
             ]
-    return pd.DataFrame(rows, columns=["example", "student_layer", "connected", "teacher_layer", "alpha"])
+    return pd.DataFrame(rows, columns=["example", "student_layer", "connected", "teacher_layer", "alpha", "entropy"])
 
 
 def alignment_table(alignments: Sequence[LayerAlignment], examples: Sequence[int] | None = None) -> pd.DataFrame:

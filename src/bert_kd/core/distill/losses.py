@@ -35,7 +35,10 @@ __all__ = [
     "kd_regression_loss",
     "pkd_loss",
     "gather_one_to_one",
+    "ALP_SIMILARITIES",
+    "alp_scores",
     "alp_attention",
+    "alp_entropy",
     "alp_loss",
     "masked_mse",
     "attention_score_mse",
@@ -288,8 +291,37 @@ def _check_alp_inputs(student_cls: Tensor, teacher_cls: Tensor) -> None:
         )
 
 
+#: The scores α is the softmax of (``similarity`` of [`alp_scores`][bert_kd.core.distill.losses.alp_scores]); ``dot`` is Eq. 5 as printed.
+ALP_SIMILARITIES = ("dot", "scaled_dot", "cosine")
+
+
+def alp_scores(
+    student_cls: Tensor, teacher_cls: Tensor, similarity: str = "dot", temperature: float | None = None
+) -> Tensor:
+    """The scores ``(B, m, n)`` whose softmax over teacher layers is α (ALP-KD Eq. 5), divided by
+    ``temperature`` (``None`` = 1):
+
+    * ``dot``: ``h_S^j · h_T^k``, Eq. 5 as printed (the paper's "dot product");
+    * ``scaled_dot``: ``h_S^j · h_T^k / √d``, d the hidden width (Vaswani et al. 2017, Eq. 1);
+    * ``cosine``: ``h_S^j · h_T^k / (‖h_S^j‖ ‖h_T^k‖)``, the L2-normalised states PKD compares
+      (ALP-KD Eq. 3; Sun et al. 2019, Eq. 4).
+    """
+    if similarity not in ALP_SIMILARITIES:
+        raise ValueError(f"similarity must be one of {', '.join(ALP_SIMILARITIES)}, got {similarity!r}")
+    if similarity == "cosine":
+        student_cls, teacher_cls = F.normalize(student_cls, p=2, dim=-1), F.normalize(teacher_cls, p=2, dim=-1)
+    scores = torch.einsum("bmh,bnh->bmn", student_cls, teacher_cls)
+    if similarity == "scaled_dot":
+        scores = scores / student_cls.shape[-1] ** 0.5
+    return scores if temperature is None else scores / float(temperature)
+
+
 def _alp_weights(
-    student_cls: Tensor, teacher_cls: Tensor, buckets: Sequence[Sequence[int]] | None
+    student_cls: Tensor,
+    teacher_cls: Tensor,
+    buckets: Sequence[Sequence[int]] | None,
+    similarity: str = "dot",
+    temperature: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Eq. 5-6 weights ``(B, m, n)`` and the float ``(m,)`` indicator of connected student layers."""
     m, n = student_cls.shape[1], teacher_cls.shape[1]
@@ -297,35 +329,54 @@ def _alp_weights(
     empty = ~mask.any(dim=1)  # (m,)
     # Empty rows get a dummy all-true mask so the softmax stays finite; they are zeroed after.
     soft_mask = mask | empty.unsqueeze(1)
-    scores = torch.einsum("bmh,bnh->bmn", student_cls, teacher_cls)
+    scores = alp_scores(student_cls, teacher_cls, similarity, temperature)
     scores = scores.masked_fill(~soft_mask, float("-inf"))
     connected = (~empty).to(scores.dtype)
     alpha = torch.softmax(scores, dim=-1) * connected.view(1, m, 1)
     return alpha, connected
 
 
-def alp_attention(student_cls: Tensor, teacher_cls: Tensor, buckets: Sequence[Sequence[int]] | None = None) -> Tensor:
-    """ALP-KD attention weights (Eq. 5-6): ``alpha[b, j, k] = softmax_{k in A(j)} (h_S^j . h_T^k)``.
+def alp_attention(
+    student_cls: Tensor,
+    teacher_cls: Tensor,
+    buckets: Sequence[Sequence[int]] | None = None,
+    similarity: str = "dot",
+    temperature: float | None = None,
+) -> Tensor:
+    """ALP-KD attention weights (Eq. 5-6): ``alpha[b, j, k] = softmax_{k in A(j)} score(h_S^j, h_T^k)``.
 
     ``student_cls`` ``(B, m, H)``, ``teacher_cls`` ``(B, n, H)`` -> ``(B, m, n)``.  ``buckets``
     is a [`layer_map`][bert_kd.core.layer_maps.layer_map] result of length ``m`` (teacher layer ``k`` = column ``k - 1``);
     ``None`` = every teacher layer for every student layer (Eq. 6).  Weights outside a bucket
-    are 0; rows of unconnected student layers (empty bucket) are all 0.  Plain dot product,
-    no scaling, as in the paper.
+    are 0; rows of unconnected student layers (empty bucket) are all 0.  ``similarity`` and
+    ``temperature``: [`alp_scores`][bert_kd.core.distill.losses.alp_scores] (default: the plain dot product, as printed).
     """
     _check_alp_inputs(student_cls, teacher_cls)
-    alpha, _ = _alp_weights(student_cls, teacher_cls, buckets)
+    alpha, _ = _alp_weights(student_cls, teacher_cls, buckets, similarity, temperature)
     return alpha
 
 
-def alp_loss(student_cls: Tensor, teacher_cls: Tensor, buckets: Sequence[Sequence[int]] | None = None) -> Tensor:
+def alp_entropy(alpha: Tensor) -> Tensor:
+    """Entropy in nats of each α row (Eq. 6), ``(B, m, n)`` -> ``(B, m)``: 0 when one teacher layer
+    takes all the weight, ``log |A(j)|`` when the bucket's layers share it equally (0 for an
+    unconnected student layer's all-zero row)."""
+    return -torch.special.xlogy(alpha, alpha).sum(dim=-1)
+
+
+def alp_loss(
+    student_cls: Tensor,
+    teacher_cls: Tensor,
+    buckets: Sequence[Sequence[int]] | None = None,
+    similarity: str = "dot",
+    temperature: float | None = None,
+) -> Tensor:
     """ALP-KD loss (Eq. 7): mean over batch of ``sum_{connected j} MSE(h_S^j, C^j)`` with
     ``C^j = sum_k alpha_jk h_T^k`` (Eq. 5-6) and MSE = mean over the hidden dimension.
 
-    Shapes and ``buckets`` as in [`alp_attention`][bert_kd.core.distill.losses.alp_attention]; widths must be equal.
+    Shapes, ``buckets``, ``similarity`` and ``temperature`` as in [`alp_attention`][bert_kd.core.distill.losses.alp_attention]; widths must be equal.
     """
     _check_alp_inputs(student_cls, teacher_cls)
-    alpha, connected = _alp_weights(student_cls, teacher_cls, buckets)
+    alpha, connected = _alp_weights(student_cls, teacher_cls, buckets, similarity, temperature)
     context = torch.bmm(alpha, teacher_cls)  # (B, m, H): C^j
     per_layer = (student_cls - context).pow(2).mean(dim=-1)  # (B, m): MSE over hidden
     return (per_layer * connected).sum(dim=1).mean()
@@ -522,3 +573,30 @@ def multi_teacher_prediction_loss(
     else:
         terms = [soft_cross_entropy(student_logits, t, temperature, scale_by_t2=scale_by_t2) for t in t_list]
     return torch.stack(terms).mean()
+
+
+# ----------------------------------------------------------------------------- DistilBERT (general distillation)
+
+
+def masked_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """BERT's masked-LM loss (DistilBERT's L_mlm): cross-entropy over the masked positions only
+    (``labels`` -100 elsewhere), mean over those positions; ``logits`` ``(B, L, V)``, ``labels`` ``(B, L)``."""
+    _check_tensor("logits", logits, ndim=3)
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
+def masked_soft_target_loss(
+    student_logits: Tensor, teacher_logits: Tensor, labels: Tensor, temperature: float
+) -> Tensor:
+    """DistilBERT's L_ce (Sanh et al. 2019, Sec. 2; its ``distiller.py``): ``T**2 · KL(p_T ‖ p_S)`` of the
+    temperature-``T`` vocabulary distributions, summed over the vocabulary and averaged over the masked
+    positions (``labels`` != -100). KL and the soft-target cross-entropy differ by the teacher's entropy,
+    a constant: the same gradient."""
+    _check_logits(student_logits, teacher_logits)
+    t = _check_temperature(temperature)
+    selected = labels != -100
+    s, te = student_logits[selected] / t, teacher_logits[selected] / t
+    if s.shape[0] == 0:
+        return student_logits.sum() * 0.0
+    loss = F.kl_div(F.log_softmax(s, dim=-1), F.log_softmax(te, dim=-1), reduction="batchmean", log_target=True)
+    return loss * (t * t)

@@ -174,14 +174,37 @@ def comparison_verdict(
 MORE_SEEDS = (43, 44, 45, 46)
 
 
-def deciding_command(pipeline: str | None, seeds: Sequence[int] = MORE_SEEDS) -> str:
-    """The command that can decide a tie: the same table trained again with more seeds (each seed
-    is one more dev-set run of every tied row; rows separate once their gap outgrows the spread
-    over seeds, as in the sweeps' seeded tables)."""
+def deciding_command(
+    pipeline: str | None,
+    seeds: Sequence[int] = MORE_SEEDS,
+    env: str | None = None,
+    params: Mapping[str, object] | None = None,
+) -> str:
+    """The command that can decide a tie, runnable as printed: the same table trained again with more
+    seeds (each seed is one more dev-set run of every tied row; rows separate once their gap outgrows
+    the spread over seeds, as in the sweeps' seeded tables), with the run's ``--env`` and ``--params``
+    (``params``: dotted keys as ``--params`` takes them; the loop sets ``seed``)."""
+    given = [_escaped(f"{key}={_param_text(value)}") for key, value in (params or {}).items() if key != "seed"]
+    quoted = ",".join([*given, "seed=$seed"])
+    env_option = f" --env {env}" if env else ""
     return (
-        f"for seed in {' '.join(map(str, seeds))}; do kedro run --pipeline={pipeline or '<pipeline>'} "
-        '--params "seed=$seed"; done  (with this run\'s --env and other --params)'
+        f"for seed in {' '.join(map(str, seeds))}; do kedro run{env_option} --pipelines={pipeline or '<pipeline>'} "
+        f'--params "{quoted}"; done'
     )
+
+
+def _escaped(text: str) -> str:
+    """``text`` as it must stand between double quotes in a shell."""
+    for char in '\\"$`':
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def _param_text(value: object) -> str:
+    """A parameter's value as ``--params`` reads it back (``true``, ``null``, ``0.0001``, ``1 2``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
 
 
 def tied_alias(row: str) -> str:

@@ -8,6 +8,7 @@ from typing import Mapping
 import torch
 from torch import Tensor, nn
 
+from bert_kd.core.data.augment import NO_LABEL
 from bert_kd.core.training.config import TrainingConfig
 
 
@@ -69,12 +70,21 @@ class Objective(nn.Module):
 
     def parameter_groups(self, config: TrainingConfig) -> list[dict]:
         """AdamW groups: the model with weight decay (not on biases/LayerNorm), auxiliary modules
-        at ``aux_learning_rate``."""
+        at ``aux_learning_rate``, and a module that names its own rate (``group_learning_rate``, e.g. RL-KD's
+        policy) in a group of its own, without weight decay."""
         decay, no_decay, aux = [], [], []
+        own = {}
+        for module in self.modules():
+            rate = getattr(module, "group_learning_rate", None)
+            if rate is not None:
+                own.update({id(p): float(rate) for p in module.parameters()})
+        own_groups: dict[float, list] = {}
         for name, param in self.named_parameters():
             if not param.requires_grad:
                 continue
-            if not name.startswith("model."):
+            if id(param) in own:
+                own_groups.setdefault(own[id(param)], []).append(param)
+            elif not name.startswith("model."):
                 aux.append(param)
             elif param.ndim < 2:
                 no_decay.append(param)
@@ -92,6 +102,7 @@ class Objective(nn.Module):
                     "lr": config.aux_learning_rate or config.learning_rate,
                 }
             )
+        groups += [{"params": params, "weight_decay": 0.0, "lr": rate} for rate, params in own_groups.items()]
         return [g for g in groups if g["params"]]
 
     def trainable_state(self) -> dict[str, Tensor]:
@@ -110,7 +121,14 @@ class SupervisedObjective(Objective):
 
 
 def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
-    """Cross-entropy for classification, MSE for a single-output regression head (STS-B)."""
+    """Cross-entropy for classification, MSE for a single-output regression head (STS-B), over the rows
+    with a gold label: a transfer set's rows ([`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]) count for
+    nothing, and a batch of them alone gives 0."""
+    gold = labels != NO_LABEL
+    if not bool(gold.all()):
+        if not bool(gold.any()):
+            return logits.sum() * 0.0
+        logits, labels = logits[gold], labels[gold]
     if logits.shape[-1] == 1:
         return nn.functional.mse_loss(logits.squeeze(-1), labels.float())
     return nn.functional.cross_entropy(logits, labels.long())

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from bert_kd.config.schema import Student, set_values, typed
+from bert_kd.core.bilstm import bilstm_student
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
@@ -346,13 +347,17 @@ def build_student_model(teacher: ModelBundle, student, settings, row: str | None
     if params.model:
         model = load_classifier(params.model, spec.num_labels, is_regression=spec.is_regression)
         tokenizer, kept = load_tokenizer(params.model), None
+    elif params.bilstm is not None:
+        model = bilstm_student(teacher.model, params.bilstm, spec.num_labels, siamese=spec.has_pair)
+        tokenizer, kept = teacher.tokenizer, None
     else:
         model, kept = shallow_student(teacher, params, task)
         tokenizer = teacher.tokenizer
     info = {
         "role": "student_init",
         "task": spec.name,
-        "init": None if params.model else params.init,
+        "init": None if (params.model or params.bilstm) else params.init,
+        "architecture": "bilstm" if params.bilstm is not None else None,
         "initialised_from_teacher_layers": kept,
         "parameters": count_parameters(model),
         "teacher_parameters": count_parameters(teacher.model),

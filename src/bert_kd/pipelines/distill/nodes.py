@@ -39,7 +39,7 @@ from bert_kd.core.reports.verdict import (
 from bert_kd.core.training import resolve_mixed_precision
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluation_split
-from bert_kd.experiment.run_setup import collator_for
+from bert_kd.experiment.run_setup import collator_for, run_command
 from bert_kd.experiment.store import model_run_id, recompute
 from bert_kd.experiment.tracker import (
     CHAMPION_ALIAS,
@@ -196,6 +196,7 @@ SAME_JOB_COLUMN = "same job as"
 THROUGHPUT_COLUMN = "throughput (ex/s)"
 #: Significant digits of the Markdown table's metrics (the CSV keeps 4 decimals); other columns by name.
 METRIC_DIGITS = 4
+#: Decimals of the Markdown table's other numeric columns, by column name.
 DECIMALS = {"% of teacher": 1, "parameters (M)": 2, THROUGHPUT_COLUMN: 0}
 
 
@@ -287,7 +288,7 @@ def register_best_student(
     evaluations = evaluations_by_row(student_metrics, label)
     verdict = table_verdict(students, majority, metric, teacher_metrics, label=row_label, evaluations=evaluations)
     tie = verdict.kind == TIE
-    decide = deciding_command(table_name) if tie else None
+    decide = decide_tie(table_name) if tie else None
     chosen = [verdict.best] if verdict.best else []
     if tie and tracking.register_ties:  # one version per tied job (rows that are the same job share it)
         chosen = [row for row in verdict.tied if row not in verdict.same_as]
@@ -359,6 +360,13 @@ def register_best_student(
     }
 
 
+def decide_tie(table_name: str | None) -> str:
+    """[`deciding_command`][bert_kd.core.reports.verdict.deciding_command] for this table with the
+    current run's ``--env`` and ``--params`` ([`run_command`][bert_kd.experiment.run_setup.run_command])."""
+    command = run_command()
+    return deciding_command(table_name, env=command.env, params=command.params)
+
+
 def registration_description(
     best: str,
     table: pd.DataFrame,
@@ -372,7 +380,7 @@ def registration_description(
         head = (
             f"One of the rows tied in `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}** "
             f"(alias `{tied_alias(best)}`, no `{CHAMPION_ALIAS}`); {verdict.warning}. To decide it: "
-            f"`{deciding_command(table_name)}`.\n\n"
+            f"`{decide_tie(table_name)}`.\n\n"
         )
     else:
         head = f"Best student of `{table_name or 'comparison'}` on {task} by dev {metric}: **{best}**.\n\n"
@@ -530,6 +538,9 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
             n_examples=len(index),
             seed=options.seed,
             teacher_prefix=prefix,
+            score=paper_figures.AlphaScore(
+                similarity=recipe.get("similarity") or "dot", temperature=recipe.get("similarity_temperature")
+            ),
         )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)

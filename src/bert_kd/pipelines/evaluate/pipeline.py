@@ -1,4 +1,4 @@
-"""``kedro run --pipeline=evaluate --params "evaluate.model=models:/bert_kd-rte-student@champion,task=rte"`` (or a model folder, ``models:/m-<model id>``, ``runs:/<run id>/<row>-<task>-student``)."""
+"""``kedro run --pipelines=evaluate --params "evaluate.model=models:/bert_kd-rte-student@champion,task=rte"`` (or a model folder, ``models:/m-<model id>``, ``runs:/<run id>/<row>-<task>-student``)."""
 
 from kedro.pipeline import Pipeline, node
 

@@ -221,6 +221,21 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
     return evaluation
 
 
+#: The comparison's column of a method that selects teachers per example (RL-KD): each teacher's share.
+SELECTION_COLUMN = "teachers chosen (share of examples)"
+
+
+def selection_shares(info: dict) -> dict:
+    """``{SELECTION_COLUMN: "minilm_seed42 0.62, minilm_seed7 0.41"}`` for a student whose method chose teachers per
+    example (its alignment report has ``selection_share``), else ``{}``."""
+    shares = {
+        name: entry["selection_share"]
+        for name, entry in (info.get("alignment") or {}).items()
+        if isinstance(entry, dict) and entry.get("selection_share") is not None
+    }
+    return {SELECTION_COLUMN: ", ".join(f"{name} {share:.2f}" for name, share in shares.items())} if shares else {}
+
+
 def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     """Tables 2 (by teachers) and 3 (by strategy) of the paper, plus a bar chart."""
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
@@ -244,6 +259,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
                 "teachers": "+".join(info.get("teachers", [])),
                 e["primary_metric"]: round(e["score"], 4),
                 "% of best teacher": round(100 * e["score"] / best_teacher["score"], 1),
+                **selection_shares(info),
             }
         )
     student_rows = rows[len(teacher_metrics) :]

@@ -26,7 +26,7 @@ from .nodes import (
 
 #: Configurations of ``multi_teacher_configs`` run by ``distill_multi_teacher_baselines``
 #: (Table 2: by teachers; Table 3: by strategy).
-BASELINE_CONFIGS = ("multi_teacher", "single_teacher", "single_teacher_2", "okd", "multi_pkd", "rse_kd")
+BASELINE_CONFIGS = ("multi_teacher", "single_teacher", "single_teacher_2", "okd", "multi_pkd", "rse_kd", "rl_kd")
 
 #: Configurations running the MT method, whose per-teacher / per-group loss shares are reported.
 CONTRIBUTION_CONFIGS = ("multi_teacher",)

@@ -1,4 +1,4 @@
-"""``kedro run --pipeline=predict_glue --params "predict_glue.model=models:/bert_kd-rte-student@champion,task=rte"`` (or a model folder, ``models:/m-<model id>``, ``runs:/<run id>/<row>-<task>-student``)."""
+"""``kedro run --pipelines=predict_glue --params "predict_glue.model=models:/bert_kd-rte-student@champion,task=rte"`` (or a model folder, ``models:/m-<model id>``, ``runs:/<run id>/<row>-<task>-student``)."""
 
 from kedro.pipeline import Pipeline, node
 

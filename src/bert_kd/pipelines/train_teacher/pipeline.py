@@ -1,4 +1,4 @@
-"""Fine-tune the teacher (``kedro run --pipeline=train_teacher`` adds ingestion and evaluation)."""
+"""Fine-tune the teacher (``kedro run --pipelines=train_teacher`` adds ingestion and evaluation)."""
 
 from kedro.pipeline import Pipeline
 

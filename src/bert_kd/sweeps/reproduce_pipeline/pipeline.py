@@ -1,4 +1,4 @@
-"""``kedro run --pipeline=reproduce --params "reproduce.table=cpu_protocol,reproduce.tasks=mrpc"``."""
+"""``kedro run --pipelines=reproduce --params "reproduce.table=cpu_protocol,reproduce.tasks=mrpc"``."""
 
 from kedro.pipeline import Pipeline, node
 

@@ -6,9 +6,12 @@ The rows of ALP-KD Tables 1–3 are these methods with a layer mapping: the reci
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Literal, Union
 
 import torch
+from pydantic import PositiveFloat
 from torch import nn
 
 from bert_kd.config.schema import LayerMapping, Recipe
@@ -16,6 +19,13 @@ from bert_kd.core.distill import losses
 from bert_kd.core.distill.methods.base import Method, hidden_size, register_method
 from bert_kd.core.layer_maps import check_strategy, connected_layers, layer_map
 from bert_kd.core.models import num_layers
+
+log = logging.getLogger(__name__)
+
+#: α of a student layer counts as near one-hot when its mean entropy over dev examples is below this
+#: fraction of the entropy of equal weights, ``log |A(j)|`` (0.1: for 6 teacher layers 0.18 nats, a
+#: top weight of ≈ 0.97 or more); buckets of one teacher layer are one-hot by construction and skipped.
+ONE_HOT_ENTROPY_FRACTION = 0.1
 
 
 class LayerwiseOptions(Recipe):
@@ -120,33 +130,88 @@ class CombinatorialKD(CLSLayerMethod):
         return total
 
 
+class ALPOptions(LayerwiseOptions):
+    """``similarity``: the score whose softmax is α ([`alp_scores`][bert_kd.core.distill.losses.alp_scores]: ``dot``, Eq. 5 as printed,
+    the default; ``scaled_dot``: ÷ √d; ``cosine``: of L2-normalised states); ``similarity_temperature``
+    divides the scores (default 1). Left unset, neither enters a trial's content key."""
+
+    similarity: Literal["dot", "scaled_dot", "cosine"] | None = None
+    similarity_temperature: PositiveFloat | None = None
+
+
 @register_method("alp")
 class AttentionLayerProjection(CLSLayerMethod):
     """ALP-KD (Eq. 5–7): each student layer distils from an attention-weighted mix of teacher
     layers (all of them by default; ``mapping: buckets_no`` / ``buckets_po`` for ALP-NO/-PO).
-    With unequal widths the student state is projected by a learned linear map."""
+    With unequal widths the student state is projected by a learned linear map. α's score:
+    ``similarity`` ([`ALPOptions`][bert_kd.core.distill.methods.layerwise.ALPOptions])."""
 
     default_mapping = "all"
     observes = True
+    Options = ALPOptions
+
+    @classmethod
+    def check_config(cls, config: dict) -> dict[str, float]:
+        similarity, temperature = config.get("similarity"), config.get("similarity_temperature")
+        if similarity is not None and similarity not in losses.ALP_SIMILARITIES:
+            raise ValueError(
+                f"similarity of method 'alp' must be one of {', '.join(losses.ALP_SIMILARITIES)}, got {similarity!r}"
+            )
+        if temperature is not None and (
+            isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0
+        ):
+            raise ValueError(f"similarity_temperature of method 'alp' must be a number > 0, got {temperature!r}")
+        return super().check_config(config)
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
+        self.similarity = config.get("similarity") or "dot"
+        self.similarity_temperature = config.get("similarity_temperature")
         self._alpha_sum = None
+        self._entropy_sum = None
         self._alpha_count = 0
 
     def layer_loss(self, student_cls, teacher_cls):
-        return losses.alp_loss(student_cls, teacher_cls, self.mapping)
+        return losses.alp_loss(student_cls, teacher_cls, self.mapping, self.similarity, self.similarity_temperature)
 
     @torch.no_grad()
     def observe(self, student, teachers, batch):
-        """Accumulate α (student layer × teacher layer) over an evaluation set (Figure 3)."""
+        """Accumulate α (student layer × teacher layer) and its entropy over an evaluation set (Figure 3)."""
         t = next(iter(teachers.values()))
-        alpha = losses.alp_attention(self.student_layers(student), t.cls()[:, 1:], self.mapping)
-        total = alpha.sum(0).cpu()
+        alpha = losses.alp_attention(
+            self.student_layers(student), t.cls()[:, 1:], self.mapping, self.similarity, self.similarity_temperature
+        )
+        total, entropy = alpha.sum(0).cpu(), losses.alp_entropy(alpha).sum(0).cpu()
         self._alpha_sum = total if self._alpha_sum is None else self._alpha_sum + total
+        self._entropy_sum = entropy if self._entropy_sum is None else self._entropy_sum + entropy
         self._alpha_count += alpha.shape[0]
 
     def diagnostics(self):
+        """Mean α and mean α entropy (nats) per student layer (None: unconnected); warns when α is
+        near one-hot ([`one_hot_layers`][bert_kd.core.distill.methods.layerwise.one_hot_layers])."""
         if self._alpha_sum is None:
             return {}
-        return {"alp_attention": (self._alpha_sum / self._alpha_count).tolist()}
+        entropy = (self._entropy_sum / self._alpha_count).tolist()
+        entropy = [value if self.mapping[j] else None for j, value in enumerate(entropy)]
+        collapsed = one_hot_layers(entropy, self.mapping)
+        if collapsed:
+            log.warning(
+                "ALP α is near one-hot (similarity %s) for student layer(s) %s: mean entropy %s nats < %.0f%% of "
+                "log |A(j)|, so each such layer distils from one teacher layer (PKD with a softmax-chosen layer); "
+                "similarity: cosine or scaled_dot spreads α (docs/fidelity.md)",
+                self.similarity,
+                ", ".join(str(j) for j in collapsed),
+                ", ".join(f"{entropy[j - 1]:.3f}" for j in collapsed),
+                100 * ONE_HOT_ENTROPY_FRACTION,
+            )
+        return {"alp_attention": (self._alpha_sum / self._alpha_count).tolist(), "alp_alpha_entropy": entropy}
+
+
+def one_hot_layers(entropy, mapping, fraction: float = ONE_HOT_ENTROPY_FRACTION) -> list[int]:
+    """Student layers (1-based) whose mean α entropy is below ``fraction`` × ``log |A(j)|``, over
+    buckets of two or more teacher layers."""
+    return [
+        j
+        for j, (value, bucket) in enumerate(zip(entropy, mapping), start=1)
+        if value is not None and len(bucket) > 1 and value < fraction * math.log(len(bucket))
+    ]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The suite's times as a machine-made record: the README's test command and the slow tier, one after the other,
+# on this tree, each with the load before and after (a shared machine's walls are longer: the record says so).
+#   bash benchmarks/suite_time.sh                 # both tiers -> benchmarks/results/suite_time.json
+#   TIERS=readme bash benchmarks/suite_time.sh    # the README's command only (the record's slow tier stays null)
+# Logs: data/08_reporting/suite_time/<tier>.log; the record is written by benchmarks/run_record.py.
+set -euo pipefail
+python=${PYTHON:-.venv/bin/python}
+out=${1:-benchmarks/results/suite_time.json}
+tiers=${TIERS:-readme slow}
+logs=data/08_reporting/suite_time
+mkdir -p "$logs" && rm -f "$logs"/*.log   # a tier not run now has no log: its record entry is null
+run_tier() {
+  local name=$1; shift
+  { echo "command: $*"; echo "nice: $(nice)"; echo "load before: $(uptime)"; } >"$logs/$name.log"
+  HF_HUB_OFFLINE=1 KEDRO_DISABLE_TELEMETRY=1 "$@" >>"$logs/$name.log" 2>&1 || echo "exit: $?" >>"$logs/$name.log"
+  echo "load after: $(uptime)" >>"$logs/$name.log"
+}
+for tier in $tiers; do
+  case $tier in
+    readme) run_tier readme "$python" -m pytest -q ;;
+    slow) run_tier slow "$python" -m pytest -q -m slow ;;
+    *) echo "suite_time: unknown tier $tier (readme, slow)" >&2; exit 2 ;;
+  esac
+done
+"$python" benchmarks/run_record.py suite "$logs/readme.log" "$logs/slow.log" "$out"

@@ -1,0 +1,65 @@
+"""The transfer-set job: keyed by what makes its rows, refused for another task or tokenizer, never half-written."""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_kd.config.errors import ParameterError
+from bert_kd.core.data.augment import NO_LABEL
+from bert_kd.core.data.glue import load_glue_task
+from bert_kd.core.models import ModelBundle, load_classifier, load_tokenizer
+from bert_kd.experiment.training_jobs import transfer_set as job
+from bert_kd.pipelines.augment_glue.nodes import build_transfer_set, with_transfer_set
+
+
+@pytest.fixture(scope="module")
+def teacher(tiny_teacher_dir):
+    return ModelBundle(load_classifier(str(tiny_teacher_dir), 2), load_tokenizer(str(tiny_teacher_dir)), {"key": "t"})
+
+
+@pytest.fixture(scope="module")
+def train(tiny_glue_dir):
+    return load_glue_task("rte", tiny_glue_dir, allow_download=False)["train"]
+
+
+def _block(tmp_path, **extra):
+    return {"copies": 2, "max_source_rows": 8, "directory": str(tmp_path / "sets"), **extra}
+
+
+def test_the_same_settings_reuse_the_set_and_a_new_seed_makes_another(tmp_path, teacher, train):
+    first = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    again = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    other = job.transfer_set_job(train, teacher, _block(tmp_path, seed=1), "rte", 32)
+    assert first.path == again.path and first.key == again.key != other.key
+    assert 8 < len(first.rows) + 8 <= 8 * 3 and set(first.rows["labels"]) == {NO_LABEL}
+    assert set(first.rows["source_idx"]) <= set(train["idx"].head(8))
+
+
+@pytest.mark.parametrize(("task", "length", "problem"), [("sst2", 32, "task 'rte'"), ("rte", 16, "tokenizer")])
+def test_a_set_of_another_task_or_tokenizer_is_refused(tmp_path, teacher, train, task, length, problem):
+    made = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    with pytest.raises(ParameterError) as error:
+        build_transfer_set(train, teacher, _block(tmp_path, path=str(made.path)), length, task)
+    assert "augment.path" in error.value.block() and problem in error.value.block()
+
+
+def test_a_failed_build_leaves_no_store_entry(tmp_path, teacher, train, monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(job.rules, "augment_frame", fail)
+    with pytest.raises(RuntimeError):
+        job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    assert not list((tmp_path / "sets").glob("transfer_set/*"))
+
+
+def test_the_training_split_gets_the_set_after_its_own_rows(tmp_path, teacher, train, tiny_glue_dir):
+    from bert_kd.core.data.tokenize import tokenize_splits
+
+    tokenized = tokenize_splits(load_glue_task("rte", tiny_glue_dir, allow_download=False), teacher.tokenizer, 32)
+    made = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    merged = with_transfer_set(tokenized, made)
+    assert len(merged["train"]) == len(tokenized["train"]) + len(made.rows)
+    assert merged["train"]["idx"][: len(train)] == tokenized["train"]["idx"]
+    assert len(set(merged["train"]["idx"])) == len(merged["train"])  # the teacher cache's lookup key stays unique
+    assert merged["validation"] is tokenized["validation"]
