@@ -186,6 +186,8 @@ def test_the_core_imports_no_kedro():
         "bert_kd.experiment.run_setup",
         "bert_kd.experiment.evaluation",
         "bert_kd.sweeps",
+        "bert_kd.sweeps.trial_identity",
+        "bert_kd.sweeps.trial_results",
     ]
     assert kedro_modules_after_importing_each(core) == {module: [] for module in core}
 

@@ -15,29 +15,25 @@ quiet_dataset_io()
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
 from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
-from bert_kd.sweeps.reproduce_pipeline.nodes import CliParamsHook  # noqa: E402
+from bert_kd.kedro_project.reproduce_run import ReproduceRunHook  # noqa: E402
 from bert_kd.tracking import use_mlflow  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
-from bert_kd.tracking.kedro_mlflow_hook import BatchedParamsMlflowHook  # noqa: E402
 from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
 
 # The program's tracker: the job path, the report nodes and model URIs report to MLflow
 # (bert_kd.experiment.tracker holds the interfaces; importing it chooses nothing).
 use_mlflow()
 
-# Installed plugins for which to disable hook auto-registration: kedro-mlflow's hook is replaced by one that logs
-# a node's parameters in batches rather than one request each, registered last so that it still runs before the
-# project's hooks, as the plugin's own did.
-DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # as its metadata spells it, and as pip does
+# kedro-mlflow's own hook is auto-registered (after these, so it runs before them); `tracking.enabled: false`
+# unregisters it for the run (bert_kd.kedro_project.hooks.silence_kedro_mlflow).
 HOOKS = (
     PreflightHook(),
     ValidateParametersHook(),
     ParentRunHook(),
     RunStatusHook(),
-    CliParamsHook(),
+    ReproduceRunHook(),
     JobProgressHook(),
     ClosingSummaryHook(),
-    BatchedParamsMlflowHook(),
 )
 
 # Several processes (torchrun / accelerate launch): only rank 0 opens MLflow (kedro-mlflow's hook
@@ -47,7 +43,8 @@ import os  # noqa: E402
 if int(os.environ.get("RANK", "0") or 0) != 0:
     from bert_kd.kedro_project.datasets import rank_zero_catalog_class
 
-    HOOKS = tuple(hook for hook in HOOKS if not isinstance(hook, BatchedParamsMlflowHook))
+    # Installed plugins for which to disable hook auto-registration
+    DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # as its metadata spells it, and as pip does
     DATA_CATALOG_CLASS = rank_zero_catalog_class()
 
 # Class that manages the KedroSession: its id, the save version of every versioned dataset of the

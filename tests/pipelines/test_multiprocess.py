@@ -212,7 +212,7 @@ def test_a_reproduce_trial_runs_on_two_processes(tmp_path, dropout_free_teacher,
     (project / "conf" / "local" / "parameters_tiny_table.yml").write_text(TINY_TABLE)
     params = tiny_params(dropout_free_teacher, glue_dir, batch_size=8, **{"reproduce.table": "tiny"})
     kedro_run(project, "reproduce", params, processes=2)
-    # written once, by rank 0; the fixture's GLUE files are not the release: a variant's folder (bert_kd.sweeps.trial.VARIANTS)
+    # written once, by rank 0; the fixture's GLUE files are not the release: a variant's folder (bert_kd.sweeps.trial_results.VARIANTS)
     assert not list((project / "results" / "tiny").glob("*.json"))
     (result,) = (project / "results" / "tiny" / "variants").glob("tiny__glue-*/*.json")
     assert json.loads(result.read_text())["result"]["dev_metric"] is not None

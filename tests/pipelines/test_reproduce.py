@@ -66,6 +66,8 @@ def test_reproduce_pipeline_tables_parent_run_and_child_runs(run_pipeline, tmp_p
     assert "metrics.compare/alp/rte" in runs.columns and "metrics.compare/nkd/Average" in runs.columns
     trials = runs[runs["tags.role"] == "trial"]
     assert len(trials) == 4 and set(trials["tags.mlflow.parentRunId"]) == {parent["run_id"]}
+    logged = [c for c in runs.columns if c.startswith("params.") and parent[c] is not None and parent[c] == parent[c]]
+    assert logged and all(c.startswith("params.reproduce.") for c in logged), logged  # kedro-mlflow: params:reproduce
 
 
 def test_a_trial_that_fails_fails_the_run_after_its_partial_table_is_reported(run_pipeline, monkeypatch):
@@ -123,11 +125,11 @@ def test_evaluate_pipeline_on_an_mlflow_model_uri(run_pipeline, tiny_teacher_dir
 
 
 def test_conf_parameters_are_the_loaders_without_the_command_line():
-    """What ``CliParamsHook`` hands the node as ``reproduce_conf_params``: the same conf, no --params, and the
+    """What ``ReproduceRunHook`` hands the node as ``conf_params``: the same conf, no --params, and the
     run's own loader untouched."""
     from bert_kd import settings
     from bert_kd.kedro_project.config_loader import ProjectConfigLoader
-    from bert_kd.sweeps.reproduce_pipeline.nodes import conf_parameters
+    from bert_kd.kedro_project.reproduce_run import conf_parameters
     from tests.conftest import REPO_ROOT
 
     loader = ProjectConfigLoader(

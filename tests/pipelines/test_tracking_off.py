@@ -6,6 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests import fresh_interpreter
 
 
@@ -39,3 +41,54 @@ def test_evaluation_comparison_and_export_nodes_with_tracking_off_import_no_mlfl
     done = fresh_interpreter.run(script, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-4:] == ["10", "True", "4", "False"]
+
+
+@pytest.mark.slow  # a Kedro session: 20-40 s on 2 busy cores
+def test_a_run_with_tracking_off_creates_no_mlflow_run(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+    from tests.pipelines.conftest import _scratch_project, _session_runner, mlflow_runs
+
+    uri = _scratch_project(tmp_path, monkeypatch)
+    run = _session_runner(tmp_path, uri, tiny_teacher_dir, tiny_glue_dir)
+    outputs, _, _ = run("data_processing", tracking={"enabled": False})
+    assert "teacher_tokenized" in outputs and mlflow_runs(uri).empty  # the store kedro-mlflow would use: no run
+
+
+@pytest.mark.slow  # a `kedro run` in its own process: about a minute on 2 busy cores
+def test_tracking_off_with_a_dead_tracking_server_neither_waits_nor_tracebacks(
+    tmp_path, tiny_teacher_dir, tiny_glue_dir
+):
+    """What the unreachable-server block recommends (``--params tracking.enabled=false``) runs at once: nothing
+    asks the server (MLflow would retry a refused connection for minutes)."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO_ROOT
+
+    with socket.socket() as sock:  # a local port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    project = tmp_path / "project"
+    shutil.copytree(REPO_ROOT / "conf" / "base", project / "conf" / "base")
+    shutil.copy(REPO_ROOT / "pyproject.toml", project / "pyproject.toml")
+    (project / "conf" / "local").mkdir()
+    (project / "src").mkdir()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "KEDRO_DISABLE_TELEMETRY": "1"}
+    env.pop("GLUE_DIR", None)
+    params = f"tracking.enabled=false,glue_dir={tiny_glue_dir},teacher.model={tiny_teacher_dir},max_train_samples=null"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "kedro", "run", "--pipelines=data_processing", "--params", params],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr + done.stdout
+    assert seconds < 150, seconds  # MLflow's retries on a refused connection take about 255 s

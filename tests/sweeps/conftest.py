@@ -79,7 +79,7 @@ def hanging_worker(storage: str, started: str) -> None:
 
     import optuna
 
-    from bert_kd.sweeps.scheduler import run_sweep
+    from bert_kd.sweeps.scheduler import SweepOptions, run_sweep
     from bert_kd.sweeps.spec import build_sweep
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -89,4 +89,4 @@ def hanging_worker(storage: str, started: str) -> None:
         time.sleep(3600)
 
     sweep = build_sweep(tiny_reproduce(methods="alp", tasks="rte", seeds="1"), RECIPES)
-    run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+    run_sweep(sweep, run_trial, storage, SweepOptions(heartbeat_interval=1, grace_period=2))

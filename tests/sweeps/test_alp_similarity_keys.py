@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
-from bert_kd.sweeps.trial import TrialRunner
+from bert_kd.sweeps.trial_identity import TrialIdentity
 from tests.sweeps.test_committed_results import ROOT, project_params
 
 #: v2's ALP trials as committed (results/cpu_protocol_v2), before α's score was an option: one per task
@@ -19,14 +19,8 @@ PINNED = {
 def alp_keys(table: str, prefix: str) -> dict[str, str]:
     params = project_params({"reproduce": {"table": table, "results_only": True}, "glue_dir": "../shared/glue"})
     sweep = build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
-    runner = TrialRunner(
-        params,
-        data_overrides={"glue_dir": "../shared/glue"},
-        results_dir=ROOT / "results" / table,
-        commit="test",
-        results_only=True,
-    )
-    return {t.key: runner.content_key(t) for t in sweep.trials() if t.key.startswith(prefix)}
+    identity = TrialIdentity(params)
+    return {t.key: identity.content_key(t) for t in sweep.trials() if t.key.startswith(prefix)}
 
 
 def test_the_raw_dot_product_keeps_v2s_alp_keys():

@@ -19,6 +19,7 @@ from bert_kd.sweeps.paper_tables import markdown, report_with_bootstrap
 from bert_kd.sweeps.reproduce_pipeline.nodes import DATA_KEYS
 from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 from bert_kd.sweeps.trial import TrialRunner
+from bert_kd.sweeps.trial_results import ResultsFolder
 
 ROOT = Path(__file__).resolve().parents[2]
 MADE_BY = re.compile(r"^Made by: `(?P<command>kedro [^`]+)`", re.MULTILINE)
@@ -64,16 +65,14 @@ def test_committed_table_is_rebuilt_from_the_committed_trial_results(table_md):
     assert sweep.table == table_md.stem
     runner = TrialRunner(
         params,
+        ResultsFolder(path=table_md.parents[1], commit="test", results_only=True),
         data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
-        results_dir=table_md.parents[1],
-        commit="test",
-        results_only=True,
     )
     results = {t.key: r for t in sweep.trials() if (r := runner.stored_result(t)) is not None}
     stored = sorted(p.stem for p in table_md.parents[1].glob("*.json"))
     assert len(results) == len(stored), (
         f"{len(stored)} trial files in {table_md.parents[1]} but only {len(results)} match a trial of the recorded "
-        "command: a change altered the trials' content keys (TrialRunner.key_material) or the table"
+        "command: a change altered the trials' content keys (TrialIdentity.key_material) or the table"
     )
     report = report_with_bootstrap(sweep, results, reproduce)
     assert table_lines(markdown(report)) == table_lines(committed)
@@ -118,10 +117,8 @@ def test_changing_the_main_jobs_teacher_changes_no_committed_trial_key(table_md)
         sweep = build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
         runner = TrialRunner(
             params,
+            ResultsFolder(path=table_md.parents[1], commit="test", results_only=True),
             data_overrides={k: runtime[k] for k in DATA_KEYS if k in runtime},
-            results_dir=table_md.parents[1],
-            commit="test",
-            results_only=True,
         )
         keys[name] = {t.key: runner.content_key(t) for t in sweep.trials()}
     assert keys["main job changed"] == keys["recorded"]

@@ -9,6 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from bert_kd.sweeps.scheduler import (
+    SweepOptions,
     SweepTrialError,
     TrialClaims,
     check_result,
@@ -74,7 +75,9 @@ def test_a_queued_trial_outside_the_restriction_is_left_to_a_run_that_includes_i
         calls.append(spec.key)
         return fake_run_trial(spec)
 
-    results = run_sweep(_sweep(methods="nkd"), run_trial, storage, catch_errors=False)  # no failure either
+    results = run_sweep(
+        _sweep(methods="nkd"), run_trial, storage, SweepOptions(catch_errors=False)
+    )  # no failure either
     assert len(results) == 8 and other not in calls and all(k.startswith("nkd|") for k in calls)
     assert run_sweep(_sweep(methods="alp"), run_trial, storage)[other]["dev_metric"] is not None
 
@@ -129,14 +132,16 @@ def test_a_queued_retry_finishing_with_one_grid_point_left_does_not_end_the_run(
         raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):  # the run dies in its first trial: one point failed, one unvisited
-        run_sweep(sweep, killed, storage, catch_errors=False)
+        run_sweep(sweep, killed, storage, SweepOptions(catch_errors=False))
     calls = []
 
     def run_trial(spec):
         calls.append(spec.key)
         return fake_run_trial(spec)
 
-    results = run_sweep(sweep, run_trial, storage, catch_errors=False)  # the retry is queued and runs first
+    results = run_sweep(
+        sweep, run_trial, storage, SweepOptions(catch_errors=False)
+    )  # the retry is queued and runs first
     assert len(calls) == 2 and set(results) == {t.key for t in sweep.trials()}
 
 
@@ -171,7 +176,9 @@ def _worker(storage: str, log_dir: str, name: str) -> None:
         time.sleep(0.1)  # let the other worker interleave
         return fake_run_trial(spec)
 
-    run_sweep(build_sweep(tiny_reproduce(), RECIPES), run_trial, storage, heartbeat_interval=5, grace_period=30)
+    run_sweep(
+        build_sweep(tiny_reproduce(), RECIPES), run_trial, storage, SweepOptions(heartbeat_interval=5, grace_period=30)
+    )
 
 
 @pytest.mark.parametrize("each_point_queued_twice", [False, True], ids=["grid", "duplicates_queued"])
@@ -297,7 +304,7 @@ def _rerun_alp_rte(storage: str, **timing) -> tuple[list, dict]:
         calls.append(spec.key)
         return fake_run_trial(spec)
 
-    return calls, run_sweep(sweep, run_trial, storage, **timing)
+    return calls, run_sweep(sweep, run_trial, storage, SweepOptions(**timing))
 
 
 def test_a_killed_workers_trial_is_retried(tmp_path):
@@ -333,7 +340,7 @@ def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_pa
     """Finding 1: a sweep at other data sizes must not hand back the trials of a resized run."""
     storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(methods="nkd", tasks="rte")
-    small = run_sweep(sweep, fake_run_trial, storage, identity=lambda spec: f"64 examples|{spec.key}")
+    small = run_sweep(sweep, fake_run_trial, storage, SweepOptions(identity=lambda spec: f"64 examples|{spec.key}"))
     calls = []
 
     def full_size(spec):
@@ -341,15 +348,21 @@ def test_a_trial_finished_under_another_identity_is_recomputed_not_reused(tmp_pa
         return {**fake_run_trial(spec), "dev_metric": 0.123}
 
     with caplog.at_level("WARNING"):
-        full = run_sweep(sweep, full_size, storage, identity=lambda spec: f"all examples|{spec.key}")
+        full = run_sweep(sweep, full_size, storage, SweepOptions(identity=lambda spec: f"all examples|{spec.key}"))
     assert sorted(calls) == sorted(small) and {r["dev_metric"] for r in full.values()} == {0.123}
     assert sum("made under another identity" in r.message for r in caplog.records) == 1
     again = run_sweep(
-        sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage, identity=lambda spec: f"all examples|{spec.key}"
+        sweep,
+        lambda spec: pytest.fail(f"re-ran {spec.key}"),
+        storage,
+        SweepOptions(identity=lambda spec: f"all examples|{spec.key}"),
     )
     assert again == full
     back = run_sweep(
-        sweep, lambda spec: pytest.fail(f"re-ran {spec.key}"), storage, identity=lambda spec: f"64 examples|{spec.key}"
+        sweep,
+        lambda spec: pytest.fail(f"re-ran {spec.key}"),
+        storage,
+        SweepOptions(identity=lambda spec: f"64 examples|{spec.key}"),
     )
     assert back == small  # both sizes stay in the study, each under its own identity
 
@@ -366,11 +379,11 @@ def test_with_a_results_folder_a_trial_without_its_file_is_recomputed(tmp_path):
         folder[spec.key] = fake_run_trial(spec)
         return folder[spec.key]
 
-    run_sweep(sweep, run_trial, storage, stored=lambda spec: folder.get(spec.key))
+    run_sweep(sweep, run_trial, storage, SweepOptions(stored=lambda spec: folder.get(spec.key)))
     deleted = sorted(folder)[0]
     del folder[deleted]
     calls.clear()
-    results = run_sweep(sweep, run_trial, storage, stored=lambda spec: folder.get(spec.key))
+    results = run_sweep(sweep, run_trial, storage, SweepOptions(stored=lambda spec: folder.get(spec.key)))
     assert calls == [deleted] and deleted in folder and len(results) == 2
 
 

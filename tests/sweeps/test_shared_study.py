@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from bert_kd.config.errors import UserError
 from bert_kd.sweeps.scheduler import (
+    SweepOptions,
     UnsharedModelStore,
     check_model_store,
     make_storage,
@@ -47,9 +48,7 @@ class Checkout:
             sweep,
             self.run_trial,
             storage,
-            stored=lambda spec: self.folder.get(spec.key),
-            origin=self.origin,
-            adopt=self.adopt,
+            SweepOptions(stored=lambda spec: self.folder.get(spec.key), origin=self.origin, adopt=self.adopt),
         )
 
 
@@ -103,10 +102,10 @@ def test_a_dead_machines_trial_is_taken_back_after_the_grace_period(tmp_path):
         calls.append(spec.key)
         return fake_run_trial(spec)
 
-    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=3600)
+    results = run_sweep(sweep, run_trial, storage, SweepOptions(heartbeat_interval=1, grace_period=3600))
     assert killed not in results and killed not in calls  # within the grace period: still the other machine's
     time.sleep(3)
-    results = run_sweep(sweep, run_trial, storage, heartbeat_interval=1, grace_period=2)
+    results = run_sweep(sweep, run_trial, storage, SweepOptions(heartbeat_interval=1, grace_period=2))
     assert killed in results and calls.count(killed) == 1  # silent for longer: taken back, trained once
 
 

@@ -202,6 +202,7 @@ def test_a_tables_own_teacher_runs_and_is_keyed_once(tiny_glue_dir):
     import copy
 
     from bert_kd.sweeps.trial import TrialRunner
+    from bert_kd.sweeps.trial_results import ResultsFolder
 
     reproduce = yaml.safe_load((CONF / "parameters_reproduce.yml").read_text())["reproduce"]
     restricted = {**reproduce, "table": "cpu_protocol", "methods": "alp", "tasks": "sst2", "seeds": "1"}
@@ -215,10 +216,10 @@ def test_a_tables_own_teacher_runs_and_is_keyed_once(tiny_glue_dir):
             "teacher": main_job,
             "student": {"num_layers": 2, "training": {"epochs": 4}},
         },
-        commit="",
+        ResultsFolder(commit=""),
     )
-    assert runner.teacher_block(trial)["max_seq_length"] == 64
-    assert runner.teacher_block(trial)["training"]["learning_rate"] == 5e-5
+    assert runner.identity.teacher_block(trial)["max_seq_length"] == 64
+    assert runner.identity.teacher_block(trial)["training"]["learning_rate"] == 5e-5
 
     edited = copy.deepcopy(restricted)
     edited["tables"]["cpu_protocol"]["teacher"]["training"]["learning_rate"] = 1e-4

@@ -10,7 +10,8 @@ import pytest
 
 from bert_kd.sweeps.reproduce import reproduce
 from bert_kd.sweeps.spec import build_sweep
-from bert_kd.sweeps.trial import TeacherMismatch, TrialRunner, cut_heldout
+from bert_kd.sweeps.trial import TrialRunner, cut_heldout
+from bert_kd.sweeps.trial_results import ResultsFolder, TeacherMismatch
 from tests.conftest import SHARED_GLUE
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_batch_size": 16}
@@ -81,7 +82,9 @@ def workdir(tmp_path, monkeypatch):
 
 def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_teacher_dir, tiny_glue_dir, monkeypatch):
     train_and_evaluate = TrialRunner.train_and_evaluate
-    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="abc")
+    runner = TrialRunner(
+        project_params(tiny_teacher_dir, tiny_glue_dir), ResultsFolder(path=workdir / "results", commit="abc")
+    )
     report, paths = reproduce(tiny_table(), RECIPES, runner, output_dir=workdir / "tables")
     # the fixture's GLUE files are not the release: a variant, whose trials are kept apart from the table's
     assert not list((workdir / "results").glob("*.json"))
@@ -122,7 +125,7 @@ def test_sweep_runs_on_the_job_path_and_reruns_reuse_everything(workdir, tiny_te
         if record["spec"]["trial"]["task"] == "rte":
             record["result"]["teacher_dev_metrics"]["accuracy"] += 0.01
             other.write_text(json.dumps(record))
-    runner.result_path(first).unlink()
+    runner.results.result_path(first).unlink()
     with pytest.raises(TeacherMismatch, match=r"same settings scoring \d+\.\d\d \(3 trials\)"):
         runner(first)
 
@@ -131,23 +134,24 @@ def test_cli_sizes_replace_the_tables_and_change_the_key(tiny_teacher_dir, tiny_
     spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
     table_sized, cli_sized = (
-        TrialRunner(params, commit=""),
-        TrialRunner(params, data_overrides={"max_train_samples": 16}, commit=""),
+        TrialRunner(params, ResultsFolder(commit="")),
+        TrialRunner(params, ResultsFolder(commit=""), data_overrides={"max_train_samples": 16}),
     )
-    assert table_sized.data_sizes(spec)["max_train_samples"] == 40
-    assert cli_sized.data_sizes(spec)["max_train_samples"] == 16
+    assert table_sized.identity.data_sizes(spec)["max_train_samples"] == 40
+    assert cli_sized.identity.data_sizes(spec)["max_train_samples"] == 16
     assert table_sized.content_key(spec) != cli_sized.content_key(spec)
-    assert table_sized.teacher_seed(spec) == 42 and spec.seed != 42
+    assert table_sized.identity.teacher_seed(spec) == 42 and spec.seed != 42
     import dataclasses
 
     relabelled = dataclasses.replace(spec, label="another label")
     retrain = TrialRunner(
-        {**params, "teacher": {**params["teacher"], "retrain": True}, "runtime": {"progress_bar": True}}, commit=""
+        {**params, "teacher": {**params["teacher"], "retrain": True}, "runtime": {"progress_bar": True}},
+        ResultsFolder(commit=""),
     )
     assert retrain.content_key(relabelled) == table_sized.content_key(spec)  # neither changes the result
     more_epochs = TrialRunner(
         {**params, "student": {**params["student"], "training": {**params["student"]["training"], "epochs": 3}}},
-        commit="",
+        ResultsFolder(commit=""),
     )
     assert more_epochs.content_key(spec) != table_sized.content_key(spec)
 
@@ -172,7 +176,7 @@ def test_ted_and_multi_teacher_trials_and_heldout_selection(workdir, tiny_teache
         "two": {"recipe": "multi_teacher_configs.two", "tasks": ["rte"]},
     }
     table = tiny_table(methods, selection="heldout", tasks="rte", seeds="1")
-    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), commit="")
+    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), ResultsFolder(commit=""))
     results = {}
     for spec in build_sweep(table, RECIPES).trials():
         results[spec.method] = runner(spec)
@@ -193,11 +197,13 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
     table = tiny_table({"two": {"recipe": "multi_teacher_configs.two"}}, tasks="rte", seeds="1 2")
     table["tables"]["tiny"]["baseline"] = "two"
     first, second = build_sweep(table, RECIPES).trials()
-    runner = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="")
+    runner = TrialRunner(
+        project_params(tiny_teacher_dir, tiny_glue_dir), ResultsFolder(path=workdir / "results", commit="")
+    )
     result = runner(first)
     slots = result["teachers_dev_metrics"]
     assert len(slots) == 2 and result["teacher_dev_metric"] == max(slot["accuracy"] for slot in slots)
-    path = runner.result_path(first)
+    path = runner.results.result_path(first)
     record = json.loads(path.read_text())
     assert record["result"]["teachers_dev_metrics"] == slots and [t["name"] for t in record["spec"]["teachers"]] == [
         "a",
@@ -222,7 +228,8 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
 def test_results_only_trains_nothing(workdir, tiny_teacher_dir, tiny_glue_dir):
     spec = build_sweep(tiny_table(), RECIPES).trials()[0]
     runner = TrialRunner(
-        project_params(tiny_teacher_dir, tiny_glue_dir), results_dir=workdir / "results", commit="", results_only=True
+        project_params(tiny_teacher_dir, tiny_glue_dir),
+        ResultsFolder(path=workdir / "results", commit="", results_only=True),
     )
     with pytest.raises(LookupError, match="results_only"):
         runner(spec)
@@ -264,7 +271,7 @@ def quick_training(monkeypatch):
     def train_and_evaluate(self, spec):
         from bert_kd.pipelines.data_processing.nodes import ingest_glue
 
-        sizes = self.data_sizes(spec)
+        sizes = self.identity.data_sizes(spec)
         _, dev, _ = ingest_glue(
             spec.task, self.params["glue_dir"], sizes["max_train_samples"], sizes["max_eval_samples"], 42
         )
@@ -283,7 +290,7 @@ def quick_training(monkeypatch):
 
 
 def _two_trials(workdir, teacher_dir):
-    runner = TrialRunner(project_params(teacher_dir, SHARED_GLUE), results_dir=workdir / "results", commit="")
+    runner = TrialRunner(project_params(teacher_dir, SHARED_GLUE), ResultsFolder(path=workdir / "results", commit=""))
     reproduce(real_rte_table(), RECIPES, runner, output_dir=workdir / "tables")
     first, second = build_sweep(real_rte_table(), RECIPES).trials()
     return runner, first, second
@@ -299,10 +306,12 @@ def test_a_resized_sweep_trains_again_and_only_the_full_run_writes_the_table(wor
     monkeypatch.setattr(
         TrialRunner, "train_and_evaluate", lambda self, spec: trained.append(spec.key) or original(self, spec)
     )
-    resized = TrialRunner(params, data_overrides={"max_train_samples": 16}, results_dir=workdir / "results", commit="")
+    resized = TrialRunner(
+        params, ResultsFolder(path=workdir / "results", commit=""), data_overrides={"max_train_samples": 16}
+    )
     _, small_paths = reproduce(real_rte_table(seeds=[1]), RECIPES, resized, committed_dir=committed)
     assert small_paths["md"].name == "real__max_train_samples-16.md" and not committed.exists()
-    full = TrialRunner(params, results_dir=workdir / "results", commit="")
+    full = TrialRunner(params, ResultsFolder(path=workdir / "results", commit=""))
     report, paths = reproduce(real_rte_table(seeds=[1]), RECIPES, full, committed_dir=committed)
     assert trained == ["nkd|rte|seed=1|training.learning_rate=0.0001"] * 2  # trained at each size
     assert paths["md"] == committed / "real.md"
@@ -318,78 +327,81 @@ def test_a_resized_sweep_trains_again_and_only_the_full_run_writes_the_table(wor
 def test_a_results_file_under_another_trials_name_is_not_reused(workdir, tiny_teacher_dir, quick_training, caplog):
     """Finding 3: a JSON copied over another trial's name is refused (one warning line) and recomputed."""
     runner, first, second = _two_trials(workdir, tiny_teacher_dir)
-    shutil.copy(runner.result_path(first), runner.result_path(second))
-    looker = TrialRunner(runner.params, results_dir=workdir / "results", commit="", results_only=True)
+    shutil.copy(runner.results.result_path(first), runner.results.result_path(second))
+    looker = TrialRunner(runner.params, ResultsFolder(path=workdir / "results", commit="", results_only=True))
     with caplog.at_level("WARNING"):
         assert looker.stored_result(second) is None and looker.stored_result(first) is not None
         report, _ = reproduce(real_rte_table(), RECIPES, looker, output_dir=workdir / "tables", results_only=True)
     assert report.long.set_index("task").loc["rte", "n"] == 1  # the refused file's trial is missing
-    refused = [r.message for r in caplog.records if str(runner.result_path(second)) in r.message]
+    refused = [r.message for r in caplog.records if str(runner.results.result_path(second)) in r.message]
     assert len(refused) == 1 and "not trial" in refused[0] and "\n" not in refused[0]
     quick_training.clear()
     reproduce(
         real_rte_table(),
         RECIPES,
-        TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+        TrialRunner(runner.params, ResultsFolder(path=workdir / "results", commit="")),
         output_dir=workdir / "tables",
     )
     assert quick_training == [second.key]
-    assert json.loads(runner.result_path(second).read_text())["trial"] == second.key
+    assert json.loads(runner.results.result_path(second).read_text())["trial"] == second.key
 
 
 @needs_real_glue
 def test_a_corrupt_results_file_is_named_once_and_recomputed(workdir, tiny_teacher_dir, quick_training, caplog):
     runner, first, second = _two_trials(workdir, tiny_teacher_dir)
-    runner.result_path(second).write_text('{"key": "truncated', encoding="utf-8")
-    looker = TrialRunner(runner.params, results_dir=workdir / "results", commit="", results_only=True)
+    runner.results.result_path(second).write_text('{"key": "truncated', encoding="utf-8")
+    looker = TrialRunner(runner.params, ResultsFolder(path=workdir / "results", commit="", results_only=True))
     with caplog.at_level("WARNING"):
         report, _ = reproduce(real_rte_table(), RECIPES, looker, output_dir=workdir / "tables", results_only=True)
         quick_training.clear()
         reproduce(
             real_rte_table(),
             RECIPES,
-            TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+            TrialRunner(runner.params, ResultsFolder(path=workdir / "results", commit="")),
             output_dir=workdir / "tables",
         )
-    named = [r for r in caplog.records if str(runner.result_path(second)) in r.message]
+    named = [r for r in caplog.records if str(runner.results.result_path(second)) in r.message]
     assert [r.message.split(";")[-1].strip() for r in named] == [
         "shown as missing (results_only)",
         "not reused: the trial is recomputed and the file replaced",
     ]
     assert "not valid JSON" in named[0].message and not any(r.exc_info for r in caplog.records)
-    assert quick_training == [second.key] and json.loads(runner.result_path(second).read_text())["trial"] == second.key
+    assert (
+        quick_training == [second.key]
+        and json.loads(runner.results.result_path(second).read_text())["trial"] == second.key
+    )
 
 
 @needs_real_glue
 def test_deleting_a_results_file_recomputes_its_trial(workdir, tiny_teacher_dir, quick_training):
     """Finding 2: the Optuna study still holds the trial; the deleted file decides."""
     runner, first, second = _two_trials(workdir, tiny_teacher_dir)
-    runner.result_path(second).unlink()
+    runner.results.result_path(second).unlink()
     quick_training.clear()
     reproduce(
         real_rte_table(),
         RECIPES,
-        TrialRunner(runner.params, results_dir=workdir / "results", commit=""),
+        TrialRunner(runner.params, ResultsFolder(path=workdir / "results", commit="")),
         output_dir=workdir / "tables",
     )
-    assert quick_training == [second.key] and runner.result_path(second).is_file()
+    assert quick_training == [second.key] and runner.results.result_path(second).is_file()
 
 
 def test_other_glue_files_get_their_own_key_the_release_keeps_the_old_one(tmp_path, tiny_teacher_dir, tiny_glue_dir):
     spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
-    on_tiny = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), commit="")
-    assert "RTE/train.tsv" in on_tiny.key_material(spec)["source"]
+    on_tiny = TrialRunner(project_params(tiny_teacher_dir, tiny_glue_dir), ResultsFolder(commit=""))
+    assert "RTE/train.tsv" in on_tiny.identity.key_material(spec)["source"]
     if (SHARED_GLUE / "RTE" / "dev.tsv").is_file():
-        on_release = TrialRunner(project_params(tiny_teacher_dir, SHARED_GLUE), commit="")
-        assert "source" not in on_release.key_material(spec)
+        on_release = TrialRunner(project_params(tiny_teacher_dir, SHARED_GLUE), ResultsFolder(commit=""))
+        assert "source" not in on_release.identity.key_material(spec)
         copy = tmp_path / "glue"
         shutil.copytree(SHARED_GLUE / "RTE", copy / "RTE")
-        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(
+        assert TrialRunner(project_params(tiny_teacher_dir, copy), ResultsFolder(commit="")).content_key(
             spec
         ) == on_release.content_key(spec)
         with (copy / "RTE" / "dev.tsv").open("a") as handle:
             handle.write("9999\tedited\trow\tentailment\n")
-        assert TrialRunner(project_params(tiny_teacher_dir, copy), commit="").content_key(
+        assert TrialRunner(project_params(tiny_teacher_dir, copy), ResultsFolder(commit="")).content_key(
             spec
         ) != on_release.content_key(spec)
     assert on_tiny.data_changes([spec]).keys() == {"glue"}
@@ -399,7 +411,7 @@ def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teache
     """student.init: ``teacher`` (= the behaviour before the option) in the table or the
     project's student block leaves the trial key unchanged; ``pretrained`` changes it."""
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
-    runner = TrialRunner(params, commit="")
+    runner = TrialRunner(params, ResultsFolder(commit=""))
     before = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
 
     def table_with(init):
@@ -407,7 +419,9 @@ def test_student_init_teacher_keeps_the_key_it_had_before_the_option(tiny_teache
         table["tables"]["tiny"]["student"]["init"] = init
         return next(t for t in build_sweep(table, RECIPES).trials() if t.task == "rte")
 
-    base_pretrained = TrialRunner({**params, "student": {**params["student"], "init": "pretrained"}}, commit="")
+    base_pretrained = TrialRunner(
+        {**params, "student": {**params["student"], "init": "pretrained"}}, ResultsFolder(commit="")
+    )
     assert runner.content_key(table_with("teacher")) == runner.content_key(before)
     assert base_pretrained.content_key(table_with("teacher")) == runner.content_key(before)
     assert runner.content_key(table_with("pretrained")) != runner.content_key(before)
@@ -419,9 +433,9 @@ def test_a_tables_batching_is_its_own_not_the_runtime_default(tiny_teacher_dir, 
     key; ``runtime.group_by_length`` (the project default, now true) changes neither."""
     params = project_params(tiny_teacher_dir, tiny_glue_dir)
     spec = next(t for t in build_sweep(tiny_table(), RECIPES).trials() if t.task == "rte")
-    before = TrialRunner(params, commit="").content_key(spec)
+    before = TrialRunner(params, ResultsFolder(commit="")).content_key(spec)
     on = {**params, "runtime": {**(params.get("runtime") or {}), "group_by_length": True}}
-    runner = TrialRunner(on, commit="")
+    runner = TrialRunner(on, ResultsFolder(commit=""))
     assert runner.content_key(spec) == before and runner._runtime(spec)["group_by_length"] is False
     grouped_table = tiny_table()
     grouped_table["tables"]["tiny"]["group_by_length"] = True
@@ -511,7 +525,7 @@ def test_a_trial_and_its_pipeline_train_the_same_jobs(
         },
     }
     spec = build_sweep(table, {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES}).trials()[0]
-    result = TrialRunner(params, commit="").train_and_evaluate(spec)
+    result = TrialRunner(params, ResultsFolder(commit="")).train_and_evaluate(spec)
     assert store_entries(root) - trained_by_pipeline == set()
     student_kind = "multi_teacher_student" if pipeline == "distill_multi_teacher" else "student"
     assert f"{student_kind}/{result['model_key']}" in trained_by_pipeline
@@ -545,7 +559,7 @@ def test_a_multi_teacher_trial_reads_each_entrys_own_max_seq_length(tiny_teacher
         t for t in build_sweep(tiny_table(methods, tasks="rte", seeds="1"), RECIPES).trials() if t.method == "two"
     )
     with pytest.raises(Stop):
-        TrialRunner(params, commit="").train_and_evaluate(spec)
+        TrialRunner(params, ResultsFolder(commit="")).train_and_evaluate(spec)
     assert blocks[0]["max_seq_length"] == 128 and params["teacher"]["max_seq_length"] == 32
 
 
@@ -554,16 +568,20 @@ def test_params_that_change_a_trial_make_the_run_a_variant(tiny_teacher_dir, tin
     distill trials' keys, so the run is named as a variant; keys the table states, and unknown conf, do not."""
     trials = build_sweep(tiny_table(), RECIPES).trials()
     conf = project_params(tiny_teacher_dir, tiny_glue_dir)
-    assert TrialRunner(conf, commit="").setting_changes(trials) == {}  # conf_params unknown: nothing to compare
-    assert TrialRunner(conf, commit="", conf_params=conf).setting_changes(trials) == {}
+    assert (
+        TrialRunner(conf, ResultsFolder(commit="")).setting_changes(trials) == {}
+    )  # conf_params unknown: nothing to compare
+    assert TrialRunner(conf, ResultsFolder(commit=""), conf_params=conf).setting_changes(trials) == {}
     restated = {**conf, "student": {**conf["student"], "num_layers": 3}}  # the table says num_layers: 2
-    assert TrialRunner(restated, commit="", conf_params=conf).setting_changes(trials) == {}
+    assert TrialRunner(restated, ResultsFolder(commit=""), conf_params=conf).setting_changes(trials) == {}
     warmup = {**conf, "student": {**conf["student"], "training": {**conf["student"]["training"], "warmup_ratio": 0.3}}}
-    changes = TrialRunner(warmup, commit="", conf_params=conf).setting_changes(trials)
+    changes = TrialRunner(warmup, ResultsFolder(commit=""), conf_params=conf).setting_changes(trials)
     assert set(changes) == {"params"} and len(changes["params"]) == 8
     assert "key material student differs" in caplog.text
     other = {**conf, "student": {**conf["student"], "training": {**conf["student"]["training"], "warmup_ratio": 0.2}}}
-    assert TrialRunner(other, commit="", conf_params=conf).setting_changes(trials) != changes  # each variant its name
+    assert (
+        TrialRunner(other, ResultsFolder(commit=""), conf_params=conf).setting_changes(trials) != changes
+    )  # each variant its name
 
 
 def test_a_tables_epoch_metric_reaches_the_training_config(tiny_teacher_dir, tiny_glue_dir):
@@ -576,7 +594,7 @@ def test_a_tables_epoch_metric_reaches_the_training_config(tiny_teacher_dir, tin
     table = tiny_table()
     table["tables"]["tiny"]["tasks"] = ["mrpc"]
     spec = build_sweep(table, RECIPES).trials()[0]
-    runtime = TrialRunner(params, commit="")._runtime(spec)
+    runtime = TrialRunner(params, ResultsFolder(commit=""))._runtime(spec)
     assert runtime["select_metric"] == "accuracy"
     assert training_config(Training(), Runtime.model_validate(runtime), 1, "mrpc", None).select_metric == "accuracy"
     assert training_config(Training(), Runtime(), 1, "mrpc", None).select_metric == "combined"

@@ -56,10 +56,10 @@ def table_spec(folder: Path):
 @functools.cache
 def table_keys(folder: Path) -> frozenset[str]:
     """The content keys of the table's trials: the only JSON names its folder may hold."""
-    from bert_kd.sweeps.trial import TrialRunner
+    from bert_kd.sweeps.trial_identity import TrialIdentity
 
-    runner = TrialRunner(table_params(folder), commit="analysis")
-    return frozenset(runner.content_key(trial) for trial in table_spec(folder).trials())
+    identity = TrialIdentity(table_params(folder))
+    return frozenset(identity.content_key(trial) for trial in table_spec(folder).trials())
 
 
 def table_total(folder: Path) -> int:

@@ -55,7 +55,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "ted_filters": 2,
     "multi_teacher_student": 2,
     "transfer_set": 1,  # an augmented training set (bert_kd.experiment.training_jobs.transfer_set)
-    "trial": 1,  # a sweep trial's result in the results folder (bert_kd.sweeps.trial)
+    "trial": 1,  # a sweep trial's result in the results folder (bert_kd.sweeps.trial_results)
     "general_student": 1,  # a general student distilled on a corpus (training_jobs/general.py)
 }
 

@@ -56,10 +56,11 @@ def _tracking_uri(context) -> str:
 def silence_kedro_mlflow(hook_manager) -> bool:
     """Take kedro-mlflow out of this session (``tracking.enabled: false``): its hooks are
     unregistered and its ``after_context_created``, already under way, does nothing — so it
-    neither opens the tracking store nor waits on an unreachable server."""
+    neither opens the tracking store nor waits on an unreachable server. A hook is kedro-mlflow's when any class
+    it is made of comes from the plugin (a subclass defined elsewhere included)."""
     silenced = False
     for plugin in list(hook_manager.get_plugins()):
-        if not type(plugin).__module__.startswith("kedro_mlflow"):
+        if not any(cls.__module__.startswith("kedro_mlflow") for cls in type(plugin).__mro__):
             continue
         for impl in hook_manager.hook.after_context_created.get_hookimpls():
             if impl.plugin is plugin:

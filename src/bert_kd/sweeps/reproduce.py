@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from bert_kd.sweeps.budget import write_budget
 from bert_kd.sweeps.paper_tables import SweepReport, report_with_bootstrap, write_report
-from bert_kd.sweeps.scheduler import RunTrial, SweepTrialsFailedError, run_sweep, study_name_for
+from bert_kd.sweeps.scheduler import RunTrial, SweepOptions, SweepTrialsFailedError, run_sweep, study_name_for
 from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep
 
 log = logging.getLogger(__name__)
@@ -125,19 +125,15 @@ def reproduce(
         # A study on a database server is shared by machines: each worker's results folder adopts the trials
         # the others trained, and its model store must be the one they share (a SQLite study is one machine's).
         on_server = not str(storage).startswith("sqlite")
-        results = run_sweep(
-            sweep,
-            run_trial,
-            storage,
+        options = SweepOptions(
             study_name=reproduce_params.get("study_name"),
             **{
                 name: None if reproduce_params[name] is None else int(reproduce_params[name])
                 for name in ("heartbeat_interval", "grace_period")
                 if name in reproduce_params
-            },  # else run_sweep's
+            },  # else SweepOptions'
             identity=getattr(run_trial, "content_key", None),
             stored=stored,
-            failures=failures,
             origin=f"{socket.gethostname()}:{Path(run_trial.results_dir).resolve()}" if stored and on_server else None,
             adopt=getattr(run_trial, "adopt_result", None),
             store_id=(  # made only once the storage has opened: a refused URL leaves no .store_id behind
@@ -146,6 +142,7 @@ def reproduce(
                 else None
             ),
         )
+        results = run_sweep(sweep, run_trial, storage, options, failures)
     missing = [t.key for t in sweep.trials() if t.key not in results]
     report = report_with_bootstrap(sweep, results, reproduce_params)
     report = dataclasses.replace(report, provenance=provenance)

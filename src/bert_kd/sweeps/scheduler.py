@@ -36,6 +36,7 @@ import math
 import socket
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -610,57 +611,70 @@ def _objective(
     return objective
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """How one worker of [`run_sweep`][bert_kd.sweeps.scheduler.run_sweep] names its study, watches its
+    peers and decides that a trial is finished.
+
+    ``heartbeat_interval`` / ``grace_period``: seconds between a running trial's heartbeats, and without
+    one before it counts as dead (a SQLite URL only; [`make_storage`][bert_kd.sweeps.scheduler.make_storage]).
+    With ``catch_errors`` a failing trial is logged and the worker moves on (the failure stays in the study
+    as a FAIL trial with its message). ``identity(spec)``: what a result must have been made under to be
+    reused (default: the trial spec's hash); ``stored(spec)``: the results folder's verified result or
+    ``None``; when given, a trial is finished exactly when it has one. ``origin``: this worker's results
+    folder (``host:path``), recorded with each trial it trains; a trial the study has from another origin
+    counts as finished and ``adopt(spec, result, origin)`` copies it into this worker's folder.
+    ``store_id``: the identity of this worker's model store (or the function that makes it, called once the
+    storage has opened), checked against the study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
+    """
+
+    study_name: str | None = None
+    heartbeat_interval: int = 60
+    grace_period: int | None = 180
+    catch_errors: bool = True
+    identity: Identity | None = None
+    stored: Stored | None = None
+    origin: str | None = None
+    adopt: Adopt | None = None
+    store_id: str | Callable[[], str] | None = None
+
+
 def run_sweep(
     sweep: SweepSpec,
     run_trial: RunTrial,
     storage: str | optuna.storages.BaseStorage = "sqlite:///data/09_sweeps/optuna.db",
-    *,
-    study_name: str | None = None,
-    heartbeat_interval: int = 60,
-    grace_period: int | None = 180,
-    catch_errors: bool = True,
-    identity: Identity | None = None,
-    stored: Stored | None = None,
+    options: SweepOptions = SweepOptions(),
     failures: dict[str, str] | None = None,
-    origin: str | None = None,
-    adopt: Adopt | None = None,
-    store_id: str | Callable[[], str] | None = None,
 ) -> dict[str, dict]:
     """Run (this worker's share of) ``sweep`` and return ``{trial key: result}`` for every
     finished trial of the sweep, whoever ran it.
 
-    Finished trials are never re-run; trials that raised are retried on the next call. With
-    ``catch_errors`` a failing trial is logged and the worker moves on (the failure stays in
-    the study as a FAIL trial with its message). ``identity(spec)``: what a result must have been
-    made under to be reused (default: the trial spec's hash); ``stored(spec)``: the results
-    folder's verified result or ``None`` — when given, a trial is finished exactly when it has one.
-    ``failures``: filled with ``{trial key: first line of its error}`` for every trial that raised in this
-    call and has no result at its end (one that failed and then succeeded on a retry is not there).
-    ``origin``: this worker's results folder (``host:path``), recorded with each trial it trains; a trial
-    the study has from another origin counts as finished and ``adopt(spec, result, origin)`` copies it
-    into this worker's folder. ``store_id``: the identity of this worker's model store (or the function
-    that makes it, called once the storage has opened), checked against the study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
+    Finished trials are never re-run; trials that raised are retried on the next call. ``options``: see
+    [`SweepOptions`][bert_kd.sweeps.scheduler.SweepOptions]. ``failures``: filled with ``{trial key: first
+    line of its error}`` for every trial that raised in this call and has no result at its end (one that
+    failed and then succeeded on a retry is not there).
     """
     specs = {t.key: t for t in sweep.trials()}
     keys = sorted(specs)
     if isinstance(storage, str):
-        storage = make_storage(storage, heartbeat_interval, grace_period)
-    name = study_name or study_name_for(sweep)
+        storage = make_storage(storage, options.heartbeat_interval, options.grace_period)
+    name = options.study_name or study_name_for(sweep)
     sampler = _GridSampler({GRID_PARAM: keys}, seed=0)
     study = optuna.create_study(
         study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
     )
-    if store_id is not None:
+    if options.store_id is not None:
+        store_id = options.store_id
         check_model_store(study, store_id() if callable(store_id) else store_id)
     key_of = _KeyOf(sampler, keys)
-    ledger = _Ledger(specs, identity or spec_identity, stored, origin, adopt)
+    ledger = _Ledger(specs, options.identity or spec_identity, options.stored, options.origin, options.adopt)
     ledger.report_stale(study, name)
     raised: dict[str, str] = {}
     stopped: list[Exception] = []
     objective = _objective(
         specs, sweep.universe or keys, run_trial, sweep.selection, TrialClaims(storage, name), ledger, raised, stopped
     )
-    catch = (Exception,) if catch_errors else ()
+    catch = (Exception,) if options.catch_errors else ()
     requeued: dict[str, int] = {}
     previous_missing = None
     while True:

@@ -36,7 +36,7 @@ EPOCH_METRICS = ("paper", "primary")
 METHOD_KEYS = frozenset({"recipe", "label", "set", "grid", "tasks", "baseline", "student"})
 #: Settings a table's ``teacher`` block states in full so that the table does not follow the main job's
 #: ``teacher`` block, left out of the trial's description: the trial's key already holds the complete
-#: teacher (``TrialRunner.key_material()["teacher"]``), and listing them twice would change the keys of the
+#: teacher (``TrialIdentity.key_material()["teacher"]``), and listing them twice would change the keys of the
 #: results committed while tables still inherited them.
 TEACHER_SETTINGS_KEYED_IN_FULL = ("max_seq_length", "training")
 

@@ -1,30 +1,21 @@
-"""``run_trial`` on the real training path: one [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] → data, teacher(s),
-teacher cache, student, distillation, dev (+ held-out) evaluation, each step a job of
-[`bert_kd.experiment.jobs`][bert_kd.experiment.jobs] (content-keyed, locked, reused), so a finished trial is reused and a killed
-sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
-belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory
-datasets ([`run_nodes`][bert_kd.sweeps.trial.run_nodes]; no Kedro session or catalog), so a trial and ``kedro run`` with the
-same parameters train the same jobs.
+"""``run_trial`` on the real training path (the sweep wing's one module that imports Kedro, for the
+pipelines' own definitions): one [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] → data, teacher(s), teacher
+cache, student, distillation, dev (+ held-out) evaluation, each step a job of
+[`bert_kd.experiment.jobs`][bert_kd.experiment.jobs] (content-keyed, locked, reused), so a finished trial is
+reused and a killed sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
+belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory datasets
+([`run_nodes`][bert_kd.sweeps.trial.run_nodes]; no Kedro session or catalog), so a trial and ``kedro run``
+with the same parameters train the same jobs.
 
-Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed
-(the table's ``teacher.seed`` or the global ``seed``), never on the trial seed, so every trial of a
-task shares them.
-
-A results folder (``reproduce.results_dir``/<table>, e.g. ``results/cpu_protocol``) holds one small
-JSON per finished trial named by the trial's content key (the parameters that determine it, the
-data sizes and the GLUE files' fingerprint when they are not the release: [`identity`][bert_kd.sweeps.identity]); it is
-read before anything is trained, so a fresh checkout reproduces the tables without retraining. A
-file is used only when it proves it is the trial asked for (its recorded key, trial and spec hash
-all match); anything else is named in one warning line and recomputed.
+What a trial is (its parameter blocks and content key) is
+[`trial_identity`][bert_kd.sweeps.trial_identity]'s; its stored result, read before anything trains, is
+[`trial_results`][bert_kd.sweeps.trial_results]'s; both are Kedro-free.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
-import json
 import logging
-import platform
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -32,18 +23,11 @@ import numpy as np
 from kedro.pipeline import Pipeline
 
 from bert_kd.core.data.glue import get_task
-from bert_kd.core.files import write_file_atomically
 from bert_kd.core.metrics import glue_metrics, primary_metric
-from bert_kd.core.models import ModelBundle, init_key_material
+from bert_kd.core.models import ModelBundle
 from bert_kd.core.training import SupervisedObjective, make_loader, predict_logits
 from bert_kd.core.training.compiled_step import CompileCounts
-from bert_kd.core.training.config import numeric_path
 from bert_kd.core.training.loop import phase_seconds
-from bert_kd.core.training.precision import trial_precision_material
-from bert_kd.experiment import jobs
-from bert_kd.experiment.provenance import git_commit_label
-from bert_kd.experiment.run_setup import teacher_seed
-from bert_kd.experiment.store import STORE_ROOT
 from bert_kd.experiment.tracker import tracker_for
 from bert_kd.experiment.training_jobs.student import with_explicit_weights
 from bert_kd.pipelines.common import build_run_settings
@@ -56,264 +40,59 @@ from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, tea
 from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
 from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
 from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
-from bert_kd.sweeps.identity import keyed_source, short_hash, source_fingerprint
-from bert_kd.sweeps.scheduler import SweepTrialError, check_result
+from bert_kd.sweeps.identity import source_fingerprint
 from bert_kd.sweeps.spec import TrialSpec
+from bert_kd.sweeps.trial_identity import DATA_SEED_KEY, TrialIdentity
+from bert_kd.sweeps.trial_results import ResultsFolder, TrialResults
 
 log = logging.getLogger(__name__)
 
-#: Bump when the meaning of a stored trial result changes (new key material, other metric).
-TRIAL_SCHEMA = 1
 DEFAULT_HELDOUT_FRACTION = 0.1
 HELDOUT_SPLIT = "heldout"
-DATA_SEED_KEY = "seed"
-
-
-def merged(base: Mapping | None, *overrides: Mapping | None) -> dict:
-    """Recursive dict merge: later mappings win, nested mappings are merged key by key."""
-    result = copy.deepcopy(dict(base or {}))
-    for override in overrides:
-        for key, value in (override or {}).items():
-            if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
-                result[key] = merged(result[key], value)
-            else:
-                result[key] = copy.deepcopy(value)
-    return result
-
-
-#: ``<results folder>/variants/<table>__<changes>``: trial results of a variant run (``.gitignore``: results/*/variants/)
-VARIANTS = "variants"
 
 
 class TrialRunner:
-    """``run_trial`` for [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce], configured with the project parameters.
+    """``run_trial`` for [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce]: trains
+    and evaluates a trial on the job path, or returns its stored result.
 
-    ``params``: the parameter tree (``teacher``, ``student``, ``runtime``, ``tracking``,
-    ``teacher_cache``, ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``,
-    ``glue_dir``, ``seed``). ``data_overrides``: ``max_train_samples`` / ``max_eval_samples`` that
-    replace the table's per-task sizes (the ones given on the command line).
+    ``params``: the parameter tree ([`TrialIdentity`][bert_kd.sweeps.trial_identity.TrialIdentity], with
+    ``data_overrides`` and ``conf_params``); ``folder``: the results folder
+    ([`ResultsFolder`][bert_kd.sweeps.trial_results.ResultsFolder]). It is made of ``identity`` (what a
+    trial is) and ``results`` (its stored result); what ``reproduce`` reads of any ``run_trial``
+    (``content_key``, ``stored_result``, ``use_variant_folder``, ...) is bound to theirs.
     """
 
     def __init__(
         self,
         params: Mapping,
+        folder: ResultsFolder | None = None,
         *,
         data_overrides: Mapping | None = None,
-        results_dir: str | Path | None = None,
-        command: str = "",
-        commit: str | None = None,
-        results_only: bool = False,
         conf_params: Mapping | None = None,
     ):
-        self.params = copy.deepcopy(dict(params))
-        # the parameters without the command line's --params (see ``setting_changes``); None: not known
-        self.conf_params = copy.deepcopy(dict(conf_params)) if conf_params is not None else None
+        self.identity = TrialIdentity(params, data_overrides, conf_params)
+        self.results = TrialResults(self.identity, folder or ResultsFolder())
+        self.params = self.identity.params
         self._said_batching = False
-        self.data_overrides = {
-            k: v for k, v in (data_overrides or {}).items() if k in ("max_train_samples", "max_eval_samples")
-        }
-        self.results_dir = Path(results_dir) if results_dir else None
-        self.table_results_dir = self.results_dir  # the table's own trials; a variant's go below (use_variant_folder)
-        self.command = command
-        self.commit = commit if commit is not None else git_commit()
-        self.results_only = results_only  # tables from the results folder alone: a missing trial fails, nothing trains
-        self._verified: dict[Path, tuple[tuple, dict | None]] = {}  # result file -> (stat, result or None)
+        # what reproduce asks of any run_trial (bert_kd.sweeps.reproduce.reproduce)
+        self.content_key = self.identity.content_key
+        self.data_changes = self.identity.data_changes
+        self.setting_changes = self.identity.setting_changes
+        self.stored_result = self.results.stored_result
+        self.adopt_result = self.results.adopt_result
+        self.use_variant_folder = self.results.use_variant_folder
+        self.model_store_id = self.results.model_store_id
 
-    # ------------------------------------------------------------------ identity and results folder
-    def table_sizes(self, spec: TrialSpec) -> dict:
-        """The data sizes the table gives the trial (``data:`` per task), before command-line sizes."""
-        sizes = {"max_train_samples": None, "max_eval_samples": None}
-        sizes.update({k: v for k, v in (spec.settings.get("data") or {}).items() if k in sizes})
-        return sizes
+    @property
+    def results_dir(self) -> Path | None:
+        return self.results.results_dir
 
-    def data_sizes(self, spec: TrialSpec) -> dict:
-        return {**self.table_sizes(spec), **self.data_overrides}
-
-    def data_changes(self, trials) -> dict:
-        """How the data of this run's ``trials`` differ from their table's own: command-line sizes
-        that change some trial's sizes, and GLUE files that are not the release (``glue``: a short
-        hash of their fingerprints). Empty: the table's own data."""
-        trials = list(trials)
-        changes = {
-            name: value
-            for name, value in self.data_overrides.items()
-            if any(self.table_sizes(t)[name] != value for t in trials)
-        }
-        sources = {
-            t.task: source for t in trials if (source := keyed_source(t.task, self.params.get("glue_dir"))) is not None
-        }
-        if sources:
-            changes["glue"] = short_hash(sources)
-        return changes
-
-    def setting_changes(self, trials) -> dict:
-        """``{"params": <short hash>}`` when the command line's ``--params`` change the content key of some of
-        ``trials`` (a setting the table does not state, e.g. ``student.training.warmup_ratio`` or ``ted.*``):
-        the run is then a variant of the table, not the table. Data sizes and GLUE files are
-        [`data_changes`][bert_kd.sweeps.trial.TrialRunner.data_changes]' and are left out here. Empty when nothing changes or ``conf_params`` is unknown."""
-        if self.conf_params is None:
-            return {}
-        reference = TrialRunner(
-            {**self.conf_params, "glue_dir": self.params.get("glue_dir")},
-            data_overrides=self.data_overrides,
-            commit="reference",
-        )
-        keys = {t.key: (t, self.content_key(t)) for t in trials}
-        changed = {name: key for name, (t, key) in keys.items() if key != reference.content_key(t)}
-        if not changed:
-            return {}
-        spec = keys[next(iter(changed))][0]
-        ours, theirs = self.key_material(spec), reference.key_material(spec)
-        parts = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
-        log.warning(
-            "--params change %d trial(s) of %s (e.g. %s: key material %s differs from the configuration's): "
-            "the run is a variant, its table is not written as %s",
-            len(changed),
-            spec.table,
-            spec.key,
-            ", ".join(parts),
-            spec.table,
-        )
-        return {"params": short_hash(changed)}
-
-    def key_material(self, spec: TrialSpec) -> dict:
-        """Everything (but the GLUE files and model weights) that determines the trial's result."""
-        p = self.params
-        trial = {k: v for k, v in spec.as_dict().items() if k != "label"}  # a relabelled row keeps its results
-        if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
-            trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
-        return {
-            "schema": TRIAL_SCHEMA,
-            "trial": trial,
-            "data": self.data_sizes(spec),
-            "data_seed": p.get(DATA_SEED_KEY),
-            "teacher": _keyed(self.teacher_block(spec)),
-            "student": _keyed(init_key_material(self.student_block(spec))),
-            "ted": _keyed(p.get("ted")) if spec.job == "ted" else None,
-            "teachers": [_keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
-            "precision": trial_precision_material(p.get("runtime") or {}),
-            # GLUE files other than the release's (absent for the release: the committed keys stay valid)
-            **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
-        }
-
-    def content_key(self, spec: TrialSpec) -> str:
-        return jobs.content_key("trial", self.key_material(spec))
-
-    def use_variant_folder(self, name: str | None) -> None:
-        """Read and write trial results in ``<results folder>/variants/<name>`` (a variant run: data or
-        settings other than the table's; git-ignored, so never committed as the table's trials), or in the
-        results folder itself when ``name`` is None."""
-        if self.table_results_dir is not None:
-            self.results_dir = self.table_results_dir if name is None else self.table_results_dir / VARIANTS / name
-
-    def result_path(self, spec: TrialSpec) -> Path | None:
-        return self.results_dir / f"{self.content_key(spec)}.json" if self.results_dir else None
-
-    def stored_result(self, spec: TrialSpec) -> dict | None:
-        """The result in the results folder when its file proves it is this trial (recorded key =
-        file name = hash of the recorded spec = the key asked for, recorded trial = ``spec.key``,
-        a valid result); else ``None``, and a file that exists but fails is named in one warning
-        line (once per file version)."""
-        path = self.result_path(spec)
-        if path is None or not path.is_file():
-            return None
-        stat = path.stat()
-        signature = (stat.st_size, stat.st_mtime_ns, spec.key)
-        cached = self._verified.get(path)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        result, problem = self._verify(path, spec)
-        if problem:
-            then = (
-                "shown as missing (results_only)"
-                if self.results_only
-                else "not reused: the trial is recomputed and the file replaced"
-            )
-            log.warning("results file %s %s; %s", path, problem, then)
-        self._verified[path] = (signature, result)
-        return result
-
-    @staticmethod
-    def _verify(path: Path, spec: TrialSpec) -> tuple[dict | None, str | None]:
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            return None, f"is not valid JSON ({type(error).__name__}: {error})"
-        if not isinstance(record, dict) or not isinstance(record.get("spec"), dict) or "result" not in record:
-            return None, "is not a trial result file (no 'spec' and 'result')"
-        recorded = jobs.content_key("trial", record["spec"])
-        if record.get("key") != path.stem or recorded != path.stem or record.get("trial") != spec.key:
-            return None, (
-                f"records trial {record.get('trial')!r} with key {str(record.get('key'))[:12]}… (its spec "
-                f"hashes to {recorded[:12]}…), not trial {spec.key!r} with key {path.stem[:12]}…"
-            )
-        try:
-            return check_result(record["result"], spec), None
-        except (SweepTrialError, TypeError, ValueError) as error:  # e.g. "dev_predictions": 5
-            return None, f"holds an unusable result ({error})"
-
-    def adopt_result(self, spec: TrialSpec, result: Mapping, made_in: str) -> Path | None:
-        """Write into this results folder a result another worker (``made_in``: its host and results
-        folder) trained and recorded in the shared study."""
-        return self.write_result(spec, result, 0.0, made_in=made_in)
-
-    @staticmethod
-    def model_store_id() -> str:
-        """The identity of this checkout's model store (``data/06_models/store/.store_id``, made on first use)."""
-        return jobs.store_identity(STORE_ROOT)
-
-    def write_result(
-        self,
-        spec: TrialSpec,
-        result: Mapping,
-        seconds: float,
-        made_in: str | None = None,
-        timings: Mapping | None = None,
-    ) -> Path | None:
-        path = self.result_path(spec)
-        if path is None:
-            return None
-        record = {
-            **dict(timings or {}),  # "compile" (graphs, recompiles, seconds) and "phases" (wall seconds)
-            "key": path.stem,
-            "trial": spec.key,
-            "spec": self.key_material(spec),
-            "result": dict(result),
-            "seconds": round(seconds, 1),
-            "commit": self.commit,
-            "command": self.command,
-            "machine": platform.machine(),
-            "numerics": numeric_path(),
-            "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        }
-        if made_in is not None:  # trained by another worker; seconds, commit and command are not known here
-            record.update(seconds=None, commit=None, command=None, made_in=made_in)
-        text = json.dumps(record, indent=1, sort_keys=True, default=str)
-        return write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-    # ------------------------------------------------------------------ parameter blocks
-    def teacher_block(self, spec: TrialSpec) -> dict:
-        return merged(self.params.get("teacher"), spec.settings.get("teacher"))
-
-    def teacher_seed(self, spec: TrialSpec) -> int:
-        return teacher_seed(self.teacher_block(spec), self.params.get(DATA_SEED_KEY, 42))
-
-    def student_block(self, spec: TrialSpec) -> dict:
-        base = {"distill": "student", "ted": "ted_student", "multi_teacher": "multi_student"}[spec.job]
-        block = merged(self.params.get(base), spec.settings.get("student"))
-        block["training"] = merged(block.get("training"), spec.training)
-        return block
-
-    def teacher_blocks(self, spec: TrialSpec) -> list[dict]:
-        return copy.deepcopy(list(spec.settings.get("teachers") or self.params.get("multi_teachers") or []))
-
-    # ------------------------------------------------------------------ running
     def __call__(self, spec: TrialSpec) -> dict:
         stored = self.stored_result(spec)
         if stored is not None:
-            log.info("trial %s: result read from %s", spec.key, self.result_path(spec))
+            log.info("trial %s: result read from %s", spec.key, self.results.result_path(spec))
             return {**stored, "from_results_dir": True}
-        if self.results_only:
+        if self.results.results_only:
             raise LookupError(f"trial {spec.key}: no result in {self.results_dir} (results_only: nothing is trained)")
         if self._fetch_missing_source(spec) and (stored := self.stored_result(spec)) is not None:
             return {**stored, "from_results_dir": True}  # the downloaded files named a key that has a result
@@ -348,7 +127,7 @@ class TrialRunner:
                     **{f"time/{k}": v for k, v in phases.items()},
                 }
             )
-        self.write_result(
+        self.results.write_result(
             spec,
             result,
             (_dt.datetime.now() - started).total_seconds(),
@@ -369,7 +148,7 @@ class TrialRunner:
 
     def train_and_evaluate(self, spec: TrialSpec) -> dict:
         task = get_task(spec.task).name
-        sizes = self.data_sizes(spec)
+        sizes = self.identity.data_sizes(spec)
         train, validation, _ = ingest_glue(
             task,
             self.params.get("glue_dir"),
@@ -397,13 +176,13 @@ class TrialRunner:
     def _teacher(self, spec, task, train, validation):
         """The table's teacher (its block over the project's) through the ``train_teacher`` pipeline's
         node, with the teacher seed; → (teacher, its tokenization)."""
-        block = self.teacher_block(spec)
+        block = self.identity.teacher_block(spec)
         tokenized = tokenize_for_model(train, validation, block)
         trained = run_nodes(
             train_teacher_pipeline(),
             {"teacher_tokenized": tokenized},
             {"teacher": block},
-            self.run_settings(spec, task, self.teacher_seed(spec)),
+            self.run_settings(spec, task, self.identity.teacher_seed(spec)),
         )
         return trained["teacher_model"], tokenized
 
@@ -415,13 +194,13 @@ class TrialRunner:
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         teacher_metrics = dev_metrics(teacher, tokenized, task)
-        self.check_teacher(spec, teacher_metrics)
-        student_params = self.student_block(spec)
+        self.results.check_teacher(spec, teacher_metrics)
+        student_params = self.identity.student_block(spec)
         recipe = with_explicit_weights(spec.recipe)
         block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
         namespace = block_name(TED_PAPER if ted else DISTILL_PAPER, spec.method)
         parameters = {
-            "teacher": self.teacher_block(spec),
+            "teacher": self.identity.teacher_block(spec),
             "teacher_cache": self.params.get("teacher_cache") or {},
             "ted": self.params.get("ted") or {},
             "student": student_params,
@@ -438,64 +217,12 @@ class TrialRunner:
         teacher_side = teacher_cache_pipeline() + (
             stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([])
         )
-        datasets = run_nodes(teacher_side, datasets, parameters, self.run_settings(spec, task, self.teacher_seed(spec)))
+        teacher_settings = self.run_settings(spec, task, self.identity.teacher_seed(spec))
+        datasets = run_nodes(teacher_side, datasets, parameters, teacher_settings)
         datasets = run_nodes(
             block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task)
         )
         return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], teacher_metrics
-
-    def recorded_teacher_scores(self, spec: TrialSpec, block: Mapping) -> dict[float, int]:
-        """Dev score (the task's primary metric) → trials: what the results folder's trials of ``spec``'s table and
-        task recorded for a teacher with ``block``'s settings — a single-teacher trial's teacher, or any slot of a
-        multi-teacher trial (``teachers_dev_metrics``, recorded per slot since 2026-11-25; older multi-teacher
-        trials recorded the best teacher only and are not read)."""
-        keyed = json.loads(json.dumps(_keyed(block), default=str))  # as write_result stores it
-        primary = primary_metric(spec.task)
-        recorded: dict[float, int] = {}
-        for path in sorted(self.results_dir.glob("*.json")):
-            try:
-                record = json.loads(path.read_text(encoding="utf-8"))
-                trial, result = record["spec"]["trial"], record["result"]
-                if trial["table"] != spec.table or trial["task"] != spec.task:
-                    continue
-                if trial["job"] == "multi_teacher":
-                    slots = zip(record["spec"]["teachers"] or [], result.get("teachers_dev_metrics") or [])
-                    scores = [metrics[primary] for teacher, metrics in slots if teacher == keyed]
-                elif record["spec"]["teacher"] == keyed:
-                    scores = [(result.get("teacher_dev_metrics") or {}).get(primary, result.get("teacher_dev_metric"))]
-                else:
-                    continue
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # not a trial file: stored_result names it when it is read as one
-            for score in scores:
-                if score is not None:
-                    recorded[round(float(score), 9)] = recorded.get(round(float(score), 9), 0) + 1
-        return recorded
-
-    def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float], block: Mapping | None = None) -> None:
-        """Refuse ([`TeacherMismatch`][bert_kd.sweeps.trial.TeacherMismatch]) a teacher whose dev score differs from the one the results folder's
-        trials of the same table and task recorded for the same teacher settings ([`recorded_teacher_scores`][bert_kd.sweeps.trial.TrialRunner.recorded_teacher_scores];
-        ``block``: a multi-teacher trial's slot, else the trial's teacher): the same key retrained into other
-        weights (before 2026-11-25 the new classification head was drawn from an unseeded generator; fp32 training
-        on another CPU instruction set or GPU rounds differently, and fine-tuning turns either into a teacher tenths
-        of a point to points away), so this trial's student would not be comparable with theirs. Checked before the
-        student trains; every trial of that task then stops here."""
-        if self.results_dir is None or not self.results_dir.is_dir():
-            return
-        block = self.teacher_block(spec) if block is None else block
-        recorded = self.recorded_teacher_scores(spec, block)
-        primary = primary_metric(spec.task)
-        here = round(float(metrics[primary]), 9)
-        if recorded and here not in recorded:
-            seen = ", ".join(f"{100 * score:.2f} ({count} trials)" for score, count in sorted(recorded.items()))
-            which = f"teacher {block['name']!r}" if block.get("name") else "teacher"
-            raise TeacherMismatch(
-                f"trial {spec.key}: the {which} scores {100 * here:.2f} ({primary}) on dev, but the trials of table "
-                f"{spec.table!r} on {spec.task} in {self.results_dir} were distilled from a teacher with the same settings "
-                f"scoring {seen}. Same content key, other weights: a teacher trained before 2026-11-25 drew its new "
-                f"classification head from an unseeded generator, and other fp32 kernels round differently (here: "
-                f"{numeric_path()}). Finish the table with its own teachers' store, or start a new table (other name)."
-            )
 
     def _ted(self, spec, task, train, validation):
         return self._distill(spec, task, train, validation, ted=True)
@@ -506,11 +233,11 @@ class TrialRunner:
         trained with the teacher seed; the recipe as the table gives it, as a ``kedro run`` hands it
         (the node keys the student on it and writes the weights out for the method:
         [`student_recipe`][bert_kd.pipelines.multi_teacher.nodes.student_recipe])."""
-        blocks = self.teacher_blocks(spec)
+        blocks = self.identity.teacher_blocks(spec)
         student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
         parameters = {
             "multi_teachers": blocks,
-            "multi_student": self.student_block(spec),
+            "multi_student": self.identity.student_block(spec),
             "teacher_cache": self.params.get("teacher_cache") or {},
             "multi_teacher_configs": {spec.method: dict(spec.recipe)},
         }
@@ -518,14 +245,14 @@ class TrialRunner:
             teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
             {"glue_train": train, "glue_validation": validation},
             parameters,
-            self.run_settings(spec, task, self.teacher_seed(spec)),
+            self.run_settings(spec, task, self.identity.teacher_seed(spec)),
         )
         teacher_metrics = [
             dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
             for k, bundle in enumerate(datasets["multi_teacher_models"])
         ]
         for block, metrics in zip(blocks, teacher_metrics):  # every slot, before the student trains
-            self.check_teacher(spec, metrics, block)
+            self.results.check_teacher(spec, metrics, block)
         datasets = run_nodes(
             configuration_pipeline(spec.method).to_outputs(student_model),
             datasets,
@@ -543,7 +270,7 @@ class TrialRunner:
 
     def _data_source(self, spec: TrialSpec) -> dict:
         """What the MLflow runs record as the data source (not part of any key)."""
-        return {"glue_dir": self.params.get("glue_dir"), **self.data_sizes(spec)}
+        return {"glue_dir": self.params.get("glue_dir"), **self.identity.data_sizes(spec)}
 
     def _tracking(self) -> dict:
         return dict(self.params.get("tracking") or {})
@@ -562,10 +289,6 @@ class TrialRunner:
             self._said_batching = True
         select = {"select_metric": spec.settings["select_metric"]} if spec.settings.get("select_metric") else {}
         return {**runtime, "group_by_length": table_grouping, **select}  # the table's epoch metric, where it has one
-
-
-class TeacherMismatch(RuntimeError):
-    """A trial's retrained teacher is not the one the table's committed trials were distilled from."""
 
 
 def run_nodes(pipeline: Pipeline, datasets: Mapping[str, Any], parameters: Mapping, run_settings: Mapping) -> dict:
@@ -588,19 +311,6 @@ def _parameter(parameters: Mapping, name: str):
     for part in name[len("params:") :].split("."):
         value = value[part]
     return value
-
-
-def _keyed(block: Mapping | None) -> dict | None:
-    """A parameter block as key material: no ``retrain`` flag, training settings that change weights only."""
-    if block is None:
-        return None
-    result = {k: v for k, v in block.items() if k != "retrain"}
-    for name, value in result.items():
-        if name == "training" and isinstance(value, Mapping):
-            result[name] = jobs.training_spec(value)
-        elif isinstance(value, Mapping):
-            result[name] = _keyed(value)
-    return result
 
 
 def cut_heldout(train, validation, heldout: Mapping, seed: int):
@@ -693,8 +403,3 @@ def evaluate_trial(
         held = {k: float(v) for k, v in glue_metrics(task, held_logits, held_labels).items()}
         result["heldout_metric"], result["heldout_metrics"] = held[primary_metric(task)], held
     return result
-
-
-def git_commit() -> str:
-    """The project's own commit (``<sha>``, ``<sha> (dirty)`` or ``unknown (not a git checkout)``)."""
-    return git_commit_label()

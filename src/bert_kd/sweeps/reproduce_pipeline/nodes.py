@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 import shlex
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-
-from kedro.framework.hooks import hook_impl
+from typing import Mapping
 
 from bert_kd.config.credentials import mask
 from bert_kd.config.schema import Block, Reproduce, set_values, typed
@@ -20,50 +19,33 @@ from bert_kd.sweeps.reproduce import reproduce
 from bert_kd.sweeps.scheduler import SweepTrialsFailedError
 from bert_kd.sweeps.spec import RECIPE_NAMESPACES
 from bert_kd.sweeps.trial import TrialRunner
+from bert_kd.sweeps.trial_identity import DATA_KEYS
+from bert_kd.sweeps.trial_results import ResultsFolder
 
 log = logging.getLogger(__name__)
 
-#: Catalog entry holding the ``--params`` of this ``kedro run`` (filled by [`CliParamsHook`][bert_kd.sweeps.reproduce_pipeline.nodes.CliParamsHook]).
-CLI_PARAMS = "reproduce_cli_params"
-#: Catalog entry holding the parameters as the configuration alone gives them (no ``--params``).
-CONF_PARAMS = "reproduce_conf_params"
-DATA_KEYS = ("max_train_samples", "max_eval_samples")
+#: Catalog entry holding the run's [`ReproduceRun`][bert_kd.sweeps.reproduce_pipeline.nodes.ReproduceRun]
+#: (saved by [`ReproduceRunHook`][bert_kd.kedro_project.reproduce_run.ReproduceRunHook]).
+REPRODUCE_RUN = "reproduce_run"
 
 
-class CliParamsHook:
-    """Hand the command line's ``--params`` to the ``reproduce`` node: a ``max_train_samples``
-    given there replaces the table's per-task sizes, the one of ``parameters.yml`` does not. And the
-    parameters without them (the context's loader with no runtime params), so that a run whose ``--params``
-    change some trial is named as a variant of the table (``TrialRunner.setting_changes``)."""
+@dataclass(frozen=True)
+class ReproduceRun:
+    """What the ``reproduce`` node reads besides ``params:reproduce``, made once per run by a hook and handed
+    over as a dataset rather than as ``params:`` inputs, so that kedro-mlflow logs only ``reproduce.*``.
 
-    def __init__(self):
-        self._loader = None
+    ``parameters``: the run's parameter tree (the trials' blocks and recipes); ``conf_params``: the same without
+    the command line's ``--params`` (None: not known), so that a run whose ``--params`` change some trial is
+    named as a variant of the table ([`setting_changes`][bert_kd.sweeps.trial_identity.TrialIdentity.setting_changes]);
+    ``cli_params``: the ``--params`` themselves (a ``max_train_samples`` given there replaces the table's
+    per-task sizes, the one of ``parameters.yml`` does not)."""
 
-    @hook_impl
-    def after_context_created(self, context) -> None:
-        self._loader = context.config_loader
-
-    @hook_impl
-    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        if CLI_PARAMS in pipeline.inputs():
-            catalog.save(CLI_PARAMS, dict(run_params.get("runtime_params") or {}))
-        if CONF_PARAMS in pipeline.inputs():
-            catalog.save(CONF_PARAMS, conf_parameters(self._loader))
+    parameters: Mapping
+    conf_params: Mapping | None = None
+    cli_params: Mapping = field(default_factory=dict)
 
 
-def conf_parameters(loader) -> dict | None:
-    """``loader["parameters"]`` without its runtime params (the same conf folders and environment); None
-    without a loader."""
-    if loader is None:
-        return None
-    plain = copy.copy(loader)
-    plain.runtime_params = {}
-    return plain["parameters"]
-
-
-def reproduce_tables(
-    reproduce_params: Block[Reproduce], parameters: dict, cli_params: dict | None, conf_params: dict | None = None
-):
+def reproduce_tables(reproduce_params: Block[Reproduce], run: ReproduceRun):
     """Run this worker's share of ``reproduce.table`` and return its tables (long CSV, Markdown, PNG).
 
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per trial; a
@@ -71,20 +53,22 @@ def reproduce_tables(
     to ``<results_dir>/<table>/tables`` when the run covers the whole table at its own data sizes, else to
     ``data/08_reporting/reproduce/<table>__<restriction>.*`` ([`bert_kd.sweeps.reproduce.table_name`][bert_kd.sweeps.reproduce.table_name]); the
     parent MLflow run gets the Markdown as its description and one ``compare/<method>/<task>`` metric per
-    cell. ``conf_params`` (the parameters without ``--params``): a run whose ``--params`` change some
-    trial's content key is named ``<table>__params-<hash>``, never written as the table itself.
+    cell. A run whose ``--params`` change some
+    trial's content key is named ``<table>__params-<hash>``, never written as the table itself
+    ([`ReproduceRun`][bert_kd.sweeps.reproduce_pipeline.nodes.ReproduceRun]).
     """
-    cli_params = cli_params or {}
+    parameters, cli_params = run.parameters, dict(run.cli_params or {})
     settings = typed(Reproduce, reproduce_params, "reproduce")
     table = settings.table
     results_dir = Path(settings.results_dir) / str(table) if settings.results_dir else None
+    folder = ResultsFolder(
+        results_dir, command=mask(shlex.join(["kedro", *sys.argv[1:]])), results_only=settings.results_only
+    )
     runner = TrialRunner(
         parameters,
+        folder,
         data_overrides={k: cli_params[k] for k in DATA_KEYS if k in cli_params},
-        results_dir=results_dir,
-        command=mask(shlex.join(["kedro", *sys.argv[1:]])),
-        results_only=settings.results_only,
-        conf_params=conf_params,
+        conf_params=run.conf_params,
     )
     recipes = {namespace: parameters.get(namespace) or {} for namespace in RECIPE_NAMESPACES}
     if launched_processes() > 1 and not is_main_process():
@@ -98,9 +82,9 @@ def reproduce_tables(
             recipes,
             run_trial,
             output_dir=settings.output_dir,
-            provenance=provenance(runner.command, runner.commit),
+            provenance=provenance(runner.results.command, runner.results.commit),
             committed_dir=results_dir / "tables" if results_dir else None,
-            results_only=runner.results_only,
+            results_only=settings.results_only,
         )
     except SweepTrialsFailedError as error:  # the partial table is reported like a whole one, then the run fails
         report, paths, failed = error.report, error.paths, error
@@ -131,7 +115,7 @@ class LeadTrials:
         return getattr(self.runner, name)
 
     def __call__(self, spec):
-        if self.runner.stored_result(spec) is None and not self.runner.results_only:
+        if self.runner.stored_result(spec) is None and not self.runner.results.results_only:
             broadcast_from_rank_zero(spec)
         return self.runner(spec)
 

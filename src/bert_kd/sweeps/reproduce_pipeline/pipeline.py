@@ -2,7 +2,7 @@
 
 from kedro.pipeline import Pipeline, node
 
-from .nodes import CLI_PARAMS, CONF_PARAMS, reproduce_tables
+from .nodes import REPRODUCE_RUN, reproduce_tables
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             node(
                 reproduce_tables,
-                ["params:reproduce", "parameters", CLI_PARAMS, CONF_PARAMS],
+                ["params:reproduce", REPRODUCE_RUN],
                 ["reproduce_table_csv", "reproduce_table_md", "reproduce_table_png"],
                 name="reproduce_tables",
             ),

@@ -1,0 +1,158 @@
+"""A trial's identity (Kedro-free): the parameter blocks a [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] trains
+with, its data sizes and its content key, and how a run's data or ``--params`` make it a variant of its table.
+
+Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed (the table's
+``teacher.seed`` or the global ``seed``), never on the trial seed, so every trial of a task shares them.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Mapping
+
+from bert_kd.core.models import init_key_material
+from bert_kd.core.training.precision import trial_precision_material
+from bert_kd.experiment import jobs
+from bert_kd.experiment.run_setup import teacher_seed
+from bert_kd.sweeps.identity import keyed_source, short_hash
+from bert_kd.sweeps.spec import TrialSpec
+
+log = logging.getLogger(__name__)
+
+#: Bump when the meaning of a stored trial result changes (new key material, other metric).
+TRIAL_SCHEMA = 1
+DATA_SEED_KEY = "seed"
+DATA_KEYS = ("max_train_samples", "max_eval_samples")
+
+
+def merged(base: Mapping | None, *overrides: Mapping | None) -> dict:
+    """Recursive dict merge: later mappings win, nested mappings are merged key by key."""
+    result = copy.deepcopy(dict(base or {}))
+    for override in overrides:
+        for key, value in (override or {}).items():
+            if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+                result[key] = merged(result[key], value)
+            else:
+                result[key] = copy.deepcopy(value)
+    return result
+
+
+class TrialIdentity:
+    """What a trial is, from the project parameters.
+
+    ``params``: the parameter tree (``teacher``, ``student``, ``runtime``, ``tracking``, ``teacher_cache``,
+    ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``, ``glue_dir``, ``seed``).
+    ``data_overrides``: ``max_train_samples`` / ``max_eval_samples`` that replace the table's per-task sizes
+    (the ones given on the command line). ``conf_params``: the parameters without the command line's
+    ``--params`` ([`setting_changes`][bert_kd.sweeps.trial_identity.TrialIdentity.setting_changes]); None: not known.
+    """
+
+    def __init__(self, params: Mapping, data_overrides: Mapping | None = None, conf_params: Mapping | None = None):
+        self.params = copy.deepcopy(dict(params))
+        self.conf_params = copy.deepcopy(dict(conf_params)) if conf_params is not None else None
+        self.data_overrides = {k: v for k, v in (data_overrides or {}).items() if k in DATA_KEYS}
+
+    def table_sizes(self, spec: TrialSpec) -> dict:
+        """The data sizes the table gives the trial (``data:`` per task), before command-line sizes."""
+        sizes = dict.fromkeys(DATA_KEYS)
+        sizes.update({k: v for k, v in (spec.settings.get("data") or {}).items() if k in sizes})
+        return sizes
+
+    def data_sizes(self, spec: TrialSpec) -> dict:
+        return {**self.table_sizes(spec), **self.data_overrides}
+
+    def data_changes(self, trials) -> dict:
+        """How the data of this run's ``trials`` differ from their table's own: command-line sizes
+        that change some trial's sizes, and GLUE files that are not the release (``glue``: a short
+        hash of their fingerprints). Empty: the table's own data."""
+        trials = list(trials)
+        changes = {
+            name: value
+            for name, value in self.data_overrides.items()
+            if any(self.table_sizes(t)[name] != value for t in trials)
+        }
+        sources = {
+            t.task: source for t in trials if (source := keyed_source(t.task, self.params.get("glue_dir"))) is not None
+        }
+        if sources:
+            changes["glue"] = short_hash(sources)
+        return changes
+
+    def setting_changes(self, trials) -> dict:
+        """``{"params": <short hash>}`` when the command line's ``--params`` change the content key of some of
+        ``trials`` (a setting the table does not state, e.g. ``student.training.warmup_ratio`` or ``ted.*``):
+        the run is then a variant of the table, not the table. Data sizes and GLUE files are
+        [`data_changes`][bert_kd.sweeps.trial_identity.TrialIdentity.data_changes]' and are left out here. Empty
+        when nothing changes or ``conf_params`` is unknown."""
+        if self.conf_params is None:
+            return {}
+        reference = TrialIdentity({**self.conf_params, "glue_dir": self.params.get("glue_dir")}, self.data_overrides)
+        keys = {t.key: (t, self.content_key(t)) for t in trials}
+        changed = {name: key for name, (t, key) in keys.items() if key != reference.content_key(t)}
+        if not changed:
+            return {}
+        spec = keys[next(iter(changed))][0]
+        ours, theirs = self.key_material(spec), reference.key_material(spec)
+        parts = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+        log.warning(
+            "--params change %d trial(s) of %s (e.g. %s: key material %s differs from the configuration's): "
+            "the run is a variant, its table is not written as %s",
+            len(changed),
+            spec.table,
+            spec.key,
+            ", ".join(parts),
+            spec.table,
+        )
+        return {"params": short_hash(changed)}
+
+    def key_material(self, spec: TrialSpec) -> dict:
+        """Everything (but the GLUE files and model weights) that determines the trial's result."""
+        p = self.params
+        trial = {k: v for k, v in spec.as_dict().items() if k != "label"}  # a relabelled row keeps its results
+        if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
+            trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
+        return {
+            "schema": TRIAL_SCHEMA,
+            "trial": trial,
+            "data": self.data_sizes(spec),
+            "data_seed": p.get(DATA_SEED_KEY),
+            "teacher": keyed(self.teacher_block(spec)),
+            "student": keyed(init_key_material(self.student_block(spec))),
+            "ted": keyed(p.get("ted")) if spec.job == "ted" else None,
+            "teachers": [keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
+            "precision": trial_precision_material(p.get("runtime") or {}),
+            # GLUE files other than the release's (absent for the release: the committed keys stay valid)
+            **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
+        }
+
+    def content_key(self, spec: TrialSpec) -> str:
+        return jobs.content_key("trial", self.key_material(spec))
+
+    def teacher_block(self, spec: TrialSpec) -> dict:
+        return merged(self.params.get("teacher"), spec.settings.get("teacher"))
+
+    def teacher_seed(self, spec: TrialSpec) -> int:
+        return teacher_seed(self.teacher_block(spec), self.params.get(DATA_SEED_KEY, 42))
+
+    def student_block(self, spec: TrialSpec) -> dict:
+        base = {"distill": "student", "ted": "ted_student", "multi_teacher": "multi_student"}[spec.job]
+        block = merged(self.params.get(base), spec.settings.get("student"))
+        block["training"] = merged(block.get("training"), spec.training)
+        return block
+
+    def teacher_blocks(self, spec: TrialSpec) -> list[dict]:
+        return copy.deepcopy(list(spec.settings.get("teachers") or self.params.get("multi_teachers") or []))
+
+
+def keyed(block: Mapping | None) -> dict | None:
+    """A parameter block as key material: no ``retrain`` flag, training settings that change weights only."""
+    if block is None:
+        return None
+    result = {k: v for k, v in block.items() if k != "retrain"}
+    for name, value in result.items():
+        if name == "training" and isinstance(value, Mapping):
+            result[name] = jobs.training_spec(value)
+        elif isinstance(value, Mapping):
+            result[name] = keyed(value)
+    return result
