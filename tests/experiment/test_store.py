@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from bert_kd.config.schema import Runtime, Tracking
-from bert_kd.experiment.store import JobRunSpec, recompute
+from bert_kd.experiment.publishing import JobRunSpec
+from bert_kd.experiment.store import recompute
 from bert_kd.tracking import tracking_enabled
 from tests.conftest import migrated_mlflow_db
 
@@ -60,7 +61,7 @@ def tiny_model_job(tmp_path, tiny_teacher_dir, name: str, kind: str = "student")
 
 
 def run_job(tmp_path, tiny_teacher_dir, name, tracking=None, kind: str = "student"):
-    from bert_kd.experiment.store import run_model_job
+    from bert_kd.experiment.publishing import run_model_job
 
     job, train = tiny_model_job(tmp_path, tiny_teacher_dir, name, kind)
     return run_model_job(
@@ -76,7 +77,7 @@ def test_a_jobs_run_ends_when_its_job_ends_and_an_evaluation_does_not_reopen_it(
 ):
     import mlflow
 
-    from bert_kd.experiment.store import TRAINING_SECONDS
+    from bert_kd.experiment.publishing import TRAINING_SECONDS
     from bert_kd.tracking import log_evaluation
 
     with mlflow.start_run(run_name="distill_baselines:rte [kedro run]") as parent:
@@ -139,7 +140,7 @@ def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
     tracking_store, tmp_path, tiny_teacher_dir
 ):
     # alp_po with a 2-layer student is alp's job: its reuse run must still read alp_po (it read "alp")
-    from bert_kd.experiment.store import run_model_job
+    from bert_kd.experiment.publishing import run_model_job
     from bert_kd.tracking.jobs import SAME_JOB_AS_TAG
 
     run_job(tmp_path, tiny_teacher_dir, "alp")
@@ -188,7 +189,8 @@ def test_a_model_reused_in_another_tracking_store_is_stood_for_by_the_run_that_l
     it: the LoggedModel's source run, ``model_run_id`` and a registered student's teacher tags agree."""
     import mlflow
 
-    from bert_kd.experiment.store import model_run_id, run_model_job
+    from bert_kd.experiment.publishing import run_model_job
+    from bert_kd.experiment.store import model_run_id
     from bert_kd.tracking.data import glue_dataset, log_input_once
     from bert_kd.tracking.evaluation import log_evaluation_to_run
     from bert_kd.tracking.logged_models import lineage_tags

@@ -264,7 +264,10 @@ def test_comparison_nodes_sit_in_the_compare_group_and_keep_their_dataset_names(
     compare = [n for n in pipe.nodes if n.namespace == "compare"]
     assert len(compare) == 2 and all(n.name.startswith("compare.") for n in compare)
     outputs = set().union(*(n.outputs for n in compare))
-    assert outputs == {f"{prefix}_{suffix}" for suffix in ("table", "table_md", "plot", "registered_model")}
+    assert outputs == {
+        f"{prefix}_{suffix}" for suffix in ("table", "table_md", "plot", "evaluations", "registered_model")
+    }
     inputs = set().union(*(n.inputs for n in compare))
     assert not [name for name in inputs if name.startswith("compare.")] and "run_settings" in inputs
-    assert pipe.outputs() >= outputs - {f"{prefix}_table"}  # nothing renamed under compare reaches the catalog
+    consumed = {f"{prefix}_table", f"{prefix}_evaluations"}  # read by the register node
+    assert pipe.outputs() >= outputs - consumed  # nothing renamed under compare reaches the catalog

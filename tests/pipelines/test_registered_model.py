@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bert_kd.experiment.run_setup import RunCommand
-from bert_kd.pipelines.distill.nodes import register_best_student
+from bert_kd.pipelines.registration import register_best_student
 from tests.pipelines.conftest import latest_version
 
 
@@ -65,7 +65,7 @@ def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeli
 
 
 def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it(monkeypatch, caplog):
-    from bert_kd.pipelines.distill import nodes
+    from bert_kd.pipelines import registration as nodes
 
     registered, tags = [], {}
 
@@ -128,7 +128,7 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
 
 
 def _tie_recorder(monkeypatch):
-    from bert_kd.pipelines.distill import nodes
+    from bert_kd.pipelines import registration as nodes
 
     registered = []
 

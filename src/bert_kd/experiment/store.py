@@ -1,22 +1,16 @@
 """The content-keyed model store of a project checkout (Kedro-free): jobs under
-[`STORE_ROOT`][bert_kd.experiment.store.STORE_ROOT] (teachers, students, TED filters, teacher caches), a model's key material and
-[`run_model_job`][bert_kd.experiment.store.run_model_job], which reuses or trains a model through [`bert_kd.experiment.jobs`][bert_kd.experiment.jobs]."""
+[`STORE_ROOT`][bert_kd.experiment.store.STORE_ROOT] (teachers, students, TED filters, teacher caches), a model's
+key material and the run that stands for a stored model. It stores and nothing else: the job's run, its
+model card and its LoggedModel are published by [`bert_kd.experiment.publishing`][bert_kd.experiment.publishing]."""
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Mapping
 
-from bert_kd.config.schema import Block, Runtime, Tracking, typed
-from bert_kd.core.models import ModelBundle, load_bundle, resolve_model_name, write_bundle_files
+from bert_kd.config.schema import Block, Runtime, typed
+from bert_kd.core.models import resolve_model_name
 from bert_kd.experiment import jobs
-from bert_kd.experiment.model_card import CARD_FILE, write_model_card
-from bert_kd.experiment.provenance import git_commit_label
-from bert_kd.experiment.tracker import is_main_process, timed, tracker_for
-
-log = logging.getLogger(__name__)
 
 #: Where reusable artefacts keyed by their content live (teachers, students, filters, caches).
 STORE_ROOT = Path("data/06_models/store")
@@ -37,95 +31,6 @@ def recompute(runtime: Block[Runtime] | None) -> bool:
     return typed(Runtime, runtime, "runtime").recompute
 
 
-#: Metric of a job's run: the seconds its training took (``train_fn``, model built to best epoch kept).
-TRAINING_SECONDS = "time/training_seconds"
-
-
-@dataclass(frozen=True)
-class JobRunSpec:
-    """A job's run: its ``name`` (default ``<kind>:<task>``), ``tags``, and ``describe_fn(run, bundle)``,
-    which records on a reuse run that stands for the model (see
-    [`model_run_id`][bert_kd.experiment.store.model_run_id]) what the job's training run records."""
-
-    name: str | None = None
-    tags: Mapping[str, str] | None = None
-    describe_fn: Callable[[Any, ModelBundle], None] | None = None
-
-
-def run_model_job(
-    model_job: jobs.Job,
-    train_fn,
-    tracking: Tracking,
-    *,
-    recompute: bool = False,
-    job_run: JobRunSpec = JobRunSpec(),
-) -> ModelBundle:
-    """Reuse or train a model through the job path, inside the job's own run; the bundle's
-    ``info`` names its store path.
-
-    The run (``job_run``: [`JobRunSpec`][bert_kd.experiment.store.JobRunSpec]) opens before the job and ends with it:
-    ``train_fn(checkpoint_dir, run=<the run>)`` logs into it and its seconds are logged as
-    [`TRAINING_SECONDS`][bert_kd.experiment.store.TRAINING_SECONDS]. A reused model's run is its own short run, tagged with a link to the
-    run that trained it (``info["trained_in_run_id"]``); ``info["mlflow_run_id"]`` is this job's run.
-    With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once per
-    store entry and tracking store: the run that trains the entry logs it before it releases the
-    key's lock ([`bert_kd.experiment.jobs.key_lock`][bert_kd.experiment.jobs.key_lock]), and a run that reuses the entry and finds no
-    finished LoggedModel of it (the training run's logging killed, another tracking store, or that
-    logging still under way) takes the lock and looks again before it logs one. Its id goes to
-    ``info["mlflow_model_id"]``. ``info["model_run_id"]`` is the run that stands for the stored model
-    in this tracking store, its LoggedModel's source run ([`model_run_id`][bert_kd.experiment.store.model_run_id]); a reuse run that is
-    that run (the training run is in another tracking store) first records what its job's training
-    would have, through ``job_run.describe_fn`` (the train split as its dataset, the comparable
-    columns), so the model it logs and the evaluation logged on it name their data. The entry gets its model card (``README.md``,
-    [`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]) when it is trained, or when a reused entry has none, before its
-    model is logged.
-    """
-    tracker = tracker_for(tracking)
-    name = job_run.name or f"{model_job.kind}:{model_job.spec.get('task')}"
-    with tracker.start_job(name, job_run.tags) as run:
-
-        def train(checkpoint_dir):
-            with timed(run, TRAINING_SECONDS):
-                return train_fn(checkpoint_dir, run=run)
-
-        def publish(outcome: jobs.JobOutcome) -> None:  # the key's lock held: logged before anyone reuses it
-            bundle = _describe(outcome, model_job, run)
-            if is_main_process():
-                write_card_quietly(outcome.path, tracker.run_link(run.run_id))
-            _log_model(tracker, run, tracking, bundle, outcome.path)
-
-        outcome = jobs.run_job(
-            model_job,
-            train,
-            write_bundle_files,
-            load_bundle,
-            recompute=recompute,
-            writer=is_main_process(),
-            provenance_fn=lambda bundle: {
-                "mlflow_run_id": bundle.info.get("mlflow_run_id"),
-                "git_commit": git_commit_label(),
-            },
-            publish_fn=publish,
-        )
-        if outcome.reused:
-            _reuse_entry(outcome, model_job, tracker, run, tracking, job_run.describe_fn)
-        else:  # described when published already; a rank other than 0 publishes nothing
-            _describe(outcome, model_job, run)
-    return outcome.value
-
-
-def _describe(outcome: jobs.JobOutcome, model_job: jobs.Job, run) -> ModelBundle:
-    """The bundle's ``info``: its key, store path, whether reused (then the run that trained it) and this job's run."""
-    bundle = outcome.value
-    bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
-    if outcome.reused:
-        bundle.info["trained_in_run_id"] = bundle.info.get("mlflow_run_id")
-    if run.enabled:
-        bundle.info["mlflow_run_id"] = run.run_id
-        bundle.info["model_run_id"] = bundle.info.get("trained_in_run_id") if outcome.reused else run.run_id
-    return bundle
-
-
 def model_run_id(info: Mapping) -> str | None:
     """The run that stands for a stored model in the tracking store a run logs to: the source run of
     its finished LoggedModel there (the run that trained it, or, when that run is in another
@@ -135,59 +40,3 @@ def model_run_id(info: Mapping) -> str | None:
     ``teacher_run_id`` and a model card's run link all name it; the run that trained it stays in the
     entry's manifest and, on a reuse run, in its ``bert_kd.trained_in_run_id`` tag."""
     return info.get("model_run_id") or info.get("trained_in_run_id") or info.get("mlflow_run_id")
-
-
-def _reuse_entry(
-    outcome: jobs.JobOutcome, model_job: jobs.Job, tracker, run, tracking: Tracking, describe_fn=None
-) -> None:
-    """A reused entry's run: linked to the run that trained it, and the entry's LoggedModel found
-    (or, when it has none in this tracking store, logged under the key's lock). When the run that
-    trained it is not in this tracking store, this run records what that run would have
-    (``describe_fn``) and stands for the model unless an earlier run logged it here
-    ([`model_run_id`][bert_kd.experiment.store.model_run_id])."""
-    bundle = _describe(outcome, model_job, run)
-    trained_in = bundle.info["trained_in_run_id"]
-    trained_here = tracker.mark_reused(run, trained_in)
-    if run.enabled and not trained_here:
-        bundle.info["model_run_id"] = run.run_id
-        if describe_fn is not None:
-            describe_fn(run, bundle)
-    model_id = tracker.logged_model(trained_in, model_job.key)
-    if model_id is None and tracking.log_models and run.enabled:
-        with jobs.key_lock(model_job):  # the run that trained it may be logging it right now: wait, then look again
-            model_id = tracker.logged_model(trained_in, model_job.key)
-            if model_id is None:
-                bundle.info["model_run_id"] = run.run_id
-                _write_missing_card(outcome, tracker, run.run_id)
-                _log_model(tracker, run, tracking, bundle, outcome.path)
-                return
-    if model_id is not None:
-        bundle.info["mlflow_model_id"] = model_id
-        bundle.info["model_run_id"] = tracker.model_run(model_id) or model_run_id(bundle.info)
-    _write_missing_card(outcome, tracker, model_run_id(bundle.info))
-
-
-def _write_missing_card(outcome: jobs.JobOutcome, tracker, run_id: str | None) -> None:
-    """The model card of a reused entry that has none (its link: the run that stands for the model)."""
-    if is_main_process() and not (Path(outcome.path) / CARD_FILE).is_file():
-        write_card_quietly(outcome.path, tracker.run_link(run_id))
-
-
-def _log_model(tracker, run, tracking: Tracking, bundle: ModelBundle, directory) -> None:
-    """With ``tracking.log_models``, the store entry ``directory`` as a LoggedModel of ``run``; its id in the ``info``."""
-    if not tracking.log_models:
-        return
-    regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
-    model_id = tracker.log_model(run, directory, bundle.info, bundle.info["key"], regression)
-    if model_id is not None:
-        bundle.info["mlflow_model_id"] = model_id
-
-
-def write_card_quietly(directory, run_link: str | None = None, **options) -> Path | None:
-    """Write the model card of a store entry; a card that cannot be written is one warning line,
-    never a failed job (the model is stored; ``bert-kd card`` writes it again)."""
-    try:
-        return write_model_card(directory, run_link=run_link, **options)
-    except Exception as exc:  # noqa: BLE001 - the card is derived; the stored model stands without it
-        log.warning("no model card for %s: %s (write it with `bert-kd card %s`)", directory, exc, directory)
-        return None

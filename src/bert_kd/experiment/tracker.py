@@ -1,6 +1,6 @@
 """How the job path reports what it does, without knowing MLflow (Kedro- and MLflow-free).
 
-A training job ([`bert_kd.experiment.store.run_model_job`][bert_kd.experiment.store.run_model_job]) opens one run for itself through a
+A training job ([`bert_kd.experiment.publishing.run_model_job`][bert_kd.experiment.publishing.run_model_job]) opens one run for itself through a
 [`JobTracker`][bert_kd.experiment.tracker.JobTracker], trains or reuses its model inside it, logs the stored model and ends the
 run when the job ends. The loop and the distillation body write to the [`JobRun`][bert_kd.experiment.tracker.JobRun] they are
 handed. With ``tracking.enabled: false`` the tracker is `NO_TRACKER` and nothing here

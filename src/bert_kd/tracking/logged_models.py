@@ -350,7 +350,7 @@ def register_best_student(
         client.set_registered_model_alias(name, each, version.version)
     store_path = student_info.get("store_path")
     if store_path and Path(store_path, "config.json").is_file():  # the entry's card names its registration
-        from bert_kd.experiment.store import write_card_quietly
+        from bert_kd.experiment.publishing import write_card_quietly
 
         write_card_quietly(
             store_path, run_link(run_id_of(student_info), client), registered=f"models:/{name}/{version.version}"

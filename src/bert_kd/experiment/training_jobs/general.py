@@ -39,8 +39,9 @@ from bert_kd.core.models import (
 from bert_kd.core.training import TrainingConfig, fit
 from bert_kd.core.training.distributed import broadcast_from_rank_zero
 from bert_kd.experiment import jobs
+from bert_kd.experiment.publishing import JobRunSpec, run_model_job
 from bert_kd.experiment.run_setup import RunSettings, collator_for, step_logger
-from bert_kd.experiment.store import STORE_ROOT, JobRunSpec, model_identity, run_model_job
+from bert_kd.experiment.store import STORE_ROOT, model_identity
 from bert_kd.experiment.store import job as store_job
 from bert_kd.experiment.tracker import is_main_process
 

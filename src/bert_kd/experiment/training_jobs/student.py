@@ -39,14 +39,15 @@ from bert_kd.core.training import fit, make_loader
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
 from bert_kd.experiment.parameters import explicit_weights
+from bert_kd.experiment.publishing import JobRunSpec, run_model_job
 from bert_kd.experiment.run_setup import (  # RunSettings: re-exported
     RunSettings,
     collator_for,
     step_logger,
     training_config,
 )
-from bert_kd.experiment.store import JobRunSpec, model_identity, run_model_job
 from bert_kd.experiment.store import job as store_job
+from bert_kd.experiment.store import model_identity
 from bert_kd.experiment.tracker import JobRun, tracker_for
 
 log = logging.getLogger(__name__)

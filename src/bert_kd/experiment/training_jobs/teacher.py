@@ -14,6 +14,7 @@ from bert_kd.core.training.precision import training_device
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.publishing import JobRunSpec, run_model_job
 from bert_kd.experiment.run_setup import (
     RunSettings,
     collator_for,
@@ -22,7 +23,7 @@ from bert_kd.experiment.run_setup import (
     teacher_seed,
     training_config,
 )
-from bert_kd.experiment.store import JobRunSpec, model_identity, run_model_job
+from bert_kd.experiment.store import model_identity
 from bert_kd.experiment.tracker import tracker_for
 
 

@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from bert_kd.experiment.training_jobs.student import build_student_model
+from bert_kd.pipelines import registration  # a module: registration reads this package's comparison helpers
 from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
@@ -20,7 +21,6 @@ from .nodes import (
     distill_student,
     layer_alignment_report,
     prepare_student_data,
-    registration_node,
 )
 
 #: The paper group (kedro-viz modular pipeline) of the ALP-KD comparison.
@@ -207,18 +207,23 @@ def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipe
         Pipeline(
             [
                 node(
-                    with_fixed(compare_methods, table=output_prefix),
+                    registration.gathering(with_fixed(compare_methods, table=output_prefix)),
                     inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
-                    outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
+                    outputs=[
+                        f"{output_prefix}_table",
+                        f"{output_prefix}_table_md",
+                        f"{output_prefix}_plot",
+                        f"{output_prefix}_evaluations",
+                    ],
                     name=f"compare_{output_prefix}",
                     tags=tags_for(paper, role="report"),
                 ),
                 node(  # the best student as a registered MLflow model version (not when every student ties)
-                    registration_node(output_prefix),
+                    registration.registration_node(output_prefix),
                     inputs=[
                         f"{output_prefix}_table",
                         "teacher_metrics",
-                        *[f"{block_name(paper, m)}.student_metrics" for m in methods],
+                        f"{output_prefix}_evaluations",
                         "run_settings",
                     ],
                     outputs=f"{output_prefix}_registered_model",

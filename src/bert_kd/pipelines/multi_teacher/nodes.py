@@ -38,11 +38,11 @@ from bert_kd.pipelines.distill.nodes import (
     cache_teacher_outputs,
     display_frame,
     majority_row,
-    register_best_student,
     sort_score,
     table_verdict,
     with_verdict,
 )
+from bert_kd.pipelines.registration import register_best_student
 
 log = logging.getLogger(__name__)
 
@@ -318,10 +318,10 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
     return table, markdown, figure
 
 
-def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], *students_and_settings) -> dict:
-    """[`register_best_student`][bert_kd.pipelines.distill.nodes.register_best_student] for Tables 2–3 (rows named
-    ``<method>[<teachers>]``; the best teacher is the reference); the last input is ``run_settings``."""
-    *students, settings = students_and_settings
+def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], students: list, settings) -> dict:
+    """[`register_best_student`][bert_kd.pipelines.registration.register_best_student] for Tables 2–3 (rows named
+    ``<method>[<teachers>]``; the best teacher is the reference); ``students``: the comparison's student
+    evaluations gathered into one input ([`gathering`][bert_kd.pipelines.registration.gathering])."""
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
     return register_best_student(
         table,

@@ -9,6 +9,7 @@ from kedro.pipeline import Pipeline, node, pipeline
 from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
 from bert_kd.pipelines.distill.pipeline import block_name, compare_group
+from bert_kd.pipelines.registration import gathering
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
 from .nodes import (
@@ -169,12 +170,13 @@ def comparison(configs) -> Pipeline:
         Pipeline(
             [
                 node(
-                    compare_multi_teacher,
+                    gathering(compare_multi_teacher),
                     ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
                     [
                         "distill_multi_teacher_baselines_table",
                         "distill_multi_teacher_baselines_table_md",
                         "distill_multi_teacher_baselines_plot",
+                        "distill_multi_teacher_baselines_evaluations",
                     ],
                     name="compare_multi_teacher",
                     tags=tags_for(PAPER, role="report"),
@@ -184,7 +186,7 @@ def comparison(configs) -> Pipeline:
                     [
                         "distill_multi_teacher_baselines_table",
                         "multi_teacher_metrics",
-                        *[f"{block_name(PAPER, c)}.student_metrics" for c in configs],
+                        "distill_multi_teacher_baselines_evaluations",
                         "run_settings",
                     ],
                     "distill_multi_teacher_baselines_registered_model",
