@@ -2,6 +2,8 @@
 
 import logging
 
+import pandas as pd  # a DataFrame's ``info`` is a method: no model bundle
+
 from kedro.pipeline import Pipeline, node
 
 from bert_kd.kedro_project.progress import JobProgressHook
@@ -104,7 +106,7 @@ def test_a_repeated_row_is_priced_as_reused_and_the_estimates_are_checked_at_the
         for each in pipeline.nodes:
             hook.before_node_run(each, {})
             now[0] += {"teacher": 60.0, "alp": 30.0, "pkd": 30.0, "alp_no": 0.5}.get(each.name, 1.0)
-            outputs = {"alp_start": Start(10, 3)} if each.name == "alp_start" else {}
+            outputs = {"alp_start": Start(10, 3)} if each.name == "alp_start" else {"table": pd.DataFrame()}
             hook.after_node_run(each, outputs)
     assert steps["alp"].work == 10 * 3  # the student start's parameters × its block's epochs
     messages = [r.getMessage() for r in caplog.records if r.name == "bert_kd.kedro_project.progress"]

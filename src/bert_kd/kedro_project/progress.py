@@ -62,6 +62,12 @@ def run_steps(pipeline, catalog, recompute: bool) -> list[Step]:
     return steps
 
 
+def _reused(value) -> bool:
+    """Whether ``value`` is a model bundle the store handed back (its ``info`` says so)."""
+    info = getattr(value, "info", None)
+    return isinstance(info, dict) and bool(info.get("reused"))
+
+
 def parameter_count(value) -> int | None:
     """The parameters of a model bundle's model (None for anything else)."""
     model = getattr(value, "model", None)
@@ -111,8 +117,7 @@ class JobProgressHook:
     def after_node_run(self, node, outputs) -> None:
         if self.progress is None or node.name not in self.progress.by_name:
             return
-        values = list((outputs or {}).values())
-        self.progress.end(node.name, reused=any(getattr(v, "info", {}).get("reused") for v in values))
+        self.progress.end(node.name, reused=any(_reused(value) for value in (outputs or {}).values()))
         for name, value in (outputs or {}).items():
             self._price_consumers(name, value)
         if node.name == self.progress.steps[-1].name:
