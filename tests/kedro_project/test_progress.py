@@ -3,7 +3,6 @@
 import logging
 
 import pandas as pd  # a DataFrame's ``info`` is a method: no model bundle
-
 from kedro.pipeline import Pipeline, node
 
 from bert_kd.kedro_project.progress import JobProgressHook
