@@ -15,6 +15,7 @@ quiet_dataset_io()
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
 from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
+from bert_kd.kedro_project.threads import ThreadsHook  # noqa: E402
 from bert_kd.sweeps.reproduce_pipeline.nodes import CliParamsHook  # noqa: E402
 from bert_kd.tracking import use_mlflow  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
@@ -36,6 +37,7 @@ HOOKS = (
     RunStatusHook(),
     CliParamsHook(),
     JobProgressHook(),
+    ThreadsHook(),
     ClosingSummaryHook(),
     BatchedParamsMlflowHook(),
 )
