@@ -7,7 +7,7 @@ import math
 from typing import Callable, Mapping
 
 from bert_kd.core.reports.markdown_tables import markdown_table
-from bert_kd.tracking.format import format_number, is_number, metric_key
+from bert_kd.tracking.format import format_number, is_number, metric_key, metric_value
 from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG, run_url
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def _numeric_items(row: Mapping) -> dict[str, float]:
         if isinstance(value, bool) or not is_number(value) or isinstance(value, str):
             continue
         if math.isfinite(float(value)):
-            out[metric_key(key)] = float(value)
+            out[metric_key(key)] = metric_value(value)
     return out
 
 
@@ -77,7 +77,7 @@ def log_comparison_to_parent(
         best = None
         tags["comparison.warning"] = warning
     if best is not None:
-        metrics[f"best/{metric_key(primary_metric)}"] = float(best[primary_metric])
+        metrics[f"best/{metric_key(primary_metric)}"] = metric_value(best[primary_metric])
         tags["best_method"] = label(best)
 
     import mlflow
