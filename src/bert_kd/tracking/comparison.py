@@ -13,6 +13,10 @@ from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG, run_url
 log = logging.getLogger(__name__)
 
 
+#: Metric of a comparison's parent run: its top student score, whatever the task's metric (a column of the runs view).
+BEST_SCORE = "best/score"
+
+
 def row_label(row: Mapping) -> str:
     """The name of a comparison row: its method (``okd[a+b]`` when it lists teachers); teacher rows
     of a multi-teacher table are named after the teacher."""
@@ -45,8 +49,9 @@ def log_comparison_to_parent(
     warning: str | None = None,
 ) -> dict[str, float]:
     """Put a comparison on the parent run: its table as the run's description, every numeric cell
-    as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the best student as tag
-    ``best_method`` and metric ``best/<primary_metric>``, and a link to the teacher's run.
+    as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the top score as metrics
+    ``best/<primary_metric>`` and [`BEST_SCORE`][bert_kd.tracking.comparison.BEST_SCORE] (a tie too), the best
+    student (not on a tie) as tag ``best_method``, and a link to the teacher's run.
 
     ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
     rows, ``"majority class"`` the floor, logged as ``majority/<column>``). With ``warning`` (every
@@ -73,11 +78,12 @@ def log_comparison_to_parent(
     scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
     best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
     tags = {"comparison.primary_metric": primary_metric}
+    if best is not None:  # the top score, named best/score too so the runs table's one column shows it
+        metrics[f"best/{metric_key(primary_metric)}"] = metrics[BEST_SCORE] = metric_value(best[primary_metric])
     if warning:  # every student ties (bert_kd.core.reports.verdict): no best student is named
         best = None
         tags["comparison.warning"] = warning
     if best is not None:
-        metrics[f"best/{metric_key(primary_metric)}"] = metric_value(best[primary_metric])
         tags["best_method"] = label(best)
 
     import mlflow
