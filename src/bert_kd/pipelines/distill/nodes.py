@@ -312,7 +312,7 @@ def register_best_student(
             name,
             extra_tags={
                 "bert_kd.metric": metric,
-                "bert_kd.score": format(float(best["score"]), ".6g"),
+                "bert_kd.score": significant(float(best["score"]), 4),
                 "bert_kd.table": table_name or "",
                 **verdict.tags(),
                 **({"bert_kd.decide": decide} if decide else {}),
