@@ -37,6 +37,21 @@ def _numeric_items(row: Mapping) -> dict[str, float]:
     return out
 
 
+def _best_student(students, primary_metric: str, warning: str | None, label, metrics: dict) -> tuple:
+    """(the best student row, None on a tie; the comparison's tags), the top score added to ``metrics``
+    as ``best/<primary_metric>`` and [`BEST_SCORE`][bert_kd.tracking.comparison.BEST_SCORE] (a tie too)."""
+    scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
+    best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
+    tags = {"comparison.primary_metric": primary_metric}
+    if best is not None:  # named best/score too, so the runs table's one column shows it
+        metrics[f"best/{metric_key(primary_metric)}"] = metrics[BEST_SCORE] = metric_value(best[primary_metric])
+    if warning:  # every student ties (bert_kd.core.reports.verdict): no best student is named
+        return None, {**tags, "comparison.warning": warning}
+    if best is not None:
+        tags["best_method"] = label(best)
+    return best, tags
+
+
 def log_comparison_to_parent(
     rows,
     primary_metric: str,
@@ -75,16 +90,7 @@ def log_comparison_to_parent(
         metrics.update({f"{prefix}/{k}": v for k, v in _numeric_items(row).items()})
     for row in students:
         metrics.update({f"compare/{metric_key(label(row))}/{k}": v for k, v in _numeric_items(row).items()})
-    scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
-    best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
-    tags = {"comparison.primary_metric": primary_metric}
-    if best is not None:  # the top score, named best/score too so the runs table's one column shows it
-        metrics[f"best/{metric_key(primary_metric)}"] = metrics[BEST_SCORE] = metric_value(best[primary_metric])
-    if warning:  # every student ties (bert_kd.core.reports.verdict): no best student is named
-        best = None
-        tags["comparison.warning"] = warning
-    if best is not None:
-        tags["best_method"] = label(best)
+    best, tags = _best_student(students, primary_metric, warning, label, metrics)
 
     import mlflow
     from mlflow.entities import Metric, RunTag
