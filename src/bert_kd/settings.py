@@ -16,6 +16,7 @@ quiet_dataset_io()
 from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
 from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
 from bert_kd.kedro_project.reproduce_run import ReproduceRunHook  # noqa: E402
+from bert_kd.kedro_project.threads import ThreadsHook  # noqa: E402
 from bert_kd.tracking import use_mlflow  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402
 from bert_kd.tracking.run_status import RunStatusHook  # noqa: E402
@@ -33,6 +34,7 @@ HOOKS = (
     RunStatusHook(),
     ReproduceRunHook(),
     JobProgressHook(),
+    ThreadsHook(),
     ClosingSummaryHook(),
 )
 

@@ -309,3 +309,15 @@ def test_the_offline_minilm_is_named_by_its_hub_id(tmp_path):
     facts = card_facts(entry)
     assert facts["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert "6,000 training rows" in write_model_card(entry).read_text()
+
+
+def test_the_cards_how_to_use_snippet_runs_on_the_pushed_folder(student_entry, tmp_path, capsys):
+    """The card's snippet, as a reader copies it, with ``<this repository>`` the pushed folder: it prints a label name."""
+    import re
+
+    folder = push_folder(student_entry, tmp_path / "push", run_link=None)
+    text = (folder / "README.md").read_text()
+    snippet = re.search(r"## How to use\n\n```python\n(.*?)```", text, re.S).group(1)
+    exec(snippet.replace("<this repository>", str(folder)), {})  # noqa: S102 - the card's own code, on its folder
+    printed = capsys.readouterr().out
+    assert "'label': 'entailment'" in printed or "'label': 'not_entailment'" in printed

@@ -1,18 +1,118 @@
-"""bert_kd.experiment.progress: the overall progress line of a run of several training jobs."""
+"""bert_kd.experiment.progress: the overall progress line of a run of several training jobs, priced
+per kind of job, and how far off it was (a fake clock: no test waits)."""
 
-from bert_kd.experiment.progress import JobProgress, duration_text
+import pytest
+
+from bert_kd.experiment.progress import (
+    REUSED_PRIOR_SECONDS,
+    EtaCheck,
+    JobProgress,
+    Step,
+    check_metrics,
+    check_table,
+    duration_text,
+)
 
 
-def test_the_time_left_comes_from_the_finished_jobs_of_each_kind():
-    progress = JobProgress(["teacher", "student", "student", "student"])
-    assert progress.line(load=0.5, cores=2) == "job 1 of 4, time left known after the first job"
-    progress.done("teacher", 120.0)
-    # no student measured yet: each pending student is taken at the mean of every finished job
-    assert progress.seconds_left() == 3 * 120.0
-    progress.done("student", 30.0)
-    assert progress.seconds_left() == 2 * 30.0
-    assert progress.line(load=3.14, cores=2) == "job 3 of 4, ~60 s left, machine busy: load 3.1 on 2 cores"
-    assert progress.line(load=1.0, cores=2) == "job 3 of 4, ~60 s left"
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_step(progress: JobProgress, clock: Clock, name: str, seconds: float, reused: bool = False) -> None:
+    if progress.by_name[name].job:
+        progress.announce(name, load=0.0, cores=2)
+    progress.begin(name)
+    clock.now += seconds
+    progress.end(name, reused=reused)
+
+
+def comparison_steps() -> list[Step]:
+    """A teacher, its cache, three students (the third the same job as the first), the evaluation tail."""
+    return [
+        Step("teacher", "teacher", job=True),
+        Step("evaluate_teacher", "evaluate_model"),
+        Step("cache", "teacher_cache", job=True),
+        Step("a.distill", "student", job=True),
+        Step("b.distill", "student", job=True),
+        Step("c.distill", "student", job=True, repeats="a.distill"),
+        Step("a.evaluate", "evaluate_model"),
+        Step("b.evaluate", "evaluate_model"),
+        Step("c.evaluate", "evaluate_model"),
+        Step("compare", "compare_methods"),
+    ]
+
+
+def test_each_kind_is_priced_from_its_own_jobs_and_a_repeated_job_as_reused():
+    clock = Clock()
+    progress = JobProgress(comparison_steps(), clock=clock)
+    assert progress.line(load=0.5, cores=2) == "job 1 of 5, time left known after the first job"
+    progress.set_work("teacher", 22.0 * 3)  # parameters (M) × epochs
+    progress.set_work("cache", 22.0 / 3)
+    progress.set_work("a.distill", 15.0 * 3)
+    progress.set_work("b.distill", 15.0 * 3)
+    run_step(progress, clock, "teacher", 66.0)
+    run_step(progress, clock, "evaluate_teacher", 2.0)
+    # the cache and the students not measured: priced by their work at the teacher's 1 s per unit;
+    # the repeated student as a reused job; each evaluation at the teacher's; the comparison at the nodes' mean
+    expected = 22 / 3 + 2 * 45 + REUSED_PRIOR_SECONDS + 3 * 2.0 + 2.0
+    assert progress.seconds_left() == pytest.approx(expected)
+    run_step(progress, clock, "cache", 5.0)
+    run_step(progress, clock, "a.distill", 30.0)
+    assert progress.seconds_left() == pytest.approx(30.0 + REUSED_PRIOR_SECONDS + 3 * 2.0 + 2.0)
+    assert progress.line(load=3.14, cores=2) == "job 4 of 5, ~39 s left, machine busy: load 3.1 on 2 cores"
+    assert progress.line(load=1.0, cores=2) == "job 4 of 5, ~39 s left"
+
+
+def test_a_kind_reused_from_the_store_is_priced_at_its_share_of_reuses():
+    clock = Clock()
+    steps = [Step("teacher", "teacher", job=True)] + [Step(f"s{i}", "student", job=True) for i in range(4)]
+    progress = JobProgress(steps, clock=clock)
+    run_step(progress, clock, "teacher", 0.5, reused=True)
+    # nothing trained yet: every job at the reused jobs' mean, not at a trained teacher's time
+    assert progress.seconds_left() == pytest.approx(4 * 0.5)
+    run_step(progress, clock, "s0", 0.3, reused=True)
+    run_step(progress, clock, "s1", 40.0)
+    # students: one reused (0.4 s mean over the reused jobs), one trained (40 s): half and half
+    assert progress.seconds_left() == pytest.approx(2 * (0.5 * 0.4 + 0.5 * 40.0))
+
+
+def test_the_estimates_are_checked_against_the_time_actually_left():
+    clock = Clock()
+    progress = JobProgress(comparison_steps(), clock=clock)
+    for name, seconds in [
+        ("teacher", 60.0),
+        ("evaluate_teacher", 2.0),
+        ("cache", 4.0),
+        ("a.distill", 30.0),
+        ("b.distill", 30.0),
+        ("c.distill", 0.5),
+    ]:
+        run_step(progress, clock, name, seconds)
+    for name in ("a.evaluate", "b.evaluate", "c.evaluate", "compare"):
+        run_step(progress, clock, name, 1.0)
+    checks = progress.checks()
+    assert [c.job for c in checks] == [1, 2, 3, 4, 5]
+    assert checks[0].estimate is None and checks[0].actual == pytest.approx(130.5)
+    last = checks[-1]  # before the repeated student: its reuse and the tail, 0.5 + 4 s actually left
+    assert last.actual == pytest.approx(4.5)
+    assert last.estimate == pytest.approx(REUSED_PRIOR_SECONDS + 3 * 2.0 + 2.0)
+    table = check_table(checks)
+    assert "| 1 | teacher | none yet | 130 s |  |" in table
+    assert "| 5 | c.distill | 9 s | 4 s | +100% |" in table
+    metrics = check_metrics(checks)
+    assert metrics["eta/lines"] == 4
+    assert metrics["eta/max_abs_error"] == pytest.approx(max(abs(c.error) for c in checks[1:]))
+
+
+def test_an_error_is_signed_against_the_time_left():
+    assert EtaCheck(1, "x", 0.0, 130.0, 100.0).error == pytest.approx(0.3)
+    assert EtaCheck(1, "x", 0.0, 70.0, 100.0).error == pytest.approx(-0.3)
+    assert EtaCheck(1, "x", 0.0, None, 100.0).error is None
+    assert check_metrics([EtaCheck(1, "x", 0.0, None, 100.0)]) == {}
 
 
 def test_durations_read_as_seconds_minutes_or_hours():

@@ -2,6 +2,7 @@
 
 import logging
 
+import pandas as pd  # a DataFrame's ``info`` is a method: no model bundle
 from kedro.pipeline import Pipeline, node
 
 from bert_kd.kedro_project.progress import JobProgressHook
@@ -35,10 +36,80 @@ def test_each_training_job_is_announced_with_the_jobs_left_and_report_nodes_are_
         for each in pipeline.nodes:
             hook.before_node_run(each, {})
             hook.after_node_run(each, {})
-    lines = [r.getMessage() for r in caplog.records if r.name == "bert_kd.kedro_project.progress"]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress: job")]
     assert len(lines) == 3  # the teacher and two students; the comparison is no job
     assert lines[0] == "progress: job 1 of 3, time left known after the first job, machine busy: load 5.0 on 2 cores"
     assert lines[2].startswith("progress: job 3 of 3, ~1 s left, machine busy: load 5.0 on 2 cores")
     single = JobProgressHook()
     single.before_pipeline_run({}, Pipeline([pipeline.nodes[0]]), None)
     assert single.progress is None  # one job: Kedro's own progress says it all
+
+
+class Start:
+    """A student start as the hook sees it: a model and its block's epochs."""
+
+    def __init__(self, width: int, epochs: int) -> None:
+        import torch
+
+        self.model = torch.nn.Linear(width, 1, bias=False)
+        self.params = {"training": {"epochs": epochs}}
+
+
+def build_student(teacher, row):
+    return teacher
+
+
+def test_a_repeated_row_is_priced_as_reused_and_the_estimates_are_checked_at_the_end(caplog, monkeypatch):
+    from kedro.io import DataCatalog, MemoryDataset
+
+    import bert_kd.kedro_project.progress as progress_hook
+
+    alp = {"method": "alp", "mapping": "all"}
+    catalog = DataCatalog(
+        {
+            "params:alp": MemoryDataset(alp),
+            "params:alp_no": MemoryDataset(dict(alp)),  # the parameter check handed it alp's recipe
+            "params:pkd": MemoryDataset({"method": "pkd"}),
+            "parameters": MemoryDataset({"teacher": {"training": {"epochs": 2}}}),
+        }
+    )
+    pipeline = Pipeline(
+        [
+            node(train_teacher, "data", "teacher", name="teacher"),
+            node(build_student, ["teacher", "params:alp"], "alp_start", name="alp_start"),
+            node(distill_student, ["alp_start", "params:alp"], "alp", name="alp"),
+            node(build_student, ["teacher", "params:alp_no"], "alp_no_start", name="alp_no_start"),
+            node(distill_student, ["alp_no_start", "params:alp_no"], "alp_no", name="alp_no"),
+            node(distill_student, ["teacher", "params:pkd"], "pkd", name="pkd"),
+            node(compare_methods, ["alp", "alp_no", "pkd"], "table", name="compare"),
+        ]
+    )
+    reported = {}
+
+    class Reporter:
+        def log_metrics(self, metrics):
+            reported.update(metrics)
+
+        def log_files(self, texts, figures):
+            reported.update(texts)
+
+    monkeypatch.setattr(progress_hook, "kedro_run", Reporter)
+    monkeypatch.setattr("bert_kd.experiment.progress.machine_load", lambda: (0.0, 2))
+    now = [0.0]
+    hook = JobProgressHook(clock=lambda: now[0])
+    hook.before_pipeline_run({}, pipeline, catalog)
+    steps = hook.progress.by_name
+    assert [each.name for each in pipeline.nodes if each.name in ("alp", "alp_no")] == ["alp", "alp_no"]
+    assert steps["alp_no"].repeats == "alp" and steps["pkd"].repeats is None and steps["alp"].repeats is None
+    with caplog.at_level(logging.INFO, logger="bert_kd.kedro_project.progress"):
+        for each in pipeline.nodes:
+            hook.before_node_run(each, {})
+            now[0] += {"teacher": 60.0, "alp": 30.0, "pkd": 30.0, "alp_no": 0.5}.get(each.name, 1.0)
+            outputs = {"alp_start": Start(10, 3)} if each.name == "alp_start" else {"table": pd.DataFrame()}
+            hook.after_node_run(each, outputs)
+    assert steps["alp"].work == 10 * 3  # the student start's parameters × its block's epochs
+    messages = [r.getMessage() for r in caplog.records if r.name == "bert_kd.kedro_project.progress"]
+    assert "the estimates against the time actually left" in messages[-1]
+    assert "| 1 | teacher | none yet | 124 s |  |" in messages[-1]
+    assert "| 4 | alp_no | 2 s | 2 s | +33% |" in messages[-1]  # reused (1 s) + the comparison (1 s): 1.5 s left
+    assert set(reported) == {"eta/max_abs_error", "eta/mean_abs_error", "eta/lines", "eta_check.md"}

@@ -107,7 +107,7 @@ def test_two_kedro_runs_at_once_report_their_own_models(tmp_path, tiny_teacher_d
     for report in first:
         run = runs.loc[report["info"]["mlflow_run_id"]]
         assert run["params.key"] == report["info"]["key"]  # the run that trained this very model
-        assert run["metrics.final/score"] == pytest.approx(report["score"])
+        assert run["metrics.final/score"] == pytest.approx(report["score"], rel=5e-4)  # 4 significant digits
     assert {runs.loc[r["info"]["mlflow_run_id"], "params.training.learning_rate"] for r in first} == {
         "0.0001",
         "0.0003",

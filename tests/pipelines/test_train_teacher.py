@@ -29,6 +29,7 @@ def test_train_teacher_writes_model_metrics_and_mlflow_run(run_pipeline_training
     assert len(teacher_runs) == 1
     run = teacher_runs.iloc[0]
     assert run["params.task"] == "rte"
+    assert run["params.method"] == run["tags.method"] == "teacher"  # every run fills the compare view's method axis
     assert run["params.teacher.max_seq_length"] == "32"
     assert 0.0 <= run["metrics.final/validation/accuracy"] <= 1.0
     assert run["metrics.train/loss"] > 0

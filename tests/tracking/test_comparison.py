@@ -57,6 +57,7 @@ def test_sweep_parent_name_and_multi_teacher_rows():
         "teacher/b/accuracy": 0.7,
         "compare/okd_a_b/accuracy": 0.75,
         "best/accuracy": 0.75,
+        "best/score": 0.75,
     }
     with pytest.raises(ValueError, match="primary_metric 'f1'"):
         log_comparison_to_parent(rows, "f1")
@@ -69,7 +70,7 @@ def test_long_comparison_is_truncated_to_mlflow_tag_limit(store):
     with mlflow.start_run() as run:
         log_comparison_to_parent(rows, "accuracy")
     logged = store.client.get_run(run.info.run_id).data
-    assert len(logged.metrics) == 1201
+    assert len(logged.metrics) == 1202  # 600 rows × 2, best/accuracy, best/score
     note = logged.tags["mlflow.note.content"]
     assert len(note) <= 8000 and note.endswith("(truncated: the full table is in the run's artifacts)\n")
 
@@ -86,7 +87,8 @@ def test_a_tied_comparison_names_no_best_student_and_logs_the_floor(store):
     with mlflow.start_run() as parent:
         metrics = log_comparison_to_parent(rows, "accuracy", warning="every student ties with the majority class")
     run = store.client.get_run(parent.info.run_id)
-    assert "best_method" not in run.data.tags and "best/accuracy" not in metrics
+    assert "best_method" not in run.data.tags  # a tie names no best student, but the parent carries the top score
+    assert metrics["best/accuracy"] == metrics["best/score"] == run.data.metrics["best/score"] == 0.527
     assert metrics["majority/accuracy"] == 0.527 and "compare/majority_class/accuracy" not in metrics
     assert run.data.tags["comparison.warning"] == "every student ties with the majority class"
     note = run.data.tags["mlflow.note.content"]

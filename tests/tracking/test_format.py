@@ -60,3 +60,15 @@ def test_metric_keys_are_valid_mlflow_names():
     assert metric_key("% of teacher") == "pct_of_teacher"
     assert metric_key("throughput (ex/s)") == "throughput_ex_s"
     assert metric_key("okd[a+b]") == "okd_a_b"
+
+
+def test_scores_are_recorded_to_four_significant_digits_and_counts_exactly():
+    from bert_kd.tracking.format import metric_value
+
+    assert [metric_value(v) for v in (0.780963, 0.0421349, 96.4285, 15_617_282, 0.99996)] == [
+        0.781,
+        0.04213,
+        96.43,
+        15_617_282,
+        1.0,
+    ]

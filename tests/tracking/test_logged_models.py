@@ -127,13 +127,15 @@ def test_the_best_student_is_registered_with_its_lineage_and_loads_back(store, s
     info = {"mlflow_run_id": run_id, "task": "rte", "method": "alp", "key": "abc123", "store_path": str(stored_student)}
     version = tracking_models.register_best_student(info, {"mlflow_run_id": teacher.info.run_id}, "bert_kd-rte-student")
     tags = store.get_model_version("bert_kd-rte-student", version.version).tags
-    assert tags["bert_kd.teacher_run_id"] == teacher.info.run_id
+    assert set(tags) <= set(tracking_models.VERSION_TAGS)  # what identifies the model, no more
     assert tags["bert_kd.teacher_run"].endswith(f"/runs/{teacher.info.run_id}?workflowType=machine_learning")
     assert tags["bert_kd.student_run"].endswith(f"/runs/{run_id}?workflowType=machine_learning")
-    assert tags["bert_kd.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
-    assert (tags["bert_kd.data_digest"], tags["bert_kd.store_key"]) == ("d1g3st", "abc123")
-    assert tags["bert_kd.store_entry"] == "student/abc123"
-    assert not [v for v in tags.values() if str(stored_student.parent) in v]  # no path of this machine
+    assert tags["bert_kd.store_key"] == "abc123"
+    lineage = store.get_run(run_id).data.tags  # the rest of the lineage: on the student's run
+    assert lineage["bert_kd.teacher_run_id"] == teacher.info.run_id
+    assert lineage["bert_kd.recipe"] == "ce 0.3 + kd 0.5 + layer 0.2, T=5"
+    assert (lineage["bert_kd.data_digest"], lineage["bert_kd.store_entry"]) == ("d1g3st", "student/abc123")
+    assert not [v for v in [*tags.values(), *lineage.values()] if str(stored_student.parent) in v]  # no path here
     assert store.get_model_version_by_alias("bert_kd-rte-student", "champion").version == version.version
     assert store.get_registered_model("bert_kd-rte-student").tags["bert_kd.task"] == "rte"
     assert version.source == f"models:/{model_id}"

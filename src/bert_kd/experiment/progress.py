@@ -1,20 +1,38 @@
-"""An overall progress line for a run of several training jobs (Kedro-free).
+"""An overall progress line for a run of several training jobs, and how far off it was (Kedro-free).
 
 ``kedro run`` counts nodes ("k of 57 tasks"); what takes the time is the training jobs (a teacher,
-each student). [`JobProgress`][bert_kd.experiment.progress.JobProgress] counts those and estimates the time left from the jobs already
-done: each pending job takes the mean time of the finished jobs of its kind (a teacher, a student)
-or, for a kind not yet measured, of every finished job. A reused job lasts a fraction of a second,
-so a run that reuses many estimates low until it meets a job that trains. The line says when the
-machine is busy (load average above the cores): then every estimate is the busy machine's.
+its output cache, each student). [`JobProgress`][bert_kd.experiment.progress.JobProgress] knows every
+step of the run in run order and estimates the time left as the sum of a price for each step not
+finished yet:
+
+- a job is priced from the jobs of its own kind measured so far in this run: the mean of those that
+  trained, and of those reused from the store, mixed in the share in which this kind was reused;
+- a job that repeats an earlier job of the run (the same job under another row's name) is priced as
+  a reused one: the store hands it the first job's result;
+- a kind not measured yet is priced from its work (parameters × epochs) at the seconds per unit of
+  work of the jobs trained so far (a student from the teacher it is distilled from), else at the mean
+  of every trained job;
+- every other step (evaluations, figures, the comparison: the evaluation tail) is priced at the mean
+  of its function's steps measured so far, else at the mean of every such step.
+
+So no estimate exists before the first job finishes. Each progress line is kept with the time it
+was shown ([`EtaCheck`][bert_kd.experiment.progress.EtaCheck]); at the end of the run
+[`JobProgress.checks`][bert_kd.experiment.progress.JobProgress.checks] sets each estimate against the
+time that was actually left. The line says when the machine is busy (load average above the cores):
+then every estimate is the busy machine's.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
+
+#: The price of a reused job before any was measured: loading a stored model took 0.2–0.5 s on the 2-core machine.
+REUSED_PRIOR_SECONDS = 1.0
 
 
 def duration_text(seconds: float) -> str:
@@ -27,40 +45,148 @@ def duration_text(seconds: float) -> str:
 
 
 @dataclass
-class JobProgress:
-    """The jobs of one run, by kind in run order, and the seconds of those finished."""
+class Step:
+    """One step of the run: a training job (``job``: its kind) or another node (``kind``: its function).
+    ``repeats``: the earlier job this one is the same job as; ``work``: parameters × epochs, once known."""
 
-    kinds: Sequence[str]
-    finished: list[tuple[str, float]] = field(default_factory=list)
+    name: str
+    kind: str
+    job: bool = False
+    repeats: str | None = None
+    work: float | None = None
+    seconds: float | None = None
+    reused: bool = False
+
+
+@dataclass(frozen=True)
+class EtaCheck:
+    """One progress line: the job it announced, the estimate it showed and, at the end, the time actually left."""
+
+    job: int
+    name: str
+    shown_at: float
+    estimate: float | None
+    actual: float | None = None
+
+    @property
+    def error(self) -> float | None:
+        """(estimate − actual) / actual: +0.3 is 30% too long, −0.3 30% too short."""
+        if self.estimate is None or not self.actual:
+            return None
+        return (self.estimate - self.actual) / self.actual
+
+
+@dataclass
+class JobProgress:
+    """The steps of one run in run order, their measured seconds and the progress lines shown."""
+
+    steps: Sequence[Step]
+    clock: Callable[[], float] = time.monotonic
+    shown: list[EtaCheck] = field(default_factory=list)
+    began: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.steps = list(self.steps)
+        self.by_name = {step.name: step for step in self.steps}
+        self.jobs = [step.name for step in self.steps if step.job]
 
     @property
     def total(self) -> int:
-        return len(self.kinds)
+        return len(self.jobs)
 
-    def done(self, kind: str, seconds: float) -> None:
-        """Record one finished job of ``kind`` and the seconds it took."""
-        self.finished.append((kind, float(seconds)))
+    def begin(self, name: str) -> None:
+        """``name`` starts now."""
+        self.began[name] = self.clock()
+
+    def end(self, name: str, reused: bool = False) -> None:
+        """``name`` ended now (``reused``: the job's result came from the store)."""
+        step = self.by_name[name]
+        step.seconds = self.clock() - self.began.pop(name, self.clock())
+        step.reused = bool(reused)
+
+    def set_work(self, name: str, work: float | None) -> None:
+        """``name``'s work (parameters × epochs), for pricing a job kind not measured yet."""
+        if name in self.by_name and work:
+            self.by_name[name].work = float(work)
+
+    def _done(self, job: bool) -> list[Step]:
+        return [s for s in self.steps if s.seconds is not None and s.job == job]
+
+    def job_price(self, step: Step) -> float | None:
+        """The estimated seconds of the job ``step`` (None when nothing is measured yet)."""
+        done = self._done(job=True)
+        reused = [s.seconds for s in done if s.reused]
+        reuse_price = fmean(reused) if reused else REUSED_PRIOR_SECONDS
+        if step.repeats is not None:
+            return reuse_price
+        trained = [s for s in done if not s.reused]
+        own = [s for s in done if s.kind == step.kind and s.repeats is None]
+        if own:
+            own_trained = [s.seconds for s in own if not s.reused]
+            share = sum(s.reused for s in own) / len(own)
+            trained_price = fmean(own_trained) if own_trained else 0.0
+            return share * reuse_price + (1 - share) * trained_price
+        rates = [s.seconds / s.work for s in trained if s.work]
+        if rates and step.work:
+            return fmean(rates) * step.work
+        if trained:
+            return fmean(s.seconds for s in trained)
+        return reuse_price if done else None
+
+    def node_price(self, step: Step) -> float:
+        """The estimated seconds of a step that is no job: its function's mean so far, else every such step's."""
+        done = self._done(job=False)
+        own = [s.seconds for s in done if s.kind == step.kind]
+        every = [s.seconds for s in done]
+        return fmean(own) if own else (fmean(every) if every else 0.0)
 
     def seconds_left(self) -> float | None:
-        """The estimated seconds of the jobs not finished yet (None before any job finished)."""
-        if not self.finished:
+        """The estimated seconds of the steps not finished yet (None before any job finished)."""
+        if not self._done(job=True):
             return None
-        overall = fmean(seconds for _, seconds in self.finished)
-        by_kind: dict[str, list[float]] = {}
-        for kind, seconds in self.finished:
-            by_kind.setdefault(kind, []).append(seconds)
-        pending = list(self.kinds[len(self.finished) :])
-        return sum(fmean(by_kind[kind]) if kind in by_kind else overall for kind in pending)
+        pending = [s for s in self.steps if s.seconds is None]
+        return sum((self.job_price(s) or 0.0) if s.job else self.node_price(s) for s in pending)
 
     def line(self, load: float | None = None, cores: int | None = None) -> str:
         """``job 3 of 9, ~4 min left, machine busy: load 3.1 on 2 cores`` for the next job to run
         (``load``/``cores``: default this machine's now)."""
         if load is None and cores is None:
             load, cores = machine_load()
-        parts = [f"job {min(len(self.finished) + 1, self.total)} of {self.total}"]
+        number = min(len(self._done(job=True)) + 1, self.total)
+        parts = [f"job {number} of {self.total}"]
         left = self.seconds_left()
         parts.append(f"{duration_text(left)} left" if left is not None else "time left known after the first job")
         busy = busy_note(load, cores)
         if busy:
             parts.append(busy)
         return ", ".join(parts)
+
+    def announce(self, name: str, load: float | None = None, cores: int | None = None) -> str:
+        """The progress line before job ``name``, kept for [`checks`][bert_kd.experiment.progress.JobProgress.checks]."""
+        text = self.line(load, cores)
+        number = self.jobs.index(name) + 1 if name in self.jobs else len(self.shown) + 1
+        self.shown.append(EtaCheck(number, name, self.clock(), self.seconds_left()))
+        return text
+
+    def checks(self) -> list[EtaCheck]:
+        """Every progress line shown, with the time actually left from it to now (the end of the run)."""
+        now = self.clock()
+        return [EtaCheck(c.job, c.name, c.shown_at, c.estimate, now - c.shown_at) for c in self.shown]
+
+
+def check_table(checks: Sequence[EtaCheck]) -> str:
+    """The estimates against the time actually left, as a Markdown table."""
+    rows = ["| job | step | estimated left | actually left | off by |", "|---|---|---|---|---|"]
+    for c in checks:
+        estimate = f"{c.estimate:.0f} s" if c.estimate is not None else "none yet"
+        off = f"{c.error:+.0%}" if c.error is not None else ""
+        rows.append(f"| {c.job} | {c.name} | {estimate} | {c.actual or 0:.0f} s | {off} |")
+    return "\n".join(rows)
+
+
+def check_metrics(checks: Sequence[EtaCheck]) -> dict[str, float]:
+    """``eta/max_abs_error`` and ``eta/mean_abs_error`` (fractions of the time actually left) over the lines with an estimate."""
+    errors = [abs(c.error) for c in checks if c.error is not None]
+    if not errors:
+        return {}
+    return {"eta/max_abs_error": max(errors), "eta/mean_abs_error": fmean(errors), "eta/lines": float(len(errors))}

@@ -307,6 +307,9 @@ class KedroRunReporter(Protocol):
     def log_evaluation(self, evaluation: Mapping) -> None:
         """An evaluated model's flat metrics, ``evaluation.json`` and the ``evaluated_model`` tag."""
 
+    def log_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Metrics on the run (how far off the run's progress estimates were: ``eta/…``)."""
+
     def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:
         """The reproduce pipeline's tables: ``note`` as the description, each (method, task) mean as
         ``compare/<method>/<task>``, each file under ``reproduce/``."""
@@ -331,6 +334,9 @@ class NoKedroRun:
         pass
 
     def log_evaluation(self, evaluation: Mapping) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, float]) -> None:
         pass
 
     def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:

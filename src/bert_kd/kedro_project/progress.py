@@ -1,25 +1,32 @@
 """The ``kedro run`` hook that prints [`JobProgress`][bert_kd.experiment.progress.JobProgress]'s line
 before each training job of a pipeline with several (``job 3 of 9, ~4 min left, machine busy:
-load 3.1 on 2 cores``)."""
+load 3.1 on 2 cores``) and, when the last node has run, how far off each line's estimate was."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from typing import Callable
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.experiment.progress import JobProgress
+from bert_kd.experiment.progress import JobProgress, Step, check_metrics, check_table
+from bert_kd.experiment.tracker import kedro_run
 
 log = logging.getLogger(__name__)
 
 #: Node functions that run one training job (a model trained or reused through the job path), by kind.
 JOB_FUNCTIONS = {
     "train_teacher": "teacher",
+    "cache_teacher_outputs": "teacher_cache",
     "train_ted_filters": "filters",
     "distill_student": "student",
     "distill_multi_teacher": "student",
 }
+#: A teacher-output cache is one forward pass over the train rows: a third of one training epoch's
+#: forward and backward passes, in the work units (parameters × epochs) a job kind not yet measured is priced by.
+FORWARD_PASS_WORK = 1 / 3
 
 
 def job_kind(node) -> str | None:
@@ -27,28 +34,131 @@ def job_kind(node) -> str | None:
     return JOB_FUNCTIONS.get(getattr(node.func, "__name__", ""))
 
 
-class JobProgressHook:
-    """Counts a pipeline's training jobs; before each (from the second on, or the first when the
-    pipeline has several) logs the overall progress line with the time left estimated from the jobs done."""
+def _function(node) -> str:
+    return getattr(node.func, "__name__", node.name)
 
-    def __init__(self) -> None:
+
+def _signature(node, catalog) -> str | None:
+    """A job node's function and ``params:`` inputs: two job nodes that agree run the same job (the
+    parameter check hands a row that repeats another that row's recipe). None where a value cannot be read."""
+    try:
+        values = {name: catalog.load(name) for name in node.inputs if name.startswith("params:")}
+        return json.dumps([_function(node), list(values.values())], sort_keys=True, default=str)
+    except Exception:  # noqa: BLE001 - an unreadable value: the job is priced as one of its kind
+        return None
+
+
+def run_steps(pipeline, catalog, recompute: bool) -> list[Step]:
+    """Every node of ``pipeline`` in run order as a [`Step`][bert_kd.experiment.progress.Step]; a job
+    that repeats an earlier one is marked so (not under ``runtime.recompute``, which trains it again)."""
+    steps, first = [], {}
+    for node in pipeline.nodes:  # Kedro's sequential run order
+        kind = job_kind(node)
+        repeats = None
+        if kind and not recompute and (signature := _signature(node, catalog)) is not None:
+            repeats = first.setdefault(signature, node.name)
+            repeats = None if repeats == node.name else repeats
+        steps.append(Step(node.name, kind or _function(node), job=kind is not None, repeats=repeats))
+    return steps
+
+
+def _reused(value) -> bool:
+    """Whether ``value`` is a model bundle the store handed back (its ``info`` says so)."""
+    info = getattr(value, "info", None)
+    return isinstance(info, dict) and bool(info.get("reused"))
+
+
+def parameter_count(value) -> int | None:
+    """The parameters of a model bundle's model (None for anything else)."""
+    model = getattr(value, "model", None)
+    parameters = getattr(model, "parameters", None)
+    return sum(p.numel() for p in parameters()) if callable(parameters) else None
+
+
+def _epochs(block) -> float:
+    training = getattr(block, "training", None)
+    if training is None and isinstance(block, dict):
+        training = block.get("training")
+    epochs = getattr(training, "epochs", None) if not isinstance(training, dict) else training.get("epochs")
+    return float(epochs or 1)
+
+
+class JobProgressHook:
+    """Counts a pipeline's training jobs; before each logs the overall progress line with the time
+    left estimated from the steps done; after the last node logs each line's estimate against the
+    time that was actually left (and reports it on the ``kedro run``'s run)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.progress: JobProgress | None = None
-        self.started: dict[str, float] = {}
+        self.pipeline = None
+        self.teacher_epochs = 1.0
 
     @hook_impl
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        kinds = [kind for node in pipeline.nodes if (kind := job_kind(node))]  # Kedro's run order
-        self.progress = JobProgress(kinds) if len(kinds) > 1 else None
-        self.started = {}
+        self.pipeline = pipeline
+        if sum(1 for node in pipeline.nodes if job_kind(node)) < 2:
+            self.progress = None  # one job: Kedro's own progress says it all
+            return
+        parameters = _parameters(catalog)
+        recompute = bool((parameters.get("runtime") or {}).get("recompute"))
+        self.teacher_epochs = _epochs(parameters.get("teacher") or {})
+        self.progress = JobProgress(run_steps(pipeline, catalog, recompute), clock=self.clock)
 
     @hook_impl
     def before_node_run(self, node, inputs) -> None:
-        if self.progress is not None and job_kind(node):
-            log.info("progress: %s", self.progress.line())
-            self.started[node.name] = time.perf_counter()
+        if self.progress is None:
+            return
+        if job_kind(node):
+            log.info("progress: %s", self.progress.announce(node.name))
+        self.progress.begin(node.name)
 
     @hook_impl
     def after_node_run(self, node, outputs) -> None:
-        began = self.started.pop(node.name, None)
-        if self.progress is not None and began is not None:
-            self.progress.done(job_kind(node), time.perf_counter() - began)
+        if self.progress is None or node.name not in self.progress.by_name:
+            return
+        self.progress.end(node.name, reused=any(_reused(value) for value in (outputs or {}).values()))
+        for name, value in (outputs or {}).items():
+            self._price_consumers(name, value)
+        if node.name == self.progress.steps[-1].name:
+            self._report()
+
+    def _price_consumers(self, dataset: str, value) -> None:
+        """The work of the jobs that read ``dataset`` when it is a model: a student start's (its
+        parameters × its epochs) for the job that trains it, a teacher's forward pass for its cache."""
+        count = parameter_count(value)
+        if count is None:
+            return
+        for consumer in self.pipeline.nodes:
+            kind = job_kind(consumer)
+            if dataset not in consumer.inputs or kind is None:
+                continue
+            if kind == "teacher_cache":
+                self.progress.set_work(consumer.name, count * FORWARD_PASS_WORK)
+            elif getattr(value, "params", None) is not None:  # a student start: its block's epochs
+                self.progress.set_work(consumer.name, count * _epochs(value.params))
+        for producer in self.pipeline.nodes:
+            if dataset in producer.outputs and job_kind(producer) == "teacher":
+                self.progress.set_work(producer.name, count * self.teacher_epochs)
+
+    def _report(self) -> None:
+        checks = self.progress.checks()
+        if not any(c.estimate is not None for c in checks):
+            return
+        table = check_table(checks)
+        metrics = check_metrics(checks)
+        log.info(
+            "progress: the estimates against the time actually left (worst %+.0f%%):\n%s",
+            100 * max((c.error for c in checks if c.error is not None), key=abs),
+            table,
+        )
+        reporter = kedro_run()
+        reporter.log_metrics(metrics)
+        reporter.log_files({"eta_check.md": table + "\n"}, {})
+
+
+def _parameters(catalog) -> dict:
+    try:
+        return dict(catalog.load("parameters") or {})
+    except Exception:  # noqa: BLE001 - a catalog without the parameters: defaults
+        return {}

@@ -10,7 +10,7 @@ from functools import update_wrapper
 
 import pandas as pd
 
-from bert_kd.core.reports.markdown_tables import markdown_table
+from bert_kd.core.reports.markdown_tables import markdown_table, significant
 from bert_kd.core.reports.verdict import MAJORITY_METHOD, TIE, Verdict, deciding_command, tied_alias
 from bert_kd.experiment.run_setup import RunSettings, run_command
 from bert_kd.experiment.tracker import (
@@ -81,7 +81,7 @@ def register_best_student(
             name,
             extra_tags={
                 "bert_kd.metric": metric,
-                "bert_kd.score": format(float(best["score"]), ".6g"),
+                "bert_kd.score": significant(float(best["score"]), 4),
                 "bert_kd.table": table_name or "",
                 **verdict.tags(),
                 **({"bert_kd.decide": decide} if decide else {}),

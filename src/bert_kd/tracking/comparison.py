@@ -7,10 +7,14 @@ import math
 from typing import Callable, Mapping
 
 from bert_kd.core.reports.markdown_tables import markdown_table
-from bert_kd.tracking.format import format_number, is_number, metric_key
+from bert_kd.tracking.format import format_number, is_number, metric_key, metric_value
 from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG, run_url
 
 log = logging.getLogger(__name__)
+
+
+#: Metric of a comparison's parent run: its top student score, whatever the task's metric (a column of the runs view).
+BEST_SCORE = "best/score"
 
 
 def row_label(row: Mapping) -> str:
@@ -29,8 +33,23 @@ def _numeric_items(row: Mapping) -> dict[str, float]:
         if isinstance(value, bool) or not is_number(value) or isinstance(value, str):
             continue
         if math.isfinite(float(value)):
-            out[metric_key(key)] = float(value)
+            out[metric_key(key)] = metric_value(value)
     return out
+
+
+def _best_student(students, primary_metric: str, warning: str | None, label, metrics: dict) -> tuple:
+    """(the best student row, None on a tie; the comparison's tags), the top score added to ``metrics``
+    as ``best/<primary_metric>`` and [`BEST_SCORE`][bert_kd.tracking.comparison.BEST_SCORE] (a tie too)."""
+    scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
+    best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
+    tags = {"comparison.primary_metric": primary_metric}
+    if best is not None:  # named best/score too, so the runs table's one column shows it
+        metrics[f"best/{metric_key(primary_metric)}"] = metrics[BEST_SCORE] = metric_value(best[primary_metric])
+    if warning:  # every student ties (bert_kd.core.reports.verdict): no best student is named
+        return None, {**tags, "comparison.warning": warning}
+    if best is not None:
+        tags["best_method"] = label(best)
+    return best, tags
 
 
 def log_comparison_to_parent(
@@ -45,8 +64,9 @@ def log_comparison_to_parent(
     warning: str | None = None,
 ) -> dict[str, float]:
     """Put a comparison on the parent run: its table as the run's description, every numeric cell
-    as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the best student as tag
-    ``best_method`` and metric ``best/<primary_metric>``, and a link to the teacher's run.
+    as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the top score as metrics
+    ``best/<primary_metric>`` and [`BEST_SCORE`][bert_kd.tracking.comparison.BEST_SCORE] (a tie too), the best
+    student (not on a tie) as tag ``best_method``, and a link to the teacher's run.
 
     ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
     rows, ``"majority class"`` the floor, logged as ``majority/<column>``). With ``warning`` (every
@@ -70,15 +90,7 @@ def log_comparison_to_parent(
         metrics.update({f"{prefix}/{k}": v for k, v in _numeric_items(row).items()})
     for row in students:
         metrics.update({f"compare/{metric_key(label(row))}/{k}": v for k, v in _numeric_items(row).items()})
-    scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
-    best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
-    tags = {"comparison.primary_metric": primary_metric}
-    if warning:  # every student ties (bert_kd.core.reports.verdict): no best student is named
-        best = None
-        tags["comparison.warning"] = warning
-    if best is not None:
-        metrics[f"best/{metric_key(primary_metric)}"] = float(best[primary_metric])
-        tags["best_method"] = label(best)
+    best, tags = _best_student(students, primary_metric, warning, label, metrics)
 
     import mlflow
     from mlflow.entities import Metric, RunTag

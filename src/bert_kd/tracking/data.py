@@ -86,11 +86,13 @@ def log_training_job(
         params["temperature"] = getattr(method, "temperature", None)
         params.update(weight_params(method))
         mapping = mapping if mapping is not None else getattr(method, "mapping", None)
+    elif name:
+        params["method"] = name  # a fine-tuning job: its kind (teacher, …), so every run fills the column
     if mapping is not None and is_layer_map(mapping):
         params["layer_map"] = layer_map_string(mapping)
     run.log_params(params)
     tags = {"task": task, "seed": str(seed)}
-    if method is not None:
+    if "method" in params:
         tags["method"] = params["method"]
     if model_parameters is not None:
         tags.update(size_tags({"parameters": model_parameters}))

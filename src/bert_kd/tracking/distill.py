@@ -51,7 +51,7 @@ def log_job_columns(
         dataset_digest=job.spec.get("data"),
         n_train=n_train,
         model_parameters=count_parameters(model),
-        name=name,
+        name=name if name or method is not None else job.kind,  # a fine-tuning job: method = its kind
     )
 
 

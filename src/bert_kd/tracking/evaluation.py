@@ -12,6 +12,7 @@ import numpy as np
 from bert_kd.config.schema import Block, Tracking
 from bert_kd.core.reports.verdict import noise_tolerance
 from bert_kd.experiment.tracker import tracker_for
+from bert_kd.tracking.format import metric_value
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +24,14 @@ NOISE_BAND = "final/noise_band"
 
 def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
     """``{"final/validation/accuracy": …, "final/parameters": …, "final/noise_band": …,
-    "time/evaluation_seconds": …}`` for MLflow."""
+    "time/evaluation_seconds": …}`` for MLflow, the scores to four significant digits ([`metric_value`][bert_kd.tracking.format.metric_value])."""
     flat = {}
     for split, metrics in evaluation["metrics"].items():
         for name, value in metrics.items():
             if value is not None and np.isfinite(value):
-                flat[f"final/{split}/{name}"] = value
+                flat[f"final/{split}/{name}"] = metric_value(value)
     for key in ("score", "parameters", "encoder_parameters", "size_on_disk_bytes", "throughput_examples_per_s"):
-        flat[f"final/{key}"] = evaluation[key]
+        flat[f"final/{key}"] = evaluation[key] if evaluation[key] is None else metric_value(evaluation[key])
     if evaluation.get("evaluation_seconds") is not None:
         flat[EVALUATION_SECONDS] = evaluation["evaluation_seconds"]
     if evaluation.get("score_examples"):  # ± of one dev-set run: scores closer than this are one score

@@ -60,6 +60,13 @@ class MlflowKedroRun:
         mlflow.log_dict(dict(evaluation), "evaluation.json")
         mlflow.set_tag("evaluated_model", evaluation["model"])
 
+    def log_metrics(self, metrics: Mapping[str, float]) -> None:
+        if not _active() or not metrics:
+            return
+        import mlflow
+
+        mlflow.log_metrics({key: float(value) for key, value in metrics.items()})
+
     def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:
         if not _active():
             return

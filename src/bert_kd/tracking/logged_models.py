@@ -299,6 +299,37 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
     return {k: str(v) for k, v in tags.items() if v not in (None, "")}
 
 
+#: The tags a registered version keeps: what identifies the model (task, method, its score and the
+#: verdict that chose it, its store key, its run and its teacher's). The rest of its lineage (recipe,
+#: data digest, store entry, run ids, teacher key, table) goes on the student's run
+#: ([`tag_student_run`][bert_kd.tracking.logged_models.tag_student_run]), which the version links.
+VERSION_TAGS = (
+    "bert_kd.task",
+    "bert_kd.method",
+    "bert_kd.metric",
+    "bert_kd.score",
+    "bert_kd.verdict",
+    "bert_kd.tied",
+    "bert_kd.decide",
+    "bert_kd.store_key",
+    "bert_kd.student_run",
+    "bert_kd.teacher_run",
+)
+
+
+def tag_student_run(run_id: str | None, tags: Mapping[str, str], client) -> None:
+    """``tags`` on the student's run ``run_id`` (nothing when it is in another tracking store)."""
+    from mlflow.entities import RunTag
+    from mlflow.exceptions import MlflowException
+
+    if not run_id or not tags:
+        return
+    try:
+        client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
+    except MlflowException as exc:
+        log.debug("the student's run %s is not in this tracking store (%s): its lineage tags stay off it", run_id, exc)
+
+
 def register_best_student(
     student_info: Mapping,
     teacher_info: Mapping | None,
@@ -309,8 +340,9 @@ def register_best_student(
     description: str | None = None,
     alias: str | Sequence[str] | None = CHAMPION_ALIAS,
 ):
-    """Register the student's LoggedModel as a new version of ``name`` with its lineage tags (on the
-    version; ``bert_kd.task`` on the registered model too), ``description`` (the comparison) and
+    """Register the student's LoggedModel as a new version of ``name`` with the tags that identify it
+    ([`VERSION_TAGS`][bert_kd.tracking.logged_models.VERSION_TAGS]; ``bert_kd.task`` on the registered
+    model too; the rest of its lineage on the student's run), ``description`` (the comparison) and
     ``alias`` (default ``champion``: ``models:/<name>@champion`` is the version a comparison chose
     last). A student whose model was never logged (``tracking.log_models: false``, another
     tracking store) is logged first, into the active run. Returns the ModelVersion."""
@@ -340,7 +372,9 @@ def register_best_student(
             name=logged_model_name(student_info),
             tags={"role": "student", "store_key": student_info.get("key", "")},
         )
-    tags = {**lineage_tags(student_info, teacher_info, client), **(extra_tags or {})}
+    lineage = {**lineage_tags(student_info, teacher_info, client), **(extra_tags or {})}
+    tags = {key: value for key, value in lineage.items() if key in VERSION_TAGS}
+    tag_student_run(run_id_of(student_info), {k: v for k, v in lineage.items() if k not in VERSION_TAGS}, client)
     version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
     if "bert_kd.task" in tags:
         client.set_registered_model_tag(name, "bert_kd.task", tags["bert_kd.task"])

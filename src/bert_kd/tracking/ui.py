@@ -62,6 +62,7 @@ COMPARE_VIEW_COLUMNS = (
     "params.`max_train_samples`",
     "attributes.`Dataset`",
     "tags.`parameters_M`",
+    "metrics.`best/score`",
     "tags.`best_method`",
     "tags.`comparison.verdict`",
 )

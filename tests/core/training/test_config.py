@@ -82,7 +82,7 @@ def test_every_field_comes_from_the_schema_or_is_a_run_setting():
     run_settings = set(inspect.signature(TrainingConfig.from_schema).parameters) - {"training", "runtime", "where"}
     assert {f.name for f in fields(TrainingConfig)} == (
         set(Training.model_fields) | set(Runtime.model_fields) | run_settings
-    ) - {"recompute"}
+    ) - {"recompute", "threads"}  # run-level: the job path's reuse, the process's torch threads
 
 
 def test_schema_fields_default_to_the_schemas_defaults():

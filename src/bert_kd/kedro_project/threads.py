@@ -1,0 +1,39 @@
+"""The ``kedro run`` hook that chooses torch's thread count at start from the cores actually free
+([`thread_choice`][bert_kd.core.machine.thread_choice]) and says so in one log line."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from kedro.framework.hooks import hook_impl
+
+from bert_kd.core.machine import machine_load, thread_choice
+
+log = logging.getLogger(__name__)
+
+
+def processes_per_machine() -> int:
+    """The processes of this job on this machine (``torchrun``'s ``LOCAL_WORLD_SIZE``, else 1): they share its cores."""
+    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return max(1, int(value)) if value.isdigit() else 1
+
+
+class ThreadsHook:
+    """Before the pipeline runs: ``runtime.threads``, else ``OMP_NUM_THREADS``, else the free cores
+    (this process's share of them under ``torchrun``) become torch's threads."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        import torch
+
+        try:
+            runtime = dict(catalog.load("parameters").get("runtime") or {})
+        except Exception:  # noqa: BLE001 - a catalog without the parameters: the machine decides
+            runtime = {}
+        load, cores = machine_load()
+        share = max(1, cores // processes_per_machine())
+        threads, line = thread_choice(runtime.get("threads"), os.environ, load, share)
+        if threads and threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        log.info(line)
