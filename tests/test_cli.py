@@ -228,6 +228,7 @@ CASES = [
         "runtime.compile=reduce-overhead",
         ("runtime.compile", "replays CUDA graphs and needs a CUDA GPU", "use true (inductor)"),
     ),
+    Case("compile_blank", "runtime.compile=", ("runtime.compile is blank", "use true (inductor), false, auto")),
     Case(
         "compile_unknown_backend",
         "runtime.compile=nosuch",
@@ -266,6 +267,9 @@ CASES = [
         )[1],
     ),
     Case("unknown_pipeline", pipeline="distill_alpp", expect=("'distill_alpp'", "--pipelines", "did you mean")),
+    Case("unknown_node", args=("--nodes", "nosuchnode"), expect=("--nodes", "['nosuchnode']")),
+    Case("tags_matching_nothing", args=("--tags", "nosuchtag"), expect=("--tags", "no nodes after applying")),
+    Case("unknown_runner", args=("--runner", "NoSuchRunner"), expect=("--runner 'NoSuchRunner'", "ThreadRunner")),
     Case(
         "env_invalid_yaml",
         args=("--env", "broken"),
