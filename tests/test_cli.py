@@ -267,9 +267,6 @@ CASES = [
         )[1],
     ),
     Case("unknown_pipeline", pipeline="distill_alpp", expect=("'distill_alpp'", "--pipelines", "did you mean")),
-    Case("unknown_node", args=("--nodes", "nosuchnode"), expect=("--nodes", "['nosuchnode']")),
-    Case("tags_matching_nothing", args=("--tags", "nosuchtag"), expect=("--tags", "no nodes after applying")),
-    Case("unknown_runner", args=("--runner", "NoSuchRunner"), expect=("--runner 'NoSuchRunner'", "ThreadRunner")),
     Case(
         "env_invalid_yaml",
         args=("--env", "broken"),
@@ -765,6 +762,47 @@ def test_bad_input_gives_one_block(case, project, tmp_path, monkeypatch):
     assert not [p for p in models if not (case.trains and p.is_relative_to(locks) and p.stat().st_size == 0)], models
     if not case.node_may_run:
         assert not _files_under(project / "data"), "a node ran before the parameters were checked"
+
+
+def _selection_failure(selection: dict):
+    from kedro.pipeline import node, pipeline
+
+    def identity(x):
+        return x
+
+    try:
+        pipeline([node(identity, "a", "b", name="only", tags=["t"])]).filter(**selection)
+    except ValueError as exc:
+        return exc
+    raise AssertionError("kedro kept a node")
+
+
+@pytest.mark.parametrize(
+    "selection, expect",
+    [
+        ({"node_names": ["nosuchnode"]}, ("--nodes", "['nosuchnode']")),
+        ({"tags": ["nosuchtag"]}, ("--tags", "no nodes after applying")),
+    ],
+    ids=["unknown_node", "tags_matching_nothing"],
+)
+def test_a_node_selection_that_keeps_nothing_is_one_block(selection, expect, monkeypatch, tmp_path):
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    result = _failing_run(monkeypatch, _selection_failure(selection))
+    assert result.exit_code == 2 and result.stderr.count("bert-kd: ") == 1, result.output
+    assert "Traceback" not in result.output and all(text in result.stderr for text in expect), result.stderr
+
+
+def test_an_unknown_runner_is_one_block_before_the_run(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from bert_kd import cli as cli_module
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.setattr(cli_module.kedro_run, "callback", lambda **_: pytest.fail("the run started"))
+    result = CliRunner().invoke(cli_module.cli, ["run", "--runner", "NoSuchRunner"])
+    assert result.exit_code == 2 and result.stderr.count("bert-kd: ") == 1, result.output
+    assert "--runner 'NoSuchRunner'" in result.stderr and "ThreadRunner" in result.stderr
+    assert cli_module.runner_error("ThreadRunner") is None
 
 
 def test_debug_variable_prints_the_traceback(project, tmp_path, monkeypatch):
