@@ -851,6 +851,18 @@ def test_a_full_disk_mid_run_is_one_block_naming_the_file(monkeypatch, tmp_path)
     assert str(target) in result.stderr and "disk is full" in result.stderr and "free space" in result.stderr
 
 
+def test_a_full_disk_names_the_disk_of_the_file_not_the_projects():
+    """A store on its own mount: the block's fix names that mount (``/proc`` stands in for it here), not the disk of
+    the folder the writer was given."""
+    import errno
+
+    from bert_kd.config.errors import storage_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/proc/no-such-store/entry/model.safetensors")
+    error = storage_error(full, Path.cwd())
+    assert "disk mounted at /proc," in error.fix and "df -h /proc;" in error.fix, error.fix
+
+
 def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, tmp_path):
     import errno
 
@@ -858,7 +870,7 @@ def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, t
     monkeypatch.chdir(tmp_path)
     result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
     assert result.exit_code == 2 and "Traceback" not in result.stderr
-    assert f"df -h {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
+    assert f"which holds {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
 
 
 def test_a_postgres_storage_without_its_driver_names_the_extra(project, tmp_path, monkeypatch):
@@ -1036,6 +1048,30 @@ def test_push_dry_run_writes_the_folder_transformers_loads_and_a_busy_folder_is_
     assert ModelCard.load(target / "README.md").data.eval_results
     again = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
     assert again.exit_code == 2 and "is not empty" in again.output and "Traceback" not in again.output
+
+
+def test_a_full_disk_during_push_is_one_block_and_leaves_no_half_written_folder(tmp_path, monkeypatch):
+    import errno
+
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+    from bert_kd.experiment import hub
+
+    entry, target = _student_entry(tmp_path / "store"), tmp_path / "to-push"
+    copy, copied = hub.shutil.copy2, []
+
+    def fill_up(source, destination):
+        if copied:
+            raise OSError(errno.ENOSPC, "No space left on device", str(destination))
+        copied.append(copy(source, destination))
+
+    monkeypatch.setattr(hub.shutil, "copy2", fill_up)
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    result = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "disk is full" in result.stderr and result.stderr.count("bert-kd: ") == 1, result.stderr
+    assert copied and not target.exists()
 
 
 def test_card_and_push_of_a_folder_that_is_no_model_and_an_offline_push_exit_2(tmp_path, monkeypatch):
