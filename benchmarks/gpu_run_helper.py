@@ -233,9 +233,18 @@ class SiteError(Exception):
     """A site tarball ``unpack-site`` refuses: the reason and what to do (printed on the terminal, exit 2)."""
 
 
-#: Modules Python imports by itself at start-up from any folder on the path: a tarball carrying one would run
-#: its code in every Python gpu_run.sh starts.
-START_UP_MODULES = ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize")
+#: Modules Python imports by itself at start-up from any folder on the path: a tarball carrying one (as a ``.py``,
+#: a package folder, a ``.pyc`` beside it or in ``__pycache__``, or an extension ``.so``) would run its code in
+#: every Python gpu_run.sh starts.
+START_UP_MODULES = ("sitecustomize", "usercustomize")
+
+
+def start_up_module(member: str) -> bool:
+    """Whether a tarball member is (part of) a module Python imports at start-up, in any of its forms."""
+    parts = [part for part in member.split("/") if part not in ("", ".")]
+    if parts[:1] == ["__pycache__"]:
+        parts = parts[1:]
+    return bool(parts) and parts[0].split(".")[0] in START_UP_MODULES
 
 
 def check_site_tarball(tarball: Path) -> None:
@@ -264,7 +273,7 @@ def unpack_site(tarball: Path, site: Path) -> None:
     check_site_tarball(tarball)
     try:
         with tarfile.open(tarball) as tar:
-            startup = [m.name for m in tar.getmembers() if m.name.lstrip("./") in START_UP_MODULES]
+            startup = [m.name for m in tar.getmembers() if start_up_module(m.name)]
             if startup:
                 raise SiteError(
                     f"{tarball} carries {startup[0]}, which Python would run at the start of every process; "

@@ -180,11 +180,6 @@ CASES = [
         "multi_teacher_configs.rl_kd.state_features=[teacher_mood]",
         ("multi_teacher_configs.rl_kd.state_features", "teacher_mood"),
     ),
-    Case(
-        "blank_compile",
-        "runtime.compile=",
-        ("runtime.compile: Input should be a valid boolean or a valid string; given None",),
-    ),
     Case("bad_filter_arch", "ted.filters.arch=conv", ("ted.filters.arch", "'conv'")),
     Case("negative_ted_weight", "ted_methods.ted.weights.ted=-1", ("ted_methods.ted.weights.ted",)),
     Case("teacher_index", "multi_student.init_from_teacher=5", ("multi_student.init_from_teacher=5",)),
@@ -243,6 +238,7 @@ CASES = [
         "runtime.compile=reduce-overhead",
         ("runtime.compile", "replays CUDA graphs and needs a CUDA GPU", "use true (inductor)"),
     ),
+    Case("compile_blank", "runtime.compile=", ("runtime.compile is blank", "use true (inductor), false, auto")),
     Case(
         "compile_unknown_backend",
         "runtime.compile=nosuch",
@@ -778,6 +774,47 @@ def test_bad_input_gives_one_block(case, project, tmp_path, monkeypatch):
         assert not _files_under(project / "data"), "a node ran before the parameters were checked"
 
 
+def _selection_failure(selection: dict):
+    from kedro.pipeline import node, pipeline
+
+    def identity(x):
+        return x
+
+    try:
+        pipeline([node(identity, "a", "b", name="only", tags=["t"])]).filter(**selection)
+    except ValueError as exc:
+        return exc
+    raise AssertionError("kedro kept a node")
+
+
+@pytest.mark.parametrize(
+    "selection, expect",
+    [
+        ({"node_names": ["nosuchnode"]}, ("--nodes", "['nosuchnode']")),
+        ({"tags": ["nosuchtag"]}, ("--tags", "no nodes after applying")),
+    ],
+    ids=["unknown_node", "tags_matching_nothing"],
+)
+def test_a_node_selection_that_keeps_nothing_is_one_block(selection, expect, monkeypatch, tmp_path):
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    result = _failing_run(monkeypatch, _selection_failure(selection))
+    assert result.exit_code == 2 and result.stderr.count("bert-kd: ") == 1, result.output
+    assert "Traceback" not in result.output and all(text in result.stderr for text in expect), result.stderr
+
+
+def test_an_unknown_runner_is_one_block_before_the_run(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from bert_kd import cli as cli_module
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.setattr(cli_module.kedro_run, "callback", lambda **_: pytest.fail("the run started"))
+    result = CliRunner().invoke(cli_module.cli, ["run", "--runner", "NoSuchRunner"])
+    assert result.exit_code == 2 and result.stderr.count("bert-kd: ") == 1, result.output
+    assert "--runner 'NoSuchRunner'" in result.stderr and "ThreadRunner" in result.stderr
+    assert cli_module.runner_error("ThreadRunner") is None
+
+
 def test_debug_variable_prints_the_traceback(project, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
@@ -824,6 +861,18 @@ def test_a_full_disk_mid_run_is_one_block_naming_the_file(monkeypatch, tmp_path)
     assert str(target) in result.stderr and "disk is full" in result.stderr and "free space" in result.stderr
 
 
+def test_a_full_disk_names_the_disk_of_the_file_not_the_projects():
+    """A store on its own mount: the block's fix names that mount (``/proc`` stands in for it here), not the disk of
+    the folder the writer was given."""
+    import errno
+
+    from bert_kd.config.errors import storage_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/proc/no-such-store/entry/model.safetensors")
+    error = storage_error(full, Path.cwd())
+    assert "disk mounted at /proc," in error.fix and "df -h /proc;" in error.fix, error.fix
+
+
 def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, tmp_path):
     import errno
 
@@ -831,7 +880,7 @@ def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, t
     monkeypatch.chdir(tmp_path)
     result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
     assert result.exit_code == 2 and "Traceback" not in result.stderr
-    assert f"df -h {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
+    assert f"which holds {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
 
 
 def test_a_postgres_storage_without_its_driver_names_the_extra(project, tmp_path, monkeypatch):
@@ -1011,6 +1060,30 @@ def test_push_dry_run_writes_the_folder_transformers_loads_and_a_busy_folder_is_
     assert again.exit_code == 2 and "is not empty" in again.output and "Traceback" not in again.output
 
 
+def test_a_full_disk_during_push_is_one_block_and_leaves_no_half_written_folder(tmp_path, monkeypatch):
+    import errno
+
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+    from bert_kd.experiment import hub
+
+    entry, target = _student_entry(tmp_path / "store"), tmp_path / "to-push"
+    copy, copied = hub.shutil.copy2, []
+
+    def fill_up(source, destination):
+        if copied:
+            raise OSError(errno.ENOSPC, "No space left on device", str(destination))
+        copied.append(copy(source, destination))
+
+    monkeypatch.setattr(hub.shutil, "copy2", fill_up)
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    result = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "disk is full" in result.stderr and result.stderr.count("bert-kd: ") == 1, result.stderr
+    assert copied and not target.exists()
+
+
 def test_card_and_push_of_a_folder_that_is_no_model_and_an_offline_push_exit_2(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
@@ -1042,32 +1115,3 @@ def test_card_of_an_mlflow_uri_whose_model_is_not_in_this_store_is_written_to_th
     written = tmp_path / "data/08_reporting/model_cards" / entry.name / "README.md"
     assert f"model card: {written.relative_to(tmp_path)}" in result.output
     assert ModelCard.load(written).data.eval_results[0].dataset_config == "rte"
-
-
-@pytest.mark.parametrize(
-    "error, options, expect",
-    [
-        (ValueError("Pipeline does not contain nodes named ['nope']."), {}, ("--nodes", "['nope']")),
-        (
-            ValueError("Pipeline contains no nodes after applying all provided filters. Please ensure …"),
-            {"tags": ("nothing_here",)},
-            ("--tags", "nothing_here"),
-        ),
-        (
-            AttributeError("module 'kedro.runner' has no attribute 'NoSuchRunner'"),
-            {"runner": "NoSuchRunner"},
-            ("--runner", "SequentialRunner"),
-        ),
-    ],
-)
-def test_a_node_selection_or_runner_kedro_refuses_is_one_block(error, options, expect):
-    from bert_kd.cli import node_selection_error
-
-    try:
-        raise RuntimeError("kedro run failed") from error
-    except RuntimeError as raised:
-        found = node_selection_error(raised, options)
-    assert found is not None
-    block = found.block()
-    assert all(text in block for text in expect), block
-    assert node_selection_error(ValueError("something else"), {"runner": "SequentialRunner"}) is None

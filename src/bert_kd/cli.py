@@ -75,43 +75,41 @@ def unknown_pipeline_error(exc: BaseException) -> UserError | None:
     return None
 
 
-#: Kedro's runners, by the name ``--runner`` takes.
-RUNNERS = ("SequentialRunner", "ParallelRunner", "ThreadRunner")
+#: Kedro's ValueErrors for a node selection that selects nothing, and the option each comes from.
+_SELECTION_ERRORS = (
+    ("Pipeline does not contain nodes named", "--nodes", "name nodes of the pipeline (`kedro registry describe`)"),
+    ("Pipeline does not contain nodes with the following namespaces", "--namespaces", "name a namespace it has"),
+    (
+        "Pipeline contains no nodes after applying all provided filters",
+        "--tags / --nodes / --from-nodes / --to-nodes / --from-inputs / --to-outputs",
+        "give a selection that keeps at least one node (the tags of a node: `kedro registry describe`)",
+    ),
+)
 
 
-def node_selection_error(exc: BaseException, options: dict) -> UserError | None:
-    """Kedro's errors for a node selection that finds nothing (``--nodes`` unknown, ``--tags`` or other filters
-    matching no node) and for an unknown ``--runner``, as one block; None for other errors."""
-    import re
-
+def node_selection_error(exc: BaseException) -> UserError | None:
+    """Kedro's traceback for ``--nodes``/``--tags``/``--namespaces`` that select nothing as one block (Kedro's
+    own sentence and suggestions kept); None for other errors."""
     for error in _chain(exc):
-        text = str(error)
-        unknown = re.match(r"Pipeline does not contain nodes named (\[.*?\])", text)
-        if isinstance(error, ValueError) and unknown:
-            return UserError(
-                f"the pipeline has no node named {unknown.group(1)}",
-                "--nodes",
-                "name nodes of the pipeline run (`kedro registry describe <pipeline>` lists them)",
-            )
-        if isinstance(error, ValueError) and text.startswith("Pipeline contains no nodes after applying"):
-            given = {
-                k: v
-                for k, v in options.items()
-                if k in ("tags", "node_names", "from_nodes", "to_nodes", "from_inputs", "to_outputs", "namespaces")
-                and v
-            }
-            return UserError(
-                f"no node of the pipeline matches the selection {given or ''}".rstrip(),
-                "--tags / --nodes / --from-nodes / --to-nodes / --from-inputs / --to-outputs",
-                "check the names against the pipeline's (`kedro registry describe <pipeline>`; kedro-viz shows the tags)",
-            )
-    runner = str(options.get("runner") or "")
-    named = runner.split(".")[-1]
-    if runner and any(isinstance(e, (AttributeError, ImportError)) and named in str(e) for e in _chain(exc)):
+        for start, where, fix in _SELECTION_ERRORS:
+            if isinstance(error, ValueError) and str(error).startswith(start):
+                return UserError(str(error).split(" Please ensure")[0], where, fix)
+    return None
+
+
+def runner_error(runner: str | None) -> UserError | None:
+    """The block for a ``--runner`` Kedro cannot load (it raised a traceback); None for a loadable one."""
+    if not runner:
+        return None
+    from kedro.utils import load_obj
+
+    try:
+        load_obj(runner, "kedro.runner")
+    except (ImportError, AttributeError, ValueError) as exc:  # the UserError is raised, chained to exc
         return UserError(
-            f"there is no runner {runner!r}",
+            f"--runner {runner!r} cannot be loaded ({exc})",
             "--runner",
-            f"name one of Kedro's runners ({', '.join(RUNNERS)}) or a runner class's full import path",
+            "name one of SequentialRunner, ParallelRunner, ThreadRunner, or a class as package.module.Class",
         )
     return None
 
@@ -127,13 +125,13 @@ def _chain(exc: BaseException | None):
 def run_guarded(**options):
     """Kedro's ``run`` callback; a [`UserError`][bert_kd.config.errors.UserError] becomes one block and exit status 2."""
     try:
+        refused = runner_error(options.get("runner"))
+        if refused is not None:
+            raise refused
         return kedro_run.callback(**options)
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is a user error
         error = (
-            find_user_error(exc)
-            or environment_error(exc)
-            or unknown_pipeline_error(exc)
-            or node_selection_error(exc, options)
+            find_user_error(exc) or environment_error(exc) or unknown_pipeline_error(exc) or node_selection_error(exc)
         )
         if error is None:
             raise

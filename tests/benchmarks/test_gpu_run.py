@@ -115,6 +115,16 @@ def test_unpack_site_refuses_a_tarball_it_cannot_vouch_for(tmp_path):
         "no checksum": (lambda: _tarball(tmp_path, {"pkg/a.py": b""}, checksum=False), "site.tar.xz.sha256 is missing"),
         "climbing": (lambda: _tarball(tmp_path, {"../../evil.py": b"x"}), "outside"),
         "start-up code": (lambda: _tarball(tmp_path, {"sitecustomize.py": b"print(1)"}), "carries sitecustomize.py"),
+        "start-up package": (lambda: _tarball(tmp_path, {"sitecustomize/__init__.py": b""}), "carries sitecustomize/"),
+        "start-up bytecode": (lambda: _tarball(tmp_path, {"usercustomize.pyc": b""}), "carries usercustomize.pyc"),
+        "cached bytecode": (
+            lambda: _tarball(tmp_path, {"__pycache__/sitecustomize.cpython-312.pyc": b""}),
+            "carries __pycache__/sitecustomize",
+        ),
+        "start-up extension": (
+            lambda: _tarball(tmp_path, {"sitecustomize.cpython-312-x86_64-linux-gnu.so": b""}),
+            "carries sitecustomize.cpython",
+        ),
     }
     for name, (make, reason) in cases.items():
         with pytest.raises(helper.SiteError, match=reason):

@@ -372,3 +372,20 @@ def test_a_logged_model_is_stored_once_its_files_hard_links_to_the_store_entry(s
 
     shutil.rmtree(stored_student)  # the logged model stands on its own
     assert logged.stat().st_size > 0 and logged.stat().st_nlink == 1
+
+
+def test_a_file_shared_with_the_store_is_read_only(tmp_path, monkeypatch):
+    """A LoggedModel's file is the store entry's file (one inode): an edit in place through the logged model
+    would condemn the entry and retrain it, so the shared file carries no write bit."""
+    import stat
+
+    entry, artifacts = tmp_path / "store" / "abc123", tmp_path / "artifacts"
+    entry.mkdir(parents=True)
+    (entry / "model.safetensors").write_bytes(b"weights")
+    (artifacts / "data" / entry.name).mkdir(parents=True)
+    (artifacts / "data" / entry.name / "model.safetensors").write_bytes(b"weights")
+    monkeypatch.setattr(tracking_models, "_local_artifacts", lambda model_id, client=None: artifacts)
+    assert tracking_models.share_with_store(entry, "m-1") == len(b"weights")
+    logged = artifacts / "data" / entry.name / "model.safetensors"
+    assert logged.stat().st_ino == (entry / "model.safetensors").stat().st_ino
+    assert not logged.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)

@@ -12,6 +12,7 @@ import math
 import os
 import re
 from contextvars import ContextVar
+from pathlib import Path
 
 #: Exit status of a user error (click uses 2 for usage errors too).
 USER_ERROR_EXIT = 2
@@ -111,6 +112,17 @@ _STORAGE_ERRNOS = {
 }
 
 
+def mount_point(path) -> Path:
+    """The mount point of the disk ``path`` is (or would be) on: its nearest existing folder, walked up to a mount
+    (a store on its own disk is named, not the project's)."""
+    folder = Path(os.path.abspath(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    while not os.path.ismount(folder) and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def storage_error(exc: BaseException, path, writing: bool = True) -> StorageError | None:
     """A [`StorageError`][bert_kd.config.errors.StorageError] naming ``path`` when ``exc`` (or its cause) is a full disk or a
     read-only / forbidden folder; None for other errors. ``writing=False``: ``exc`` may come
@@ -125,9 +137,10 @@ def storage_error(exc: BaseException, path, writing: bool = True) -> StorageErro
         if code in _STORAGE_ERRNOS:
             where = getattr(exc, "filename", None) or path
             full = code in (errno.ENOSPC, errno.EDQUOT)
+            disk = mount_point(where)
             fix = (
-                f"free space on the disk holding {path} (df -h {path}; old store entries and "
-                "data/08_reporting/history/ can go) and run again"
+                f"free space on the disk mounted at {disk}, which holds {where} (df -h {disk}; old store entries "
+                "and data/08_reporting/history/ can go) and run again"
                 if full
                 else f"make {path} writable (ls -ld; chmod u+w), or run from a folder you can write to"
             )

@@ -174,6 +174,17 @@ class Runtime(Strict):
     def _yaml_no(cls, value: Any) -> Any:
         return "no" if value is False else value  # unquoted YAML `no` is a boolean
 
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_given(cls, value: Any) -> Any:
+        """A blank ``runtime.compile=`` (or null) as one message, not one per member of the union."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise ValueError(
+                f"runtime.compile is blank ({value!r}); use true (inductor), false, auto, a mode "
+                f"({', '.join(COMPILE_MODES)}) or a backend name"
+            )
+        return value
+
     @field_validator("compile")
     @classmethod
     def _known_compile(cls, value: bool | str) -> bool | str:

@@ -32,7 +32,19 @@ def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Pa
     check_no_links(source)
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{target} is not empty: give a new folder to write the pushed files into")
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
+    try:
+        _fill(source, target, card_options)
+    except BaseException:  # a full disk, an interruption: no half-written folder is left to be pushed later
+        shutil.rmtree(target, ignore_errors=True)
+        if not created:
+            target.mkdir(exist_ok=True)
+        raise
+    return target
+
+
+def _fill(source: Path, target: Path, card_options: dict) -> None:
     for path in sorted(source.rglob("*")):
         relative = path.relative_to(source)
         if path.is_dir() or str(relative) in NOT_PUSHED or relative.name.startswith("."):
@@ -41,7 +53,6 @@ def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Pa
         shutil.copy2(path, target / relative)
     _name_labels(target)
     write_model_card(source, target / CARD_FILE, **card_options)
-    return target
 
 
 def _name_labels(folder: Path) -> None:

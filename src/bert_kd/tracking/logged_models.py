@@ -137,7 +137,8 @@ def share_with_store(directory: str | Path, model_id: str, client=None) -> int:
     LoggedModel's artifacts (``data/<entry>/…``) becomes a hard link to the entry's file (same
     bytes, one inode), where the artifacts are a local folder on the same file system; a copy stays
     a copy otherwise (a remote artifact store, another disk). Neither side depends on the other
-    afterwards: deleting the entry leaves the logged model whole. → bytes no longer stored twice."""
+    afterwards: deleting the entry leaves the logged model whole; a shared file is read-only, so an edit in place
+    through the logged model cannot change the entry. → bytes no longer stored twice."""
     import filecmp
     import os
     import uuid
@@ -158,6 +159,7 @@ def share_with_store(directory: str | Path, model_id: str, client=None) -> int:
         try:
             os.link(stored, temporary)
             os.replace(temporary, copy)
+            _read_only(stored)
         except OSError as exc:  # another file system, links not allowed: the copy stays
             temporary.unlink(missing_ok=True)
             log.debug("%s stays a copy of %s (%s)", copy, stored, exc)
@@ -166,6 +168,15 @@ def share_with_store(directory: str | Path, model_id: str, client=None) -> int:
     if saved:
         log.info("LoggedModel %s shares %.1f MB with store entry %s (hard links)", model_id, saved / 1e6, source.name)
     return saved
+
+
+def _read_only(path: Path) -> None:
+    """A file shared by a LoggedModel and a store entry loses its write bits: an edit in place through the
+    logged model (one inode) is refused with "Permission denied" instead of condemning the store entry,
+    which would then be retrained. An editor that writes a new file and renames it leaves the entry intact."""
+    import stat
+
+    path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
 def _bundle_info(directory: str | Path) -> dict:
