@@ -1,6 +1,6 @@
 """bert-kd: knowledge distillation of BERT-family models on GLUE, as a Kedro project.
 
-``bert_kd.tracking_models`` still names [`bert_kd.tracking.logged_models`][bert_kd.tracking.logged_models]: MLflow models logged
+``bert_kd.tracking_models`` still names [`bert_kd.tracking.logged_models`][]: MLflow models logged
 before the package was laid out in folders record it as their pyfunc ``loader_module``. The alias is
 resolved only when that name is imported, so importing bert_kd loads no MLflow. Importing bert_kd
 loads no Kedro either: the start-up warning filters are installed where a program starts

@@ -28,8 +28,8 @@ Run options (`kedro run`):
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    ([`bert_kd.analysis.cli`][bert_kd.analysis.cli]); ``bert-kd card`` / ``bert-kd push`` write a model
-    card and push a model to the Hugging Face hub ([`bert_kd.cli`][bert_kd.cli]); ``bert-kd --help`` lists them."""
+    ([`bert_kd.analysis.cli`][]); ``bert-kd card`` / ``bert-kd push`` write a model
+    card and push a model to the Hugging Face hub ([`bert_kd.cli`][]); ``bert-kd --help`` lists them."""
     silence_known_warnings()
     quiet_dataset_io()
     argv = list(args[0]) if args else sys.argv[1:]

@@ -2,7 +2,7 @@
 
 Kedro loads ``<package>.cli:cli`` and lets its commands override the built-in ones. ``run`` here
 is Kedro's own ``run`` (same options, same behaviour) except that a known user error
-([`UserError`][bert_kd.config.errors.UserError] anywhere in the exception chain: bad parameters, bad data
+([`UserError`][] anywhere in the exception chain: bad parameters, bad data
 files, missing models, offline hub) prints one block — what, where, how to fix — and exits with
 status 2 without a traceback. The full traceback is appended to ``logs/bert_kd_errors.log``
 (``BERT_KD_ERROR_LOG``) and printed too when ``BERT_KD_DEBUG=1``. Other errors keep their traceback.
@@ -123,7 +123,7 @@ def _chain(exc: BaseException | None):
 
 
 def run_guarded(**options):
-    """Kedro's ``run`` callback; a [`UserError`][bert_kd.config.errors.UserError] becomes one block and exit status 2."""
+    """Kedro's ``run`` callback; a [`UserError`][] becomes one block and exit status 2."""
     try:
         refused = runner_error(options.get("runner"))
         if refused is not None:
@@ -188,7 +188,7 @@ def split_params(ctx: click.Context, param: click.Parameter, value):
 
 
 def _run_params() -> list[click.Parameter]:
-    """Kedro's ``run`` options, ``--params`` parsed by [`split_params`][bert_kd.cli.split_params]."""
+    """Kedro's ``run`` options, ``--params`` parsed by [`split_params`][]."""
     import copy
 
     params = []
@@ -228,7 +228,7 @@ cli.add_command(_results_group())
 
 # ---------------------------------------------------------------- sharing a model: card and push
 def _guarded(action):
-    """Run ``action()``; a [`UserError`][bert_kd.config.errors.UserError] prints its block and exits with status 2."""
+    """Run ``action()``; a [`UserError`][] prints its block and exits with status 2."""
     try:
         return action()
     except UserError as error:

@@ -1,7 +1,7 @@
 """Readings of committed sweep tables (``results/<table>/``), computed from their trial JSONs alone.
 
 ``bert-kd results render results/cpu_protocol_v2`` writes every reading of a table folder into its
-``tables/``: [`paper_gap`][bert_kd.analysis.paper_gap] (the papers' claims tested), [`power`][bert_kd.analysis.power]
-(what the table can resolve) and [`gradient_shares`][bert_kd.analysis.gradient_shares] (which loss term trains the
-student); [`statistics`][bert_kd.analysis.statistics] holds the tests they share.
+``tables/``: [`paper_gap`][] (the papers' claims tested), [`power`][]
+(what the table can resolve) and [`gradient_shares`][] (which loss term trains the
+student); [`statistics`][] holds the tests they share.
 """

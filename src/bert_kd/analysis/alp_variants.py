@@ -3,7 +3,7 @@
 A variant table (``results/cpu_protocol_v2_alpha``) reruns v2's ALP cells with ``similarity`` other than the raw
 dot product; each of its rows ``alp_<name>`` stands for v2's ``alp``. The reading puts the variant's trials in
 place of v2's ALP trials and tests every ALP-KD claim as v2's reading does
-([`claim_tests`][bert_kd.analysis.paper_gap.claim_tests]: paired bootstrap over dev examples, seeds pooled, Holm
+([`claim_tests`][paper_gap.claim_tests]: paired bootstrap over dev examples, seeds pooled, Holm
 over the paper's tested claims, the paper's gain against ours under both noises), NKD, RKD, PKD and CKD being
 v2's own trials. Beside it, v2's committed reading; what changes is said in generated sentences.
 

@@ -114,7 +114,7 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
 
 def guarded(action, folder: Path):
     """Run ``action`` once ``folder`` is known to be a table folder with trials
-    ([`table_folder`][bert_kd.analysis.table.table_folder]); a [`UserError`][bert_kd.config.errors.UserError]
+    ([`table_folder`][table.table_folder]); a [`UserError`][config.errors.UserError]
     prints its one block and exits with status 2, nothing written."""
     from bert_kd.analysis.table import table_folder
     from bert_kd.config.errors import USER_ERROR_EXIT, UserError

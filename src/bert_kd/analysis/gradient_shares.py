@@ -3,8 +3,8 @@
 Every training run measures, on its first ``runtime.gradient_share_batches`` training batches before the
 first step, each weighted term's gradient w.r.t. the student's parameters, g_name = w_name · ∂term/∂θ, and
 records its share ‖g_name‖ / Σ‖g‖ (``bert_kd.core.distill.gradient_share``; the trial JSON's
-``result.gradient_shares``). [`render`][bert_kd.analysis.gradient_shares.render] gives, per row and task, every term's weight and its share (mean over
-the trials, min–max); [`shares_figure`][bert_kd.analysis.gradient_shares.shares_figure] the mean shares as stacked bars. A term with a few percent barely
+``result.gradient_shares``). [`render`][] gives, per row and task, every term's weight and its share (mean over
+the trials, min–max); [`shares_figure`][] the mean shares as stacked bars. A term with a few percent barely
 moves the student, whatever its weight says.
 """
 

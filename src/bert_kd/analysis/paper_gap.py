@@ -6,31 +6,31 @@ accuracy ×100 (the metric ALP-KD Table 1 and TED Table 14 report for MRPC and S
 claim (ALP-KD Table 3, TED Table 4, multi-teacher Table 2), on the seeds both rows have:
 
 - what the row tests: the paper's claim on a task the paper reports, an extrapolation to a task it does not,
-  or a stand-in where our rows are not the paper's ([`tests_what`][bert_kd.analysis.paper_gap.tests_what]);
+  or a stand-in where our rows are not the paper's ([`tests_what`][]);
 - the gain, its 95% interval and one-sided p from the paired bootstrap over dev examples (seeds pooled,
-  [`RESAMPLES`][bert_kd.analysis.statistics.RESAMPLES] resamples), each p with its Monte Carlo error;
+  [`RESAMPLES`][statistics.RESAMPLES] resamples), each p with its Monte Carlo error;
 - Holm's adjusted p over every tested claim of the table (one family: the headline), with its error, and over
   the tested claims of the same paper (one family per paper) as a second view;
 - the verdict on the table's family — ``holds`` (Holm p < 0.05), ``borderline`` (the Monte Carlo interval of the deciding p
   straddles 0.05), ``same direction; p < 0.05 before correction only``, ``same direction, not significant``,
   ``no difference``, ``reversed`` (``significant`` when the reverse claim survives Holm);
 - the crossed seed × example variance components of the gain and the verdict of the test that carries both
-  sources ([`analytic_p`][bert_kd.analysis.statistics.analytic_p] on the model's variance, Holm as above);
+  sources ([`analytic_p`][statistics.analytic_p] on the model's variance, Holm as above);
 - where the paper's own gain lies against ours under both noises combined: z = (paper's gain − our gain) /
   √(our bootstrap SE² + the paper's noise²), the paper's noise its stated SD where it gives one, else an
   assumption named in the table's config (``reproduce.paper_noise``: ``ours``, our own single-run noise on this
-  dev set ([`single_run_noise`][bert_kd.analysis.statistics.single_run_noise]), or a number of points), with the
+  dev set ([`single_run_noise`][statistics.single_run_noise]), or a number of points), with the
   excluded count at 1×, 1.25×, 1.5× and 2× that noise beside it (the sensitivity line);
-  ``excluded`` at |z| ≥ [`EXCLUDED_Z`][bert_kd.analysis.paper_gap.EXCLUDED_Z], ``borderline`` at
-  [`BORDERLINE_Z`][bert_kd.analysis.paper_gap.BORDERLINE_Z] ≤ |z| < `EXCLUDED_Z`, else ``consistent``
-  ([`ClaimTest.placement`][bert_kd.analysis.paper_gap.ClaimTest.placement]);
+  ``excluded`` at |z| ≥ [`EXCLUDED_Z`][], ``borderline`` at
+  [`BORDERLINE_Z`][] ≤ |z| < `EXCLUDED_Z`, else ``consistent``
+  ([`ClaimTest.placement`][]);
 - the same with the paper's gain adjusted for best-of-grid selection: a paper row that is the best of k settings
   on dev lies, for independent settings, E[max of k] single-run SDs above one run of it
-  ([`expected_max`][bert_kd.analysis.paper_gap.expected_max]), so its gain over a row chosen from fewer settings
-  is lowered by the difference ([`ClaimTest.grid_bias`][bert_kd.analysis.paper_gap.ClaimTest.grid_bias]; the
+  ([`expected_max`][]), so its gain over a row chosen from fewer settings
+  is lowered by the difference ([`ClaimTest.grid_bias`][]; the
   settings per row are stated in the table's config, ``paper_settings``, cited from each paper).
 
-Last, the init ablation ([`init_ablation`][bert_kd.analysis.paper_gap.init_ablation]): how far the ALP-KD rows lie
+Last, the init ablation ([`init_ablation`][]): how far the ALP-KD rows lie
 from NKD in v1 and in v2, on means and per seed.
 """
 
@@ -95,12 +95,12 @@ HOLDS, BORDERLINE = "holds", "borderline"
 #: |z| of a paper's gain against ours from which it is excluded: two-sided 5% (per cell, not corrected over cells),
 #: the level every interval of the reading uses.
 EXCLUDED_Z = 1.96
-#: |z| from which (below [`EXCLUDED_Z`][bert_kd.analysis.paper_gap.EXCLUDED_Z]) it is borderline: more than one combined SD from ours, so neither
+#: |z| from which (below [`EXCLUDED_Z`][]) it is borderline: more than one combined SD from ours, so neither
 #: "consistent" nor, at 5%, "excluded" says it.
 BORDERLINE_Z = 1.0
 #: The SD a paper states for its gain of ``better`` over ``worse`` on a task, points, keyed (better, worse, task).
 #: ALP-KD Table 3, TED Table 4 and multi-teacher Table 2 report single runs without one, so none is stated here
-#: and the paper's noise is an assumption ([`NoiseAssumption`][bert_kd.analysis.paper_gap.NoiseAssumption]).
+#: and the paper's noise is an assumption ([`NoiseAssumption`][]).
 PAPER_SD: dict[tuple[str, str, str], float] = {}
 #: The multiples of the assumed noise the sensitivity line counts exclusions at.
 SENSITIVITY = (1.0, 1.25, 1.5, 2.0)
@@ -218,7 +218,7 @@ class ClaimTest:
 
     @property
     def noise(self) -> float | None:
-        """The paper's single-run noise on this dev set, accuracy ([`single_run_noise`][bert_kd.analysis.statistics.single_run_noise])."""
+        """The paper's single-run noise on this dev set, accuracy ([`single_run_noise`][statistics.single_run_noise])."""
         return st.single_run_noise(self.components) if self.components else None
 
     @property
@@ -243,7 +243,7 @@ class ClaimTest:
 
     @property
     def adjusted_gain(self) -> float | None:
-        """The paper's gain less its best-of-grid lift ([`grid_bias`][bert_kd.analysis.paper_gap.ClaimTest.grid_bias])."""
+        """The paper's gain less its best-of-grid lift ([`grid_bias`][])."""
         if self.paper_gain is None or self.grid_bias is None:
             return None
         return self.paper_gain - self.grid_bias
@@ -261,18 +261,18 @@ class ClaimTest:
 
     @property
     def adjusted_z(self) -> float | None:
-        """[`z`][bert_kd.analysis.paper_gap.ClaimTest.z] of the best-of-grid-adjusted paper gain."""
+        """[`z`][] of the best-of-grid-adjusted paper gain."""
         return self._z(self.adjusted_gain)
 
     @property
     def placement(self) -> str:
-        """Where the paper's gain lies against ours under both noises: ``excluded`` (|z| ≥ [`EXCLUDED_Z`][bert_kd.analysis.paper_gap.EXCLUDED_Z]),
-        ``borderline`` (|z| ≥ [`BORDERLINE_Z`][bert_kd.analysis.paper_gap.BORDERLINE_Z]), ``consistent``; ``""`` without a z."""
+        """Where the paper's gain lies against ours under both noises: ``excluded`` (|z| ≥ [`EXCLUDED_Z`][]),
+        ``borderline`` (|z| ≥ [`BORDERLINE_Z`][]), ``consistent``; ``""`` without a z."""
         return place(self.z)
 
     @property
     def adjusted_placement(self) -> str:
-        """[`placement`][bert_kd.analysis.paper_gap.ClaimTest.placement] of the best-of-grid-adjusted paper gain."""
+        """[`placement`][] of the best-of-grid-adjusted paper gain."""
         return place(self.adjusted_z)
 
     def paper_cell(self) -> str:
@@ -337,11 +337,11 @@ def claim_tests(
     assumed: NoiseAssumption = NoiseAssumption(),
     settings: dict[str, int] | None = None,
 ) -> list[ClaimTest]:
-    """Every (claim, task) of [`CLAIMS`][bert_kd.analysis.paper_gap.CLAIMS] in order. Every tested claim of the
+    """Every (claim, task) of [`CLAIMS`][] in order. Every tested claim of the
     table is one Holm family (their reversals another): the verdict; each paper's claims are a family of their own
     as a second view (``paper_holm_p``, ``paper_verdict``); the same for the analytic p on the variance model. A
     claim whose verdict is borderline (its Monte Carlo interval straddles 0.05) in either view is retested with
-    [`RETEST_RESAMPLES`][bert_kd.analysis.paper_gap.RETEST_RESAMPLES] resamples, and the families adjusted again;
+    [`RETEST_RESAMPLES`][] resamples, and the families adjusted again;
     what stays borderline is said so. ``assumed``: the papers' noise where they state none; ``settings``: the
     settings each paper row was chosen from (row → k)."""
     tests = _claim_tests(runs, resamples, seed, assumed, settings or {})
@@ -434,7 +434,7 @@ def _bootstrap_cached(a: bytes, b: bytes, shape: tuple, resamples: int, seed: in
 
 
 def _bootstrap(A: np.ndarray, B: np.ndarray, resamples: int, seed: int) -> st.TestResult:
-    """[`bootstrap_test`][bert_kd.analysis.statistics.bootstrap_test], computed once per process for the same arrays."""
+    """[`bootstrap_test`][statistics.bootstrap_test], computed once per process for the same arrays."""
     A, B = A.astype(np.int8), B.astype(np.int8)
     return _bootstrap_cached(A.tobytes(), B.tobytes(), A.shape, resamples, seed)
 
@@ -461,7 +461,7 @@ class Reading:
 
     def sensitivity(self) -> str:
         """The sensitivity line: the excluded count at each multiple of the assumed noise
-        ([`SENSITIVITY`][bert_kd.analysis.paper_gap.SENSITIVITY])."""
+        ([`SENSITIVITY`][])."""
         counts = ", ".join(f"{self.excluded_at(scale)} at {scale:g}×" for scale in SENSITIVITY)
         total = sum(e.placement != "" for e in self.tests)
         return (
@@ -488,7 +488,7 @@ def table_assumptions(folder: Path, noise=None) -> tuple[NoiseAssumption, dict, 
 @functools.cache
 def reading(folder: Path, resamples: int = st.RESAMPLES, noise: str | None = None) -> Reading:
     """The folder's runs, claim tests and init ablation (computed once per process and folder), under the
-    table's assumptions ([`table_assumptions`][bert_kd.analysis.paper_gap.table_assumptions]; ``noise``
+    table's assumptions ([`table_assumptions`][]; ``noise``
     overrides the assumed paper noise)."""
     folder = Path(folder).resolve()
     runs, teacher = load_runs(folder)
@@ -877,7 +877,7 @@ def strength(read: Reading, command: str) -> str:
 
 
 def init_ablation(runs: dict, v1_dir: Path) -> dict[str, dict[str, tuple[float, float] | None]]:
-    """Does the fine-tuned-teacher start shrink the differences between methods? For [`WARM_ROWS`][bert_kd.analysis.paper_gap.WARM_ROWS] against
+    """Does the fine-tuned-teacher start shrink the differences between methods? For [`WARM_ROWS`][] against
     NKD, per task, as (v1, v2), on the seeds v1 has (so the seed count does not change how far means scatter):
     ``nkd`` NKD's mean accuracy; ``spread`` the mean over rows of |row mean − NKD mean|; ``per_seed`` the mean over
     rows and seeds of |row − NKD| on the same seed; ``agreement`` the share
@@ -923,7 +923,7 @@ def init_ablation(runs: dict, v1_dir: Path) -> dict[str, dict[str, tuple[float, 
 def forest_figure(tests: list[ClaimTest], title: str = ""):
     """One line per tested (claim, task): our gain with its 95% bootstrap interval (thick; filled when the claim
     holds after Holm) and the t-interval over per-seed gains (thin), the paper's own gain (×) where it has one,
-    0 dashed; the × red where the paper's gain is excluded under both noises ([`ClaimTest.placement`][bert_kd.analysis.paper_gap.ClaimTest.placement]),
+    0 dashed; the × red where the paper's gain is excluded under both noises ([`ClaimTest.placement`][]),
     orange where borderline."""
     import matplotlib
 

@@ -1,6 +1,6 @@
 """What a table can resolve: power and the smallest resolvable gain of every tested claim, from one variance
 model — the crossed seed × example components of the claim's own gain
-([`VarianceComponents`][bert_kd.analysis.statistics.VarianceComponents]), SE(n)² = σ²_s/n + σ²_e/m + σ²_r/(nm) — at the level
+([`VarianceComponents`][statistics.VarianceComponents]), SE(n)² = σ²_s/n + σ²_e/m + σ²_r/(nm) — at the level
 each claim is actually tested: one-sided α = 0.05 alone, and α/K after Holm's correction over its paper's K
 tested claims (the level its smallest p must pass; a single true effect among nulls meets exactly that).
 """

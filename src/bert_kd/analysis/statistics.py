@@ -4,19 +4,19 @@ A claim is tested on the seeds both rows have: ``better`` and ``worse`` are (see
 arrays of 0/1 correctness, seed ``i`` of one row paired with seed ``i`` of the other. The gain is
 the mean of ``D = better − worse`` over seeds and examples (accuracy points when ×100).
 
-- [`bootstrap_test`][bert_kd.analysis.statistics.bootstrap_test]: the one-sided paired bootstrap over dev examples (seeds pooled, the trained
+- [`bootstrap_test`][]: the one-sided paired bootstrap over dev examples (seeds pooled, the trained
   students fixed) with its Monte Carlo error; vectorised, on integer sums, so ties (a resampled gain
   of exactly 0) are counted exactly.
-- [`variance_components`][bert_kd.analysis.statistics.variance_components]: the crossed seed × example random-effects model
+- [`variance_components`][]: the crossed seed × example random-effects model
   ``D_ij = μ + s_i + e_j + r_ij`` fitted by the method of moments (two-way ANOVA without replication);
-  its [`gain_variance`][bert_kd.analysis.statistics.VarianceComponents.gain_variance] carries both sources, and [`analytic_p`][bert_kd.analysis.statistics.analytic_p] is the
+  its [`gain_variance`][VarianceComponents.gain_variance] carries both sources, and [`analytic_p`][] is the
   test on it. (A naive two-way bootstrap — seeds and examples resampled independently — counts the
   seed × example residual three times, σ²_s/n + σ²_e/m + 3σ²_r/(nm): on these data that bias is larger
   than the seed component itself, so it is not used.)
-- [`single_run_noise`][bert_kd.analysis.statistics.single_run_noise]: the SD of the gain of *one* run of each row on this dev set — how far
+- [`single_run_noise`][]: the SD of the gain of *one* run of each row on this dev set — how far
   a paper's single-run difference scatters.
-- [`power`][bert_kd.analysis.statistics.power] / [`resolvable`][bert_kd.analysis.statistics.resolvable]: power and the smallest gain found with 80% power, all from the
-  one variance model of [`VarianceComponents`][bert_kd.analysis.statistics.VarianceComponents].
+- [`power`][] / [`resolvable`][]: power and the smallest gain found with 80% power, all from the
+  one variance model of [`VarianceComponents`][].
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class TestResult:
 
     @property
     def mc_error(self) -> float:
-        """Monte Carlo standard error of [`p`][bert_kd.analysis.statistics.TestResult.p]: √(p(1 − p)/B)."""
+        """Monte Carlo standard error of [`p`][]: √(p(1 − p)/B)."""
         return monte_carlo_error(self.p, self.resamples)
 
     @property

@@ -38,7 +38,7 @@ def table_params(folder: Path) -> dict:
 
 @functools.cache
 def table_spec(folder: Path):
-    """The sweep of ``folder``'s table ([`bert_kd.sweeps.spec.build_sweep`][bert_kd.sweeps.spec.build_sweep]), so that counts of trials and seeds
+    """The sweep of ``folder``'s table ([`bert_kd.sweeps.spec.build_sweep`][]), so that counts of trials and seeds
     follow the configuration instead of being written here."""
     from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 
@@ -83,7 +83,7 @@ def trial_files(folder: Path) -> list[Path]:
 
 
 def read_trial(path: Path) -> dict:
-    """One trial JSON of a table folder; a truncated or otherwise unreadable one is a [`UserError`][bert_kd.config.errors.UserError]
+    """One trial JSON of a table folder; a truncated or otherwise unreadable one is a [`UserError`][]
     naming the file (a table folder holds hundreds)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -107,7 +107,7 @@ METRIC_TOLERANCE = 1e-9
 def check_metrics(record: dict, path: Path) -> None:
     """Recompute the trial's dev metrics from its predictions and labels: a prediction list cut short, or a metric
     its predictions do not give (an edited or flipped file would change published claims silently), is a
-    [`UserError`][bert_kd.config.errors.UserError] naming the file and the field."""
+    [`UserError`][] naming the file and the field."""
     from bert_kd.core.metrics import glue_metrics
 
     result, task = record["result"], record["spec"]["trial"].get("task")
@@ -135,7 +135,7 @@ def check_metrics(record: dict, path: Path) -> None:
 
 def table_folder(folder: Path) -> Path:
     """``folder`` resolved, when it is a table's folder (named after a table of conf/base) holding trial
-    JSONs; a [`UserError`][bert_kd.config.errors.UserError] otherwise, before anything is written."""
+    JSONs; a [`UserError`][] otherwise, before anything is written."""
     folder = Path(folder).resolve()
     table_spec(folder)  # a folder named after no table: one block listing the tables
     if not any(folder.glob("*.json")):

@@ -3,9 +3,9 @@
 A sweep on many machines names its Optuna study by a SQLAlchemy URL (``reproduce.storage``), and the URL may
 carry a password (``postgresql+psycopg://user:secret@host/db``). Parameters are logged to MLflow, recorded in
 each trial's JSON and in a table's "Made by" line, so a password there would be published with the results.
-[`move_password_to_environment`][bert_kd.config.credentials.move_password_to_environment] takes it out of a
+[`move_password_to_environment`][] takes it out of a
 PostgreSQL URL into ``PGPASSWORD`` (which libpq, and so psycopg, reads), and
-[`mask`][bert_kd.config.credentials.mask] replaces any other password in a text by ``***``.
+[`mask`][] replaces any other password in a text by ``***``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Errors a person can act on: what is wrong, where, how to fix it.
 
-A [`UserError`][bert_kd.config.errors.UserError] is a mistake in the user's input (parameters, data files, model names,
-offline hub access). The ``kedro run`` wrapper in [`bert_kd.cli`][bert_kd.cli] prints it as one block
+A [`UserError`][] is a mistake in the user's input (parameters, data files, model names,
+offline hub access). The ``kedro run`` wrapper in [`bert_kd.cli`][] prints it as one block
 without a traceback and exits with status 2; every other exception keeps its traceback.
 """
 
@@ -124,7 +124,7 @@ def mount_point(path) -> Path:
 
 
 def storage_error(exc: BaseException, path, writing: bool = True) -> StorageError | None:
-    """A [`StorageError`][bert_kd.config.errors.StorageError] naming ``path`` when ``exc`` (or its cause) is a full disk or a
+    """A [`StorageError`][] naming ``path`` when ``exc`` (or its cause) is a full disk or a
     read-only / forbidden folder; None for other errors. ``writing=False``: ``exc`` may come
     from reading too (a permission error then says "cannot access")."""
     seen = set()
@@ -159,7 +159,7 @@ def error_log_path() -> str:
 
 
 def find_user_error(exc: BaseException | None) -> UserError | None:
-    """``exc`` itself or the first [`UserError`][bert_kd.config.errors.UserError] in its cause/context chain."""
+    """``exc`` itself or the first [`UserError`][] in its cause/context chain."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, UserError):
@@ -171,7 +171,7 @@ def find_user_error(exc: BaseException | None) -> UserError | None:
 
 class TrainingDivergedError(UserError):
     """A training job's loss became non-finite or rose far above its first step's (the rule is
-    [`bert_kd.core.training.loop.diverged`][bert_kd.core.training.loop.diverged]): a learning rate too high for the job, not a result."""
+    [`bert_kd.core.training.loop.diverged`][]): a learning rate too high for the job, not a result."""
 
     kind = "training diverged"
 
@@ -182,7 +182,7 @@ class TrainingDivergedError(UserError):
 
 #: The training blocks of the node that runs now, ``{parameter path: learning rate}`` (e.g.
 #: ``{"teacher.training": 1e-4}``), set by the parameter hook before each node: what a
-#: [`TrainingDivergedError`][bert_kd.config.errors.TrainingDivergedError] names as the parameter to change.
+#: [`TrainingDivergedError`][] names as the parameter to change.
 RUNNING_TRAINING_BLOCKS: ContextVar[dict[str, float] | None] = ContextVar("running_training_blocks", default=None)
 
 

@@ -1,15 +1,15 @@
 """The typed parameter blocks of bert-kd (pydantic 2): the leaf every layer reads, importing no other
 bert_kd module but the user errors. The whole tree and its checks against the method registry live in
-[`bert_kd.experiment.parameters`][bert_kd.experiment.parameters].
+[`bert_kd.experiment.parameters`][].
 
 ``validate_parameters(params)`` there checks the merged parameter tree (conf/<env> + ``--params``) and
-raises [`ParameterError`][bert_kd.config.errors.ParameterError] listing every problem by dotted key: unknown keys
+raises [`ParameterError`][] listing every problem by dotted key: unknown keys
 (with the closest valid key), wrong types and out-of-range values (with the value and what is
 allowed). ``cross_check`` adds the checks that need the models' ``config.json`` (depths, layer
 maps, hidden sizes) but no weights, so nothing expensive runs before a typo is found.
 
 Weight convention: a recipe's explicit per-term ``weights`` are the truth. The papers' shorthands
-are ways of writing them that [`explicit_weights`][bert_kd.experiment.parameters.explicit_weights] expands (rounded to 10 decimals):
+are ways of writing them that [`explicit_weights`][experiment.parameters.explicit_weights] expands (rounded to 10 decimals):
 
 * ALP-KD family (``rkd``, ``logits_mse``, ``pkd``, ``ckd``, ``alp``): without ``ce``,
   β = 1 − η − λ, i.e. ``ce = 1 − Σ other weights`` (ALP-KD Eq. 10).
@@ -137,7 +137,7 @@ class Training(Strict):
     @classmethod
     def _null_is_the_default(cls, values: Any) -> Any:
         """A key set to null (``epochs: null``) is taken as left out: it keeps its default and is not
-        among the keys the block sets ([`set_values`][bert_kd.config.schema.set_values], the run's MLflow params)."""
+        among the keys the block sets ([`set_values`][], the run's MLflow params)."""
         if not isinstance(values, Mapping):
             return values
         fields = cls.model_fields
@@ -274,7 +274,7 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 class Augment(Strict):
     """The transfer set (``augment_glue``): Tang et al. (2019)'s rules (``mask``, ``pos``, ``ngram``) or
     TinyBERT's word replacement (``tinybert``), with the papers' values as defaults
-    ([`bert_kd.core.data.augment`][bert_kd.core.data.augment])."""
+    ([`bert_kd.core.data.augment`][])."""
 
     rules: list[Literal["mask", "pos", "ngram", "tinybert"]] = ["mask", "pos", "ngram"]
     p_mask: Probability = 0.1
@@ -447,7 +447,7 @@ class RecipeStage(Strict):
 
 class Recipe(Strict):
     """Shared recipe fields: L = Σ weights[term] · term (see the module docstring); with
-    ``stages`` the weights change per epoch ([`bert_kd.core.distill.objective.WeightSchedule`][bert_kd.core.distill.objective.WeightSchedule])."""
+    ``stages`` the weights change per epoch ([`bert_kd.core.distill.objective.WeightSchedule`][])."""
 
     method: str
     temperature: PositiveFloat | None = None
@@ -460,7 +460,7 @@ class Recipe(Strict):
 
 
 #: Recipe blocks of the parameter tree (entries typed by the registered methods' recipe models,
-#: told apart by ``method``; see [`bert_kd.experiment.parameters`][bert_kd.experiment.parameters]).
+#: told apart by ``method``; see [`bert_kd.experiment.parameters`][]).
 RECIPE_BLOCKS = ("distill_methods", "ted_methods", "multi_teacher_configs")
 
 
@@ -663,7 +663,7 @@ def parameter_fix(problems: list[tuple[str, str]]) -> str | None:
 def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
     """``value`` as an instance of the schema ``model``: returned as is when it already is one (what
     the validation hook hands nodes), else validated (a dict from a notebook, a test or a sweep
-    trial) — a bad key raises [`ParameterError`][bert_kd.config.errors.ParameterError] naming ``where`` (e.g. ``student``)."""
+    trial) — a bad key raises [`ParameterError`][] naming ``where`` (e.g. ``student``)."""
     if isinstance(value, model):
         return value
     try:
@@ -677,7 +677,7 @@ def typed(model: type[BaseModel], value: Any, where: str | None = None) -> Any:
 _Model = TypeVar("_Model", bound=BaseModel)
 
 #: A parameter block as a node receives it: the validation hook's schema model, or a dict (a
-#: notebook's, a test's, a sweep trial's) the node reads through [`typed`][bert_kd.config.schema.typed] — ``Block[Teacher]``.
+#: notebook's, a test's, a sweep trial's) the node reads through [`typed`][] — ``Block[Teacher]``.
 #: An alias, not a bare ``Teacher | Mapping``: Kedro (1.7) validates a ``params:`` argument annotated
 #: with a pydantic model itself, into the catalog and before this project's hook, and warns on every
 #: run about a ``Union`` annotation; it leaves an alias alone.

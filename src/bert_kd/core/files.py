@@ -1,7 +1,7 @@
 """Writing files and folders all at once: a temporary sibling is filled, fsynced and renamed over
 the target, so a reader never sees half of a result (Kedro-free). A folder is listed, with each
 file's size and sha256, in its ``manifest.json``, written last; a full disk or a forbidden folder
-becomes the project's [`StorageError`][bert_kd.config.errors.StorageError].
+becomes the project's [`StorageError`][config.errors.StorageError].
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 
 from bert_kd.config.errors import storage_error
 
-#: The file listing a folder written by [`write_atomically`][bert_kd.core.files.write_atomically] (written last).
+#: The file listing a folder written by [`write_atomically`][] (written last).
 MANIFEST = "manifest.json"
 
 
@@ -79,7 +79,7 @@ def write_atomically(
 
 
 def _write_tree(tmp: Path, target: Path, write: Callable[[Path], None], manifest: Mapping | None) -> None:
-    """[`write_atomically`][bert_kd.core.files.write_atomically]'s body: fill ``tmp``, list it in the manifest, rename to ``target``."""
+    """[`write_atomically`][]'s body: fill ``tmp``, list it in the manifest, rename to ``target``."""
     write(tmp)
     _give_umask_mode(tmp)
     payload = {**(manifest or {}), "files": file_entries(tmp)}
@@ -98,7 +98,7 @@ def _write_tree(tmp: Path, target: Path, write: Callable[[Path], None], manifest
 @contextlib.contextmanager
 def storage_errors(path: Path):
     """Turn a full disk or a read-only / forbidden folder while writing ``path`` into a
-    [`StorageError`][bert_kd.config.errors.StorageError] (one block naming ``path`` and the fix)."""
+    [`StorageError`][config.errors.StorageError] (one block naming ``path`` and the fix)."""
     try:
         yield
     except Exception as exc:
@@ -128,7 +128,7 @@ def _give_umask_mode(directory: Path) -> None:
 def write_file_atomically(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
     """Create file ``path`` all at once: ``write(tmp)`` fills a temporary file next to it, which is
     fsynced and renamed over ``path``; on any error the temporary file is removed and ``path`` is
-    left as it was (the single-file sibling of [`write_atomically`][bert_kd.core.files.write_atomically])."""
+    left as it was (the single-file sibling of [`write_atomically`][])."""
     path = Path(path)
     with storage_errors(path):
         path.parent.mkdir(parents=True, exist_ok=True)

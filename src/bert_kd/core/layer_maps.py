@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Sequence, Union
 
-#: Names accepted by [`layer_map`][bert_kd.core.layer_maps.layer_map].
+#: Names accepted by [`layer_map`][].
 STRATEGIES: tuple[str, ...] = (
     "pkd_skip",
     "pkd_last",
@@ -133,7 +133,7 @@ def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_s
     """Teacher layers (1-based) each student layer ``1..n_student`` distils from.
 
     PKD Eq. 3 / ALP-KD Eq. 3-6 (the set ``A(j)``), TED Eq. 2 (``M(k)``), multi-teacher
-    Eq. 2-3 (groups ``p..q``).  ``strategy`` is one of [`STRATEGIES`][bert_kd.core.layer_maps.STRATEGIES] or an explicit
+    Eq. 2-3 (groups ``p..q``).  ``strategy`` is one of [`STRATEGIES`][] or an explicit
     mapping (a list of ``n_student`` lists of ints in ``1..n_teacher``), which is validated
     and returned as a fresh ``list[list[int]]``.
 
@@ -209,7 +209,7 @@ def layer_map(strategy: Union[str, Sequence[Sequence[int]]], n_teacher: int, n_s
 
 def check_strategy(strategy: Union[str, Sequence[Sequence[int]]]) -> None:
     """ValueError unless ``strategy`` names a strategy (or ``teacher_layer:<l>`` with an int l) or is a
-    list of lists; the layer counts are checked later by [`layer_map`][bert_kd.core.layer_maps.layer_map]. For recipes checked
+    list of lists; the layer counts are checked later by [`layer_map`][]. For recipes checked
     before any model exists."""
     if isinstance(strategy, str):
         name = strategy.strip().lower().replace("-", "_")

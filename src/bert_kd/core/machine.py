@@ -3,7 +3,7 @@
 A throughput or a time estimate measured while more processes want the CPU than it has cores
 says as much about the other processes as about the model: a busy 2-core machine measured 60
 examples/s where the idle one gave 98 for the same model. Whatever reports such a number says
-when it was measured on a busy machine ([`busy_note`][bert_kd.core.machine.busy_note]).
+when it was measured on a busy machine ([`busy_note`][]).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def thread_choice(
 ) -> tuple[int | None, str]:
     """(the torch threads to set, None to leave them; the log line saying why). The user's
     ``runtime.threads`` (``chosen``) wins, then ``OMP_NUM_THREADS`` (torch read it at start), else the
-    cores that are free now ([`free_cores`][bert_kd.core.machine.free_cores]): a thread per busy core
+    cores that are free now ([`free_cores`][]): a thread per busy core
     waits for the other work and spins (on 2 cores at load 4–6 a run burned 3.7× the CPU seconds)."""
     if chosen:
         return chosen, f"threads: {chosen} torch threads (runtime.threads)"
@@ -62,5 +62,5 @@ def is_busy(load: float | None, cores: int | None) -> bool:
 
 
 def busy_note(load: float | None, cores: int | None) -> str | None:
-    """``machine busy: load 3.1 on 2 cores`` when [`is_busy`][bert_kd.core.machine.is_busy], else None."""
+    """``machine busy: load 3.1 on 2 cores`` when [`is_busy`][], else None."""
     return f"machine busy: load {load:.1f} on {cores} cores" if is_busy(load, cores) else None

@@ -36,7 +36,7 @@ def paper_metric(task: str) -> str:
 
 
 def metric_names(task: str) -> list[str]:
-    """The keys [`glue_metrics`][bert_kd.core.metrics.glue_metrics] returns for ``task`` (what a run may select its best epoch on)."""
+    """The keys [`glue_metrics`][] returns for ``task`` (what a run may select its best epoch on)."""
     spec = TASKS[normalize_task(task)]
     labels = np.array([0.0, 1.0, 0.5]) if spec.is_regression else np.array([0, 1, 1])
     return sorted(glue_metrics(task, labels if spec.is_regression else np.array([0, 1, 0]), labels))

@@ -67,7 +67,7 @@ def load_classifier(
     """Load any HF encoder with a sequence-classification head sized for the task.
 
     Loaded with eager attention (so a forward can return attention maps), then set to run PyTorch's
-    fused SDPA kernel where the model supports it ([`prefer_fused_attention`][bert_kd.core.models.prefer_fused_attention]).
+    fused SDPA kernel where the model supports it ([`prefer_fused_attention`][]).
     """
     path = resolve_model_name(name)
     config = AutoConfig.from_pretrained(path)
@@ -91,7 +91,7 @@ def prefer_fused_attention(model: nn.Module) -> nn.Module:
     """Make PyTorch's fused scaled-dot-product attention (SDPA) the kernel of ``model``'s forwards where
     it has one: training and evaluation forwards read no attention map, and SDPA gives the eager
     kernel's outputs to float rounding. A forward that reads attention maps (TinyBERT's and the
-    multi-teacher attention terms) runs inside [`attention_implementation`][bert_kd.core.models.attention_implementation] ``(model, "eager")``."""
+    multi-teacher attention terms) runs inside [`attention_implementation`][] ``(model, "eager")``."""
     if supports_fused_attention(model):
         model.config._attn_implementation = "sdpa"
     return model
@@ -101,7 +101,7 @@ def prefer_fused_attention(model: nn.Module) -> nn.Module:
 def attention_implementation(model: nn.Module, name: str):
     """Run ``model``'s attention with ``name`` ("sdpa": PyTorch's fused kernel, "eager": softmax(QKᵀ/√d)V,
     which can return attention maps) inside the block, for models whose attention is chosen per
-    forward ([`supports_fused_attention`][bert_kd.core.models.supports_fused_attention]); other models keep the kernel they have."""
+    forward ([`supports_fused_attention`][]); other models keep the kernel they have."""
     if name not in ("sdpa", "eager"):
         raise ValueError(f"attention implementation must be 'sdpa' or 'eager', got {name!r}")
     config = getattr(model, "config", None)
@@ -249,7 +249,7 @@ def build_pretrained_student(
 ) -> tuple[nn.Module, list[int]]:
     """``student.init: pretrained``: the selected layers of the pre-trained checkpoint ``base_model``
     (the one the teacher was fine-tuned from), its embeddings (and pooler, when it has one, as PKD's
-    BERT_k), and a freshly initialised classifier (seeded with [`HEAD_INIT_SEED`][bert_kd.core.models.HEAD_INIT_SEED])."""
+    BERT_k), and a freshly initialised classifier (seeded with [`HEAD_INIT_SEED`][])."""
     source = load_classifier(base_model, num_labels, is_regression=is_regression)
     reset_classification_head(source)
     return build_student(source, n_student, selection)
@@ -321,7 +321,7 @@ def name_labels(config, names: Sequence[str]) -> bool:
 
 def write_bundle_files(bundle: ModelBundle, directory: str | Path) -> None:
     """Write the HF files (safetensors + tokenizer + ``bert_kd.json``) into an existing ``directory``;
-    ``bert_kd.json`` holds the bundle's ``info`` with its [`task_record`][bert_kd.core.models.task_record]."""
+    ``bert_kd.json`` holds the bundle's ``info`` with its [`task_record`][]."""
     import json
 
     directory = Path(directory)
@@ -339,8 +339,8 @@ def save_bundle(bundle: ModelBundle, path: str | Path) -> Path:
 
 
 def load_bundle(path: str | Path, attn_implementation: str = "eager") -> ModelBundle:
-    """Read a directory written by [`save_bundle`][bert_kd.core.models.save_bundle] (forwards on SDPA where the model has it, as
-    [`load_classifier`][bert_kd.core.models.load_classifier])."""
+    """Read a directory written by [`save_bundle`][] (forwards on SDPA where the model has it, as
+    [`load_classifier`][])."""
     import json
 
     path = Path(path)

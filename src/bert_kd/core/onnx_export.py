@@ -1,8 +1,8 @@
 """Ship a student: ONNX export, optional dynamic int8 quantization (ONNX Runtime), a check
 that the exported model predicts like the PyTorch one, and a latency table.
 
-Kedro-free; the ``export_student`` pipeline calls [`export_and_verify`][bert_kd.core.onnx_export.export_and_verify] and
-[`latency_table`][bert_kd.core.onnx_export.latency_table].
+Kedro-free; the ``export_student`` pipeline calls [`export_and_verify`][] and
+[`latency_table`][].
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def export_onnx(model: nn.Module, path: str | Path, opset: int = 17) -> Path:
     """Write ``model`` (eval mode, fp32, CPU) to ``path`` with dynamic batch and sequence axes.
 
     Uses the TorchScript-based ``torch.onnx.export(dynamo=False)``: the dynamo exporter needs
-    ``onnxscript``, which this project does not install. Written atomically ([`bert_kd.core.files.write_file_atomically`][bert_kd.core.files.write_file_atomically]).
+    ``onnxscript``, which this project does not install. Written atomically ([`bert_kd.core.files.write_file_atomically`][]).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

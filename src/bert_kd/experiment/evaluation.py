@@ -56,7 +56,7 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
     """GLUE metrics on every dev split, parameter count, size on disk, throughput (with the machine's
     load average and cores when it was measured) and the seconds all this took;
     for classification also ``correct``: per split, ``"1"``/``"0"`` per example in dev order (the paired
-    test of [`bert_kd.core.reports.verdict.comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict])."""
+    test of [`bert_kd.core.reports.verdict.comparison_verdict`][])."""
     started = time.perf_counter()
     spec = get_task(task)
     collator = collator_for(bundle.tokenizer)

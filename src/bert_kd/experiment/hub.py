@@ -2,9 +2,9 @@
 
 The pushed folder is the model as ``transformers`` loads it (config, weights, tokenizer files),
 ``bert_kd.json`` (what the model is: task, labels, dev metrics) and the model card ``README.md``
-([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]). The store's ``manifest.json`` stays home: it names the
-training machine and process. [`push_folder`][bert_kd.experiment.hub.push_folder] writes exactly that folder (``bert-kd push
---dry-run``), [`push_to_hub`][bert_kd.experiment.hub.push_to_hub] writes it to a temporary folder and uploads it with
+([`bert_kd.experiment.model_card`][]). The store's ``manifest.json`` stays home: it names the
+training machine and process. [`push_folder`][] writes exactly that folder (``bert-kd push
+--dry-run``), [`push_to_hub`][] writes it to a temporary folder and uploads it with
 ``huggingface_hub`` (``HfApi.create_repo`` + ``upload_folder``).
 """
 
@@ -23,8 +23,8 @@ NOT_PUSHED = (MANIFEST, CARD_FILE)
 
 
 def push_folder(model_dir: str | Path, target: str | Path, **card_options) -> Path:
-    """Write the folder a push uploads: ``model_dir``'s files but [`NOT_PUSHED`][bert_kd.experiment.hub.NOT_PUSHED], and its model
-    card (``card_options``: [`model_card`][bert_kd.experiment.model_card.model_card]'s). ``target`` must
+    """Write the folder a push uploads: ``model_dir``'s files but [`NOT_PUSHED`][], and its model
+    card (``card_options``: [`model_card`][model_card.model_card]'s). ``target`` must
     not exist or be empty. → ``target``."""
     source, target = Path(model_dir), Path(target)
     if not (source / "config.json").is_file():
@@ -74,7 +74,7 @@ def _name_labels(folder: Path) -> None:
 
 def check_no_links(source: Path) -> None:
     """A pushed folder holds plain files: a symbolic link inside it (which would upload whatever file it points
-    to) is a [`UserError`][bert_kd.config.errors.UserError] naming it."""
+    to) is a [`UserError`][] naming it."""
     for path in sorted(source.rglob("*")):
         if path.is_symlink():
             raise UserError(
@@ -86,7 +86,7 @@ def check_no_links(source: Path) -> None:
 
 def check_repo_id(repo_id: str) -> None:
     """``repo_id`` as the hub accepts it (``owner/name``; `huggingface_hub`'s own validator), else a
-    [`UserError`][bert_kd.config.errors.UserError] — also in a dry run, which the hub never sees."""
+    [`UserError`][] — also in a dry run, which the hub never sees."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     problem = None
@@ -113,7 +113,7 @@ def push_to_hub(
     api=None,
     **card_options,
 ) -> str:
-    """Upload [`push_folder`][bert_kd.experiment.hub.push_folder] of ``model_dir`` to the hub model repository ``repo_id`` (created
+    """Upload [`push_folder`][] of ``model_dir`` to the hub model repository ``repo_id`` (created
     when absent); the commit's URL."""
     from huggingface_hub import HfApi
 

@@ -16,7 +16,7 @@ malformed manifest, a damaged file, a stray file) is moved
 aside to ``<dir>.corrupt-<timestamp>`` with one warning line and recomputed.
 
 A job whose spec has an integer ``seed`` trains with Python's, NumPy's and torch's global generators seeded
-from it ([`train_seeded`][bert_kd.experiment.jobs.train_seeded]), so what ``train_fn`` builds before its training loop seeds them again (a fresh
+from it ([`train_seeded`][]), so what ``train_fn`` builds before its training loop seeds them again (a fresh
 classification head, a projection, a filter) is a function of the key too, not of the process.
 """
 
@@ -69,7 +69,7 @@ VOLATILE_TRAINING_SETTINGS = (
     "fused_optimizer",
 )  # fused: same weights to float rounding
 
-#: Settings that enter keys only where they change the numbers ([`bert_kd.core.training.precision.numeric_key_material`][bert_kd.core.training.precision.numeric_key_material]).
+#: Settings that enter keys only where they change the numbers ([`bert_kd.core.training.precision.numeric_key_material`][]).
 NUMERIC_PATH_SETTINGS = ("tf32", "compile")
 
 #: Key material of length-grouped training batches (``group_by_length: true``), added to a key only
@@ -100,7 +100,7 @@ def fault_point(name: str) -> None:
 
 
 #: A store's identity: a random id written once into the store folder, so two machines see the same id
-#: exactly when they share the folder (a sweep's workers must; [`store_identity`][bert_kd.experiment.jobs.store_identity]).
+#: exactly when they share the folder (a sweep's workers must; [`store_identity`][]).
 STORE_ID_FILE = ".store_id"
 
 
@@ -150,7 +150,7 @@ def _key_for(kind: str, schema_version: int, spec: Mapping) -> str:
 
 def training_spec(settings: Mapping, frozen_teachers: bool = True) -> dict:
     """Training settings that determine the result (``VOLATILE_TRAINING_SETTINGS`` dropped;
-    [`GROUPED_BATCHES_MATERIAL`][bert_kd.experiment.jobs.GROUPED_BATCHES_MATERIAL] added when ``group_by_length``
+    [`GROUPED_BATCHES_MATERIAL`][] added when ``group_by_length``
     is on). ``frozen_teachers=False``: a job that runs no frozen teacher (a teacher's own fine-tuning), which
     ``teacher_mixed_precision`` does not concern: it is keyed at its default, ``same``, whatever the run says."""
     from bert_kd.core.training.precision import numeric_key_material
@@ -163,7 +163,7 @@ def training_spec(settings: Mapping, frozen_teachers: bool = True) -> dict:
 
 
 def grouped_batches_material(group_by_length: bool) -> dict:
-    """[`GROUPED_BATCHES_MATERIAL`][bert_kd.experiment.jobs.GROUPED_BATCHES_MATERIAL] for grouped batches, nothing for random ones."""
+    """[`GROUPED_BATCHES_MATERIAL`][] for grouped batches, nothing for random ones."""
     return dict(GROUPED_BATCHES_MATERIAL) if group_by_length else {}
 
 
@@ -289,7 +289,7 @@ def _files_problem(directory: Path, files: Any) -> str | None:
     return _unlisted_problem(directory, files)
 
 
-#: A store entry's model card ([`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]): written after the entry, derived
+#: A store entry's model card ([`bert_kd.experiment.model_card`][]): written after the entry, derived
 #: from its files and rewritten when the model is registered, so it is the one file the manifest need not list.
 MODEL_CARD = "README.md"
 #: The prefix of the temporary file a card is written to before it is renamed over the card: one left by a
@@ -300,7 +300,7 @@ CARD_TEMPORARY = f".{MODEL_CARD}.tmp-"
 def _unlisted_problem(directory: Path, files: Mapping) -> str | None:
     """Why ``directory`` holds more than its manifest lists: a symbolic link anywhere inside (a
     stored result is plain files), or a file the manifest does not name other than the entry's
-    model card [`MODEL_CARD`][bert_kd.experiment.jobs.MODEL_CARD] (None when neither)."""
+    model card [`MODEL_CARD`][] (None when neither)."""
     listed = {str(Path(name)) for name in files}
     for folder, subfolders, names in os.walk(directory):
         for name in sorted([*subfolders, *names]):
@@ -367,7 +367,7 @@ def manifest_problem(directory: Path, kind: str | None = None, key: str | None =
 
 
 def store_entry_problem(directory: Path) -> str | None:
-    """[`manifest_problem`][bert_kd.experiment.jobs.manifest_problem] for a folder given by path (links resolved): inside a store
+    """[`manifest_problem`][] for a folder given by path (links resolved): inside a store
     (``<root>/<kind>/<key>``, a kind the code knows) its manifest must name that kind and key;
     elsewhere (a copy of a model) its files must match."""
     directory = Path(directory).resolve()
@@ -442,7 +442,7 @@ def _reuse(job: Job, load_fn: Callable[[Path], Any], heal: bool) -> JobOutcome |
 
 def identity_manifest(job: Job) -> dict:
     """The manifest fields that tie a store entry to its job (kind, key, schema version, spec and
-    its hash): what [`manifest_problem`][bert_kd.experiment.jobs.manifest_problem] checks against the folder the entry sits in."""
+    its hash): what [`manifest_problem`][] checks against the folder the entry sits in."""
     return {
         "kind": job.kind,
         "key": job.key,
@@ -495,7 +495,7 @@ def run_job(
     checkpoint). ``provenance_fn(value)`` adds fields (e.g. the MLflow run id) to the manifest.
     ``publish_fn(outcome)`` runs on a freshly stored result while the key's lock is still held:
     what must be done before another process reuses the entry (logging its model once; a reuser
-    that needs it waits on [`key_lock`][bert_kd.experiment.jobs.key_lock]).
+    that needs it waits on [`key_lock`][]).
     ``writer=False`` (the non-zero ranks of a multi-process job) never takes the lock (it would
     block the collective operations) and never writes: it follows rank 0's decision
     (`_follow_rank_zero`), training alongside it or reading the result rank 0 found.

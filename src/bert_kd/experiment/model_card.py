@@ -6,13 +6,13 @@ metric (task, dataset ``nyu-mll/glue`` and its config, metric name and value), `
 ``license``, ``tags``, ``datasets``. The body says how the model was made: the recipe, the
 teacher and its dev score, the layer map, the training data and its limits, the seed, the commit,
 the MLflow run and the noise of one dev-set run (``0.5 / √n``,
-[`bert_kd.core.reports.verdict.noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
+[`bert_kd.core.reports.verdict.noise_tolerance`][]).
 
 The card is built as plain text (no template engine: every value may come from a file someone else wrote),
 its YAML header dumped by `huggingface_hub.ModelCardData`. Everything is read from the entry's files: ``bert_kd.json`` (what the model is, its dev metrics),
 ``manifest.json`` (the job's spec and provenance) and, for a student, its teacher's entry in the
 same store. A card is derived from them, so the store check lets it stand beside the listed files
-([`CARD_FILE`][bert_kd.experiment.model_card.CARD_FILE]). Kedro- and MLflow-free: the caller passes the run's link.
+([`CARD_FILE`][]). Kedro- and MLflow-free: the caller passes the run's link.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _teacher_entry(directory: Path, teacher_key: str | None) -> dict:
 
 def _hub_id(name: Any) -> str | None:
     """``name`` when it reads as a hub repository id (``owner/model``), not a local path; a project alias
-    ([`HUB_IDS`][bert_kd.experiment.model_card.HUB_IDS]) as the hub id it stands for."""
+    ([`HUB_IDS`][]) as the hub id it stands for."""
     text = HUB_IDS.get(str(name or "").lower(), str(name or ""))
     if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) and not Path(text).exists():
         return text
@@ -309,7 +309,7 @@ def _how_to_use(facts: Mapping) -> list[str]:
 
 
 def _citation(facts: Mapping) -> list[str]:
-    """The method's paper as BibTeX ([`bert_kd.experiment.citations`][bert_kd.experiment.citations]), if it has one."""
+    """The method's paper as BibTeX ([`bert_kd.experiment.citations`][]), if it has one."""
     from bert_kd.experiment.citations import citation
 
     bibtex = citation(facts["algorithm"]) if facts["role"] != "teacher" else None
@@ -317,7 +317,7 @@ def _citation(facts: Mapping) -> list[str]:
 
 
 def write_model_card(directory: str | Path, output: str | Path | None = None, **options) -> Path:
-    """Write [`model_card`][bert_kd.experiment.model_card.model_card] of ``directory`` to ``output`` (default ``<directory>/README.md``)
+    """Write [`model_card`][] of ``directory`` to ``output`` (default ``<directory>/README.md``)
     all at once (a temporary sibling renamed over it); the path written."""
     target = Path(output) if output is not None else Path(directory) / CARD_FILE
     if _read_json(Path(directory) / "bert_kd.json").get("role") == "general_student":  # no task, no dev metric

@@ -1,13 +1,13 @@
 """The whole parameter tree, typed by the method registry, and its cross-checks (Kedro-free).
 
 ``validate_parameters(params)`` checks the merged parameter tree (conf/<env> + ``--params``) and
-raises [`ParameterError`][bert_kd.config.errors.ParameterError] listing every problem by dotted key: unknown keys
+raises [`ParameterError`][] listing every problem by dotted key: unknown keys
 (with the closest valid key), wrong types and out-of-range values (with the value and what is
-allowed). Recipe entries are typed by the registered methods ([`bert_kd.core.distill.methods`][bert_kd.core.distill.methods]),
+allowed). Recipe entries are typed by the registered methods ([`bert_kd.core.distill.methods`][]),
 which is why this module sits above the core while the parameter blocks it assembles
-([`bert_kd.config.schema`][bert_kd.config.schema]) sit below it. ``cross_check`` adds the checks that need the models'
+([`bert_kd.config.schema`][]) sit below it. ``cross_check`` adds the checks that need the models'
 ``config.json`` (depths, layer maps, hidden sizes) but no weights, so nothing expensive runs before
-a typo is found. The weight convention is [`bert_kd.config.schema`][bert_kd.config.schema]'s.
+a typo is found. The weight convention is [`bert_kd.config.schema`][]'s.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ _RECIPES_BUILT: tuple = ()
 
 
 def parameters_model() -> type[Parameters]:
-    """[`Parameters`][bert_kd.experiment.parameters.Parameters] with its recipe entries typed by the registered methods (rebuilt when
+    """[`Parameters`][] with its recipe entries typed by the registered methods (rebuilt when
     the registry has changed since, e.g. after a method module was added)."""
     global _RECIPES_BUILT
     models = _registered_recipes()
@@ -176,12 +176,12 @@ def parameters_model() -> type[Parameters]:
 
 
 def valid_keys(loc: tuple) -> list[str]:
-    """Field names of the model found at ``loc`` in [`Parameters`][bert_kd.experiment.parameters.Parameters] (for suggestions)."""
+    """Field names of the model found at ``loc`` in [`Parameters`][] (for suggestions)."""
     return keys_at(parameters_model(), loc)
 
 
 def validate_parameters(params: Mapping) -> Parameters:
-    """The typed parameter tree; [`ParameterError`][bert_kd.config.errors.ParameterError] naming every bad key otherwise."""
+    """The typed parameter tree; [`ParameterError`][] naming every bad key otherwise."""
     try:
         return parameters_model().model_validate(dict(params))
     except ValidationError as error:
@@ -191,7 +191,7 @@ def validate_parameters(params: Mapping) -> Parameters:
 
 def recipe_problems(recipe: Mapping, where: str) -> list[tuple[str, str]]:
     """Problems of one recipe outside the parameter tree (a sweep row's), as ``(dotted key, message)``
-    under ``where``, worded like [`validate_parameters`][bert_kd.experiment.parameters.validate_parameters]' (unknown keys with the closest one)."""
+    under ``where``, worded like [`validate_parameters`][]' (unknown keys with the closest one)."""
     try:
         TypeAdapter(recipe_union()).validate_python(dict(recipe))
         return []
@@ -227,7 +227,7 @@ def _offline() -> bool:
 
 def model_config(name: str, key: str) -> dict:
     """``config.json`` of the model named by parameter ``key`` (local dir, ``minilm-l6`` or the
-    hub cache) without loading weights; [`ModelNotFoundError`][bert_kd.config.errors.ModelNotFoundError] naming ``key`` otherwise."""
+    hub cache) without loading weights; [`ModelNotFoundError`][] naming ``key`` otherwise."""
 
     try:
         resolved = resolve_model_name(name)
@@ -348,7 +348,7 @@ def _model_length_problems(settings, block: str, used: set[str]) -> list[tuple[s
 
 def cross_check(params: Parameters, used: set[str]) -> None:
     """Checks needing the models' ``config.json`` for the parameter blocks in ``used`` (names
-    like ``student``, ``distill_methods.alp``); [`ParameterError`][bert_kd.config.errors.ParameterError] listing the problems."""
+    like ``student``, ``distill_methods.alp``); [`ParameterError`][] listing the problems."""
 
     problems: list[tuple[str, str]] = list(_stage_problems(params, used))
     teacher_conf = model_config(params.teacher.model, "teacher.model") if params.teacher and "teacher" in used else None

@@ -1,7 +1,7 @@
 """An overall progress line for a run of several training jobs, and how far off it was (Kedro-free).
 
 ``kedro run`` counts nodes ("k of 57 tasks"); what takes the time is the training jobs (a teacher,
-its output cache, each student). [`JobProgress`][bert_kd.experiment.progress.JobProgress] knows every
+its output cache, each student). [`JobProgress`][] knows every
 step of the run in run order and estimates the time left as the sum of a price for each step not
 finished yet:
 
@@ -16,8 +16,8 @@ finished yet:
   of its function's steps measured so far, else at the mean of every such step.
 
 So no estimate exists before the first job finishes. Each progress line is kept with the time it
-was shown ([`EtaCheck`][bert_kd.experiment.progress.EtaCheck]); at the end of the run
-[`JobProgress.checks`][bert_kd.experiment.progress.JobProgress.checks] sets each estimate against the
+was shown ([`EtaCheck`][]); at the end of the run
+[`JobProgress.checks`][] sets each estimate against the
 time that was actually left. The line says when the machine is busy (load average above the cores):
 then every estimate is the busy machine's.
 """
@@ -162,7 +162,7 @@ class JobProgress:
         return ", ".join(parts)
 
     def announce(self, name: str, load: float | None = None, cores: int | None = None) -> str:
-        """The progress line before job ``name``, kept for [`checks`][bert_kd.experiment.progress.JobProgress.checks]."""
+        """The progress line before job ``name``, kept for [`checks`][]."""
         text = self.line(load, cores)
         number = self.jobs.index(name) + 1 if name in self.jobs else len(self.shown) + 1
         self.shown.append(EtaCheck(number, name, self.clock(), self.seconds_left()))

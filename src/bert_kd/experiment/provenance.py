@@ -56,7 +56,7 @@ def _git(root: Path, *args: str) -> str | None:
 def git_provenance(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """``{"commit": …, "dirty": "true" | "false" | "unknown"}`` of the project's own checkout.
 
-    Read only when ``root`` (default: [`project_root`][bert_kd.experiment.provenance.project_root]) is the top level of a git work
+    Read only when ``root`` (default: [`project_root`][]) is the top level of a git work
     tree: a copy of the project unpacked inside another repository gets
     ``unknown (not a git checkout)``, never the enclosing repository's commit. ``dirty`` means
     tracked files differ from the commit (untracked outputs, e.g. new result JSONs, do not count).

@@ -1,6 +1,6 @@
-"""A stored model's publication (Kedro-free, MLflow behind [`JobTracker`][bert_kd.experiment.tracker.JobTracker]):
-[`run_model_job`][bert_kd.experiment.publishing.run_model_job] reuses or trains a model through the store
-([`bert_kd.experiment.store`][bert_kd.experiment.store], [`bert_kd.experiment.jobs`][bert_kd.experiment.jobs])
+"""A stored model's publication (Kedro-free, MLflow behind [`JobTracker`][tracker.JobTracker]):
+[`run_model_job`][] reuses or trains a model through the store
+([`bert_kd.experiment.store`][], [`bert_kd.experiment.jobs`][])
 inside the job's run, then writes the entry's model card and logs its LoggedModel. The store itself
 writes no card and logs nothing."""
 
@@ -30,7 +30,7 @@ TRAINING_SECONDS = "time/training_seconds"
 class JobRunSpec:
     """A job's run: its ``name`` (default ``<kind>:<task>``), ``tags``, and ``describe_fn(run, bundle)``,
     which records on a reuse run that stands for the model (see
-    [`model_run_id`][bert_kd.experiment.store.model_run_id]) what the job's training run records."""
+    [`model_run_id`][]) what the job's training run records."""
 
     name: str | None = None
     tags: Mapping[str, str] | None = None
@@ -48,21 +48,21 @@ def run_model_job(
     """Reuse or train a model through the job path, inside the job's own run; the bundle's
     ``info`` names its store path.
 
-    The run (``job_run``: [`JobRunSpec`][bert_kd.experiment.publishing.JobRunSpec]) opens before the job and ends with it:
+    The run (``job_run``: [`JobRunSpec`][]) opens before the job and ends with it:
     ``train_fn(checkpoint_dir, run=<the run>)`` logs into it and its seconds are logged as
-    [`TRAINING_SECONDS`][bert_kd.experiment.publishing.TRAINING_SECONDS]. A reused model's run is its own short run, tagged with a link to the
+    [`TRAINING_SECONDS`][]. A reused model's run is its own short run, tagged with a link to the
     run that trained it (``info["trained_in_run_id"]``); ``info["mlflow_run_id"]`` is this job's run.
     With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once per
     store entry and tracking store: the run that trains the entry logs it before it releases the
-    key's lock ([`bert_kd.experiment.jobs.key_lock`][bert_kd.experiment.jobs.key_lock]), and a run that reuses the entry and finds no
+    key's lock ([`bert_kd.experiment.jobs.key_lock`][]), and a run that reuses the entry and finds no
     finished LoggedModel of it (the training run's logging killed, another tracking store, or that
     logging still under way) takes the lock and looks again before it logs one. Its id goes to
     ``info["mlflow_model_id"]``. ``info["model_run_id"]`` is the run that stands for the stored model
-    in this tracking store, its LoggedModel's source run ([`model_run_id`][bert_kd.experiment.store.model_run_id]); a reuse run that is
+    in this tracking store, its LoggedModel's source run ([`model_run_id`][]); a reuse run that is
     that run (the training run is in another tracking store) first records what its job's training
     would have, through ``job_run.describe_fn`` (the train split as its dataset, the comparable
     columns), so the model it logs and the evaluation logged on it name their data. The entry gets its model card (``README.md``,
-    [`bert_kd.experiment.model_card`][bert_kd.experiment.model_card]) when it is trained, or when a reused entry has none, before its
+    [`bert_kd.experiment.model_card`][]) when it is trained, or when a reused entry has none, before its
     model is logged.
     """
     tracker = tracker_for(tracking)
@@ -118,7 +118,7 @@ def _reuse_entry(
     (or, when it has none in this tracking store, logged under the key's lock). When the run that
     trained it is not in this tracking store, this run records what that run would have
     (``describe_fn``) and stands for the model unless an earlier run logged it here
-    ([`model_run_id`][bert_kd.experiment.store.model_run_id])."""
+    ([`model_run_id`][])."""
     bundle = _describe(outcome, model_job, run)
     trained_in = bundle.info["trained_in_run_id"]
     trained_here = tracker.mark_reused(run, trained_in)

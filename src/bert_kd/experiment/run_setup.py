@@ -1,5 +1,5 @@
 """A training run's set-up from its parameter blocks (Kedro-free): the run-wide settings
-([`RunSettings`][bert_kd.experiment.run_setup.RunSettings]), the [`TrainingConfig`][bert_kd.core.training.config.TrainingConfig] of a ``training:`` block
+([`RunSettings`][]), the [`TrainingConfig`][core.training.config.TrainingConfig] of a ``training:`` block
 plus ``runtime``, step counts, a teacher block and its seed, the padding collator and the step
 logger of the job path."""
 
@@ -80,7 +80,7 @@ class RunSettings:
 
     @classmethod
     def of(cls, settings: RunSettings | Mapping) -> RunSettings:
-        """From the ``run_settings`` dataset ([`bert_kd.pipelines.common.build_run_settings`][bert_kd.pipelines.common.build_run_settings]) or as is."""
+        """From the ``run_settings`` dataset ([`bert_kd.pipelines.common.build_run_settings`][]) or as is."""
         if isinstance(settings, cls):
             return settings
         values = dict(settings)
@@ -108,11 +108,11 @@ def training_config(
     n_train: int | None = None,
 ):
     """TrainingConfig from a validated ``training:`` block plus the ``runtime`` settings (the nodes and
-    [`RunSettings`][bert_kd.experiment.run_setup.RunSettings] turn dicts into these models).
+    [`RunSettings`][] turn dicts into these models).
 
     With a ``checkpoint_dir`` the checkpoint is kept after training: the job path removes it
     once the result is stored. With ``n_train`` (training rows) and no ``log_every_steps`` set by
-    the user, losses are logged [`adaptive_log_every`][bert_kd.experiment.run_setup.adaptive_log_every] steps apart, so
+    the user, losses are logged [`adaptive_log_every`][] steps apart, so
     small runs still draw a curve.
     """
     select = runtime.select_metric or primary_metric(task)  # a sweep table's paper metric, else the task's primary
@@ -147,7 +147,7 @@ def total_steps(config: TrainingConfig, n_train: int) -> int:
 def teacher_block(teacher: Block[Teacher]) -> Teacher:
     """A ``teacher`` block or a ``multi_teachers`` entry as a `Teacher`: the
     hook's model as is, a dict (a notebook's, a test's, a sweep trial's) validated without its
-    ``name`` and ``seed`` (see [`teacher_seed`][bert_kd.experiment.run_setup.teacher_seed])."""
+    ``name`` and ``seed`` (see [`teacher_seed`][])."""
     if isinstance(teacher, Teacher):
         return teacher
     return typed(Teacher, {k: v for k, v in dict(teacher or {}).items() if k not in ("name", "seed")}, "teacher")

@@ -1,7 +1,7 @@
 """The content-keyed model store of a project checkout (Kedro-free): jobs under
-[`STORE_ROOT`][bert_kd.experiment.store.STORE_ROOT] (teachers, students, TED filters, teacher caches), a model's
+[`STORE_ROOT`][] (teachers, students, TED filters, teacher caches), a model's
 key material and the run that stands for a stored model. It stores and nothing else: the job's run, its
-model card and its LoggedModel are published by [`bert_kd.experiment.publishing`][bert_kd.experiment.publishing]."""
+model card and its LoggedModel are published by [`bert_kd.experiment.publishing`][]."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def model_identity(name: str) -> dict:
 
 
 def job(kind: str, spec: Mapping) -> jobs.Job:
-    """A job of ``kind`` stored under [`STORE_ROOT`][bert_kd.experiment.store.STORE_ROOT]."""
+    """A job of ``kind`` stored under [`STORE_ROOT`][]."""
     return jobs.Job(kind, spec, STORE_ROOT)
 
 

@@ -1,12 +1,12 @@
 """How the job path reports what it does, without knowing MLflow (Kedro- and MLflow-free).
 
-A training job ([`bert_kd.experiment.publishing.run_model_job`][bert_kd.experiment.publishing.run_model_job]) opens one run for itself through a
-[`JobTracker`][bert_kd.experiment.tracker.JobTracker], trains or reuses its model inside it, logs the stored model and ends the
-run when the job ends. The loop and the distillation body write to the [`JobRun`][bert_kd.experiment.tracker.JobRun] they are
+A training job ([`bert_kd.experiment.publishing.run_model_job`][]) opens one run for itself through a
+[`JobTracker`][], trains or reuses its model inside it, logs the stored model and ends the
+run when the job ends. The loop and the distillation body write to the [`JobRun`][] they are
 handed. With ``tracking.enabled: false`` the tracker is `NO_TRACKER` and nothing here
 imports MLflow; with tracking on, the implementation is the one the program installed where it
-starts ([`install_tracking`][bert_kd.experiment.tracker.install_tracking]): Kedro's ``settings.py`` installs MLflow's
-([`bert_kd.tracking.use_mlflow`][bert_kd.tracking.use_mlflow]), and so does every other entry point that tracks.
+starts ([`install_tracking`][]): Kedro's ``settings.py`` installs MLflow's
+([`bert_kd.tracking.use_mlflow`][]), and so does every other entry point that tracks.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def install_tracking(
     sources: Callable[[], ModelSources],
 ) -> None:
     """Choose this program's implementations of the three interfaces (called where the program
-    starts: [`bert_kd.tracking.use_mlflow`][bert_kd.tracking.use_mlflow] installs MLflow's)."""
+    starts: [`bert_kd.tracking.use_mlflow`][] installs MLflow's)."""
     global _kedro_run_factory, _model_sources_factory
     register_tracker(job_tracker)
     _kedro_run_factory, _model_sources_factory = kedro_run_reporter, sources
@@ -272,7 +272,7 @@ def tracker_for(tracking) -> JobTracker:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A comparison table as a report node made it, for [`KedroRunReporter.log_comparison`][bert_kd.experiment.tracker.KedroRunReporter.log_comparison]."""
+    """A comparison table as a report node made it, for [`KedroRunReporter.log_comparison`][]."""
 
     name: str  # the artifacts' stem: <name>.md, <name>.png
     markdown: str  # the table with its verdict (the .md artifact)
@@ -360,7 +360,7 @@ class ModelSources(Protocol):
 
     def local_directory(self, uri: str, key: str) -> Path:
         """The model ``uri`` downloaded to a local directory (a LoggedModel's data, confined to the
-        download); a [`UserError`][bert_kd.config.errors.UserError] naming the parameter ``key`` when the
+        download); a [`UserError`][config.errors.UserError] naming the parameter ``key`` when the
         URI names nothing loadable."""
 
     def recorded_task(self, uri: str) -> tuple[str | None, str]:
@@ -368,12 +368,12 @@ class ModelSources(Protocol):
 
 
 #: Prefix of the temporary folder a model named by an MLflow URI is downloaded into
-#: ([`discard_download`][bert_kd.experiment.tracker.discard_download]).
+#: ([`discard_download`][]).
 DOWNLOAD_PREFIX = "bert_kd_model_"
 
 
 def discard_download(path: Path) -> None:
-    """Remove the temporary download folder ([`DOWNLOAD_PREFIX`][bert_kd.experiment.tracker.DOWNLOAD_PREFIX])
+    """Remove the temporary download folder ([`DOWNLOAD_PREFIX`][])
     that holds ``path``: a refused model leaves nothing behind (a MiniLM teacher is 88 MB, BERT-base about
     440 MB). Any other path is left alone."""
     import shutil

@@ -37,7 +37,7 @@ def environments(conf_source: str | Path) -> list[str]:
 
 
 def check_environment(conf_source: str | Path, env: str | None) -> None:
-    """[`UserError`][bert_kd.config.errors.UserError] unless ``env`` (``kedro run --env``) names a folder directly inside ``conf_source``."""
+    """[`UserError`][] unless ``env`` (``kedro run --env``) names a folder directly inside ``conf_source``."""
     if env is None or not Path(conf_source).is_dir():  # a remote conf_source: Kedro checks it
         return
     known = environments(conf_source)

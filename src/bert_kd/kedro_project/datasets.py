@@ -39,7 +39,7 @@ class _VersionedFolder(AbstractVersionedDataset):
 
 
 class HFModelDataset(_VersionedFolder):
-    """A [`ModelBundle`][bert_kd.core.models.ModelBundle] as a versioned HF directory
+    """A [`ModelBundle`][] as a versioned HF directory
     (``save_pretrained``, safetensors, tokenizer, provenance in ``bert_kd.json``).
 
     ```yaml
@@ -66,7 +66,7 @@ class HFModelDataset(_VersionedFolder):
 
 class FilesDataset(_VersionedFolder):
     """A versioned folder of named binary files (``{"student.onnx": bytes, ...}``), written
-    atomically ([`bert_kd.core.files.write_atomically`][bert_kd.core.files.write_atomically]; its ``manifest.json`` is not one of them)."""
+    atomically ([`bert_kd.core.files.write_atomically`][]; its ``manifest.json`` is not one of them)."""
 
     def load(self) -> dict[str, bytes]:
         return {f.name: f.read_bytes() for f in sorted(self._folder().iterdir()) if f.is_file() and f.name != MANIFEST}

@@ -15,11 +15,11 @@ log = logging.getLogger(__name__)
 
 
 #: Recipe blocks whose entries the hook hands nodes with their weights written out
-#: ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]): their students are keyed on that form, as a
+#: ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][]): their students are keyed on that form, as a
 #: sweep trial of their row writes it. ``multi_teacher_configs`` entries reach their node as written:
 #: the multi-teacher student is keyed on the recipe as written (every stored one, trial or ``kedro
 #: run``) and the node writes the weights out for the method
-#: ([`bert_kd.pipelines.multi_teacher.nodes.student_recipe`][bert_kd.pipelines.multi_teacher.nodes.student_recipe]).
+#: ([`bert_kd.pipelines.multi_teacher.nodes.student_recipe`][]).
 EXPLICIT_WEIGHT_BLOCKS = ("distill_methods", "ted_methods")
 
 
@@ -133,8 +133,8 @@ def typed_inputs(parameters, inputs) -> dict[str, object]:
     """The schema models (defaults filled) that stand for the ``params:`` inputs among ``inputs``:
     ``params:<block>`` → ``parameters.<block>`` and ``params:<block>.<entry>`` → its entry, where
     that is a model (or a list of models: ``multi_teachers``). Scalars, free-form dicts and the
-    recipe blocks ([`RECIPE_BLOCKS`][bert_kd.config.schema.RECIPE_BLOCKS], whose entries nodes receive as dicts, with
-    explicit weights where [`EXPLICIT_WEIGHT_BLOCKS`][bert_kd.kedro_project.hooks.EXPLICIT_WEIGHT_BLOCKS] says) are not listed: nodes get those as
+    recipe blocks ([`RECIPE_BLOCKS`][config.schema.RECIPE_BLOCKS], whose entries nodes receive as dicts, with
+    explicit weights where [`EXPLICIT_WEIGHT_BLOCKS`][] says) are not listed: nodes get those as
     Kedro loads them."""
     from pydantic import BaseModel
 
@@ -182,7 +182,7 @@ def save_entry_defaults(parameters, inputs, catalog) -> dict[str, object]:
 def check_precision(parameters) -> None:
     """``runtime.mixed_precision``, ``runtime.teacher_mixed_precision`` and ``runtime.compile`` run as said
     on this device (fp16 or CUDA graphs on a CPU do not), checked before any job is keyed: a
-    [`ParameterError`][bert_kd.config.errors.ParameterError] listing each otherwise."""
+    [`ParameterError`][config.errors.ParameterError] listing each otherwise."""
     from bert_kd.config.errors import ParameterError
     from bert_kd.core.training.config import compile_problem, precision_problem
 
@@ -202,7 +202,7 @@ def check_precision(parameters) -> None:
 
 def check_sweep_parameters(parameters: dict) -> None:
     """The ``reproduce`` block's table and restrictions (``reproduce.table/methods/tasks/seeds/grid``)
-    parsed before anything runs: a [`SweepParameterError`][bert_kd.sweeps.spec.SweepParameterError] naming the bad one."""
+    parsed before anything runs: a [`SweepParameterError`][sweeps.spec.SweepParameterError] naming the bad one."""
     from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
 
     reproduce = parameters.get("reproduce") or {}
@@ -236,7 +236,7 @@ def check_run_parameters(parameters: dict, pipeline_inputs) -> Parameters:
     """What a run checks of its merged parameters (conf + ``--params``) before any node runs, for a
     pipeline with ``pipeline_inputs``: the schema, the precision on this device, the blocks the pipeline
     reads against each other and, for a sweep, its table, restrictions and storage. → the validated
-    parameters; a [`UserError`][bert_kd.config.errors.UserError] names the first problem."""
+    parameters; a [`UserError`][config.errors.UserError] names the first problem."""
     from bert_kd.experiment.parameters import cross_check, validate_parameters
     from bert_kd.kedro_project.preflight import check_sweep_storage
 
@@ -261,7 +261,7 @@ def teacher_layer_count(model: str) -> int:
 
 def collapse_duplicate_rows(parameters: dict, typed, inputs, catalog) -> dict[str, str]:
     """Hand every ``distill_methods`` row of the pipeline that is the same job as another
-    ([`bert_kd.core.distill.duplicates.same_jobs`][bert_kd.core.distill.duplicates.same_jobs]: the same layers connected with the same weights)
+    ([`bert_kd.core.distill.duplicates.same_jobs`][]: the same layers connected with the same weights)
     the other row's recipe, so the job is trained once and the store gives the other row the
     same student (the table shows it as "same job as <row>"). → row → the row it repeats."""
     from bert_kd.core.distill.duplicates import same_jobs
@@ -295,9 +295,9 @@ def collapse_duplicate_rows(parameters: dict, typed, inputs, catalog) -> dict[st
 
 
 class ValidateParametersHook:
-    """Validate the merged parameters (conf + ``--params``) with [`bert_kd.config.schema`][bert_kd.config.schema] before
+    """Validate the merged parameters (conf + ``--params``) with [`bert_kd.config.schema`][] before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
-    nodes each recipe of [`EXPLICIT_WEIGHT_BLOCKS`][bert_kd.kedro_project.hooks.EXPLICIT_WEIGHT_BLOCKS] with its weights written out explicitly
+    nodes each recipe of [`EXPLICIT_WEIGHT_BLOCKS`][] with its weights written out explicitly
     (what MLflow records), and hand
     every node the validated models (defaults filled) of its other ``params:`` inputs.
 
@@ -436,7 +436,7 @@ def _written_to(catalog, dataset: str, base: str) -> str:
 
 
 class ClosingSummaryHook:
-    """Print [`closing_summary`][bert_kd.kedro_project.hooks.closing_summary] after everything else of a ``kedro run`` (a hook wrapper
+    """Print [`closing_summary`][] after everything else of a ``kedro run`` (a hook wrapper
     around ``after_pipeline_run``): plain lines, never wrapped, so a log file ends with the answer."""
 
     def __init__(self) -> None:

@@ -3,7 +3,7 @@ block that names the file or server and the fix, instead of retrying for minutes
 hours in with a traceback: an unreachable MLflow server, a damaged SQLite file (``mlflow.db``,
 the sweeps' ``optuna.db``).
 
-Kedro-free; [`bert_kd.kedro_project.hooks.PreflightHook`][bert_kd.kedro_project.hooks.PreflightHook] calls these at the start of a ``kedro run``.
+Kedro-free; [`bert_kd.kedro_project.hooks.PreflightHook`][] calls these at the start of a ``kedro run``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def sqlite_problem(path: Path) -> str | None:
 
 
 def check_sqlite(path: Path | None, what: str, extra_fix: str = "") -> None:
-    """[`StorageError`][bert_kd.config.errors.StorageError] naming ``path`` and the fix when it is a damaged SQLite file."""
+    """[`StorageError`][] naming ``path`` and the fix when it is a damaged SQLite file."""
     if path is None:
         return
     problem = sqlite_problem(path)
@@ -98,7 +98,7 @@ def check_tracking(uri: str) -> None:
 
 
 def check_sqlite_folder(path: Path | None, what: str, setting: str) -> None:
-    """[`StorageError`][bert_kd.config.errors.StorageError] when the folder of the SQLite file ``path`` is not a folder: SQLite creates the
+    """[`StorageError`][] when the folder of the SQLite file ``path`` is not a folder: SQLite creates the
     file, never its folder, and MLflow then failed with a long traceback."""
     if path is None or path.parent.is_dir():
         return
@@ -130,7 +130,7 @@ KNOWN_DATABASES = (
 
 
 def damaged_database_error(exc: BaseException) -> StorageError | None:
-    """A [`StorageError`][bert_kd.config.errors.StorageError] naming the damaged file when ``exc`` (or its cause) is SQLite's
+    """A [`StorageError`][] naming the damaged file when ``exc`` (or its cause) is SQLite's
     "malformed" / "not a database" raised mid-run (the start-of-run check passed, or the run's
     own database was damaged meanwhile); None for other errors."""
     import os

@@ -1,4 +1,4 @@
-"""The ``kedro run`` hook that prints [`JobProgress`][bert_kd.experiment.progress.JobProgress]'s line
+"""The ``kedro run`` hook that prints [`JobProgress`][]'s line
 before each training job of a pipeline with several (``job 3 of 9, ~4 min left, machine busy:
 load 3.1 on 2 cores``) and, when the last node has run, how far off each line's estimate was."""
 
@@ -30,7 +30,7 @@ FORWARD_PASS_WORK = 1 / 3
 
 
 def job_kind(node) -> str | None:
-    """The kind of training job ``node`` runs ([`JOB_FUNCTIONS`][bert_kd.kedro_project.progress.JOB_FUNCTIONS]), None for any other node."""
+    """The kind of training job ``node`` runs ([`JOB_FUNCTIONS`][]), None for any other node."""
     return JOB_FUNCTIONS.get(getattr(node.func, "__name__", ""))
 
 
@@ -49,7 +49,7 @@ def _signature(node, catalog) -> str | None:
 
 
 def run_steps(pipeline, catalog, recompute: bool) -> list[Step]:
-    """Every node of ``pipeline`` in run order as a [`Step`][bert_kd.experiment.progress.Step]; a job
+    """Every node of ``pipeline`` in run order as a [`Step`][]; a job
     that repeats an earlier one is marked so (not under ``runtime.recompute``, which trains it again)."""
     steps, first = [], {}
     for node in pipeline.nodes:  # Kedro's sequential run order

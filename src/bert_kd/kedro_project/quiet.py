@@ -25,7 +25,7 @@ KNOWN_NOISE: tuple[tuple[str, type[Warning]], ...] = (
 
 
 class KnownNoiseFilter(logging.Filter):
-    """Drop ``py.warnings`` records of [`KNOWN_NOISE`][bert_kd.kedro_project.quiet.KNOWN_NOISE] (Kedro routes warnings into logging;
+    """Drop ``py.warnings`` records of [`KNOWN_NOISE`][] (Kedro routes warnings into logging;
     MLflow re-enables its own with ``simplefilter("once")``, so ``filterwarnings`` alone misses it)."""
 
     pattern = re.compile("|".join(message for message, _ in KNOWN_NOISE))
@@ -35,7 +35,7 @@ class KnownNoiseFilter(logging.Filter):
 
 
 def silence_known_warnings() -> None:
-    """Install the [`KNOWN_NOISE`][bert_kd.kedro_project.quiet.KNOWN_NOISE] filters (idempotent)."""
+    """Install the [`KNOWN_NOISE`][] filters (idempotent)."""
     for message, category in KNOWN_NOISE:
         warnings.filterwarnings("ignore", message=f".*{message}", category=category)
     logger = logging.getLogger("py.warnings")
@@ -51,7 +51,7 @@ CATALOG_LOGGER = "kedro.io.data_catalog"
 
 class DatasetIOFilter(logging.Filter):
     """Drop the catalog's ``Loading data from``/``Saving data to`` INFO lines, unless
-    [`LOG_DATASETS_ENV`][bert_kd.kedro_project.quiet.LOG_DATASETS_ENV] is set when the record is made; warnings and errors always pass."""
+    [`LOG_DATASETS_ENV`][] is set when the record is made; warnings and errors always pass."""
 
     pattern = re.compile(r"^(Loading data from|Saving data to) ")
 
@@ -62,7 +62,7 @@ class DatasetIOFilter(logging.Filter):
 
 
 def quiet_dataset_io() -> None:
-    """Install [`DatasetIOFilter`][bert_kd.kedro_project.quiet.DatasetIOFilter] on Kedro's catalog logger (idempotent)."""
+    """Install [`DatasetIOFilter`][] on Kedro's catalog logger (idempotent)."""
     logger = logging.getLogger(CATALOG_LOGGER)
     if not any(isinstance(f, DatasetIOFilter) for f in logger.filters):
         logger.addFilter(DatasetIOFilter())

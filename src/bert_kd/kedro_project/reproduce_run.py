@@ -2,7 +2,7 @@
 
 kedro-mlflow logs every ``params:`` input of a node (and all of ``parameters``, flattened): a node that read the
 whole parameter tree logged about 1,240 parameters, one request each. The ``reproduce`` node reads
-``params:reproduce`` and one [`ReproduceRun`][bert_kd.sweeps.reproduce_pipeline.nodes.ReproduceRun], made here
+``params:reproduce`` and one [`ReproduceRun`][], made here
 once per run, so the plugin's own hook logs ``reproduce.*`` only.
 """
 
@@ -16,7 +16,7 @@ from bert_kd.sweeps.reproduce_pipeline.nodes import REPRODUCE_RUN, ReproduceRun
 
 
 class ReproduceRunHook:
-    """Save the run's [`ReproduceRun`][bert_kd.sweeps.reproduce_pipeline.nodes.ReproduceRun] when the pipeline
+    """Save the run's [`ReproduceRun`][] when the pipeline
     reads it: the parameters as the catalog holds them once every other hook has checked them (``trylast``),
     the same without the run's ``--params`` (the context's loader with no runtime params), and the ``--params``."""
 

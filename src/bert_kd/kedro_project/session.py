@@ -3,7 +3,7 @@
 Kedro names a run's versions (``data/08_reporting/teacher_metrics.json/<version>/``) after the
 session id, a millisecond UTC timestamp: two ``kedro run`` started within one millisecond drew the
 same version and the second failed with "Save path … must not exist if versioning is enabled",
-its report lost. [`UniqueVersionSession`][bert_kd.kedro_project.session.UniqueVersionSession] (``SESSION_CLASS`` in ``settings.py``) appends a
+its report lost. [`UniqueVersionSession`][] (``SESSION_CLASS`` in ``settings.py``) appends a
 per-run unique part to that timestamp; versions still sort by time (the timestamp comes first).
 """
 
@@ -23,7 +23,7 @@ def unique_version(timestamp: str | None = None) -> str:
 
 class UniqueVersionSession(KedroSession):
     """`KedroSession` whose id (the save version of every versioned dataset of the run)
-    is [`unique_version`][bert_kd.kedro_project.session.unique_version] of Kedro's timestamp."""
+    is [`unique_version`][] of Kedro's timestamp."""
 
     def __init__(self, session_id: str, *args, **kwargs):
         super().__init__(unique_version(session_id), *args, **kwargs)

@@ -1,5 +1,5 @@
 """The ``kedro run`` hook that chooses torch's thread count at start from the cores actually free
-([`thread_choice`][bert_kd.core.machine.thread_choice]) and says so in one log line."""
+([`thread_choice`][]) and says so in one log line."""
 
 from __future__ import annotations
 

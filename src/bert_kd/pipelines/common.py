@@ -1,8 +1,8 @@
 """What the Kedro nodes share that is Kedro: the ``run_settings`` node and the wrapper handing a
-node its run-wide parameters ([`settings_node`][bert_kd.pipelines.common.settings_node]), and kedro-viz tags.
+node its run-wide parameters ([`settings_node`][]), and kedro-viz tags.
 
 Nodes import the Kedro-free helpers they call from the modules that define them
-([`bert_kd.experiment.run_setup`][bert_kd.experiment.run_setup], [`bert_kd.experiment.store`][bert_kd.experiment.store], [`bert_kd.experiment.evaluation`][bert_kd.experiment.evaluation]);
+([`bert_kd.experiment.run_setup`][], [`bert_kd.experiment.store`][], [`bert_kd.experiment.evaluation`][]);
 this module re-exports none of them.
 """
 
@@ -24,7 +24,7 @@ from bert_kd.experiment.run_setup import DATA_SOURCE, RunSettings
 RUN_PARAMETERS = ("task", "seed", "tracking", "runtime", "glue_dir", "max_train_samples", "max_eval_samples")
 #: The run parameters saying where the rows come from (one ``data_source`` dict in the run settings).
 DATA_SOURCE_PARAMETERS = ("glue_dir", "max_train_samples", "max_eval_samples")
-#: A node function's argument that receives the run settings as one [`RunSettings`][bert_kd.experiment.run_setup.RunSettings].
+#: A node function's argument that receives the run settings as one [`RunSettings`][].
 WHOLE_RUN_SETTINGS = "run"
 
 
@@ -42,7 +42,7 @@ def build_run_settings(
     data_source: Mapping | None = None,
 ) -> dict:
     """The run-wide parameters as one dict, ``tracking`` and ``runtime`` as schema models (the
-    hook's, or validated here from a notebook's dicts); ``data_source`` ([`gather_data_source`][bert_kd.pipelines.common.gather_data_source])
+    hook's, or validated here from a notebook's dicts); ``data_source`` ([`gather_data_source`][])
     groups where the rows came from (a key left out: None) and its entries are also there by their own names."""
     unknown = sorted(set(data_source or {}) - set(DATA_SOURCE_PARAMETERS))
     if unknown:
@@ -84,7 +84,7 @@ def reads_run_settings(func, **fixed):
     """``func`` as a node function whose arguments named like a run setting (``task``, ``seed``,
     ``tracking``, ``runtime``, ``glue_dir``, ``max_*_samples``, ``data_source``) come from the
     last input, ``run_settings``, and an argument named ``run`` gets all of them as one
-    [`RunSettings`][bert_kd.experiment.run_setup.RunSettings]; the others are the node's inputs in order; ``fixed`` keyword
+    [`RunSettings`][]; the others are the node's inputs in order; ``fixed`` keyword
     arguments are bound when the pipeline is built (e.g. ``row="alp_no"``).
 
     ``func`` itself keeps its plain signature (notebooks and tests call it directly).
@@ -115,7 +115,7 @@ def reads_run_settings(func, **fixed):
 
 
 def _call_with_run_settings(func, own, from_settings, fixed, args):
-    """The body of a [`reads_run_settings`][bert_kd.pipelines.common.reads_run_settings] node function."""
+    """The body of a [`reads_run_settings`][] node function."""
     *values, settings = args
     kwargs = {p.name: v for p, v in zip(own, values)}
     kwargs.update(
@@ -159,7 +159,7 @@ def located_at(wrapper, func):
 
 
 def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None, fixed=None):
-    """``node(func, [*inputs, "run_settings"], …)`` with [`reads_run_settings`][bert_kd.pipelines.common.reads_run_settings] (``fixed``: bound keywords)."""
+    """``node(func, [*inputs, "run_settings"], …)`` with [`reads_run_settings`][] (``fixed``: bound keywords)."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     return node(
         reads_run_settings(func, **(fixed or {})),

@@ -1,6 +1,6 @@
 """The registration policy of a comparison, shared by the distill and multi-teacher pipelines: the best
 student (or, on a tie, each tied student) as a registered MLflow model version through
-[`JobTracker`][bert_kd.experiment.tracker.JobTracker] (nodes never call MLflow), and the node functions that
+[`JobTracker`][experiment.tracker.JobTracker] (nodes never call MLflow), and the node functions that
 gather a comparison's students into one input so a register node takes four inputs whatever the number of rows."""
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ def register_best_student(
 ) -> dict:
     """Register the comparison's best student (``tracking.registered_model``, default
     ``bert_kd-<task>-student``) with its lineage tags and the verdict's
-    ([`Verdict.tags`][bert_kd.core.reports.verdict.Verdict.tags]) and the alias ``champion``. A tie
+    ([`Verdict.tags`][]) and the alias ``champion``. A tie
     crowns no one: each tied job's student is registered with its own alias ``tied-<row>``
-    ([`tied_alias`][bert_kd.core.reports.verdict.tied_alias]), no ``champion``, and the result names
+    ([`tied_alias`][]), no ``champion``, and the result names
     the command that can decide it (more seeds,
-    [`deciding_command`][bert_kd.core.reports.verdict.deciding_command]), unless
+    [`deciding_command`][]), unless
     ``tracking.register_ties`` is false (then nothing). Nothing is registered when the teacher or every
     student sits at the majority class, tracking is off or ``tracking.register_best`` is false
     (``settings``: the run settings). → what was done (``registered``, ``uri``, ``alias``,
@@ -130,8 +130,8 @@ def register_best_student(
 
 
 def decide_tie(table_name: str | None) -> str:
-    """[`deciding_command`][bert_kd.core.reports.verdict.deciding_command] for this table with the
-    current run's ``--env`` and ``--params`` ([`run_command`][bert_kd.experiment.run_setup.run_command])."""
+    """[`deciding_command`][] for this table with the
+    current run's ``--env`` and ``--params`` ([`run_command`][])."""
     command = run_command()
     return deciding_command(table_name, env=command.env, params=command.params)
 
@@ -157,9 +157,9 @@ def registration_description(
 
 
 def registration_node(table_name: str, label=None):
-    """[`register_best_student`][bert_kd.pipelines.registration.register_best_student] as a node function over
+    """[`register_best_student`][] as a node function over
     ``(table, teacher_metrics, student_metrics, run_settings)``: ``student_metrics`` is the comparison's students
-    gathered into one input ([`gathering`][bert_kd.pipelines.registration.gathering]), so the node takes four inputs
+    gathered into one input ([`gathering`][]), so the node takes four inputs
     whatever the number of rows."""
 
     def register(table, teacher_metrics, student_metrics, settings):

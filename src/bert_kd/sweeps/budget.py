@@ -8,11 +8,11 @@ expected best dev score after ``k`` trials drawn at random from its search space
 With N finished trials whose dev scores, sorted, are v_(1) ≤ … ≤ v_(N), the expected maximum of
 ``k`` trials is estimated by
 
-- [`expected_max`][bert_kd.sweeps.budget.expected_max] (default, unbiased): the mean of the maximum over all C(N, k) subsets of
+- [`expected_max`][] (default, unbiased): the mean of the maximum over all C(N, k) subsets of
   k distinct trials, Σ_{i=k}^{N} v_(i) · C(i−1, k−1) / C(N, k) — the U-statistic, unbiased for
   E[max of k i.i.d. trials] (Dodge et al., 2021, "Expected Validation Performance and Estimation
   of a Random Variable's Maximum"); defined for k ≤ N;
-- [`expected_max_with_replacement`][bert_kd.sweeps.budget.expected_max_with_replacement]: Dodge et al. (2019), Eq. 1 with the empirical CDF,
+- [`expected_max_with_replacement`][]: Dodge et al. (2019), Eq. 1 with the empirical CDF,
   Σ_i v_(i) · [(i/N)^k − ((i−1)/N)^k] (k draws with replacement; biased low for small N, and
   defined for any k).
 

@@ -1,9 +1,9 @@
 """What a trial's identity says about its data: the fingerprint of the GLUE files it reads.
 
 A trial's content key (`bert_kd.sweeps.trial_identity.TrialIdentity.content_key`) covers the trial
-spec, the data sizes, the code's schema version and — through [`keyed_source`][bert_kd.sweeps.identity.keyed_source] — the GLUE
+spec, the data sizes, the code's schema version and — through [`keyed_source`][] — the GLUE
 source folder: the sha256 of each file of the task (train + dev). Files identical to the GLUE
-release ([`GLUE_RELEASE_SHA256`][bert_kd.sweeps.identity.GLUE_RELEASE_SHA256], the hashes listed in ``../shared/glue/MANIFEST.md``) add
+release ([`GLUE_RELEASE_SHA256`][], the hashes listed in ``../shared/glue/MANIFEST.md``) add
 nothing to the key, so results made on the release keep the keys they were committed under;
 any other files (a sample, an edited copy, a re-export) enter the key and get their own results.
 """

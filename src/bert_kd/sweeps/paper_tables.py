@@ -2,7 +2,7 @@
 each cell ``mean ± std (n)`` over seeds of the selected grid point, with a marker when the
 method's gain over the plain baseline is significant; written as CSV + Markdown + PNG.
 
-Every number is in the papers' metric for the task ([`bert_kd.core.metrics.paper_metric`][bert_kd.core.metrics.paper_metric]: MCC
+Every number is in the papers' metric for the task ([`bert_kd.core.metrics.paper_metric`][]: MCC
 for CoLA, Pearson for STS-B, accuracy elsewhere); the long CSV adds the GLUE ``combined`` score
 ((acc + F1)/2 for MRPC/QQP, (Pearson + Spearman)/2 for STS-B) and MNLI's mismatched score.
 """
@@ -184,7 +184,7 @@ def build_report(
 
 
 def report_with_bootstrap(sweep: SweepSpec, results: Mapping[str, dict], reproduce_params: Mapping) -> SweepReport:
-    """[`build_report`][bert_kd.sweeps.paper_tables.build_report] with the table's ``reproduce.bootstrap``
+    """[`build_report`][] with the table's ``reproduce.bootstrap``
     settings (resamples, seed, alpha; 1000, 0 and 0.05 where unset), as the reproduce node writes a table."""
     bootstrap = dict(reproduce_params.get("bootstrap") or {})
     return build_report(
@@ -241,7 +241,7 @@ def _seed_list(seeds: list[int]) -> str:
 
 def tie_warnings(sweep: SweepSpec, long: pd.DataFrame, majority: Mapping[str, float], grouped) -> tuple[str, ...]:
     """``<task>: every student ties …`` for each task whose methods' means all tie with the
-    majority class or with each other within the dev set's noise ([`bert_kd.core.reports.verdict`][bert_kd.core.reports.verdict])."""
+    majority class or with each other within the dev set's noise ([`bert_kd.core.reports.verdict`][])."""
     from bert_kd.core.reports.verdict import comparison_verdict, noise_tolerance
 
     lines = []

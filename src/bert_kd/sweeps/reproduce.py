@@ -1,11 +1,11 @@
 """One call from parameters to tables: parse the table, run this worker's share of its trials,
 select, test and write the report. The Kedro ``reproduce`` node is a thin call of
-[`reproduce`][bert_kd.sweeps.reproduce.reproduce] with ``run_trial`` = the job path ([`bert_kd.sweeps.trial.TrialRunner`][bert_kd.sweeps.trial.TrialRunner]).
+[`reproduce`][] with ``run_trial`` = the job path ([`bert_kd.sweeps.trial.TrialRunner`][]).
 
 A table is written under its own name (and into ``committed_dir``, the committed
 ``results/<table>/tables``) only by a run that covers it: every trial of the table at the table's
 own data. A restricted or resized run writes a table named after its restriction
-([`table_name`][bert_kd.sweeps.reproduce.table_name]) into ``output_dir`` or ``data/08_reporting/reproduce``.
+([`table_name`][]) into ``output_dir`` or ``data/08_reporting/reproduce``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ RESTRICTIONS = ("tasks", "methods", "seeds", "grid")
 
 
 def unwired_run_trial(spec: TrialSpec) -> dict:
-    """Placeholder until the job path (``bert_kd.experiment.jobs``) runs a [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec]."""
+    """Placeholder until the job path (``bert_kd.experiment.jobs``) runs a [`TrialSpec`][]."""
     raise NotImplementedError(
         f"no trial runner: pass run_trial=... (bert_kd.sweeps.trial.TrialRunner is the job path's); trial {spec.key}"
     )
@@ -85,20 +85,20 @@ def reproduce(
     results_only: bool = False,
 ) -> tuple[SweepReport, dict[str, Path]]:
     """Run ``reproduce.table`` (restricted by ``reproduce.tasks/methods/seeds/grid``) and write
-    ``<name>.{csv,md,png}`` from every finished trial (``name``: [`table_name`][bert_kd.sweeps.reproduce.table_name]); ``provenance``
+    ``<name>.{csv,md,png}`` from every finished trial (``name``: [`table_name`][]); ``provenance``
     (the command and commit) is written under the Markdown table's caption.
 
     ``run_trial`` may also offer ``content_key(spec)`` (the trial's identity: a stored result made
     under another one is never reused), ``results_dir`` + ``stored_result(spec)`` (the results
     folder, first source of truth; with ``results_only`` the only one: nothing runs),
     ``data_changes(trials)`` / ``setting_changes(trials)`` (how the run's data and ``--params`` differ from
-    the table's own) and ``use_variant_folder(name)`` — as [`bert_kd.sweeps.trial.TrialRunner`][bert_kd.sweeps.trial.TrialRunner] does. A run
+    the table's own) and ``use_variant_folder(name)`` — as [`bert_kd.sweeps.trial.TrialRunner`][] does. A run
     with such changes is a variant: its trial results go to ``<results folder>/variants/<table>__<changes>``
     (git-ignored), never among the table's own. A table covering the whole table at its own data
     goes to ``output_dir`` or ``committed_dir``; any other to ``output_dir`` or
     ``reproduce.output_dir`` or `DEFAULT_OUTPUT_DIR`, never ``committed_dir``. A table missing
     trials is never written into ``committed_dir``; when trials of this worker failed, the partial table
-    is written and [`SweepTrialsFailedError`][bert_kd.sweeps.scheduler.SweepTrialsFailedError] is raised (its
+    is written and [`SweepTrialsFailedError`][] is raised (its
     ``report`` and ``paths`` are the partial table's).
     """
     sweep = build_sweep(reproduce_params, recipes)

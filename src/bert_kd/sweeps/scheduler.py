@@ -1,15 +1,15 @@
 """Run a sweep's trials through one Optuna study (GridSampler + RDB storage + heartbeats).
 
 Every trial of the sweep is one value of a single categorical grid parameter ``trial`` (its
-[`TrialSpec.key`][bert_kd.sweeps.spec.TrialSpec.key]), so a ``GridSampler`` covers methods × tasks × seeds × grid points even
+[`TrialSpec.key`][]), so a ``GridSampler`` covers methods × tasks × seeds × grid points even
 when methods have different grids. Workers — processes here or ``kedro run`` on other machines —
-call [`run_sweep`][bert_kd.sweeps.scheduler.run_sweep] with the same storage URL; Optuna hands them disjoint trials, and a
+call [`run_sweep`][] with the same storage URL; Optuna hands them disjoint trials, and a
 worker that dies stops sending heartbeats so its trial is failed and retried
 (``RetryHeartbeatStaleTrialCallback``) by the next worker that asks for a trial.
 
 The result of each trial is stored with the trial (``user_attrs``) together with its *identity*
 (the trial's content key: spec, data sizes, GLUE files, schema version — ``identity`` of
-[`run_sweep`][bert_kd.sweeps.scheduler.run_sweep]), so a re-run skips finished trials without calling ``run_trial`` at all — but
+[`run_sweep`][]), so a re-run skips finished trials without calling ``run_trial`` at all — but
 only those finished with the identity asked for now: a trial made on other data or by another
 schema version is named in one warning line and recomputed. With a results folder (``stored``)
 the folder is the first source of truth: a trial is finished when its file is there and valid,
@@ -21,7 +21,7 @@ their heartbeat to go stale (the grace period stays for trials of other hosts).
 
 GridSampler alone can hand one grid point to two workers that ask at the same moment (Optuna
 says so). Before training, a trial therefore *claims* its grid point in a small table of the same
-database ([`TrialClaims`][bert_kd.sweeps.scheduler.TrialClaims]): an INSERT under a primary key, or a compare-and-swap that takes
+database ([`TrialClaims`][]): an INSERT under a primary key, or a compare-and-swap that takes
 over the claim of a failed trial. Exactly one trial wins; the other is pruned and its worker moves
 on. Storages without a database (in-memory) serve one process; their claims go to an in-memory
 SQLite table with the same code.
@@ -193,7 +193,7 @@ def lost_schema_race(error: Exception) -> bool:
 
 
 def storage_error(url: str, error: Exception) -> Exception:
-    """What opening the sweep storage ``url`` raised, as one [`UserError`][bert_kd.config.errors.UserError] block (the URL without
+    """What opening the sweep storage ``url`` raised, as one [`UserError`][] block (the URL without
     its password, the fix) when it is a missing driver or a database that refuses or does not answer;
     any other error as it is."""
     from sqlalchemy.engine import make_url
@@ -256,7 +256,7 @@ class UnsharedModelStore(UserError):
 
 def check_model_store(study: optuna.Study, store_id: str) -> None:
     """Record the model store's identity in a study that has none (its first worker); raise
-    [`UnsharedModelStore`][bert_kd.sweeps.scheduler.UnsharedModelStore] when the study already names another one: this machine does not
+    [`UnsharedModelStore`][] when the study already names another one: this machine does not
     see the shared store, and would train again every teacher the cluster has trained."""
     recorded = study.user_attrs.get(STORE_ATTR)
     if recorded is None:
@@ -420,7 +420,7 @@ def fail_trials_of_dead_owners(study: optuna.Study) -> list[str]:
 class TrialClaims:
     """Who runs which grid point: one row ``(study, key) -> trial id`` per grid point.
 
-    [`claim`][bert_kd.sweeps.scheduler.TrialClaims.claim] is atomic across processes and machines that share the storage: the INSERT
+    [`claim`][] is atomic across processes and machines that share the storage: the INSERT
     succeeds for exactly one trial, and a claim held by a trial that failed or was pruned is taken
     over with an UPDATE that names the old holder (compare-and-swap), so two retries cannot both
     win it.
@@ -490,7 +490,7 @@ class _KeyOf:
     its queued parameters (``enqueue_trial`` / heartbeat retries), the grid id the GridSampler
     gave it, or — in the instant between its creation and that grid id — the id it will get
     (trial number n < grid size gets grid id n). Used to tell which failed points to queue again;
-    who may *run* a point is decided by [`TrialClaims`][bert_kd.sweeps.scheduler.TrialClaims]."""
+    who may *run* a point is decided by [`TrialClaims`][]."""
 
     def __init__(self, sampler: optuna.samplers.GridSampler, keys: Sequence[str]):
         # GridSampler shuffles its grid; its (private, Optuna 5.0.0 pinned) list maps grid id -> point.
@@ -613,11 +613,11 @@ def _objective(
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """How one worker of [`run_sweep`][bert_kd.sweeps.scheduler.run_sweep] names its study, watches its
+    """How one worker of [`run_sweep`][] names its study, watches its
     peers and decides that a trial is finished.
 
     ``heartbeat_interval`` / ``grace_period``: seconds between a running trial's heartbeats, and without
-    one before it counts as dead (a SQLite URL only; [`make_storage`][bert_kd.sweeps.scheduler.make_storage]).
+    one before it counts as dead (a SQLite URL only; [`make_storage`][]).
     With ``catch_errors`` a failing trial is logged and the worker moves on (the failure stays in the study
     as a FAIL trial with its message). ``identity(spec)``: what a result must have been made under to be
     reused (default: the trial spec's hash); ``stored(spec)``: the results folder's verified result or
@@ -625,7 +625,7 @@ class SweepOptions:
     folder (``host:path``), recorded with each trial it trains; a trial the study has from another origin
     counts as finished and ``adopt(spec, result, origin)`` copies it into this worker's folder.
     ``store_id``: the identity of this worker's model store (or the function that makes it, called once the
-    storage has opened), checked against the study's ([`check_model_store`][bert_kd.sweeps.scheduler.check_model_store]).
+    storage has opened), checked against the study's ([`check_model_store`][]).
     """
 
     study_name: str | None = None
@@ -650,7 +650,7 @@ def run_sweep(
     finished trial of the sweep, whoever ran it.
 
     Finished trials are never re-run; trials that raised are retried on the next call. ``options``: see
-    [`SweepOptions`][bert_kd.sweeps.scheduler.SweepOptions]. ``failures``: filled with ``{trial key: first
+    [`SweepOptions`][]. ``failures``: filled with ``{trial key: first
     line of its error}`` for every trial that raised in this call and has no result at its end (one that
     failed and then succeeded on a retry is not there).
     """
@@ -713,7 +713,7 @@ def run_sweep(
 
 def collect_results(study: optuna.Study, keys: Sequence[str] | None = None) -> dict[str, dict]:
     """Every key's first finished result in the study, whatever identity it was made under (for
-    looking into a study; [`run_sweep`][bert_kd.sweeps.scheduler.run_sweep] returns only the results of the identity asked for)."""
+    looking into a study; [`run_sweep`][] returns only the results of the identity asked for)."""
     done = _completed(study)
     wanted = done if keys is None else [k for k in keys if k in done]
     return {k: _unpack(done[k].user_attrs[RESULT_ATTR]) for k in wanted}

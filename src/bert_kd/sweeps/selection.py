@@ -1,7 +1,7 @@
 """Model selection as the papers did: the best grid point per (method, task, seed), then
 mean ± std over seeds.
 
-Every number is the task's metric in the papers ([`bert_kd.core.metrics.paper_metric`][bert_kd.core.metrics.paper_metric]: MCC for
+Every number is the task's metric in the papers ([`bert_kd.core.metrics.paper_metric`][]: MCC for
 CoLA, Pearson for STS-B, accuracy elsewhere). ``selection="dev"`` picks on the dev metric and reports that same number (ALP-KD, TED and the
 multi-teacher paper all do this, which flatters every method a little); ``"heldout"`` picks on
 a slice held out of the training set and reports the dev metric of the chosen point.
@@ -20,7 +20,7 @@ from bert_kd.sweeps.spec import SweepSpec, TrialSpec
 
 
 def trial_metric(result: Mapping, task: str, split: str = "dev") -> float:
-    """A finished trial's score in its paper's metric ([`bert_kd.core.metrics.paper_metric`][bert_kd.core.metrics.paper_metric]) on
+    """A finished trial's score in its paper's metric ([`bert_kd.core.metrics.paper_metric`][]) on
     ``split`` (``dev`` or ``heldout``): from ``<split>_metrics`` when the trial stored every metric,
     else the stored ``<split>_metric`` when that already is the paper's metric (the task's primary)."""
     name = paper_metric(task)

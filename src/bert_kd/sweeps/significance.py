@@ -7,7 +7,7 @@ baseline's seeds). The p-value is the share of resamples whose gain is ≤ 0 (on
 method better than the baseline?").
 
 Holm's correction and the power model of a claim (how many seeds resolve a gain) live once, in
-[`bert_kd.analysis.statistics`][bert_kd.analysis.statistics].
+[`bert_kd.analysis.statistics`][].
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def paired_bootstrap(
 ) -> BootstrapResult:
     """Gain of ``method_runs`` over ``baseline_runs`` (each a list of ``(predictions, labels)``,
     one per seed, all on the same dev examples in the same order) in ``metric`` (a key of
-    [`glue_metrics`][bert_kd.core.metrics.glue_metrics]; default the task's primary metric)."""
+    [`glue_metrics`][]; default the task's primary metric)."""
     if not method_runs or not baseline_runs:
         raise ValueError("paired_bootstrap needs at least one run of the method and of the baseline")
     runs = [(np.asarray(p), np.asarray(y)) for p, y in list(method_runs) + list(baseline_runs)]

@@ -28,7 +28,7 @@ RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_
 GRID_PREFIXES = ("method.", "training.")
 SELECTIONS = ("dev", "heldout")
 #: What a table's trials select their best epoch on: ``paper`` = the paper's metric of the task
-#: ([`bert_kd.core.metrics.paper_metric`][bert_kd.core.metrics.paper_metric], e.g. MRPC accuracy), ``primary`` = ``primary_metric`` (MRPC (acc+F1)/2;
+#: ([`bert_kd.core.metrics.paper_metric`][], e.g. MRPC accuracy), ``primary`` = ``primary_metric`` (MRPC (acc+F1)/2;
 #: the committed CPU-protocol tables, whose keys stay as they were). Only a task where the two differ gets
 #: ``select_metric`` in its trial settings (so in its key).
 EPOCH_METRICS = ("paper", "primary")
@@ -320,7 +320,7 @@ def check_method_recipe(
     entry: Mapping, recipe: Mapping, grid: Mapping[str, Sequence], constraints: Iterable[dict], where: str
 ) -> None:
     """A row's recipe after its ``set`` and at every ``method.*`` grid point must be a valid recipe of a
-    registered method ([`bert_kd.experiment.parameters.recipe_problems`][bert_kd.experiment.parameters.recipe_problems]): ValueError naming each bad key under
+    registered method ([`bert_kd.experiment.parameters.recipe_problems`][]): ValueError naming each bad key under
     the row's ``set``, ``grid`` or the referenced recipe."""
     set_keys = {str(path).split(".")[0] for path in (entry.get("set") or {})}
     method_grid = {path: values for path, values in grid.items() if path.startswith("method.")}
@@ -422,7 +422,7 @@ def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec
 
     ``recipes`` maps recipe namespaces (``distill_methods``, ``ted_methods``,
     ``multi_teacher_configs``) to their parameter blocks. A bad entry, or a restriction that leaves
-    no trial, is a [`SweepParameterError`][bert_kd.sweeps.spec.SweepParameterError] naming the parameter.
+    no trial, is a [`SweepParameterError`][] naming the parameter.
     """
     if isinstance(reproduce, Mapping) and reproduce.get("table") in (None, ""):
         raise SweepParameterError(

@@ -1,15 +1,15 @@
 """``run_trial`` on the real training path (the sweep wing's one module that imports Kedro, for the
-pipelines' own definitions): one [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] → data, teacher(s), teacher
+pipelines' own definitions): one [`TrialSpec`][] → data, teacher(s), teacher
 cache, student, distillation, dev (+ held-out) evaluation, each step a job of
-[`bert_kd.experiment.jobs`][bert_kd.experiment.jobs] (content-keyed, locked, reused), so a finished trial is
+[`bert_kd.experiment.jobs`][] (content-keyed, locked, reused), so a finished trial is
 reused and a killed sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
 belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory datasets
-([`run_nodes`][bert_kd.sweeps.trial.run_nodes]; no Kedro session or catalog), so a trial and ``kedro run``
+([`run_nodes`][]; no Kedro session or catalog), so a trial and ``kedro run``
 with the same parameters train the same jobs.
 
 What a trial is (its parameter blocks and content key) is
-[`trial_identity`][bert_kd.sweeps.trial_identity]'s; its stored result, read before anything trains, is
-[`trial_results`][bert_kd.sweeps.trial_results]'s; both are Kedro-free.
+[`trial_identity`][]'s; its stored result, read before anything trains, is
+[`trial_results`][]'s; both are Kedro-free.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ HELDOUT_SPLIT = "heldout"
 
 
 class TrialRunner:
-    """``run_trial`` for [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce]: trains
+    """``run_trial`` for [`bert_kd.sweeps.reproduce.reproduce`][]: trains
     and evaluates a trial on the job path, or returns its stored result.
 
-    ``params``: the parameter tree ([`TrialIdentity`][bert_kd.sweeps.trial_identity.TrialIdentity], with
+    ``params``: the parameter tree ([`TrialIdentity`][], with
     ``data_overrides`` and ``conf_params``); ``folder``: the results folder
-    ([`ResultsFolder`][bert_kd.sweeps.trial_results.ResultsFolder]). It is made of ``identity`` (what a
+    ([`ResultsFolder`][]). It is made of ``identity`` (what a
     trial is) and ``results`` (its stored result); what ``reproduce`` reads of any ``run_trial``
     (``content_key``, ``stored_result``, ``use_variant_folder``, ...) is bound to theirs.
     """
@@ -188,9 +188,9 @@ class TrialRunner:
 
     def _distill(self, spec, task, train, validation, *, ted: bool = False):
         """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
-        ([`method_pipeline`][bert_kd.pipelines.distill.pipeline.method_pipeline]) on the trial's parameter
+        ([`method_pipeline`][]) on the trial's parameter
         blocks, its recipe with the weights written out as the validation hook writes them
-        ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]). The teacher's jobs (cache, TED filters) run with
+        ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][]). The teacher's jobs (cache, TED filters) run with
         the teacher seed, the student's with the trial seed."""
         teacher, tokenized = self._teacher(spec, task, train, validation)
         teacher_metrics = dev_metrics(teacher, tokenized, task)
@@ -229,10 +229,10 @@ class TrialRunner:
 
     def _multi_teacher(self, spec, task, train, validation):
         """A multi-teacher trial runs the ``distill_multi_teacher`` pipeline's own nodes: each teacher
-        slot the typed ``multi_teachers`` entry alone ([`select_teacher`][bert_kd.pipelines.multi_teacher.nodes.select_teacher]),
+        slot the typed ``multi_teachers`` entry alone ([`select_teacher`][pipelines.multi_teacher.nodes.select_teacher]),
         trained with the teacher seed; the recipe as the table gives it, as a ``kedro run`` hands it
         (the node keys the student on it and writes the weights out for the method:
-        [`student_recipe`][bert_kd.pipelines.multi_teacher.nodes.student_recipe])."""
+        [`student_recipe`][pipelines.multi_teacher.nodes.student_recipe])."""
         blocks = self.identity.teacher_blocks(spec)
         student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
         parameters = {

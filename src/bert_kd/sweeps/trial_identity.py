@@ -1,4 +1,4 @@
-"""A trial's identity (Kedro-free): the parameter blocks a [`TrialSpec`][bert_kd.sweeps.spec.TrialSpec] trains
+"""A trial's identity (Kedro-free): the parameter blocks a [`TrialSpec`][] trains
 with, its data sizes and its content key, and how a run's data or ``--params`` make it a variant of its table.
 
 Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed (the table's
@@ -45,7 +45,7 @@ class TrialIdentity:
     ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``, ``glue_dir``, ``seed``).
     ``data_overrides``: ``max_train_samples`` / ``max_eval_samples`` that replace the table's per-task sizes
     (the ones given on the command line). ``conf_params``: the parameters without the command line's
-    ``--params`` ([`setting_changes`][bert_kd.sweeps.trial_identity.TrialIdentity.setting_changes]); None: not known.
+    ``--params`` ([`setting_changes`][]); None: not known.
     """
 
     def __init__(self, params: Mapping, data_overrides: Mapping | None = None, conf_params: Mapping | None = None):
@@ -83,7 +83,7 @@ class TrialIdentity:
         """``{"params": <short hash>}`` when the command line's ``--params`` change the content key of some of
         ``trials`` (a setting the table does not state, e.g. ``student.training.warmup_ratio`` or ``ted.*``):
         the run is then a variant of the table, not the table. Data sizes and GLUE files are
-        [`data_changes`][bert_kd.sweeps.trial_identity.TrialIdentity.data_changes]' and are left out here. Empty
+        [`data_changes`][]' and are left out here. Empty
         when nothing changes or ``conf_params`` is unknown."""
         if self.conf_params is None:
             return {}

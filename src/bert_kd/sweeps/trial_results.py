@@ -2,7 +2,7 @@
 
 A results folder (``reproduce.results_dir``/<table>, e.g. ``results/cpu_protocol``) holds one JSON per
 finished trial named by the trial's content key (the parameters that determine it, the data sizes and the
-GLUE files' fingerprint when they are not the release: [`identity`][bert_kd.sweeps.identity]); it is read
+GLUE files' fingerprint when they are not the release: [`identity`][]); it is read
 before anything is trained, so a fresh checkout reproduces the tables without retraining. A file is used
 only when it proves it is the trial asked for (its recorded key, trial and spec hash all match); anything
 else is named in one warning line and recomputed.
@@ -39,7 +39,7 @@ class ResultsFolder:
     """Where a run's trial results are read and written, and what each file records of how it was made.
 
     ``path``: the table's results folder (None: none, nothing is read or written). ``command`` and ``commit``
-    (None: this checkout's, [`git_commit_label`][bert_kd.experiment.provenance.git_commit_label]) are
+    (None: this checkout's, [`git_commit_label`][]) are
     recorded in each file; ``results_only``: the tables from the folder alone (a missing trial fails,
     nothing trains)."""
 
@@ -147,8 +147,8 @@ class TrialResults:
         return recorded
 
     def check_teacher(self, spec: TrialSpec, metrics: Mapping[str, float], block: Mapping | None = None) -> None:
-        """Refuse ([`TeacherMismatch`][bert_kd.sweeps.trial_results.TeacherMismatch]) a teacher whose dev score differs from the one the results folder's
-        trials of the same table and task recorded for the same teacher settings ([`recorded_teacher_scores`][bert_kd.sweeps.trial_results.TrialResults.recorded_teacher_scores];
+        """Refuse ([`TeacherMismatch`][]) a teacher whose dev score differs from the one the results folder's
+        trials of the same table and task recorded for the same teacher settings ([`recorded_teacher_scores`][];
         ``block``: a multi-teacher trial's slot, else the trial's teacher): the same key retrained into other
         weights (before 2026-11-25 the new classification head was drawn from an unseeded generator; fp32 training
         on another CPU instruction set or GPU rounds differently, and fine-tuning turns either into a teacher tenths

@@ -3,23 +3,23 @@ opened one, so every method of a comparison pipeline gets its own comparable run
 
 What a user sees in the MLflow UI is decided here (Kedro-free):
 
-- the experiment: a description and the "machine learning" kind ([`describe_experiment`][bert_kd.tracking.ui.describe_experiment]),
-  and the URL of its runs table ([`runs_table_url`][bert_kd.tracking.ui.runs_table_url], ``python -m bert_kd.tracking ui``);
-- the parent run of a ``kedro run``: named ``<pipeline>:<task> [kedro run]`` ([`name_parent_run`][bert_kd.tracking.ui.name_parent_run]), with
+- the experiment: a description and the "machine learning" kind ([`describe_experiment`][]),
+  and the URL of its runs table ([`runs_table_url`][], ``python -m bert_kd.tracking ui``);
+- the parent run of a ``kedro run``: named ``<pipeline>:<task> [kedro run]`` ([`name_parent_run`][]), with
   the comparison table as its description and ``compare/<method>/<metric>`` metrics
-  ([`log_comparison_to_parent`][bert_kd.tracking.comparison.log_comparison_to_parent]);
+  ([`log_comparison_to_parent`][]);
 - each training job's child run: a short recipe, the layer map as ``1-6→1``, rounded weights, the
   data source and sample caps, the dataset as an MLflow input, model size as tags
-  ([`log_training_job`][bert_kd.tracking.data.log_training_job]).
+  ([`log_training_job`][]).
 
-The package, by concern: [`runs`][bert_kd.tracking.runs] (open, log to and clean up runs; the machine, versions
-and git commit they are tagged with come from the MLflow-free [`bert_kd.experiment.provenance`][bert_kd.experiment.provenance]), [`format`][bert_kd.tracking.format] (values as the UI shows them), [`data`][bert_kd.tracking.data] (a
-training job's data and recipe columns), [`ui`][bert_kd.tracking.ui] (experiment, parent run, URLs, the CLI),
-[`comparison`][bert_kd.tracking.comparison] (a comparison table on the parent run), [`evaluation`][bert_kd.tracking.evaluation] (an evaluation's
-metrics on its model's run), [`jobs`][bert_kd.tracking.jobs] (the job path's [`JobTracker`][bert_kd.experiment.tracker.JobTracker]:
-one run per job, reused models linked to the run that trained them); [`kedro_run`][bert_kd.tracking.kedro_run] (what report nodes show on the
-``kedro run``'s run: [`KedroRunReporter`][bert_kd.experiment.tracker.KedroRunReporter]), [`model_sources`][bert_kd.tracking.model_sources]
-(``models:/`` and ``runs:/`` URIs to local directories: [`ModelSources`][bert_kd.experiment.tracker.ModelSources]); [`distill`][bert_kd.tracking.distill] (what distillation runs record) imports the models
+The package, by concern: [`runs`][] (open, log to and clean up runs; the machine, versions
+and git commit they are tagged with come from the MLflow-free [`bert_kd.experiment.provenance`][]), [`format`][] (values as the UI shows them), [`data`][] (a
+training job's data and recipe columns), [`ui`][] (experiment, parent run, URLs, the CLI),
+[`comparison`][] (a comparison table on the parent run), [`evaluation`][] (an evaluation's
+metrics on its model's run), [`jobs`][] (the job path's [`JobTracker`][experiment.tracker.JobTracker]:
+one run per job, reused models linked to the run that trained them); [`kedro_run`][] (what report nodes show on the
+``kedro run``'s run: [`KedroRunReporter`][experiment.tracker.KedroRunReporter]), [`model_sources`][]
+(``models:/`` and ``runs:/`` URIs to local directories: [`ModelSources`][experiment.tracker.ModelSources]); [`distill`][] (what distillation runs record) imports the models
 and is imported by its own name. Every name is re-exported here.
 """
 
@@ -96,7 +96,7 @@ from bert_kd.tracking.ui import (
 
 
 def use_mlflow() -> None:
-    """Make MLflow this program's tracker ([`bert_kd.experiment.tracker.install_tracking`][bert_kd.experiment.tracker.install_tracking]): the job
+    """Make MLflow this program's tracker ([`bert_kd.experiment.tracker.install_tracking`][]): the job
     runs, the ``kedro run``'s reports, model URIs. Called where a program starts (Kedro's ``settings.py``);
     loads no MLflow itself."""
     from bert_kd.tracking.kedro_run import MlflowKedroRun

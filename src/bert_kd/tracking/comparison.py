@@ -39,7 +39,7 @@ def _numeric_items(row: Mapping) -> dict[str, float]:
 
 def _best_student(students, primary_metric: str, warning: str | None, label, metrics: dict) -> tuple:
     """(the best student row, None on a tie; the comparison's tags), the top score added to ``metrics``
-    as ``best/<primary_metric>`` and [`BEST_SCORE`][bert_kd.tracking.comparison.BEST_SCORE] (a tie too)."""
+    as ``best/<primary_metric>`` and [`BEST_SCORE`][] (a tie too)."""
     scored = [r for r in students if is_number(r.get(primary_metric)) and math.isfinite(float(r[primary_metric]))]
     best = max(scored, key=lambda r: float(r[primary_metric])) if scored else None
     tags = {"comparison.primary_metric": primary_metric}
@@ -65,12 +65,12 @@ def log_comparison_to_parent(
 ) -> dict[str, float]:
     """Put a comparison on the parent run: its table as the run's description, every numeric cell
     as ``compare/<method>/<column>`` (teacher rows: ``teacher/<column>``), the top score as metrics
-    ``best/<primary_metric>`` and [`BEST_SCORE`][bert_kd.tracking.comparison.BEST_SCORE] (a tie too), the best
+    ``best/<primary_metric>`` and [`BEST_SCORE`][] (a tie too), the best
     student (not on a tie) as tag ``best_method``, and a link to the teacher's run.
 
     ``rows`` is a DataFrame or a list of dicts with a ``method`` column (``"teacher"`` marks teacher
     rows, ``"majority class"`` the floor, logged as ``majority/<column>``). With ``warning`` (every
-    student ties, [`bert_kd.core.reports.verdict`][bert_kd.core.reports.verdict]) the description says so and no best student is named.
+    student ties, [`bert_kd.core.reports.verdict`][]) the description says so and no best student is named.
     Logs to ``run_id`` or the active run (kedro-mlflow's); returns the metrics (also when
     there is no run, so callers and tests can inspect them).
     """

@@ -1,7 +1,7 @@
 """What distillation runs record in MLflow (tracking calls kept out of node bodies).
 
-[`MlflowTracker`][bert_kd.tracking.jobs.MlflowTracker] calls these helpers with what the distillation body
-([`bert_kd.experiment.training_jobs.student`][bert_kd.experiment.training_jobs.student]) and the TED Stage I job computed; nothing here changes a result. This module
+[`MlflowTracker`][] calls these helpers with what the distillation body
+([`bert_kd.experiment.training_jobs.student`][]) and the TED Stage I job computed; nothing here changes a result. This module
 imports the models and the distillation package, so ``bert_kd.tracking`` does not re-export it.
 """
 

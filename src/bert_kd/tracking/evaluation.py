@@ -18,13 +18,13 @@ log = logging.getLogger(__name__)
 
 #: Metric of a model's run: the seconds its evaluation on every dev split took.
 EVALUATION_SECONDS = "time/evaluation_seconds"
-#: Metric of a model's run: the noise band of its dev score, ``0.5 / √n`` ([`noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]).
+#: Metric of a model's run: the noise band of its dev score, ``0.5 / √n`` ([`noise_tolerance`][]).
 NOISE_BAND = "final/noise_band"
 
 
 def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
     """``{"final/validation/accuracy": …, "final/parameters": …, "final/noise_band": …,
-    "time/evaluation_seconds": …}`` for MLflow, the scores to four significant digits ([`metric_value`][bert_kd.tracking.format.metric_value])."""
+    "time/evaluation_seconds": …}`` for MLflow, the scores to four significant digits ([`metric_value`][])."""
     flat = {}
     for split, metrics in evaluation["metrics"].items():
         for name, value in metrics.items():

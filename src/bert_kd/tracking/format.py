@@ -38,7 +38,7 @@ METRIC_DIGITS = 4
 
 
 def metric_value(value: float) -> float:
-    """A score as MLflow records it: [`METRIC_DIGITS`][bert_kd.tracking.format.METRIC_DIGITS] significant
+    """A score as MLflow records it: [`METRIC_DIGITS`][] significant
     digits (whole numbers, such as counts, stay exact; NaN and infinities as they are)."""
     from bert_kd.core.reports.markdown_tables import significant
 
@@ -54,7 +54,7 @@ def format_number(value: float, digits: int = 6) -> str:
 
 
 def format_param(value) -> str:
-    """A param value as one short string: rounded floats, layer maps via [`layer_map_string`][bert_kd.tracking.format.layer_map_string],
+    """A param value as one short string: rounded floats, layer maps via [`layer_map_string`][],
     other lists as JSON."""
     if isinstance(value, bool) or value is None:
         return str(value)

@@ -1,4 +1,4 @@
-"""The MLflow side of [`bert_kd.experiment.tracker.JobTracker`][bert_kd.experiment.tracker.JobTracker]: one child run per job, open exactly
+"""The MLflow side of [`bert_kd.experiment.tracker.JobTracker`][]: one child run per job, open exactly
 while the job runs; a reused model's own short run linked to the run that trained it; the stored
 model logged once as a named LoggedModel; evaluations added to a finished run without reopening
 it (so a run's duration is its job's)."""
@@ -27,7 +27,7 @@ SAME_JOB_AS_TAG = "bert_kd.same_job_as"
 
 
 class MlflowTracker:
-    """[`bert_kd.experiment.tracker.JobTracker`][bert_kd.experiment.tracker.JobTracker] on the active MLflow tracking store."""
+    """[`bert_kd.experiment.tracker.JobTracker`][] on the active MLflow tracking store."""
 
     enabled = True
 
@@ -38,7 +38,7 @@ class MlflowTracker:
         """Name ``run`` ``<name> (reused)``, link the run that trained the model and copy its params and
         the identifying tags ``run`` lacks (so the comparison view still reads recipe and seed; the
         run's own row stays in its tag and its ``method`` param, the trained method in ``algorithm``,
-        and [`SAME_JOB_AS_TAG`][bert_kd.tracking.jobs.SAME_JOB_AS_TAG] names the row that trained the model);
+        and [`SAME_JOB_AS_TAG`][] names the row that trained the model);
         whether that run is in this tracking store."""
         if not run.enabled or run.run_id is None:
             return False

@@ -1,4 +1,4 @@
-"""The MLflow side of [`bert_kd.experiment.tracker.KedroRunReporter`][bert_kd.experiment.tracker.KedroRunReporter]: what report nodes show on
+"""The MLflow side of [`bert_kd.experiment.tracker.KedroRunReporter`][]: what report nodes show on
 the run kedro-mlflow opened for a ``kedro run`` (every call a no-op when no run is active)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def _active() -> bool:
 
 
 class MlflowKedroRun:
-    """[`bert_kd.experiment.tracker.KedroRunReporter`][bert_kd.experiment.tracker.KedroRunReporter] on MLflow's active run."""
+    """[`bert_kd.experiment.tracker.KedroRunReporter`][] on MLflow's active run."""
 
     def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
         log_to_active_run(texts, figures)

@@ -1,23 +1,23 @@
 """Models as MLflow 3 LoggedModels: what the Models tab, the registry and
 ``models:/<name>/<version>`` see.
 
-- [`log_model_directory`][bert_kd.tracking.logged_models.log_model_directory]: a trained teacher or
+- [`log_model_directory`][]: a trained teacher or
   student (the content-keyed store's directory: weights, config, tokenizer, ``bert_kd.json``, model
   card) as a pyfunc LoggedModel of its job's run, named after what it is
-  ([`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name]: ``alp-sst2-student``,
+  ([`logged_model_name`][]: ``alp-sst2-student``,
   ``teacher-sst2``) and linked to the run's training dataset. Logged once per store entry and tracking
   store (a reused entry is logged again only when no finished LoggedModel of it exists there), and
   stored once: where the artifacts are a local folder on the store's file system, their files are hard
-  links to the entry's ([`share_with_store`][bert_kd.tracking.logged_models.share_with_store]).
+  links to the entry's ([`share_with_store`][]).
   ``runs:/<run id>/<model name>`` and
   ``models:/<model id>`` both name it; its ``data`` folder is a plain transformers directory.
-- [`register_best_student`][bert_kd.tracking.logged_models.register_best_student]: the best student of a comparison as a registered model version
+- [`register_best_student`][]: the best student of a comparison as a registered model version
   (``bert_kd-<task>-student`` by default) with the alias ``champion``, a description holding the
   comparison and lineage tags that are links and relative facts (teacher run, recipe, data
   digest, store key), never a machine path.
-- [`bundle_directory`][bert_kd.tracking.logged_models.bundle_directory]: the bert-kd model directory inside a downloaded MLflow model, so
+- [`bundle_directory`][]: the bert-kd model directory inside a downloaded MLflow model, so
   ``evaluate``/``predict_glue`` read ``models:/…`` like a store path.
-- [`log_onnx_model`][bert_kd.tracking.logged_models.log_onnx_model]: the exported ONNX student as an ``onnx``-flavoured LoggedModel.
+- [`log_onnx_model`][]: the exported ONNX student as an ``onnx``-flavoured LoggedModel.
 
 Served through pyfunc, a model takes a DataFrame with ``sentence1`` (and ``sentence2`` for
 pair tasks) and returns ``label`` (the task's label name; STS-B: none) and ``score`` (the
@@ -96,7 +96,7 @@ def log_model_directory(
     name: str | None = None,
 ) -> str:
     """Log the bert-kd model ``directory`` as a LoggedModel of the active run (``name``, default
-    from the directory's ``bert_kd.json``: [`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name]), link the run's training
+    from the directory's ``bert_kd.json``: [`logged_model_name`][]), link the run's training
     dataset(s) to it, and return its model id."""
     import warnings
 
@@ -188,7 +188,7 @@ def _bundle_info(directory: str | Path) -> dict:
 
 
 def _default_name(directory: str | Path) -> str:
-    """[`logged_model_name`][bert_kd.tracking.logged_models.logged_model_name] of the directory's ``bert_kd.json``; ``model`` for a folder without one."""
+    """[`logged_model_name`][] of the directory's ``bert_kd.json``; ``model`` for a folder without one."""
     info = _bundle_info(directory)
     return logged_model_name(info) if info.get("role") else MODEL_NAME
 
@@ -313,7 +313,7 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
 #: The tags a registered version keeps: what identifies the model (task, method, its score and the
 #: verdict that chose it, its store key, its run and its teacher's). The rest of its lineage (recipe,
 #: data digest, store entry, run ids, teacher key, table) goes on the student's run
-#: ([`tag_student_run`][bert_kd.tracking.logged_models.tag_student_run]), which the version links.
+#: ([`tag_student_run`][]), which the version links.
 VERSION_TAGS = (
     "bert_kd.task",
     "bert_kd.method",
@@ -352,7 +352,7 @@ def register_best_student(
     alias: str | Sequence[str] | None = CHAMPION_ALIAS,
 ):
     """Register the student's LoggedModel as a new version of ``name`` with the tags that identify it
-    ([`VERSION_TAGS`][bert_kd.tracking.logged_models.VERSION_TAGS]; ``bert_kd.task`` on the registered
+    ([`VERSION_TAGS`][]; ``bert_kd.task`` on the registered
     model too; the rest of its lineage on the student's run), ``description`` (the comparison) and
     ``alias`` (default ``champion``: ``models:/<name>@champion`` is the version a comparison chose
     last). A student whose model was never logged (``tracking.log_models: false``, another
@@ -405,7 +405,7 @@ def register_best_student(
 
 def run_id_of(info: Mapping) -> str | None:
     """The run that stands for a stored model in this tracking store
-    ([`model_run_id`][bert_kd.experiment.store.model_run_id])."""
+    ([`model_run_id`][experiment.store.model_run_id])."""
     from bert_kd.experiment.store import model_run_id
 
     return model_run_id(info)
@@ -480,7 +480,7 @@ def bundle_directory(local: str | Path) -> Path:
     Every path is confined to the download: the pyfunc flavour's ``data``, ``code``,
     ``python_model`` and ``env`` files must lie inside ``local`` (links resolved), and no symbolic
     link inside ``local`` may point out of it;
-    [`UnsafeModelPathError`][bert_kd.tracking.logged_models.UnsafeModelPathError] otherwise."""
+    [`UnsafeModelPathError`][] otherwise."""
     local = Path(local)
     for path in sorted(local.rglob("*")):
         if path.is_symlink() and not _inside(local, path):

@@ -1,4 +1,4 @@
-"""The MLflow side of [`bert_kd.experiment.tracker.ModelSources`][bert_kd.experiment.tracker.ModelSources]: a model named by an MLflow
+"""The MLflow side of [`bert_kd.experiment.tracker.ModelSources`][]: a model named by an MLflow
 URI (``models:/…``, ``runs:/…``, ``mlflow-artifacts:/…``) downloaded and confined to a local
 directory, and the task its registry entry is tagged with."""
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class MlflowModelSources:
-    """[`bert_kd.experiment.tracker.ModelSources`][bert_kd.experiment.tracker.ModelSources] on the active MLflow tracking store."""
+    """[`bert_kd.experiment.tracker.ModelSources`][] on the active MLflow tracking store."""
 
     def local_directory(self, uri: str, key: str) -> Path:
         import mlflow

@@ -5,9 +5,9 @@ Without this, a killed ``kedro run`` leaves its runs ``RUNNING`` forever (Kedro 
 ``on_pipeline_error`` for exceptions only, and SIGTERM ends the process without unwinding).
 
 SIGKILL (the OOM killer, ``kill -9``, a lost machine) cannot be caught. Every run therefore
-carries its owner process ([`owner_tags`][bert_kd.tracking.runs.owner_tags]: host, pid, process start time), and the next
+carries its owner process ([`owner_tags`][runs.owner_tags]: host, pid, process start time), and the next
 ``kedro run`` on the same host ends the ``RUNNING`` runs whose process is gone as ``KILLED``
-([`end_orphaned_runs`][bert_kd.tracking.runs.end_orphaned_runs]). Runs owned by other hosts are left to those hosts.
+([`end_orphaned_runs`][runs.end_orphaned_runs]). Runs owned by other hosts are left to those hosts.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class RunLogger:
             mlflow.log_params(dict(items[start : start + 100]))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        """Numeric metrics; model-size figures ([`SIZE_METRICS`][bert_kd.tracking.format.SIZE_METRICS]) go to tags instead, since a
+        """Numeric metrics; model-size figures ([`SIZE_METRICS`][]) go to tags instead, since a
         one-point chart per run says nothing."""
         if not self.enabled:
             return
@@ -215,7 +215,7 @@ def create_experiment_once(uri: str, name: str, tags: Mapping[str, str] | None =
 
 
 def server_down_error(uri: str, error: Exception) -> TrackingUnreachableError | None:
-    """A [`TrackingUnreachableError`][bert_kd.config.errors.TrackingUnreachableError] block when ``error`` came while the tracking server ``uri``
+    """A [`TrackingUnreachableError`][] block when ``error`` came while the tracking server ``uri``
     does not answer (it went down mid-run, after MLflow's own retries); None otherwise."""
     if isinstance(error, TrackingUnreachableError):
         return None

@@ -41,7 +41,7 @@ def ui_base_url() -> str:
 def runs_table_url(experiment_id: str, base: str | None = None) -> str:
     """The experiment's runs table in the training view (MLflow 3 opens the GenAI view unless
     ``workflowType=machine_learning`` is in the URL or was chosen once in that browser), opened on
-    the comparison view's columns ([`COMPARE_VIEW_COLUMNS`][bert_kd.tracking.ui.COMPARE_VIEW_COLUMNS]: method, task, the primary metric
+    the comparison view's columns ([`COMPARE_VIEW_COLUMNS`][]: method, task, the primary metric
     and its noise band first) rather than MLflow's first params and metrics."""
     return compare_view_url(experiment_id, base)
 
@@ -72,7 +72,7 @@ COMPARE_VIEW_KEY = "bert_kd_compare"
 
 
 def compare_view_state() -> dict:
-    """The runs-table view behind [`compare_view_url`][bert_kd.tracking.ui.compare_view_url]: newest first,
+    """The runs-table view behind [`compare_view_url`][]: newest first,
     the columns that tell child runs apart (method, task, final dev score and its noise band, recipe,
     layer map, seed, data cap)."""
     return {
@@ -94,7 +94,7 @@ def compare_view_url(experiment_id: str, base: str | None = None) -> str:
 def describe_experiment(experiment_id: str, client=None) -> None:
     """Set the experiment's description, mark it a machine-learning (not GenAI) experiment
     (``mlflow.experimentKind``, what the UI's own kind selector writes) and store the comparison
-    view ([`compare_view_state`][bert_kd.tracking.ui.compare_view_state])."""
+    view ([`compare_view_state`][])."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 

@@ -15,7 +15,7 @@ Offline stand-ins (``docs/fidelity.md``): without a POS tagger the "same part of
 word's K nearest neighbours in the teacher's input embedding space, drawn by training-set frequency;
 without a masked-LM head or GloVe the candidates are those nearest neighbours too. The real resources
 are used when given (``pos_tagger: nltk``, ``mlm_model``, ``glove``). Pair tasks rewrite both sentences.
-Augmented rows carry [`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]: their targets are the teacher's.
+Augmented rows carry [`NO_LABEL`][]: their targets are the teacher's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ RULES = (*TANG_RULES, *TINYBERT_RULES)
 
 @dataclass(frozen=True)
 class Scheme:
-    """What [`augment_frame`][bert_kd.core.data.augment.augment_frame] does: the rules and their parameters
+    """What [`augment_frame`][] does: the rules and their parameters
     (``config.schema.Augment`` checks them; the defaults are the papers')."""
 
     rules: tuple[str, ...] = TANG_RULES
@@ -121,7 +121,7 @@ def augment_frame(
     """The augmented rows of ``frame`` (columns ``idx``, ``sentence1``, ``sentence2``), as column batches of
     about ``batch_rows``: up to ``scheme.copies`` distinct rewrites per row (identical rewrites and the
     original dropped, as Tang et al. do), ``source_idx`` naming the row, ``idx`` numbered after the
-    largest original ``idx`` (or from ``first_idx``: past every row of the split the set joins), ``label`` = [`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]. Row r draws
+    largest original ``idx`` (or from ``first_idx``: past every row of the split the set joins), ``label`` = [`NO_LABEL`][]. Row r draws
     from its own generator (seed, r), so the set does not depend on ``batch_rows``."""
     has_pair = "sentence2" in frame and frame["sentence2"].notna().any()
     next_idx = first_idx if first_idx is not None else (int(frame["idx"].max()) + 1 if len(frame) else 0)

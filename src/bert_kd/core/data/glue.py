@@ -212,7 +212,7 @@ _TEXT_FIX_ENCODINGS = ("cp1252", "latin-1")
 
 
 def _decoded_text(path: Path) -> str:
-    """The file's text (UTF-8, BOM tolerated); [`GlueFormatError`][bert_kd.core.data.glue.GlueFormatError] naming file:line:column for
+    """The file's text (UTF-8, BOM tolerated); [`GlueFormatError`][] naming file:line:column for
     binary files and bytes that are not UTF-8 (with the encoding they decode as)."""
     data = path.read_bytes()
     for magic, kind in _BINARY_MAGIC.items():
@@ -273,7 +273,7 @@ def normalize_task(name: str) -> str:
 
 
 def get_task(name: str) -> TaskSpec:
-    """Return the [`TaskSpec`][bert_kd.core.data.glue.TaskSpec] for any accepted spelling of a task name."""
+    """Return the [`TaskSpec`][] for any accepted spelling of a task name."""
     return TASKS[normalize_task(name)]
 
 
@@ -302,7 +302,7 @@ def read_glue_tsv(path: str | os.PathLike[str], task: str, split: str = "train")
     """Read one original GLUE TSV file strictly (quotes are literal, BOM tolerated).
 
     ``split`` only matters for test files (names starting with "test"), which have no
-    labels: their ``label`` is -1 (NaN for STS-B). Raises [`GlueFormatError`][bert_kd.core.data.glue.GlueFormatError].
+    labels: their ``label`` is -1 (NaN for STS-B). Raises [`GlueFormatError`][].
     """
     spec = get_task(task)
     layout = _LAYOUTS[spec.name]
@@ -396,7 +396,7 @@ def resolve_glue_dir(glue_dir: str | os.PathLike[str] | None, default: str = DEF
 
     Explicit beats implicit: ``GLUE_DIR`` only replaces the default folder (``glue_dir`` None,
     empty or ``default``). A ``kedro run`` applies ``--params`` > ``GLUE_DIR`` > conf before the
-    nodes see ``glue_dir`` ([`bert_kd.kedro_project.hooks.apply_glue_dir_precedence`][bert_kd.kedro_project.hooks.apply_glue_dir_precedence]).
+    nodes see ``glue_dir`` ([`bert_kd.kedro_project.hooks.apply_glue_dir_precedence`][]).
 
     Returns ``(path, user_named)``; ``user_named`` is False only when the default is
     in use, i.e. downloading is allowed.
@@ -429,7 +429,7 @@ def load_glue_task(
 ) -> dict[str, pd.DataFrame]:
     """Load the train and dev split(s) of ``task`` from ``<glue_dir>/<dir_name>/``.
 
-    Missing files are downloaded (see [`download_glue_task`][bert_kd.core.data.glue.download_glue_task]) only when
+    Missing files are downloaded (see [`download_glue_task`][]) only when
     ``allow_download``; otherwise a clear `FileNotFoundError` is raised.
     ``splits`` defaults to ``["train", *spec.dev_splits]``.
     """
@@ -535,7 +535,7 @@ def _original_rows(
 
 
 def _write_tsv_atomic(path: Path, header: list[str] | None, rows: list[list[str]], bom: bool = False) -> None:
-    """Write a TSV all at once ([`bert_kd.core.files.write_file_atomically`][bert_kd.core.files.write_file_atomically])."""
+    """Write a TSV all at once ([`bert_kd.core.files.write_file_atomically`][])."""
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:

@@ -35,7 +35,7 @@ def glue_training_sentences(glue_dir: str | Path) -> Iterator[str]:
 
 
 def write_glue_stand_in(glue_dir: str | Path, target: str | Path) -> Path:
-    """Write [`glue_training_sentences`][bert_kd.core.data.glue_corpus.glue_training_sentences] to ``target``, one a line (atomically)."""
+    """Write [`glue_training_sentences`][] to ``target``, one a line (atomically)."""
     from bert_kd.core.files import write_atomically
 
     target = Path(target)

@@ -85,7 +85,7 @@ def _label_columns(task: str) -> set[str]:
 
 def read_test_split(path: str | Path, task: str) -> pd.DataFrame:
     """A GLUE test file as bert-kd's split frame plus ``index``: the file's own ``index`` (QQP:
-    ``id``) column, which the server matches predictions on. Refused ([`GlueFormatError`][bert_kd.core.data.glue.GlueFormatError]
+    ``id``) column, which the server matches predictions on. Refused ([`GlueFormatError`][]
     naming file and line): a label column (a dev or train file), an empty or repeated index."""
     frame = read_glue_tsv(path, task, "test")
     with io.StringIO(_decoded_text(Path(path)), newline="") as handle:
@@ -167,7 +167,7 @@ def record_path(path: Path) -> Path:
 
 def write_submission(frame: pd.DataFrame, path: Path, record: dict) -> Path:
     """The server file ``path`` and then its record: ``record`` (model, task, test file …) with the
-    file's name, row count and sha256 — what [`submission_problem`][bert_kd.core.data.glue_submission.submission_problem] checks before zipping."""
+    file's name, row count and sha256 — what [`submission_problem`][] checks before zipping."""
     path = Path(path)
     write_submission_tsv(frame, path)
     full = {**record, "file": path.name, "rows": len(frame), "tsv_sha256": file_sha256(path)}
@@ -219,7 +219,7 @@ def submission_problem(path: Path) -> str | None:
 
 def submission_contents(directory: Path, names: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The server files of ``directory`` (``names``: only those) that go into the zip, and those
-    left out with the reason ([`submission_problem`][bert_kd.core.data.glue_submission.submission_problem])."""
+    left out with the reason ([`submission_problem`][])."""
     included, skipped = [], {}
     for name in names or list(_server_files()):
         path = Path(directory) / name

@@ -1,15 +1,15 @@
 """A text corpus tokenized once into memory-mapped Arrow shards (Hugging Face ``datasets``), keyed by content.
 
-[`write_shards`][bert_kd.core.data.shards.write_shards] tokenizes passages as they stream in (a generator: the
+[`write_shards`][] tokenizes passages as they stream in (a generator: the
 corpus is never whole in memory) and publishes the shard folder atomically;
-[`open_shards`][bert_kd.core.data.shards.open_shards] maps it back without reading it into memory, so a training
-loop draws rows from disk. [`corpus_key`][bert_kd.core.data.shards.corpus_key] names a corpus by its bytes and the
+[`open_shards`][] maps it back without reading it into memory, so a training
+loop draws rows from disk. [`corpus_key`][] names a corpus by its bytes and the
 tokenization, so the same corpus and tokenizer find the same shards (general distillation's corpus).
 
-Rows made rather than read (an augmented transfer set): [`ShardWriter`][bert_kd.core.data.shards.ShardWriter]
+Rows made rather than read (an augmented transfer set): [`ShardWriter`][]
 appends column batches to ``shard-00000.arrow``, ``shard-00001.arrow`` … in a folder (the ``datasets`` library's
 own Arrow stream files, each closed after ``rows_per_shard`` rows); only the batch in hand is in memory, and
-[`read_shards`][bert_kd.core.data.shards.read_shards] opens every shard memory-mapped as one ``datasets.Dataset``.
+[`read_shards`][] opens every shard memory-mapped as one ``datasets.Dataset``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def files_identity(paths: Sequence[str | Path]) -> dict:
 
 
 def _tokenized_batches(passages: Iterable[str], tokenize: Callable[[list[str]], dict]) -> Iterator[dict]:
-    """Columns of ``tokenize`` over ``passages``, [`TOKENIZE_BATCH`][bert_kd.core.data.shards.TOKENIZE_BATCH] passages at a time."""
+    """Columns of ``tokenize`` over ``passages``, [`TOKENIZE_BATCH`][] passages at a time."""
     chunk: list[str] = []
     for text in passages:
         chunk.append(text)
@@ -127,7 +127,7 @@ def open_shards(directory: str | Path):
 
 
 def shards_manifest(directory: str | Path) -> dict:
-    """What [`write_shards`][bert_kd.core.data.shards.write_shards] recorded about the shards in ``directory``."""
+    """What [`write_shards`][] recorded about the shards in ``directory``."""
     return json.loads((Path(directory) / SHARDS_MANIFEST).read_text())
 
 
@@ -137,7 +137,7 @@ SHARD_PATTERN = "shard-*.arrow"
 
 class ShardWriter:
     """Append column batches (``{column: [values]}``, every column the same length) to Arrow shards
-    in ``directory``; [`close`][bert_kd.core.data.shards.ShardWriter.close] returns the shard paths."""
+    in ``directory``; [`close`][] returns the shard paths."""
 
     def __init__(self, directory: str | Path, rows_per_shard: int = 100_000) -> None:
         if rows_per_shard < 1:

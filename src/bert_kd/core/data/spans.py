@@ -8,14 +8,14 @@ side crosses gives the **shared spans**: tokens of both sides are grouped by cha
 same characters (a word split differently, or a single token both sides agree on). Identical
 tokenizations give one span per text token.
 
-Excluded (span id [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN]): special tokens ([CLS], <s>, <sep> …), whitespace-only
+Excluded (span id [`NO_SPAN`][]): special tokens ([CLS], <s>, <sep> …), whitespace-only
 tokens, and groups only one side covers or covers differently (truncation cut a word on one
 side). Both sentences of a pair are handled, each in its own character coordinates.
 
-Pure Python, at tokenization time: [`token_character_spans`][bert_kd.core.data.spans.token_character_spans] turns a fast tokenizer's
+Pure Python, at tokenization time: [`token_character_spans`][] turns a fast tokenizer's
 ``offset_mapping`` and ``sequence_ids`` into ``(sentence, start, end)`` per token;
-[`shared_span_ids`][bert_kd.core.data.spans.shared_span_ids] gives both sides' span ids for one row. The model side (pooling states and
-attention maps over these spans) is [`bert_kd.core.distill.methods.multi_teacher.spans`][bert_kd.core.distill.methods.multi_teacher.spans].
+[`shared_span_ids`][] gives both sides' span ids for one row. The model side (pooling states and
+attention maps over these spans) is [`bert_kd.core.distill.methods.multi_teacher.spans`][].
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ NO_CHARS = (-1, 0, 0)
 def token_character_spans(offsets: Sequence, sequence_ids: Sequence, texts: Sequence[str]) -> list[list[int]]:
     """Per token ``[sentence, start, end]``: character offsets into ``texts[sentence]`` with
     surrounding whitespace trimmed (tokenizers differ in whether ``▁``/``Ġ`` tokens include the
-    space), or [`NO_CHARS`][bert_kd.core.data.spans.NO_CHARS] for special tokens (``sequence_ids`` None) and tokens covering
+    space), or [`NO_CHARS`][] for special tokens (``sequence_ids`` None) and tokens covering
     only whitespace."""
     if len(offsets) != len(sequence_ids):
         raise ValueError(f"{len(offsets)} offsets but {len(sequence_ids)} sequence ids")
@@ -52,8 +52,8 @@ def token_character_spans(offsets: Sequence, sequence_ids: Sequence, texts: Sequ
 
 def shared_span_ids(student: Sequence[Sequence[int]], teacher: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
     """Span ids of every student and teacher token of one row (``[sentence, start, end]`` per
-    token, from [`token_character_spans`][bert_kd.core.data.spans.token_character_spans]): ``0 … S−1`` numbered in text order, the same id
-    on both sides, [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN] outside shared spans. Every id is used on both sides."""
+    token, from [`token_character_spans`][]): ``0 … S−1`` numbered in text order, the same id
+    on both sides, [`NO_SPAN`][] outside shared spans. Every id is used on both sides."""
     tokens = []  # (sentence, start, end, side, position)
     for side, row in enumerate((student, teacher)):
         for position, (sentence, start, end) in enumerate(row):

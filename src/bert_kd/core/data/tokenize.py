@@ -2,12 +2,12 @@
 
 Output: a ``datasets.DatasetDict`` (one entry per split) with columns ``idx``, ``labels``,
 ``input_ids``, ``attention_mask`` and ``token_type_ids`` when the tokenizer makes them.
-Several tokenizations of the same rows (multi-teacher) are merged with [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized]
+Several tokenizations of the same rows (multi-teacher) are merged with [`merge_tokenized`][]
 under per-model prefixes (``t0_input_ids`` …), so one batch carries every model's inputs.
 Tokenized ``with_offsets``, each row also records its tokens' characters (``char_offsets``);
-[`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized] turns them into shared-span ids for every model whose tokens differ
+[`merge_tokenized`][] turns them into shared-span ids for every model whose tokens differ
 from the primary's (``<prefix>span_ids``, ``<prefix>student_span_ids``; see
-[`bert_kd.core.data.spans`][bert_kd.core.data.spans]) and drops them.
+[`bert_kd.core.data.spans`][]) and drops them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pandas as pd
 from bert_kd.core.data.spans import shared_span_ids, token_character_spans
 
 TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
-#: Per-token ``[sentence, start, end]`` (``with_offsets``); consumed by [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized].
+#: Per-token ``[sentence, start, end]`` (``with_offsets``); consumed by [`merge_tokenized`][].
 OFFSET_COLUMN = "char_offsets"
 
 
@@ -63,7 +63,7 @@ def tokenize_frame(frame: pd.DataFrame, tokenizer, max_length: int, batch_size: 
 
 
 def tokenize_splits(splits: Mapping[str, pd.DataFrame], tokenizer, max_length: int, with_offsets: bool = False):
-    """Tokenize every split of a task into a ``datasets.DatasetDict`` (``with_offsets``: see [`tokenize_frame`][bert_kd.core.data.tokenize.tokenize_frame])."""
+    """Tokenize every split of a task into a ``datasets.DatasetDict`` (``with_offsets``: see [`tokenize_frame`][])."""
     from datasets import DatasetDict
 
     return DatasetDict(

@@ -1,15 +1,15 @@
 """ALP-KD's qualitative figures as plain functions of models and a batch (no Kedro).
 
-* Figure 3 ([`alp_attention_per_example`][bert_kd.core.distill.alp_figures.alp_attention_per_example], [`alp_attention_figure`][bert_kd.core.distill.alp_figures.alp_attention_figure]): the ALP weights
+* Figure 3 ([`alp_attention_per_example`][], [`alp_attention_figure`][]): the ALP weights
   α (Eq. 5–6) between a student layer and every teacher layer, one row per dev example (not
   averaged); student layers with no teacher layer (empty bucket) are drawn as "not connected",
   not as zeros.
-* Figure 4 ([`layer_alignment`][bert_kd.core.distill.alp_figures.layer_alignment], [`layer_alignment_figure`][bert_kd.core.distill.alp_figures.layer_alignment_figure]): a 2-D PCA of student layer
+* Figure 4 ([`layer_alignment`][], [`layer_alignment_figure`][]): a 2-D PCA of student layer
   outputs and their teacher layers for the same dev examples (ALP and PKD students), and the
   per-example cosine distance of each student layer to its teacher layer.
 
 Layers are 1-based (index into HF ``hidden_states``); states are the [CLS]/summary states the
-ALP and PKD losses use ([`Features.cls`][bert_kd.core.distill.outputs.Features.cls]).
+ALP and PKD losses use ([`Features.cls`][outputs.Features.cls]).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class AlphaPerExample:
 
     @property
     def entropy(self) -> np.ndarray:
-        """(examples, student layers): α's entropy in nats ([`alp_entropy`][bert_kd.core.distill.losses.alp_entropy]); NaN where unconnected."""
+        """(examples, student layers): α's entropy in nats ([`alp_entropy`][losses.alp_entropy]); NaN where unconnected."""
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(self.alpha > 0, self.alpha * np.log(np.where(self.alpha > 0, self.alpha, 1.0)), 0.0)
         out = -terms.sum(axis=-1)
@@ -90,7 +90,7 @@ class AlphaPerExample:
 class AlphaScore:
     """How α is scored: ``projection`` maps student states to the teacher's width when they differ (the ALP
     method's learned projection); ``similarity`` and ``temperature``: the recipe's ``similarity`` and
-    ``similarity_temperature`` ([`alp_scores`][bert_kd.core.distill.losses.alp_scores])."""
+    ``similarity_temperature`` ([`alp_scores`][losses.alp_scores])."""
 
     projection: Callable[[Tensor], Tensor] | None = None
     similarity: str = "dot"
@@ -109,7 +109,7 @@ def alp_attention_per_example(
     teacher_prefix: str = "",
 ) -> AlphaPerExample:
     """α of Eq. 5–6 for ``n_examples`` random examples of ``batch``, scored as ``score`` says
-    ([`AlphaScore`][bert_kd.core.distill.alp_figures.AlphaScore])."""
+    ([`AlphaScore`][])."""
     mapping = layer_map(mapping, num_layers(teacher), num_layers(student))
     index = pick_examples(int(batch["input_ids"].shape[0]), n_examples, seed)
     sub = _select(batch, index)
@@ -328,7 +328,7 @@ def unavailable_figure(title: str, reason: str):
 
 
 def save_figure(fig, path) -> None:
-    """Write ``fig`` as PNG atomically ([`bert_kd.core.files.write_file_atomically`][bert_kd.core.files.write_file_atomically]) and close it."""
+    """Write ``fig`` as PNG atomically ([`bert_kd.core.files.write_file_atomically`][]) and close it."""
     try:
         write_file_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     finally:

@@ -2,7 +2,7 @@
 
 With a 2-layer student of a 6-layer teacher, ALP's ``all``, ``buckets_no`` and ``buckets_po`` maps all
 connect student layer 1 to teacher layers 1–6 (and leave layer 2 unconnected), and CKD-NO and CKD-PO
-do the same: the rows differ in name only. [`same_jobs`][bert_kd.core.distill.duplicates.same_jobs] finds such rows from the recipes as the
+do the same: the rows differ in name only. [`same_jobs`][] finds such rows from the recipes as the
 training resolves them, before anything is trained, so a comparison trains each job once and shows
 the other rows as "same job as <row>".
 """
@@ -19,7 +19,7 @@ from bert_kd.core.layer_maps import layer_map
 
 def effective_recipe(recipe: Mapping, n_teacher: int, n_student: int) -> dict:
     """``recipe`` as the training reads it: a [CLS]-layer method's (PKD, CKD, ALP) ``mapping`` replaced
-    by the teacher layers of each student layer ([`bert_kd.core.layer_maps.layer_map`][bert_kd.core.layer_maps.layer_map]); other recipes
+    by the teacher layers of each student layer ([`bert_kd.core.layer_maps.layer_map`][]); other recipes
     as given (a mapping that does not resolve is left as given: validation reports it)."""
     recipe = dict(recipe)
     try:

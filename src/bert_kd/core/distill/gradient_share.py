@@ -6,7 +6,7 @@ a share of a few percent barely moves the student: at the recipes' λ = 0.2 the 
 term is 2–7% here, so PKD/ALP students train like RKD students (``benchmarks/term_gradient_share.py``).
 
 Unweighted norms do not depend on the weights, so one measurement gives the shares of every
-stage of a staged recipe ([`shares_for`][bert_kd.core.distill.gradient_share.shares_for]).
+stage of a staged recipe ([`shares_for`][]).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def flat_gradient(value: Tensor, params: Sequence[nn.Parameter]) -> Tensor:
 
 def batch_term_gradients(objective, batch: Mapping[str, Tensor], allow_cache: bool = True) -> dict[str, Tensor]:
     """Flat ∂term/∂θ_student of every term the objective's method computes on ``batch``
-    (``objective``: a [`DistillationObjective`][bert_kd.core.distill.objective.DistillationObjective])."""
+    (``objective``: a [`DistillationObjective`][objective.DistillationObjective])."""
     params = [p for p in objective.model.parameters() if p.requires_grad]
     features = objective.student_features(batch)
     chosen = objective.method.choose_teachers(len(objective.teacher_specs), objective.training)
@@ -57,7 +57,7 @@ class TermShare:
 
     @property
     def inert(self) -> bool:
-        """Weighted (> 0) but below [`INERT_SHARE`][bert_kd.core.distill.gradient_share.INERT_SHARE] of the gradient."""
+        """Weighted (> 0) but below [`INERT_SHARE`][] of the gradient."""
         return self.weight > 0 and self.share < INERT_SHARE
 
 
@@ -115,7 +115,7 @@ def recipe_weight_sets(method) -> list[tuple[str, dict[str, float]]]:
 def measure_recipe_shares(
     objective, batches: Sequence[Mapping[str, Tensor]], seed: int = 0
 ) -> list[tuple[str, list[TermShare]]]:
-    """Per weight set of the objective's recipe ([`recipe_weight_sets`][bert_kd.core.distill.gradient_share.recipe_weight_sets]): every term's share."""
+    """Per weight set of the objective's recipe ([`recipe_weight_sets`][]): every term's share."""
     sets = recipe_weight_sets(objective.method)
     terms = sorted({t for _, weights in sets for t, w in weights.items() if w > 0})
     norms = mean_term_norms(objective, batches, seed=seed, all_terms=terms)
@@ -129,7 +129,7 @@ def share_metrics(measured: Sequence[tuple[str, Sequence[TermShare]]], prefix: s
 
 
 def inert_warnings(measured: Sequence[tuple[str, Sequence[TermShare]]], name: str = "") -> list[str]:
-    """One sentence per weighted term below [`INERT_SHARE`][bert_kd.core.distill.gradient_share.INERT_SHARE] of the gradient."""
+    """One sentence per weighted term below [`INERT_SHARE`][] of the gradient."""
     lines = []
     for label, rows in measured:
         where = f" ({label})" if label else ""
@@ -155,7 +155,7 @@ def log_gradient_shares(
     run, objective, dataset, collator, batch_size: int, batches: int, name: str = "", seed: int = 0
 ) -> list[tuple[str, list[TermShare]]]:
     """Measure on the first ``batches`` training batches, log ``grad_share/*`` metrics (step 0) and
-    the ``grad_share.batches`` param to ``run`` (a [`RunLogger`][bert_kd.tracking.runs.RunLogger]) and warn
+    the ``grad_share.batches`` param to ``run`` (a [`RunLogger`][tracking.runs.RunLogger]) and warn
     about inert terms (log + tag ``grad_share.warning``). ``batches = 0`` measures nothing."""
     loaded = first_batches(dataset, batch_size, collator, batches)
     if not loaded:

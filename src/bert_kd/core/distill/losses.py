@@ -10,9 +10,9 @@ Conventions
 * Token-level terms pool over all valid positions of the batch: ``sum(err * mask) /
   sum(mask)`` (each valid token weighs the same, whatever its sentence's length).
 * Nothing here detaches the teacher: compute teacher tensors under ``torch.no_grad()``.
-* Temperature scaling: [`kd_loss`][bert_kd.core.distill.losses.kd_loss] multiplies by ``T**2`` (Hinton et al.);
-  [`soft_cross_entropy`][bert_kd.core.distill.losses.soft_cross_entropy], [`kl_div_loss`][bert_kd.core.distill.losses.kl_div_loss], [`ted_kl`][bert_kd.core.distill.losses.ted_kl] and
-  [`multi_teacher_prediction_loss`][bert_kd.core.distill.losses.multi_teacher_prediction_loss] do NOT unless ``scale_by_t2=True`` (they follow the
+* Temperature scaling: [`kd_loss`][] multiplies by ``T**2`` (Hinton et al.);
+  [`soft_cross_entropy`][], [`kl_div_loss`][], [`ted_kl`][] and
+  [`multi_teacher_prediction_loss`][] do NOT unless ``scale_by_t2=True`` (they follow the
   TinyBERT / TED / multi-teacher formulas literally).
 
 Equation numbers: "ALP" = Passban et al. 2021 (ALP-KD), "TED" = Liang et al. 2023,
@@ -230,7 +230,7 @@ def gather_one_to_one(
     """Select the connected student layers and their single mapped teacher layers (PKD Eq. 3).
 
     ``student_cls`` is ``(B, n_s, H)`` (student layers 1..n_s), ``teacher_cls`` is
-    ``(B, n_t, H')`` (teacher layers 1..n_t); ``mapping`` is a [`layer_map`][bert_kd.core.layer_maps.layer_map] result whose
+    ``(B, n_t, H')`` (teacher layers 1..n_t); ``mapping`` is a [`layer_map`][layer_maps.layer_map] result whose
     non-empty entries hold exactly one teacher layer.  Returns ``(student, teacher)`` of shapes
     ``(B, m, H)`` and ``(B, m, H')`` with ``m`` = number of connected student layers.
     """
@@ -264,7 +264,7 @@ def pkd_loss(student_cls: Tensor, teacher_cls: Tensor) -> Tensor:
     ``sum_j || s_j/||s_j|| - t_j/||t_j|| ||_2**2``.
 
     Inputs are already mapped: both ``(B, m, H)`` with matching layers (see
-    [`gather_one_to_one`][bert_kd.core.distill.losses.gather_one_to_one]).  The paper's leading minus sign is a typo (the loss is a
+    [`gather_one_to_one`][]).  The paper's leading minus sign is a typo (the loss is a
     squared distance and is minimised).
     """
     _check_cls_pair(student_cls, teacher_cls)
@@ -291,7 +291,7 @@ def _check_alp_inputs(student_cls: Tensor, teacher_cls: Tensor) -> None:
         )
 
 
-#: The scores α is the softmax of (``similarity`` of [`alp_scores`][bert_kd.core.distill.losses.alp_scores]); ``dot`` is Eq. 5 as printed.
+#: The scores α is the softmax of (``similarity`` of [`alp_scores`][]); ``dot`` is Eq. 5 as printed.
 ALP_SIMILARITIES = ("dot", "scaled_dot", "cosine")
 
 
@@ -346,10 +346,10 @@ def alp_attention(
     """ALP-KD attention weights (Eq. 5-6): ``alpha[b, j, k] = softmax_{k in A(j)} score(h_S^j, h_T^k)``.
 
     ``student_cls`` ``(B, m, H)``, ``teacher_cls`` ``(B, n, H)`` -> ``(B, m, n)``.  ``buckets``
-    is a [`layer_map`][bert_kd.core.layer_maps.layer_map] result of length ``m`` (teacher layer ``k`` = column ``k - 1``);
+    is a [`layer_map`][layer_maps.layer_map] result of length ``m`` (teacher layer ``k`` = column ``k - 1``);
     ``None`` = every teacher layer for every student layer (Eq. 6).  Weights outside a bucket
     are 0; rows of unconnected student layers (empty bucket) are all 0.  ``similarity`` and
-    ``temperature``: [`alp_scores`][bert_kd.core.distill.losses.alp_scores] (default: the plain dot product, as printed).
+    ``temperature``: [`alp_scores`][] (default: the plain dot product, as printed).
     """
     _check_alp_inputs(student_cls, teacher_cls)
     alpha, _ = _alp_weights(student_cls, teacher_cls, buckets, similarity, temperature)
@@ -373,7 +373,7 @@ def alp_loss(
     """ALP-KD loss (Eq. 7): mean over batch of ``sum_{connected j} MSE(h_S^j, C^j)`` with
     ``C^j = sum_k alpha_jk h_T^k`` (Eq. 5-6) and MSE = mean over the hidden dimension.
 
-    Shapes, ``buckets``, ``similarity`` and ``temperature`` as in [`alp_attention`][bert_kd.core.distill.losses.alp_attention]; widths must be equal.
+    Shapes, ``buckets``, ``similarity`` and ``temperature`` as in [`alp_attention`][]; widths must be equal.
     """
     _check_alp_inputs(student_cls, teacher_cls)
     alpha, connected = _alp_weights(student_cls, teacher_cls, buckets, similarity, temperature)
@@ -491,7 +491,7 @@ def ted_kl(
     scale_by_t2: bool = False,
 ) -> Tensor:
     """TED KL variant (TED Remark 3.2, Sec. 6.6): ``sum_k KL(p_t^k || p_s^k)`` at temperature
-    ``T`` from the filters' task heads, mean over the batch (see [`kl_div_loss`][bert_kd.core.distill.losses.kl_div_loss]; no
+    ``T`` from the filters' task heads, mean over the batch (see [`kl_div_loss`][]; no
     ``T**2`` unless ``scale_by_t2``).  Teacher list first.
     """
     t_list, s_list = _paired_layers(
@@ -513,10 +513,10 @@ def group_mean_mse(
     """One-to-many layer loss for ONE teacher (MT Eq. 2-4 hidden states, Eq. 7-9 attention):
     ``sum_i mean_{j in groups[i]} d(student_states[i], teacher_states[j - 1])``.
 
-    ``groups`` is a [`layer_map`][bert_kd.core.layer_maps.layer_map] result (e.g. ``one_to_many``) with one entry per student
+    ``groups`` is a [`layer_map`][layer_maps.layer_map] result (e.g. ``one_to_many``) with one entry per student
     layer; an empty group contributes 0.  The paper's ``1/(q-p)`` is off by one: this uses the
-    plain mean over the group.  ``d`` is [`masked_mse`][bert_kd.core.distill.losses.masked_mse] for hidden states (student already
-    projected) or [`attention_score_mse`][bert_kd.core.distill.losses.attention_score_mse] for 4-D attention scores; ``kind`` = ``"hidden"``,
+    plain mean over the group.  ``d`` is [`masked_mse`][] for hidden states (student already
+    projected) or [`attention_score_mse`][] for 4-D attention scores; ``kind`` = ``"hidden"``,
     ``"attention"`` or ``"auto"`` (4-D tensors -> attention).  Average the result over teachers
     for MT Eq. 5/10.
     """

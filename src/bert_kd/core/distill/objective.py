@@ -1,8 +1,8 @@
 """The generic distillation objective: a student, K frozen teachers and one loss recipe.
 
-L = Σ_name weight_name · term_name, where the terms come from a [`Method`][bert_kd.core.distill.methods.base.Method]
+L = Σ_name weight_name · term_name, where the terms come from a [`Method`][methods.base.Method]
 (ALP-KD's L = β·L_ce + η·L_KD + λ·L_ALP is the recipe {ce: β, kd: η, alp: λ}). Teachers run live
-or are served from a [`TeacherCache`][bert_kd.core.distill.objective.TeacherCache] when the recipe only reads logits and [CLS] states.
+or are served from a [`TeacherCache`][] when the recipe only reads logits and [CLS] states.
 """
 
 from __future__ import annotations

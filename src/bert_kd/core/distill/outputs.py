@@ -1,6 +1,6 @@
 """One view of any HF encoder's outputs, so losses never touch model internals.
 
-``forward_features`` runs a model on a batch and returns [`Features`][bert_kd.core.distill.outputs.Features]: logits, per-layer
+``forward_features`` runs a model on a batch and returns [`Features`][]: logits, per-layer
 hidden states (index 0 = embeddings, 1..L = transformer layers, as in the papers), per-layer
 pre-softmax attention scores QKᵀ/√d (TinyBERT's attention target) and the [CLS]/summary states.
 """
@@ -82,7 +82,7 @@ def summary_key_material(*models: nn.Module) -> dict:
     """Key material of jobs with an XLNet (a model that summarises with its last token) among ``models``:
     the summary token is now the mask's last 1 (before 2026-11-26 a left-padded row read a pad there)
     and its attention maps are compared as log-probabilities on both sides
-    ([`attention_in_one_space`][bert_kd.core.distill.outputs.attention_in_one_space]), so such stored jobs are recomputed; ``{}`` for first-token
+    ([`attention_in_one_space`][]), so such stored jobs are recomputed; ``{}`` for first-token
     models, whose keys stay as they were."""
     if any(summary_position(m) == "last" for m in models):
         return {"summary_token": "last real token", "attention_target": "log-probabilities, both sides"}
@@ -189,8 +189,8 @@ LOG_PROB_FLOOR = math.log(1e-12)
 
 def attention_log_probs(scores: Tensor, attention_mask: Tensor) -> Tensor:
     """Log attention probabilities of pre-softmax ``scores`` (B, H, L, L): a log-softmax over the keys
-    with padding keys (``attention_mask`` (B, L) = 0) masked out, floored at [`LOG_PROB_FLOOR`][bert_kd.core.distill.outputs.LOG_PROB_FLOOR]
-    as [`forward_features`][bert_kd.core.distill.outputs.forward_features] floors a model's own probabilities."""
+    with padding keys (``attention_mask`` (B, L) = 0) masked out, floored at [`LOG_PROB_FLOOR`][]
+    as [`forward_features`][] floors a model's own probabilities."""
     keys = attention_mask[:, None, None, :].to(torch.bool)
     masked = scores.masked_fill(~keys, torch.finfo(scores.dtype).min)
     return torch.log_softmax(masked, dim=-1).clamp_min(LOG_PROB_FLOOR)

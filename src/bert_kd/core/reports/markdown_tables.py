@@ -47,7 +47,7 @@ def rounded(value: float, decimals: int) -> str:
 
 
 def significant(value: float, digits: int = 4) -> str:
-    """``value`` to ``digits`` significant digits, halves away from zero ([`rounded`][bert_kd.core.reports.markdown_tables.rounded]), trailing
+    """``value`` to ``digits`` significant digits, halves away from zero ([`rounded`][]), trailing
     zeros kept: 0.78899 → ``0.7890``, 0.04213 → ``0.04213``, 96.43 → ``96.43``, 1234.5 → ``1235``."""
     import math
 

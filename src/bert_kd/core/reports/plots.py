@@ -60,7 +60,7 @@ def comparison_bars(
 
     With ``floor`` (the majority class) the score axis runs from the floor to the teacher, both
     drawn, so gaps between students look as large as they are against what there was to learn;
-    ``noise`` (a one-seed table's ±band, [`bert_kd.core.reports.verdict.noise_tolerance`][bert_kd.core.reports.verdict.noise_tolerance]) is drawn as error
+    ``noise`` (a one-seed table's ±band, [`bert_kd.core.reports.verdict.noise_tolerance`][]) is drawn as error
     bars on every bar and as a shaded band around the top score: rows reaching into it tie with
     the top. Without a floor the axis is zoomed to the data, and the axis label says so. The legend
     sits outside the bars."""

@@ -3,7 +3,7 @@
 A short run where every student predicts the majority class gives identical rows; naming one of
 them "best" misleads, and so does crowning the top scorer of rows that one dev-set run cannot tell
 apart. Every comparison table therefore carries the majority-class row (every dev example given
-the most frequent dev label, the floor a student must beat), and [`comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict]
+the most frequent dev label, the floor a student must beat), and [`comparison_verdict`][]
 crowns the top row only when it beats the runner-up by more than the table's noise, or when an
 exact McNemar test on the two rows' dev predictions separates them; otherwise it names the tied
 rows. When the teacher itself sits at the floor, the verdict says so: the students had nothing to
@@ -170,7 +170,7 @@ def comparison_verdict(
     )
 
 
-#: Seeds that [`deciding_command`][bert_kd.core.reports.verdict.deciding_command] adds to a one-seed table's seed.
+#: Seeds that [`deciding_command`][] adds to a one-seed table's seed.
 MORE_SEEDS = (43, 44, 45, 46)
 
 

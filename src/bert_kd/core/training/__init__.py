@@ -1,4 +1,4 @@
-"""The one training loop (fine-tuning, distillation, TED filters): [`fit`][bert_kd.core.training.loop.fit] runs an [`Objective`][bert_kd.core.training.objectives.Objective]."""
+"""The one training loop (fine-tuning, distillation, TED filters): [`fit`][] runs an [`Objective`][]."""
 
 from bert_kd.core.training.batching import (
     PADDED_BY_TOKENIZER,

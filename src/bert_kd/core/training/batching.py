@@ -31,7 +31,7 @@ class Collator:
     tensor (a ragged one that matches no group is an error); text fields are dropped.
 
     ``pad_to_multiple_of``: every group's length rounded up to a multiple of it (masked positions), so
-    the batches of a run take a few lengths instead of one per longest row ([`padded_to_multiple`][bert_kd.core.training.batching.Collator.padded_to_multiple]).
+    the batches of a run take a few lengths instead of one per longest row ([`padded_to_multiple`][]).
     """
 
     def __init__(
@@ -211,7 +211,7 @@ def make_loader(
 ) -> DataLoader:
     """A DataLoader whose order depends only on ``seed``.
 
-    ``group_by_length`` with ``shuffle``: [`LengthGroupedBatchSampler`][bert_kd.core.training.batching.LengthGroupedBatchSampler] (batches of similar
+    ``group_by_length`` with ``shuffle``: [`LengthGroupedBatchSampler`][] (batches of similar
     length, shuffled; formed at the global batch size of ``processes`` training processes);
     without ``shuffle``: longest first, a fixed order (predictions come out in that order, with
     their labels).

@@ -19,7 +19,7 @@ def save_checkpoint(accelerator, directory: Path, state: dict, best_state) -> No
     """Write the resumable state to ``directory`` all at once. Every process calls it: Accelerate's
     ``save_state`` writes the model, optimizer and scheduler from the main process and each
     process's RNG state (``random_states_<rank>.pkl``); the main process then publishes the
-    staging directory with [`bert_kd.core.files.write_atomically`][bert_kd.core.files.write_atomically]."""
+    staging directory with [`bert_kd.core.files.write_atomically`][]."""
     staging = directory.with_name(directory.name + ".staging")
     if accelerator.is_main_process:
         shutil.rmtree(staging, ignore_errors=True)
@@ -42,7 +42,7 @@ def _move_files(source: Path, target: Path) -> None:
 
 
 def load_checkpoint(accelerator, directory: Path) -> tuple[dict, dict | None]:
-    """Restore what [`save_checkpoint`][bert_kd.core.training.checkpoints.save_checkpoint] wrote (every process); (trainer state, best state).
+    """Restore what [`save_checkpoint`][] wrote (every process); (trainer state, best state).
     A process without its own RNG state (a checkpoint from another process count) is warned about."""
     rng_file = directory / f"random_states_{accelerator.process_index}.pkl"
     if not rng_file.exists():

@@ -1,11 +1,11 @@
 """A compiled training step that a worker process compiles once: ``compile: auto`` from the recorded GPU
-rates ([`bert_kd.core.training.speed_record`][bert_kd.core.training.speed_record]), the compiled parameter update (gradient clipping and
+rates ([`bert_kd.core.training.speed_record`][]), the compiled parameter update (gradient clipping and
 AdamW) and the count of what TorchDynamo compiled during a run.
 
-Kept free of the rest of the package (torch and the speed record only), like [`bert_kd.core.training.precision`][bert_kd.core.training.precision].
+Kept free of the rest of the package (torch and the speed record only), like [`bert_kd.core.training.precision`][].
 
 Reuse across runs: TorchDynamo caches compiled code on the code object it traced (``Module._call_impl``,
-[`clip_and_step`][bert_kd.core.training.compiled_step.clip_and_step]), guarded by what the code read. Modules are inlined (PyTorch's
+[`clip_and_step`][]), guarded by what the code read. Modules are inlined (PyTorch's
 ``inline_inbuilt_nn_modules``), so the guards check a module's class, its parameters' shapes and dtypes
 and the input shapes, not the module object: a later run in the same process whose model has the same
 class, config and batch shapes reuses the graphs an earlier run compiled (tested by
@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 
 def resolve_compile(setting, device: str | torch.device, steps: int, signature: tuple | None = None):
     """What a run compiles with (a ``compile`` setting, or ``False``). ``auto``: off on a CPU (compiling a
-    training graph there takes minutes and no CPU gain is recorded); on a CUDA GPU [`AUTO_COMPILE`][bert_kd.core.training.speed_record.AUTO_COMPILE] when
+    training graph there takes minutes and no CPU gain is recorded); on a CUDA GPU [`AUTO_COMPILE`][] when
     this process has already compiled a run of the same ``signature`` (the graphs are reused: no compile
-    cost) or the run's ``steps`` reach [`compile_break_even_steps`][bert_kd.core.training.speed_record.compile_break_even_steps], else off. Other settings pass."""
+    cost) or the run's ``steps`` reach [`compile_break_even_steps`][], else off. Other settings pass."""
     if setting != "auto":
         return setting
     if torch.device(device).type != "cuda":
@@ -46,7 +46,7 @@ _COMPILED_SIGNATURES: set = set()
 
 
 def remember_compiled(signature) -> None:
-    """Record that this process compiled a run of ``signature`` ([`resolve_compile`][bert_kd.core.training.compiled_step.resolve_compile] reuses it)."""
+    """Record that this process compiled a run of ``signature`` ([`resolve_compile`][] reuses it)."""
     _COMPILED_SIGNATURES.add(signature)
 
 
@@ -62,10 +62,10 @@ def clip_and_step(
     optimizer: torch.optim.AdamW, parameters: Sequence[torch.Tensor], max_norm: float, update: Callable | None = None
 ) -> None:
     """One parameter update of ``optimizer`` (a torch AdamW): clip the gradients' global norm to ``max_norm``
-    (none with 0), then AdamW's step, through [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] (compiled by [`compiled_update`][bert_kd.core.training.compiled_step.compiled_update]).
+    (none with 0), then AdamW's step, through [`adamw_update`][] (compiled by [`compiled_update`][]).
     The optimizer's state is AdamW's own (``step``, ``exp_avg``, ``exp_avg_sq``), so checkpoints and an
     eager ``optimizer.step()`` read it as they always do. ``parameters`` are those the norm is taken over;
-    ``update``: [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] or its compiled form."""
+    ``update``: [`adamw_update`][] or its compiled form."""
     groups = []
     for group in optimizer.param_groups:
         with_grad = [p for p in group["params"] if p.grad is not None]
@@ -143,7 +143,7 @@ def update_backend(setting) -> str | None:
 
 
 def compiled_update(setting) -> Callable | None:
-    """[`clip_and_step`][bert_kd.core.training.compiled_step.clip_and_step] with [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] compiled for ``setting``, one compiled function per
+    """[`clip_and_step`][] with [`adamw_update`][] compiled for ``setting``, one compiled function per
     process and backend (so runs share it); ``None`` when off."""
     backend = update_backend(setting)
     if backend is None:
@@ -154,7 +154,7 @@ def compiled_update(setting) -> Callable | None:
 
 
 def _eager_if_it_fails_to_compile(compiled: Callable, backend: str) -> Callable:
-    """``compiled``, or [`adamw_update`][bert_kd.core.training.compiled_step.adamw_update] itself (with a warning naming the error) for the rest of the
+    """``compiled``, or [`adamw_update`][] itself (with a warning naming the error) for the rest of the
     process when its first call fails to compile: the update's numbers are the same either way, only
     its speed differs, and compilation fails before anything is updated. A later failure is raised."""
     state = {"worked": False, "failed": False}

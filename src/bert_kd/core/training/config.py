@@ -15,7 +15,7 @@ from bert_kd.core.training.precision import compiles_on, resolve_precision, trai
 
 def _schema_default(block: type[Training] | type[Runtime], name: str):
     """The schema's default for a ``training:`` or ``runtime`` key: the project's one set of training
-    defaults ([`bert_kd.config.schema.Training`][bert_kd.config.schema.Training], [`bert_kd.config.schema.Runtime`][bert_kd.config.schema.Runtime])."""
+    defaults ([`bert_kd.config.schema.Training`][], [`bert_kd.config.schema.Runtime`][])."""
     return block.model_fields[name].default
 
 
@@ -63,9 +63,9 @@ class TrainingConfig:
         greater_is_better: bool = True,
         checkpoint_dir: str | Path | None = None,
     ) -> TrainingConfig:
-        """Build from a validated ``training:`` block ([`bert_kd.config.schema.Training`][bert_kd.config.schema.Training]) and the
-        ``runtime`` settings ([`bert_kd.config.schema.Runtime`][bert_kd.config.schema.Runtime]); a flat dict goes through
-        [`from_dict`][bert_kd.core.training.config.TrainingConfig.from_dict].
+        """Build from a validated ``training:`` block ([`bert_kd.config.schema.Training`][]) and the
+        ``runtime`` settings ([`bert_kd.config.schema.Runtime`][]); a flat dict goes through
+        [`from_dict`][].
 
         A key the parameters leave out, or set to null, keeps the schema's default (except
         ``group_by_length``: a runtime block without it keeps random batches, see the field's comment);
@@ -128,7 +128,7 @@ def make_optimizer(
     PyTorch's fused kernel (one launch for all parameters on a GPU): on CPU the per-tensor loop spent a quarter of a 2-layer student's CPU step updating
     the 11.7M-entry word embedding. Fused and per-tensor AdamW agree to float rounding (≈ 1e-7),
     not bit for bit, so the setting is an engineering one (not part of job keys). ``tensor_lr`` (a
-    compiled update, [`bert_kd.core.training.compiled_step`][bert_kd.core.training.compiled_step]): the learning rates are tensors, which the
+    compiled update, [`bert_kd.core.training.compiled_step`][]): the learning rates are tensors, which the
     schedule fills in place, so the compiled update reads them as inputs instead of compiling again for
     every new value; and the AdamW is PyTorch's traceable one (on a GPU its multi-tensor form, ``capturable``
     for CUDA graphs), not the fused kernel, which TorchDynamo leaves out of the graph."""
@@ -206,7 +206,7 @@ def compile_problem(setting, cpu: bool = False) -> str | None:
 
 def resolve_mixed_precision(value: str, cpu: bool = False, compile=False) -> str:
     """Accelerate's ``mixed_precision`` for ``value`` on the device a run with ``runtime.cpu = cpu`` and
-    ``runtime.compile = compile`` trains on ([`bert_kd.core.training.precision.resolve_precision`][bert_kd.core.training.precision.resolve_precision]:
+    ``runtime.compile = compile`` trains on ([`bert_kd.core.training.precision.resolve_precision`][]:
     "auto" is the recorded fastest on a CUDA device with bf16, "no" (fp32) elsewhere, CPUs included);
     other values pass through."""
     device = training_device(cpu)

@@ -1,4 +1,4 @@
-"""The one training loop, [`fit`][bert_kd.core.training.loop.fit], with its result, predictions and run fingerprints."""
+"""The one training loop, [`fit`][], with its result, predictions and run fingerprints."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class FitResult:
 
 #: Wall seconds this process's fits spent per phase (``data``: waiting for training batches, ``train``: the
 #: steps, compilation included, ``eval``: the per-epoch evaluation, ``checkpoint``: writing checkpoints), summed
-#: over every fit so far: a sweep worker records the difference over a trial ([`phase_seconds`][bert_kd.core.training.loop.phase_seconds]).
+#: over every fit so far: a sweep worker records the difference over a trial ([`phase_seconds`][]).
 _PHASE_SECONDS: dict[str, float] = {"data": 0.0, "train": 0.0, "eval": 0.0, "checkpoint": 0.0}
 
 
@@ -118,7 +118,7 @@ def predict_logits(
 
 def make_accelerator(config: TrainingConfig) -> tuple[Any, str]:
     """(Accelerator, resolved ``mixed_precision``) for ``config``'s device, precision and gradient
-    accumulation; the process group of a DDP run is checked ([`bert_kd.core.training.distributed.check_process_group`][bert_kd.core.training.distributed.check_process_group])."""
+    accumulation; the process group of a DDP run is checked ([`bert_kd.core.training.distributed.check_process_group`][])."""
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
     cpu = use_cpu_backend(config.cpu)
@@ -193,7 +193,7 @@ def divergence_limit(first_loss: float) -> float:
 
 
 def diverged(window_loss: float, first_loss: float) -> bool:
-    """Whether a logged window's mean loss says the job diverged (see [`DIVERGENCE_FACTOR`][bert_kd.core.training.loop.DIVERGENCE_FACTOR])."""
+    """Whether a logged window's mean loss says the job diverged (see [`DIVERGENCE_FACTOR`][])."""
     return not math.isfinite(window_loss) or window_loss > divergence_limit(first_loss)
 
 

@@ -16,7 +16,7 @@ class Objective(nn.Module):
     """What is trained and how it is scored (Lightning's module, without the trainer).
 
     Subclasses set ``self.model`` (the network that is evaluated and saved), register frozen
-    references with [`add_frozen`][bert_kd.core.training.objectives.Objective.add_frozen] and implement [`training_step`][bert_kd.core.training.objectives.Objective.training_step].
+    references with [`add_frozen`][] and implement [`training_step`][].
     """
 
     def __init__(self, model: nn.Module):
@@ -50,7 +50,7 @@ class Objective(nn.Module):
         return self
 
     def set_epoch(self, epoch: int, n_epochs: int) -> Mapping[str, float]:
-        """Called by [`fit`][bert_kd.core.training.loop.fit] before every epoch (0-based ``epoch`` of ``n_epochs``, again after a
+        """Called by [`fit`][] before every epoch (0-based ``epoch`` of ``n_epochs``, again after a
         resume), for objectives whose settings depend on the epoch only; returns metrics to log
         as ``train/<name>`` (none by default)."""
         return {}
@@ -127,7 +127,7 @@ class SupervisedObjective(Objective):
 
 def task_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Cross-entropy for classification, MSE for a single-output regression head (STS-B), over the rows
-    with a gold label: a transfer set's rows ([`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL]) count for
+    with a gold label: a transfer set's rows ([`NO_LABEL`][]) count for
     nothing, and a batch of them alone gives 0."""
     gold = labels != NO_LABEL
     if not bool(gold.all()):

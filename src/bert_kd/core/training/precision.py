@@ -26,7 +26,7 @@ def training_device(cpu: bool = False) -> str:
 def resolve_precision(requested: str, device: str | torch.device, compiled: bool = False) -> str:
     """Accelerate's ``mixed_precision`` for ``requested`` on ``device``: ``auto`` on a CUDA device that
     computes bf16 is the fastest precision recorded for an eager or a ``compiled`` step
-    ([`fastest_precision`][bert_kd.core.training.speed_record.fastest_precision]: fp32 with TF32 eager, bf16 compiled),
+    ([`fastest_precision`][]: fp32 with TF32 eager, bf16 compiled),
     ``no`` (fp32) elsewhere, CPUs included (bf16 on a CPU trained slower than fp32 here); ``no``, ``bf16``
     and ``fp16`` pass through."""
     if requested not in PRECISIONS:
@@ -81,14 +81,14 @@ def compiles_on(setting, device: str) -> bool:
 
 
 #: ``torch.compile`` modes of the inductor backend that a ``compile`` setting may name instead of a backend
-#: ([`COMPILE_MODES`][bert_kd.config.schema.COMPILE_MODES], where ``runtime.compile`` is validated).
+#: ([`COMPILE_MODES`][], where ``runtime.compile`` is validated).
 INDUCTOR_MODES = COMPILE_MODES
 
 
 def compile_model(model, setting) -> None:
     """``torch.compile`` ``model`` in place as a ``compile`` setting says (state_dict names stay): a
-    backend name, or one of [`INDUCTOR_MODES`][bert_kd.core.training.precision.INDUCTOR_MODES]; dynamic shapes, because batch lengths vary (batches are
-    padded to their longest row, or under CUDA graphs to a multiple of [`CUDA_GRAPH_PAD_MULTIPLE`][bert_kd.core.training.precision.CUDA_GRAPH_PAD_MULTIPLE])."""
+    backend name, or one of [`INDUCTOR_MODES`][]; dynamic shapes, because batch lengths vary (batches are
+    padded to their longest row, or under CUDA graphs to a multiple of [`CUDA_GRAPH_PAD_MULTIPLE`][])."""
     backend = compile_backend(setting)
     if backend in INDUCTOR_MODES:
         model.compile(dynamic=True, mode=backend)
@@ -138,7 +138,7 @@ def trial_precision_material(runtime: Mapping) -> dict:
     """A sweep trial's precision key material from its ``runtime`` parameters: ``mixed_precision`` and
     ``teacher_mixed_precision`` resolved for the device as the trial's jobs resolve them (a value left
     out stays ``None``, ``same`` stays ``same``, so every key made on a CPU keeps its value), plus
-    ``tf32`` / ``compile`` where they change the numbers ([`numeric_key_material`][bert_kd.core.training.precision.numeric_key_material])."""
+    ``tf32`` / ``compile`` where they change the numbers ([`numeric_key_material`][])."""
     device = training_device(bool(runtime.get("cpu", False)))
     compiled = compiles_on(runtime.get("compile"), device)
 

@@ -1,7 +1,7 @@
 """The recorded GPU rates behind ``mixed_precision: auto`` and ``compile: auto``: which precision trains
 fastest eager and compiled, and after how many steps compiling pays. Plain data and arithmetic (no torch),
-read by [`bert_kd.core.training.precision`][bert_kd.core.training.precision] and
-[`bert_kd.core.training.compiled_step`][bert_kd.core.training.compiled_step]."""
+read by [`bert_kd.core.training.precision`][] and
+[`bert_kd.core.training.compiled_step`][]."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""One distillation body: a [`DistillJob`][bert_kd.experiment.training_jobs.student.DistillJob] says what is trained — the student's
-start, the teachers as [`Teacher`][bert_kd.core.distill.objective.Teacher] sources (prefix, cache), the
-recipe, the student settings and the run settings — and [`train_student`][bert_kd.experiment.training_jobs.student.train_student] trains it once
+"""One distillation body: a [`DistillJob`][] says what is trained — the student's
+start, the teachers as [`Teacher`][] sources (prefix, cache), the
+recipe, the student settings and the run settings — and [`train_student`][] trains it once
 through the content-keyed job path, for one teacher (K = 1: the ALP-KD and TED tables) and for
 K teachers (multi-teacher) alike.
 
 The nodes of ``distill_<row>``, TED Stage II and multi-teacher describe their job here and call
-[`train_student`][bert_kd.experiment.training_jobs.student.train_student]; a sweep trial calls the same nodes. The job's content key is built from
+[`train_student`][]; a sweep trial calls the same nodes. The job's content key is built from
 exactly the material the nodes used before this module existed (keys of stored results stay).
 """
 
@@ -78,7 +78,7 @@ class StudentStart(ModelBundle):
 
 def with_explicit_weights(recipe) -> dict:
     """A recipe as a ``distill_<row>`` node receives it: its loss weights written out
-    ([`bert_kd.experiment.parameters.explicit_weights`][bert_kd.experiment.parameters.explicit_weights], what MLflow records). The validation hook prepares a
+    ([`bert_kd.experiment.parameters.explicit_weights`][], what MLflow records). The validation hook prepares a
     pipeline's recipes so, a sweep trial its row's."""
     config = set_values(recipe)
     return {**config, "weights": explicit_weights(config)}
@@ -134,7 +134,7 @@ class DistillJob:
         return self.settings.task
 
     def training(self, checkpoint_dir=None, n_train: int | None = None):
-        """The job's [`TrainingConfig`][bert_kd.core.training.config.TrainingConfig] (student ``training`` block + runtime)."""
+        """The job's [`TrainingConfig`][core.training.config.TrainingConfig] (student ``training`` block + runtime)."""
         return training_config(
             self.student_params.training,
             self.settings.runtime,

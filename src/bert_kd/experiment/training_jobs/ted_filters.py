@@ -1,5 +1,5 @@
 """TED's job bodies: Stage I trains task-aware filters (a content-keyed job), and Stage II's student
-starts with them ([`FilteredStudentStart`][bert_kd.experiment.training_jobs.ted_filters.FilteredStudentStart]) before the one distillation body trains it."""
+starts with them ([`FilteredStudentStart`][]) before the one distillation body trains it."""
 
 from __future__ import annotations
 
@@ -225,7 +225,7 @@ def ted_student_init(
     ted_filters: dict, teacher: ModelBundle, student, settings, row: str | None = None
 ) -> FilteredStudentStart:
     """Stage II starts from the Stage I student when filters were trained on it, else a fresh
-    copy ([`build_student_model`][bert_kd.experiment.training_jobs.student.build_student_model]); either way with the
+    copy ([`build_student_model`][]); either way with the
     Stage I filters and their job's key (``upstream``)."""
     if ted_filters.get("student_model") is not None:
         stage_one = ted_filters["student_model"]

@@ -5,9 +5,9 @@ The key holds what decides the rows: the source rows (their sha256, after sampli
 probabilities, copies per row, seed), the tokenizer (its vocabulary's sha256 and ``max_seq_length``) and
 where replacement words come from (the teacher's key for the embedding stand-in, a GloVe file's
 sha256, the POS tagger). A second run with the same key reads the stored shards; a changed rule makes
-a new set. Rows are written batch by batch ([`bert_kd.core.data.shards`][bert_kd.core.data.shards]), never
+a new set. Rows are written batch by batch ([`bert_kd.core.data.shards`][]), never
 held whole in memory. The teacher labels the rows where they are used (the teacher cache of the
-``distill_*`` pipelines); an augmented row's ``labels`` is [`NO_LABEL`][bert_kd.core.data.augment.NO_LABEL].
+``distill_*`` pipelines); an augmented row's ``labels`` is [`NO_LABEL`][core.data.augment.NO_LABEL].
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``augment_glue``: ingest → teacher → transfer set; [`transfer_pipeline`][bert_kd.pipelines.augment_glue.pipeline.transfer_pipeline]
+"""``augment_glue``: ingest → teacher → transfer set; [`transfer_pipeline`][]
 puts the set after the training split (``transfer_tokenized``) for the ``*_transfer`` distillation pipelines."""
 
 from typing import Mapping

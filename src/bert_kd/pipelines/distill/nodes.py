@@ -115,9 +115,9 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
 def distill_student(
     teacher: ModelBundle, student: StudentStart, student_data, teacher_cache: TeacherCache | None, recipe, settings
 ) -> ModelBundle:
-    """Distil ``teacher`` into ``student`` (built by [`build_student_model`][bert_kd.experiment.training_jobs.student.build_student_model], which names its
+    """Distil ``teacher`` into ``student`` (built by [`build_student_model`][experiment.training_jobs.student.build_student_model], which names its
     row) with the row's ``recipe`` through the one distillation body
-    ([`bert_kd.experiment.training_jobs.student.train_student`][bert_kd.experiment.training_jobs.student.train_student]); ``settings``: the run settings."""
+    ([`bert_kd.experiment.training_jobs.student.train_student`][]); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     check_teacher(teacher, run.task)
     if not isinstance(student, StudentStart):
@@ -132,7 +132,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
     """A Table-1-style comparison: one row per method plus the teacher and the majority class,
     % of teacher kept (``table``: its name, e.g. ``distill_baselines``, used in the chart's
     title). Rows that are the same job (same content key: the same layers connected with the same
-    weights) say which row they repeat. The verdict ([`bert_kd.core.reports.verdict.comparison_verdict`][bert_kd.core.reports.verdict.comparison_verdict])
+    weights) say which row they repeat. The verdict ([`bert_kd.core.reports.verdict.comparison_verdict`][])
     crowns the top row only when the data separate it from the runner-up; otherwise the table,
     the log and the parent run name the tied rows (or say that the teacher or every student sits
     at the majority class)."""
@@ -196,8 +196,8 @@ DECIMALS = {"% of teacher": 1, "parameters (M)": 2, THROUGHPUT_COLUMN: 0}
 
 def display_frame(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``frame`` with its numbers as text for the Markdown table: metrics to
-    [`METRIC_DIGITS`][bert_kd.pipelines.distill.nodes.METRIC_DIGITS] significant digits (0.7890, 0.04210),
-    the other numeric columns to the decimals of [`DECIMALS`][bert_kd.pipelines.distill.nodes.DECIMALS];
+    [`METRIC_DIGITS`][] significant digits (0.7890, 0.04210),
+    the other numeric columns to the decimals of [`DECIMALS`][];
     empty cells stay empty."""
     shown = frame.astype(object).copy()
     for column in frame.columns:
@@ -221,7 +221,7 @@ def sort_score(score) -> float:
 
 def busy_throughput(*evaluations: dict) -> str | None:
     """``load 3.1 on 2 cores`` when any evaluation measured its throughput on a busy machine
-    ([`bert_kd.core.machine.is_busy`][bert_kd.core.machine.is_busy]: the load average above the cores), else None."""
+    ([`bert_kd.core.machine.is_busy`][]: the load average above the cores), else None."""
     for evaluation in evaluations:
         note = busy_note(evaluation.get("load_average"), evaluation.get("cores"))
         if note:
@@ -230,7 +230,7 @@ def busy_throughput(*evaluations: dict) -> str | None:
 
 
 def majority_row(teacher_metrics: dict, student_metrics, kept_column: str = "% of teacher") -> dict | None:
-    """The majority-class row ([`bert_kd.core.reports.verdict.MAJORITY_METHOD`][bert_kd.core.reports.verdict.MAJORITY_METHOD]) from the first evaluation
+    """The majority-class row ([`bert_kd.core.reports.verdict.MAJORITY_METHOD`][]) from the first evaluation
     that recorded it (same dev rows for every model of a table); None for regression tasks."""
     for evaluation in (teacher_metrics, *student_metrics):
         splits = {k: v for k, v in (evaluation.get("majority_class") or {}).items() if v}
@@ -282,7 +282,7 @@ def table_verdict(
     """The verdict over ``students`` rows (their ``metric`` column) against the majority row and the
     teacher (``reference['score']``), at the noise of the evaluation split's size
     (``reference['score_examples']``). ``evaluations``: row label → the row's evaluation
-    ([`evaluations_by_row`][bert_kd.pipelines.distill.nodes.evaluations_by_row]), for the rows that are the same
+    ([`evaluations_by_row`][]), for the rows that are the same
     job (equal ``info['key']``) and the paired test (``correct``). The rows are read in label order, so the
     verdict does not depend on the table's order."""
     label = label or (lambda row: row["method"])
@@ -314,7 +314,7 @@ def table_verdict(
 
 def same_job_rows(evaluations: Mapping[str, dict]) -> dict[str, str]:
     """Row → the row with the same job key that stands for it
-    ([`duplicate_rows`][bert_kd.core.reports.verdict.duplicate_rows]), the rows read in label order so that the
+    ([`duplicate_rows`][]), the rows read in label order so that the
     answer does not depend on the table's order."""
     rows = dict(sorted(evaluations.items()))
     return duplicate_rows(
@@ -406,7 +406,7 @@ def layer_alignment_report(
     """ALP-KD Figure 4: PCA of the ALP and PKD students' layer outputs with their teacher layers
     for ``figures.alignment_examples`` random dev examples, and each example's cosine distance
     to the teacher. Layer pairs: ``figures.alignment_pairs``, default the PKD row's one-to-one
-    connections ([`alignment_pairs`][bert_kd.core.distill.alp_figures.alignment_pairs]). → (CSV table, figure)."""
+    connections ([`alignment_pairs`][core.distill.alp_figures.alignment_pairs]). → (CSV table, figure)."""
     options, task = typed(Figures, figures, "figures"), alp_student.info.get("task", "?")
     if options.alignment_pairs:
         pairs = [tuple(int(v) for v in pair) for pair in options.alignment_pairs]

@@ -188,7 +188,7 @@ COMPARE_NAMESPACE = "compare"
 
 
 def compare_group(template: Pipeline) -> Pipeline:
-    """``template``'s nodes in the [`COMPARE_NAMESPACE`][bert_kd.pipelines.distill.pipeline.COMPARE_NAMESPACE] group, every dataset keeping its name
+    """``template``'s nodes in the [`COMPARE_NAMESPACE`][] group, every dataset keeping its name
     (``distill_baselines_table``, ``alp_kd.alp.student_metrics``: the catalog's and the users' names).
     Its own group, not the paper's: the paper's group would then read a reporting dataset
     (``teacher_metrics``) and write models, a cycle that switches kedro-viz's layer view off."""
@@ -202,7 +202,7 @@ def compare_group(template: Pipeline) -> Pipeline:
 
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
     """The Table-1-style comparison of ``methods`` with the teacher and the best student's registration,
-    tagged with the paper, in the ``compare`` group ([`compare_group`][bert_kd.pipelines.distill.pipeline.compare_group])."""
+    tagged with the paper, in the ``compare`` group ([`compare_group`][])."""
     return compare_group(
         Pipeline(
             [

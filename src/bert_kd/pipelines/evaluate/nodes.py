@@ -38,7 +38,7 @@ MODEL_SOURCE_FORMS = (
 
 
 def model_source_hint(key: str) -> str:
-    """``--params <key>=<…>`` with every form of [`MODEL_SOURCE_FORMS`][bert_kd.pipelines.evaluate.nodes.MODEL_SOURCE_FORMS]."""
+    """``--params <key>=<…>`` with every form of [`MODEL_SOURCE_FORMS`][]."""
     return f"--params {key}=<{' | '.join(MODEL_SOURCE_FORMS)}>"
 
 
@@ -48,7 +48,7 @@ MODEL_KEY = "evaluate.model"
 
 def resolve_model_source(source: str, key: str = MODEL_KEY) -> Path:
     """A local model directory (a store entry's manifest verified first), or an MLflow URI
-    downloaded to a local directory; [`UserError`][bert_kd.config.errors.UserError] naming the parameter ``key``."""
+    downloaded to a local directory; [`UserError`][] naming the parameter ``key``."""
     if not source:
         raise ModelNotFoundError(
             f"{key} is empty", key, f"give a model folder or an MLflow URI: {model_source_hint(key)}"
@@ -153,7 +153,7 @@ def registry_task(source: str) -> tuple[str | None, str]:
 
 
 def _task_name(recorded: str) -> str:
-    """A recorded task as [`get_task`][bert_kd.core.data.glue.get_task] names it (``SST-2`` → ``sst2``); unknown names as given."""
+    """A recorded task as [`get_task`][] names it (``SST-2`` → ``sst2``); unknown names as given."""
     try:
         return get_task(recorded).name
     except ValueError:
@@ -163,7 +163,7 @@ def _task_name(recorded: str) -> str:
 def check_model_task(bundle, task: str, source: str, key: str, allow_mismatch: bool, verb: str) -> str | None:
     """The task ``bundle`` was trained for (its ``bert_kd.json``; a ``models:/`` URI's registry tag
     too) must be ``task``, unless ``allow_mismatch``; the label count must always match.
-    [`TaskMismatchError`][bert_kd.config.errors.TaskMismatchError] naming both tasks and the overriding parameter.
+    [`TaskMismatchError`][] naming both tasks and the overriding parameter.
     Returns the recorded task (None: the model records none)."""
     spec = get_task(task)
     block = key.split(".")[0]
@@ -202,7 +202,7 @@ def load_model_for_task(
 ) -> tuple:
     """``source`` resolved (a store entry verified, an MLflow URI downloaded and confined),
     ``max_seq_length`` checked against its positions, loaded, and its task checked
-    ([`check_model_task`][bert_kd.pipelines.evaluate.nodes.check_model_task]). Returns ``(bundle, recorded task)``."""
+    ([`check_model_task`][]). Returns ``(bundle, recorded task)``."""
     path = resolve_model_source(source, key)
     try:
         bundle = _load_within_length(path, key, max_seq_length)

@@ -1,5 +1,5 @@
 """Thin nodes of ``distill_general``: the corpus shards, then the general student (job bodies in
-[`bert_kd.experiment.training_jobs.general`][bert_kd.experiment.training_jobs.general])."""
+[`bert_kd.experiment.training_jobs.general`][])."""
 
 from __future__ import annotations
 

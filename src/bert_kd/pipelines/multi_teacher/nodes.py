@@ -147,7 +147,7 @@ def student_recipe(config) -> tuple[dict, dict]:
     """A ``multi_teacher_configs`` entry, without its ``teachers`` choice, as (key material, what the
     method is built from): the student is keyed on the recipe as written (the key of every stored
     multi-teacher student, a sweep trial's as a ``kedro run``'s), the method receives its weights
-    written out ([`with_explicit_weights`][bert_kd.experiment.training_jobs.student.with_explicit_weights]: Shi & Guo Eq. 12–13 expanded,
+    written out ([`with_explicit_weights`][]: Shi & Guo Eq. 12–13 expanded,
     what MLflow records)."""
     written = {k: v for k, v in set_values(config).items() if k != "teachers"}
     return written, with_explicit_weights(written)
@@ -156,7 +156,7 @@ def student_recipe(config) -> tuple[dict, dict]:
 def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config, student, settings) -> ModelBundle:
     """Distil the chosen teachers (``teachers: [indices]``, default all) into a fresh student built
     from teacher ``init_from_teacher``'s layers, through the one distillation body
-    ([`bert_kd.experiment.training_jobs.student.train_student`][bert_kd.experiment.training_jobs.student.train_student]); ``settings``: the run settings."""
+    ([`bert_kd.experiment.training_jobs.student.train_student`][]); ``settings``: the run settings."""
     run = RunSettings.of(settings)
     spec = get_task(run.task)
     written, recipe = student_recipe(config)
@@ -319,9 +319,9 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
 
 
 def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], students: list, settings) -> dict:
-    """[`register_best_student`][bert_kd.pipelines.registration.register_best_student] for Tables 2–3 (rows named
+    """[`register_best_student`][] for Tables 2–3 (rows named
     ``<method>[<teachers>]``; the best teacher is the reference); ``students``: the comparison's student
-    evaluations gathered into one input ([`gathering`][bert_kd.pipelines.registration.gathering])."""
+    evaluations gathered into one input ([`gathering`][registration.gathering])."""
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
     return register_best_student(
         table,
@@ -335,7 +335,7 @@ def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict]
 
 def multi_teacher_contributions(student: ModelBundle, settings):
     """Each teacher's and each layer group's share of the MT loss on dev at the end of training
-    ([`bert_kd.core.distill.methods.multi_teacher.contributions`][bert_kd.core.distill.methods.multi_teacher.contributions], recorded by the distillation
+    ([`bert_kd.core.distill.methods.multi_teacher.contributions`][], recorded by the distillation
     job in ``info["contributions"]``). → (CSV table, figure)."""
     contributions = student.info.get("contributions")
     configuration = student.info.get("configuration", student.info.get("method", "?"))

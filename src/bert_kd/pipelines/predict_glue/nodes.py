@@ -50,7 +50,7 @@ def _check_output_dir(output: Path) -> None:
 
 def _check_creatable(output: Path) -> None:
     """The missing folders of ``output`` can be created: made and removed again (nothing is left behind when
-    the run stops later), a [`UserError`][bert_kd.config.errors.UserError] naming the folder otherwise."""
+    the run stops later), a [`UserError`][] naming the folder otherwise."""
     missing = [folder for folder in (output, *output.parents) if not folder.exists()]
     made = []
     try:

@@ -1,5 +1,5 @@
 """Nodes of TED: Stage I trains task-aware filters, Stage II distils through them (the job bodies:
-[`bert_kd.experiment.training_jobs.ted_filters`][bert_kd.experiment.training_jobs.ted_filters]), and the filters' per-layer quality report."""
+[`bert_kd.experiment.training_jobs.ted_filters`][]), and the filters' per-layer quality report."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from bert_kd.experiment.training_jobs.student import task_of
 
 def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, settings) -> dict:
     """TED Stage I (Eq. 4–5), reused from the store when already trained from the same content
-    ([`bert_kd.experiment.training_jobs.ted_filters.train_ted_filters`][bert_kd.experiment.training_jobs.ted_filters.train_ted_filters])."""
+    ([`bert_kd.experiment.training_jobs.ted_filters.train_ted_filters`][])."""
     return ted_job.train_ted_filters(teacher, tokenized, ted, ted_student, settings)
 
 
@@ -25,12 +25,12 @@ def ted_student_init(
     ted_filters: dict, teacher: ModelBundle, student, settings, row: str | None = None
 ) -> ted_job.FilteredStudentStart:
     """Stage II's student start with the Stage I filters
-    ([`bert_kd.experiment.training_jobs.ted_filters.ted_student_init`][bert_kd.experiment.training_jobs.ted_filters.ted_student_init])."""
+    ([`bert_kd.experiment.training_jobs.ted_filters.ted_student_init`][])."""
     return ted_job.ted_student_init(ted_filters, teacher, student, settings, row=row)
 
 
 def ted_filter_quality(ted_filters: dict, teacher: ModelBundle, tokenized, ted_student, settings):
-    """TED per-layer filter quality ([`bert_kd.core.distill.ted_filters.quality`][bert_kd.core.distill.ted_filters.quality]): the dev score of each
+    """TED per-layer filter quality ([`bert_kd.core.distill.ted_filters.quality`][]): the dev score of each
     Stage I filter's task head, teacher filters at M(k) next to student filters at k, against the
     majority class. Teacher (and trained student) scores come from the Stage I report; copied
     student filters are scored here on the student Stage II starts from. → (CSV table, figure)."""

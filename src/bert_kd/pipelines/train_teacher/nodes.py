@@ -1,4 +1,4 @@
-"""Node of ``train_teacher``: the teacher's job body ([`bert_kd.experiment.training_jobs.teacher`][bert_kd.experiment.training_jobs.teacher])."""
+"""Node of ``train_teacher``: the teacher's job body ([`bert_kd.experiment.training_jobs.teacher`][])."""
 
 from __future__ import annotations
 
@@ -12,5 +12,5 @@ from bert_kd.experiment.training_jobs import teacher as teacher_job
 
 def train_teacher(tokenized, teacher: Block[Teacher], run: RunSettings | Mapping) -> ModelBundle:
     """Fine-tune ``teacher.model`` on the run's task, or reuse the teacher already trained from the same
-    content ([`bert_kd.experiment.training_jobs.teacher.train_teacher`][bert_kd.experiment.training_jobs.teacher.train_teacher])."""
+    content ([`bert_kd.experiment.training_jobs.teacher.train_teacher`][])."""
     return teacher_job.train_teacher(tokenized, teacher, run)

@@ -1,5 +1,5 @@
-"""Node of ``reproduce``: a thin call of [`bert_kd.sweeps.reproduce.reproduce`][bert_kd.sweeps.reproduce.reproduce] with the job-path
-``run_trial`` ([`bert_kd.sweeps.trial`][bert_kd.sweeps.trial]), plus the parent MLflow run's table."""
+"""Node of ``reproduce``: a thin call of [`bert_kd.sweeps.reproduce.reproduce`][] with the job-path
+``run_trial`` ([`bert_kd.sweeps.trial`][]), plus the parent MLflow run's table."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from bert_kd.sweeps.trial_results import ResultsFolder
 
 log = logging.getLogger(__name__)
 
-#: Catalog entry holding the run's [`ReproduceRun`][bert_kd.sweeps.reproduce_pipeline.nodes.ReproduceRun]
-#: (saved by [`ReproduceRunHook`][bert_kd.kedro_project.reproduce_run.ReproduceRunHook]).
+#: Catalog entry holding the run's [`ReproduceRun`][]
+#: (saved by [`ReproduceRunHook`][kedro_project.reproduce_run.ReproduceRunHook]).
 REPRODUCE_RUN = "reproduce_run"
 
 
@@ -36,7 +36,7 @@ class ReproduceRun:
 
     ``parameters``: the run's parameter tree (the trials' blocks and recipes); ``conf_params``: the same without
     the command line's ``--params`` (None: not known), so that a run whose ``--params`` change some trial is
-    named as a variant of the table ([`setting_changes`][bert_kd.sweeps.trial_identity.TrialIdentity.setting_changes]);
+    named as a variant of the table ([`setting_changes`][trial_identity.TrialIdentity.setting_changes]);
     ``cli_params``: the ``--params`` themselves (a ``max_train_samples`` given there replaces the table's
     per-task sizes, the one of ``parameters.yml`` does not)."""
 
@@ -51,11 +51,11 @@ def reproduce_tables(reproduce_params: Block[Reproduce], run: ReproduceRun):
     Trial results are read from / written to ``reproduce.results_dir/<table>`` (one JSON per trial; a
     variant run's — other data or key-changing ``--params`` — to its ``variants/`` folder); the tables go
     to ``<results_dir>/<table>/tables`` when the run covers the whole table at its own data sizes, else to
-    ``data/08_reporting/reproduce/<table>__<restriction>.*`` ([`bert_kd.sweeps.reproduce.table_name`][bert_kd.sweeps.reproduce.table_name]); the
+    ``data/08_reporting/reproduce/<table>__<restriction>.*`` ([`bert_kd.sweeps.reproduce.table_name`][]); the
     parent MLflow run gets the Markdown as its description and one ``compare/<method>/<task>`` metric per
     cell. A run whose ``--params`` change some
     trial's content key is named ``<table>__params-<hash>``, never written as the table itself
-    ([`ReproduceRun`][bert_kd.sweeps.reproduce_pipeline.nodes.ReproduceRun]).
+    ([`ReproduceRun`][]).
     """
     parameters, cli_params = run.parameters, dict(run.cli_params or {})
     settings = typed(Reproduce, reproduce_params, "reproduce")
@@ -105,7 +105,7 @@ def reproduce_tables(reproduce_params: Block[Reproduce], run: ReproduceRun):
 
 class LeadTrials:
     """Rank 0's ``run_trial`` under torchrun: Optuna (rank 0 only) picks the trials; each one that
-    trains is first sent to the other processes, which train it alongside ([`follow_trials`][bert_kd.sweeps.reproduce_pipeline.nodes.follow_trials]).
+    trains is first sent to the other processes, which train it alongside ([`follow_trials`][]).
     Everything else (results folder, identity checks, data changes) is the runner's own."""
 
     def __init__(self, runner: TrialRunner):

@@ -1,7 +1,7 @@
 """Distillation methods, registered by name.
 
-Importing this package imports every module under it ([`discover_methods`][bert_kd.core.distill.methods.discover_methods]), so a new
-method is one module here with a [`register_method`][bert_kd.core.distill.methods.base.register_method] class and one recipe row in
+Importing this package imports every module under it ([`discover_methods`][]), so a new
+method is one module here with a [`register_method`][] class and one recipe row in
 ``conf/base/parameters_distill.yml`` (its ``distill_<row>`` pipeline is derived from the row).
 """
 

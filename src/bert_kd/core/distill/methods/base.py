@@ -1,14 +1,14 @@
 """A distillation method is a recipe: named loss terms, what they read, and their modules.
 
-Subclass [`Method`][bert_kd.core.distill.methods.base.Method], list ``term_names`` and ``default_weights``, declare its recipe options
-as a pydantic model (``Options``, a subclass of [`Recipe`][bert_kd.config.schema.Recipe]), say what the
+Subclass [`Method`][], list ``term_names`` and ``default_weights``, declare its recipe options
+as a pydantic model (``Options``, a subclass of [`Recipe`][]), say what the
 terms need from the student and the teachers (``cls``, ``hidden``, ``attention``), create
 trainable auxiliary modules (projections, attention, filters) in ``__init__``, and return the
-unweighted terms from `Method.terms`. Register it with [`register_method`][bert_kd.core.distill.methods.base.register_method].
+unweighted terms from `Method.terms`. Register it with [`register_method`][].
 
 The registry is the single source of truth: every module under ``bert_kd.core.distill.methods`` is
-imported by [`bert_kd.core.distill.methods.discover_methods`][bert_kd.core.distill.methods.discover_methods], and the parameter schema's recipe
-union ([`recipe_models`][bert_kd.core.distill.methods.base.recipe_models]) and method names are built from `METHODS`.
+imported by [`bert_kd.core.distill.methods.discover_methods`][], and the parameter schema's recipe
+union ([`recipe_models`][]) and method names are built from `METHODS`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from bert_kd.core.distill.outputs import Features
 from bert_kd.core.training import task_loss
 
 METHODS: dict[str, type[Method]] = {}
-#: Recipe keys every method has ([`Recipe`][bert_kd.config.schema.Recipe]); the others are the method's options.
+#: Recipe keys every method has ([`Recipe`][]); the others are the method's options.
 SHARED_RECIPE_KEYS = frozenset(Recipe.model_fields)
 
 
 @model_validator(mode="after")
 def _check_with_method(recipe: Recipe) -> Recipe:
-    """A recipe model's last check: its method's [`Method.check_config`][bert_kd.core.distill.methods.base.Method.check_config] (a ValueError becomes a
+    """A recipe model's last check: its method's [`Method.check_config`][] (a ValueError becomes a
     validation error at this recipe, named by its dotted key)."""
     check_method_config(recipe.method_config())
     return recipe
@@ -84,14 +84,14 @@ class Method(nn.Module):
     teacher_needs: dict[str, bool] = {}
     uses_teachers = True
     #: The recipe's options (pydantic; unknown keys are errors); ``method``, ``temperature``,
-    #: ``weights`` and ``stages`` come from [`Recipe`][bert_kd.config.schema.Recipe].
+    #: ``weights`` and ``stages`` come from [`Recipe`][].
     Options: ClassVar[type[Recipe]] = Recipe
-    #: ``Options`` with ``method: Literal[<name>]``, made by [`register_method`][bert_kd.core.distill.methods.base.register_method].
+    #: ``Options`` with ``method: Literal[<name>]``, made by [`register_method`][].
     recipe_model: ClassVar[type[Recipe]]
     #: The method reads each teacher's own tokenization (batch columns ``{prefix}input_ids`` …),
-    #: told by [`bind_teachers`][bert_kd.core.distill.methods.base.Method.bind_teachers]; single-teacher token-level methods cannot.
+    #: told by [`bind_teachers`][]; single-teacher token-level methods cannot.
     reads_teacher_prefixes = False
-    #: [`observe`][bert_kd.core.distill.methods.base.Method.observe] gathers evaluation statistics, so diagnostics run a pass over dev data.
+    #: [`observe`][] gathers evaluation statistics, so diagnostics run a pass over dev data.
     observes = False
 
     def __init__(self, config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False):
@@ -107,7 +107,7 @@ class Method(nn.Module):
     def check_config(cls, config: dict) -> dict[str, float]:
         """Validate a recipe without any model (options, temperature, weights, ``stages``); return the
         recipe's weights (a staged recipe trains with its stages' weights instead, see
-        [`WeightSchedule`][bert_kd.core.distill.objective.WeightSchedule]).
+        [`WeightSchedule`][]).
 
         Called before anything trains (see ``bert_kd.kedro_project.hooks``) and again by ``__init__``.
         """
@@ -196,11 +196,11 @@ class Method(nn.Module):
     # ------------------------------------------------------------------ hooks (no-ops by default)
     def bind_teachers(self, specs) -> Method:
         """Learn each teacher's batch-column prefix and name from
-        [`Teacher`][bert_kd.core.distill.objective.Teacher] specs; nothing to learn by default."""
+        [`Teacher`][objective.Teacher] specs; nothing to learn by default."""
         return self
 
     def observe(self, student: Features, teachers: dict[int, Features], batch: dict[str, Tensor]) -> None:
-        """Accumulate statistics over an evaluation batch (see [`observes`][bert_kd.core.distill.methods.base.Method.observes]); nothing by default."""
+        """Accumulate statistics over an evaluation batch (see [`observes`][]); nothing by default."""
 
     def diagnostics(self) -> dict:
         """Method-specific statistics gathered during evaluation (e.g. ALP attention)."""
@@ -221,7 +221,7 @@ class Method(nn.Module):
         return None
 
     def alignment_metrics(self) -> dict[str, float]:
-        """Numeric view of [`alignment_report`][bert_kd.core.distill.methods.base.Method.alignment_report] for MLflow; ``{}`` by default."""
+        """Numeric view of [`alignment_report`][] for MLflow; ``{}`` by default."""
         return {}
 
 

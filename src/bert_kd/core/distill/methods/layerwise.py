@@ -30,7 +30,7 @@ ONE_HOT_ENTROPY_FRACTION = 0.1
 
 class LayerwiseOptions(Recipe):
     """``mapping``: a layer-map strategy or explicit teacher layers per student layer
-    ([`bert_kd.core.layer_maps.layer_map`][bert_kd.core.layer_maps.layer_map]); ``projection``: a learned student → teacher width map
+    ([`bert_kd.core.layer_maps.layer_map`][]); ``projection``: a learned student → teacher width map
     (``auto``: when the widths differ)."""
 
     mapping: LayerMapping | None = None
@@ -131,7 +131,7 @@ class CombinatorialKD(CLSLayerMethod):
 
 
 class ALPOptions(LayerwiseOptions):
-    """``similarity``: the score whose softmax is α ([`alp_scores`][bert_kd.core.distill.losses.alp_scores]: ``dot``, Eq. 5 as printed,
+    """``similarity``: the score whose softmax is α ([`alp_scores`][losses.alp_scores]: ``dot``, Eq. 5 as printed,
     the default; ``scaled_dot``: ÷ √d; ``cosine``: of L2-normalised states); ``similarity_temperature``
     divides the scores (default 1). Left unset, neither enters a trial's content key."""
 
@@ -144,7 +144,7 @@ class AttentionLayerProjection(CLSLayerMethod):
     """ALP-KD (Eq. 5–7): each student layer distils from an attention-weighted mix of teacher
     layers (all of them by default; ``mapping: buckets_no`` / ``buckets_po`` for ALP-NO/-PO).
     With unequal widths the student state is projected by a learned linear map. α's score:
-    ``similarity`` ([`ALPOptions`][bert_kd.core.distill.methods.layerwise.ALPOptions])."""
+    ``similarity`` ([`ALPOptions`][])."""
 
     default_mapping = "all"
     observes = True
@@ -188,7 +188,7 @@ class AttentionLayerProjection(CLSLayerMethod):
 
     def diagnostics(self):
         """Mean α and mean α entropy (nats) per student layer (None: unconnected); warns when α is
-        near one-hot ([`one_hot_layers`][bert_kd.core.distill.methods.layerwise.one_hot_layers])."""
+        near one-hot ([`one_hot_layers`][])."""
         if self._alpha_sum is None:
             return {}
         entropy = (self._entropy_sum / self._alpha_count).tolist()

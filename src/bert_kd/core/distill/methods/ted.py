@@ -6,9 +6,9 @@
 ``ted_kl``  as ``ted`` but Σ_k KL(head_t^k ‖ head_s^k) of the filters' task heads (Sec. 6.6)
 
 Weights: ``ce`` (task loss on the student's own head), ``pred`` (D_pred = KL(p_t/T ‖ p_s/T),
-[`losses.kl_div_loss`][bert_kd.core.distill.losses.kl_div_loss], not T²-scaled; MSE to the teacher's score for STS-B) and
+[`losses.kl_div_loss`][], not T²-scaled; MSE to the teacher's score for STS-B) and
 ``layer`` (lwd) / ``ted`` (ted, ted_kl). Defaults: T = 2 (paper), α1 = 1 and α2 = 100 — the
-middle of the paper's GLUE grid [`TED_GRID`][bert_kd.core.distill.methods.ted.TED_GRID] (Sec. 5.3); ted_kl uses α2 = 1 (a KL between
+middle of the paper's GLUE grid [`TED_GRID`][] (Sec. 5.3); ted_kl uses α2 = 1 (a KL between
 label distributions is on a different scale than a hidden-state MSE). Hidden-state MSEs are
 mean over valid (attention-masked) tokens and dimensions, summed over the K student layers.
 
@@ -16,18 +16,18 @@ Layer mapping M(·) (option ``mapping``): default ``distilbert`` for ``lwd``; fo
 the layers the teacher filters were trained at (a given mapping must agree with them). Every
 student layer maps to exactly one teacher layer; teacher and student must share a tokenization.
 
-Filters come through the method config: ``teacher_filters`` (a [`TaskFilters`][bert_kd.core.distill.ted_filters.filters.TaskFilters] or the path
-of a saved one; required) and ``student_filters`` (a [`TaskFilters`][bert_kd.core.distill.ted_filters.filters.TaskFilters] trained in Stage I on the
+Filters come through the method config: ``teacher_filters`` (a [`TaskFilters`][ted_filters.filters.TaskFilters] or the path
+of a saved one; required) and ``student_filters`` (a [`TaskFilters`][ted_filters.filters.TaskFilters] trained in Stage I on the
 student, ``"copy"`` = copies of the teacher filters at the mapped layers (default; App. A.4 Case
 2.2, needs equal widths) or ``"random"`` = freshly initialised ones (Table 6 ablation)). The
-method checks provenance with [`TaskFilters.check_compatible`][bert_kd.core.distill.ted_filters.filters.TaskFilters.check_compatible]: the teacher filters must
+method checks provenance with [`TaskFilters.check_compatible`][ted_filters.filters.TaskFilters.check_compatible]: the teacher filters must
 come from THIS teacher (fingerprint) and, if option ``task`` is given, this task; option
 ``allow_filter_mismatch: true`` turns the refusal into a warning. The teacher filters are a
 frozen deep copy (requires_grad False, always in eval mode, even when the objective trains);
 the student filters are trained in place (``ted``: their unused heads are frozen).
 
 Teachers: ``lwd``/``ted``/``ted_kl`` take exactly one teacher; ``kd`` averages over teachers and
-reads only logits, so it can use a [`TeacherCache`][bert_kd.core.distill.objective.TeacherCache].
+reads only logits, so it can use a [`TeacherCache`][objective.TeacherCache].
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ DEFAULT_TEMPERATURE = 2.0
 
 
 class LayerMappingOptions(Recipe):
-    """``mapping``: M(k), a [`ted_layer_map`][bert_kd.core.distill.ted_filters.teacher_layers.ted_layer_map] strategy or list of teacher layers."""
+    """``mapping``: M(k), a [`ted_layer_map`][ted_filters.teacher_layers.ted_layer_map] strategy or list of teacher layers."""
 
     mapping: LayerMapping | None = None
 

@@ -18,7 +18,7 @@ def uniform_map(n_teacher: int, n_student: int) -> list[list[int]]:
 
 
 class TinyBERTOptions(Recipe):
-    """``mapping``: ``uniform`` (g(m) = m·N/M, the default) or any [`bert_kd.core.layer_maps.layer_map`][bert_kd.core.layer_maps.layer_map]."""
+    """``mapping``: ``uniform`` (g(m) = m·N/M, the default) or any [`bert_kd.core.layer_maps.layer_map`][]."""
 
     mapping: LayerMapping | None = None
 

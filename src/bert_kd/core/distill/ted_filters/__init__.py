@@ -5,9 +5,9 @@ maps them to a filtered representation (B, L, d_t); a *task head* on the filtere
 turns it into a prediction (linear → softmax for classification, linear for STS-B
 regression). The head pools the filtered sequence with the summary token: the FIRST token
 ([CLS]) for BERT-like models (the last real token for XLNet, see
-[`bert_kd.core.distill.outputs.summary_position`][bert_kd.core.distill.outputs.summary_position]).
+[`bert_kd.core.distill.outputs.summary_position`][]).
 
-Filter architectures (Remark 3.1, Sec. 6.5, Table 8), [`FILTER_ARCHS`][bert_kd.core.distill.ted_filters.filters.FILTER_ARCHS]:
+Filter architectures (Remark 3.1, Sec. 6.5, Table 8), [`FILTER_ARCHS`][]:
 
 ``linear``            one linear map d → d_t (default; d_t = teacher width, so teacher and
                       student filtered spaces match; TED Sec. 4.3/5.3, App. A.2.4).
@@ -17,22 +17,22 @@ Filter architectures (Remark 3.1, Sec. 6.5, Table 8), [`FILTER_ARCHS`][bert_kd.c
                       linear map to d_t when d != d_t.
 
 Stage I trains the K filters of a frozen model jointly on Σ_k task-loss(head_k) (Eq. 5) with
-[`FilterTrainingObjective`][bert_kd.core.distill.ted_filters.filter_objective.FilterTrainingObjective] through the one training loop [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit]
-(see [`train_filters`][bert_kd.core.distill.ted_filters.stage1.train_filters]). Student filters are either trained the same way on a (fine-tuned)
-student or copied from the teacher filters at the mapped layers ([`copy_filters_for_student`][bert_kd.core.distill.ted_filters.student.copy_filters_for_student],
+[`FilterTrainingObjective`][] through the one training loop [`bert_kd.core.training.fit`][training.loop.fit]
+(see [`train_filters`][]). Student filters are either trained the same way on a (fine-tuned)
+student or copied from the teacher filters at the mapped layers ([`copy_filters_for_student`][],
 App. A.4 Case 2.2; needs student width == teacher width).
 
-[`TaskFilters`][bert_kd.core.distill.ted_filters.filters.TaskFilters] is the catalogued artifact (``save``/``load``: safetensors state dict +
+[`TaskFilters`][] is the catalogued artifact (``save``/``load``: safetensors state dict +
 JSON config, written atomically) and carries provenance (task, fingerprint of the model the
 filters were trained on) so callers can refuse filters trained for another task or teacher
-([`TaskFilters.check_compatible`][bert_kd.core.distill.ted_filters.filters.TaskFilters.check_compatible]; TED Table 5 shows mismatched filters silently hurt).
+([`TaskFilters.check_compatible`][]; TED Table 5 shows mismatched filters silently hurt).
 
 Layer numbers are 1-based (= index into HF ``hidden_states``; 0 = embeddings, never filtered).
 
-Modules: `mapping` (M(·)), [`filters`][bert_kd.core.distill.ted_filters.filters] (the filter modules), [`student`][bert_kd.core.distill.ted_filters.student]
-(student filters copied from the teacher's), [`persistence`][bert_kd.core.distill.ted_filters.persistence]
-(on-disk format), [`artifact`][bert_kd.core.distill.ted_filters.artifact] (the Stage I result directory), [`objective`][bert_kd.core.distill.objective] (Eq. 5),
-[`stage1`][bert_kd.core.distill.ted_filters.stage1] (the driver).
+Modules: `mapping` (M(·)), [`filters`][] (the filter modules), [`student`][]
+(student filters copied from the teacher's), [`persistence`][]
+(on-disk format), [`artifact`][] (the Stage I result directory), [`objective`][] (Eq. 5),
+[`stage1`][] (the driver).
 """
 
 from bert_kd.core.distill.ted_filters.artifact import load_ted_filters, save_ted_filters

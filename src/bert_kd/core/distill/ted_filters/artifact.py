@@ -29,7 +29,7 @@ def save_ted_filters(filters: dict, path: Path) -> Path:
 
 
 def load_ted_filters(path: Path) -> dict:
-    """Read what [`save_ted_filters`][bert_kd.core.distill.ted_filters.artifact.save_ted_filters] wrote."""
+    """Read what [`save_ted_filters`][] wrote."""
     path = Path(path)
     if not (path / "teacher").exists():
         raise FileNotFoundError(f"{path} holds no TED teacher filters (run the train_ted_filters pipeline)")

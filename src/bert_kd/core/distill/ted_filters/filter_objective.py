@@ -13,12 +13,12 @@ from bert_kd.core.training import Objective, task_loss
 class FilterTrainingObjective(Objective):
     """Stage I (Eq. 5): train the filters of a FROZEN model on Σ_k task-loss(head_k).
 
-    ``self.model`` is the filters (what is trained, selected and restored by [`fit`][bert_kd.core.training.loop.fit]); the
-    encoder is registered with [`Objective.add_frozen`][bert_kd.core.training.objectives.Objective.add_frozen] — which sets its parameters'
-    ``requires_grad`` to False (restore them afterwards if the model trains later; [`train_filters`][bert_kd.core.distill.ted_filters.stage1.train_filters]
+    ``self.model`` is the filters (what is trained, selected and restored by [`fit`][training.loop.fit]); the
+    encoder is registered with [`Objective.add_frozen`][training.objectives.Objective.add_frozen] — which sets its parameters'
+    ``requires_grad`` to False (restore them afterwards if the model trains later; [`train_filters`][]
     does). ``predict`` returns the logits of filter ``predict_position`` (0-based), or, by
     default (None), all heads concatenated along the last axis (split them with
-    [`filters_evaluate_fn`][bert_kd.core.distill.ted_filters.stage1.filters_evaluate_fn]).
+    [`filters_evaluate_fn`][]).
     """
 
     def __init__(self, model: nn.Module, filters: TaskFilters, predict_position: int | None = None, prefix: str = ""):

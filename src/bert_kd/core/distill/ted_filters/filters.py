@@ -2,7 +2,7 @@
 
 A *filter* reads the token-level hidden states H^{l} (B, L, d) of one model layer l and maps them
 to a filtered representation (B, L, d_t); its *task head* turns the pooled filtered sequence into
-a prediction. Architectures ([`FILTER_ARCHS`][bert_kd.core.distill.ted_filters.filters.FILTER_ARCHS], Remark 3.1 / Table 8): ``linear`` (d → d_t),
+a prediction. Architectures ([`FILTER_ARCHS`][], Remark 3.1 / Table 8): ``linear`` (d → d_t),
 ``mlp`` (Linear → GeLU → Linear) and ``subsequent_layer`` (a copy of the model's next transformer
 layer, then a linear map when d != d_t).
 """
@@ -76,7 +76,7 @@ class TaskFilter(nn.Module):
 
 def _pool(filtered: Tensor, attention_mask: Tensor | None, pool: str) -> Tensor:
     """The summary token's filtered state (B, d): the first or last real token of each row
-    ([`summary_token_index`][bert_kd.core.distill.outputs.summary_token_index], either padding side)."""
+    ([`summary_token_index`][], either padding side)."""
     if attention_mask is None:
         return filtered[:, 0] if pool == "first" else filtered[:, -1]
     position = summary_token_index(attention_mask, pool)
@@ -117,7 +117,7 @@ class TaskFilters(nn.Module):
     1-based layer of THIS model it reads (teacher filters: M(k+1); student filters: k+1).
 
     ``in_width`` is the width of the model's hidden states, ``out_width`` the filtered width
-    d_t (the teacher width); ``fingerprint`` is [`bert_kd.core.models.parameters_fingerprint`][bert_kd.core.models.parameters_fingerprint]
+    d_t (the teacher width); ``fingerprint`` is [`bert_kd.core.models.parameters_fingerprint`][]
     of the model the filters were trained on (for copied student filters: the teacher's,
     with ``copied_from="teacher"``); ``info`` is free-form (metrics, training settings) and
     saved with the filters.
@@ -340,13 +340,13 @@ class TaskFilters(nn.Module):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        """Write the filters as a directory ([`write_filters_dir`][bert_kd.core.distill.ted_filters.persistence.write_filters_dir])."""
+        """Write the filters as a directory ([`write_filters_dir`][])."""
         state = {k: v.detach().cpu().contiguous().clone() for k, v in self.state_dict().items()}
         return write_filters_dir(path, {**self.config, "info": self.info}, state)
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> TaskFilters:
-        """Read a directory written by [`save`][bert_kd.core.distill.ted_filters.filters.TaskFilters.save] (provenance in ``.task``/``.fingerprint``)."""
+        """Read a directory written by [`save`][] (provenance in ``.task``/``.fingerprint``)."""
         payload, state = read_filters_dir(path)
         info = payload.pop("info", {})
         layers = payload.pop("layers")

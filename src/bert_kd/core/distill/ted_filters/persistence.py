@@ -1,5 +1,5 @@
 """On-disk format of TED filters: a directory with ``ted_filters.json`` (config, provenance, info)
-and ``filters.safetensors`` (weights), always written atomically ([`bert_kd.core.files.write_atomically`][bert_kd.core.files.write_atomically])."""
+and ``filters.safetensors`` (weights), always written atomically ([`bert_kd.core.files.write_atomically`][])."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def write_filters_dir(path: str | Path, config: dict, state: dict[str, Tensor]) 
 
 
 def read_filters_dir(path: str | Path) -> tuple[dict, dict[str, Tensor]]:
-    """The config (without the format version) and state dict written by [`write_filters_dir`][bert_kd.core.distill.ted_filters.persistence.write_filters_dir]."""
+    """The config (without the format version) and state dict written by [`write_filters_dir`][]."""
     path = Path(path)
     if not (path / CONFIG_FILE).exists() or not (path / WEIGHTS_FILE).exists():
         raise FileNotFoundError(f"{path} is not a saved TED filters directory (needs {CONFIG_FILE} and {WEIGHTS_FILE})")

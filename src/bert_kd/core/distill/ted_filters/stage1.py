@@ -1,4 +1,4 @@
-"""TED Stage I driver: build filters on a frozen model, train them with [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit]
+"""TED Stage I driver: build filters on a frozen model, train them with [`bert_kd.core.training.fit`][training.loop.fit]
 and report each filtered layer's dev metrics (Liang et al., 2023, Sec. 3.1)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from bert_kd.core.training import (
 
 
 def filters_evaluate_fn(filters: TaskFilters, task: str):
-    """An ``evaluate_fn`` for [`fit`][bert_kd.core.training.loop.fit] on concatenated per-filter logits: reports
+    """An ``evaluate_fn`` for [`fit`][training.loop.fit] on concatenated per-filter logits: reports
     ``L<layer>/<metric>`` for each filter and each metric's mean over the filters under its
     plain name (so ``select_metric: accuracy`` selects on the mean per-layer accuracy)."""
     layers, width = list(filters.layers), filters.num_labels
@@ -91,7 +91,7 @@ class FilterPlacement:
     """Where TED Stage I puts filters and what their heads predict.
 
     ``layers``: 1-based model layers (teacher: ``ted_layer_map(...)``; student: ``[1..K]``) or a
-    [`ted_layer_map`][bert_kd.core.distill.ted_filters.teacher_layers.ted_layer_map] strategy name (needs ``n_student``); ``arch``: one of ``FILTER_ARCHS``; ``task``:
+    [`ted_layer_map`][] strategy name (needs ``n_student``); ``arch``: one of ``FILTER_ARCHS``; ``task``:
     the GLUE task of the heads (and the filters' provenance). For student filters ``out_width`` is the
     teacher's width and ``role`` is ``"student"``; ``prefix``: the column prefix of the model's inputs."""
 
@@ -124,7 +124,7 @@ def train_filters(
     training: FilterTraining | None = None,
 ) -> tuple[TaskFilters, dict[int, dict[str, float]]]:
     """TED Stage I: build filters on ``model`` as ``placement`` says and train them (model frozen) with
-    [`bert_kd.core.training.fit`][bert_kd.core.training.loop.fit] as ``training`` says. Returns the trained filters and their per-layer
+    [`bert_kd.core.training.fit`][training.loop.fit] as ``training`` says. Returns the trained filters and their per-layer
     dev metrics (``{}`` without ``dataset_eval``); the metrics and the run's best epoch go to
     ``filters.info``. The model's parameters are bit-identical afterwards and their ``requires_grad`` flags
     and train/eval mode are restored.

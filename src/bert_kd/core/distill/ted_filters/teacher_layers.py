@@ -14,7 +14,7 @@ def ted_layer_map(
 ) -> list[int]:
     """TED's M(·) as a flat list: entry k-1 is the ONE teacher layer of student layer k.
 
-    ``strategy`` is any [`bert_kd.core.layer_maps.layer_map`][bert_kd.core.layer_maps.layer_map] strategy or explicit mapping
+    ``strategy`` is any [`bert_kd.core.layer_maps.layer_map`][] strategy or explicit mapping
     (``[[1], [4]]``), or already a flat list of teacher layers (``[1, 4]``). Every student layer
     must map to exactly one teacher layer within ``1..n_teacher`` (ValueError otherwise).
     """

@@ -17,7 +17,7 @@ K frozen, fine-tuned teachers distil one N-layer student. Methods registered her
                    evaluation / diagnostics.
 
 Loss weights (L = Σ_name weight_name · term_name, summed by
-[`DistillationObjective`][bert_kd.core.distill.objective.DistillationObjective]) are derived from ``alpha``/``beta``:
+[`DistillationObjective`][objective.DistillationObjective]) are derived from ``alpha``/``beta``:
 
 * ``multi_teacher``: MT Eq. 12–13, L = β(α·L_hidden + L_attn + L_emb + (1−α)·L_pred) + (1−β)·L_CE,
   i.e. weights ``{ce: 1−β, pred: β(1−α), hidden: βα, attn: β, emb: β}``.
@@ -29,7 +29,7 @@ An explicit ``weights`` dict in the config overrides individual derived weights.
 grid is τ ∈ {1, 5, 10}, α ∈ {0.1, 0.2, 0.5}, β ∈ {0.2, 0.5, 0.7}; the defaults α = 0.2,
 β = 0.5 are the grid medians (the paper does not report its chosen values). The prediction
 term is MT Eq. 1 (soft cross-entropy at temperature τ averaged over the teachers; MSE to each
-teacher's score for regression), via [`multi_teacher_prediction_loss`][bert_kd.core.distill.losses.multi_teacher_prediction_loss],
+teacher's score for regression), via [`multi_teacher_prediction_loss`][losses.multi_teacher_prediction_loss],
 multiplied by τ² (option ``scale_by_t2``, default true): Eq. 1 as printed has no τ², but then at
 the paper's τ = 5 the soft labels carry ~6% of the gradient of CE (measured by ``benchmarks/soft_label_gradient_share.py``) and the
 method degenerates to CE training; ``scale_by_t2: false`` gives the literal Eq. 1.
@@ -40,7 +40,7 @@ over the group (not 1/(q−p)); Eq. 9 sums d^a (not d^h); Eq. 11 has no leading 
 Heterogeneous teachers (architecture, depth, width, heads, tokenizer)
 --------------------------------------------------------------------
 Each teacher reads the batch columns of its own tokenization (``{prefix}input_ids`` …, made by
-[`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized]); the student reads the unprefixed columns.
+[`merge_tokenized`][data.tokenize.merge_tokenized]); the student reads the unprefixed columns.
 
 *Alignment rule* (``alignment: token``, the default), decided **per batch and per teacher**:
 
@@ -50,14 +50,14 @@ Each teacher reads the batch columns of its own tokenization (``{prefix}input_id
   terms compare tokens exactly as the paper writes them (padding ids may differ; padding is
   masked out of every loss).
 * ``span`` — otherwise (another tokenizer, or another max length): the terms run on the
-  **shared character spans** of the two tokenizations ([`spans`][bert_kd.core.distill.methods.multi_teacher.spans]): each side's sub-tokens
+  **shared character spans** of the two tokenizations ([`spans`][]): each side's sub-tokens
   are averaged per span (hidden states, Eq. 2–4, and embeddings, Eq. 11), and the attention
-  maps are pooled to span × span ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores]: key side log-Σ-exp,
+  maps are pooled to span × span ([`pool_attention_scores`][spans.pool_attention_scores]: key side log-Σ-exp,
   the pre-softmax score of attending to the span; query side mean), then Eq. 6–9 as for
   tokens. Special tokens, padding, whitespace and spans only one side covers (truncation) are
   left out; both sentences of a pair are aligned. The span ids come with the batch
   (``{prefix}span_ids``, ``{prefix}student_span_ids``, made at tokenization time from fast
-  tokenizers' character offsets by [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized]); a batch
+  tokenizers' character offsets by [`merge_tokenized`][data.tokenize.merge_tokenized]); a batch
   that needs spans and lacks them is an error naming this option.
 
 ``alignment: sentence`` compares per-layer sentence vectors for every teacher and skips the
@@ -71,20 +71,20 @@ the only path for teachers with another tokenizer before shared-span alignment e
 
 Each term is averaged over the teachers that contribute to it in the batch (= 1/K Σ_k as in
 the paper, with ``alignment: token`` every teacher contributes to every term).
-Different head counts: [`attention_score_mse`][bert_kd.core.distill.losses.attention_score_mse] compares
+Different head counts: [`attention_score_mse`][losses.attention_score_mse] compares
 head-averaged scores. Different widths: the per-teacher projections. What was chosen per
-teacher is exposed by [`MultiTeacherOneToMany.alignment_report`][bert_kd.core.distill.methods.multi_teacher.one_to_many.MultiTeacherOneToMany.alignment_report] (and logged as per-batch
+teacher is exposed by [`MultiTeacherOneToMany.alignment_report`][] (and logged as per-batch
 terms ``aligned_t{k}``, ``span_aligned_t{k}``, ``hidden_t{k}``, ``attn_t{k}``, ``emb_t{k}``, which carry no weight).
 
 Teacher prefixes reach the method either through the ``teacher_prefixes`` option (one per
-teacher, YAML-friendly) or [`MultiTeacherBase.bind_teachers`][bert_kd.core.distill.methods.multi_teacher.base.MultiTeacherBase.bind_teachers] with the
-[`Teacher`][bert_kd.core.distill.objective.Teacher] specs (done by [`build_multi_teacher_objective`][bert_kd.core.distill.methods.multi_teacher.build_objective.build_multi_teacher_objective]).
+teacher, YAML-friendly) or [`MultiTeacherBase.bind_teachers`][] with the
+[`Teacher`][objective.Teacher] specs (done by [`build_multi_teacher_objective`][]).
 Without either, a batch that carries prefixed token columns is an error (the method cannot
 know which columns a teacher read).
 
-Modules: [`base`][bert_kd.core.distill.methods.multi_teacher.base] (validation, α/β, teacher binding), [`alignment`][bert_kd.core.distill.methods.multi_teacher.alignment] (the alignment
-rule), [`spans`][bert_kd.core.distill.methods.multi_teacher.spans] (shared character spans and span pooling), [`one_to_many`][bert_kd.core.distill.methods.multi_teacher.one_to_many] (MT terms), [`baselines`][bert_kd.core.distill.methods.multi_teacher.baselines] (OKD, multi-PKD, RSE-KD),
-[`reporting`][bert_kd.core.distill.methods.multi_teacher.reporting] (alignment report and metrics), [`build_objective`][bert_kd.core.distill.methods.multi_teacher.build_objective] (wiring).
+Modules: [`base`][] (validation, α/β, teacher binding), [`alignment`][] (the alignment
+rule), [`spans`][] (shared character spans and span pooling), [`one_to_many`][] (MT terms), [`baselines`][] (OKD, multi-PKD, RSE-KD),
+[`reporting`][] (alignment report and metrics), [`build_objective`][] (wiring).
 """
 
 from bert_kd.core.distill.methods.multi_teacher.base import MultiTeacherBase, check_unit_interval

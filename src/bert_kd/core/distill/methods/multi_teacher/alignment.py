@@ -1,5 +1,5 @@
 """The alignment policy for heterogeneous teachers: at which level the MT terms compare a
-teacher's positions with the student's (the rule in [`bert_kd.core.distill.methods.multi_teacher`][bert_kd.core.distill.methods.multi_teacher])."""
+teacher's positions with the student's (the rule in [`bert_kd.core.distill.methods.multi_teacher`][])."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def tokens_aligned(batch: dict[str, Tensor], prefix: str) -> bool:
 
 def span_pooling(batch: dict[str, Tensor], prefix: str, teacher: str = "teacher") -> SpanPooling:
     """The shared spans of teacher ``prefix`` in ``batch`` (columns ``{prefix}span_ids`` and
-    ``{prefix}student_span_ids``, made by [`merge_tokenized`][bert_kd.core.data.tokenize.merge_tokenized])."""
+    ``{prefix}student_span_ids``, made by [`merge_tokenized`][data.tokenize.merge_tokenized])."""
     t_key, s_key = prefix + "span_ids", prefix + "student_span_ids"
     if t_key not in batch or s_key not in batch:
         raise ValueError(

@@ -135,7 +135,7 @@ class MultiTeacherBase(Method):
     # ------------------------------------------------------------------ teachers
     def bind_teachers(self, specs: Sequence) -> MultiTeacherBase:
         """Record each teacher's batch-column prefix and name from
-        [`Teacher`][bert_kd.core.distill.objective.Teacher] specs (same order as at construction)."""
+        [`Teacher`][objective.Teacher] specs (same order as at construction)."""
         specs = list(specs)
         if len(specs) != self.n_teachers:
             raise ValueError(f"method {self.name!r} was built for {self.n_teachers} teachers, got {len(specs)} specs")

@@ -11,10 +11,10 @@ from bert_kd.core.distill.objective import DistillationObjective
 
 
 def build_multi_teacher_objective(student: nn.Module, teachers: Sequence, config: dict, regression: bool = False):
-    """A [`DistillationObjective`][bert_kd.core.distill.objective.DistillationObjective] for ``config['method']``
+    """A [`DistillationObjective`][] for ``config['method']``
     (default ``multi_teacher``) whose method knows each teacher's batch prefix and name.
 
-    ``teachers`` are [`Teacher`][bert_kd.core.distill.objective.Teacher] specs (model, prefix, cache, name).
+    ``teachers`` are [`Teacher`][objective.Teacher] specs (model, prefix, cache, name).
     """
     teachers = list(teachers)
     if not teachers:

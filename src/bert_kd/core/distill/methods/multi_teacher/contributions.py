@@ -82,8 +82,8 @@ def batch_contributions(
 
 @torch.no_grad()
 def dev_contributions(objective, loader) -> dict:
-    """Mean [`batch_contributions`][bert_kd.core.distill.methods.multi_teacher.contributions.batch_contributions] over ``loader`` (per example) for a
-    [`DistillationObjective`][bert_kd.core.distill.objective.DistillationObjective] whose method is MT; JSON-able:
+    """Mean [`batch_contributions`][] over ``loader`` (per example) for a
+    [`DistillationObjective`][objective.DistillationObjective] whose method is MT; JSON-able:
     ``{"examples", "total", "rows": [{term, teacher, student_layer, teacher_layers, loss}]}``."""
     method = objective.method
     if method.name != "multi_teacher":
@@ -126,7 +126,7 @@ def dev_contributions(objective, loader) -> dict:
 
 
 def contributions_table(contributions: Mapping) -> pd.DataFrame:
-    """The rows of [`dev_contributions`][bert_kd.core.distill.methods.multi_teacher.contributions.dev_contributions] with each piece's share of the total loss (%)."""
+    """The rows of [`dev_contributions`][] with each piece's share of the total loss (%)."""
     frame = pd.DataFrame(contributions["rows"], columns=["term", "teacher", "student_layer", "teacher_layers", "loss"])
     total = float(contributions["total"])
     frame["share_%"] = (100.0 * frame["loss"] / total).round(2) if total > 0 else np.nan

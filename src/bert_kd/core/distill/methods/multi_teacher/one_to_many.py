@@ -1,6 +1,6 @@
 """The MT method (Shi & Guo 2023, Eq. 1–13): one-to-many layer groups per teacher, hidden,
 attention, embedding and soft-label terms, on tokens, on shared character spans for teachers with
-another tokenizer ([`spans`][bert_kd.core.distill.methods.multi_teacher.spans]), or on sentence vectors (``alignment: sentence``)."""
+another tokenizer ([`spans`][]), or on sentence vectors (``alignment: sentence``)."""
 
 from __future__ import annotations
 
@@ -159,9 +159,9 @@ class MultiTeacherOneToMany(MultiTeacherBase):
         groups: list[list[int]] | None = None,
     ) -> Tensor:
         """D_k^a (Eq. 6–9): Σ_i mean_{j ∈ I_{k,i}} head-averaged MSE of QKᵀ/√δ over token pairs, or
-        over shared-span pairs ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores];
+        over shared-span pairs ([`pool_attention_scores`][];
         log-probabilities, an XLNet's, renormalised over the shared spans:
-        [`pool_attention_log_probs`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_log_probs]); none at sentence level."""
+        [`pool_attention_log_probs`][]); none at sentence level."""
         if alignment.level == "sentence":
             raise ValueError("the attention term needs token or span alignment")
         s_scores, t_scores, space = attention_in_one_space(student, teacher)  # XLNet: log-probabilities
@@ -226,15 +226,15 @@ class MultiTeacherOneToMany(MultiTeacherBase):
 
     # ------------------------------------------------------------------ reporting
     def alignment_report(self) -> dict:
-        """Per teacher: the alignment seen so far and the levels the terms ran at ([`one_to_many_report`][bert_kd.core.distill.methods.multi_teacher.reporting.one_to_many_report])."""
+        """Per teacher: the alignment seen so far and the levels the terms ran at ([`one_to_many_report`][])."""
         return one_to_many_report(self)
 
     def dev_contributions(self, objective, loader) -> dict:
-        """Each teacher's and layer group's mean loss share over ``loader`` ([`dev_contributions`][bert_kd.core.distill.methods.multi_teacher.contributions.dev_contributions])."""
+        """Each teacher's and layer group's mean loss share over ``loader`` ([`dev_contributions`][contributions.dev_contributions])."""
         return dev_contributions(objective, loader)
 
     def alignment_metrics(self) -> dict[str, float]:
-        """Flat numeric view of [`alignment_report`][bert_kd.core.distill.methods.multi_teacher.one_to_many.MultiTeacherOneToMany.alignment_report] for MLflow ([`alignment_metrics`][bert_kd.core.distill.methods.multi_teacher.one_to_many.MultiTeacherOneToMany.alignment_metrics])."""
+        """Flat numeric view of [`alignment_report`][] for MLflow ([`alignment_metrics`][])."""
         return alignment_metrics(self.alignment_report())
 
     def diagnostics(self):

@@ -17,7 +17,7 @@ def _level(counts: dict[str, int]) -> str | None:
 
 
 def one_to_many_report(method) -> dict:
-    """Per teacher of a [`MultiTeacherOneToMany`][bert_kd.core.distill.methods.multi_teacher.one_to_many.MultiTeacherOneToMany]
+    """Per teacher of a [`MultiTeacherOneToMany`][]
     (keyed by name): the alignment seen so far — ``token_aligned`` True / False when every / no
     training batch had the student's token positions, ``"mixed"`` otherwise, None before the first
     batch; the batch counts per level (``token``, ``span`` = shared character spans,

@@ -1,11 +1,11 @@
 """Token-level MT terms across tokenizers: pooling over shared character spans.
 
 The MT terms (Shi & Guo 2023, Eq. 2–11) compare positions, so a teacher with another tokenizer is
-compared on the **shared spans** of [`bert_kd.core.data.spans`][bert_kd.core.data.spans] (span ids computed at
-tokenization time, [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN] outside every shared span). Here, the
-model side (torch): [`SpanPooling`][bert_kd.core.distill.methods.multi_teacher.spans.SpanPooling] averages sub-token states inside each span (hidden states,
-embeddings) and pools attention maps ([`pool_attention_scores`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_scores],
-[`pool_attention_log_probs`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_log_probs], [`span_attention_probabilities`][bert_kd.core.distill.methods.multi_teacher.spans.span_attention_probabilities]).
+compared on the **shared spans** of [`bert_kd.core.data.spans`][] (span ids computed at
+tokenization time, [`NO_SPAN`][] outside every shared span). Here, the
+model side (torch): [`SpanPooling`][] averages sub-token states inside each span (hidden states,
+embeddings) and pools attention maps ([`pool_attention_scores`][],
+[`pool_attention_log_probs`][], [`span_attention_probabilities`][]).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from bert_kd.core.training import SPAN_PAD  # the collator pads span-id columns 
 
 def seat_span_ids(span_ids: Tensor, attention_mask: Tensor, column: str) -> Tensor:
     """Span ids ``(B, L)`` placed on the real tokens of ``attention_mask`` ``(B, L)``: a column's
-    non-pad entries ([`SPAN_PAD`][bert_kd.core.training.batching.SPAN_PAD]) belong, in order, to the row's real tokens, so the
+    non-pad entries ([`SPAN_PAD`][training.batching.SPAN_PAD]) belong, in order, to the row's real tokens, so the
     column may be padded on either side whatever side the tokens were padded on."""
     if span_ids.dim() != 2 or attention_mask.dim() != 2 or span_ids.shape[0] != attention_mask.shape[0]:
         raise ValueError(f"column {column!r} has shape {tuple(span_ids.shape)}, tokens {tuple(attention_mask.shape)}")
@@ -47,7 +47,7 @@ def _assignment(span_ids: Tensor, n_spans: int) -> Tensor:
 
 @dataclass
 class SpanPooling:
-    """Both sides' tokens of one batch grouped into shared spans ([`bert_kd.core.data.spans.shared_span_ids`][bert_kd.core.data.spans.shared_span_ids]).
+    """Both sides' tokens of one batch grouped into shared spans ([`bert_kd.core.data.spans.shared_span_ids`][]).
 
     ``student``/``teacher``: one-hot ``(B, S, L)`` token→span assignments; ``mask`` ``(B, S)``
     marks the spans a row has (rows have different span counts)."""
@@ -58,7 +58,7 @@ class SpanPooling:
 
     @classmethod
     def from_ids(cls, student_ids: Tensor, teacher_ids: Tensor) -> SpanPooling:
-        """From seated span ids (``(B, L_s)``, ``(B, L_t)``, [`NO_SPAN`][bert_kd.core.data.spans.NO_SPAN] outside spans)."""
+        """From seated span ids (``(B, L_s)``, ``(B, L_t)``, [`NO_SPAN`][] outside spans)."""
         n_spans = max(int(max(student_ids.max(), teacher_ids.max())) + 1, 1)  # ≥ 1: a batch may share none
         student, teacher = _assignment(student_ids, n_spans), _assignment(teacher_ids, n_spans)
         mask = (student.sum(-1) > 0) & (teacher.sum(-1) > 0)
@@ -128,7 +128,7 @@ def pool_attention_log_probs(log_probs: Tensor, assignment: Tensor) -> Tensor:
 
 def span_attention_key_material(*models) -> dict:
     """Key material of multi-teacher jobs with an XLNet among ``models``: their span-level attention maps are
-    compared as log-probabilities renormalised over the shared spans ([`pool_attention_log_probs`][bert_kd.core.distill.methods.multi_teacher.spans.pool_attention_log_probs], since
+    compared as log-probabilities renormalised over the shared spans ([`pool_attention_log_probs`][], since
     2026-11-27), so such stored jobs are recomputed; ``{}`` otherwise, keys as they were."""
     if any(summary_position(m) == "last" for m in models):
         return {"span_attention": "log-probabilities renormalised over the shared spans"}
