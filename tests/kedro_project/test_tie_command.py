@@ -6,7 +6,7 @@ import shlex
 import pytest
 
 from bert_kd.experiment.run_setup import RunCommand, record_run_command
-from bert_kd.pipelines.distill.nodes import decide_tie
+from bert_kd.pipelines.registration import decide_tie
 from tests.conftest import REPO_ROOT
 
 
