@@ -104,6 +104,10 @@ def test_bad_rl_kd_options_are_refused_naming_the_key(options, message):
         _method(**options)
 
 
+def test_an_epoch_without_training_examples_reports_nothing():
+    assert _method().epoch_report() == {}
+
+
 def test_the_initial_policy_selects_every_teacher_half_the_time():
     method = _method()
     states = torch.zeros(4, 2, len(method.features))

@@ -181,12 +181,14 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
         """The share of the epoch's training examples each teacher was chosen for (``selection_share/<teacher>``;
         the training loop logs it per epoch); the epoch's counts then restart."""
         seen = float(self.epoch_examples)
+        if not seen:  # an epoch that trained on no example (cut by max_steps) chose no teacher
+            return {}
         report = {
             f"selection_share/{name}": float(self.epoch_chosen[k]) / seen for k, name in enumerate(self.teacher_names)
         }
         self.epoch_chosen.zero_()
         self.epoch_examples.zero_()
-        return report if seen else {}
+        return report
 
     def alignment_report(self) -> dict:
         shares = self.selection_shares()
