@@ -270,6 +270,23 @@ def test_a_grid_point_is_claimed_by_exactly_one_trial(tmp_path, database):
         assert TrialClaims(storage, "another_study").claim("k", c) is None  # claims are per study
 
 
+def test_a_worker_that_loses_the_race_to_create_the_claims_table_goes_on(tmp_path, monkeypatch):
+    import sqlalchemy as sa
+
+    storage = make_storage(f"sqlite:///{tmp_path}/optuna.db")
+    trial = optuna.create_study(study_name="s", storage=storage).ask()._trial_id
+    TrialClaims(storage, "s")  # the other worker created the table ...
+    create = sa.Table.create
+    # ... after this one had checked that it was missing: its CREATE TABLE runs anyway and fails.
+    monkeypatch.setattr(sa.Table, "create", lambda table, bind, checkfirst=True: create(table, bind, checkfirst=False))
+    loser = TrialClaims.__new__(TrialClaims)
+    loser.storage, loser.study_name, loser.engine = storage, "s", storage.engine
+    loser.table = sa.Table(TrialClaims.TABLE, sa.MetaData(), sa.Column("study_name", sa.String(512), primary_key=True))
+    with pytest.raises(sa.exc.OperationalError, match="already exists"):
+        loser.table.create(storage.engine)  # the race, as it was
+    assert TrialClaims(storage, "s").claim("k", trial) is None  # and as it is now
+
+
 def test_result_contract_is_checked():
     spec = _sweep().trials()[0]
     with pytest.raises(SweepTrialError, match="no dev_metric"):

@@ -444,7 +444,19 @@ class TrialClaims:
             sa.Column("trial_key", sa.String(512), primary_key=True),
             sa.Column("trial_id", sa.Integer, nullable=False),
         )
-        self.table.create(self.engine, checkfirst=True)
+        self._create_table()
+
+    def _create_table(self) -> None:
+        """Create the claims table unless it exists. Two workers starting together can both see it
+        missing and both CREATE it (PostgreSQL then raises DuplicateTable, or a unique violation on
+        its type): the loser of that race finds the table there and goes on."""
+        import sqlalchemy as sa
+
+        try:
+            self.table.create(self.engine, checkfirst=True)
+        except sa.exc.DBAPIError:
+            if not sa.inspect(self.engine).has_table(self.TABLE):
+                raise
 
     def claim(self, key: str, trial_id: int, redo_finished: Callable[[], bool] = lambda: False) -> int | None:
         """Claim ``key`` for ``trial_id``: ``None`` when it is ours, else the holder's trial id.
