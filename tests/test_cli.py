@@ -924,7 +924,11 @@ def test_user_error_found_in_the_exception_chain():
 SUBPROCESS_CASES = [c for c in CASES if c.name in ("not_an_int", "offline_hub_teacher", "non_utf8")]
 
 
-@pytest.mark.parametrize("case", SUBPROCESS_CASES, ids=[c.name for c in SUBPROCESS_CASES])
+@pytest.mark.parametrize(
+    "case",
+    # One real `kedro run` in the default tier; the other two (~20 s each) run in the slow tier.
+    [pytest.param(c, id=c.name, marks=() if c.name == "not_an_int" else pytest.mark.slow) for c in SUBPROCESS_CASES],
+)
 def test_real_kedro_run_subprocess(case, project, tmp_path):
     glue = tmp_path / "glue"
     write_tiny_glue(glue, "RTE")

@@ -82,6 +82,7 @@ def page_resources(site: Path) -> dict[Path, list[tuple[str, str]]]:
     return pages
 
 
+@pytest.mark.slow  # a strict site build, ~20 s (CI builds the site again after the tests)
 def test_the_built_site_loads_nothing_from_another_host(site):
     remote = {
         (str(page.relative_to(site)), url)
@@ -92,6 +93,7 @@ def test_the_built_site_loads_nothing_from_another_host(site):
     assert not remote, f"fetched from another host (a CDN?): {sorted(remote)[:5]}"
 
 
+@pytest.mark.slow  # a strict site build, ~20 s (CI builds the site again after the tests)
 def test_the_maths_is_typeset_by_the_sites_own_mathjax(site):
     methods = dict.fromkeys(
         src for tag, src in page_resources(site)[site / "methods" / "index.html"] if tag == "script"
@@ -101,6 +103,7 @@ def test_the_maths_is_typeset_by_the_sites_own_mathjax(site):
     assert (site / "javascripts/mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff").is_file()
 
 
+@pytest.mark.slow  # a strict site build, ~20 s (CI builds the site again after the tests)
 def test_every_picture_a_page_shows_is_a_committed_file_of_reasonable_size(site):
     shown = {
         (page.parent / src).resolve()

@@ -31,6 +31,7 @@ def test_the_notebook_has_one_settings_cell_that_names_every_setting_it_uses():
     assert names == {"TASK", "GLUE_DIR", "TEACHER", "TRAIN_ROWS", "MAX_LENGTH", "EPOCHS"}
 
 
+@pytest.mark.slow  # every cell, ~17 s
 def test_every_cell_of_the_notebook_runs_on_tiny_data(tmp_path, monkeypatch, tiny_glue_dir, tiny_teacher_dir):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     settings = next(cell for cell in notebook.cells if "parameters" in cell.metadata.get("tags", []))

@@ -540,8 +540,10 @@ def _assert_same_teacher_and_cache(workdir: Path, result: dict, reference) -> No
     "fault, leftover",
     [
         ("step:3", "checkpoint"),  # (a) mid-training: resumes from the step-2 checkpoint
-        ("store_write:1", "checkpoint"),  # (b) teacher files written, manifest not yet: the final checkpoint is kept
-        ("store_write:2", "teacher"),  # (c) during the teacher-cache write: the teacher is stored
+        # (b) teacher files written, manifest not yet: the final checkpoint is kept (slow tier, ~13 s)
+        pytest.param("store_write:1", "checkpoint", marks=pytest.mark.slow),
+        # (c) during the teacher-cache write: the teacher is stored (slow tier, ~13 s)
+        pytest.param("store_write:2", "teacher", marks=pytest.mark.slow),
     ],
 )
 def test_sigkill_then_rerun_matches_an_uninterrupted_run(worker, reference, tmp_path, fault, leftover):

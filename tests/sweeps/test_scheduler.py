@@ -181,6 +181,7 @@ def _worker(storage: str, log_dir: str, name: str) -> None:
     )
 
 
+@pytest.mark.slow  # two worker processes, ~25 s each
 @pytest.mark.parametrize("each_point_queued_twice", [False, True], ids=["grid", "duplicates_queued"])
 def test_two_worker_processes_run_disjoint_trials(tmp_path, each_point_queued_twice):
     storage = f"sqlite:///{tmp_path}/optuna.db"
@@ -231,6 +232,7 @@ def _pop_queued_trials(storage: str, log: str, start_at: float) -> None:
     Path(log).write_text(" ".join(map(str, popped)))
 
 
+@pytest.mark.slow  # two processes, ~30 s
 def test_two_processes_never_take_the_same_queued_trial(tmp_path):
     """SQLite ignores Optuna's SELECT … FOR UPDATE; make_storage's BEGIN IMMEDIATE stands in for it."""
     storage = f"sqlite:///{tmp_path}/optuna.db"

@@ -172,6 +172,7 @@ def test_a_cuda_graph_compile_marks_where_every_training_step_begins(tiny_teache
     assert len(marks) == 2  # 16 rows at batch 8: two steps
 
 
+@pytest.mark.slow  # a TorchDynamo capture on the CPU, ~20 s
 def test_a_cuda_graph_compile_pads_every_batch_to_a_multiple_of_32_tokens(tiny_teacher_dir, monkeypatch):
     """One CUDA graph is recorded per batch shape: batches padded to their longest row gave a short GPU job
     one recording per length (docs/gpu.md). Other settings pad to the longest row as before."""
