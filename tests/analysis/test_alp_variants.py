@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bert_kd.analysis import alp_variants
 
 
@@ -14,3 +16,16 @@ def test_a_variant_row_stands_for_alp_and_the_other_rows_stay():
     out = alp_variants.substituted(base, variant, "alp_scaled")
     assert out == {("nkd", "mrpc"): {1: "n"}, ("alp", "mrpc"): {1: "scaled", 2: "scaled"}}  # no raw ALP left
     assert alp_variants.default_base(Path("results/cpu_protocol_v2_alpha")).name == "cpu_protocol_v2"
+
+
+@pytest.mark.slow  # 100,000 paired resamples per claim, ~40 s
+def test_the_committed_reading_is_what_the_trials_give():
+    """Commit new trials of the variant table and its reading together: `bert-kd results alp-variants <folder>`."""
+    from bert_kd.analysis import statistics as st
+    from bert_kd.analysis.cli import command_line
+
+    root = Path(__file__).resolve().parents[2]
+    folder = Path("results/cpu_protocol_v2_alpha")
+    command = command_line("alp-variants", folder, st.RESAMPLES)
+    made = alp_variants.render(root / folder, root / alp_variants.default_base(folder), st.RESAMPLES, command)
+    assert made == (root / folder / "tables" / "reading.md").read_text(encoding="utf-8")
