@@ -10,16 +10,12 @@ out=${1:-benchmarks/results/suite_time.json}
 tiers=${TIERS:-readme slow}
 logs=data/08_reporting/suite_time
 mkdir -p "$logs" && rm -f "$logs"/*.log   # a tier not run now has no log: its record entry is null
-run_tier() {
-  local name=$1; shift
-  { echo "command: $*"; echo "nice: $(nice)"; echo "load before: $(uptime)"; } >"$logs/$name.log"
-  HF_HUB_OFFLINE=1 KEDRO_DISABLE_TELEMETRY=1 "$@" >>"$logs/$name.log" 2>&1 || echo "exit: $?" >>"$logs/$name.log"
-  echo "load after: $(uptime)" >>"$logs/$name.log"
-}
+source scripts/pytest_tier.sh   # tier NAME PYTEST-ARGS... (as .ci/run logs them)
+export PYTHON=$python
 for tier in $tiers; do
   case $tier in
-    readme) run_tier readme "$python" -m pytest -q ;;
-    slow) run_tier slow "$python" -m pytest -q -m slow ;;
+    readme) tier readme -q >/dev/null || echo "exit: $?" >>"$logs/readme.log" ;;
+    slow) tier slow -q -m slow >/dev/null || echo "exit: $?" >>"$logs/slow.log" ;;
     *) echo "suite_time: unknown tier $tier (readme, slow)" >&2; exit 2 ;;
   esac
 done
