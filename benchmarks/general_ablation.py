@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired_trials import ROOT, load_trials, paired, run_pipeline, select, trial_path, write_trial  # noqa: E402
+from paired_trials import ROOT, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
 
 RESULTS = ROOT / "results" / "general_ablation"
 ARMS = ("general", "truncated")
@@ -82,19 +82,9 @@ def main(argv=None) -> int:
         if not args.general or not Path(args.general, "config.json").is_file():
             print(f"--general {args.general!r}: not a stored general student (no config.json)", file=sys.stderr)
             return 2
-        for task in args.tasks:  # a task's seeds first: a finished task is a finished row
-            for seed in args.seeds:
-                for arm in ARMS:
-                    path = trial_path(RESULTS, task, arm, seed)
-                    if path.exists():
-                        continue
-                    trial = run_trial(task, arm, seed, args)
-                    write_trial(path, trial)
-                    print(f"{path.name}: {trial['evaluation']['metrics']}", flush=True)
-    text = table(load_trials(RESULTS))
-    (RESULTS / "table.md").write_text(text)
-    print(text)
-    return 0
+        keys = ((task, arm, seed) for task in args.tasks for seed in args.seeds for arm in ARMS)
+        run_missing(RESULTS, keys, lambda task, arm, seed: run_trial(task, arm, seed, args))  # a task's seeds first
+    return rebuild_table(RESULTS, table)
 
 
 if __name__ == "__main__":

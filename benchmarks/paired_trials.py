@@ -63,6 +63,27 @@ def write_trial(path: Path, trial: dict) -> None:
     write_file_atomically(path, lambda tmp: tmp.write_text(json.dumps(trial, indent=1)))
 
 
+def run_missing(results: Path, keys, run) -> None:
+    """``run(*key)`` for every key (a trial file's name parts) whose trial is missing; each written as it ends."""
+    for key in keys:
+        path = trial_path(results, *key)
+        if path.exists():
+            continue
+        trial = run(*key)
+        write_trial(path, trial)
+        print(f"{path.name}: {trial['evaluation']['metrics']}", flush=True)
+
+
+def rebuild_table(results: Path, table) -> int:
+    """``<results>/table.md`` = ``table(trials)`` of every trial there, printed too."""
+    from bert_kd.core.files import write_file_atomically
+
+    text = table(load_trials(results))
+    write_file_atomically(results / "table.md", lambda tmp: tmp.write_text(text))
+    print(text)
+    return 0
+
+
 def load_trials(results: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted((results / "trials").glob("*.json"))]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired_trials import ROOT, Paired, load_trials, paired, run_pipeline, select, trial_path, write_trial  # noqa: E402
+from paired_trials import ROOT, Paired, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
 
 RESULTS = ROOT / "results" / "transfer_ablation"
 TASKS = ("sst2", "mrpc", "rte")
@@ -164,19 +164,11 @@ def table(trials: list[dict]) -> str:
     return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted)
 
 
-def run_missing(args) -> None:
+def run_trials(args) -> None:
     """Every missing trial, a task's seeds first (a finished task is a finished row), both arms of a pair together."""
     settings = {"glue_dir": args.glue_dir, "train_rows": args.train_rows, "copies": args.copies}
-    for task in args.tasks:
-        for seed in args.seeds:
-            for row in args.rows:
-                for arm in ARMS:
-                    path = trial_path(RESULTS, task, row, arm, seed)
-                    if path.exists():
-                        continue
-                    trial = run_trial(task, row, arm, seed, settings)
-                    write_trial(path, trial)
-                    print(f"{path.name}: {trial['evaluation']['metrics']}", flush=True)
+    keys = ((t, r, a, s) for t in args.tasks for s in args.seeds for r in args.rows for a in ARMS)
+    run_missing(RESULTS, keys, lambda task, row, arm, seed: run_trial(task, row, arm, seed, settings))
 
 
 def main(argv=None) -> int:
@@ -196,11 +188,8 @@ def main(argv=None) -> int:
         return 2
     (RESULTS / "trials").mkdir(parents=True, exist_ok=True)
     if not args.table_only:
-        run_missing(args)
-    text = table(load_trials(RESULTS))
-    (RESULTS / "table.md").write_text(text)
-    print(text)
-    return 0
+        run_trials(args)
+    return rebuild_table(RESULTS, table)
 
 
 if __name__ == "__main__":

@@ -74,3 +74,21 @@ def test_the_general_ablation_files_are_unchanged_by_the_shared_module(tmp_path)
 
 def test_dotted_parameters_nest():
     assert paired_trials.nest({"a.b": 1, "a.c": 2, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
+
+
+def test_a_present_trial_is_skipped_and_a_new_one_written_whole(tmp_path):
+    paired_trials.write_trial(paired_trials.trial_path(tmp_path, "rte", "bilstm", "plain", 0), {"kept": True})
+    ran = []
+
+    def run(*key):
+        ran.append(key)
+        return {"evaluation": {"metrics": {}}, "key": list(key)}
+
+    keys = [("rte", "bilstm", arm, 0) for arm in transfer.ARMS]
+    paired_trials.run_missing(tmp_path, keys, run)
+    assert ran == [("rte", "bilstm", "transfer", 0)]
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == [
+        "rte-bilstm-plain-0.json",
+        "rte-bilstm-transfer-0.json",
+    ]
+    assert json.loads((tmp_path / "trials" / "rte-bilstm-plain-0.json").read_text()) == {"kept": True}
