@@ -11,21 +11,17 @@ distillation" ablation), on SST-2, MRPC and RTE, several seeds. Resumable: each 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parents[1]
+from paired_trials import ROOT, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
+
 RESULTS = ROOT / "results" / "general_ablation"
 ARMS = ("general", "truncated")
 #: The task stage's training rows per task by default (a shortened CPU protocol; the teacher's 64 tokens).
 TRAIN_ROWS = 2000
-
-
-def trial_path(task: str, arm: str, seed: int) -> Path:
-    return RESULTS / "trials" / f"{task}-{arm}-{seed}.json"
 
 
 def arm_params(arm: str, general: str) -> dict:
@@ -36,10 +32,6 @@ def arm_params(arm: str, general: str) -> dict:
 
 def run_trial(task: str, arm: str, seed: int, args) -> dict:
     """One ``distill_tinybert`` run in a Kedro session; its student's dev metrics and per-example correctness."""
-    from kedro.framework.session import KedroSession
-    from kedro.framework.startup import bootstrap_project
-
-    bootstrap_project(ROOT)
     params = {
         "task": task,
         "seed": seed,
@@ -49,53 +41,29 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
         "tracking.enabled": False,
         **arm_params(arm, args.general),
     }
-    tree: dict = {}
-    for dotted, value in params.items():
-        node = tree
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    with KedroSession.create(project_path=ROOT, runtime_params=tree) as session:
-        session.run(pipeline_names=["distill_tinybert"])
-    versions = sorted((ROOT / "data/08_reporting/students/tinybert_metrics.json").iterdir())
-    evaluation = json.loads((versions[-1] / "tinybert_metrics.json").read_text())
     return {
         "task": task,
         "arm": arm,
         "seed": seed,
         "general_student": args.general if arm == "general" else None,
-        "evaluation": evaluation,
+        "evaluation": run_pipeline("distill_tinybert", params, "tinybert"),
     }
-
-
-def correctness(trial: dict) -> np.ndarray:
-    correct = trial["evaluation"]["correct"]
-    split = "validation" if "validation" in correct else sorted(correct)[0]
-    return np.array([c == "1" for c in correct[split]], dtype=np.int8)
 
 
 def table(trials: list[dict]) -> str:
     """Mean dev accuracy per arm and the paired reading (bootstrap over dev examples, seed × example variance)."""
-    from bert_kd.analysis.statistics import analytic_p, bootstrap_test, variance_components
-
     lines = [
         "| task | seeds | general student | truncated teacher | gain (points) | 95% interval | bootstrap p | p (seed + example) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for task in ("sst2", "mrpc", "rte"):
-        by_arm = {arm: {t["seed"]: t for t in trials if t["task"] == task and t["arm"] == arm} for arm in ARMS}
-        seeds = sorted(set(by_arm["general"]) & set(by_arm["truncated"]))
-        if not seeds:
+        reading = paired(select(trials, task=task, arm="general"), select(trials, task=task, arm="truncated"))
+        if reading is None:
             continue
-        better = np.stack([correctness(by_arm["general"][s]) for s in seeds])
-        worse = np.stack([correctness(by_arm["truncated"][s]) for s in seeds])
-        test = bootstrap_test(better, worse)
-        components = variance_components(better, worse) if len(seeds) > 1 else None
-        p2 = analytic_p(test.gain, components.gain_variance() ** 0.5) if components else float("nan")
+        test = reading.test
         lines.append(
-            f"| {task} | {len(seeds)} | {100 * better.mean():.2f} | {100 * worse.mean():.2f} | {100 * test.gain:+.2f} | "
-            f"[{100 * test.low:+.2f}, {100 * test.high:+.2f}] | {test.p:.3f} | {p2:.3f} |"
+            f"| {task} | {reading.seeds} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | {100 * test.gain:+.2f} | "
+            f"[{100 * test.low:+.2f}, {100 * test.high:+.2f}] | {test.p:.3f} | {reading.seed_example_p:.3f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -114,20 +82,9 @@ def main(argv=None) -> int:
         if not args.general or not Path(args.general, "config.json").is_file():
             print(f"--general {args.general!r}: not a stored general student (no config.json)", file=sys.stderr)
             return 2
-        for task in args.tasks:  # a task's seeds first: a finished task is a finished row
-            for seed in args.seeds:
-                for arm in ARMS:
-                    path = trial_path(task, arm, seed)
-                    if path.exists():
-                        continue
-                    trial = run_trial(task, arm, seed, args)
-                    path.write_text(json.dumps(trial, indent=1))
-                    print(f"{path.name}: {trial['evaluation']['metrics']}", flush=True)
-    trials = [json.loads(p.read_text()) for p in sorted((RESULTS / "trials").glob("*.json"))]
-    text = table(trials)
-    (RESULTS / "table.md").write_text(text)
-    print(text)
-    return 0
+        keys = ((task, arm, seed) for task in args.tasks for seed in args.seeds for arm in ARMS)
+        run_missing(RESULTS, keys, lambda task, arm, seed: run_trial(task, arm, seed, args))  # a task's seeds first
+    return rebuild_table(RESULTS, table)
 
 
 if __name__ == "__main__":

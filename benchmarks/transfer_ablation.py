@@ -1,0 +1,196 @@
+"""What the transfer set is worth here: three students, each distilled without and with the task's transfer set
+(``augment_glue``), on SST-2, MRPC and RTE, several seeds: Tang et al.'s BiLSTM and a 2-layer BERT with logits-MSE
+(Tang et al.'s three rules), and TinyBERT's task stage (TinyBERT's word replacement). Resumable: each trial is one
+JSON under ``results/transfer_ablation/trials/`` (skipped when present); ``table.md`` is rebuilt from them with the
+gain of the transfer set per student and task, its interval, Holm's correction over the cells and the sentences
+of the reading (results/transfer_ablation/README.md).
+
+    nice -n 10 .venv/bin/python benchmarks/transfer_ablation.py --glue-dir ../shared/glue [--tasks rte mrpc sst2]
+    .venv/bin/python benchmarks/transfer_ablation.py --table-only     # the table from the committed trials
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired_trials import ROOT, Paired, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
+
+RESULTS = ROOT / "results" / "transfer_ablation"
+TASKS = ("sst2", "mrpc", "rte")
+TASK_LABELS = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
+ARMS = ("plain", "transfer")
+#: The CPU shortening (results/transfer_ablation/README.md): training rows per task and rewrites per row.
+TRAIN_ROWS = 1000
+COPIES = 4
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Row:
+    """A student of the table: its pipelines without and with the transfer set, its metrics dataset, its rules."""
+
+    label: str
+    plain: str
+    transfer: str
+    metrics: str
+    rules: tuple[str, ...]
+
+
+ROWS = {
+    "bilstm": Row(
+        "BiLSTM, logits-MSE", "distill_bilstm", "distill_bilstm_transfer", "logits_mse", ("mask", "pos", "ngram")
+    ),
+    "bert2": Row(
+        "2-layer BERT, logits-MSE",
+        "distill_logits_mse",
+        "distill_logits_mse_transfer",
+        "logits_mse",
+        ("mask", "pos", "ngram"),
+    ),
+    "tinybert": Row("TinyBERT task stage", "distill_tinybert", "distill_tinybert_transfer", "tinybert", ("tinybert",)),
+}
+
+
+def trial_params(task: str, row: str, seed: int, settings: dict) -> dict:
+    """The dotted parameters of one trial: the task, seed and shortening, the row's rules (both arms carry them so
+    that the transfer arm's set is the one the row's paper uses; the plain arm builds none)."""
+    return {
+        "task": task,
+        "seed": seed,
+        "glue_dir": settings["glue_dir"],
+        "max_train_samples": settings["train_rows"],
+        "augment.copies": settings["copies"],
+        "augment.seed": seed,
+        "augment.rules": list(ROWS[row].rules),
+        "runtime.progress_bar": False,
+        "tracking.enabled": False,
+        **settings.get("extra", {}),
+    }
+
+
+def run_trial(task: str, row: str, arm: str, seed: int, settings: dict, root: Path = ROOT) -> dict:
+    """One arm of one student on one task and seed: a ``kedro run`` of its pipeline; the student's evaluation."""
+    spec = ROWS[row]
+    pipeline = spec.transfer if arm == "transfer" else spec.plain
+    params = trial_params(task, row, seed, settings)
+    return {
+        "task": task,
+        "row": row,
+        "arm": arm,
+        "seed": seed,
+        "pipeline": pipeline,
+        "train_rows": settings["train_rows"],
+        "copies": settings["copies"] if arm == "transfer" else 0,
+        "evaluation": run_pipeline(pipeline, params, spec.metrics, root),
+    }
+
+
+def readings(trials: list[dict]) -> dict[tuple[str, str], Paired | None]:
+    """The paired reading (transfer set against none) of every student and task, None where no pair has finished."""
+    return {
+        (task, row): paired(
+            select(trials, task=task, row=row, arm="transfer"), select(trials, task=task, row=row, arm="plain")
+        )
+        for task in TASKS
+        for row in ROWS
+    }
+
+
+def holm_by_cell(cells: dict) -> dict[tuple[str, str], tuple[float, float]]:
+    """Holm's step-down correction of the one-sided bootstrap p (gain > 0) over the cells that have a reading."""
+    from bert_kd.analysis.statistics import holm
+
+    keys = [key for key, reading in cells.items() if reading is not None]
+    adjusted = holm([cells[k].test.p for k in keys], [cells[k].test.mc_error for k in keys])
+    return dict(zip(keys, adjusted))
+
+
+HEADER = (
+    "| task | student | seeds | no transfer set | transfer set | gain (points) | 95% interval | bootstrap p | Holm p "
+    "| p (seed + example) |\n|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table_line(task: str, row: str, reading: Paired | None, adjusted: tuple[float, float] | None) -> str:
+    head = f"| {TASK_LABELS[task]} | {ROWS[row].label} |"
+    if reading is None:
+        return head + " 0 | not run yet | not run yet | | | | | |"
+    t = reading.test
+    return (
+        f"{head} {reading.seeds} | {100 * reading.worse:.2f} | {100 * reading.better:.2f} | {100 * t.gain:+.2f} | "
+        f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {t.p:.3f} | {adjusted[0]:.3f} | {reading.seed_example_p:.3f} |"
+    )
+
+
+def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int) -> str:
+    """One cell's reading in words."""
+    t = reading.test
+    verb = "raises" if t.gain > 0 else "lowers" if t.gain < 0 else "leaves"
+    if adjusted < ALPHA and t.gain > 0:
+        verdict = f"a gain that holds after Holm's correction over the {cells} cells read"
+    elif t.low <= 0 <= t.high:
+        verdict = "its interval holds 0: no effect resolved at this size"
+    else:
+        verdict = f"not a gain after Holm's correction over the {cells} cells read"
+    return (
+        f"- {ROWS[row].label}, {TASK_LABELS[task]}: the transfer set {verb} dev accuracy by {abs(100 * t.gain):.2f} "
+        f"points ({100 * reading.worse:.2f} → {100 * reading.better:.2f}, {reading.seeds} seeds; 95% interval "
+        f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}], Holm p = {adjusted:.3f}): {verdict}."
+    )
+
+
+def reading_text(cells: dict, adjusted: dict) -> str:
+    """The sentences: one per cell read, then the count of gains that hold."""
+    if not adjusted:
+        return "No trial pair has finished yet: rerun the command in README.md and this reading is rebuilt.\n"
+    lines = [sentence(task, row, cells[(task, row)], adjusted[(task, row)][0], len(adjusted)) for task, row in adjusted]
+    held = [key for key in adjusted if adjusted[key][0] < ALPHA and cells[key].test.gain > 0]
+    missing = sum(reading is None for reading in cells.values())
+    summary = f"{len(held)} of the {len(adjusted)} cells read show a gain from the transfer set that holds after Holm's correction"
+    summary += f"; {missing} of {len(cells)} cells are not run yet." if missing else "."
+    return "\n".join(lines) + "\n\n" + summary + "\n"
+
+
+def table(trials: list[dict]) -> str:
+    """The table (every student × task, "not run yet" where no pair has finished) and its reading."""
+    cells = readings(trials)
+    adjusted = holm_by_cell(cells)
+    lines = [HEADER] + [table_line(task, row, cells[(task, row)], adjusted.get((task, row))) for task, row in cells]
+    return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted)
+
+
+def run_trials(args) -> None:
+    """Every missing trial, a task's seeds first (a finished task is a finished row), both arms of a pair together."""
+    settings = {"glue_dir": args.glue_dir, "train_rows": args.train_rows, "copies": args.copies}
+    keys = ((t, r, a, s) for t in args.tasks for s in args.seeds for r in args.rows for a in ARMS)
+    run_missing(RESULTS, keys, lambda task, row, arm, seed: run_trial(task, row, arm, seed, settings))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--glue-dir", default="../shared/glue")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
+    parser.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--train-rows", type=int, default=TRAIN_ROWS)
+    parser.add_argument("--copies", type=int, default=COPIES)
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.table_only and not Path(args.glue_dir).is_dir():
+        print(
+            f"--glue-dir {args.glue_dir!r}: no such folder (a local copy of GLUE, e.g. ../shared/glue)", file=sys.stderr
+        )
+        return 2
+    (RESULTS / "trials").mkdir(parents=True, exist_ok=True)
+    if not args.table_only:
+        run_trials(args)
+    return rebuild_table(RESULTS, table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

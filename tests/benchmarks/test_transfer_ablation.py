@@ -1,0 +1,94 @@
+"""benchmarks/transfer_ablation.py and general_ablation.py read through benchmarks/paired_trials.py: fabricated
+trials give the gain, its interval, Holm's p and the sentences; the committed general-ablation files are unchanged."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+
+import general_ablation as general  # noqa: E402
+import paired_trials  # noqa: E402
+import transfer_ablation as transfer  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fewer_resamples(monkeypatch):
+    """5,000 bootstrap resamples instead of 100,000: the same reading, a twentieth of the time."""
+    monkeypatch.setattr(paired_trials, "RESAMPLES", 5_000)
+
+
+def _trial(task, row, arm, seed, share, examples=200):
+    rng = np.random.default_rng(hash((task, row, arm, seed)) % 2**32)
+    correct = "".join("1" if x else "0" for x in rng.random(examples) < share)
+    return {"task": task, "row": row, "arm": arm, "seed": seed, "evaluation": {"correct": {"validation": correct}}}
+
+
+def test_an_empty_table_lists_every_cell_as_not_run_yet():
+    text = transfer.table([])
+    assert text.count("not run yet | not run yet") == 9
+    assert "No trial pair has finished yet" in text
+
+
+def test_the_reading_gives_gain_interval_holm_and_sentences():
+    trials = [_trial("rte", "bilstm", "plain", s, 0.5) for s in range(3)]
+    trials += [_trial("rte", "bilstm", "transfer", s, 0.8) for s in range(3)]
+    trials += [_trial("mrpc", "bert2", arm, s, 0.6) for arm in ("plain", "transfer") for s in range(3)]
+    cells = transfer.readings(trials)
+    gain, null = cells[("rte", "bilstm")], cells[("mrpc", "bert2")]
+    assert gain.seeds == 3 and 25 < 100 * gain.test.gain < 35 and gain.test.low > 0
+    adjusted = transfer.holm_by_cell(cells)
+    assert set(adjusted) == {("rte", "bilstm"), ("mrpc", "bert2")}
+    assert adjusted[("mrpc", "bert2")][0] == pytest.approx(null.test.p)  # the larger p: times 1, above the smaller
+    assert adjusted[("rte", "bilstm")][0] == pytest.approx(2 * gain.test.p)  # the smallest of 2 p-values, times 2
+    text = transfer.table(trials)
+    assert text.count("not run yet | not run yet") == 7
+    line = next(x for x in text.splitlines() if x.startswith("| RTE | BiLSTM"))
+    assert f"{100 * gain.test.gain:+.2f}" in line and f"[{100 * gain.test.low:+.2f}, " in line
+    assert "BiLSTM, logits-MSE, RTE: the transfer set raises dev accuracy" in text
+    assert "a gain that holds after Holm's correction over the 2 cells read" in text
+    assert "2-layer BERT, logits-MSE, MRPC" in text and "no effect resolved" in text
+    assert "1 of the 2 cells read show a gain" in text and "7 of 9 cells are not run yet" in text
+
+
+def test_a_lone_seed_has_no_seed_example_p():
+    trials = [_trial("sst2", "tinybert", arm, 0, 0.7) for arm in ("plain", "transfer")]
+    assert np.isnan(transfer.readings(trials)[("sst2", "tinybert")].seed_example_p)
+
+
+def test_the_general_ablation_files_are_unchanged_by_the_shared_module(tmp_path):
+    results = general.RESULTS
+    assert general.table(paired_trials.load_trials(results)) == (results / "table.md").read_text()
+    for path in sorted((results / "trials").glob("*.json")):
+        copy = tmp_path / path.name
+        paired_trials.write_trial(copy, json.loads(path.read_text()))
+        assert copy.read_bytes() == path.read_bytes()
+    assert paired_trials.trial_path(results, "rte", "general", 0) == results / "trials" / "rte-general-0.json"
+
+
+def test_dotted_parameters_nest():
+    assert paired_trials.nest({"a.b": 1, "a.c": 2, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
+
+
+def test_a_present_trial_is_skipped_and_a_new_one_written_whole(tmp_path):
+    paired_trials.write_trial(paired_trials.trial_path(tmp_path, "rte", "bilstm", "plain", 0), {"kept": True})
+    ran = []
+
+    def run(*key):
+        ran.append(key)
+        return {"evaluation": {"metrics": {}}, "key": list(key)}
+
+    keys = [("rte", "bilstm", arm, 0) for arm in transfer.ARMS]
+    paired_trials.run_missing(tmp_path, keys, run)
+    assert ran == [("rte", "bilstm", "transfer", 0)]
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == [
+        "rte-bilstm-plain-0.json",
+        "rte-bilstm-transfer-0.json",
+    ]
+    assert json.loads((tmp_path / "trials" / "rte-bilstm-plain-0.json").read_text()) == {"kept": True}
