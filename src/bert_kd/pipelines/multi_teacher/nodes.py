@@ -21,6 +21,7 @@ from bert_kd.core.reports.plots import comparison_bars, comparison_title
 from bert_kd.core.reports.verdict import MAJORITY_METHOD, tied_name
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
+from bert_kd.experiment.comparison import display_frame, majority_row, sort_score, table_verdict, with_verdict
 from bert_kd.experiment.evaluation import evaluate_bundle
 from bert_kd.experiment.run_setup import training_config
 from bert_kd.experiment.tracker import Comparison, kedro_run, tracker_for
@@ -34,14 +35,7 @@ from bert_kd.experiment.training_jobs.student import (
     with_explicit_weights,
 )
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.pipelines.distill.nodes import (
-    cache_teacher_outputs,
-    display_frame,
-    majority_row,
-    sort_score,
-    table_verdict,
-    with_verdict,
-)
+from bert_kd.pipelines.distill.nodes import cache_teacher_outputs
 from bert_kd.pipelines.registration import register_best_student
 
 log = logging.getLogger(__name__)
