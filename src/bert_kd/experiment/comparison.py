@@ -19,6 +19,7 @@ from bert_kd.core.reports.verdict import (
     noise_tolerance,
 )
 from bert_kd.experiment.evaluation import evaluation_split
+from bert_kd.experiment.lineage import Lineage
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def same_job_rows(evaluations: Mapping[str, dict]) -> dict[str, str]:
     answer does not depend on the table's order."""
     rows = dict(sorted(evaluations.items()))
     return duplicate_rows(
-        {name: e.get("info", {}).get("key") for name, e in rows.items()}, preferred=named_after_method(rows.values())
+        {name: Lineage.of(e.get("info")).key for name, e in rows.items()}, preferred=named_after_method(rows.values())
     )
 
 

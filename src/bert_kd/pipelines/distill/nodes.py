@@ -42,8 +42,9 @@ from bert_kd.experiment.comparison import (
     with_verdict,
 )
 from bert_kd.experiment.evaluation import evaluation_split
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.run_setup import collator_for
-from bert_kd.experiment.store import model_run_id, recompute
+from bert_kd.experiment.store import recompute
 from bert_kd.experiment.tracker import (
     Comparison,
     is_main_process,
@@ -88,7 +89,7 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
     job = jobs.Job(
         "teacher_cache",
         {
-            "teacher": teacher.info.get("key"),
+            "teacher": Lineage.of(teacher.info).key,
             "precision": precision,
             "data": jobs.dataset_fingerprint({"train": tokenized["train"]}),
             **summary_key_material(teacher.model),
@@ -183,7 +184,7 @@ def compare_methods(teacher_metrics: dict, *student_metrics: dict, table: str | 
             body=body,
             title=title,
             warning=verdict.warning,
-            teacher_run_id=model_run_id(teacher_metrics.get("info", {})),
+            teacher_run_id=Lineage.of(teacher_metrics.get("info")).model_run_id,
         )
     )
     kedro_run().set_tags({f"comparison.{k.removeprefix('bert_kd.')}": v for k, v in verdict.tags().items()})
