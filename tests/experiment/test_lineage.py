@@ -41,7 +41,7 @@ def test_an_entry_in_the_old_layout_still_reads(tmp_path):
     lineage = Lineage.read(entry)
     assert (lineage.key, lineage.teacher_key, lineage.run_id) == ("k-old", "t-old", "r-old")
     assert lineage.model_run_id == lineage.training_run_id == "r-old" and lineage.model_id is None
-    assert Lineage.read(tmp_path / "missing") == Lineage()  # no files: nothing known, no error
+    assert Lineage.read(tmp_path / "missing") == Lineage.of({})  # no files: nothing known, no error
 
 
 @pytest.mark.parametrize(

@@ -32,24 +32,25 @@ INFO_KEYS = {
 
 @dataclass(frozen=True)
 class Lineage:
-    """A stored model's lineage: its entry, its teacher's, and the runs and LoggedModel that stand for it."""
+    """A stored model's lineage: its entry, its teacher's, and the runs and LoggedModel that stand for it
+    (every field given: [`Lineage.of`][] reads them all, None where unknown)."""
 
-    key: str | None = None
+    key: str | None
     """Its store key."""
-    store_path: str | None = None
+    store_path: str | None
     """Its store entry (a directory)."""
-    reused: bool | None = None
+    reused: bool | None
     """Whether this job reused the stored model instead of training it."""
-    teacher_key: str | None = None
+    teacher_key: str | None
     """The store key of the teacher it learnt from (a student)."""
-    run_id: str | None = None
+    run_id: str | None
     """The job's own run; in a stored entry's ``bert_kd.json``, the run that trained it."""
-    trained_in_run_id: str | None = None
+    trained_in_run_id: str | None
     """The run that trained a reused model."""
-    stands_for_run_id: str | None = None
+    stands_for_run_id: str | None
     """The run recorded as standing for the model ([`model_run_id`][Lineage.model_run_id] reads it with its
     fallbacks)."""
-    model_id: str | None = None
+    model_id: str | None
     """Its LoggedModel in the tracking store this job logs to."""
 
     @classmethod
