@@ -142,7 +142,7 @@ def test_every_cross_reference_lands_on_a_rendered_object(package):
 
 def test_the_check_finds_a_reference_to_an_undocumented_attribute(package):
     options = python_options()
-    module = package["pipelines.distill.nodes"]
+    module = package["experiment.comparison"]
     found = rendered(package, False) - {f"{module.path}.DECIMALS"}
     assert any("DECIMALS" in line for line in unrendered(package, options, found))
     assert expand("DECIMALS", module["display_frame"], {"scoped_crossrefs": True}) == f"{module.path}.DECIMALS"

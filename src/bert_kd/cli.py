@@ -313,10 +313,9 @@ def check_entry(folder: Path, key: str) -> None:
 
 
 def _run_link(folder: Path) -> str | None:
-    import json
+    from bert_kd.experiment.lineage import Lineage
 
-    info_file = folder / "bert_kd.json"
-    run_id = json.loads(info_file.read_text(encoding="utf-8")).get("mlflow_run_id") if info_file.is_file() else None
+    run_id = Lineage.read(folder).run_id
     if not run_id:
         return None
     from mlflow import MlflowClient

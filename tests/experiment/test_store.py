@@ -189,14 +189,14 @@ def test_a_model_reused_in_another_tracking_store_is_stood_for_by_the_run_that_l
     it: the LoggedModel's source run, ``model_run_id`` and a registered student's teacher tags agree."""
     import mlflow
 
+    from bert_kd.experiment.lineage import Lineage
     from bert_kd.experiment.publishing import run_model_job
-    from bert_kd.experiment.store import model_run_id
     from bert_kd.tracking.data import glue_dataset, log_input_once
     from bert_kd.tracking.evaluation import log_evaluation_to_run
     from bert_kd.tracking.logged_models import lineage_tags
 
     trained = run_job(tmp_path, tiny_teacher_dir, "teacher", kind="teacher")
-    assert model_run_id(trained.info) == trained.info["mlflow_run_id"]
+    assert Lineage.of(trained.info).model_run_id == trained.info["mlflow_run_id"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     uri = migrated_mlflow_db(elsewhere / "mlflow.db")
@@ -218,17 +218,21 @@ def test_a_model_reused_in_another_tracking_store_is_stood_for_by_the_run_that_l
     reused = reuse()
     model = client.get_logged_model(reused.info["mlflow_model_id"])
     assert reused.info["trained_in_run_id"] == trained.info["mlflow_run_id"]  # the manifest's run, elsewhere
-    assert described == [model.source_run_id] == [reused.info["mlflow_run_id"]] == [model_run_id(reused.info)]
+    assert (
+        described == [model.source_run_id] == [reused.info["mlflow_run_id"]] == [Lineage.of(reused.info).model_run_id]
+    )
     assert [i.model_id for i in client.get_run(model.source_run_id).inputs.model_inputs] == [model.model_id]
     evaluation = {"task": "rte", "metrics": {"validation": {"accuracy": 0.5}}, "score": 0.5}
     evaluation.update(parameters=1, encoder_parameters=1, size_on_disk_bytes=1, throughput_examples_per_s=1.0)
-    log_evaluation_to_run(evaluation, model_run_id(reused.info))
+    log_evaluation_to_run(evaluation, Lineage.of(reused.info).model_run_id)
     model = client.get_logged_model(model.model_id)
     assert {m.dataset_name for m in model.metrics if m.key == "final/score"} == {"glue-rte-validation"}
     tags = lineage_tags({"task": "rte"}, reused.info, client)
     assert tags["bert_kd.teacher_run_id"] == model.source_run_id and model.source_run_id in tags["bert_kd.teacher_run"]
     again = reuse()  # that store's next reuse finds the model: the run that logged it still stands for it
-    assert again.info["mlflow_model_id"] == model.model_id and model_run_id(again.info) == model.source_run_id
+    assert (
+        again.info["mlflow_model_id"] == model.model_id and Lineage.of(again.info).model_run_id == model.source_run_id
+    )
     assert described == [model.source_run_id, again.info["mlflow_run_id"]]  # its run records its data too
 
 

@@ -52,7 +52,7 @@ def test_tracking_on_without_an_installed_tracker_is_an_error_not_a_silent_drop(
 def test_timed_logs_the_seconds_of_its_block():
     logged = {}
 
-    class Run(tracker.NoRun):
+    class Run(tracker.JobRun):
         def log_metrics(self, metrics, step=None):
             logged.update(metrics)
 
@@ -96,3 +96,36 @@ def test_model_sources_read_a_task_only_from_a_models_uri():
     sources = tracker.model_sources()
     assert isinstance(sources, MlflowModelSources)
     assert sources.recorded_task("runs:/0123/alp-rte-student") == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("interface", "implementation"),
+    [
+        ("JobTracker", "bert_kd.tracking.jobs:MlflowTracker"),
+        ("JobRun", "bert_kd.tracking.runs:RunLogger"),
+        ("KedroRunReporter", "bert_kd.tracking.kedro_run:MlflowKedroRun"),
+    ],
+)
+def test_mlflows_side_overrides_every_method_of_the_interface_whose_methods_do_nothing(interface, implementation):
+    """The interface is written once, its methods the no-ops of tracking off; MLflow's class inherits none of
+    them (a method it forgot would silently log nothing)."""
+    import importlib
+    import inspect
+
+    base = getattr(tracker, interface)
+    module, name = implementation.split(":")
+    mlflow_side = getattr(importlib.import_module(module), name)
+    assert issubclass(mlflow_side, base)
+    methods = [n for n, v in vars(base).items() if not n.startswith("_") and inspect.isfunction(getattr(base, n))]
+    assert len(methods) >= 6
+    assert [n for n in methods if getattr(mlflow_side, n) is getattr(base, n)] == []
+
+
+def test_the_recording_double_records_named_arguments_and_refuses_what_the_interface_lacks():
+    from tests.recorder import Recorder
+
+    recorded = Recorder(tracker.JobTracker, {"run_link": lambda run_id: f"link/{run_id}"})
+    assert recorded.run_link("r1") == "link/r1" and recorded.logged_model("r2") is None
+    assert recorded.called("logged_model") == [{"run_id": "r2", "store_key": None}]
+    with pytest.raises(AttributeError):
+        recorded.log_everything()

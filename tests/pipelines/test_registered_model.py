@@ -12,6 +12,7 @@ import pytest
 from bert_kd.experiment.run_setup import RunCommand
 from bert_kd.pipelines.registration import register_best_student
 from tests.pipelines.conftest import latest_version
+from tests.recorder import Recorder
 
 
 def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeline):
@@ -68,22 +69,7 @@ def test_evaluate_reads_a_registered_student_and_gets_the_same_metric(run_pipeli
 def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it(monkeypatch, caplog):
     from bert_kd.pipelines import registration as nodes
 
-    registered, tags = [], {}
-
-    class Recorder:
-        def register_best_student(self, info, teacher_info, name, extra_tags, description, alias="champion"):
-            registered.append((info["method"], alias, extra_tags["bert_kd.verdict"], description))
-            return str(len(registered))
-
-    class Parent:
-        def set_tags(self, values):
-            tags.update(values)
-
-        def head_note(self, line):
-            tags["note"] = line
-
-    monkeypatch.setattr(nodes, "tracker_for", lambda tracking: Recorder())
-    monkeypatch.setattr(nodes, "kedro_run", lambda: Parent())
+    tracker, parent = _recorders(monkeypatch, nodes)
     given = {"glue_dir": "../shared/glue", "seed": 42, "tracking": {"register_ties": True}}
     monkeypatch.setattr(nodes, "run_command", lambda: RunCommand.of("compare", given))
     table = pd.DataFrame(
@@ -102,6 +88,9 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
     ]
     settings = {"task": "sst2", "seed": 42, "tracking": {"enabled": True}}
     result = nodes.register_best_student(table, teacher, settings, *students, table_name="distill_baselines")
+    registered = _registrations(tracker)
+    tags = {k: v for call in parent.called("set_tags") for k, v in call["tags"].items()}
+    tags["note"] = parent.called("head_note")[-1]["line"]
     assert [(row, alias, verdict) for row, alias, verdict, _ in registered] == [
         ("nkd", "tied-nkd", "tie"),
         ("alp", "tied-alp", "tie"),  # alp_no is the same job: one version
@@ -124,30 +113,38 @@ def test_a_tie_registers_no_champion_but_each_tied_job_and_says_how_to_decide_it
     )
     assert summary[-1] == f"to decide the tie: {result['decide']}"
     off = {**settings, "tracking": {"enabled": True, "register_ties": False}}
-    registered.clear()
-    assert nodes.register_best_student(table, teacher, off, *students)["registered"] is False and not registered
+    tracker.calls.clear()
+    assert nodes.register_best_student(table, teacher, off, *students)["registered"] is False and not tracker.calls
+
+
+def _registrations(tracker: Recorder, keyed: bool = False) -> list[tuple]:
+    """The registrations a recording tracker saw: (method, [job key,] alias, verdict, description) each."""
+    return [
+        (c["student_info"]["method"], *([c["student_info"]["key"]] if keyed else []), c["alias"])
+        + (c["extra_tags"]["bert_kd.verdict"], c["description"])
+        for c in tracker.called("register_best_student")
+    ]
+
+
+def _recorders(monkeypatch, nodes) -> tuple[Recorder, Recorder]:
+    """A recording tracker (each registration's version: its number among the registrations) and a
+    recording ``kedro run`` reporter, in place of MLflow's."""
+    from bert_kd.experiment.tracker import JobTracker, KedroRunReporter
+
+    tracker = Recorder(
+        JobTracker, {"register_best_student": lambda **_: str(len(tracker.called("register_best_student")))}
+    )
+    parent = Recorder(KedroRunReporter)
+    monkeypatch.setattr(nodes, "tracker_for", lambda tracking: tracker)
+    monkeypatch.setattr(nodes, "kedro_run", lambda: parent)
+    return tracker, parent
 
 
 def _tie_recorder(monkeypatch):
     from bert_kd.pipelines import registration as nodes
 
-    registered = []
-
-    class Recorder:
-        def register_best_student(self, info, teacher_info, name, extra_tags, description, alias="champion"):
-            registered.append((info["method"], info["key"], alias, extra_tags["bert_kd.verdict"], description))
-            return str(len(registered))
-
-    class Parent:
-        def set_tags(self, values):
-            pass
-
-        def head_note(self, line):
-            pass
-
-    monkeypatch.setattr(nodes, "tracker_for", lambda tracking: Recorder())
-    monkeypatch.setattr(nodes, "kedro_run", lambda: Parent())
-    return nodes, registered
+    tracker, _ = _recorders(monkeypatch, nodes)
+    return nodes, tracker
 
 
 #: A tied comparison as `--env compare` makes it: rows (method, score, job key), in the pipeline's order;
@@ -178,10 +175,11 @@ def test_tied_rows_are_registered_with_their_own_evaluations_whatever_the_tables
     """The comparison table lists rows by score, the evaluations come in the pipeline's order: a row's same-job
     map and its registered model were taken by position (rkd left out, ckd_po registered as ckd's model, "alp (=
     alp_po, rkd)"). Each row is now joined with its own evaluation by name."""
-    nodes, registered = _tie_recorder(monkeypatch)
+    nodes, tracker = _tie_recorder(monkeypatch)
     teacher, students, rows, settings = _tied_inputs()
     by_score = pd.DataFrame(sorted(rows, key=lambda r: -r["accuracy"]))
     result = nodes.register_best_student(by_score, teacher, settings, *students, table_name="distill_baselines")
+    registered = _registrations(tracker, keyed=True)
     assert result["verdict"] == "tie"
     assert {(method, key) for method, key, *_ in registered} == {
         ("logits_mse", "k-lm"),
@@ -204,10 +202,11 @@ def test_any_order_of_the_tables_rows_gives_the_same_verdict_versions_and_descri
     for n, order in enumerate(itertools.permutations(range(len(body)))):
         if n % 7:  # 720 orders; every 7th of them, the identity and reversals among them
             continue
-        nodes, registered = _tie_recorder(monkeypatch)
+        nodes, tracker = _tie_recorder(monkeypatch)
         table = pd.DataFrame(head + [body[i] for i in order])
         shuffled = [students[i] for i in reversed(order)]
         result = nodes.register_best_student(table, teacher, settings, *shuffled, table_name="distill_baselines")
+        registered = _registrations(tracker, keyed=True)
         outcomes.add(
             (
                 result["verdict"],

@@ -15,6 +15,7 @@ from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, count_parameters
 from bert_kd.core.reports.verdict import majority_class_metrics
 from bert_kd.core.training import SupervisedObjective, make_loader, module_device, predict_logits
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.run_setup import collator_for
 
 
@@ -104,7 +105,7 @@ def _saved_size(bundle: ModelBundle) -> int:
     (the in-memory model is that entry), else measured by saving it to a temporary folder."""
     import tempfile
 
-    stored = bundle.info.get("store_path")
+    stored = Lineage.of(bundle.info).store_path
     files = _model_files(Path(stored)) if stored and Path(stored).is_dir() else []
     if any(f.suffix == ".safetensors" for f in files):
         return sum(f.stat().st_size for f in files)

@@ -30,6 +30,7 @@ from bert_kd.core.metrics import metric_label
 from bert_kd.core.models import OFFLINE_MINILM_ALIASES
 from bert_kd.core.reports.verdict import noise_tolerance
 from bert_kd.experiment.jobs import MODEL_CARD
+from bert_kd.experiment.lineage import Lineage
 
 #: The card's file name in a model folder (the hub shows it as the repository's page).
 CARD_FILE = MODEL_CARD
@@ -102,7 +103,8 @@ def card_facts(directory: str | Path) -> dict:
     provenance = manifest.get("provenance") or {}
     task = get_task(info.get("task") or spec.get("task"))
     role = info.get("role") or "model"
-    teacher_key = info.get("teacher_key") or spec.get("teacher")
+    lineage = Lineage.read(directory)
+    teacher_key = lineage.teacher_key
     teacher = _teacher_entry(directory, teacher_key) if role != "teacher" else {}
     base = info.get("base_model") if role == "teacher" else teacher.get("base_model")
     recipe = spec.get("recipe") or {}
@@ -124,8 +126,8 @@ def card_facts(directory: str | Path) -> dict:
         "data": spec.get("data"),
         "training": spec.get("training") or {},
         "commit": provenance.get("git_commit"),
-        "run_id": info.get("mlflow_run_id"),
-        "key": manifest.get("key") or info.get("key"),
+        "run_id": lineage.run_id,
+        "key": lineage.key,
         "parameters": info.get("parameters") or _parameter_count(directory),
         "layers": _read_json(directory / "config.json").get("num_hidden_layers"),
         "train_examples": info.get("train_examples"),

@@ -14,9 +14,9 @@ from typing import Any, Callable, Mapping
 from bert_kd.config.schema import Tracking
 from bert_kd.core.models import ModelBundle, load_bundle, write_bundle_files
 from bert_kd.experiment import jobs
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.model_card import CARD_FILE, write_model_card
 from bert_kd.experiment.provenance import git_commit_label
-from bert_kd.experiment.store import model_run_id
 from bert_kd.experiment.tracker import is_main_process, timed, tracker_for
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ TRAINING_SECONDS = "time/training_seconds"
 class JobRunSpec:
     """A job's run: its ``name`` (default ``<kind>:<task>``), ``tags``, and ``describe_fn(run, bundle)``,
     which records on a reuse run that stands for the model (see
-    [`model_run_id`][]) what the job's training run records."""
+    [`Lineage.model_run_id`][]) what the job's training run records."""
 
     name: str | None = None
     tags: Mapping[str, str] | None = None
@@ -46,19 +46,19 @@ def run_model_job(
     job_run: JobRunSpec = JobRunSpec(),
 ) -> ModelBundle:
     """Reuse or train a model through the job path, inside the job's own run; the bundle's
-    ``info`` names its store path.
+    ``info`` carries the job's frozen [`Lineage`][] (read it back with [`Lineage.of`][]).
 
     The run (``job_run``: [`JobRunSpec`][]) opens before the job and ends with it:
     ``train_fn(checkpoint_dir, run=<the run>)`` logs into it and its seconds are logged as
     [`TRAINING_SECONDS`][]. A reused model's run is its own short run, tagged with a link to the
-    run that trained it (``info["trained_in_run_id"]``); ``info["mlflow_run_id"]`` is this job's run.
+    run that trained it ([`Lineage.trained_in_run_id`][]); [`Lineage.run_id`][] is this job's run.
     With ``tracking.log_models`` the stored model is logged as a LoggedModel of the run, once per
     store entry and tracking store: the run that trains the entry logs it before it releases the
     key's lock ([`bert_kd.experiment.jobs.key_lock`][]), and a run that reuses the entry and finds no
     finished LoggedModel of it (the training run's logging killed, another tracking store, or that
-    logging still under way) takes the lock and looks again before it logs one. Its id goes to
-    ``info["mlflow_model_id"]``. ``info["model_run_id"]`` is the run that stands for the stored model
-    in this tracking store, its LoggedModel's source run ([`model_run_id`][]); a reuse run that is
+    logging still under way) takes the lock and looks again before it logs one. Its id is
+    [`Lineage.model_id`][]; [`Lineage.model_run_id`][] is the run that stands for the stored model
+    in this tracking store, its LoggedModel's source run; a reuse run that is
     that run (the training run is in another tracking store) first records what its job's training
     would have, through ``job_run.describe_fn`` (the train split as its dataset, the comparable
     columns), so the model it logs and the evaluation logged on it name their data. The entry gets its model card (``README.md``,
@@ -74,10 +74,10 @@ def run_model_job(
                 return train_fn(checkpoint_dir, run=run)
 
         def publish(outcome: jobs.JobOutcome) -> None:  # the key's lock held: logged before anyone reuses it
-            bundle = _describe(outcome, model_job, run)
+            _describe(outcome, model_job, run)
             if is_main_process():
                 write_card_quietly(outcome.path, tracker.run_link(run.run_id))
-            _log_model(tracker, run, tracking, bundle, outcome.path)
+            _log_model(tracker, run, tracking, outcome.value, outcome.path)
 
         outcome = jobs.run_job(
             model_job,
@@ -87,7 +87,7 @@ def run_model_job(
             recompute=recompute,
             writer=is_main_process(),
             provenance_fn=lambda bundle: {
-                "mlflow_run_id": bundle.info.get("mlflow_run_id"),
+                "mlflow_run_id": Lineage.of(bundle.info).run_id,
                 "git_commit": git_commit_label(),
             },
             publish_fn=publish,
@@ -99,16 +99,21 @@ def run_model_job(
     return outcome.value
 
 
-def _describe(outcome: jobs.JobOutcome, model_job: jobs.Job, run) -> ModelBundle:
-    """The bundle's ``info``: its key, store path, whether reused (then the run that trained it) and this job's run."""
-    bundle = outcome.value
-    bundle.info.update(key=model_job.key, store_path=str(outcome.path), reused=outcome.reused)
-    if outcome.reused:
-        bundle.info["trained_in_run_id"] = bundle.info.get("mlflow_run_id")
-    if run.enabled:
-        bundle.info["mlflow_run_id"] = run.run_id
-        bundle.info["model_run_id"] = bundle.info.get("trained_in_run_id") if outcome.reused else run.run_id
-    return bundle
+def _describe(outcome: jobs.JobOutcome, model_job: jobs.Job, run) -> Lineage:
+    """The job's [`Lineage`][]: its key, store path, whether reused (then the run that trained it) and
+    this job's run; written into the bundle's ``info``."""
+    stored = Lineage.of(outcome.value.info)
+    return _stamp(outcome, stored.placed(model_job.key, str(outcome.path), outcome.reused, _run_id(run)))
+
+
+def _stamp(outcome: jobs.JobOutcome, lineage: Lineage) -> Lineage:
+    """``lineage`` written into the bundle's ``info`` (the form ``bert_kd.json`` and the nodes read)."""
+    outcome.value.info.update(lineage.info())
+    return lineage
+
+
+def _run_id(run) -> str | None:
+    return run.run_id if run.enabled else None
 
 
 def _reuse_entry(
@@ -118,27 +123,27 @@ def _reuse_entry(
     (or, when it has none in this tracking store, logged under the key's lock). When the run that
     trained it is not in this tracking store, this run records what that run would have
     (``describe_fn``) and stands for the model unless an earlier run logged it here
-    ([`model_run_id`][])."""
-    bundle = _describe(outcome, model_job, run)
-    trained_in = bundle.info["trained_in_run_id"]
+    ([`Lineage.model_run_id`][])."""
+    lineage = _describe(outcome, model_job, run)
+    trained_in = lineage.trained_in_run_id
     trained_here = tracker.mark_reused(run, trained_in)
     if run.enabled and not trained_here:
-        bundle.info["model_run_id"] = run.run_id
+        lineage = _stamp(outcome, lineage.with_model(stands_for_run_id=run.run_id))
         if describe_fn is not None:
-            describe_fn(run, bundle)
+            describe_fn(run, outcome.value)
     model_id = tracker.logged_model(trained_in, model_job.key)
     if model_id is None and tracking.log_models and run.enabled:
         with jobs.key_lock(model_job):  # the run that trained it may be logging it right now: wait, then look again
             model_id = tracker.logged_model(trained_in, model_job.key)
             if model_id is None:
-                bundle.info["model_run_id"] = run.run_id
+                _stamp(outcome, lineage.with_model(stands_for_run_id=run.run_id))
                 _write_missing_card(outcome, tracker, run.run_id)
-                _log_model(tracker, run, tracking, bundle, outcome.path)
+                _log_model(tracker, run, tracking, outcome.value, outcome.path)
                 return
     if model_id is not None:
-        bundle.info["mlflow_model_id"] = model_id
-        bundle.info["model_run_id"] = tracker.model_run(model_id) or model_run_id(bundle.info)
-    _write_missing_card(outcome, tracker, model_run_id(bundle.info))
+        stands_for = tracker.model_run(model_id) or lineage.model_run_id
+        lineage = _stamp(outcome, lineage.with_model(model_id, stands_for))
+    _write_missing_card(outcome, tracker, lineage.model_run_id)
 
 
 def _write_missing_card(outcome: jobs.JobOutcome, tracker, run_id: str | None) -> None:
@@ -152,9 +157,10 @@ def _log_model(tracker, run, tracking: Tracking, bundle: ModelBundle, directory)
     if not tracking.log_models:
         return
     regression = int(getattr(bundle.model.config, "num_labels", 2)) == 1
-    model_id = tracker.log_model(run, directory, bundle.info, bundle.info["key"], regression)
+    lineage = Lineage.of(bundle.info)
+    model_id = tracker.log_model(run, directory, bundle.info, lineage.key, regression)
     if model_id is not None:
-        bundle.info["mlflow_model_id"] = model_id
+        bundle.info.update(lineage.with_model(model_id).info())
 
 
 def write_card_quietly(directory, run_link: str | None = None, **options) -> Path | None:

@@ -17,81 +17,76 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 #: The alias of the registered version a comparison chose (``models:/<name>@champion``).
 CHAMPION_ALIAS = "champion"
 
 
-@runtime_checkable
-class JobRun(Protocol):
-    """One job's run: what the loop and the methods log to (every call a no-op when disabled)."""
+class JobRun:
+    """One job's run: what the loop and the methods log to. Every method here records nothing (tracking
+    off, or a process other than rank 0); MLflow's run ([`bert_kd.tracking.runs.RunLogger`][]) overrides them."""
 
-    enabled: bool
-    run_id: str | None
-
-    def log_params(self, params: Mapping) -> None: ...
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
-    def set_tags(self, tags: Mapping[str, str]) -> None: ...
-    def log_dict(self, data: Mapping, name: str) -> None: ...
-    def log_figure(self, figure, name: str) -> None: ...
-    def log_artifacts(self, directory, artifact_path: str) -> None: ...
-
-
-class NoRun:
-    """A run that records nothing (tracking off, or a process other than rank 0)."""
-
-    enabled = False
+    enabled: bool = False
     run_id: str | None = None
 
     def log_params(self, params: Mapping) -> None:
-        pass
+        """Parameters of the run."""
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        pass
+        """Metrics of the run (at ``step``)."""
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        pass
+        """Tags of the run."""
 
     def log_dict(self, data: Mapping, name: str) -> None:
-        pass
+        """``data`` as the JSON artifact ``name``."""
 
     def log_figure(self, figure, name: str) -> None:
-        pass
+        """A figure as the artifact ``name``."""
 
     def log_artifacts(self, directory, artifact_path: str) -> None:
-        pass
+        """The files of ``directory`` under ``artifact_path``."""
 
 
-class JobTracker(Protocol):
-    """Where jobs report: one run per job, its stored model, the evaluation of its model."""
+class JobTracker:
+    """Where jobs report: one run per job, its stored model, the evaluation of its model. Every method
+    here opens, logs, finds and registers nothing: this class is the tracker of ``tracking.enabled:
+    false`` ([`NO_TRACKER`][]), and MLflow's ([`bert_kd.tracking.jobs.MlflowTracker`][]) overrides them."""
 
-    enabled: bool
+    enabled: bool = False
 
-    def start_job(self, name: str, tags: Mapping[str, str] | None = None) -> ContextManager[JobRun]:
+    @contextlib.contextmanager
+    def start_job(self, name: str, tags: Mapping[str, str] | None = None) -> Iterator[JobRun]:
         """A run for one job, open while the job trains (or reuses) its model; ended when the job ends."""
+        yield JobRun()
 
     def mark_reused(self, run: JobRun, trained_in_run_id: str | None) -> bool:
         """Say on ``run`` that the job reused a stored model, linking the run that trained it; whether
         that run is in this tracking store."""
+        return False
 
     def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
         """The id of the finished model that run ``run_id`` logged, else of any finished model of the
         store entry ``store_key`` (None: none, unfinished, or another tracking store)."""
+        return None
 
     def model_run(self, model_id: str) -> str | None:
         """The run that logged the model ``model_id`` (None: not in this tracking store)."""
+        return None
 
     def log_model(
         self, run: JobRun, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
     ) -> str | None:
         """Log the stored model ``directory`` on ``run``; its id (None when not logged)."""
+        return None
 
     def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
         """An evaluation's metrics on the (finished) run of the evaluated model, without reopening it."""
 
     def run_link(self, run_id: str | None) -> str | None:
         """The UI link of run ``run_id`` (a model card's "MLflow run"); None when there is none."""
+        return None
 
     def describe_job(
         self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
@@ -120,9 +115,11 @@ class JobTracker(Protocol):
 
     def log_onnx_model(self, onnx_path, tags: Mapping[str, str]) -> str | None:
         """The exported ONNX student as a LoggedModel of the open job run; its id."""
+        return None
 
     def champion_source(self, name: str) -> str | None:
         """``models:/<name>@champion`` when the registered model ``name`` has that alias (else None)."""
+        return None
 
     def register_best_student(
         self,
@@ -136,80 +133,11 @@ class JobTracker(Protocol):
         """Register the student's LoggedModel as a new version of ``name`` with ``alias`` (``champion``
         for a clear winner; a tied row's own ``tied-<row>``); the version number (None when nothing
         was registered)."""
-
-
-class NoTracker:
-    """The tracker of ``tracking.enabled: false``: opens nothing, logs nothing, imports nothing."""
-
-    enabled = False
-
-    @contextlib.contextmanager
-    def start_job(self, name: str, tags: Mapping[str, str] | None = None) -> Iterator[JobRun]:
-        yield NoRun()
-
-    def mark_reused(self, run: JobRun, trained_in_run_id: str | None) -> bool:
-        return False
-
-    def logged_model(self, run_id: str | None, store_key: str | None = None) -> str | None:
-        return None
-
-    def model_run(self, model_id: str) -> str | None:
-        return None
-
-    def log_model(
-        self, run: JobRun, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
-    ) -> str | None:
-        return None
-
-    def log_evaluation(self, run_id: str | None, evaluation: Mapping) -> None:
-        pass
-
-    def run_link(self, run_id: str | None) -> str | None:
-        return None
-
-    def describe_job(
-        self, run: JobRun, store_job, task: str, seed: int, data_source: Mapping | None, n_train: int, model
-    ) -> None:
-        pass
-
-    def distillation_started(self, run: JobRun, job, model, method, objective, settings) -> None:
-        pass
-
-    def distillation_ended(self, run: JobRun, job, method, outcome: Mapping[str, Any]) -> None:
-        pass
-
-    def ted_stage_one_started(
-        self, run: JobRun, job, teacher, mapping, arch: str, route: str, config, data_source, n_train: int
-    ) -> None:
-        pass
-
-    def ted_filters_scored(
-        self, run: JobRun, per_layer: Mapping[str, Mapping[str, float]], metric: str, task: str
-    ) -> None:
-        pass
-
-    def log_stored_filters(self, run_id: str, directory) -> None:
-        pass
-
-    def log_onnx_model(self, onnx_path, tags: Mapping[str, str]) -> str | None:
-        return None
-
-    def champion_source(self, name: str) -> str | None:
-        return None
-
-    def register_best_student(
-        self,
-        student_info: Mapping,
-        teacher_info: Mapping | None,
-        name: str,
-        extra_tags: Mapping[str, str],
-        description: str,
-        alias: str | None = None,
-    ) -> str | None:
         return None
 
 
-NO_TRACKER = NoTracker()
+#: The tracker of ``tracking.enabled: false``: opens nothing, logs nothing, imports nothing.
+NO_TRACKER = JobTracker()
 
 
 def default_registered_name(task: str) -> str:
@@ -285,8 +213,10 @@ class Comparison:
     teacher_run_id: str | None = None  # linked from the description
 
 
-class KedroRunReporter(Protocol):
-    """What report nodes show on the ``kedro run``'s own run (the one kedro-mlflow opened), if any."""
+class KedroRunReporter:
+    """What report nodes show on the ``kedro run``'s own run (the one kedro-mlflow opened), if any. Every
+    method here shows nothing ([`NO_KEDRO_RUN`][]: MLflow never loaded, or a process other than rank 0);
+    MLflow's ([`bert_kd.tracking.kedro_run.MlflowKedroRun`][]) overrides them."""
 
     def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
         """Texts and figures as artifacts named by their keys."""
@@ -315,35 +245,8 @@ class KedroRunReporter(Protocol):
         ``compare/<method>/<task>``, each file under ``reproduce/``."""
 
 
-class NoKedroRun:
-    """No ``kedro run`` run to report on (MLflow never loaded, or a process other than rank 0)."""
-
-    def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:
-        pass
-
-    def log_report(self, name: str, table, figure) -> None:
-        pass
-
-    def log_comparison(self, comparison: Comparison) -> None:
-        pass
-
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        pass
-
-    def head_note(self, line: str) -> None:
-        pass
-
-    def log_evaluation(self, evaluation: Mapping) -> None:
-        pass
-
-    def log_metrics(self, metrics: Mapping[str, float]) -> None:
-        pass
-
-    def log_reproduction(self, note: str, compare_means: Mapping[tuple[str, str], float], paths) -> None:
-        pass
-
-
-NO_KEDRO_RUN = NoKedroRun()
+#: No ``kedro run`` run to report on.
+NO_KEDRO_RUN = KedroRunReporter()
 
 
 def kedro_run() -> KedroRunReporter:

@@ -11,6 +11,7 @@ from typing import Callable
 
 from kedro.framework.hooks import hook_impl
 
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.progress import JobProgress, Step, check_metrics, check_table
 from bert_kd.experiment.tracker import kedro_run
 
@@ -65,7 +66,7 @@ def run_steps(pipeline, catalog, recompute: bool) -> list[Step]:
 def _reused(value) -> bool:
     """Whether ``value`` is a model bundle the store handed back (its ``info`` says so)."""
     info = getattr(value, "info", None)
-    return isinstance(info, dict) and bool(info.get("reused"))
+    return isinstance(info, dict) and bool(Lineage.of(info).reused)
 
 
 def parameter_count(value) -> int | None:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from bert_kd.core.reports.markdown_tables import markdown_table, significant
 from bert_kd.core.reports.verdict import MAJORITY_METHOD, TIE, Verdict, deciding_command, tied_alias
+from bert_kd.experiment.comparison import display_frame, evaluations_by_row, table_verdict
 from bert_kd.experiment.run_setup import RunSettings, run_command
 from bert_kd.experiment.tracker import (
     CHAMPION_ALIAS,
@@ -20,7 +21,6 @@ from bert_kd.experiment.tracker import (
     kedro_run,
     tracker_for,
 )
-from bert_kd.pipelines.distill.nodes import display_frame, evaluations_by_row, table_verdict
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from bert_kd.core.models import count_parameters
 from bert_kd.core.reports.plots import attention_heatmap, per_epoch_lines, per_layer_metric
 from bert_kd.experiment import jobs
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.tracking.data import log_training_job
 from bert_kd.tracking.runs import RunLogger
 
@@ -148,7 +149,7 @@ def log_ted_stage_one_start(
             "arch": arch,
             "student_filters": route,
             "training": vars(config),
-            "teacher_key": teacher.info.get("key"),
+            "teacher_key": Lineage.of(teacher.info).key,
             "key": job.key,
         }
     )

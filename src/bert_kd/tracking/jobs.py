@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from bert_kd.experiment.tracker import CHAMPION_ALIAS
+from bert_kd.experiment.tracker import CHAMPION_ALIAS, JobTracker
 from bert_kd.tracking.runs import RunLogger, tracked_run
 from bert_kd.tracking.ui import NOTE_TAG, run_url
 
@@ -26,7 +26,7 @@ COPIED_TAGS = ("role", "method", "task", "seed", "parameters", "parameters_M")
 SAME_JOB_AS_TAG = "bert_kd.same_job_as"
 
 
-class MlflowTracker:
+class MlflowTracker(JobTracker):
     """[`bert_kd.experiment.tracker.JobTracker`][] on the active MLflow tracking store."""
 
     enabled = True

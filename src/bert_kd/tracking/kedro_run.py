@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from bert_kd.experiment.tracker import Comparison
+from bert_kd.experiment.tracker import Comparison, KedroRunReporter
 from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.evaluation import flat_eval_metrics
 from bert_kd.tracking.format import metric_key
@@ -19,7 +19,7 @@ def _active() -> bool:
     return mlflow.active_run() is not None and is_main_process()
 
 
-class MlflowKedroRun:
+class MlflowKedroRun(KedroRunReporter):
     """[`bert_kd.experiment.tracker.KedroRunReporter`][] on MLflow's active run."""
 
     def log_files(self, texts: Mapping[str, str], figures: Mapping[str, object]) -> None:

@@ -31,6 +31,7 @@ import logging
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.tracker import CHAMPION_ALIAS
 
 log = logging.getLogger(__name__)
@@ -285,9 +286,10 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
     from mlflow.exceptions import MlflowException
 
     client = client or MlflowClient()
-    spec = store_manifest(student_info.get("store_path"))
-    run_id = run_id_of(student_info)
-    teacher_run_id = run_id_of(teacher_info or {})
+    student = Lineage.of(student_info)
+    spec = store_manifest(student.store_path)
+    run_id = student.model_run_id
+    teacher_run_id = Lineage.of(teacher_info).model_run_id
     recipe = None
     if run_id:
         try:
@@ -299,13 +301,13 @@ def lineage_tags(student_info: Mapping, teacher_info: Mapping | None = None, cli
         "bert_kd.method": student_info.get("method"),
         "bert_kd.recipe": recipe or json.dumps(spec.get("recipe", {}), sort_keys=True, default=str)[:5000],
         "bert_kd.data_digest": spec.get("data"),
-        "bert_kd.store_key": student_info.get("key"),
-        "bert_kd.store_entry": store_entry(student_info.get("store_path")),
+        "bert_kd.store_key": student.key,
+        "bert_kd.store_entry": store_entry(student.store_path),
         "bert_kd.student_run_id": run_id,
         "bert_kd.student_run": run_link(run_id, client),
         "bert_kd.teacher_run_id": teacher_run_id,
         "bert_kd.teacher_run": run_link(teacher_run_id, client),
-        "bert_kd.teacher_key": student_info.get("teacher_key") or spec.get("teacher"),
+        "bert_kd.teacher_key": student.teacher_key or spec.get("teacher"),
     }
     return {k: str(v) for k, v in tags.items() if v not in (None, "")}
 
@@ -361,13 +363,10 @@ def register_best_student(
     from mlflow import MlflowClient
 
     client = client or MlflowClient()
-    model_id = student_info.get("mlflow_model_id") or find_logged_model(
-        student_info.get("trained_in_run_id") or student_info.get("mlflow_run_id"),
-        client,
-        store_key=student_info.get("key"),
-    )
+    student = Lineage.of(student_info)
+    store_path = student.store_path
+    model_id = student.model_id or find_logged_model(student.training_run_id, client, store_key=student.key)
     if model_id is None:
-        store_path = student_info.get("store_path")
         if not store_path or not Path(store_path).is_dir():
             raise FileNotFoundError(
                 f"the best student ({student_info.get('method')}, store entry "
@@ -381,11 +380,11 @@ def register_best_student(
             store_path,
             task=student_info.get("task"),
             name=logged_model_name(student_info),
-            tags={"role": "student", "store_key": student_info.get("key", "")},
+            tags={"role": "student", "store_key": student.key or ""},
         )
     lineage = {**lineage_tags(student_info, teacher_info, client), **(extra_tags or {})}
     tags = {key: value for key, value in lineage.items() if key in VERSION_TAGS}
-    tag_student_run(run_id_of(student_info), {k: v for k, v in lineage.items() if k not in VERSION_TAGS}, client)
+    tag_student_run(student.model_run_id, {k: v for k, v in lineage.items() if k not in VERSION_TAGS}, client)
     version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
     if "bert_kd.task" in tags:
         client.set_registered_model_tag(name, "bert_kd.task", tags["bert_kd.task"])
@@ -393,22 +392,13 @@ def register_best_student(
         client.update_model_version(name, version.version, description=description[:5000])
     for each in [alias] if isinstance(alias, str) else alias or ():
         client.set_registered_model_alias(name, each, version.version)
-    store_path = student_info.get("store_path")
     if store_path and Path(store_path, "config.json").is_file():  # the entry's card names its registration
         from bert_kd.experiment.publishing import write_card_quietly
 
         write_card_quietly(
-            store_path, run_link(run_id_of(student_info), client), registered=f"models:/{name}/{version.version}"
+            store_path, run_link(student.model_run_id, client), registered=f"models:/{name}/{version.version}"
         )
     return version
-
-
-def run_id_of(info: Mapping) -> str | None:
-    """The run that stands for a stored model in this tracking store
-    ([`model_run_id`][experiment.store.model_run_id])."""
-    from bert_kd.experiment.store import model_run_id
-
-    return model_run_id(info)
 
 
 class UnsafeModelPathError(ValueError):

@@ -13,6 +13,7 @@ from typing import Iterator, Mapping
 from bert_kd.config.errors import TrackingUnreachableError
 from bert_kd.config.schema import Block, Tracking, typed
 from bert_kd.experiment.provenance import environment_info
+from bert_kd.experiment.tracker import JobRun
 from bert_kd.tracking.format import SIZE_METRICS, flatten, format_param, is_number, size_tags
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def tracking_server_problem(uri: str, timeout: float = TRACKING_CHECK_TIMEOUT_S)
     return None
 
 
-class RunLogger:
+class RunLogger(JobRun):
     """Thin wrapper over the active MLflow run; every call is a no-op when tracking is off."""
 
     def __init__(self, enabled: bool):

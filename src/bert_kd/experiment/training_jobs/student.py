@@ -38,6 +38,7 @@ from bert_kd.core.models import (
 from bert_kd.core.training import fit, make_loader
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.parameters import explicit_weights
 from bert_kd.experiment.publishing import JobRunSpec, run_model_job
 from bert_kd.experiment.run_setup import (  # RunSettings: re-exported
@@ -98,7 +99,7 @@ def student_start_spec(student: ModelBundle, params: Student) -> dict:
     spec = {
         "num_layers": params.num_layers,
         "layer_selection": params.layer_selection,
-        "from_job": student.info.get("key"),
+        "from_job": Lineage.of(student.info).key,
     }
     if params.model:
         spec["model"] = model_identity(params.model)
@@ -159,7 +160,7 @@ def single_teacher_job(
         {
             "task": task,
             "recipe": recipe_spec(key_recipe),
-            "teacher": teacher.info.get("key"),
+            "teacher": Lineage.of(teacher.info).key,
             "start": student_start_spec(student, student.params),
             "max_seq_length": None,  # a student block has no such key: material since v1
             "training": jobs.training_spec(vars(config)),

@@ -26,6 +26,7 @@ from bert_kd.core.training import SupervisedObjective, TrainingConfig, fit
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.run_setup import collator_for, training_config
 from bert_kd.experiment.tracker import is_main_process, tracker_for
 from bert_kd.experiment.training_jobs.student import (
@@ -59,7 +60,7 @@ def train_ted_filters(teacher: ModelBundle, tokenized, ted, ted_student, setting
         "ted_filters",
         {
             "task": spec.name,
-            "teacher": teacher.info.get("key"),
+            "teacher": Lineage.of(teacher.info).key,
             "mapping": mapping,
             "arch": arch,
             "route": route,

@@ -29,6 +29,7 @@ from bert_kd.core.data.shards import ShardWriter, read_shards, shard_paths
 from bert_kd.core.data.tokenize import tokenize_frame
 from bert_kd.core.models import ModelBundle
 from bert_kd.experiment import jobs
+from bert_kd.experiment.lineage import Lineage
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def _file_sha256(path: str) -> str:
 def word_source_material(block: Augment, teacher: ModelBundle) -> dict:
     """Key material of where replacement words come from."""
     return {
-        "embedding_neighbours_of": teacher.info.get("key") or teacher.info.get("model"),
+        "embedding_neighbours_of": Lineage.of(teacher.info).key or teacher.info.get("model"),
         "glove_sha256": _file_sha256(block.glove) if block.glove else None,
         "pos_tagger": block.pos_tagger,
     }

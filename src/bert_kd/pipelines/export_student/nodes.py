@@ -18,6 +18,7 @@ from bert_kd.core.models import ModelBundle, load_bundle
 from bert_kd.core.onnx_export import OnnxClassifier, export_and_verify, latency_table, predict, torch_logits_fn
 from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.experiment.evaluation import evaluation_split
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.run_setup import RunSettings, collator_for
 from bert_kd.experiment.tracker import JobTracker, default_registered_name, tracker_for
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
@@ -91,7 +92,7 @@ def export_student(
     log.info("export_student %s (%s): %s", spec.name, source, scores)
     tracker = tracker_for(tracking)
     with tracker.start_job(f"export_student:{spec.name}", {"role": "export", "task": spec.name}) as run:
-        run.log_params({"export": logged, "student_run_id": student.info.get("mlflow_run_id")})
+        run.log_params({"export": logged, "student_run_id": Lineage.of(student.info).run_id})
         run.log_metrics({f"export/score/{_metric_key(k)}": v for k, v in scores.items()})
         run.log_metrics({f"export/ms_b{r['batch_size']}/{_metric_key(r['model'])}": r["ms_per_batch"] for r in rows})
         run.log_metrics({f"export/size_bytes/{k}": v for k, v in report["files"].items()})
@@ -139,7 +140,7 @@ def _log_onnx_student(tracker: JobTracker, onnx_bytes: bytes, student: ModelBund
                 "task": task,
                 "role": "student_onnx",
                 "store_key": student.info.get("key", ""),
-                "student_run_id": student.info.get("mlflow_run_id") or "",
+                "student_run_id": Lineage.of(student.info).run_id or "",
             },
         )
 

@@ -21,7 +21,9 @@ from bert_kd.core.reports.plots import comparison_bars, comparison_title
 from bert_kd.core.reports.verdict import MAJORITY_METHOD, tied_name
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
+from bert_kd.experiment.comparison import display_frame, majority_row, sort_score, table_verdict, with_verdict
 from bert_kd.experiment.evaluation import evaluate_bundle
+from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.run_setup import training_config
 from bert_kd.experiment.tracker import Comparison, kedro_run, tracker_for
 from bert_kd.experiment.training_jobs.student import (
@@ -34,14 +36,7 @@ from bert_kd.experiment.training_jobs.student import (
     with_explicit_weights,
 )
 from bert_kd.pipelines.data_processing.nodes import split_frames
-from bert_kd.pipelines.distill.nodes import (
-    cache_teacher_outputs,
-    display_frame,
-    majority_row,
-    sort_score,
-    table_verdict,
-    with_verdict,
-)
+from bert_kd.pipelines.distill.nodes import cache_teacher_outputs
 from bert_kd.pipelines.registration import register_best_student
 
 log = logging.getLogger(__name__)
@@ -106,7 +101,7 @@ def evaluate_multi_teachers(
         tokenized = tokenize_splits(split_frames(train.head(1), validation), bundle.tokenizer, entry.max_seq_length)
         evaluation = evaluate_bundle(bundle, tokenized, task)
         evaluation["name"] = entry.name
-        tracker_for(tracking).log_evaluation(bundle.info.get("mlflow_run_id"), evaluation)
+        tracker_for(tracking).log_evaluation(Lineage.of(bundle.info).run_id, evaluation)
         results.append(evaluation)
     return results
 
@@ -176,7 +171,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
             "task": spec.name,
             "recipe": written,
             "chosen": chosen,
-            "teachers": [b.info.get("key") for b in bundles],
+            "teachers": [Lineage.of(b.info).key for b in bundles],
             "student": init_key_material({k: v for k, v in block.items() if k != "training"}),
             "training": jobs.training_spec(vars(training)),
             "seed": run.seed,
@@ -217,7 +212,7 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
         for split in data
     }
     evaluation = evaluate_bundle(bundle, view, task)
-    tracker_for(tracking).log_evaluation(bundle.info.get("mlflow_run_id"), evaluation)
+    tracker_for(tracking).log_evaluation(Lineage.of(bundle.info).run_id, evaluation)
     return evaluation
 
 
@@ -312,7 +307,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
             body=body,
             title=title,
             warning=verdict.warning,
-            teacher_run_id=model_store.model_run_id(best_teacher.get("info", {})),
+            teacher_run_id=Lineage.of(best_teacher.get("info")).model_run_id,
         )
     )
     return table, markdown, figure
