@@ -2,12 +2,14 @@
 
     python scripts/docs_figures.py                 # the architecture, the DAG and the comparison plot
     python scripts/docs_figures.py --alp-figure data/08_reporting/alp_kd_figure3_alp.png
+    python scripts/docs_figures.py --dag             # the DAG alone
 
 * ``architecture.png``: the import graph of ``src/bert_kd`` (grimp, the library import-linter checks the
   contracts with) as a matrix of module-to-module imports between packages, in the layers of
   ``[tool.importlinter]`` in ``pyproject.toml``.
-* ``distill_baselines_dag.png``: the ``distill_baselines`` pipeline as the pipeline registry builds it,
-  each namespaced block (one recipe row: build → prepare data → distil → evaluate) drawn as one box.
+* ``distill_baselines_dag.png``: the ``distill_baselines`` pipeline as the pipeline registry builds it and
+  kedro-viz's default view groups it: a box per top-level node and per collapsed group (``alp_kd`` with one
+  block per recipe row, ``compare``), 688 px wide (the docs' content width) with labels of 13 px.
 * ``distill_baselines.png``: the comparison plot drawn by the comparison node's own function
   (``comparison_bars``) from the table of the documented CPU comparison in ``docs/compare-on-cpu.md``.
 * ``alp_attention.png``: ALP-KD's Figure 3 as a ``distill_alp`` run writes it (``--alp-figure``: the PNG that
@@ -38,51 +40,59 @@ BOX = "#e8eef7"
 EDGE = "#4C72B0"
 
 
+#: The docs' content width (MkDocs Material, px): a picture at most this wide is shown at its own size.
+CONTENT_WIDTH = 688
+#: The DAG picture's label size (pt at 110 dpi: 13.7 px, so at least 10 px at the content width).
+DAG_FONT = 9.5
+
+
 def draw_rows(rows: list[list[str]], edges, labels: dict[str, str], path: Path, title: str) -> None:
-    """Boxes in ``rows`` (top to bottom), an arrow per ``(source, target)`` edge."""
-    width = max(len(row) for row in rows)
-    fig, ax = plt.subplots(figsize=(max(9.0, 1.75 * width), 1.15 * len(rows) + 0.8))
-    position = {}
+    """Boxes in ``rows`` (top to bottom; a box as tall as its label's lines), an arrow per ``(source, target)``
+    edge, in a picture [`CONTENT_WIDTH`][] px wide at most."""
+    line, pad = 0.3, 0.25
+    heights = [max(labels.get(n, n).count("\n") + 1 for n in row) * line + pad for row in rows]
+    tops = [-sum(heights[:i]) - 0.35 * i for i in range(len(rows))]
+    fig, ax = plt.subplots(figsize=(CONTENT_WIDTH / 110 - 0.1, (-tops[-1] + heights[-1]) * 0.72 + 0.5))
+    position, size = {}, {}
     for depth, row in enumerate(rows):
         for index, name in enumerate(row):
-            position[name] = ((index + 0.5) * width / len(row), -depth)
+            position[name] = ((index + 0.5) / len(row), tops[depth] - heights[depth] / 2)
+            size[name] = (0.9 / len(row), labels.get(name, name).count("\n") * line + line + pad * 0.6)
+    depth = {name: d for d, row in enumerate(rows) for name in row}
     for source, target in edges:
         (x0, y0), (x1, y1) = position[source], position[target]
-        arrow = FancyArrowPatch(
-            (x0, y0 - 0.22),
-            (x1, y1 + 0.22),
-            arrowstyle="-|>",
-            mutation_scale=9,
-            color=EDGE,
-            alpha=0.55,
-            linewidth=0.8,
-            connectionstyle="arc3,rad=0.08" if abs(y0 - y1) > 1 else "arc3",
-        )
-        ax.add_patch(arrow)
+        start, end = (x0, y0 - size[source][1] / 2), (x1, y1 + size[target][1] / 2)
+        if depth[target] - depth[source] > 1:  # around the boxes between, along the right edge
+            side = 0.995
+            ax.plot(
+                [x0, x0, side, side], [start[1], start[1] - 0.12, start[1] - 0.12, y1], color=EDGE, alpha=0.6, lw=0.8
+            )
+            start, end = (side, y1), (x1 + size[target][0] / 2, y1)
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, color=EDGE, alpha=0.6, lw=0.8))
     for name, (x, y) in position.items():
-        box_width = min(0.92 * width / max(len(r) for r in rows if name in r), 2.6)
+        width, height = size[name]
         ax.add_patch(
             FancyBboxPatch(
-                (x - box_width / 2, y - 0.2),
-                box_width,
-                0.4,
-                boxstyle="round,pad=0.02",
+                (x - width / 2, y - height / 2),
+                width,
+                height,
+                boxstyle="round,pad=0.005",
                 facecolor=BOX,
                 edgecolor=EDGE,
                 linewidth=0.8,
             )
         )
-        ax.text(x, y, labels.get(name, name), ha="center", va="center", fontsize=7)
-    ax.set_xlim(-0.1, width + 0.1)
-    ax.set_ylim(-len(rows) + 0.5, 0.5)
+        ax.text(x, y, labels.get(name, name), ha="center", va="center", fontsize=DAG_FONT, linespacing=1.25)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(tops[-1] - heights[-1] - 0.05, 0.05)
     ax.axis("off")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=DAG_FONT + 0.5)
     save(fig, path)
 
 
-def save(fig, path: Path) -> None:
+def save(fig, path: Path, bbox: str | None = "tight") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=110, bbox_inches=bbox)
     plt.close(fig)
     size = path.stat().st_size
     if size > MAX_BYTES:
@@ -143,6 +153,11 @@ def architecture(path: Path) -> None:
 
 # ------------------------------------------------------------------ the DAG of distill_baselines
 def pipeline_dag(path: Path, name: str = "distill_baselines") -> None:
+    """``name`` as kedro-viz's default view groups it: a box per top-level node and per collapsed group
+    (``alp_kd``: its blocks, one per recipe row, named inside; ``compare``), an arrow where a dataset goes from
+    one box to another and no longer path already links them."""
+    import textwrap
+
     from kedro.framework.project import pipelines
     from kedro.framework.startup import bootstrap_project
 
@@ -150,7 +165,7 @@ def pipeline_dag(path: Path, name: str = "distill_baselines") -> None:
     pipeline = pipelines[name]
 
     def group(node) -> str:
-        return ".".join(node.namespace.split(".")[:2]) if node.namespace else node.name
+        return node.namespace.split(".")[0] if node.namespace else node.name
 
     producer = {output: group(node) for node in pipeline.nodes for output in node.outputs}
     graph = nx.DiGraph()
@@ -161,18 +176,18 @@ def pipeline_dag(path: Path, name: str = "distill_baselines") -> None:
                 graph.add_edge(producer[dataset], group(node))
     graph = nx.transitive_reduction(graph)  # an input also reached through another box is not drawn again
     rows = [sorted(generation) for generation in nx.topological_generations(graph)]
-    steps = {}
-    for node in pipeline.nodes:
-        if node.namespace:
-            steps.setdefault(group(node), []).append(node.name.rsplit(".", 1)[-1])
-    labels = {g: f"{g}\n" + (", ".join(s) if len(s) == 1 else f"{len(s)} nodes") for g, s in steps.items()}
-    draw_rows(
-        rows,
-        graph.edges,
-        labels,
-        path,
-        f"kedro pipeline {name}: a box per node or namespaced block (a recipe row: build, data, distil, evaluate)",
-    )
+    labels = {}
+    for name_ in graph.nodes:
+        members = [n for n in pipeline.nodes if group(n) == name_ and n.namespace]
+        blocks = list(dict.fromkeys(n.namespace.split(".")[1] for n in members if n.namespace.count(".")))
+        own = list(
+            dict.fromkeys(n.name.rsplit(".", 1)[-1].rstrip("_0123456789") for n in members if "." not in n.namespace)
+        )
+        lines = [f"{name_} (group)"] if members else [name_]
+        lines += textwrap.wrap(f"{len(blocks)} blocks, one per recipe row: " + ", ".join(blocks), 52) if blocks else []
+        lines += textwrap.wrap(", ".join(own), 52) if own else []
+        labels[name_] = "\n".join(lines)
+    draw_rows(rows, graph.edges, labels, path, f"kedro pipeline {name}, grouped as kedro-viz opens it")
 
 
 # ------------------------------------------------------------------ the comparison plot
@@ -255,8 +270,11 @@ def alp_figure(source: Path, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--alp-figure", type=Path, help="the alp_kd_figure3_alp.png a distill_alp run wrote")
+    parser.add_argument("--dag", action="store_true", help="draw only distill_baselines_dag.png")
     parser.add_argument("--glue-dir", type=Path, default=ROOT.parent / "shared" / "glue", help="GLUE's TSV folders")
     args = parser.parse_args()
+    if args.dag:
+        return pipeline_dag(IMAGES / "distill_baselines_dag.png")
     if args.alp_figure:
         alp_figure(args.alp_figure, IMAGES / "alp_attention.png")
     else:

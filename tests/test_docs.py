@@ -159,3 +159,14 @@ def test_a_strict_quiet_build_still_counts_warnings():
         assert logging.getLogger("mkdocs.plugins.mkdocs_autorefs").isEnabledFor(logging.WARNING)
     finally:
         log.setLevel(before)
+
+
+def test_the_dag_picture_fits_the_page_so_its_labels_stay_legible():
+    """``docs/images/distill_baselines_dag.png`` (``scripts/docs_figures.py --dag``) is at most the docs' content
+    width (688 px, MkDocs Material), so the page shows it at its own size, labels of 13 px; drawn 1,663 px wide,
+    the page shrank it to 4 px labels."""
+    import struct
+
+    header = (IMAGES / "distill_baselines_dag.png").read_bytes()[16:24]
+    width, _ = struct.unpack(">II", header)
+    assert width <= 688, width

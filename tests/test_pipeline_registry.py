@@ -86,37 +86,20 @@ def node_functions(func):
 
 def test_no_node_takes_more_than_six_arguments_or_inputs(project):
     """Nodes read the run settings as one input; none takes more than 6 parameters, and none reads more
-    than 6 inputs (a register node reads a comparison's students as one gathered input; a comparison's
-    per-row student metrics count as one, see `effective_inputs`)."""
+    than 6 inputs (a comparison's students are gathered in the paper's group, at most 6 per node, into one
+    ``<table>_evaluations`` input of its compare and register nodes)."""
     import inspect
 
     from bert_kd.pipeline_registry import register_pipelines
 
     wide = {}
-    registers = []
     for pipeline in register_pipelines().values():
         for node in pipeline.nodes:
-            registers += [node] if node.name.split(".")[-1].startswith("register_") else []
-            if effective_inputs(node) > 6:
-                wide[f"node {node.name}"] = effective_inputs(node)
+            if len(node.inputs) > 6:
+                wide[f"node {node.name}"] = len(node.inputs)
             for func in node_functions(node.func):
                 count = len(inspect.signature(func, follow_wrapped=False).parameters)
                 name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
                 if count > 6:
                     wide[name] = count
     assert wide == {}
-    assert registers and all(len(node.inputs) <= 6 for node in registers)
-
-
-def effective_inputs(node) -> int:
-    """A node's inputs, the rows of a comparison counted once: the inputs bound to the function's variadic
-    parameter (``*student_metrics``) count as one when they are all one kind of dataset (the same name after
-    the namespace, e.g. ``alp_kd.<row>.student_metrics``); anything else bound to it counts in full."""
-    import inspect
-
-    parameters = list(inspect.signature(node.func).parameters.values())
-    if not any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return len(node.inputs)
-    fixed = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-    rows = node.inputs[fixed:]
-    return fixed + 1 if len({name.rsplit(".", 1)[-1] for name in rows}) == 1 else len(node.inputs)

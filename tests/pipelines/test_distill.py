@@ -268,17 +268,38 @@ def test_student_init_pretrained_starts_from_the_teachers_checkpoint(tiny_teache
     ],
 )
 def test_comparison_nodes_sit_in_the_compare_group_and_keep_their_dataset_names(module, args, prefix):
-    """kedro-viz groups the table/plot/registration nodes under ``compare``; the catalog's names stay."""
+    """kedro-viz groups the table/plot/registration nodes under ``compare``; the catalog's names stay. The
+    students' evaluations are gathered in the paper's group into ``<prefix>_evaluations``, the one input
+    (besides the teacher's metrics and the run settings) that the compare group reads."""
     import importlib
 
     pipe = importlib.import_module(f"bert_kd.pipelines.{module}.pipeline").create_pipeline(*args)
     compare = [n for n in pipe.nodes if n.namespace == "compare"]
     assert len(compare) == 2 and all(n.name.startswith("compare.") for n in compare)
     outputs = set().union(*(n.outputs for n in compare))
-    assert outputs == {
-        f"{prefix}_{suffix}" for suffix in ("table", "table_md", "plot", "evaluations", "registered_model")
-    }
+    assert outputs == {f"{prefix}_{suffix}" for suffix in ("table", "table_md", "plot", "registered_model")}
     inputs = set().union(*(n.inputs for n in compare))
     assert not [name for name in inputs if name.startswith("compare.")] and "run_settings" in inputs
-    consumed = {f"{prefix}_table", f"{prefix}_evaluations"}  # read by the register node
+    assert not [name for name in inputs if name.endswith(".student_metrics")] and f"{prefix}_evaluations" in inputs
+    gather = next(n for n in pipe.nodes if f"{prefix}_evaluations" in n.outputs)
+    assert gather.namespace == module.replace("distill", "alp_kd") and gather.name.endswith(".gather_students")
+    consumed = {f"{prefix}_table"}  # read by the register node
     assert pipe.outputs() >= outputs - consumed  # nothing renamed under compare reaches the catalog
+
+
+@pytest.mark.parametrize("rows", [1, 3, 6, 7, 11, 40])
+def test_a_comparisons_students_are_gathered_six_at_most_per_node_in_order(rows):
+    """Any number of rows reaches the compare node as one list in the rows' order, no node reading more
+    than six inputs: one node up to six rows, then groups of near-equal size (11 rows: 6 and 5) and a join."""
+    from bert_kd.pipelines.distill.pipeline import gathering_pipeline
+
+    names = [f"alp_kd.row{i}.student_metrics" for i in range(rows)]
+    pipe = gathering_pipeline(names, "distill_baselines_evaluations", "alp_kd")
+    assert all(len(n.inputs) <= 6 and n.namespace == "alp_kd" for n in pipe.nodes)
+    assert pipe.inputs() == set(names) and pipe.outputs() == {"distill_baselines_evaluations"}
+    if rows == 11:
+        assert sorted(len(n.inputs) for n in pipe.nodes) == [2, 5, 6]
+    data = {name: {"row": i} for i, name in enumerate(names)}
+    for node in pipe.nodes:  # topologically sorted
+        data.update(node.run({name: data[name] for name in node.inputs}))
+    assert data["distill_baselines_evaluations"] == [{"row": i} for i in range(rows)]

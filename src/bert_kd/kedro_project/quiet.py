@@ -18,7 +18,7 @@ KNOWN_NOISE: tuple[tuple[str, type[Warning]], ...] = (
     (r"Add type hints to the `predict` method", UserWarning),
     # Kedro 1.7's config loader and kedro-mlflow 2.0 still call OmegaConf's deprecated API.
     (r"register_new_resolver\(\) is deprecated", UserWarning),
-    # Namespaced datasets (``alp_kd.alp.student_metrics``) read by the comparison nodes (group ``compare``):
+    # Namespaced datasets (``alp_kd.alp.student_metrics``) read by the nodes gathering a comparison's rows:
     # the dot *is* the namespace, which is how Kedro modular pipelines expose their outputs.
     (r"One or more dataset names contain '\.' characters", UserWarning),
 )

@@ -1,7 +1,8 @@
 """The registration policy of a comparison, shared by the distill and multi-teacher pipelines: the best
 student (or, on a tie, each tied student) as a registered MLflow model version through
 [`JobTracker`][experiment.tracker.JobTracker] (nodes never call MLflow), and the node functions that
-gather a comparison's students into one input so a register node takes four inputs whatever the number of rows."""
+gather a comparison's students into one input ([`gather_students`][], [`join_gathered`][]), so the compare
+and register nodes read one input for all the rows, whatever their number."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from bert_kd.experiment.tracker import (
     kedro_run,
     tracker_for,
 )
+from bert_kd.pipelines.common import located_at
 
 log = logging.getLogger(__name__)
 
@@ -158,23 +160,36 @@ def registration_description(
 
 def registration_node(table_name: str, label=None):
     """[`register_best_student`][] as a node function over
-    ``(table, teacher_metrics, student_metrics, run_settings)``: ``student_metrics`` is the comparison's students
-    gathered into one input ([`gathering`][]), so the node takes four inputs
-    whatever the number of rows."""
+    ``(table, teacher_metrics, students, run_settings)``: ``students`` is the comparison's student
+    evaluations gathered into one list ([`gather_students`][])."""
 
-    def register(table, teacher_metrics, student_metrics, settings):
-        return register_best_student(
-            table, teacher_metrics, settings, *student_metrics, table_name=table_name, label=label
-        )
+    def register(table, teacher_metrics, students, settings):
+        return register_best_student(table, teacher_metrics, settings, *students, table_name=table_name, label=label)
 
     return update_wrapper(register, register_best_student)
 
 
-def gathering(compare):
-    """``compare(teacher_metrics, *student_metrics)`` as a node that also returns its student evaluations
-    gathered into one list, the input its registration node reads (one input, not one per row)."""
+#: The most inputs a node reads: a comparison's students are gathered in groups of at most this many.
+FAN_IN = 6
 
-    def compare_and_gather(teacher_metrics, *student_metrics):
-        return (*compare(teacher_metrics, *student_metrics), list(student_metrics))
 
-    return update_wrapper(compare_and_gather, compare)
+def gather_students(*evaluations: dict) -> list[dict]:
+    """Student evaluations (one per comparison row, in the recipe's order) as one list: the one input
+    that a comparison's table and its registration read."""
+    return list(evaluations)
+
+
+def join_gathered(*groups: list[dict]) -> list[dict]:
+    """Groups made by [`gather_students`][] as one list, in order (a comparison of more than
+    [`FAN_IN`][] rows)."""
+    return [evaluation for group in groups for evaluation in group]
+
+
+def over_gathered(compare):
+    """``compare(teacher_metrics, *student_metrics)`` as a node function over ``(teacher_metrics, students)``,
+    ``students`` being the gathered list ([`gather_students`][])."""
+
+    def compare_gathered(teacher_metrics, students):
+        return compare(teacher_metrics, *students)
+
+    return located_at(update_wrapper(compare_gathered, compare), compare)  # kedro-viz shows compare's file

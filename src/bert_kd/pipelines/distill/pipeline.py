@@ -200,32 +200,53 @@ def compare_group(template: Pipeline) -> Pipeline:
     )
 
 
+def balanced_groups(items: Sequence[str], size: int = registration.FAN_IN) -> list[list[str]]:
+    """``items`` in order, cut into as few groups of at most ``size`` as possible, of near-equal sizes
+    (11 rows: 6 and 5)."""
+    count = -(-len(items) // size)
+    width = -(-len(items) // count)
+    return [list(items[i : i + width]) for i in range(0, len(items), width)]
+
+
+def gathering_pipeline(evaluations: Sequence[str], output: str, paper: str) -> Pipeline:
+    """The students' ``evaluations`` (one dataset per row) gathered into ``output``, in the paper's group:
+    one node ``<paper>.gather_students`` for at most [`FAN_IN`][registration.FAN_IN] rows, else one node per
+    [`balanced_groups`][] group (``gather_students_1``, ``_2`` …; ``<paper>.students_1`` …) and one that joins
+    them. No node reads more than ``FAN_IN`` inputs, and kedro-viz's collapsed group shows one output, not
+    one per row."""
+    nodes, inputs, func, level = [], list(evaluations), registration.gather_students, 0
+    while len(inputs) > registration.FAN_IN:
+        level += 1
+        parts = []
+        for index, group in enumerate(balanced_groups(inputs), start=1):
+            label = f"{index}" if level == 1 else f"{level}_{index}"
+            parts.append(f"{paper}.students_{label}")
+            nodes.append(node(func, group, parts[-1], name=f"gather_students_{label}", namespace=paper))
+        inputs, func = parts, registration.join_gathered
+    nodes.append(node(func, inputs, output, name="gather_students", namespace=paper))
+    return Pipeline(nodes, tags=tags_for(paper, role="report"))
+
+
 def comparison_pipeline(methods, output_prefix: str, paper: str = PAPER) -> Pipeline:
     """The Table-1-style comparison of ``methods`` with the teacher and the best student's registration,
-    tagged with the paper, in the ``compare`` group ([`compare_group`][])."""
-    return compare_group(
+    tagged with the paper: the students gathered in the paper's group ([`gathering_pipeline`][]) into
+    ``<output_prefix>_evaluations``, which the table and the registration read, in the ``compare`` group
+    ([`compare_group`][])."""
+    evaluations = f"{output_prefix}_evaluations"
+    gathered = gathering_pipeline([f"{block_name(paper, m)}.student_metrics" for m in methods], evaluations, paper)
+    return gathered + compare_group(
         Pipeline(
             [
                 node(
-                    registration.gathering(with_fixed(compare_methods, table=output_prefix)),
-                    inputs=["teacher_metrics", *[f"{block_name(paper, m)}.student_metrics" for m in methods]],
-                    outputs=[
-                        f"{output_prefix}_table",
-                        f"{output_prefix}_table_md",
-                        f"{output_prefix}_plot",
-                        f"{output_prefix}_evaluations",
-                    ],
+                    registration.over_gathered(with_fixed(compare_methods, table=output_prefix)),
+                    inputs=["teacher_metrics", evaluations],
+                    outputs=[f"{output_prefix}_table", f"{output_prefix}_table_md", f"{output_prefix}_plot"],
                     name=f"compare_{output_prefix}",
                     tags=tags_for(paper, role="report"),
                 ),
                 node(  # the best student as a registered MLflow model version (not when every student ties)
                     registration.registration_node(output_prefix),
-                    inputs=[
-                        f"{output_prefix}_table",
-                        "teacher_metrics",
-                        f"{output_prefix}_evaluations",
-                        "run_settings",
-                    ],
+                    inputs=[f"{output_prefix}_table", "teacher_metrics", evaluations, "run_settings"],
                     outputs=f"{output_prefix}_registered_model",
                     name=f"register_{output_prefix}",
                     tags=tags_for(paper, role="report"),

@@ -316,7 +316,7 @@ def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):
 def register_best_multi_student(table: pd.DataFrame, teacher_metrics: list[dict], students: list, settings) -> dict:
     """[`register_best_student`][] for Tables 2–3 (rows named
     ``<method>[<teachers>]``; the best teacher is the reference); ``students``: the comparison's student
-    evaluations gathered into one input ([`gathering`][registration.gathering])."""
+    evaluations gathered into one input ([`gather_students`][registration.gather_students])."""
     best_teacher = max(teacher_metrics, key=lambda e: e["score"])
     return register_best_student(
         table,

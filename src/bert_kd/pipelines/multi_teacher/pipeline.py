@@ -8,8 +8,8 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
 from bert_kd.pipelines.data_processing.nodes import tokenize_for_model
-from bert_kd.pipelines.distill.pipeline import block_name, compare_group
-from bert_kd.pipelines.registration import gathering
+from bert_kd.pipelines.distill.pipeline import block_name, compare_group, gathering_pipeline
+from bert_kd.pipelines.registration import over_gathered
 from bert_kd.pipelines.train_teacher.nodes import train_teacher
 
 from .nodes import (
@@ -165,30 +165,26 @@ def configuration_pipeline(name: str) -> Pipeline:
 
 def comparison(configs) -> Pipeline:
     """Tables 2/3 (every configuration against its teachers) and the best student's registration, in
-    the ``compare`` group."""
-    return compare_group(
+    the ``compare`` group, over the students gathered in the paper's group ([`gathering_pipeline`][])."""
+    evaluations = "distill_multi_teacher_baselines_evaluations"
+    gathered = gathering_pipeline([f"{block_name(PAPER, c)}.student_metrics" for c in configs], evaluations, PAPER)
+    return gathered + compare_group(
         Pipeline(
             [
                 node(
-                    gathering(compare_multi_teacher),
-                    ["multi_teacher_metrics", *[f"{block_name(PAPER, c)}.student_metrics" for c in configs]],
+                    over_gathered(compare_multi_teacher),
+                    ["multi_teacher_metrics", evaluations],
                     [
                         "distill_multi_teacher_baselines_table",
                         "distill_multi_teacher_baselines_table_md",
                         "distill_multi_teacher_baselines_plot",
-                        "distill_multi_teacher_baselines_evaluations",
                     ],
                     name="compare_multi_teacher",
                     tags=tags_for(PAPER, role="report"),
                 ),
                 node(
                     register_best_multi_student,  # the best student as a registered MLflow model (not when all tie)
-                    [
-                        "distill_multi_teacher_baselines_table",
-                        "multi_teacher_metrics",
-                        "distill_multi_teacher_baselines_evaluations",
-                        "run_settings",
-                    ],
+                    ["distill_multi_teacher_baselines_table", "multi_teacher_metrics", evaluations, "run_settings"],
                     "distill_multi_teacher_baselines_registered_model",
                     name="register_multi_teacher_student",
                     tags=tags_for(PAPER, role="report"),
