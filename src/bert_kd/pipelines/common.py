@@ -16,6 +16,7 @@ from kedro.pipeline import Pipeline, node
 
 from bert_kd.config.schema import Block, Runtime, Tracking, typed
 from bert_kd.experiment.run_setup import DATA_SOURCE, RunSettings
+from bert_kd.pipelines.wrapping import located_at
 
 # ---------------------------------------------------------------- run-wide settings as one input
 #: Parameters every run shares. Nodes read them from the one ``run_settings`` dataset, so the DAG
@@ -136,26 +137,6 @@ def with_fixed(func, **fixed):
     functools.update_wrapper(call, func)
     call.__signature__ = inspect.Signature(parameters)
     return located_at(call, func)
-
-
-def located_at(wrapper, func):
-    """``wrapper`` (a one-line node wrapper) with the code location of the function it wraps.
-
-    kedro-viz's "File Path" is ``inspect.getfile(node.func)``, the file of the function's code object,
-    which for a wrapper is this module. The wrapper's code object is given ``func``'s file, first line
-    and name (``CodeType.replace``), so the node points at the file holding ``func``, and a traceback's
-    wrapper frame reads ``nodes.py, line <def>, in <func>`` followed by the frames that did the work.
-    """
-    code = getattr(inspect.unwrap(func), "__code__", None)
-    if code is None:  # a callable object: no code location to give
-        return wrapper
-    wrapper.__code__ = wrapper.__code__.replace(
-        co_filename=code.co_filename,
-        co_firstlineno=max(code.co_firstlineno - 1, 1),  # the one-line body then maps to func's first line
-        co_name=code.co_name,
-        co_qualname=code.co_qualname,
-    )
-    return wrapper
 
 
 def settings_node(func, inputs, outputs, *, name: str, tags=None, namespace: str | None = None, fixed=None):

@@ -22,7 +22,7 @@ from bert_kd.experiment.tracker import (
     kedro_run,
     tracker_for,
 )
-from bert_kd.pipelines.common import located_at
+from bert_kd.pipelines.wrapping import located_at
 
 log = logging.getLogger(__name__)
 
