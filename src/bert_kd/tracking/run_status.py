@@ -19,7 +19,8 @@ import threading
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.tracking import active_run, end_orphaned_runs, owner_tags
+from bert_kd.tracking import active_run, end_orphaned_runs, limit_requests, owner_tags
+from bert_kd.tracking.runs import STOPPING_LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +28,36 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def end_active_runs(status: str) -> list[str]:
-    """End every MLflow run active in this thread (innermost first) with ``status``; their ids."""
+    """End every MLflow run active in this thread (innermost first) with ``status``; their ids. A run the tracking
+    server does not take (it is gone) is named in a warning and left for the next run on this host to end
+    ([`end_orphaned_runs`][runs.end_orphaned_runs]): ``mlflow.end_run`` takes it off the stack first, so nothing
+    retries it at exit."""
     import mlflow
 
-    ended = []
+    ended, left = [], []
     while mlflow.active_run() is not None:
         run_id = mlflow.active_run().info.run_id
-        mlflow.end_run(status)
-        ended.append(run_id)
+        try:
+            mlflow.end_run(status)
+            ended.append(run_id)
+        except Exception:  # the server is gone: stop anyway
+            left.append(run_id)
+    if left:
+        log.warning(
+            "the MLflow server did not answer: run(s) %s left for the next run on this host to end", ", ".join(left)
+        )
     return ended
+
+
+def end_runs_on_the_way_out(name: str) -> None:
+    """End the active runs as ``KILLED`` for the signal ``name`` with one short try per request, so that a process
+    told to stop stops within seconds even when the tracking server is gone (MLflow's own retries kept a
+    SIGTERMed sweep worker for minutes)."""
+    import mlflow
+
+    limit_requests(mlflow.get_tracking_uri(), STOPPING_LIMITS, force=True)
+    ended = end_active_runs("KILLED")
+    log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
 
 
 class RunStatusHook:
@@ -53,9 +75,8 @@ class RunStatusHook:
         name = signal.Signals(signum).name
         if os.getpid() == self._owner_pid and not self._reported:
             self._reported = True
-            ended = end_active_runs("KILLED")
-            log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
             self._restore()
+            end_runs_on_the_way_out(name)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + signum)
