@@ -550,7 +550,7 @@ def markdown(record: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--budget", type=float, default=540.0, help="seconds the sweep may take under faults")
+    parser.add_argument("--budget", type=float, default=1200.0, help="seconds the sweep may take (faults end at 420 s)")
     parser.add_argument("--no-tmpfs", action="store_true", help="fill the store's own disk instead of a tmpfs")
     parser.add_argument("--out", type=Path, help="record path without suffix (.json and .md are written)")
     parser.add_argument("--print-schedule", action="store_true", help="print the seed's schedule and stop")
@@ -559,6 +559,7 @@ def main() -> int:
         for fault in fault_schedule(args.seed):
             print(json.dumps(dataclasses.asdict(fault)))
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # stopped: the services still go
     record = soak(args.seed, args.budget, not args.no_tmpfs)
     text = markdown(record)
     print(text)

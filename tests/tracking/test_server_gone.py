@@ -91,3 +91,39 @@ def test_a_server_whose_database_is_down_is_one_block_within_seconds():
     block = raised.value.block()
     assert "cannot read its runs" in block and "connection to postgresql://bert_kd:***@127.0.0.1:5433" in block
     assert "s3cret" not in block and "scripts/start_postgres.sh" in block
+
+
+class _Answering(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_request_that_never_reached_the_server_is_one_block_even_once_the_server_is_back(monkeypatch):
+    # The MLflow server was restarted while kedro-mlflow asked for its experiment: the request's retries ran out
+    # (a 160-line traceback, exit 1); by the time anyone looks, the server answers again.
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from bert_kd.cli import tracking_down_error
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setattr(mlflow, "get_tracking_uri", lambda: uri)
+    refused = MlflowException(
+        f"API request to {uri}/api/2.0/mlflow/experiments/get-by-name failed with exception HTTPConnectionPool("
+        "host='127.0.0.1'): Max retries exceeded with url: (Caused by NewConnectionError(... Connection refused))"
+    )
+    try:
+        error = tracking_down_error(refused)
+        unrelated = tracking_down_error(RuntimeError("Connection refused"))  # not MLflow's: left as it is
+    finally:
+        server.shutdown()
+    assert isinstance(error, TrackingUnreachableError) and "Max retries exceeded" in error.block()
+    assert "run the same command" in error.block() and unrelated is None

@@ -265,12 +265,30 @@ def create_experiment_once(uri: str, name: str, tags: Mapping[str, str] | None =
             raise
 
 
+#: What MLflow's client says when its retries against the server ran out (refused, cut, or only 5xx answers).
+CONNECTION_FAILED = ("Max retries exceeded", "Connection refused", "Connection aborted", "too many 50")
+
+
+def failed_connection(error: BaseException | None) -> str | None:
+    """The first line of the error in ``error``'s chain that says MLflow's requests never reached the server (the
+    server may be back by the time anyone looks); None otherwise."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = " ".join(str(error).split())
+        mlflows = type(error).__module__.startswith(("mlflow", "requests", "urllib3"))  # not the database's driver
+        if mlflows and any(mark in text for mark in CONNECTION_FAILED):
+            return mask(text)[:300]
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def server_down_error(uri: str, error: Exception) -> TrackingUnreachableError | None:
     """A [`TrackingUnreachableError`][] block when ``error`` came while the tracking server ``uri``
     does not answer (it went down mid-run, after MLflow's own retries); None otherwise."""
-    if isinstance(error, TrackingUnreachableError):
+    if isinstance(error, TrackingUnreachableError) or not uri.lower().startswith(("http://", "https://")):
         return None
-    problem = tracking_server_problem(uri)
+    problem = tracking_server_problem(uri) or tracking_store_problem(uri) or failed_connection(error)
     if problem is None:
         return None
     shown = re.sub(r"//[^/@]*@", "//***@", uri)  # no credentials in the message
