@@ -270,6 +270,7 @@ class Soak:
         queue = list(schedule)
         for n in range(WORKERS):
             self.start_worker(n)
+        clock = None  # the schedule's time 0: the first trial begun (a busy machine takes minutes to start workers)
         while self.now() < self.budget:
             self.poll_workers()
             for item in sorted(p for p in self.pending if p[0] <= self.now()):
@@ -277,7 +278,10 @@ class Soak:
                 self.act(item[1], item[2])
             if self.done():
                 break
-            while queue and queue[0].at <= self.now():
+            if clock is None and any(self.in_a_trial(n) for n in range(WORKERS)):
+                clock = self.now()
+                self.note("fault_clock_started")
+            while clock is not None and queue and queue[0].at <= self.now() - clock:
                 self.inject(queue.pop(0))
             time.sleep(0.5)
         for item in sorted(self.pending):  # a service still down or a disk still full comes back
