@@ -462,6 +462,7 @@ def soak(seed: int, budget: float, tmpfs: bool) -> dict:
     print(f"chaos soak, seed {seed} (the same seed replays this schedule):", flush=True)
     for fault in schedule:
         print("  " + json.dumps(dataclasses.asdict(fault)), flush=True)
+    made_at = commit()  # the code that runs, read before anything else may change the checkout
     root = Path(tempfile.mkdtemp(prefix="bert_kd_chaos_"))
     cache = cache_folder()
     reused = (cache / "complete").is_file()
@@ -492,7 +493,7 @@ def soak(seed: int, budget: float, tmpfs: bool) -> dict:
     injected = collections.Counter(e["fault"] for e in run.events if e["kind"] == "fault")
     return {
         "seed": seed,
-        "commit": commit(),
+        "commit": made_at,
         "finished": finished,
         "passed": finished and bool(invariants) and all(v["ok"] for v in invariants.values()),
         "wall_s": round(time.monotonic() - began, 1),
