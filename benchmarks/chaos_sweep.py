@@ -224,8 +224,12 @@ class Soak:
             try:
                 run.process.wait(timeout=SIGTERM_GRACE_S)
                 self.note("sigterm_obeyed", worker=fault.worker, seconds=round(time.monotonic() - began, 1))
-            except subprocess.TimeoutExpired:
-                run.process.kill()
+            except subprocess.TimeoutExpired:  # SIGABRT: Python's faulthandler writes every thread's stack to the log
+                run.process.send_signal(signal.SIGABRT)
+                try:
+                    run.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    run.process.kill()
                 run.fault = "sigterm_ignored"
                 self.note("sigterm_ignored", worker=fault.worker, pid=run.process.pid)
 
@@ -565,6 +569,7 @@ def main() -> int:
             print(json.dumps(dataclasses.asdict(fault)))
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # stopped: the services still go
+    os.environ["PYTHONFAULTHANDLER"] = "1"  # a worker that outlives its SIGTERM shows where it is (SIGABRT)
     record = soak(args.seed, args.budget, not args.no_tmpfs)
     text = markdown(record)
     print(text)
