@@ -58,6 +58,9 @@ STORE_DISK = "32m"  # the tmpfs the shared model store lives on
 TRIAL_BEGUN = "GLUE rte:"  # the log line of a trial reading its data
 
 
+STOP: list[int] = []  # a signal number once the soak is told to stop (SIGTERM): it ends, checks and records
+
+
 @dataclasses.dataclass(frozen=True)
 class Fault:
     """One fault: at ``at`` seconds into the soak, ``kind`` (``sigkill``/``sigterm`` of ``worker``, or a
@@ -275,7 +278,7 @@ class Soak:
         for n in range(WORKERS):
             self.start_worker(n)
         clock = None  # the schedule's time 0: the first trial begun (a busy machine takes minutes to start workers)
-        while self.now() < self.budget:
+        while self.now() < self.budget and not STOP:
             self.poll_workers()
             for item in sorted(p for p in self.pending if p[0] <= self.now()):
                 self.pending.remove(item)
@@ -373,7 +376,7 @@ def check(soak: Soak, reference: Path) -> dict:
     experiments = [e.experiment_id for e in client.search_experiments()]
     models = client.search_logged_models(experiments)
     by_key = collections.Counter(m.tags.get("store_key") for m in models if m.tags.get("store_key"))
-    kinds = {kind: sorted(p for p in (soak.store / kind).iterdir()) for kind in ("teacher", "student")}
+    kinds = {k: sorted((soak.store / k).iterdir()) if (soak.store / k).is_dir() else [] for k in ("teacher", "student")}
     problems = {
         p.name: store_entry_problem(p) for entries in kinds.values() for p in entries if not p.name.startswith(".")
     }
@@ -485,7 +488,10 @@ def soak(seed: int, budget: float, tmpfs: bool) -> dict:
         wait_for(lambda: answers(run.services.tracking + "/health"), "the MLflow server", 150, run.services.server)
         run.t0 = time.monotonic()
         finished = run.run(schedule)
-        invariants = check(run, single) if finished else {}
+        try:  # also when unfinished: what holds of a sweep cut short
+            invariants = check(run, single)
+        except Exception as error:  # a service that did not come back, a store never made
+            invariants = {"checked": {"ok": False, "error": repr(error)[:300]}}
     finally:
         for process in (r.process for r in run.runs):
             if process.poll() is None:
@@ -499,7 +505,8 @@ def soak(seed: int, budget: float, tmpfs: bool) -> dict:
         "seed": seed,
         "commit": made_at,
         "finished": finished,
-        "passed": finished and bool(invariants) and all(v["ok"] for v in invariants.values()),
+        "stopped_by_signal": bool(STOP),
+        "passed": finished and all(v["ok"] for v in invariants.values()),
         "wall_s": round(time.monotonic() - began, 1),
         "sweep_s": round(run.now(), 1),
         "trials": len(SEEDS) * len(LEARNING_RATES) * len(METHODS),
@@ -537,7 +544,7 @@ def markdown(record: dict) -> str:
         f"Made by `benchmarks/chaos_sweep.py --seed {record['seed']}` at commit `{record['commit']}` "
         f"(machine-made; the JSON beside this file has every event).",
         "",
-        f"- **{'passed' if record['passed'] else 'FAILED'}**: {record['trials']} trials, {record['workers']} workers, "
+        f"- **{'passed' if record['passed'] else 'FAILED' if record['finished'] else 'UNFINISHED'}**: {record['trials']} trials, {record['workers']} workers, "
         f"sweep {record['sweep_s']} s (wall {record['wall_s']} s), store disk: {record['store_disk']}",
         f"- faults injected: {', '.join(f'{k} {v}' for k, v in sorted(record['faults_injected'].items()))}; "
         f"skipped (worker not running) {record['faults_skipped']}; not reached {len(record['faults_not_reached'])}",
@@ -568,7 +575,7 @@ def main() -> int:
         for fault in fault_schedule(args.seed):
             print(json.dumps(dataclasses.asdict(fault)))
         return 0
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # stopped: the services still go
+    signal.signal(signal.SIGTERM, lambda signum, _: STOP.append(signum))  # stop early, still check and record
     os.environ["PYTHONFAULTHANDLER"] = "1"  # a worker that outlives its SIGTERM shows where it is (SIGABRT)
     record = soak(args.seed, args.budget, not args.no_tmpfs)
     text = markdown(record)
