@@ -179,3 +179,23 @@ def test_the_next_kedro_run_ends_a_sigkilled_run_of_another_experiment(tmp_path)
     _next_kedro_run()
     mlflow.end_run()
     assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")
+
+
+STUCK_SCRIPT = r"""
+import threading, time
+from bert_kd.tracking import run_status
+run_status.STOP_GRACE_S = 1.0
+run_status.RunStatusHook().install_signal_handlers()
+threading.Thread(target=time.sleep, args=(120,)).start()  # an upload in flight: Python waits for it at exit
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_sigterm_ends_the_process_even_when_a_thread_would_keep_it():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_SCRIPT], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # it waited for the thread's 120 s

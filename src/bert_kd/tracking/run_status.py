@@ -25,6 +25,17 @@ from bert_kd.tracking.runs import STOPPING_LIMITS
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Seconds a process told to stop (SIGTERM) has to unwind before it ends at once: Python waits at exit for every
+#: non-daemon thread (an MLflow upload in flight, a heartbeat), which kept a SIGTERMed sweep worker for over 30 s.
+STOP_GRACE_S = 10.0
+
+
+def exit_within(seconds: float, status: int) -> None:
+    """End the process with ``status`` in ``seconds`` unless it has ended by then (a daemon timer: it never keeps
+    the process alive itself)."""
+    timer = threading.Timer(seconds, os._exit, args=(status,))
+    timer.daemon = True
+    timer.start()
 
 
 def end_active_runs(status: str) -> list[str]:
@@ -77,6 +88,8 @@ class RunStatusHook:
             self._reported = True
             self._restore()
             end_runs_on_the_way_out(name)
+            if signum == signal.SIGTERM:
+                exit_within(STOP_GRACE_S, 128 + signum)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + signum)
