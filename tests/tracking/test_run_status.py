@@ -199,3 +199,15 @@ def test_sigterm_ends_the_process_even_when_a_thread_would_keep_it():
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # it waited for the thread's 120 s
+
+
+def test_sigterm_skips_the_interpreters_teardown_once_unwound(monkeypatch):
+    import atexit
+
+    from bert_kd.tracking import run_status
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda *args: registered.append(args))
+    monkeypatch.setattr(run_status.threading, "Timer", lambda *a, **k: type("T", (), {"start": lambda self: None})())
+    run_status.exit_within(10.0, 143)
+    assert registered == [(run_status._end_now, 143)]  # garbage-collecting torch's heap at exit took over 20 s

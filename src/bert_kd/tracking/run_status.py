@@ -12,6 +12,7 @@ carries its owner process ([`owner_tags`][runs.owner_tags]: host, pid, process s
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -32,10 +33,18 @@ STOP_GRACE_S = 10.0
 
 def exit_within(seconds: float, status: int) -> None:
     """End the process with ``status`` in ``seconds`` unless it has ended by then (a daemon timer: it never keeps
-    the process alive itself)."""
+    the process alive itself), and skip the interpreter's own teardown once it unwound: collecting the garbage of
+    torch, transformers and MLflow took a SIGTERMed sweep worker over 20 s on a busy machine (its stack, dumped
+    by SIGABRT: "Garbage-collecting")."""
     timer = threading.Timer(seconds, os._exit, args=(status,))
     timer.daemon = True
     timer.start()
+    atexit.register(_end_now, status)  # last registered, first run: after the threads, before the teardown
+
+
+def _end_now(status: int) -> None:
+    logging.shutdown()  # the log's last lines, flushed
+    os._exit(status)
 
 
 def end_active_runs(status: str) -> list[str]:
