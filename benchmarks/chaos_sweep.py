@@ -285,16 +285,25 @@ class Soak:
                 self.act(item[1], item[2])
             if self.done():
                 break
-            if clock is None and any(self.in_a_trial(n) for n in range(WORKERS)):
-                clock = self.now()
-                self.note("fault_clock_started")
-            while clock is not None and queue and queue[0].at <= self.now() - clock:
-                self.inject(queue.pop(0))
+            clock = self.tick(queue, clock)
             time.sleep(0.5)
+        self.not_injected = [dataclasses.asdict(f) for f in queue]
+        return self.wind_down()
+
+    def tick(self, queue: list[Fault], clock: float | None) -> float | None:
+        """Start the fault clock at the first trial begun; inject the faults that are due. → the clock."""
+        if clock is None and any(self.in_a_trial(n) for n in range(WORKERS)):
+            clock = self.now()
+            self.note("fault_clock_started")
+        while clock is not None and queue and queue[0].at <= self.now() - clock:
+            self.inject(queue.pop(0))
+        return clock
+
+    def wind_down(self) -> bool:
+        """Bring back what is still down, end the workers still running; whether the sweep had finished."""
         for item in sorted(self.pending):  # a service still down or a disk still full comes back
             if item[1] != "start_worker":
                 self.act(item[1], item[2])
-        self.not_injected = [dataclasses.asdict(f) for f in queue]
         finished = self.done()
         for run in self.current.values():
             if run is not None and run.process.poll() is None:
