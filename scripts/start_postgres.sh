@@ -2,7 +2,7 @@
 # Start a local PostgreSQL for trying multi-worker sweeps (Optuna storage + MLflow backend).
 #
 #   scripts/start_postgres.sh            # start (installs Debian's postgresql if missing)
-#   scripts/start_postgres.sh stop       # stop it
+#   scripts/start_postgres.sh stop       # stop it (stop immediate: at once, as a crash would)
 #
 # Data directory: data/09_sweeps/postgres (PGDATA env overrides), listening on 127.0.0.1:$PGPORT
 # (default 5433, so it never collides with a system PostgreSQL on 5432). Creates the databases
@@ -42,7 +42,7 @@ as_owner() {
 }
 
 if [ "${1:-start}" = "stop" ]; then
-  as_owner "$BIN/pg_ctl" -D "$PGDATA" stop -m fast
+  as_owner "$BIN/pg_ctl" -D "$PGDATA" stop -m "${2:-fast}"  # immediate: as a crash (no shutdown checkpoint)
   exit 0
 fi
 

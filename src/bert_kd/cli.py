@@ -54,6 +54,18 @@ def environment_error(exc: BaseException) -> UserError | None:
     return storage_error(exc, filename or Path.cwd(), writing=False) or damaged_database_error(exc)
 
 
+def tracking_down_error(exc: BaseException) -> UserError | None:
+    """An MLflow request outside a training job (kedro-mlflow opening its run, the experiment made at start) that
+    failed because the tracking server went away: the block of
+    [`server_down_error`][tracking.runs.server_down_error]; None for other errors, or when MLflow is not loaded."""
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return None
+    from bert_kd.tracking.runs import server_down_error
+
+    return server_down_error(mlflow.get_tracking_uri(), exc)
+
+
 def unknown_pipeline_error(exc: BaseException) -> UserError | None:
     """Kedro's "Failed to find the pipeline named …" (a ValueError with a traceback) as one block, Kedro's
     suggestions kept; None for other errors."""
@@ -131,7 +143,11 @@ def run_guarded(**options):
         return kedro_run.callback(**options)
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is a user error
         error = (
-            find_user_error(exc) or environment_error(exc) or unknown_pipeline_error(exc) or node_selection_error(exc)
+            find_user_error(exc)
+            or environment_error(exc)
+            or tracking_down_error(exc)
+            or unknown_pipeline_error(exc)
+            or node_selection_error(exc)
         )
         if error is None:
             raise

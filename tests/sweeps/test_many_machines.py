@@ -57,14 +57,34 @@ reproduce:
     tiny:
       paper: two methods by two seeds on a few dozen RTE rows
       tasks: [rte]
-      seeds: [1, 2]
+      seeds: {seeds}
       baseline: nkd
       selection: dev
-      grid: {{training.learning_rate: [1.0e-3]}}
+      grid: {{training.learning_rate: {learning_rates}}}
       methods:
-        nkd: {{recipe: distill_methods.nkd, label: NKD}}
-        alp: {{recipe: distill_methods.alp, label: ALP}}
+{methods}
 """
+
+
+#: The tiny table: (seeds, learning rates, methods).
+TINY_TABLE = ((1, 2), (1.0e-3,), ("nkd", "alp"))
+
+
+def tiny_conf(glue: Path, teacher: Path, storage: str, log_models: bool = True, table=TINY_TABLE) -> str:
+    """The tiny table's conf: ``methods`` (rows of ``distill_methods``) × RTE × ``seeds`` × ``learning_rates``
+    (``table``)."""
+    seeds, learning_rates, methods = table
+    rows = "\n".join(f"        {m}: {{recipe: distill_methods.{m}, label: {m.upper()}}}" for m in methods)
+    return TINY_CONF.format(
+        glue=glue,
+        teacher=teacher,
+        batch=BATCH,
+        storage=storage,
+        log_models=log_models,
+        seeds=list(seeds),
+        learning_rates=list(learning_rates),
+        methods=rows,
+    )
 
 
 def free_port() -> int:
@@ -103,51 +123,74 @@ def answers(url: str) -> bool:
         return False
 
 
+class Services:
+    """PostgreSQL by the project's script and an MLflow server on it, under ``root``; each can be stopped
+    (killed) and started again. ``optuna``: the study's URL; ``tracking``: the server's URI."""
+
+    def __init__(self, root: Path):
+        # PostgreSQL refuses to run as root; the script then runs it as the postgres user, who must reach the folder.
+        root.chmod(0o711)
+        self.root, self.artifacts = root, root / "mlflow-artifacts"
+        self.pg_port, self.mlflow_port = free_port(), free_port()
+        self.env = {**os.environ, "PGDATA": str(root / "postgres"), "PGPORT": str(self.pg_port)}
+        self.database = f"postgresql+psycopg://bert_kd@127.0.0.1:{self.pg_port}"
+        self.optuna = f"{self.database}/bert_kd_optuna"
+        self.tracking = f"http://127.0.0.1:{self.mlflow_port}"
+        self.server: subprocess.Popen | None = None
+
+    def postgres(self, *command: str) -> subprocess.CompletedProcess:
+        """``scripts/start_postgres.sh`` (start) or ``… stop [fast|immediate]`` on this data folder."""
+        script = REPO_ROOT / "scripts" / "start_postgres.sh"
+        done = subprocess.run(
+            ["bash", str(script), *command], env=self.env, capture_output=True, text=True, timeout=240
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def start_mlflow(self) -> None:
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job consumers: 7 idle processes
+        with open(self.root / "mlflow-server.log", "a") as server_log:
+            self.server = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "mlflow", "server"),
+                    *("--backend-store-uri", f"{self.database}/bert_kd_mlflow"),
+                    *("--artifacts-destination", str(self.artifacts)),
+                    *("--host", "127.0.0.1", "--port", str(self.mlflow_port), "--workers", "1"),
+                ],
+                stdout=server_log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+
+    def kill_mlflow(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            os.killpg(self.server.pid, signal.SIGKILL)  # its uvicorn workers too
+            self.server.wait(timeout=30)
+
+    def close(self) -> None:
+        try:
+            self.kill_mlflow()
+        finally:
+            script = REPO_ROOT / "scripts" / "start_postgres.sh"
+            subprocess.run(["bash", str(script), "stop"], env=self.env, capture_output=True, timeout=120)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def services():
-    """PostgreSQL by the project's script and an MLflow server on it: (Optuna URL, tracking URI, artifacts)."""
-    # PostgreSQL refuses to run as root; the script then runs it as the postgres user, who must reach the folder.
-    root = Path(tempfile.mkdtemp(prefix="bert_kd_services_"))
-    root.chmod(0o711)
-    pg_port, mlflow_port = free_port(), free_port()
-    env = {**os.environ, "PGDATA": str(root / "postgres"), "PGPORT": str(pg_port)}
-    script = REPO_ROOT / "scripts" / "start_postgres.sh"
-    started = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=240)
-    assert started.returncode == 0, started.stdout + started.stderr
-    database = f"postgresql+psycopg://bert_kd@127.0.0.1:{pg_port}"
-    artifacts = root / "mlflow-artifacts"
-    with open(root / "mlflow-server.log", "w") as server_log:
-        server = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "mlflow", "server"),
-                *("--backend-store-uri", f"{database}/bert_kd_mlflow"),
-                *("--artifacts-destination", str(artifacts)),
-                *("--host", "127.0.0.1", "--port", str(mlflow_port), "--workers", "1"),
-            ],
-            stdout=server_log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    tracking = f"http://127.0.0.1:{mlflow_port}"
+    """PostgreSQL by the project's script and an MLflow server on it ([`Services`][])."""
+    running = Services(Path(tempfile.mkdtemp(prefix="bert_kd_services_")))
+    running.postgres()
+    running.start_mlflow()
     try:
-        yield {
-            "optuna": f"{database}/bert_kd_optuna",
-            "tracking": tracking,
-            "artifacts": artifacts,
-            "server": server,
-            "root": root,
-        }
+        yield running
     finally:
         for process in STARTED:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        try:
-            os.killpg(server.pid, signal.SIGKILL)  # its uvicorn workers too
-            server.wait(timeout=30)
-        finally:
-            subprocess.run(["bash", str(script), "stop"], env=env, capture_output=True, timeout=120)
-            shutil.rmtree(root, ignore_errors=True)
+        running.close()
 
 
 def project_copy(directory: Path, conf: str, store: Path | None) -> Path:
@@ -230,25 +273,25 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
     glue = glue_rows(tmp_path / "glue")
 
     def conf(storage: str, log_models: bool = True) -> str:
-        return TINY_CONF.format(glue=glue, teacher=teacher, batch=BATCH, storage=storage, log_models=log_models)
+        return tiny_conf(glue, teacher, storage, log_models)
 
     # The table as one worker writes it: its own SQLite study, store and tracking database (run meanwhile).
     single = project_copy(tmp_path / "single", conf("sqlite:///data/09_sweeps/optuna.db", False), None)
     reference = worker(single, migrated_mlflow_db(single / "mlflow.db"), tmp_path / "single.log")
-    wait_for(lambda: answers(services["tracking"] + "/health"), "the MLflow server", 150, services["server"])
+    wait_for(lambda: answers(services.tracking + "/health"), "the MLflow server", 150, services.server)
 
     store = tmp_path / "nfs" / "store"  # the network file system
     store.mkdir(parents=True)
-    a = project_copy(tmp_path / "machine_a", conf(services["optuna"]), store)
-    b = project_copy(tmp_path / "machine_b", conf(services["optuna"]), store)
+    a = project_copy(tmp_path / "machine_a", conf(services.optuna), store)
+    b = project_copy(tmp_path / "machine_b", conf(services.optuna), store)
     # Both workers start; A is killed (SIGKILL, by the job path's fault point) at the second step of the first
     # model it trains: the teacher or a student of its first trial. B takes that trial back and finishes.
-    killed = worker(a, services["tracking"], tmp_path / "a_killed.log", fault="step:2")
-    b_worker = worker(b, services["tracking"], tmp_path / "b.log")
+    killed = worker(a, services.tracking, tmp_path / "a_killed.log", fault="step:2")
+    b_worker = worker(b, services.tracking, tmp_path / "b.log")
     assert finished(killed, tmp_path / "a_killed.log") == -signal.SIGKILL, (tmp_path / "a_killed.log").read_text()
     succeeded(b_worker, tmp_path / "b.log")
     # A restarted: nothing left to train; it copies B's trials into its results folder and writes the table.
-    succeeded(worker(a, services["tracking"], tmp_path / "a_restarted.log"), tmp_path / "a_restarted.log")
+    succeeded(worker(a, services.tracking, tmp_path / "a_restarted.log"), tmp_path / "a_restarted.log")
     succeeded(reference, tmp_path / "single.log")
     print(f"\nmany-machine sweep: {time.monotonic() - started:.0f} s")
 
@@ -263,8 +306,8 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
                 assert result.get(name) == record["result"].get(name), (key, name)
 
     # Optuna: every grid point trained exactly once to a result; the killed trial failed and was retried.
-    (name,) = [n for n in optuna.get_all_study_names(services["optuna"]) if n.startswith("reproduce-tiny")]
-    study = optuna.load_study(study_name=name, storage=services["optuna"])
+    (name,) = [n for n in optuna.get_all_study_names(services.optuna) if n.startswith("reproduce-tiny")]
+    study = optuna.load_study(study_name=name, storage=services.optuna)
     trained = [
         t.user_attrs["key"]
         for t in study.get_trials(states=[optuna.trial.TrialState.COMPLETE])
@@ -280,13 +323,13 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
     assert not [p for p in (store / "checkpoints").rglob("*") if p.is_file()]
 
     # MLflow server: each trial's run finished once, with its models' files on the server's artifact store.
-    client = mlflow.MlflowClient(tracking_uri=services["tracking"])
+    client = mlflow.MlflowClient(tracking_uri=services.tracking)
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, "tags.role = 'trial' and attributes.status = 'FINISHED'")
     assert sorted(r.data.params["trial"] for r in runs) == sorted(trained)
     assert {r.info.run_id for r in runs} == {record["result"]["run_id"] for record in trial_files(a).values()}
     models = client.search_logged_models(experiments)
-    on_server = [str(path) for path in services["artifacts"].rglob("model.safetensors")]
+    on_server = [str(path) for path in services.artifacts.rglob("model.safetensors")]
     students, teachers = entries(store, "student"), entries(store, "teacher")
     for kind, key in [("student", key) for key in students] + [("teacher", key) for key in teachers]:
         # every stored model is logged once, by the run that trained it: the shared teacher too, though the other

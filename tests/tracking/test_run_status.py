@@ -179,3 +179,35 @@ def test_the_next_kedro_run_ends_a_sigkilled_run_of_another_experiment(tmp_path)
     _next_kedro_run()
     mlflow.end_run()
     assert (_status(uri, parent_id), _status(uri, child_id)) == ("KILLED", "KILLED")
+
+
+STUCK_SCRIPT = r"""
+import threading, time
+from bert_kd.tracking import run_status
+run_status.STOP_GRACE_S = 1.0
+run_status.RunStatusHook().install_signal_handlers()
+threading.Thread(target=time.sleep, args=(120,)).start()  # an upload in flight: Python waits for it at exit
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_sigterm_ends_the_process_even_when_a_thread_would_keep_it():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(REPO_ROOT / "src")
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_SCRIPT], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # it waited for the thread's 120 s
+
+
+def test_sigterm_skips_the_interpreters_teardown_once_unwound(monkeypatch):
+    import atexit
+
+    from bert_kd.tracking import run_status
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda *args: registered.append(args))
+    monkeypatch.setattr(run_status.threading, "Timer", lambda *a, **k: type("T", (), {"start": lambda self: None})())
+    run_status.exit_within(10.0, 143)
+    assert registered == [(run_status._end_now, 143)]  # garbage-collecting torch's heap at exit took over 20 s

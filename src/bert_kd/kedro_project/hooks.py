@@ -87,6 +87,9 @@ class PreflightHook:
                 log.info("tracking.enabled is false: kedro-mlflow is off for this run, nothing is logged")
             return
         if is_main_process():
+            from bert_kd.tracking import limit_requests
+
+            limit_requests(_tracking_uri(context))  # MLflow's retries bounded: a server gone is named in a minute
             check_tracking(_tracking_uri(context))
             from bert_kd.tracking.runs import create_experiment_once
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from bert_kd.config.errors import StorageError, TrackingUnreachableError, UserError
-from bert_kd.tracking import tracking_server_problem
+from bert_kd.tracking import tracking_server_problem, tracking_store_problem
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,14 @@ def check_tracking(uri: str) -> None:
             f"the MLflow tracking server {uri} does not answer ({problem})",
             TRACKING_URI_SETTING,
             f"start the server or point MLFLOW_TRACKING_URI at one that runs, or run without tracking: {TRACKING_OFF}",
+        )
+    problem = tracking_store_problem(uri)
+    if problem is not None:
+        raise TrackingUnreachableError(
+            f"the MLflow tracking server {uri} answers but cannot read its runs ({problem})",
+            TRACKING_URI_SETTING,
+            "start the database the server keeps its runs in (its --backend-store-uri; scripts/start_postgres.sh "
+            f"starts the local one of docs/scaling.md) and run again, or run without tracking: {TRACKING_OFF}",
         )
     check_sqlite_folder(sqlite_path(uri), "MLflow tracking", TRACKING_URI_SETTING)
     check_sqlite(sqlite_path(uri), "MLflow tracking", f"; or run without tracking: {TRACKING_OFF}")

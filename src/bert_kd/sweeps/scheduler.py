@@ -156,7 +156,12 @@ def make_storage(
     """RDB storage with heartbeats; a ``sqlite:///relative/path.db`` gets its folder created."""
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    if url.startswith("sqlite"):
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+    elif url.startswith("postgresql"):  # a server that does not answer is named within seconds, not minutes
+        engine_kwargs = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}, "pool_pre_ping": True}
+    else:
+        engine_kwargs = {}
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0; we rely on them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         for attempt in range(SCHEMA_RACE_ATTEMPTS):
@@ -181,6 +186,19 @@ def make_storage(
 
 #: Tries to open a new database's storage while other workers create its tables at the same moment.
 SCHEMA_RACE_ATTEMPTS = 5
+#: Seconds a worker waits for a PostgreSQL server to accept its connection before naming it in a block.
+CONNECT_TIMEOUT_S = 10
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password masked (``***``), for a message."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("@")[-1]
 
 
 def lost_schema_race(error: Exception) -> bool:
@@ -196,14 +214,9 @@ def storage_error(url: str, error: Exception) -> Exception:
     """What opening the sweep storage ``url`` raised, as one [`UserError`][] block (the URL without
     its password, the fix) when it is a missing driver or a database that refuses or does not answer;
     any other error as it is."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, OperationalError
+    from sqlalchemy.exc import OperationalError
 
-    try:
-        shown = make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        shown = url.split("@")[-1]
-    where = f"reproduce.storage = {shown}"
+    where = f"reproduce.storage = {shown_url(url)}"
     text = " ".join(str(getattr(error, "orig", None) or error).split())
     if isinstance(error, ImportError) or "DB access module" in text:
         missing = getattr(error, "name", None) or getattr(error.__cause__, "name", None) or "the database driver"
@@ -223,7 +236,76 @@ def storage_error(url: str, error: Exception) -> Exception:
                 "in the URL; every worker must reach it"
             )
         return UserError(f"the Optuna storage cannot be opened: {text[:300]}", where, fix)
+    if denied(error):
+        return UserError(f"the Optuna storage refuses this user: {text[:300]}", where, GRANT_FIX)
     return error
+
+
+#: The fix of a database user who may connect but not read or write the study's tables.
+GRANT_FIX = (
+    "connect as the user who owns the study's tables, or let this one write them: as their owner, GRANT SELECT, "
+    "INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO <user>; GRANT USAGE, SELECT ON ALL SEQUENCES IN "
+    "SCHEMA public TO <user> (docs/scaling.md)"
+)
+
+
+def _chain(error: BaseException | None):
+    """``error`` and the errors it was raised from or during, innermost last."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def denied(error: BaseException) -> bool:
+    """Whether the database refused the user a table (PostgreSQL's ``permission denied``, SQLSTATE 42501)."""
+    from sqlalchemy.exc import DBAPIError
+
+    return any(
+        isinstance(e, DBAPIError) and "permission denied" in str(getattr(e, "orig", e)).lower() for e in _chain(error)
+    )
+
+
+def storage_gone(error: BaseException) -> BaseException | None:
+    """The database error somewhere in ``error``'s chain when the sweep's database stopped answering or cut the
+    connection (SQLAlchemy's ``OperationalError``, or a connection it invalidated); None otherwise."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    for e in _chain(error):
+        if isinstance(e, OperationalError) or (isinstance(e, DBAPIError) and e.connection_invalidated):
+            return e
+    return None
+
+
+class StorageLostError(UserError):
+    """The sweep's database went away (or refused this user) while the worker ran."""
+
+    kind = "sweep storage lost"
+
+
+def storage_lost_error(url: str, error: BaseException) -> UserError | None:
+    """One block for a database that went away or refused this user during the sweep; None for any other error.
+    (Optuna 5.0.0 then raised ``UnboundLocalError`` from ``_run_trial``, whose recovery asked the same dead
+    database, above hundreds of lines of traceback.)"""
+    if url.startswith("sqlite"):  # one machine's file: a locked or damaged one is named by the run's own checks
+        return None
+    where = f"reproduce.storage = {shown_url(url)}"
+    if denied(error):
+        text = next(str(getattr(e, "orig", e)) for e in _chain(error) if "permission denied" in str(e).lower())
+        return StorageLostError(
+            f"the Optuna storage refuses this user: {' '.join(text.split())[:300]}", where, GRANT_FIX
+        )
+    gone = storage_gone(error)
+    if gone is None:
+        return None
+    text = " ".join(str(getattr(gone, "orig", None) or gone).split())[:300]
+    return StorageLostError(
+        f"the Optuna storage stopped answering during the sweep: {text}",
+        where,
+        "start the database server again (scripts/start_postgres.sh for a local one) and run the same command: "
+        "finished trials are reused and the trial cut off is retried",
+    )
 
 
 def _serialise_sqlite_transactions(engine) -> None:
@@ -608,6 +690,9 @@ def _objective(
         spec = specs[key]
         try:
             result = check_result(run_trial(spec), spec)
+        except SystemExit:  # SIGTERM (RunStatusHook): the trial failed, another worker takes it at once
+            fail_quietly(study, trial._trial_id)
+            raise
         except Exception as error:
             failures[key] = f"{type(error).__name__}: {error}".splitlines()[0][:300]
             if isinstance(error, STOPS_THE_WORKER):  # every later trial would fail the same way
@@ -621,6 +706,15 @@ def _objective(
         return _value(result, key, selection)
 
     return objective
+
+
+def fail_quietly(study: optuna.Study, trial_id: int) -> None:
+    """Mark a running trial ``FAIL`` on the way out of a stopped worker; a database that does not answer then is
+    left to the heartbeat (the trial goes stale and is retried)."""
+    try:
+        study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
+    except Exception as error:  # the worker is stopping; the heartbeat covers this
+        log.warning("trial id %d could not be marked failed (%s): its heartbeat will go stale", trial_id, error)
 
 
 @dataclass(frozen=True)
@@ -666,10 +760,26 @@ def run_sweep(
     line of its error}`` for every trial that raised in this call and has no result at its end (one that
     failed and then succeeded on a retry is not there).
     """
-    specs = {t.key: t for t in sweep.trials()}
-    keys = sorted(specs)
     if isinstance(storage, str):
         storage = make_storage(storage, options.heartbeat_interval, options.grace_period)
+    try:
+        return _run_sweep(sweep, run_trial, storage, options, failures)
+    except Exception as error:
+        lost = storage_lost_error(str(getattr(storage, "url", "")), error)
+        if lost is None:
+            raise
+        raise lost from error
+
+
+def _run_sweep(
+    sweep: SweepSpec,
+    run_trial: RunTrial,
+    storage: optuna.storages.BaseStorage,
+    options: SweepOptions,
+    failures: dict[str, str] | None,
+) -> dict[str, dict]:
+    specs = {t.key: t for t in sweep.trials()}
+    keys = sorted(specs)
     name = options.study_name or study_name_for(sweep)
     sampler = _GridSampler({GRID_PARAM: keys}, seed=0)
     study = optuna.create_study(

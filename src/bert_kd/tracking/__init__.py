@@ -66,12 +66,14 @@ from bert_kd.tracking.runs import (
     active_run,
     end_orphaned_runs,
     is_main_process,
+    limit_requests,
     log_to_active_run,
     num_processes,
     owner_tags,
     tracked_run,
     tracking_enabled,
     tracking_server_problem,
+    tracking_store_problem,
 )
 from bert_kd.tracking.ui import (
     COMPARE_VIEW_COLUMNS,
@@ -166,7 +168,9 @@ __all__ = [
     "size_tags",
     "tracked_run",
     "tracking_enabled",
+    "limit_requests",
     "tracking_server_problem",
+    "tracking_store_problem",
     "ui_base_url",
     "weight_params",
 ]

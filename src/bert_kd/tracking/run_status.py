@@ -12,6 +12,7 @@ carries its owner process ([`owner_tags`][runs.owner_tags]: host, pid, process s
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -19,23 +20,64 @@ import threading
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.tracking import active_run, end_orphaned_runs, owner_tags
+from bert_kd.tracking import active_run, end_orphaned_runs, limit_requests, owner_tags
+from bert_kd.tracking.runs import STOPPING_LIMITS
 
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Seconds a process told to stop (SIGTERM) has to unwind before it ends at once: Python waits at exit for every
+#: non-daemon thread (an MLflow upload in flight, a heartbeat), which kept a SIGTERMed sweep worker for over 30 s.
+STOP_GRACE_S = 10.0
+
+
+def exit_within(seconds: float, status: int) -> None:
+    """End the process with ``status`` in ``seconds`` unless it has ended by then (a daemon timer: it never keeps
+    the process alive itself), and skip the interpreter's own teardown once it unwound: collecting the garbage of
+    torch, transformers and MLflow took a SIGTERMed sweep worker over 20 s on a busy machine (its stack, dumped
+    by SIGABRT: "Garbage-collecting")."""
+    timer = threading.Timer(seconds, os._exit, args=(status,))
+    timer.daemon = True
+    timer.start()
+    atexit.register(_end_now, status)  # last registered, first run: after the threads, before the teardown
+
+
+def _end_now(status: int) -> None:
+    logging.shutdown()  # the log's last lines, flushed
+    os._exit(status)
 
 
 def end_active_runs(status: str) -> list[str]:
-    """End every MLflow run active in this thread (innermost first) with ``status``; their ids."""
+    """End every MLflow run active in this thread (innermost first) with ``status``; their ids. A run the tracking
+    server does not take (it is gone) is named in a warning and left for the next run on this host to end
+    ([`end_orphaned_runs`][runs.end_orphaned_runs]): ``mlflow.end_run`` takes it off the stack first, so nothing
+    retries it at exit."""
     import mlflow
 
-    ended = []
+    ended, left = [], []
     while mlflow.active_run() is not None:
         run_id = mlflow.active_run().info.run_id
-        mlflow.end_run(status)
-        ended.append(run_id)
+        try:
+            mlflow.end_run(status)
+            ended.append(run_id)
+        except Exception:  # the server is gone: stop anyway
+            left.append(run_id)
+    if left:
+        log.warning(
+            "the MLflow server did not answer: run(s) %s left for the next run on this host to end", ", ".join(left)
+        )
     return ended
+
+
+def end_runs_on_the_way_out(name: str) -> None:
+    """End the active runs as ``KILLED`` for the signal ``name`` with one short try per request, so that a process
+    told to stop stops within seconds even when the tracking server is gone (MLflow's own retries kept a
+    SIGTERMed sweep worker for minutes)."""
+    import mlflow
+
+    limit_requests(mlflow.get_tracking_uri(), STOPPING_LIMITS, force=True)
+    ended = end_active_runs("KILLED")
+    log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
 
 
 class RunStatusHook:
@@ -53,9 +95,10 @@ class RunStatusHook:
         name = signal.Signals(signum).name
         if os.getpid() == self._owner_pid and not self._reported:
             self._reported = True
-            ended = end_active_runs("KILLED")
-            log.warning("%s: MLflow run(s) %s marked KILLED", name, ", ".join(ended) or "(none active)")
             self._restore()
+            end_runs_on_the_way_out(name)
+            if signum == signal.SIGTERM:
+                exit_within(STOP_GRACE_S, 128 + signum)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + signum)

@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from bert_kd.config.credentials import mask
 from bert_kd.config.errors import TrackingUnreachableError
 from bert_kd.config.schema import Block, Tracking, typed
 from bert_kd.experiment.provenance import environment_info
@@ -32,6 +33,56 @@ def num_processes() -> int:
 
 #: Seconds the start-of-run check waits for the tracking server (MLflow's own retries take minutes).
 TRACKING_CHECK_TIMEOUT_S = 10.0
+
+#: MLflow's own retry settings for a run on a tracking server, unless the user set them: each request is tried
+#: 5 times over about 30 s (backoff 2, 4, 8, 16 s) and waits at most 30 s for an answer, so a server restarted
+#: within that is ridden through and one that stays down is named in a block within about a minute (MLflow's
+#: defaults, 7 retries up to 120 s apart and 120 s per request, kept a sweep worker waiting for 13 minutes).
+REQUEST_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+#: While a stopping process ends its runs (SIGTERM): one try, 5 s.
+STOPPING_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+def limit_requests(uri: str, limits: Mapping[str, str] = REQUEST_LIMITS, force: bool = False) -> dict[str, str]:
+    """Bound how long MLflow waits on the tracking server ``uri`` (``http(s)://`` only): ``limits`` go into this
+    process's environment, which MLflow reads at every request (and the processes it starts inherit); a value the
+    user set wins unless ``force``. → the values set."""
+    if not uri.lower().startswith(("http://", "https://")):
+        return {}
+    chosen = {name: value for name, value in limits.items() if force or name not in os.environ}
+    os.environ.update(chosen)
+    return chosen
+
+
+def tracking_store_problem(uri: str, timeout: float = TRACKING_CHECK_TIMEOUT_S) -> str | None:
+    """Why the MLflow server at ``uri`` answers but cannot read its runs (its backend store, e.g. PostgreSQL, is
+    down: every request then fails with HTTP 5xx, which MLflow retries for minutes); None when it reads them, or
+    ``uri`` is no server."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    if not uri.lower().startswith(("http://", "https://")):
+        return None
+    url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as error:
+        if error.code < 500:
+            return None
+        body = error.read().decode("utf-8", "replace")
+        try:
+            body = json.loads(body).get("message", body)
+        except (ValueError, AttributeError):
+            pass
+        return f"HTTP {error.code}: {mask(' '.join(str(body).split()))[:300]}"
+    except OSError:
+        return None  # no answer at all: tracking_server_problem names it
 
 
 def tracking_server_problem(uri: str, timeout: float = TRACKING_CHECK_TIMEOUT_S) -> str | None:
@@ -215,12 +266,30 @@ def create_experiment_once(uri: str, name: str, tags: Mapping[str, str] | None =
             raise
 
 
+#: What MLflow's client says when its retries against the server ran out (refused, cut, or only 5xx answers).
+CONNECTION_FAILED = ("Max retries exceeded", "Connection refused", "Connection aborted", "too many 50")
+
+
+def failed_connection(error: BaseException | None) -> str | None:
+    """The first line of the error in ``error``'s chain that says MLflow's requests never reached the server (the
+    server may be back by the time anyone looks); None otherwise."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = " ".join(str(error).split())
+        mlflows = type(error).__module__.startswith(("mlflow", "requests", "urllib3"))  # not the database's driver
+        if mlflows and any(mark in text for mark in CONNECTION_FAILED):
+            return mask(text)[:300]
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def server_down_error(uri: str, error: Exception) -> TrackingUnreachableError | None:
     """A [`TrackingUnreachableError`][] block when ``error`` came while the tracking server ``uri``
     does not answer (it went down mid-run, after MLflow's own retries); None otherwise."""
-    if isinstance(error, TrackingUnreachableError):
+    if isinstance(error, TrackingUnreachableError) or not uri.lower().startswith(("http://", "https://")):
         return None
-    problem = tracking_server_problem(uri)
+    problem = tracking_server_problem(uri) or tracking_store_problem(uri) or failed_connection(error)
     if problem is None:
         return None
     shown = re.sub(r"//[^/@]*@", "//***@", uri)  # no credentials in the message
