@@ -3,31 +3,36 @@
 ``kedro run`` counts nodes ("k of 57 tasks"); what takes the time is the training jobs (a teacher,
 its output cache, each student). [`JobProgress`][] knows every
 step of the run in run order and estimates the time left as the sum of a price for each step not
-finished yet:
+finished yet. Every price is a **median** of what this run measured (one job slowed by other work
+on the machine does not set the price of the rest) and, where a step's size is known, a **rate**
+(measured seconds per unit of size) times that step's size:
 
-- a job is priced from the jobs of its own kind measured so far in this run: the mean of those that
-  trained, and of those reused from the store, mixed in the share in which this kind was reused;
+- a job is priced from the jobs of its own kind trained so far in this run (seconds per unit of
+  work, work = parameters × epochs), mixed with the price of a reused job in the share in which
+  this kind was reused;
 - a job that repeats an earlier job of the run (the same job under another row's name) is priced as
   a reused one: the store hands it the first job's result;
-- a kind not measured yet is priced from its work (parameters × epochs) at the seconds per unit of
-  work of the jobs trained so far (a student from the teacher it is distilled from), else at the mean
-  of every trained job;
-- every other step (evaluations, figures, the comparison: the evaluation tail) is priced at the mean
-  of its function's steps measured so far, else at the mean of every such step.
+- a kind not measured yet is priced at the median seconds per unit of work of the jobs trained so
+  far (a student from the teacher it is distilled from and its cache), else at their median;
+- every other step (evaluations, figures, the comparison: the evaluation tail) is priced from the
+  steps of its own function measured so far, per unit of the forward work of the model it reads
+  (parameters outside the embedding tables: a 2-layer student's evaluation costs about a third of
+  its 6-layer teacher's), else at the median of every such step.
 
 So no estimate exists before the first job finishes. Each progress line is kept with the time it
 was shown ([`EtaCheck`][]); at the end of the run
 [`JobProgress.checks`][] sets each estimate against the
-time that was actually left. The line says when the machine is busy (load average above the cores):
-then every estimate is the busy machine's.
+time that was actually left, and [`replay`][] computes the same lines from a recorded
+[`JobProgress.timeline`][] without running anything. The line says when the machine is busy
+(load average above the cores): then every estimate is the busy machine's.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from statistics import fmean
-from typing import Callable, Sequence
+from statistics import fmean, median
+from typing import Any, Callable, Mapping, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
 
@@ -47,13 +52,15 @@ def duration_text(seconds: float) -> str:
 @dataclass
 class Step:
     """One step of the run: a training job (``job``: its kind) or another node (``kind``: its function).
-    ``repeats``: the earlier job this one is the same job as; ``work``: parameters × epochs, once known."""
+    ``repeats``: the earlier job this one is the same job as; ``work``: a job's parameters × epochs,
+    ``size``: the forward work of the model another node reads, each once known."""
 
     name: str
     kind: str
     job: bool = False
     repeats: str | None = None
     work: float | None = None
+    size: float | None = None
     seconds: float | None = None
     reused: bool = False
 
@@ -109,6 +116,11 @@ class JobProgress:
         if name in self.by_name and work:
             self.by_name[name].work = float(work)
 
+    def set_size(self, name: str, size: float | None) -> None:
+        """The forward work of the model ``name`` reads, for pricing it from its function's other steps."""
+        if name in self.by_name and size:
+            self.by_name[name].size = float(size)
+
     def _done(self, job: bool) -> list[Step]:
         return [s for s in self.steps if s.seconds is not None and s.job == job]
 
@@ -116,29 +128,28 @@ class JobProgress:
         """The estimated seconds of the job ``step`` (None when nothing is measured yet)."""
         done = self._done(job=True)
         reused = [s.seconds for s in done if s.reused]
-        reuse_price = fmean(reused) if reused else REUSED_PRIOR_SECONDS
+        reuse_price = median(reused) if reused else REUSED_PRIOR_SECONDS
         if step.repeats is not None:
             return reuse_price
         trained = [s for s in done if not s.reused]
         own = [s for s in done if s.kind == step.kind and s.repeats is None]
         if own:
-            own_trained = [s.seconds for s in own if not s.reused]
+            own_trained = [s for s in own if not s.reused]
             share = sum(s.reused for s in own) / len(own)
-            trained_price = fmean(own_trained) if own_trained else 0.0
+            trained_price = scaled_price(own_trained, step, "work") if own_trained else 0.0
             return share * reuse_price + (1 - share) * trained_price
-        rates = [s.seconds / s.work for s in trained if s.work]
-        if rates and step.work:
-            return fmean(rates) * step.work
         if trained:
-            return fmean(s.seconds for s in trained)
+            return scaled_price(trained, step, "work")
         return reuse_price if done else None
 
     def node_price(self, step: Step) -> float:
-        """The estimated seconds of a step that is no job: its function's mean so far, else every such step's."""
+        """The estimated seconds of a step that is no job: from its function's steps so far (per unit of
+        the model's forward work where known), else the median of every such step."""
         done = self._done(job=False)
-        own = [s.seconds for s in done if s.kind == step.kind]
-        every = [s.seconds for s in done]
-        return fmean(own) if own else (fmean(every) if every else 0.0)
+        own = [s for s in done if s.kind == step.kind]
+        if own:
+            return scaled_price(own, step, "size")
+        return median(s.seconds for s in done) if done else 0.0
 
     def seconds_left(self) -> float | None:
         """The estimated seconds of the steps not finished yet (None before any job finished)."""
@@ -172,6 +183,48 @@ class JobProgress:
         """Every progress line shown, with the time actually left from it to now (the end of the run)."""
         now = self.clock()
         return [EtaCheck(c.job, c.name, c.shown_at, c.estimate, now - c.shown_at) for c in self.shown]
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Every step in run order with what pricing reads (kind, repeats, work, size) and what it took,
+        for [`replay`][]."""
+        keys = ("name", "kind", "job", "repeats", "work", "size", "seconds", "reused")
+        return [{key: getattr(step, key) for key in keys} for step in self.steps]
+
+
+def scaled_price(done: Sequence[Step], step: Step, measure: str) -> float:
+    """The median seconds per unit of ``measure`` (``work`` or ``size``) of ``done`` times ``step``'s,
+    where both are known; else the median seconds of ``done``."""
+    own = getattr(step, measure)
+    rates = [s.seconds / getattr(s, measure) for s in done if getattr(s, measure)]
+    if own and rates:
+        return median(rates) * own
+    return median(s.seconds for s in done)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(timeline: Sequence[Mapping[str, Any]]) -> list[EtaCheck]:
+    """The progress lines a run with this [`timeline`][JobProgress.timeline] showed, each checked
+    against the time that was left, computed without running anything. Each step's work and size are
+    known from the start (in a run they are once the models are built, before the second job)."""
+    clock = _Clock()
+    fields = ("name", "kind", "job", "repeats", "work", "size")
+    progress = JobProgress([Step(**{key: record.get(key) for key in fields}) for record in timeline], clock)
+    for step in progress.steps:
+        step.job = bool(step.job)
+    for record in timeline:
+        if record.get("job"):
+            progress.announce(record["name"], load=0.0, cores=1)
+        progress.begin(record["name"])
+        clock.now += float(record["seconds"])
+        progress.end(record["name"], reused=bool(record.get("reused")))
+    return progress.checks()
 
 
 def check_table(checks: Sequence[EtaCheck]) -> str:
