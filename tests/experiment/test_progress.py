@@ -117,3 +117,30 @@ def test_an_error_is_signed_against_the_time_left():
 
 def test_durations_read_as_seconds_minutes_or_hours():
     assert [duration_text(s) for s in (0.2, 40, 240, 5400, 36000)] == ["~1 s", "~40 s", "~4 min", "~1.5 h", "~10.0 h"]
+
+
+def test_an_evaluation_is_priced_by_the_size_of_the_model_it_reads():
+    clock = Clock()
+    steps = [
+        Step("teacher", "teacher", job=True, work=60.0),
+        Step("evaluate_teacher", "evaluate_model", size=6.0),  # a 6-layer teacher
+        Step("student", "student", job=True, work=30.0),
+        Step("evaluate_student", "evaluate_model", size=2.0),  # a 2-layer student: a third of the forward work
+        Step("compare", "compare_methods"),
+    ]
+    progress = JobProgress(steps, clock=clock)
+    run_step(progress, clock, "teacher", 60.0)
+    run_step(progress, clock, "evaluate_teacher", 30.0)
+    # the student at the teacher's 1 s per unit of work, its evaluation at 5 s per unit of size, the
+    # comparison at the median of the other steps (30 s: only the teacher's evaluation)
+    assert progress.seconds_left() == pytest.approx(30.0 + 10.0 + 30.0)
+
+
+def test_one_slow_job_does_not_set_the_price_of_the_rest():
+    clock = Clock()
+    steps = [Step("teacher", "teacher", job=True)] + [Step(f"s{i}", "student", job=True) for i in range(5)]
+    progress = JobProgress(steps, clock=clock)
+    run_step(progress, clock, "teacher", 100.0)
+    for name, seconds in [("s0", 90.0), ("s1", 40.0), ("s2", 44.0)]:  # s0 shared the machine with other work
+        run_step(progress, clock, name, seconds)
+    assert progress.seconds_left() == pytest.approx(2 * 44.0)  # the median, not the mean (58 s)

@@ -3,9 +3,10 @@
 ``kedro run`` counts nodes ("k of 57 tasks"); what takes the time is the training jobs (a teacher,
 its output cache, each student). [`JobProgress`][] knows every
 step of the run in run order and estimates the time left as the sum of a price for each step not
-finished yet. Every price is a **median** of what this run measured (one job slowed by other work
-on the machine does not set the price of the rest) and, where a step's size is known, a **rate**
-(measured seconds per unit of size) times that step's size:
+finished yet. Every price is a **median** of the latest steps of its kind this run measured (one
+job slowed by other work on the machine does not set the price of the rest, and the machine's speed
+follows its load) and, where a step's size is known, a **rate** (measured seconds per unit of size)
+times that step's size:
 
 - a job is priced from the jobs of its own kind trained so far in this run (seconds per unit of
   work, work = parameters × epochs), mixed with the price of a reused job in the share in which
@@ -35,6 +36,10 @@ from statistics import fmean, median
 from typing import Any, Callable, Mapping, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
+
+#: How many of the latest measured steps set a price: the machine's speed drifts with the other work on
+#: it, and the latest steps ran at the speed the next ones will see.
+RECENT = 3
 
 #: The price of a reused job before any was measured: loading a stored model took 0.2–0.5 s on the 2-core machine.
 REUSED_PRIOR_SECONDS = 1.0
@@ -192,8 +197,9 @@ class JobProgress:
 
 
 def scaled_price(done: Sequence[Step], step: Step, measure: str) -> float:
-    """The median seconds per unit of ``measure`` (``work`` or ``size``) of ``done`` times ``step``'s,
-    where both are known; else the median seconds of ``done``."""
+    """The median seconds per unit of ``measure`` (``work`` or ``size``) of the [`RECENT`][] latest of
+    ``done`` times ``step``'s, where both are known; else their median seconds."""
+    done = list(done)[-RECENT:]
     own = getattr(step, measure)
     rates = [s.seconds / getattr(s, measure) for s in done if getattr(s, measure)]
     if own and rates:
