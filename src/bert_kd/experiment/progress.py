@@ -58,7 +58,8 @@ def duration_text(seconds: float) -> str:
 class Step:
     """One step of the run: a training job (``job``: its kind) or another node (``kind``: its function).
     ``repeats``: the earlier job this one is the same job as; ``work``: a job's parameters × epochs,
-    ``size``: the forward work of the model another node reads, each once known."""
+    ``size``: the forward work of the model another node reads, each once known; ``load_start``, ``load``:
+    the load average when it started and over it (the mean of its start's and end's), where measured."""
 
     name: str
     kind: str
@@ -68,6 +69,8 @@ class Step:
     size: float | None = None
     seconds: float | None = None
     reused: bool = False
+    load_start: float | None = None
+    load: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class JobProgress:
 
     steps: Sequence[Step]
     clock: Callable[[], float] = time.monotonic
+    sample_load: bool = False
+    cores: int | None = None
     shown: list[EtaCheck] = field(default_factory=list)
     began: dict[str, float] = field(default_factory=dict)
 
@@ -101,6 +106,7 @@ class JobProgress:
         self.steps = list(self.steps)
         self.by_name = {step.name: step for step in self.steps}
         self.jobs = [step.name for step in self.steps if step.job]
+        self.now = 1.0  # the slowdown of the load now (seconds_left)
 
     @property
     def total(self) -> int:
@@ -109,12 +115,27 @@ class JobProgress:
     def begin(self, name: str) -> None:
         """``name`` starts now."""
         self.began[name] = self.clock()
+        self.by_name[name].load_start = self._sample()
 
     def end(self, name: str, reused: bool = False) -> None:
         """``name`` ended now (``reused``: the job's result came from the store)."""
         step = self.by_name[name]
         step.seconds = self.clock() - self.began.pop(name, self.clock())
         step.reused = bool(reused)
+        loads = [load for load in (step.load_start, self._sample()) if load is not None]
+        step.load = fmean(loads) if loads else None
+
+    def _sample(self) -> float | None:
+        """The load average now where ``sample_load`` (else None)."""
+        if not self.sample_load:
+            return None
+        load, self.cores = machine_load()
+        return load
+
+    def slowdown(self, load: float | None) -> float:
+        """How many times longer a step takes at ``load`` than with a core to itself: the runnable threads
+        share the cores, one thread gets cores / load of a core (1 where the load or the cores are unknown)."""
+        return max(load / self.cores, 1.0) if load is not None and self.cores else 1.0
 
     def set_work(self, name: str, work: float | None) -> None:
         """``name``'s work (parameters × epochs), for pricing a job kind not measured yet."""
@@ -141,10 +162,10 @@ class JobProgress:
         if own:
             own_trained = [s for s in own if not s.reused]
             share = sum(s.reused for s in own) / len(own)
-            trained_price = scaled_price(own_trained, step, "work") if own_trained else 0.0
+            trained_price = self._scaled(own_trained, step, "work") if own_trained else 0.0
             return share * reuse_price + (1 - share) * trained_price
         if trained:
-            return scaled_price(trained, step, "work")
+            return self._scaled(trained, step, "work")
         return reuse_price if done else None
 
     def node_price(self, step: Step) -> float:
@@ -153,13 +174,19 @@ class JobProgress:
         done = self._done(job=False)
         own = [s for s in done if s.kind == step.kind]
         if own:
-            return scaled_price(own, step, "size")
-        return median(s.seconds for s in done) if done else 0.0
+            return self._scaled(own, step, "size")
+        return median(s.seconds / self.slowdown(s.load) for s in done) * self.now if done else 0.0
 
-    def seconds_left(self) -> float | None:
-        """The estimated seconds of the steps not finished yet (None before any job finished)."""
+    def _scaled(self, done: Sequence[Step], step: Step, measure: str) -> float:
+        """[`scaled_price`][] of ``done``'s seconds each at its own load, at the load now."""
+        return scaled_price(done, step, measure, self.slowdown) * self.now
+
+    def seconds_left(self, load: float | None = None) -> float | None:
+        """The estimated seconds of the steps not finished yet at ``load`` (the load average now; None: every
+        step at the load it ran), None before any job finished."""
         if not self._done(job=True):
             return None
+        self.now = self.slowdown(load)
         pending = [s for s in self.steps if s.seconds is None]
         return sum((self.job_price(s) or 0.0) if s.job else self.node_price(s) for s in pending)
 
@@ -170,7 +197,7 @@ class JobProgress:
             load, cores = machine_load()
         number = min(len(self._done(job=True)) + 1, self.total)
         parts = [f"job {number} of {self.total}"]
-        left = self.seconds_left()
+        left = self.seconds_left(load)
         parts.append(f"{duration_text(left)} left" if left is not None else "time left known after the first job")
         busy = busy_note(load, cores)
         if busy:
@@ -179,9 +206,11 @@ class JobProgress:
 
     def announce(self, name: str, load: float | None = None, cores: int | None = None) -> str:
         """The progress line before job ``name``, kept for [`checks`][]."""
+        if load is None and cores is None:
+            load, cores = machine_load()
         text = self.line(load, cores)
         number = self.jobs.index(name) + 1 if name in self.jobs else len(self.shown) + 1
-        self.shown.append(EtaCheck(number, name, self.clock(), self.seconds_left()))
+        self.shown.append(EtaCheck(number, name, self.clock(), self.seconds_left(load)))
         return text
 
     def checks(self) -> list[EtaCheck]:
@@ -189,22 +218,29 @@ class JobProgress:
         now = self.clock()
         return [EtaCheck(c.job, c.name, c.shown_at, c.estimate, now - c.shown_at) for c in self.shown]
 
-    def timeline(self) -> list[dict[str, Any]]:
-        """Every step in run order with what pricing reads (kind, repeats, work, size) and what it took,
-        for [`replay`][]."""
-        keys = ("name", "kind", "job", "repeats", "work", "size", "seconds", "reused")
-        return [{key: getattr(step, key) for key in keys} for step in self.steps]
+    def timeline(self) -> dict[str, Any]:
+        """The cores and every step in run order with what pricing reads (kind, repeats, work, size, loads)
+        and what it took, for [`replay`][]."""
+        return {
+            "cores": self.cores,
+            "steps": [{key: getattr(step, key) for key in TIMELINE_KEYS} for step in self.steps],
+        }
 
 
-def scaled_price(done: Sequence[Step], step: Step, measure: str) -> float:
+#: What [`JobProgress.timeline`][] keeps of each step.
+TIMELINE_KEYS = ("name", "kind", "job", "repeats", "work", "size", "seconds", "reused", "load_start", "load")
+
+
+def scaled_price(done: Sequence[Step], step: Step, measure: str, slowdown: Callable[[float | None], float]) -> float:
     """The median seconds per unit of ``measure`` (``work`` or ``size``) of the [`RECENT`][] latest of
-    ``done`` times ``step``'s, where both are known; else their median seconds."""
+    ``done``, each divided by the ``slowdown`` of the load it ran at, times ``step``'s, where both are
+    known; else their median seconds so divided."""
     done = list(done)[-RECENT:]
     own = getattr(step, measure)
-    rates = [s.seconds / getattr(s, measure) for s in done if getattr(s, measure)]
+    rates = [s.seconds / slowdown(s.load) / getattr(s, measure) for s in done if getattr(s, measure)]
     if own and rates:
         return median(rates) * own
-    return median(s.seconds for s in done)
+    return median(s.seconds / slowdown(s.load) for s in done)
 
 
 class _Clock:
@@ -215,21 +251,22 @@ class _Clock:
         return self.now
 
 
-def replay(timeline: Sequence[Mapping[str, Any]]) -> list[EtaCheck]:
+def replay(timeline: Mapping[str, Any]) -> list[EtaCheck]:
     """The progress lines a run with this [`timeline`][JobProgress.timeline] showed, each checked
-    against the time that was left, computed without running anything. Each step's work and size are
-    known from the start (in a run they are once the models are built, before the second job)."""
-    clock = _Clock()
-    fields = ("name", "kind", "job", "repeats", "work", "size")
-    progress = JobProgress([Step(**{key: record.get(key) for key in fields}) for record in timeline], clock)
-    for step in progress.steps:
-        step.job = bool(step.job)
-    for record in timeline:
-        if record.get("job"):
-            progress.announce(record["name"], load=0.0, cores=1)
-        progress.begin(record["name"])
+    against the time that was left, computed without running anything: each line at the load its job
+    started at. Each step's work and size are known from the start (in a run they are once the models
+    are built, before the second job)."""
+    clock, records = _Clock(), timeline["steps"]
+    fields = ("name", "kind", "repeats", "work", "size")
+    steps = [Step(job=bool(r.get("job")), **{key: r.get(key) for key in fields}) for r in records]
+    progress = JobProgress(steps, clock, cores=timeline.get("cores"))
+    for record, step in zip(records, steps):
+        if step.job:
+            progress.announce(step.name, load=record.get("load_start"), cores=progress.cores or 1)
+        progress.begin(step.name)
         clock.now += float(record["seconds"])
-        progress.end(record["name"], reused=bool(record.get("reused")))
+        progress.end(step.name, reused=bool(record.get("reused")))
+        step.load = record.get("load")
     return progress.checks()
 
 

@@ -115,7 +115,7 @@ class JobProgressHook:
         parameters = _parameters(catalog)
         recompute = bool((parameters.get("runtime") or {}).get("recompute"))
         self.teacher_epochs = _epochs(parameters.get("teacher") or {})
-        self.progress = JobProgress(run_steps(pipeline, catalog, recompute), clock=self.clock)
+        self.progress = JobProgress(run_steps(pipeline, catalog, recompute), clock=self.clock, sample_load=True)
 
     @hook_impl
     def before_node_run(self, node, inputs) -> None:
