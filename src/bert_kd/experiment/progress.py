@@ -18,7 +18,9 @@ times that step's size:
 - every other step (evaluations, figures, the comparison: the evaluation tail) is priced from the
   steps of its own function measured so far, per unit of the forward work of the model it reads
   (parameters outside the embedding tables: a 2-layer student's evaluation costs about a third of
-  its 6-layer teacher's), else at the median of every such step.
+  its 6-layer teacher's), else at the median of every such step;
+- every measured step counts at the load it ended at and every price is at the load of the line: one
+  thread gets cores / load of a core ([`JobProgress.slowdown`][]).
 
 So no estimate exists before the first job finishes. Each progress line is kept with the time it
 was shown ([`EtaCheck`][]); at the end of the run
@@ -59,7 +61,7 @@ class Step:
     """One step of the run: a training job (``job``: its kind) or another node (``kind``: its function).
     ``repeats``: the earlier job this one is the same job as; ``work``: a job's parameters × epochs,
     ``size``: the forward work of the model another node reads, each once known; ``load_start``, ``load``:
-    the load average when it started and over it (the mean of its start's and end's), where measured."""
+    the 1-minute load average when it started and when it ended (the load of its last minute), where measured."""
 
     name: str
     kind: str
@@ -122,8 +124,7 @@ class JobProgress:
         step = self.by_name[name]
         step.seconds = self.clock() - self.began.pop(name, self.clock())
         step.reused = bool(reused)
-        loads = [load for load in (step.load_start, self._sample()) if load is not None]
-        step.load = fmean(loads) if loads else None
+        step.load = self._sample()
 
     def _sample(self) -> float | None:
         """The load average now where ``sample_load`` (else None)."""
