@@ -1,6 +1,9 @@
 """bert_kd.experiment.progress: the overall progress line of a run of several training jobs, priced
 per kind of job, and how far off it was (a fake clock: no test waits)."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from bert_kd.experiment.progress import (
@@ -11,7 +14,15 @@ from bert_kd.experiment.progress import (
     check_metrics,
     check_table,
     duration_text,
+    replay,
 )
+
+#: Recorded timelines of CPU comparisons (``JobProgress.timeline``, each file says how it was recorded).
+TIMELINES = Path(__file__).parent / "fixtures" / "eta_timelines"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((TIMELINES / f"{name}.json").read_text())
 
 
 class Clock:
@@ -117,3 +128,64 @@ def test_an_error_is_signed_against_the_time_left():
 
 def test_durations_read_as_seconds_minutes_or_hours():
     assert [duration_text(s) for s in (0.2, 40, 240, 5400, 36000)] == ["~1 s", "~40 s", "~4 min", "~1.5 h", "~10.0 h"]
+
+
+def test_an_evaluation_is_priced_by_the_size_of_the_model_it_reads():
+    clock = Clock()
+    steps = [
+        Step("teacher", "teacher", job=True, work=60.0),
+        Step("evaluate_teacher", "evaluate_model", size=6.0),  # a 6-layer teacher
+        Step("student", "student", job=True, work=30.0),
+        Step("evaluate_student", "evaluate_model", size=2.0),  # a 2-layer student: a third of the forward work
+        Step("compare", "compare_methods"),
+    ]
+    progress = JobProgress(steps, clock=clock)
+    run_step(progress, clock, "teacher", 60.0)
+    run_step(progress, clock, "evaluate_teacher", 30.0)
+    # the student at the teacher's 1 s per unit of work, its evaluation at 5 s per unit of size, the
+    # comparison at the median of the other steps (30 s: only the teacher's evaluation)
+    assert progress.seconds_left() == pytest.approx(30.0 + 10.0 + 30.0)
+
+
+def test_one_slow_job_does_not_set_the_price_of_the_rest():
+    clock = Clock()
+    steps = [Step("teacher", "teacher", job=True)] + [Step(f"s{i}", "student", job=True) for i in range(5)]
+    progress = JobProgress(steps, clock=clock)
+    run_step(progress, clock, "teacher", 100.0)
+    for name, seconds in [("s0", 90.0), ("s1", 40.0), ("s2", 44.0)]:  # s0 shared the machine with other work
+        run_step(progress, clock, name, seconds)
+    assert progress.seconds_left() == pytest.approx(2 * 44.0)  # the median, not the mean (58 s)
+
+
+def test_the_load_4_comparison_replays_closer_than_it_logged_at_every_line():
+    """The 23-minute comparison at load 3.5–4.5 logged estimates 65–176% high from job 3 on (the evaluation tail
+    priced at the teacher's evaluation, means of every step): the replay is closer at every line and within 30%
+    from job 11. Its first students took 126–179 s, the later ones 76–118 s, which nothing measured before them
+    shows: the lines from job 4 to 10 stay 36–68% high."""
+    record = recorded("compare_cpu_load4_reconstructed")
+    checks = replay(record)
+    for check in checks[1:]:
+        logged = record["logged"][str(check.job)]
+        assert abs(check.error) < abs((logged - check.actual) / check.actual), check
+    assert all(abs(c.error) <= 0.30 for c in checks if c.job >= 11), check_table(checks)
+
+
+def test_the_comparison_whose_load_rose_replays_closer_than_it_logged():
+    """The 47-minute comparison whose load rose from 5 to 13 logged estimates up to 55% short (students priced at
+    the load they ran at); priced at the load of each line the worst miss from job 3 on is under 40%."""
+    record = recorded("compare_cpu_load5_to_13")
+    checks = [c for c in replay(record) if c.job >= 3]
+    logged = [abs((record["logged"][str(c.job)] - c.actual) / c.actual) for c in checks]
+    worst = max(abs(c.error) for c in checks)
+    assert worst < 0.40 < max(logged), check_table(checks)
+
+
+def test_a_step_measured_on_a_busy_machine_is_priced_at_the_load_now():
+    clock = Clock()
+    steps = [Step("teacher", "teacher", job=True, work=1.0), Step("student", "student", job=True, work=1.0)]
+    progress = JobProgress(steps, clock=clock, cores=2)
+    run_step(progress, clock, "teacher", 80.0)
+    progress.by_name["teacher"].load = 8.0  # 4 runnable threads per core: a quarter of a core each
+    assert progress.seconds_left(load=2.0) == pytest.approx(20.0)  # a core free now
+    assert progress.seconds_left(load=8.0) == pytest.approx(80.0)
+    assert progress.seconds_left() == pytest.approx(20.0)  # the load now unknown: a core to itself

@@ -1,10 +1,12 @@
 """bert_kd.kedro_project.progress: a pipeline with several training jobs logs its overall progress."""
 
+import json
 import logging
 
 import pandas as pd  # a DataFrame's ``info`` is a method: no model bundle
 from kedro.pipeline import Pipeline, node
 
+from bert_kd.experiment.progress import replay
 from bert_kd.kedro_project.progress import JobProgressHook
 
 
@@ -46,13 +48,17 @@ def test_each_training_job_is_announced_with_the_jobs_left_and_report_nodes_are_
 
 
 class Start:
-    """A student start as the hook sees it: a model and its block's epochs."""
+    """A student start as the hook sees it: a model (an embedding table and a layer) and its block's epochs."""
 
     def __init__(self, width: int, epochs: int) -> None:
         import torch
 
-        self.model = torch.nn.Linear(width, 1, bias=False)
+        self.model = torch.nn.Sequential(torch.nn.Embedding(5, 2), torch.nn.Linear(width, 1, bias=False))
         self.params = {"training": {"epochs": epochs}}
+
+
+def evaluate_model(student, data):
+    return {"accuracy": 1.0}
 
 
 def build_student(teacher, row):
@@ -81,6 +87,7 @@ def test_a_repeated_row_is_priced_as_reused_and_the_estimates_are_checked_at_the
             node(build_student, ["teacher", "params:alp_no"], "alp_no_start", name="alp_no_start"),
             node(distill_student, ["alp_no_start", "params:alp_no"], "alp_no", name="alp_no"),
             node(distill_student, ["teacher", "params:pkd"], "pkd", name="pkd"),
+            node(evaluate_model, ["alp", "data"], "alp_metrics", name="alp_evaluate"),
             node(compare_methods, ["alp", "alp_no", "pkd"], "table", name="compare"),
         ]
     )
@@ -107,9 +114,18 @@ def test_a_repeated_row_is_priced_as_reused_and_the_estimates_are_checked_at_the
             now[0] += {"teacher": 60.0, "alp": 30.0, "pkd": 30.0, "alp_no": 0.5}.get(each.name, 1.0)
             outputs = {"alp_start": Start(10, 3)} if each.name == "alp_start" else {"table": pd.DataFrame()}
             hook.after_node_run(each, outputs)
-    assert steps["alp"].work == 10 * 3  # the student start's parameters × its block's epochs
+    assert steps["alp"].work == (10 + 10) * 3  # the student start's parameters × its block's epochs
+    assert steps["alp_evaluate"].size == 10  # the model it reads, outside its embedding table
     messages = [r.getMessage() for r in caplog.records if r.name == "bert_kd.kedro_project.progress"]
     assert "the estimates against the time actually left" in messages[-1]
     assert "| 1 | teacher | none yet | 124 s |  |" in messages[-1]
-    assert "| 4 | alp_no | 2 s | 2 s | +33% |" in messages[-1]  # reused (1 s) + the comparison (1 s): 1.5 s left
-    assert set(reported) == {"eta/max_abs_error", "eta/mean_abs_error", "eta/lines", "eta_check.md"}
+    assert "| 4 | alp_no | 3 s | 2 s | +20% |" in messages[-1]  # reused (1 s) + 2 nodes at 1 s; 2.5 s left
+    assert set(reported) == {
+        "eta/max_abs_error",
+        "eta/mean_abs_error",
+        "eta/lines",
+        "eta_check.md",
+        "eta_timeline.json",
+    }
+    replayed = replay(json.loads(reported["eta_timeline.json"]))  # the run's own lines, from its timeline
+    assert [round(c.estimate or 0) for c in replayed] == [round(c.estimate or 0) for c in hook.progress.checks()]

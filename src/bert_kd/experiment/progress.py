@@ -3,33 +3,45 @@
 ``kedro run`` counts nodes ("k of 57 tasks"); what takes the time is the training jobs (a teacher,
 its output cache, each student). [`JobProgress`][] knows every
 step of the run in run order and estimates the time left as the sum of a price for each step not
-finished yet:
+finished yet. Every price is a **median** of the latest steps of its kind this run measured (one
+job slowed by other work on the machine does not set the price of the rest, and the machine's speed
+follows its load) and, where a step's size is known, a **rate** (measured seconds per unit of size)
+times that step's size:
 
-- a job is priced from the jobs of its own kind measured so far in this run: the mean of those that
-  trained, and of those reused from the store, mixed in the share in which this kind was reused;
+- a job is priced from the jobs of its own kind trained so far in this run (seconds per unit of
+  work, work = parameters × epochs), mixed with the price of a reused job in the share in which
+  this kind was reused;
 - a job that repeats an earlier job of the run (the same job under another row's name) is priced as
   a reused one: the store hands it the first job's result;
-- a kind not measured yet is priced from its work (parameters × epochs) at the seconds per unit of
-  work of the jobs trained so far (a student from the teacher it is distilled from), else at the mean
-  of every trained job;
-- every other step (evaluations, figures, the comparison: the evaluation tail) is priced at the mean
-  of its function's steps measured so far, else at the mean of every such step.
+- a kind not measured yet is priced at the median seconds per unit of work of the jobs trained so
+  far (a student from the teacher it is distilled from and its cache), else at their median;
+- every other step (evaluations, figures, the comparison: the evaluation tail) is priced from the
+  steps of its own function measured so far, per unit of the forward work of the model it reads
+  (parameters outside the embedding tables: a 2-layer student's evaluation costs about a third of
+  its 6-layer teacher's), else at the median of every such step;
+- every measured step counts at the load it ended at and every price is at the load of the line: one
+  thread gets cores / load of a core ([`JobProgress.slowdown`][]).
 
 So no estimate exists before the first job finishes. Each progress line is kept with the time it
 was shown ([`EtaCheck`][]); at the end of the run
 [`JobProgress.checks`][] sets each estimate against the
-time that was actually left. The line says when the machine is busy (load average above the cores):
-then every estimate is the busy machine's.
+time that was actually left, and [`replay`][] computes the same lines from a recorded
+[`JobProgress.timeline`][] without running anything. The line says when the machine is busy
+(load average above the cores): then every estimate is the busy machine's.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from statistics import fmean
-from typing import Callable, Sequence
+from statistics import fmean, median
+from typing import Any, Callable, Mapping, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
+
+#: How many of the latest measured steps set a price: the machine's speed drifts with the other work on
+#: it, and the latest steps ran at the speed the next ones will see.
+RECENT = 3
 
 #: The price of a reused job before any was measured: loading a stored model took 0.2–0.5 s on the 2-core machine.
 REUSED_PRIOR_SECONDS = 1.0
@@ -47,15 +59,20 @@ def duration_text(seconds: float) -> str:
 @dataclass
 class Step:
     """One step of the run: a training job (``job``: its kind) or another node (``kind``: its function).
-    ``repeats``: the earlier job this one is the same job as; ``work``: parameters × epochs, once known."""
+    ``repeats``: the earlier job this one is the same job as; ``work``: a job's parameters × epochs,
+    ``size``: the forward work of the model another node reads, each once known; ``load_start``, ``load``:
+    the 1-minute load average when it started and when it ended (the load of its last minute), where measured."""
 
     name: str
     kind: str
     job: bool = False
     repeats: str | None = None
     work: float | None = None
+    size: float | None = None
     seconds: float | None = None
     reused: bool = False
+    load_start: float | None = None
+    load: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,8 @@ class JobProgress:
 
     steps: Sequence[Step]
     clock: Callable[[], float] = time.monotonic
+    sample_load: bool = False
+    cores: int | None = None
     shown: list[EtaCheck] = field(default_factory=list)
     began: dict[str, float] = field(default_factory=dict)
 
@@ -89,6 +108,7 @@ class JobProgress:
         self.steps = list(self.steps)
         self.by_name = {step.name: step for step in self.steps}
         self.jobs = [step.name for step in self.steps if step.job]
+        self.now = 1.0  # the slowdown of the load now (seconds_left)
 
     @property
     def total(self) -> int:
@@ -97,17 +117,36 @@ class JobProgress:
     def begin(self, name: str) -> None:
         """``name`` starts now."""
         self.began[name] = self.clock()
+        self.by_name[name].load_start = self._sample()
 
     def end(self, name: str, reused: bool = False) -> None:
         """``name`` ended now (``reused``: the job's result came from the store)."""
         step = self.by_name[name]
         step.seconds = self.clock() - self.began.pop(name, self.clock())
         step.reused = bool(reused)
+        step.load = self._sample()
+
+    def _sample(self) -> float | None:
+        """The load average now where ``sample_load`` (else None)."""
+        if not self.sample_load:
+            return None
+        load, self.cores = machine_load()
+        return load
+
+    def slowdown(self, load: float | None) -> float:
+        """How many times longer a step takes at ``load`` than with a core to itself: the runnable threads
+        share the cores, one thread gets cores / load of a core (1 where the load or the cores are unknown)."""
+        return max(load / self.cores, 1.0) if load is not None and self.cores else 1.0
 
     def set_work(self, name: str, work: float | None) -> None:
         """``name``'s work (parameters × epochs), for pricing a job kind not measured yet."""
         if name in self.by_name and work:
             self.by_name[name].work = float(work)
+
+    def set_size(self, name: str, size: float | None) -> None:
+        """The forward work of the model ``name`` reads, for pricing it from its function's other steps."""
+        if name in self.by_name and size:
+            self.by_name[name].size = float(size)
 
     def _done(self, job: bool) -> list[Step]:
         return [s for s in self.steps if s.seconds is not None and s.job == job]
@@ -116,34 +155,39 @@ class JobProgress:
         """The estimated seconds of the job ``step`` (None when nothing is measured yet)."""
         done = self._done(job=True)
         reused = [s.seconds for s in done if s.reused]
-        reuse_price = fmean(reused) if reused else REUSED_PRIOR_SECONDS
+        reuse_price = median(reused) if reused else REUSED_PRIOR_SECONDS
         if step.repeats is not None:
             return reuse_price
         trained = [s for s in done if not s.reused]
         own = [s for s in done if s.kind == step.kind and s.repeats is None]
         if own:
-            own_trained = [s.seconds for s in own if not s.reused]
+            own_trained = [s for s in own if not s.reused]
             share = sum(s.reused for s in own) / len(own)
-            trained_price = fmean(own_trained) if own_trained else 0.0
+            trained_price = self._scaled(own_trained, step, "work") if own_trained else 0.0
             return share * reuse_price + (1 - share) * trained_price
-        rates = [s.seconds / s.work for s in trained if s.work]
-        if rates and step.work:
-            return fmean(rates) * step.work
         if trained:
-            return fmean(s.seconds for s in trained)
+            return self._scaled(trained, step, "work")
         return reuse_price if done else None
 
     def node_price(self, step: Step) -> float:
-        """The estimated seconds of a step that is no job: its function's mean so far, else every such step's."""
+        """The estimated seconds of a step that is no job: from its function's steps so far (per unit of
+        the model's forward work where known), else the median of every such step."""
         done = self._done(job=False)
-        own = [s.seconds for s in done if s.kind == step.kind]
-        every = [s.seconds for s in done]
-        return fmean(own) if own else (fmean(every) if every else 0.0)
+        own = [s for s in done if s.kind == step.kind]
+        if own:
+            return self._scaled(own, step, "size")
+        return median(s.seconds / self.slowdown(s.load) for s in done) * self.now if done else 0.0
 
-    def seconds_left(self) -> float | None:
-        """The estimated seconds of the steps not finished yet (None before any job finished)."""
+    def _scaled(self, done: Sequence[Step], step: Step, measure: str) -> float:
+        """[`scaled_price`][] of ``done``'s seconds each at its own load, at the load now."""
+        return scaled_price(done, step, measure, self.slowdown) * self.now
+
+    def seconds_left(self, load: float | None = None) -> float | None:
+        """The estimated seconds of the steps not finished yet at ``load`` (the load average now; None: every
+        step at the load it ran), None before any job finished."""
         if not self._done(job=True):
             return None
+        self.now = self.slowdown(load)
         pending = [s for s in self.steps if s.seconds is None]
         return sum((self.job_price(s) or 0.0) if s.job else self.node_price(s) for s in pending)
 
@@ -154,7 +198,7 @@ class JobProgress:
             load, cores = machine_load()
         number = min(len(self._done(job=True)) + 1, self.total)
         parts = [f"job {number} of {self.total}"]
-        left = self.seconds_left()
+        left = self.seconds_left(load)
         parts.append(f"{duration_text(left)} left" if left is not None else "time left known after the first job")
         busy = busy_note(load, cores)
         if busy:
@@ -163,15 +207,68 @@ class JobProgress:
 
     def announce(self, name: str, load: float | None = None, cores: int | None = None) -> str:
         """The progress line before job ``name``, kept for [`checks`][]."""
+        if load is None and cores is None:
+            load, cores = machine_load()
         text = self.line(load, cores)
         number = self.jobs.index(name) + 1 if name in self.jobs else len(self.shown) + 1
-        self.shown.append(EtaCheck(number, name, self.clock(), self.seconds_left()))
+        self.shown.append(EtaCheck(number, name, self.clock(), self.seconds_left(load)))
         return text
 
     def checks(self) -> list[EtaCheck]:
         """Every progress line shown, with the time actually left from it to now (the end of the run)."""
         now = self.clock()
         return [EtaCheck(c.job, c.name, c.shown_at, c.estimate, now - c.shown_at) for c in self.shown]
+
+    def timeline(self) -> dict[str, Any]:
+        """The cores and every step in run order with what pricing reads (kind, repeats, work, size, loads)
+        and what it took, for [`replay`][]."""
+        return {
+            "cores": self.cores,
+            "steps": [{key: getattr(step, key) for key in TIMELINE_KEYS} for step in self.steps],
+        }
+
+
+#: What [`JobProgress.timeline`][] keeps of each step.
+TIMELINE_KEYS = ("name", "kind", "job", "repeats", "work", "size", "seconds", "reused", "load_start", "load")
+
+
+def scaled_price(done: Sequence[Step], step: Step, measure: str, slowdown: Callable[[float | None], float]) -> float:
+    """The median seconds per unit of ``measure`` (``work`` or ``size``) of the [`RECENT`][] latest of
+    ``done``, each divided by the ``slowdown`` of the load it ran at, times ``step``'s, where both are
+    known; else their median seconds so divided."""
+    done = list(done)[-RECENT:]
+    own = getattr(step, measure)
+    rates = [s.seconds / slowdown(s.load) / getattr(s, measure) for s in done if getattr(s, measure)]
+    if own and rates:
+        return median(rates) * own
+    return median(s.seconds / slowdown(s.load) for s in done)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(timeline: Mapping[str, Any]) -> list[EtaCheck]:
+    """The progress lines a run with this [`timeline`][JobProgress.timeline] showed, each checked
+    against the time that was left, computed without running anything: each line at the load its job
+    started at. Each step's work and size are known from the start (in a run they are once the models
+    are built, before the second job)."""
+    clock, records = _Clock(), timeline["steps"]
+    fields = ("name", "kind", "repeats", "work", "size")
+    steps = [Step(job=bool(r.get("job")), **{key: r.get(key) for key in fields}) for r in records]
+    progress = JobProgress(steps, clock, cores=timeline.get("cores"))
+    for record, step in zip(records, steps):
+        if step.job:
+            progress.announce(step.name, load=record.get("load_start"), cores=progress.cores or 1)
+        progress.begin(step.name)
+        clock.now += float(record["seconds"])
+        progress.end(step.name, reused=bool(record.get("reused")))
+        step.load = record.get("load")
+    return progress.checks()
 
 
 def check_table(checks: Sequence[EtaCheck]) -> str:

@@ -76,6 +76,18 @@ def parameter_count(value) -> int | None:
     return sum(p.numel() for p in parameters()) if callable(parameters) else None
 
 
+def forward_size(value) -> int | None:
+    """The parameters of a model bundle's model outside its embedding tables: what one forward pass
+    multiplies by (a lookup multiplies nothing), the size an evaluation is priced by. None for anything else."""
+    import torch
+
+    model = getattr(value, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        return None
+    tables = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding))
+    return sum(p.numel() for p in model.parameters()) - tables
+
+
 def _epochs(block) -> float:
     training = getattr(block, "training", None)
     if training is None and isinstance(block, dict):
@@ -104,7 +116,7 @@ class JobProgressHook:
         parameters = _parameters(catalog)
         recompute = bool((parameters.get("runtime") or {}).get("recompute"))
         self.teacher_epochs = _epochs(parameters.get("teacher") or {})
-        self.progress = JobProgress(run_steps(pipeline, catalog, recompute), clock=self.clock)
+        self.progress = JobProgress(run_steps(pipeline, catalog, recompute), clock=self.clock, sample_load=True)
 
     @hook_impl
     def before_node_run(self, node, inputs) -> None:
@@ -126,21 +138,32 @@ class JobProgressHook:
 
     def _price_consumers(self, dataset: str, value) -> None:
         """The work of the jobs that read ``dataset`` when it is a model: a student start's (its
-        parameters × its epochs) for the job that trains it, a teacher's forward pass for its cache."""
+        parameters × its epochs) for the job that trains it, a teacher's forward pass for its cache;
+        the size of the other nodes that read it or the model its job trains (their evaluations)."""
         count = parameter_count(value)
         if count is None:
             return
+        size = forward_size(value)
         for consumer in self.pipeline.nodes:
-            kind = job_kind(consumer)
-            if dataset not in consumer.inputs or kind is None:
+            if dataset not in consumer.inputs:
                 continue
-            if kind == "teacher_cache":
+            kind = job_kind(consumer)
+            if kind is None:
+                self.progress.set_size(consumer.name, size)
+            elif kind == "teacher_cache":
                 self.progress.set_work(consumer.name, count * FORWARD_PASS_WORK)
             elif getattr(value, "params", None) is not None:  # a student start: its block's epochs
                 self.progress.set_work(consumer.name, count * _epochs(value.params))
+                self._size_readers(consumer.outputs, size)
         for producer in self.pipeline.nodes:
             if dataset in producer.outputs and job_kind(producer) == "teacher":
                 self.progress.set_work(producer.name, count * self.teacher_epochs)
+
+    def _size_readers(self, datasets, size: int | None) -> None:
+        """The nodes (no jobs) that read ``datasets``, a job's trained model, are priced by its start's size."""
+        for reader in self.pipeline.nodes:
+            if job_kind(reader) is None and set(datasets) & set(reader.inputs):
+                self.progress.set_size(reader.name, size)
 
     def _report(self) -> None:
         checks = self.progress.checks()
@@ -155,7 +178,8 @@ class JobProgressHook:
         )
         reporter = kedro_run()
         reporter.log_metrics(metrics)
-        reporter.log_files({"eta_check.md": table + "\n"}, {})
+        timeline = json.dumps(self.progress.timeline(), indent=1)
+        reporter.log_files({"eta_check.md": table + "\n", "eta_timeline.json": timeline + "\n"}, {})
 
 
 def _parameters(catalog) -> dict:
