@@ -200,9 +200,10 @@ def compare_group(template: Pipeline) -> Pipeline:
     )
 
 
-def balanced_groups(items: Sequence[str], size: int = registration.FAN_IN) -> list[list[str]]:
-    """``items`` in order, cut into as few groups of at most ``size`` as possible, of near-equal sizes
-    (11 rows: 6 and 5)."""
+def balanced_groups(items: Sequence[str], size: int | None = None) -> list[list[str]]:
+    """``items`` in order, cut into as few groups of at most ``size`` (default [`FAN_IN`][registration.FAN_IN])
+    as possible, of near-equal sizes (11 rows: 6 and 5)."""
+    size = size or registration.FAN_IN  # read at call time: registration imports this package
     count = -(-len(items) // size)
     width = -(-len(items) // count)
     return [list(items[i : i + width]) for i in range(0, len(items), width)]
