@@ -230,7 +230,11 @@ def ted_student_init(
     Stage I filters and their job's key (``upstream``)."""
     if ted_filters.get("student_model") is not None:
         stage_one = ted_filters["student_model"]
-        model, tokenizer, info = stage_one.model, stage_one.tokenizer, {**stage_one.info, "key": ted_filters.get("key")}
+        model, tokenizer, info = (
+            stage_one.model,
+            stage_one.tokenizer,
+            {**stage_one.info, "key": Lineage.of(ted_filters).key},
+        )
     else:
         start = build_student_model(teacher, student, settings, row=row)
         model, tokenizer, info = start.model, start.tokenizer, start.info
@@ -240,6 +244,6 @@ def ted_student_init(
         info,
         params=typed(Student, student, "ted_student"),
         row=row,
-        upstream={"ted_filters": ted_filters.get("key")},
+        upstream={"ted_filters": Lineage.of(ted_filters).key},
         filters=ted_filters,
     )
