@@ -45,23 +45,24 @@ def storage_that_fails(tmp_path, method: str, error: Exception, after_calls: int
     return storage
 
 
+def sweep_block(storage) -> str:
+    """The one block a sweep of one trial on ``storage`` stops with."""
+    with pytest.raises(UserError) as raised:
+        run_sweep(one_trial(), fake_run_trial, storage, SweepOptions(heartbeat_interval=1, grace_period=2))
+    return raised.value.block()
+
+
 def test_a_database_gone_mid_trial_is_one_block_not_an_unbound_local_error(tmp_path):
     # Telling the finished trial fails, and so does Optuna's recovery (it asks the same database):
     # Optuna 5.0.0 raised UnboundLocalError there, above 1,667 lines of traceback.
-    storage = storage_that_fails(tmp_path, "set_trial_state_values", GONE)
-    with pytest.raises(UserError) as raised:
-        run_sweep(one_trial(), fake_run_trial, storage, SweepOptions(heartbeat_interval=1, grace_period=2))
-    block = raised.value.block()
+    block = sweep_block(storage_that_fails(tmp_path, "set_trial_state_values", GONE))
     assert "stopped answering during the sweep" in block and "server closed the connection" in block
     assert "db-host:5433/bert_kd_optuna" in block and "s3cret" not in block
     assert "run the same command" in block
 
 
 def test_a_user_who_may_connect_but_not_write_the_tables_is_one_block(tmp_path):
-    storage = storage_that_fails(tmp_path, "create_new_study", DENIED)
-    with pytest.raises(UserError) as raised:
-        run_sweep(one_trial(), fake_run_trial, storage, SweepOptions(heartbeat_interval=1, grace_period=2))
-    block = raised.value.block()
+    block = sweep_block(storage_that_fails(tmp_path, "create_new_study", DENIED))
     assert "refuses this user" in block and "permission denied for table studies" in block
     assert "GRANT" in block and "s3cret" not in block
     # ... and when opening the storage already reads a table it may not
