@@ -29,3 +29,13 @@ def test_the_schedule_signals_workers_every_20_to_60_s_and_restarts_each_service
         assert all(0 <= f.worker < chaos_sweep.WORKERS for f in signals) and signals[-1].at < 420
         once = sorted(f.kind for f in schedule if f not in signals)
         assert once == ["fill_disk", "restart_mlflow", "restart_postgres"]
+
+
+def test_the_soak_trains_its_students_the_epochs_it_says_and_its_teacher_one():
+    from pathlib import Path
+
+    from tests.sweeps.test_many_machines import tiny_conf
+
+    text = chaos_sweep.student_epochs(tiny_conf(Path("/glue"), Path("/teacher"), "sqlite://"), 30)
+    teacher, student = text.split("student:")
+    assert "epochs: 1," in teacher and "epochs: 30," in student and "epochs: 1," not in student

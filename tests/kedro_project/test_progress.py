@@ -108,6 +108,7 @@ def test_a_repeated_row_is_priced_as_reused_and_the_estimates_are_checked_at_the
     steps = hook.progress.by_name
     assert [each.name for each in pipeline.nodes if each.name in ("alp", "alp_no")] == ["alp", "alp_no"]
     assert steps["alp_no"].repeats == "alp" and steps["pkd"].repeats is None and steps["alp"].repeats is None
+    assert (steps["alp"].method, steps["pkd"].method, steps["teacher"].method) == ("alp", "pkd", None)
     with caplog.at_level(logging.INFO, logger="bert_kd.kedro_project.progress"):
         for each in pipeline.nodes:
             hook.before_node_run(each, {})

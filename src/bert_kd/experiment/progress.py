@@ -10,7 +10,10 @@ times that step's size:
 
 - a job is priced from the jobs of its own kind trained so far in this run (seconds per unit of
   work, work = parameters × epochs), mixed with the price of a reused job in the share in which
-  this kind was reused;
+  this kind was reused; each job's seconds per unit of work are divided by its **cost** (its method's
+  for a student, its kind's otherwise: [`bert_kd.experiment.job_costs.JOB_COSTS`][], measured on
+  recorded runs) and the price multiplied by the priced job's, so an ALP-KD student measured first does
+  not price a logits-only student at its own 1.5×;
 - a job that repeats an earlier job of the run (the same job under another row's name) is priced as
   a reused one: the store hands it the first job's result;
 - a kind not measured yet is priced at the median seconds per unit of work of the jobs trained so
@@ -38,6 +41,7 @@ from statistics import fmean, median
 from typing import Any, Callable, Mapping, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
+from bert_kd.experiment.job_costs import JOB_COSTS
 
 #: How many of the latest measured steps set a price: the machine's speed drifts with the other work on
 #: it, and the latest steps ran at the speed the next ones will see.
@@ -61,11 +65,13 @@ class Step:
     """One step of the run: a training job (``job``: its kind) or another node (``kind``: its function).
     ``repeats``: the earlier job this one is the same job as; ``work``: a job's parameters × epochs,
     ``size``: the forward work of the model another node reads, each once known; ``load_start``, ``load``:
-    the 1-minute load average when it started and when it ended (the load of its last minute), where measured."""
+    the 1-minute load average when it started and when it ended (the load of its last minute), where measured;
+    ``method``: a student job's distillation method (its recipe's ``method``), what its cost is looked up by."""
 
     name: str
     kind: str
     job: bool = False
+    method: str | None = None
     repeats: str | None = None
     work: float | None = None
     size: float | None = None
@@ -103,6 +109,7 @@ class JobProgress:
     cores: int | None = None
     shown: list[EtaCheck] = field(default_factory=list)
     began: dict[str, float] = field(default_factory=dict)
+    costs: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.steps = list(self.steps)
@@ -137,6 +144,10 @@ class JobProgress:
         """How many times longer a step takes at ``load`` than with a core to itself: the runnable threads
         share the cores, one thread gets cores / load of a core (1 where the load or the cores are unknown)."""
         return max(load / self.cores, 1.0) if load is not None and self.cores else 1.0
+
+    def cost(self, step: Step) -> float:
+        """``step``'s seconds per unit of work relative to a teacher's: its method's cost, else its kind's, else 1."""
+        return float(self.costs.get(step.method or step.kind, self.costs.get(step.kind, 1.0)))
 
     def set_work(self, name: str, work: float | None) -> None:
         """``name``'s work (parameters × epochs), for pricing a job kind not measured yet."""
@@ -179,8 +190,9 @@ class JobProgress:
         return median(s.seconds / self.slowdown(s.load) for s in done) * self.now if done else 0.0
 
     def _scaled(self, done: Sequence[Step], step: Step, measure: str) -> float:
-        """[`scaled_price`][] of ``done``'s seconds each at its own load, at the load now."""
-        return scaled_price(done, step, measure, self.slowdown) * self.now
+        """[`scaled_price`][] of ``done``'s seconds each at its own load and cost, at the load now."""
+        cost = self.cost if measure == "work" else None
+        return scaled_price(done, step, measure, self.slowdown, cost) * self.now
 
     def seconds_left(self, load: float | None = None) -> float | None:
         """The estimated seconds of the steps not finished yet at ``load`` (the load average now; None: every
@@ -229,19 +241,28 @@ class JobProgress:
 
 
 #: What [`JobProgress.timeline`][] keeps of each step.
-TIMELINE_KEYS = ("name", "kind", "job", "repeats", "work", "size", "seconds", "reused", "load_start", "load")
+TIMELINE_KEYS = (
+    "name", "kind", "job", "method", "repeats", "work", "size", "seconds", "reused", "load_start", "load"
+)  # fmt: skip
 
 
-def scaled_price(done: Sequence[Step], step: Step, measure: str, slowdown: Callable[[float | None], float]) -> float:
+def scaled_price(
+    done: Sequence[Step],
+    step: Step,
+    measure: str,
+    slowdown: Callable[[float | None], float],
+    cost: Callable[[Step], float] | None = None,
+) -> float:
     """The median seconds per unit of ``measure`` (``work`` or ``size``) of the [`RECENT`][] latest of
-    ``done``, each divided by the ``slowdown`` of the load it ran at, times ``step``'s, where both are
-    known; else their median seconds so divided."""
+    ``done``, each divided by the ``slowdown`` of the load it ran at and by its ``cost``, times ``step``'s
+    measure and cost, where both are known; else their median seconds so divided, times ``step``'s cost."""
     done = list(done)[-RECENT:]
+    cost = cost or (lambda _step: 1.0)
     own = getattr(step, measure)
-    rates = [s.seconds / slowdown(s.load) / getattr(s, measure) for s in done if getattr(s, measure)]
+    rates = [s.seconds / slowdown(s.load) / cost(s) / getattr(s, measure) for s in done if getattr(s, measure)]
     if own and rates:
-        return median(rates) * own
-    return median(s.seconds / slowdown(s.load) for s in done)
+        return median(rates) * own * cost(step)
+    return median(s.seconds / slowdown(s.load) / cost(s) for s in done) * cost(step)
 
 
 class _Clock:
@@ -252,18 +273,33 @@ class _Clock:
         return self.now
 
 
-def replay(timeline: Mapping[str, Any]) -> list[EtaCheck]:
+def load_ahead(records: Sequence[Mapping[str, Any]]) -> float | None:
+    """The mean load over ``records`` (each step's mean of its start and end load, weighted by its seconds):
+    the load a line would price at if it knew the load to come. None where no load was recorded."""
+    loads = [(float(r["seconds"]), r.get("load_start"), r.get("load")) for r in records]
+    loads = [(seconds, (start + end) / 2) for seconds, start, end in loads if start is not None and end is not None]
+    total = sum(seconds for seconds, _ in loads)
+    return sum(seconds * load for seconds, load in loads) / total if total else None
+
+
+def replay(
+    timeline: Mapping[str, Any], costs: Mapping[str, float] | None = None, ahead: bool = False
+) -> list[EtaCheck]:
     """The progress lines a run with this [`timeline`][JobProgress.timeline] showed, each checked
     against the time that was left, computed without running anything: each line at the load its job
-    started at. Each step's work and size are known from the start (in a run they are once the models
-    are built, before the second job)."""
+    started at (``ahead``: at the [`load_ahead`][] of the steps left, which no run knows: what the pricing
+    gives when the load is foreseen), jobs at ``costs`` (default
+    [`JOB_COSTS`][bert_kd.experiment.job_costs.JOB_COSTS]). Each step's work and size are known from the
+    start (in a run they are once the models are built, before the second job)."""
     clock, records = _Clock(), timeline["steps"]
-    fields = ("name", "kind", "repeats", "work", "size")
+    fields = ("name", "kind", "method", "repeats", "work", "size")
     steps = [Step(job=bool(r.get("job")), **{key: r.get(key) for key in fields}) for r in records]
-    progress = JobProgress(steps, clock, cores=timeline.get("cores"))
-    for record, step in zip(records, steps):
+    costs = JOB_COSTS if costs is None else costs
+    progress = JobProgress(steps, clock, cores=timeline.get("cores"), costs=costs)
+    for index, (record, step) in enumerate(zip(records, steps)):
         if step.job:
-            progress.announce(step.name, load=record.get("load_start"), cores=progress.cores or 1)
+            load = load_ahead(records[index:]) if ahead else record.get("load_start")
+            progress.announce(step.name, load=load, cores=progress.cores or 1)
         progress.begin(step.name)
         clock.now += float(record["seconds"])
         progress.end(step.name, reused=bool(record.get("reused")))

@@ -11,6 +11,7 @@ from typing import Callable
 
 from kedro.framework.hooks import hook_impl
 
+from bert_kd.experiment.job_costs import JOB_COSTS
 from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.progress import JobProgress, Step, check_metrics, check_table
 from bert_kd.experiment.tracker import kedro_run
@@ -49,8 +50,21 @@ def _signature(node, catalog) -> str | None:
         return None
 
 
+def _method(node, catalog) -> str | None:
+    """The ``method`` of the recipe a student job's node reads (its ``params:`` input that names one), else None."""
+    for name in node.inputs:
+        if name.startswith("params:"):
+            try:
+                value = catalog.load(name)
+            except Exception:  # noqa: BLE001 - an unreadable value: the job is priced as one of its kind
+                continue
+            if isinstance(value, dict) and isinstance(value.get("method"), str):
+                return value["method"]
+    return None
+
+
 def run_steps(pipeline, catalog, recompute: bool) -> list[Step]:
-    """Every node of ``pipeline`` in run order as a [`Step`][]; a job
+    """Every node of ``pipeline`` in run order as a [`Step`][] (a student job with its recipe's method); a job
     that repeats an earlier one is marked so (not under ``runtime.recompute``, which trains it again)."""
     steps, first = [], {}
     for node in pipeline.nodes:  # Kedro's sequential run order
@@ -59,7 +73,8 @@ def run_steps(pipeline, catalog, recompute: bool) -> list[Step]:
         if kind and not recompute and (signature := _signature(node, catalog)) is not None:
             repeats = first.setdefault(signature, node.name)
             repeats = None if repeats == node.name else repeats
-        steps.append(Step(node.name, kind or _function(node), job=kind is not None, repeats=repeats))
+        method = _method(node, catalog) if kind == "student" else None
+        steps.append(Step(node.name, kind or _function(node), job=kind is not None, method=method, repeats=repeats))
     return steps
 
 
@@ -116,7 +131,8 @@ class JobProgressHook:
         parameters = _parameters(catalog)
         recompute = bool((parameters.get("runtime") or {}).get("recompute"))
         self.teacher_epochs = _epochs(parameters.get("teacher") or {})
-        self.progress = JobProgress(run_steps(pipeline, catalog, recompute), clock=self.clock, sample_load=True)
+        steps = run_steps(pipeline, catalog, recompute)
+        self.progress = JobProgress(steps, clock=self.clock, sample_load=True, costs=JOB_COSTS)
 
     @hook_impl
     def before_node_run(self, node, inputs) -> None:
