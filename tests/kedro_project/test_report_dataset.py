@@ -61,3 +61,22 @@ def test_plots_are_reported_the_same_way(tmp_path):
     plt.close(fig)
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     assert len(list((tmp_path / "history").rglob("p.png"))) == 1
+
+
+def test_a_figure_and_its_table_are_one_dataset_written_as_csv_and_png(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bert_kd.kedro_project.report_dataset import ReportFigureDataset
+
+    figure, axes = plt.subplots()
+    axes.plot([0, 1], [1, 0])
+    dataset = ReportFigureDataset(str(tmp_path / "alp_kd_figure4"))
+    assert not dataset.exists()
+    dataset.save((pd.DataFrame({"layer": [1, 2]}), figure))
+    assert (tmp_path / "alp_kd_figure4.png").stat().st_size > 1000 and dataset.exists()
+    assert list(dataset.load()["layer"]) == [1, 2]
+    with pytest.raises(Exception, match="saved as \\(table, figure\\)"):
+        dataset.save(figure)

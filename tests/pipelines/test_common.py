@@ -53,7 +53,7 @@ def test_the_run_settings_nodes_group_the_data_source_and_take_at_most_six_argum
     from kedro.runner import SequentialRunner
 
     pipeline = common.run_settings_node()
-    assert [n.name for n in pipeline.nodes] == ["gather_data_source", "build_run_settings"]
+    assert [n.name for n in pipeline.nodes] == ["data.gather_data_source", "data.build_run_settings"]
     assert all(len(inspect.signature(n.func).parameters) <= 6 for n in pipeline.nodes)
     values = {
         "task": "rte",

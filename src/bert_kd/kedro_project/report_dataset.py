@@ -90,3 +90,31 @@ class ReportDataset(AbstractDataset):
             "history_dir": str(self._history_dir),
             "dataset": self._dataset_config["type"],
         }
+
+
+class ReportFigureDataset(AbstractDataset):
+    """A figure and the table it is drawn from as one dataset (one node output, one dataset in kedro-viz):
+    saves ``(table, figure)`` as ``<filepath>.csv`` and ``<filepath>.png``, each a [`ReportDataset`][] (the
+    latest at the path, every run's copy in ``history/``); load reads the table back (a PNG is not read)."""
+
+    def __init__(self, filepath: str, history_dir: str | None = None, metadata: dict[str, Any] | None = None):
+        self._filepath = filepath
+        self._table = ReportDataset(f"{filepath}.csv", "pandas.CSVDataset", history_dir)
+        self._plot = ReportDataset(f"{filepath}.png", "matplotlib.MatplotlibDataset", history_dir)
+        self.metadata = metadata
+
+    def _save(self, data) -> None:
+        if not (isinstance(data, tuple) and len(data) == 2):
+            raise TypeError(f"{self._filepath}: a figure is saved as (table, figure), got {type(data).__name__}")
+        table, figure = data
+        self._table.save(table)
+        self._plot.save(figure)
+
+    def _load(self):
+        return self._table.load()
+
+    def _exists(self) -> bool:
+        return self._table.exists() and self._plot.exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": self._filepath, "files": [".csv", ".png"]}

@@ -2,15 +2,15 @@
 
 from kedro.pipeline import Pipeline, node
 
-from bert_kd.pipelines.common import run_settings_node, settings_node, tags_for
+from bert_kd.pipelines.common import DATA_GROUP, grouped, run_settings_node, settings_node, tags_for
 
 from .nodes import ingest_glue, tokenize_for_model
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
+    """The run settings, the GLUE rows and their tokenization for the teacher (kedro-viz's group ``data``)."""
+    data = Pipeline(
         [
-            run_settings_node(),
             settings_node(
                 ingest_glue,
                 [],
@@ -27,3 +27,4 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
         ]
     )
+    return run_settings_node() + grouped(data, DATA_GROUP)

@@ -11,7 +11,7 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from bert_kd.experiment.training_jobs.student import build_student_model
 from bert_kd.pipelines import registration  # a module: registration reads this package's comparison helpers
-from bert_kd.pipelines.common import settings_node, tags_for, with_fixed
+from bert_kd.pipelines.common import TEACHER_GROUP, grouped, settings_node, tags_for, with_fixed
 from bert_kd.pipelines.evaluate_teacher.nodes import evaluate_model
 
 from .nodes import (
@@ -44,17 +44,15 @@ def block_name(paper: str, method: str) -> str:
 
 
 def teacher_cache_pipeline() -> Pipeline:
-    return Pipeline(
-        [
-            settings_node(
-                cache_teacher_outputs,
-                ["teacher_model", "teacher_tokenized", "params:teacher_cache"],
-                "teacher_output_cache",
-                name="cache_teacher_outputs",
-                tags=tags_for(role="teacher"),
-            )
-        ]
+    """The teacher's outputs on the train rows, computed once (kedro-viz's group ``teacher``)."""
+    node = settings_node(
+        cache_teacher_outputs,
+        ["teacher_model", "teacher_tokenized", "params:teacher_cache"],
+        "teacher_output_cache",
+        name="cache_teacher_outputs",
+        tags=tags_for(role="teacher"),
     )
+    return grouped(Pipeline([node]), TEACHER_GROUP)
 
 
 def for_row(func, row: str):
@@ -136,18 +134,15 @@ def method_pipeline(
                         "params:figures",
                         "run_settings",
                     ],
-                    ["alp_attention_table", "alp_attention_plot"],
+                    "alp_attention_figure",
                     name="alp_attention_figure",
                     tags=tags_for(role="report"),
                 )
             ]
         )
         parameters["params:figures"] = "params:figures"
-        # data/08_reporting/alp_kd_figure3_<row>.{csv,png} (the "{name}_table" / "{name}_plot" entries)
-        outputs = {
-            "alp_attention_table": f"{paper}_figure3_{method}_table",
-            "alp_attention_plot": f"{paper}_figure3_{method}_plot",
-        }
+        # data/08_reporting/alp_kd_figure3_<row>.{csv,png}: one dataset ("{paper}_figure3_{row}" in the catalog)
+        outputs = {"alp_attention_figure": f"{paper}_figure3_{method}"}
     inputs = {i: i for i in (*SHARED_INPUTS, *extra)}
     return pipeline(
         template,
@@ -174,7 +169,7 @@ def layer_alignment_pipeline(paper: str = PAPER) -> Pipeline:
                     "params:distill_methods.pkd",
                     "params:figures",
                 ],
-                [f"{paper}_figure4_table", f"{paper}_figure4_plot"],
+                f"{paper}_figure4",
                 name="layer_alignment_figure",
                 namespace=paper,
                 tags=tags_for(paper, role="report"),

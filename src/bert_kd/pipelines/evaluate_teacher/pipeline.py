@@ -2,20 +2,23 @@
 
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines.common import settings_node, tags_for
+from bert_kd.pipelines.common import TEACHER_GROUP, grouped, settings_node, tags_for
 
 from .nodes import evaluate_model
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
-        [
-            settings_node(
-                evaluate_model,
-                ["teacher_model", "teacher_tokenized"],
-                "teacher_metrics",
-                name="evaluate_teacher",
-                tags=tags_for(role="teacher"),
-            )
-        ]
+    return grouped(
+        Pipeline(
+            [
+                settings_node(
+                    evaluate_model,
+                    ["teacher_model", "teacher_tokenized"],
+                    "teacher_metrics",
+                    name="evaluate_teacher",
+                    tags=tags_for(role="teacher"),
+                )
+            ]
+        ),
+        TEACHER_GROUP,
     )

@@ -2,20 +2,23 @@
 
 from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines.common import settings_node, tags_for
+from bert_kd.pipelines.common import TEACHER_GROUP, grouped, settings_node, tags_for
 
 from .nodes import train_teacher
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
-        [
-            settings_node(
-                train_teacher,
-                ["teacher_tokenized", "params:teacher"],
-                "teacher_model",
-                name="train_teacher",
-                tags=tags_for(role="teacher"),
-            )
-        ]
+    return grouped(
+        Pipeline(
+            [
+                settings_node(
+                    train_teacher,
+                    ["teacher_tokenized", "params:teacher"],
+                    "teacher_model",
+                    name="train_teacher",
+                    tags=tags_for(role="teacher"),
+                )
+            ]
+        ),
+        TEACHER_GROUP,
     )
