@@ -162,14 +162,22 @@ def test_a_reuse_run_keeps_its_own_row_and_names_the_row_whose_job_it_repeats(
 
 def test_a_reused_entry_whose_logged_model_never_finished_is_logged_again(tracking_store, tmp_path, tiny_teacher_dir):
     """The run that trained the entry was killed while MLflow logged its model: the LoggedModel is
-    left PENDING and empty. The next run that reuses the entry logs it (once), so its URIs work."""
+    left PENDING and empty. The next run that reuses the entry deletes it and logs the model (once), so its
+    URIs work and the key has one model (the chaos soak found two)."""
     import mlflow
 
     trained = run_job(tmp_path, tiny_teacher_dir, "alp", tracking={"log_models": False})
-    mlflow.initialize_logged_model(
+    left = mlflow.initialize_logged_model(
         name="alp-rte-student", source_run_id=trained.info["mlflow_run_id"], tags={"store_key": trained.info["key"]}
     )  # what the killed logging left
     reused = run_job(tmp_path, tiny_teacher_dir, "alp")
+    experiment = tracking_store.get_run(reused.info["mlflow_run_id"]).info.experiment_id
+    of_key = [
+        m.model_id
+        for m in mlflow.MlflowClient().search_logged_models(experiment_ids=[experiment])
+        if m.tags.get("store_key") == trained.info["key"]
+    ]
+    assert of_key == [reused.info["mlflow_model_id"]] and left.model_id not in of_key
     model = tracking_store.get_logged_model(reused.info["mlflow_model_id"])
     assert str(model.status) == "READY" and model.source_run_id == reused.info["mlflow_run_id"]
     assert reused.info["model_run_id"] == model.source_run_id  # the run that logged its finished model stands for it

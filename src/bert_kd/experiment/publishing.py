@@ -136,6 +136,7 @@ def _reuse_entry(
         with jobs.key_lock(model_job):  # the run that trained it may be logging it right now: wait, then look again
             model_id = tracker.logged_model(trained_in, model_job.key)
             if model_id is None:
+                tracker.drop_unfinished_models(model_job.key)  # a logging killed half-way: not a second model
                 _stamp(outcome, lineage.with_model(stands_for_run_id=run.run_id))
                 _write_missing_card(outcome, tracker, run.run_id)
                 _log_model(tracker, run, tracking, outcome.value, outcome.path)

@@ -75,6 +75,11 @@ class JobTracker:
         """The run that logged the model ``model_id`` (None: not in this tracking store)."""
         return None
 
+    def drop_unfinished_models(self, store_key: str) -> list[str]:
+        """Delete the models of ``store_key`` whose logging never finished (``PENDING``: their logger died
+        holding the key's lock, which the caller now holds); their ids."""
+        return []
+
     def log_model(
         self, run: JobRun, directory, info: Mapping[str, Any], store_key: str, regression: bool = False
     ) -> str | None:

@@ -87,6 +87,11 @@ class MlflowTracker(JobTracker):
 
         return find_logged_model(run_id, store_key=store_key)
 
+    def drop_unfinished_models(self, store_key: str) -> list[str]:
+        from bert_kd.tracking.logged_models import drop_unfinished_models
+
+        return drop_unfinished_models(store_key)
+
     def model_run(self, model_id: str) -> str | None:
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException

@@ -213,38 +213,69 @@ def link_training_data(run_id: str, model_id: str, client=None) -> int:
     return len(inputs)
 
 
-def find_logged_model(run_id: str | None, client=None, store_key: str | None = None) -> str | None:
-    """The id of the newest finished (``READY``) LoggedModel that training run ``run_id`` logged,
-    else, with ``store_key``, of any finished LoggedModel of that store entry in the run's or the
-    active experiment. None when there is none: never logged, logging killed half-way (a model
-    left ``PENDING`` with no files), or the run is not in this tracking store."""
+def _experiments(client, run_id: str | None, active: bool) -> list[str]:
+    """The experiment of run ``run_id`` (where it is in this tracking store) and, with ``active``, the active run's."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    client = client or mlflow.MlflowClient()
     experiments: list[str] = []
     if run_id:
         try:
             experiments.append(client.get_run(run_id).info.experiment_id)
         except MlflowException:
             pass
-    active = mlflow.active_run() if store_key else None
-    if active is not None and active.info.experiment_id not in experiments:
-        experiments.append(active.info.experiment_id)
-    if not experiments:
-        return None
+    current = mlflow.active_run() if active else None
+    if current is not None and current.info.experiment_id not in experiments:
+        experiments.append(current.info.experiment_id)
+    return experiments
+
+
+def _models(client, experiments: list[str]) -> list:
+    """Every LoggedModel of ``experiments`` (all pages)."""
     models, token = [], None
-    while True:
+    while experiments:
         page = client.search_logged_models(experiment_ids=experiments, page_token=token)
         models.extend(page)
         token = page.token
         if not token:
             break
-    ready = [m for m in models if str(getattr(m.status, "value", m.status)).upper() == "READY"]
+    return models
+
+
+def _status(model) -> str:
+    return str(getattr(model.status, "value", model.status)).upper()
+
+
+def find_logged_model(run_id: str | None, client=None, store_key: str | None = None) -> str | None:
+    """The id of the newest finished (``READY``) LoggedModel that training run ``run_id`` logged,
+    else, with ``store_key``, of any finished LoggedModel of that store entry in the run's or the
+    active experiment. None when there is none: never logged, logging killed half-way (a model
+    left ``PENDING`` with no files), or the run is not in this tracking store."""
+    import mlflow
+
+    client = client or mlflow.MlflowClient()
+    models = _models(client, _experiments(client, run_id, active=bool(store_key)))
+    ready = [m for m in models if _status(m) == "READY"]
     matches = [m for m in ready if run_id and m.source_run_id == run_id]
     if not matches and store_key:
         matches = [m for m in ready if (m.tags or {}).get("store_key") == store_key]
     return max(matches, key=lambda m: m.creation_timestamp).model_id if matches else None
+
+
+def drop_unfinished_models(store_key: str, client=None) -> list[str]:
+    """Delete the LoggedModels of the store entry ``store_key`` in the active run's experiment that were left
+    ``PENDING``: a process killed while it logged the entry's model (it held the key's lock, which the caller
+    holds now, so none is still being logged). Without this, the next process logs the model again and the key
+    has two. Their ids."""
+    import mlflow
+
+    client = client or mlflow.MlflowClient()
+    models = _models(client, _experiments(client, None, active=True))
+    pending = [m for m in models if (m.tags or {}).get("store_key") == store_key and _status(m) == "PENDING"]
+    for model in pending:
+        client.delete_logged_model(model.model_id)
+        log.warning("deleted model %s of store entry %s: its logging was killed half-way", model.model_id, store_key)
+    return [m.model_id for m in pending]
 
 
 def store_manifest(store_path: str | Path | None) -> dict:
