@@ -1,9 +1,12 @@
-"""What each training job costs per unit of work relative to its teacher, from recorded runs' timelines.
+"""What each training job costs per unit of work relative to its teacher, from recorded runs' timelines, and
+the progress lines those runs would show with these costs.
 
 Every ``kedro run`` of several training jobs logs ``eta_timeline.json`` (each step's kind, method, work,
 seconds and load) on its MLflow run; the progress line prices a job not run yet by these costs
-(``bert_kd.experiment.job_costs``). This prints each timeline's costs and their geometric mean, the
-values ``JOB_COSTS`` holds when given the timelines it was made from:
+(``bert_kd.experiment.job_costs``). This prints each timeline's costs and their geometric mean (the
+values ``JOB_COSTS`` holds when given the timelines it was made from), then each timeline's lines replayed:
+at the load of each line with the mean costs, and told the load to come with the other timelines' costs
+alone (what the pricing gives a run it has measured nothing of):
 
     python benchmarks/job_costs.py tests/experiment/fixtures/eta_timelines/*.json --out benchmarks/results/job_costs.md
 """
@@ -19,6 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "src"))
 
 from bert_kd.experiment.job_costs import JOB_COSTS, measured_costs, timeline_costs  # noqa: E402
+from bert_kd.experiment.progress import replay  # noqa: E402
 
 #: The students' methods whose median is the price of a method no timeline measured.
 STUDENT_METHODS = ("alp", "ckd", "logits_mse", "nkd", "pkd", "rkd", "tinybert")
@@ -38,19 +42,51 @@ def cost_table(paths: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _off(estimate: float | None, actual: float) -> tuple[str, str]:
+    if estimate is None:
+        return "none yet", ""
+    return f"{estimate:.0f} s", f"{(estimate - actual) / actual:+.0%}"
+
+
+def replay_table(timeline: dict, costs: dict, others: dict) -> str:
+    """``timeline``'s lines: as logged (where it kept them), replayed at each line's load with ``costs``, and
+    told the load to come with ``others`` (costs measured without this timeline)."""
+    logged = timeline.get("logged") or {}
+    header = "| job | step | actually left | logged | off by | replayed | off by | load foreseen | off by |"
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for at_line, foreseen in zip(replay(timeline, costs), replay(timeline, others, ahead=True)):
+        shown = logged.get(str(at_line.job))
+        cells = [str(at_line.job), at_line.name, f"{at_line.actual:.0f} s"]
+        cells += [*_off(shown, at_line.actual), *_off(at_line.estimate, at_line.actual)]
+        cells += _off(foreseen.estimate, foreseen.actual)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def record(paths: list[Path]) -> str:
+    """The costs table, then each timeline's replay table under its name and how it was recorded."""
+    timelines = {path.stem: json.loads(path.read_text()) for path in paths}
+    costs = measured_costs(timelines.values(), STUDENT_METHODS)
+    parts = [cost_table(paths)]
+    for name, timeline in timelines.items():
+        others = measured_costs([t for n, t in timelines.items() if n != name], STUDENT_METHODS)
+        parts.append(f"**{name}**: {timeline.get('run', '')}\n\n{replay_table(timeline, costs, others)}")
+    return "\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("timelines", nargs="+", type=Path, help="eta_timeline.json files (a run's MLflow artifact)")
     parser.add_argument("--out", type=Path, help="also write the table (with the command) to this Markdown file")
     args = parser.parse_args(argv)
-    table = cost_table(args.timelines)
+    table = record(args.timelines)
     print(table)
     if args.out:
         shown = [
             p.resolve().relative_to(REPO_ROOT) if p.resolve().is_relative_to(REPO_ROOT) else p for p in args.timelines
         ]
         command = "python benchmarks/job_costs.py " + " ".join(map(str, shown))
-        args.out.write_text(f"# Job costs from recorded timelines\n\nMade by `{command}` (machine-made).\n\n{table}")
+        args.out.write_text(f"Made by `{command}` (machine-made).\n\n{table}")
     return 0
 
 

@@ -143,6 +143,17 @@ def with_workers(workers: int, what: str = "hours") -> Callable[[dict], float]:
 TABLE1_COMPILED = ("compiled_estimates", "reduce-overhead+teacher", "alp_kd_table1", "total_hours")
 
 FIGURES = [
+    # docs/reliability.md: the chaos soak's three seeded schedules, each sweep's seconds from its record
+    *(
+        Figure(
+            "docs/reliability.md",
+            rf"\| {seed} \| (\d+) s \|",
+            f"benchmarks/results/chaos_sweep_seed{seed}.json",
+            ("sweep_s",),
+            0,
+        )
+        for seed in (1, 2, 3)
+    ),
     # README, docs/index.md, docs/getting-started.md: the main job as benchmarks/main_job.sh recorded it
     Figure(
         "README.md",
