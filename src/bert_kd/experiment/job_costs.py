@@ -16,20 +16,22 @@ import math
 from statistics import median
 from typing import Any, Iterable, Mapping
 
-#: Seconds per unit of work relative to the teacher's, from the two recorded CPU comparisons of
+#: Seconds per unit of work relative to the teacher's, from the three recorded CPU comparisons of
 #: ``tests/experiment/fixtures/eta_timelines`` (``benchmarks/results/job_costs.md``; a test recomputes them):
-#: by the student's method, ``student`` the median method's, ``teacher_cache`` a teacher's forward pass.
+#: by the student's method, ``student`` the median method's, ``teacher_cache`` a teacher's forward pass,
+#: ``evaluate_model`` an evaluation per unit of the forward work of the model it reads.
 JOB_COSTS: dict[str, float] = {
     "teacher": 1.0,
-    "teacher_cache": 0.64,
-    "alp": 0.94,
-    "ckd": 0.72,
-    "tinybert": 0.7,
-    "logits_mse": 0.58,
-    "pkd": 0.45,
-    "nkd": 0.44,
-    "rkd": 0.44,
-    "student": 0.58,
+    "teacher_cache": 0.66,
+    "evaluate_model": 0.63,
+    "alp": 0.92,
+    "tinybert": 0.8,
+    "ckd": 0.7,
+    "logits_mse": 0.6,
+    "pkd": 0.52,
+    "nkd": 0.51,
+    "rkd": 0.5,
+    "student": 0.6,
 }
 
 
@@ -37,15 +39,32 @@ def _slowdown(load: float | None, cores: int | None) -> float:
     return max(load / cores, 1.0) if load is not None and cores else 1.0
 
 
+#: The steps that are no jobs priced by their cost before one of their function is measured (per unit of the
+#: forward work of the model they read): the evaluations, a tail of a dozen steps in a comparison.
+PRICED_NODES = ("evaluate_model",)
+
+
+def _rate(step: Mapping[str, Any], cores: int | None) -> tuple[str, float] | None:
+    """(method or kind, seconds per unit of work or of size at the load it ended at) of a trained job or a
+    priced node; None for any other step."""
+    seconds = float(step["seconds"]) / _slowdown(step.get("load"), cores)
+    if step.get("job"):
+        if step.get("reused") or step.get("repeats") or not step.get("work"):
+            return None
+        return step.get("method") or step["kind"], seconds / float(step["work"])
+    if step["kind"] in PRICED_NODES and step.get("size"):
+        return step["kind"], seconds / float(step["size"])
+    return None
+
+
 def timeline_costs(timeline: Mapping[str, Any]) -> dict[str, float]:
     """One timeline's trained jobs' median seconds per unit of work (each at the load it ended at) by
-    method or kind, relative to its teacher's; empty without a trained teacher."""
+    method or kind, and its evaluations' per unit of size, relative to its teacher's seconds per unit of work;
+    empty without a trained teacher."""
     rates: dict[str, list[float]] = {}
     for step in timeline["steps"]:
-        if not step.get("job") or step.get("reused") or step.get("repeats") or not step.get("work"):
-            continue
-        seconds = float(step["seconds"]) / _slowdown(step.get("load"), timeline.get("cores"))
-        rates.setdefault(step.get("method") or step["kind"], []).append(seconds / float(step["work"]))
+        if (found := _rate(step, timeline.get("cores"))) is not None:
+            rates.setdefault(found[0], []).append(found[1])
     if "teacher" not in rates:
         return {}
     teacher = median(rates["teacher"])

@@ -182,11 +182,17 @@ class JobProgress:
 
     def node_price(self, step: Step) -> float:
         """The estimated seconds of a step that is no job: from its function's steps so far (per unit of
-        the model's forward work where known), else the median of every such step."""
+        the model's forward work where known); before any, from the trained jobs' seconds per unit of work at
+        its function's cost per unit of its size (an evaluation: ``costs["evaluate_model"]``); else the median
+        of every such step."""
         done = self._done(job=False)
         own = [s for s in done if s.kind == step.kind]
         if own:
             return self._scaled(own, step, "size")
+        trained = [s for s in self._done(job=True) if not s.reused and s.repeats is None and s.work]
+        if step.size and step.kind in self.costs and trained:  # not measured yet: at its cost per unit of size
+            rate = median(s.seconds / self.slowdown(s.load) / self.cost(s) / s.work for s in trained[-RECENT:])
+            return rate * step.size * self.costs[step.kind] * self.now
         return median(s.seconds / self.slowdown(s.load) for s in done) * self.now if done else 0.0
 
     def _scaled(self, done: Sequence[Step], step: Step, measure: str) -> float:
