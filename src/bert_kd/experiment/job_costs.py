@@ -35,7 +35,9 @@ JOB_COSTS: dict[str, float] = {
 }
 
 
-def _slowdown(load: float | None, cores: int | None) -> float:
+def slowdown(load: float | None, cores: int | None) -> float:
+    """How many times longer a step takes at ``load`` than with a core to itself: the runnable threads share
+    the ``cores``, one thread gets cores / load of a core (1 where the load or the cores are unknown)."""
     return max(load / cores, 1.0) if load is not None and cores else 1.0
 
 
@@ -47,7 +49,7 @@ PRICED_NODES = ("evaluate_model",)
 def _rate(step: Mapping[str, Any], cores: int | None) -> tuple[str, float] | None:
     """(method or kind, seconds per unit of work or of size at the load it ended at) of a trained job or a
     priced node; None for any other step."""
-    seconds = float(step["seconds"]) / _slowdown(step.get("load"), cores)
+    seconds = float(step["seconds"]) / slowdown(step.get("load"), cores)
     if step.get("job"):
         if step.get("reused") or step.get("repeats") or not step.get("work"):
             return None

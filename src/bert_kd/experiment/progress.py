@@ -41,7 +41,7 @@ from statistics import fmean, median
 from typing import Any, Callable, Mapping, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
-from bert_kd.experiment.job_costs import JOB_COSTS
+from bert_kd.experiment.job_costs import JOB_COSTS, slowdown
 
 #: How many of the latest measured steps set a price: the machine's speed drifts with the other work on
 #: it, and the latest steps ran at the speed the next ones will see.
@@ -143,7 +143,7 @@ class JobProgress:
     def slowdown(self, load: float | None) -> float:
         """How many times longer a step takes at ``load`` than with a core to itself: the runnable threads
         share the cores, one thread gets cores / load of a core (1 where the load or the cores are unknown)."""
-        return max(load / self.cores, 1.0) if load is not None and self.cores else 1.0
+        return slowdown(load, self.cores)
 
     def cost(self, step: Step) -> float:
         """``step``'s seconds per unit of work relative to a teacher's: its method's cost, else its kind's, else 1."""
