@@ -96,11 +96,13 @@ def main_job(log: Path) -> dict:
 
 
 SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in ([\d.]+)s", re.M)
+#: one line of pytest's ``--durations`` list: ``335.90s call     tests/x.py::test_y``
+DURATION = re.compile(r"^([\d.]+)s (call|setup|teardown)\s+(\S+)$", re.M)
 
 
 def tier(log: Path) -> dict | None:
-    """One pytest tier's wall and counts, from its log's last line (``1341 passed, 2 skipped in 270.1s``);
-    None for a tier not run."""
+    """One pytest tier's wall and counts, from its log's last line (``1341 passed, 2 skipped in 270.1s``), and its
+    slowest tests where the log has ``--durations``' list; None for a tier not run."""
     if not log.exists():
         return None
     text = log.read_text(encoding="utf-8", errors="replace")
@@ -116,6 +118,7 @@ def tier(log: Path) -> dict | None:
         "counts": counts,
         "load_before": loads[0] if loads else None,
         "load_after": loads[-1] if len(loads) > 1 else None,
+        "slowest": [{"s": float(s), "phase": phase, "test": test} for s, phase, test in DURATION.findall(text)],
     }
 
 

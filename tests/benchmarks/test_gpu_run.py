@@ -20,7 +20,7 @@ def _run(*args: str, **env_vars: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT)
 
 
-@pytest.mark.slow
+@pytest.mark.gpu_prep
 def test_dry_run_writes_summary_with_every_step_and_mlflow_db(tmp_path):
     result = _run("--dry-run", str(tmp_path / "out"))
     assert result.returncode == 0, result.stdout + result.stderr

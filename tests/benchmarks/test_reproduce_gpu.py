@@ -131,7 +131,7 @@ def test_step_rates_report_medians_of_the_windows_after_the_first_and_decide_fro
     assert decision["compiled_over_eager"] == pytest.approx(2.0)
 
 
-@pytest.mark.slow
+@pytest.mark.gpu_prep
 def test_the_dry_run_writes_the_record_from_real_reproduce_trials(tmp_path):
     """Two workers, two tiny trials (NKD and ALP on tiny RTE), the record beside them."""
     env = {

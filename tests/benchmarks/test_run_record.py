@@ -46,7 +46,11 @@ def test_a_main_job_log_gives_accuracies_stages_time_and_load(tmp_path):
 def test_suite_logs_give_each_tiers_wall_and_counts_and_a_tier_not_run_is_null(tmp_path):
     readme = tmp_path / "readme.log"
     readme.write_text(
-        "command: python -m pytest -q\nload before: load average: 0.10\n....\n2 failed, 1341 passed, 3 skipped, 9 warnings in 270.12s (0:04:30)\nload after: load average: 1.9\n"
+        "command: python -m pytest -q\nload before: load average: 0.10\n....\n"
+        "============================= slowest 25 durations =============================\n"
+        "335.90s call     tests/benchmarks/test_gpu_run.py::test_dry_run\n"
+        "49.39s setup    tests/pipelines/test_multiprocess.py::test_two\n"
+        "2 failed, 1341 passed, 3 skipped, 9 warnings in 270.12s (0:04:30)\nload after: load average: 1.9\n"
     )
     out = tmp_path / "suite.json"
     assert run_record.main(["suite", str(readme), str(tmp_path / "slow.log"), str(out)]) == 0
@@ -54,6 +58,10 @@ def test_suite_logs_give_each_tiers_wall_and_counts_and_a_tier_not_run_is_null(t
     assert record["readme_command"]["wall_s"] == 270.1 and record["slow_tier"] is None
     assert record["readme_command"]["counts"] == {"failed": 2, "passed": 1341, "skipped": 3, "warnings": 9}
     assert (record["readme_command"]["load_before"], record["readme_command"]["load_after"]) == (0.1, 1.9)
+    assert record["readme_command"]["slowest"] == [
+        {"s": 335.9, "phase": "call", "test": "tests/benchmarks/test_gpu_run.py::test_dry_run"},
+        {"s": 49.39, "phase": "setup", "test": "tests/pipelines/test_multiprocess.py::test_two"},
+    ]
 
 
 def test_a_log_without_its_measurements_writes_no_record(tmp_path):
