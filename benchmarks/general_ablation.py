@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired_trials import ROOT, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
+from paired_trials import FLOOR, ROOT, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
 
 RESULTS = ROOT / "results" / "general_ablation"
 ARMS = ("general", "truncated")
@@ -51,21 +51,43 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
 
 
 def table(trials: list[dict]) -> str:
-    """Mean dev accuracy per arm and the paired reading (bootstrap over dev examples, seed × example variance)."""
+    """Mean dev accuracy per arm and the paired reading (bootstrap over dev examples, seed × example variance), the
+    majority class's share beside them, and a sentence per task."""
     lines = [
-        "| task | seeds | general student | truncated teacher | gain (points) | 95% interval | bootstrap p | p (seed + example) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | seeds | general student | truncated teacher | majority class | gain (points) | 95% interval | "
+        "bootstrap p | p (seed + example) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    sentences = []
     for task in ("sst2", "mrpc", "rte"):
         reading = paired(select(trials, task=task, arm="general"), select(trials, task=task, arm="truncated"))
         if reading is None:
             continue
         test = reading.test
         lines.append(
-            f"| {task} | {reading.seeds} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | {100 * test.gain:+.2f} | "
-            f"[{100 * test.low:+.2f}, {100 * test.high:+.2f}] | {test.p:.3f} | {reading.seed_example_p:.3f} |"
+            f"| {task} | {reading.seeds} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
+            f"{100 * reading.majority:.2f} | {100 * test.gain:+.2f} | [{100 * test.low:+.2f}, {100 * test.high:+.2f}] | "
+            f"{test.p:.3f} | {reading.seed_example_p:.3f} |"
         )
-    return "\n".join(lines) + "\n"
+        sentences.append(sentence(task, reading))
+    return "\n".join(lines) + "\n\n" + "\n".join(sentences) + ("\n" if sentences else "")
+
+
+def sentence(task: str, reading) -> str:
+    """One task's reading in words: the floor first, else the gain and whether its interval holds 0."""
+    test = reading.test
+    head = f"- {task}: general student {100 * reading.better:.2f}, truncated teacher {100 * reading.worse:.2f}"
+    if reading.at_floor:
+        return (
+            f"{head}, both within {100 * FLOOR:.0f} point of answering the majority class always "
+            f"({100 * reading.majority:.2f}): at this size the students sit at the floor, and this row says nothing "
+            "about general distillation."
+        )
+    verdict = "its interval holds 0: no effect resolved" if test.low <= 0 <= test.high else "its interval excludes 0"
+    return (
+        f"{head} ({reading.seeds} seeds): the general student's gain is {100 * test.gain:+.2f} points, 95% interval "
+        f"[{100 * test.low:+.2f}, {100 * test.high:+.2f}]; {verdict}."
+    )
 
 
 def main(argv=None) -> int:

@@ -100,6 +100,19 @@ def select(trials: list[dict], **match) -> dict[int, dict]:
     return {t["seed"]: t for t in trials if all(t.get(key) == value for key, value in match.items())}
 
 
+#: An arm whose mean dev accuracy is within this of the majority class's share (accuracy, not points) sits at the
+#: floor: its student (or the teacher it learned from) predicts about one class, and a gain between two such arms
+#: says nothing about the method.
+FLOOR = 0.01
+
+
+def majority_share(trial: dict) -> float:
+    """The dev accuracy of always answering the majority class, as the trial's evaluation recorded it (nan if not)."""
+    share = trial["evaluation"].get("majority_class", {})
+    share = share.get("validation", next(iter(share.values()), {}))
+    return float(share.get("accuracy", math.nan))
+
+
 @dataclass(frozen=True)
 class Paired:
     """The paired reading of ``better`` against ``worse`` on the seeds both have (accuracies, not points)."""
@@ -109,6 +122,12 @@ class Paired:
     worse: float
     test: object  # statistics.TestResult: gain, interval, bootstrap p and its Monte Carlo error
     seed_example_p: float  # the analytic p under the seed × example model (nan with one seed)
+    majority: float = math.nan  # the majority class's share of dev (the accuracy of answering it always)
+
+    @property
+    def at_floor(self) -> bool:
+        """Both arms within :data:`FLOOR` of the majority class's share: no reading of the method."""
+        return all(abs(arm - self.majority) < FLOOR for arm in (self.better, self.worse))
 
 
 def paired(better: dict[int, dict], worse: dict[int, dict]) -> Paired | None:
@@ -124,4 +143,5 @@ def paired(better: dict[int, dict], worse: dict[int, dict]) -> Paired | None:
     test = bootstrap_test(a, b, resamples=RESAMPLES or DEFAULT)
     components = variance_components(a, b) if len(seeds) > 1 else None
     p2 = analytic_p(test.gain, components.gain_variance() ** 0.5) if components else math.nan
-    return Paired(len(seeds), float(a.mean()), float(b.mean()), test, p2)
+    majority = float(np.mean([majority_share(better[s]) for s in seeds]))
+    return Paired(len(seeds), float(a.mean()), float(b.mean()), test, p2, majority)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired_trials import ROOT, Paired, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
+from paired_trials import FLOOR, ROOT, Paired, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
 
 RESULTS = ROOT / "results" / "transfer_ablation"
 TASKS = ("sst2", "mrpc", "rte")
@@ -131,7 +131,12 @@ def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int) 
     """One cell's reading in words."""
     t = reading.test
     verb = "raises" if t.gain > 0 else "lowers" if t.gain < 0 else "leaves"
-    if adjusted < ALPHA and t.gain > 0:
+    if reading.at_floor:
+        verdict = (
+            f"both arms are within {100 * FLOOR:.0f} point of answering the majority class always "
+            f"({100 * reading.majority:.2f}): a floor, not a reading of the transfer set"
+        )
+    elif adjusted < ALPHA and t.gain > 0:
         verdict = f"a gain that holds after Holm's correction over the {cells} cells read"
     elif t.low <= 0 <= t.high:
         verdict = "its interval holds 0: no effect resolved at this size"
@@ -149,9 +154,11 @@ def reading_text(cells: dict, adjusted: dict) -> str:
     if not adjusted:
         return "No trial pair has finished yet: rerun the command in README.md and this reading is rebuilt.\n"
     lines = [sentence(task, row, cells[(task, row)], adjusted[(task, row)][0], len(adjusted)) for task, row in adjusted]
-    held = [key for key in adjusted if adjusted[key][0] < ALPHA and cells[key].test.gain > 0]
+    held = [k for k in adjusted if adjusted[k][0] < ALPHA and cells[k].test.gain > 0 and not cells[k].at_floor]
     missing = sum(reading is None for reading in cells.values())
     summary = f"{len(held)} of the {len(adjusted)} cells read show a gain from the transfer set that holds after Holm's correction"
+    floor = sum(cells[key].at_floor for key in adjusted)
+    summary += f" ({floor} at the majority-class floor)" if floor else ""
     summary += f"; {missing} of {len(cells)} cells are not run yet." if missing else "."
     return "\n".join(lines) + "\n\n" + summary + "\n"
 

@@ -57,12 +57,49 @@ def test_the_reading_gives_gain_interval_holm_and_sentences():
     assert "1 of the 2 cells read show a gain" in text and "7 of 9 cells are not run yet" in text
 
 
+def _at_majority(trial, share):
+    trial["evaluation"]["majority_class"] = {"validation": {"accuracy": share}}
+    return trial
+
+
+def _one_class(task, row, arm, seed, share, examples=200):
+    """A student that answers the majority class always: correct on exactly that class's share of dev."""
+    trial = _trial(task, row, arm, seed, share, examples)
+    right = round(share * examples)
+    trial["evaluation"]["correct"]["validation"] = "1" * right + "0" * (examples - right)
+    return _at_majority(trial, share)
+
+
+def test_arms_at_the_majority_class_floor_are_named_and_not_read_as_a_method_effect():
+    majority = 0.68
+    floor = [_one_class("mrpc", "bert2", arm, s, majority) for arm in ("plain", "transfer") for s in range(3)]
+    above = [_at_majority(_trial("rte", "bert2", "plain", s, 0.55), 0.53) for s in range(3)]
+    above += [_at_majority(_trial("rte", "bert2", "transfer", s, 0.75), 0.53) for s in range(3)]
+    cells = transfer.readings(floor + above)
+    assert cells[("mrpc", "bert2")].at_floor and not cells[("rte", "bert2")].at_floor
+    assert cells[("mrpc", "bert2")].majority == pytest.approx(majority)
+    text = transfer.table(floor + above)
+    assert "MRPC: the transfer set" in text and "a floor, not a reading of the transfer set" in text
+    assert "1 of the 2 cells read show a gain" in text and "(1 at the majority-class floor)" in text
+    general_trials = [_one_class("mrpc", None, arm, s, majority) for arm in ("general", "truncated") for s in range(3)]
+    general_text = general.table(general_trials)
+    assert "| mrpc | 3 |" in general_text and "| 68.00 |" in general_text
+    assert "mrpc: general student" in general_text and "says nothing about general distillation" in general_text
+
+
+def test_a_trial_without_a_majority_share_is_never_at_the_floor():
+    trials = [_trial("sst2", "tinybert", arm, 0, 0.7) for arm in ("plain", "transfer")]
+    reading = transfer.readings(trials)[("sst2", "tinybert")]
+    assert np.isnan(reading.majority) and not reading.at_floor
+
+
 def test_a_lone_seed_has_no_seed_example_p():
     trials = [_trial("sst2", "tinybert", arm, 0, 0.7) for arm in ("plain", "transfer")]
     assert np.isnan(transfer.readings(trials)[("sst2", "tinybert")].seed_example_p)
 
 
-def test_the_general_ablation_files_are_unchanged_by_the_shared_module(tmp_path):
+def test_the_general_ablation_files_are_unchanged_by_the_shared_module(tmp_path, monkeypatch):
+    monkeypatch.setattr(paired_trials, "RESAMPLES", None)  # the committed table's resamples (the statistics' own)
     results = general.RESULTS
     assert general.table(paired_trials.load_trials(results)) == (results / "table.md").read_text()
     for path in sorted((results / "trials").glob("*.json")):
