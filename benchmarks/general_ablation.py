@@ -14,9 +14,22 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired_trials import FLOOR, ROOT, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
+from paired_trials import (  # noqa: E402
+    FLOOR,
+    ROOT,
+    load_trials,
+    paired,
+    rebuild_table,
+    run_missing,
+    run_pipeline,
+    select,
+    teacher_accuracy,
+    teacher_of,
+)
 
 RESULTS = ROOT / "results" / "general_ablation"
 ARMS = ("general", "truncated")
@@ -30,6 +43,29 @@ def arm_params(arm: str, general: str) -> dict:
     return {"student.init": "pretrained"}
 
 
+def settings(pairs: list[str]) -> dict:
+    """``--set KEY=VALUE`` pairs as dotted Kedro parameters (values parsed as YAML: 5 is an int)."""
+    import yaml
+
+    return {key: yaml.safe_load(value) for key, _, value in (pair.partition("=") for pair in pairs)}
+
+
+def mismatched(trials: list[dict], args) -> str | None:
+    """Why the trials already in the results folder are of another table than ``args`` asks for (None if not):
+    a finished trial is skipped by name, so trials of other rows or settings must not share a folder."""
+    wanted = (args.train_rows, settings(args.set))
+    for trial in trials:
+        rows = trial.get("train_rows", trial["evaluation"].get("info", {}).get("train_examples"))
+        if (rows, trial.get("settings", {})) != wanted:
+            name = f"{trial['task']}-{trial['arm']}-{trial['seed']}.json"
+            return (
+                f"{args.results / 'trials' / name} was run with {rows} training rows and settings "
+                f"{trial.get('settings', {})}, not --train-rows {wanted[0]} and {wanted[1]}: a different table. "
+                "Give it its own folder (--results results/<name>)."
+            )
+    return None
+
+
 def run_trial(task: str, arm: str, seed: int, args) -> dict:
     """One ``distill_tinybert`` run in a Kedro session; its student's dev metrics and per-example correctness."""
     params = {
@@ -39,14 +75,19 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
         "max_train_samples": args.train_rows,
         "runtime.progress_bar": False,
         "tracking.enabled": False,
+        **settings(args.set),
         **arm_params(arm, args.general),
     }
+    evaluation = run_pipeline("distill_tinybert", params, "tinybert")
     return {
         "task": task,
         "arm": arm,
         "seed": seed,
         "general_student": args.general if arm == "general" else None,
-        "evaluation": run_pipeline("distill_tinybert", params, "tinybert"),
+        "train_rows": args.train_rows,
+        "settings": settings(args.set),
+        "evaluation": evaluation,
+        "teacher": teacher_of(evaluation),
     }
 
 
@@ -54,18 +95,20 @@ def table(trials: list[dict]) -> str:
     """Mean dev accuracy per arm and the paired reading (bootstrap over dev examples, seed × example variance), the
     majority class's share beside them, and a sentence per task."""
     lines = [
-        "| task | seeds | general student | truncated teacher | majority class | gain (points) | 95% interval | "
-        "bootstrap p | p (seed + example) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | seeds | fine-tuned teacher | from the general student | from the truncated teacher | majority class | "
+        "gain (points) | 95% interval | bootstrap p | p (seed + example) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     sentences = []
     for task in ("sst2", "mrpc", "rte"):
-        reading = paired(select(trials, task=task, arm="general"), select(trials, task=task, arm="truncated"))
+        general, truncated = select(trials, task=task, arm="general"), select(trials, task=task, arm="truncated")
+        reading = paired(general, truncated)
         if reading is None:
             continue
         test = reading.test
+        teacher = np.mean([teacher_accuracy(general[s]) for s in sorted(set(general) & set(truncated))])
         lines.append(
-            f"| {task} | {reading.seeds} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
+            f"| {task} | {reading.seeds} | {100 * teacher:.2f} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
             f"{100 * reading.majority:.2f} | {100 * test.gain:+.2f} | [{100 * test.low:+.2f}, {100 * test.high:+.2f}] | "
             f"{test.p:.3f} | {reading.seed_example_p:.3f} |"
         )
@@ -97,16 +140,28 @@ def main(argv=None) -> int:
     parser.add_argument("--tasks", nargs="+", default=["sst2", "mrpc", "rte"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--train-rows", type=int, default=TRAIN_ROWS)
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="more dotted parameters, e.g. training.epochs=5"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the table's folder (trials/ and table.md)")
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
-    (RESULTS / "trials").mkdir(parents=True, exist_ok=True)
+    (args.results / "trials").mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         if not args.general or not Path(args.general, "config.json").is_file():
             print(f"--general {args.general!r}: not a stored general student (no config.json)", file=sys.stderr)
             return 2
+        bad = [pair for pair in args.set if "=" not in pair]
+        why = f"--set {bad[0]!r}: not KEY=VALUE (e.g. --set training.epochs=5)" if bad else None
+        why = why or mismatched(load_trials(args.results), args)
+        if why:
+            print(f"general_ablation: {why}", file=sys.stderr)
+            return 2
         keys = ((task, arm, seed) for task in args.tasks for seed in args.seeds for arm in ARMS)
-        run_missing(RESULTS, keys, lambda task, arm, seed: run_trial(task, arm, seed, args))  # a task's seeds first
-    return rebuild_table(RESULTS, table)
+        run_missing(
+            args.results, keys, lambda task, arm, seed: run_trial(task, arm, seed, args)
+        )  # a task's seeds first
+    return rebuild_table(args.results, table)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the students' versioned metrics land (the catalog's ``{paper}.{method}.student_metrics``).
 STUDENT_METRICS = Path("data/08_reporting/students")
+#: Where the teachers' versioned dev metrics land (the catalog's ``teacher_metrics``).
+TEACHER_METRICS = Path("data/08_reporting/teacher_metrics.json")
 #: Bootstrap resamples of a reading: the statistics module's (a Monte Carlo error ≈ 2·10⁻⁴ at p ≈ 0.005).
 RESAMPLES: int | None = None
 
@@ -49,6 +51,23 @@ def run_pipeline(pipeline: str, params: dict, metrics: str, root: Path = ROOT) -
         session.run(pipeline_names=[pipeline])
     written = sorted(_versions(store) - before) or sorted(_versions(store))
     return json.loads((written[-1] / store.name).read_text())
+
+
+def teacher_of(evaluation: dict, root: Path = ROOT) -> dict | None:
+    """The dev metrics of the teacher a student was distilled from (its store key matched against the versioned
+    ``teacher_metrics`` records under ``root``, newest first); None where no record has that key."""
+    key = evaluation.get("info", {}).get("teacher_key")
+    for version in sorted(_versions(root / TEACHER_METRICS), reverse=True):
+        record = json.loads((version / TEACHER_METRICS.name).read_text())
+        if key and record.get("info", {}).get("key") == key:
+            return {"key": key, "metrics": record["metrics"], "majority_class": record.get("majority_class", {})}
+    return None
+
+
+def teacher_accuracy(trial: dict) -> float:
+    """The recorded dev accuracy of the trial's teacher (nan where the trial has none)."""
+    metrics = (trial.get("teacher") or {}).get("metrics", {})
+    return float(metrics.get("validation", next(iter(metrics.values()), {})).get("accuracy", math.nan))
 
 
 def trial_path(results: Path, *parts) -> Path:

@@ -129,3 +129,30 @@ def test_a_present_trial_is_skipped_and_a_new_one_written_whole(tmp_path):
         "rte-bilstm-transfer-0.json",
     ]
     assert json.loads((tmp_path / "trials" / "rte-bilstm-plain-0.json").read_text()) == {"kept": True}
+
+
+def test_the_teacher_of_a_student_is_found_by_its_key_among_versioned_records(tmp_path):
+    for stamp, key, accuracy in (("2026-01-01T00.00.00.000Z", "a", 0.7), ("2026-01-02T00.00.00.000Z", "b", 0.8)):
+        version = tmp_path / paired_trials.TEACHER_METRICS / stamp
+        version.mkdir(parents=True)
+        record = {"info": {"key": key}, "metrics": {"validation": {"accuracy": accuracy}}}
+        (version / paired_trials.TEACHER_METRICS.name).write_text(json.dumps(record))
+    teacher = paired_trials.teacher_of({"info": {"teacher_key": "a"}}, tmp_path)
+    assert teacher["key"] == "a" and paired_trials.teacher_accuracy({"teacher": teacher}) == 0.7
+    assert paired_trials.teacher_of({"info": {"teacher_key": "c"}}, tmp_path) is None
+    assert np.isnan(paired_trials.teacher_accuracy({}))
+
+
+def test_trials_of_other_rows_or_settings_in_the_folder_stop_the_run_with_the_fix(tmp_path, capsys):
+    general_student = tmp_path / "general"
+    general_student.mkdir()
+    (general_student / "config.json").write_text("{}")
+    trial = {"task": "rte", "arm": "general", "seed": 0, "evaluation": {"info": {"train_examples": 500}}}
+    paired_trials.write_trial(paired_trials.trial_path(tmp_path / "t", "rte", "general", 0), trial)
+    args = ["--general", str(general_student), "--results", str(tmp_path / "t"), "--tasks", "rte"]
+    assert general.main([*args, "--train-rows", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "rte-general-0.json was run with 500 training rows" in err and "--results results/<name>" in err
+    assert general.main([*args, "--train-rows", "500", "--set", "training.epochs"]) == 2
+    assert "'training.epochs': not KEY=VALUE" in capsys.readouterr().err
+    assert general.settings(["training.epochs=5", "x.y=a"]) == {"training.epochs": 5, "x.y": "a"}
