@@ -18,7 +18,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired_trials import FLOOR, ROOT, Paired, paired, rebuild_table, run_missing, run_pipeline, select  # noqa: E402
+from paired_trials import (  # noqa: E402
+    FLOOR,
+    ROOT,
+    Paired,
+    paired,
+    rebuild_table,
+    run_missing,
+    run_pipeline,
+    select,
+    teacher_of,
+)
 
 RESULTS = ROOT / "results" / "transfer_ablation"
 TASKS = ("sst2", "mrpc", "rte")
@@ -78,6 +88,7 @@ def run_trial(task: str, row: str, arm: str, seed: int, settings: dict, root: Pa
     spec = ROWS[row]
     pipeline = spec.transfer if arm == "transfer" else spec.plain
     params = trial_params(task, row, seed, settings)
+    evaluation = run_pipeline(pipeline, params, spec.metrics, root)
     return {
         "task": task,
         "row": row,
@@ -86,7 +97,8 @@ def run_trial(task: str, row: str, arm: str, seed: int, settings: dict, root: Pa
         "pipeline": pipeline,
         "train_rows": settings["train_rows"],
         "copies": settings["copies"] if arm == "transfer" else 0,
-        "evaluation": run_pipeline(pipeline, params, spec.metrics, root),
+        "evaluation": evaluation,
+        "teacher": teacher_of(evaluation, root),  # its dev metrics: a teacher at the floor teaches one class
     }
 
 
