@@ -68,6 +68,7 @@ def mismatched(trials: list[dict], args) -> str | None:
 
 def run_trial(task: str, arm: str, seed: int, args) -> dict:
     """One ``distill_tinybert`` run in a Kedro session; its student's dev metrics and per-example correctness."""
+    extra = settings(args.set)
     params = {
         "task": task,
         "seed": seed,
@@ -75,7 +76,7 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
         "max_train_samples": args.train_rows,
         "runtime.progress_bar": False,
         "tracking.enabled": False,
-        **settings(args.set),
+        **extra,
         **arm_params(arm, args.general),
     }
     evaluation = run_pipeline("distill_tinybert", params, "tinybert")
@@ -85,7 +86,7 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
         "seed": seed,
         "general_student": args.general if arm == "general" else None,
         "train_rows": args.train_rows,
-        "settings": settings(args.set),
+        "settings": extra,
         "evaluation": evaluation,
         "teacher": teacher_of(evaluation),
     }

@@ -66,8 +66,7 @@ def teacher_of(evaluation: dict, root: Path = ROOT) -> dict | None:
 
 def teacher_accuracy(trial: dict) -> float:
     """The recorded dev accuracy of the trial's teacher (nan where the trial has none)."""
-    metrics = (trial.get("teacher") or {}).get("metrics", {})
-    return float(metrics.get("validation", next(iter(metrics.values()), {})).get("accuracy", math.nan))
+    return split_accuracy((trial.get("teacher") or {}).get("metrics", {}))
 
 
 def trial_path(results: Path, *parts) -> Path:
@@ -125,11 +124,14 @@ def select(trials: list[dict], **match) -> dict[int, dict]:
 FLOOR = 0.01
 
 
+def split_accuracy(by_split: dict) -> float:
+    """The accuracy of ``{split: {"accuracy": …}}`` on the validation split, else the first split (nan if none)."""
+    return float(by_split.get("validation", next(iter(by_split.values()), {})).get("accuracy", math.nan))
+
+
 def majority_share(trial: dict) -> float:
     """The dev accuracy of always answering the majority class, as the trial's evaluation recorded it (nan if not)."""
-    share = trial["evaluation"].get("majority_class", {})
-    share = share.get("validation", next(iter(share.values()), {}))
-    return float(share.get("accuracy", math.nan))
+    return split_accuracy(trial["evaluation"].get("majority_class", {}))
 
 
 @dataclass(frozen=True)
