@@ -35,6 +35,33 @@ RESULTS = ROOT / "results" / "general_ablation"
 ARMS = ("general", "truncated")
 #: The task stage's training rows per task by default (a shortened CPU protocol; the teacher's 64 tokens).
 TRAIN_ROWS = 2000
+TASKS = ("sst2", "mrpc", "rte")
+
+
+def train_rows(items: list[str]) -> dict[str, int | None]:
+    """``--train-rows`` as rows per task (None: the whole training split). Each item is ``ROWS`` or ``all`` for
+    every task, or ``TASK=ROWS`` / ``TASK=all`` for one (later items win): ``2000 mrpc=all rte=all``."""
+    rows: dict[str, int | None] = dict.fromkeys(TASKS, TRAIN_ROWS)
+    for item in items:
+        task, _, value = item.rpartition("=")
+        if task and task not in TASKS:
+            raise ValueError(f"--train-rows {item!r}: {task!r} is not one of {', '.join(TASKS)}")
+        if value != "all" and not (value.isdigit() and int(value) > 0):
+            raise ValueError(f"--train-rows {item!r}: give a positive number of rows or 'all' (e.g. mrpc=all)")
+        for name in [task] if task else TASKS:
+            rows[name] = None if value == "all" else int(value)
+    return rows
+
+
+def rows_label(rows: int | str | None) -> str:
+    return "all" if rows is None else str(rows)
+
+
+def recorded_rows(trial: dict) -> int | str | None:
+    """The training rows a trial records (None: the whole split); "unrecorded" where it does not say."""
+    if "train_rows" in trial:
+        return trial["train_rows"]
+    return trial["evaluation"].get("info", {}).get("train_examples", "unrecorded")
 
 
 def arm_params(arm: str, general: str) -> dict:
@@ -53,27 +80,28 @@ def settings(pairs: list[str]) -> dict:
 def mismatched(trials: list[dict], args) -> str | None:
     """Why the trials already in the results folder are of another table than ``args`` asks for (None if not):
     a finished trial is skipped by name, so trials of other rows or settings must not share a folder."""
-    wanted = (args.train_rows, settings(args.set))
+    wanted_rows, wanted_settings = train_rows(args.train_rows), settings(args.set)
     for trial in trials:
-        rows = trial.get("train_rows", trial["evaluation"].get("info", {}).get("train_examples"))
-        if (rows, trial.get("settings", {})) != wanted:
+        rows = recorded_rows(trial)
+        wanted = wanted_rows.get(trial["task"])
+        if (rows, trial.get("settings", {})) != (wanted, wanted_settings):
             name = f"{trial['task']}-{trial['arm']}-{trial['seed']}.json"
             return (
-                f"{args.results / 'trials' / name} was run with {rows} training rows and settings "
-                f"{trial.get('settings', {})}, not --train-rows {wanted[0]} and {wanted[1]}: a different table. "
-                "Give it its own folder (--results results/<name>)."
+                f"{args.results / 'trials' / name} was run with {rows_label(rows)} training rows and settings "
+                f"{trial.get('settings', {})}, not {rows_label(wanted)} (--train-rows) and {wanted_settings}: a "
+                "different table. Give it its own folder (--results results/<name>)."
             )
     return None
 
 
 def run_trial(task: str, arm: str, seed: int, args) -> dict:
     """One ``distill_tinybert`` run in a Kedro session; its student's dev metrics and per-example correctness."""
-    extra = settings(args.set)
+    extra, rows = settings(args.set), train_rows(args.train_rows)[task]
     params = {
         "task": task,
         "seed": seed,
         "glue_dir": args.glue_dir,
-        "max_train_samples": args.train_rows,
+        "max_train_samples": rows,
         "runtime.progress_bar": False,
         "tracking.enabled": False,
         **extra,
@@ -85,7 +113,7 @@ def run_trial(task: str, arm: str, seed: int, args) -> dict:
         "arm": arm,
         "seed": seed,
         "general_student": args.general if arm == "general" else None,
-        "train_rows": args.train_rows,
+        "train_rows": rows,
         "settings": extra,
         "evaluation": evaluation,
         "teacher": teacher_of(evaluation),
@@ -96,20 +124,22 @@ def table(trials: list[dict]) -> str:
     """Mean dev accuracy per arm and the paired reading (bootstrap over dev examples, seed × example variance), the
     majority class's share beside them, and a sentence per task."""
     lines = [
-        "| task | seeds | fine-tuned teacher | from the general student | from the truncated teacher | majority class | "
-        "gain (points) | 95% interval | bootstrap p | p (seed + example) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | seeds | training rows | fine-tuned teacher | from the general student | from the truncated teacher | "
+        "majority class | gain (points) | 95% interval | bootstrap p | p (seed + example) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     sentences = []
-    for task in ("sst2", "mrpc", "rte"):
+    for task in TASKS:
         general, truncated = select(trials, task=task, arm="general"), select(trials, task=task, arm="truncated")
         reading = paired(general, truncated)
         if reading is None:
             continue
         test = reading.test
-        teacher = np.mean([teacher_accuracy(general[s]) for s in sorted(set(general) & set(truncated))])
+        seeds = sorted(set(general) & set(truncated))
+        teacher = np.mean([teacher_accuracy(general[s]) for s in seeds])
+        rows = ", ".join(sorted({rows_label(recorded_rows(general[s])) for s in seeds}))
         lines.append(
-            f"| {task} | {reading.seeds} | {100 * teacher:.2f} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
+            f"| {task} | {reading.seeds} | {rows} | {100 * teacher:.2f} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
             f"{100 * reading.majority:.2f} | {100 * test.gain:+.2f} | [{100 * test.low:+.2f}, {100 * test.high:+.2f}] | "
             f"{test.p:.3f} | {reading.seed_example_p:.3f} |"
         )
@@ -140,7 +170,13 @@ def main(argv=None) -> int:
     parser.add_argument("--general", help="the general student's store folder (distill_general's general_student.json)")
     parser.add_argument("--tasks", nargs="+", default=["sst2", "mrpc", "rte"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--train-rows", type=int, default=TRAIN_ROWS)
+    parser.add_argument(
+        "--train-rows",
+        nargs="+",
+        default=[str(TRAIN_ROWS)],
+        metavar="[TASK=]ROWS",
+        help="training rows (teacher and student), 'all' for the whole split; per task with TASK=: 2000 mrpc=all",
+    )
     parser.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="more dotted parameters, e.g. training.epochs=5"
     )
@@ -154,6 +190,10 @@ def main(argv=None) -> int:
             return 2
         bad = [pair for pair in args.set if "=" not in pair]
         why = f"--set {bad[0]!r}: not KEY=VALUE (e.g. --set training.epochs=5)" if bad else None
+        try:
+            train_rows(args.train_rows)
+        except ValueError as error:
+            why = why or str(error)
         why = why or mismatched(load_trials(args.results), args)
         if why:
             print(f"general_ablation: {why}", file=sys.stderr)

@@ -157,3 +157,21 @@ def test_trials_of_other_rows_or_settings_in_the_folder_stop_the_run_with_the_fi
     assert general.main([*args, "--train-rows", "500", "--set", "training.epochs"]) == 2
     assert "'training.epochs': not KEY=VALUE" in capsys.readouterr().err
     assert general.settings(["training.epochs=5", "x.y=a"]) == {"training.epochs": 5, "x.y": "a"}
+
+
+def test_training_rows_are_given_per_task_with_all_for_the_whole_split(tmp_path, capsys):
+    assert general.train_rows(["2000", "mrpc=all", "rte=all"]) == {"sst2": 2000, "mrpc": None, "rte": None}
+    assert general.train_rows(["rte=700", "all"]) == dict.fromkeys(general.TASKS)  # later items win
+    for bad, said in (("qqp=all", "'qqp' is not one of"), ("mrpc=-3", "a positive number of rows or 'all'")):
+        with pytest.raises(ValueError, match=said):
+            general.train_rows([bad])
+    general_student = tmp_path / "general"
+    general_student.mkdir()
+    (general_student / "config.json").write_text("{}")
+    args = ["--general", str(general_student), "--results", str(tmp_path / "t"), "--tasks", "rte"]
+    assert general.main([*args, "--train-rows", "rte=0"]) == 2
+    assert "--train-rows 'rte=0'" in capsys.readouterr().err
+    unrecorded = {"task": "rte", "arm": "general", "seed": 0, "evaluation": {"info": {}}}  # says no rows: never reused
+    paired_trials.write_trial(paired_trials.trial_path(tmp_path / "t", "rte", "general", 0), unrecorded)
+    assert general.main([*args, "--train-rows", "all"]) == 2
+    assert "was run with unrecorded training rows" in capsys.readouterr().err
