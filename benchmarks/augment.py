@@ -142,7 +142,7 @@ def markdown(record: dict, command: str) -> str:
             "",
             f"`{command}` (one run; the machine is shared: load average "
             f"{record['load_average_before'][0]:.2f} before, {record['load_average_after'][0]:.2f} after, "
-            f"{record['machine']}, {record['threads']} torch threads).",
+            f"{record['machine']}, {record['threads']} torch thread{'s' if record['threads'] != 1 else ''}).",
             "",
             "| step | rows | seconds | rows/s | peak memory after (MiB) |",
             "|---|---:|---:|---:|---:|",

@@ -589,6 +589,20 @@ FIGURES = [
             (r"on SST-2 and ([\d.]+) / [\d.]+ on MRPC", "TED", "MRPC", 0),
             (r"on SST-2 and [\d.]+ / ([\d.]+) on MRPC", "TED", "MRPC", 1),
         )
+    ],    # docs/benchmarks.md: the whole ×20 SST-2 transfer set (benchmarks/augment.py)
+    *[
+        Figure("docs/benchmarks.md", pattern, "benchmarks/results/augment.json", where, 1 if decimals else 0)
+        for pattern, where, decimals in (
+            (r"× 20 rewrites, [^:]*: ([\d,]+) rows after duplicates", ("augmented_rows",), False),
+            (r"written as ([\d.]+) MiB of shards", ("shards_mib",), True),
+            (r"stayed under ([\d.]+) MiB", ("peak_mib_after_augment",), True),
+            (r"raised its peak to ([\d.]+) MiB", ("peak_mib_after_label",), True),
+            (
+                r"the whole set would take about ([\d.]+) h here",
+                lambda record: record["augmented_rows"] / record["label_rows_per_s"] / 3600,
+                True,
+            ),
+        )
     ],
 ]
 

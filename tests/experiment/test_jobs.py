@@ -530,10 +530,11 @@ def _assert_same_teacher_and_cache(workdir: Path, result: dict, reference) -> No
     assert mine.keys() == theirs.keys()
     for name in mine:
         torch.testing.assert_close(mine[name], theirs[name], atol=1e-6, rtol=0)
+    from bert_kd.core.distill.objective import load_teacher_cache
+
     cache_dir = "cache/teacher_cache/" + result["cache_key"]
-    ours = torch.load(workdir / cache_dir / "teacher_cache.pt", weights_only=True)
-    theirs = torch.load(ref_dir / cache_dir / "teacher_cache.pt", weights_only=True)
-    torch.testing.assert_close(ours["logits"], theirs["logits"], atol=1e-6, rtol=0)
+    ours, theirs = load_teacher_cache(workdir / cache_dir), load_teacher_cache(ref_dir / cache_dir)
+    torch.testing.assert_close(ours.logits, theirs.logits, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize(
@@ -573,7 +574,7 @@ def test_truncated_teacher_cache_is_named_and_rebuilt(worker, reference, tmp_pat
 
     ref_dir, ref = reference
     shutil.copytree(ref_dir, tmp_path / "run")
-    cache_file = tmp_path / "run" / "cache/teacher_cache" / ref["cache_key"] / "teacher_cache.pt"
+    cache_file = tmp_path / "run" / "cache/teacher_cache" / ref["cache_key"] / "logits.npy"
     with open(cache_file, "r+b") as handle:
         handle.truncate(100)
     rerun = worker(tmp_path / "run")

@@ -47,10 +47,10 @@ def test_bad_augment_parameters_name_the_key(run_pipeline, augment, key):
 
 
 def _cached_rows(root) -> int:
-    import torch
+    from bert_kd.core.distill.objective import load_teacher_cache
 
-    caches = sorted((root / "data/07_model_output/teacher_cache/teacher_cache").glob("*/teacher_cache.pt"))
-    return max(len(torch.load(path, weights_only=True)["logits"]) for path in caches)
+    caches = sorted((root / "data/07_model_output/teacher_cache/teacher_cache").glob("*/logits.npy"))
+    return max(len(load_teacher_cache(path.parent).logits) for path in caches)
 
 
 TANG_STUDENT = {

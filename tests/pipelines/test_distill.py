@@ -303,3 +303,16 @@ def test_a_comparisons_students_are_gathered_six_at_most_per_node_in_order(rows)
     for node in pipe.nodes:  # topologically sorted
         data.update(node.run({name: data[name] for name in node.inputs}))
     assert data["distill_baselines_evaluations"] == [{"row": i} for i in range(rows)]
+
+
+def test_a_teacher_cache_entry_stored_as_one_torch_file_still_loads(tmp_path):
+    """Entries stored before the cache was memory-mapped hold one ``teacher_cache.pt``: read whole, as then."""
+    import torch
+
+    from bert_kd.pipelines.distill.nodes import LEGACY_CACHE_FILE, load_cache_entry
+
+    logits, cls, row_of_idx = torch.randn(3, 2), torch.randn(3, 4, 8), torch.tensor([2, 0, 1])
+    torch.save({"logits": logits, "cls": cls, "row_of_idx": row_of_idx}, tmp_path / LEGACY_CACHE_FILE)
+    cache = load_cache_entry(tmp_path, "k")
+    assert cache.key == "k" and cache.directory is None
+    torch.testing.assert_close(cache.lookup(torch.tensor([0])).logits, logits[2:3], rtol=0, atol=0)

@@ -17,6 +17,8 @@ from bert_kd.core.distill.objective import (
     Teacher,
     WeightSchedule,
     build_teacher_cache,
+    load_teacher_cache,
+    save_teacher_cache,
     validate_weights,
 )
 from bert_kd.core.distill.outputs import forward_features
@@ -218,6 +220,33 @@ def test_build_teacher_cache_holds_eval_mode_logits_and_cls(teacher, data):
     cache.row_of_idx[3] = -1
     with pytest.raises(KeyError, match=r"teacher cache 'k' has no entry for example idx \[3\]"):
         cache.lookup(torch.tensor([1, 3]))
+
+
+def test_a_cache_built_into_files_is_the_in_memory_one_and_moves_into_its_entry_whole(teacher, data, tmp_path):
+    """Built into memory-mapped files (a transfer set's cache is never held in memory), saved by moving them,
+    mapped back on load: the same logits and [CLS] states as the in-memory build, looked up per example."""
+    ds, collator = data
+    in_memory = build_teacher_cache(teacher, ds["train"], batch_size=16, collator=collator, progress=False)
+    building = tmp_path / "checkpoint"
+    on_disk = build_teacher_cache(
+        teacher, ds["train"], batch_size=16, collator=collator, progress=False, key="k", directory=building
+    )
+    assert sorted(p.name for p in building.iterdir()) == ["cls.npy", "logits.npy", "row_of_idx.npy"]
+    assert in_memory.directory is None and on_disk.directory == building
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    save_teacher_cache(on_disk, entry)
+    assert not any(building.iterdir())  # moved, not copied
+    torch.testing.assert_close(on_disk.logits, in_memory.logits, rtol=0, atol=0)  # its maps outlive the move
+    save_teacher_cache(in_memory, tmp_path)  # an in-memory cache is written out
+    for stored in (load_teacher_cache(entry, "k"), load_teacher_cache(tmp_path)):
+        torch.testing.assert_close(stored.logits, in_memory.logits, rtol=0, atol=0)
+        torch.testing.assert_close(stored.cls, in_memory.cls, rtol=0, atol=0)
+        assert torch.equal(stored.row_of_idx, in_memory.row_of_idx)
+    loaded = load_teacher_cache(entry, "k")
+    assert loaded.directory == entry and loaded.key == "k"
+    idx = torch.tensor([5, 0, 9])
+    torch.testing.assert_close(loaded.lookup(idx).logits, in_memory.lookup(idx).logits, rtol=0, atol=0)
 
 
 def test_teacher_cache_batches_rows_of_similar_length(teacher, data, monkeypatch):

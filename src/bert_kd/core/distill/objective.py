@@ -8,9 +8,12 @@ or are served from a [`TeacherCache`][] when the recipe only reads logits and [C
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
@@ -31,6 +34,7 @@ class TeacherCache:
     cls: Tensor
     row_of_idx: Tensor
     key: str = ""
+    directory: Path | None = None  # where its arrays are memory-mapped from; None: held in memory
 
     def lookup(self, idx: Tensor) -> Features:
         idx_cpu = idx.cpu()
@@ -50,38 +54,100 @@ def build_teacher_cache(
     teacher: nn.Module,
     dataset,
     batch_size: int = 64,
-    prefix: str = "",
     key: str = "",
     collator=None,
     progress: bool = True,
     autocast_dtype: torch.dtype | None = None,
+    directory: str | Path | None = None,
 ) -> TeacherCache:
     """Run the teacher once (eval mode) over ``dataset`` and keep its logits and [CLS] states
     (stored in fp32; ``autocast_dtype=torch.bfloat16`` computes them under bf16 autocast).
 
     The rows go longest first, so each batch pads to about its own length (6,000 SST-2 rows: 1.03
     padded tokens per real one, against 3.24 in dataset order; the cache is kept per ``idx``, so the order is free). The
-    values are those of dataset-order batches to float rounding (padding keys are masked out)."""
+    values are those of dataset-order batches to float rounding (padding keys are masked out).
+
+    ``directory``: each batch is written as it comes into memory-mapped ``.npy`` files there
+    ([`save_teacher_cache`][] moves them into a store entry, [`load_teacher_cache`][] maps them back), so the cache
+    of a transfer set of a million rows (about 10 kB a row for MiniLM-L6's [CLS] states) is never held in memory;
+    None keeps the arrays in memory."""
     was_training = teacher.training
     teacher.eval()
-    lengths = sequence_lengths(dataset, f"{prefix}input_ids")
+    lengths = sequence_lengths(dataset, "input_ids")
     loader = make_loader(
         dataset, batch_size, collator or Collator(), shuffle=False, group_by_length=True, lengths=lengths
     )
     device = module_device(teacher)
-    logits, cls, idx = [], [], []
+    arrays = _CacheArrays(len(dataset), directory)
     for batch in tqdm(loader, desc="teacher cache", disable=not progress, leave=False):
         batch = {k: v.to(device) for k, v in batch.items()}
         with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
-            features = forward_features(teacher, batch, hidden_states=True, prefix=prefix)
-        logits.append(features.logits.float().cpu())
-        cls.append(features.cls().float().cpu())
-        idx.append(batch["idx"].cpu())
+            features = forward_features(teacher, batch, hidden_states=True)
+        arrays.append(batch["idx"], logits=features.logits, cls=features.cls())
     teacher.train(was_training)
-    all_idx = torch.cat(idx)
-    row_of_idx = torch.full((int(all_idx.max()) + 1,), -1, dtype=torch.long)
-    row_of_idx[all_idx] = torch.arange(len(all_idx))
-    return TeacherCache(torch.cat(logits), torch.cat(cls), row_of_idx, key)
+    return arrays.cache(key)
+
+
+class _CacheArrays:
+    """The cache's arrays filled batch by batch: allocated at the first batch (its shapes), in memory or as
+    memory-mapped ``.npy`` files in ``directory``."""
+
+    def __init__(self, rows: int, directory: str | Path | None):
+        self.rows, self.filled, self.idx = rows, 0, []
+        self.directory = None if directory is None else Path(directory)
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def _allocate(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        if self.directory is None:
+            return np.empty(shape, dtype=np.float32)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return np.lib.format.open_memmap(self.directory / f"{name}.npy", mode="w+", dtype=np.float32, shape=shape)
+
+    def append(self, idx: Tensor, **values: Tensor) -> None:
+        end = self.filled + len(idx)
+        for name, value in values.items():
+            value = value.detach().float().cpu().numpy()
+            if name not in self.arrays:
+                self.arrays[name] = self._allocate(name, (self.rows, *value.shape[1:]))
+            self.arrays[name][self.filled : end] = value
+        self.idx.append(idx.cpu())
+        self.filled = end
+
+    def cache(self, key: str) -> TeacherCache:
+        if self.filled != self.rows:
+            raise RuntimeError(f"teacher cache {key!r}: {self.filled} rows computed, the split has {self.rows}")
+        all_idx = torch.cat(self.idx)
+        row_of_idx = torch.full((int(all_idx.max()) + 1,), -1, dtype=torch.long)
+        row_of_idx[all_idx] = torch.arange(len(all_idx))
+        if self.directory is not None:
+            for array in self.arrays.values():
+                array.flush()
+            np.save(self.directory / "row_of_idx.npy", row_of_idx.numpy())
+        tensors = {name: torch.from_numpy(array) for name, array in self.arrays.items()}
+        return TeacherCache(tensors["logits"], tensors["cls"], row_of_idx, key, self.directory)
+
+
+#: The files of a stored teacher cache ([`save_teacher_cache`][], [`load_teacher_cache`][]).
+CACHE_ARRAYS = ("logits", "cls", "row_of_idx")
+
+
+def save_teacher_cache(cache: TeacherCache, directory: str | Path) -> None:
+    """Write ``cache`` as ``.npy`` files into ``directory``: moved there when it was built into files (no copy of a
+    large cache), written from memory otherwise."""
+    directory = Path(directory)
+    for name in CACHE_ARRAYS:
+        target = directory / f"{name}.npy"
+        if cache.directory is not None and (cache.directory / target.name).is_file():
+            os.replace(cache.directory / target.name, target)  # the open maps stay valid on the moved file
+        else:
+            np.save(target, getattr(cache, name).numpy())
+
+
+def load_teacher_cache(directory: str | Path, key: str = "") -> TeacherCache:
+    """A cache written by [`save_teacher_cache`][], memory-mapped (copy-on-write): rows are read as looked up."""
+    directory = Path(directory)
+    arrays = {name: torch.from_numpy(np.load(directory / f"{name}.npy", mmap_mode="c")) for name in CACHE_ARRAYS}
+    return TeacherCache(arrays["logits"], arrays["cls"], arrays["row_of_idx"], key, directory)
 
 
 @dataclass

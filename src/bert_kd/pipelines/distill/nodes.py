@@ -14,7 +14,12 @@ from bert_kd.config.schema import TeacherCache as TeacherCacheBlock
 from bert_kd.core.data.tokenize import merge_tokenized, tokenize_splits
 from bert_kd.core.distill import alp_figures as paper_figures
 from bert_kd.core.distill.methods.base import hidden_size, method_class
-from bert_kd.core.distill.objective import TeacherCache, build_teacher_cache
+from bert_kd.core.distill.objective import (
+    TeacherCache,
+    build_teacher_cache,
+    load_teacher_cache,
+    save_teacher_cache,
+)
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.layer_maps import layer_map
 from bert_kd.core.models import (
@@ -63,7 +68,8 @@ from bert_kd.pipelines.data_processing.nodes import split_frames
 
 log = logging.getLogger(__name__)
 
-CACHE_FILE = "teacher_cache.pt"
+#: A teacher cache stored before 2026-11-29 (one torch file, loaded whole); entries since are memory-mapped ``.npy``.
+LEGACY_CACHE_FILE = "teacher_cache.pt"
 
 
 def prepare_student_data(
@@ -97,7 +103,9 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
         root,
     )
 
-    def build(_checkpoint_dir):
+    writer = is_main_process()
+
+    def build(checkpoint_dir: Path):
         return build_teacher_cache(
             teacher.model,
             tokenized["train"],
@@ -105,18 +113,21 @@ def cache_teacher_outputs(teacher: ModelBundle, tokenized, cache, runtime=None) 
             key=job.key,
             collator=collator_for(teacher.tokenizer),
             autocast_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision),
-        )
-
-    def save(result: TeacherCache, directory: Path) -> None:
-        torch.save(
-            {"logits": result.logits, "cls": result.cls, "row_of_idx": result.row_of_idx}, directory / CACHE_FILE
+            directory=checkpoint_dir if writer else None,  # written as it goes, moved into the store entry
         )
 
     def load(directory: Path) -> TeacherCache:
-        stored = torch.load(directory / CACHE_FILE, weights_only=True)
-        return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], job.key)
+        return load_cache_entry(directory, job.key)
 
-    return jobs.run_job(job, build, save, load, recompute=recompute(runtime), writer=is_main_process()).value
+    return jobs.run_job(job, build, save_teacher_cache, load, recompute=recompute(runtime), writer=writer).value
+
+
+def load_cache_entry(directory: Path, key: str) -> TeacherCache:
+    """A stored teacher cache: memory-mapped ``.npy`` files, or one torch file for an entry stored before them."""
+    if (directory / LEGACY_CACHE_FILE).is_file():
+        stored = torch.load(directory / LEGACY_CACHE_FILE, weights_only=True)
+        return TeacherCache(stored["logits"], stored["cls"], stored["row_of_idx"], key)
+    return load_teacher_cache(directory, key)
 
 
 def distill_student(
