@@ -589,7 +589,8 @@ FIGURES = [
             (r"on SST-2 and ([\d.]+) / [\d.]+ on MRPC", "TED", "MRPC", 0),
             (r"on SST-2 and [\d.]+ / ([\d.]+) on MRPC", "TED", "MRPC", 1),
         )
-    ],    # docs/benchmarks.md: the whole ×20 SST-2 transfer set (benchmarks/augment.py)
+    ],
+    # docs/benchmarks.md: the whole ×20 SST-2 transfer set (benchmarks/augment.py)
     *[
         Figure("docs/benchmarks.md", pattern, "benchmarks/results/augment.json", where, 1 if decimals else 0)
         for pattern, where, decimals in (
