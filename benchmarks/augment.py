@@ -6,8 +6,9 @@ depend on its fine-tuning):
 1. augmentation: a GLUE task's whole training split, Tang et al.'s three rules (``augment`` defaults,
    ``--copies`` rewrites per row), tokenized for the teacher and written to Arrow shards in a temporary
    folder (``write_rows``, the ``augment_glue`` job's body), never held whole in memory;
-2. teacher labelling: the teacher's logits for the first ``--label-rows`` rows of those shards, read
-   memory-mapped and written back to shards as a stream (logits only: the bounded-memory pass ×20 SST-2 needs);
+2. teacher labelling: the teacher cache (logits and per-layer [CLS] states) of the first ``--label-rows`` rows,
+   read memory-mapped from the shards and written batch by batch into ``.npy`` files, as the ``*_transfer``
+   pipelines build it (``build_teacher_cache``): neither side held whole in memory;
 3. student inference: rows/s of Tang et al.'s BiLSTM (its default sizes) and of the 2-layer BERT student
    (the teacher's first two layers) over the same rows, batch ``--batch-size``.
 
@@ -41,7 +42,8 @@ from bert_kd.config.schema import (
 )
 from bert_kd.core.bilstm import bilstm_student  # noqa: E402
 from bert_kd.core.data.glue import load_glue_task  # noqa: E402
-from bert_kd.core.data.shards import ShardWriter, read_shards  # noqa: E402
+from bert_kd.core.data.shards import read_shards  # noqa: E402
+from bert_kd.core.distill.objective import build_teacher_cache  # noqa: E402
 from bert_kd.core.models import ModelBundle, build_student, count_parameters, load_classifier, load_tokenizer  # noqa: E402
 from bert_kd.core.training import Collator  # noqa: E402
 from bert_kd.experiment.training_jobs.transfer_set import write_rows  # noqa: E402
@@ -87,20 +89,14 @@ def student_speed(shards: Path, teacher, tokenizer, rows: int, batch_size: int) 
     return result
 
 
-@torch.no_grad()
 def label(shards: Path, teacher, tokenizer, rows: int, batch_size: int, out: Path) -> int:
-    """Teacher logits of the first ``rows`` rows of ``shards``, streamed into shards under ``out``."""
+    """The teacher cache of the first ``rows`` rows of ``shards`` as the ``*_transfer`` pipelines build it: logits
+    and per-layer [CLS] states written batch by batch into ``.npy`` files under ``out`` (``build_teacher_cache``)."""
     data = read_shards(shards)
     data = data.select(range(min(rows, len(data)))).select_columns(["idx", "input_ids", "attention_mask"])
-    collate = Collator({"": tokenizer.pad_token_id})
-    writer = ShardWriter(out)
-    teacher.eval()
-    for start in range(0, len(data), batch_size):
-        batch = collate([data[i] for i in range(start, min(start + batch_size, len(data)))])
-        logits = teacher(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        writer.add({"idx": batch["idx"].tolist(), "logits": logits.float().tolist()})
-    writer.close()
-    return writer.rows
+    collator = Collator({"": tokenizer.pad_token_id})
+    cache = build_teacher_cache(teacher, data, batch_size=batch_size, collator=collator, directory=out)
+    return len(cache.logits)
 
 
 def run(args) -> dict:
@@ -127,7 +123,7 @@ def run(args) -> dict:
         record.update(
             labelled_rows=labelled, label_seconds=round(seconds, 1), label_rows_per_s=round(labelled / seconds)
         )
-        record["peak_mib_after_label"] = round(peak_mib(), 1)
+        record.update(cache_mib=round(folder_mib(labels), 1), peak_mib_after_label=round(peak_mib(), 1))
         record["students"] = student_speed(shards, teacher, tokenizer, args.label_rows, args.batch_size)
     record["load_average_after"] = os.getloadavg()
     record["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
@@ -150,7 +146,8 @@ def markdown(record: dict, command: str) -> str:
             f"| augmentation ({record['task']}, {record['source_rows']} rows × {record['copies']} rewrites, Tang's "
             f"rules, tokenized, {record['shards_mib']} MiB of shards) | {record['augmented_rows']} | "
             f"{record['augment_seconds']} | {record['augment_rows_per_s']} | {record['peak_mib_after_augment']} |",
-            f"| teacher labelling (MiniLM-L6 logits, first rows, streamed) | {record['labelled_rows']} | "
+            "| teacher labelling (the teacher cache of the first rows: MiniLM-L6 logits and per-layer [CLS] states "
+            f"written to {record['cache_mib']} MiB of .npy files, as the pipelines do) | {record['labelled_rows']} | "
             f"{record['label_seconds']} | {record['label_rows_per_s']} | {record['peak_mib_after_label']} |",
             "",
             f"At that labelling rate the whole set takes about {hours:.1f} h on this machine.",

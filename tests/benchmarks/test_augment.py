@@ -26,6 +26,7 @@ RECORD = {
     "labelled_rows": 100,
     "label_seconds": 1.0,
     "label_rows_per_s": 100,
+    "cache_mib": 1.1,
     "peak_mib_after_label": 650.0,
     "students": {
         "bilstm": {"parameters": 1234, "rows_per_s": 900},
@@ -41,3 +42,20 @@ def test_the_record_holds_rates_memory_load_and_the_students():
     assert "| 7200 | 2.0 | 3600 | 600.0 |" in text and "| 100 | 1.0 | 100 | 650.0 |" in text
     assert "about 0.0 h" in text  # 7,200 rows at 100 rows/s
     assert "| bilstm | 1,234 | 900 |" in text and "| bert_2_layers | 99 | 300 |" in text
+
+
+def test_labelling_builds_the_pipelines_teacher_cache_into_files(tiny_teacher_dir, tmp_path):
+    """The benchmark times the ``*_transfer`` pipelines' own path: the teacher cache of the first rows, as files."""
+    from bert_kd.core.data.shards import ShardWriter
+    from bert_kd.core.distill.objective import load_teacher_cache
+    from bert_kd.core.models import load_classifier, load_tokenizer
+
+    tokenizer, teacher = load_tokenizer(str(tiny_teacher_dir)), load_classifier(str(tiny_teacher_dir), 2)
+    writer = ShardWriter(tmp_path / "set", rows_per_shard=4)
+    ids = [tokenizer(text)["input_ids"] for text in ("a b c", "b c", "c a b a", "a", "b a c", "c c")]
+    writer.add({"idx": list(range(6)), "input_ids": ids, "attention_mask": [[1] * len(i) for i in ids]})
+    writer.close()
+    rows = augment_benchmark.label(tmp_path / "set", teacher, tokenizer, 5, 2, tmp_path / "cache")
+    cache = load_teacher_cache(tmp_path / "cache")
+    assert rows == 5 and cache.logits.shape == (5, 2) and cache.cls.shape[0] == 5
+    assert sorted(cache.row_of_idx.tolist()) == [0, 1, 2, 3, 4]

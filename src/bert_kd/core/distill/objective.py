@@ -90,41 +90,54 @@ def build_teacher_cache(
 
 class _CacheArrays:
     """The cache's arrays filled batch by batch: allocated at the first batch (its shapes), in memory or as
-    memory-mapped ``.npy`` files in ``directory``."""
+    ``.npy`` files in ``directory`` written at each batch's rows (plain writes: the rows go to the page cache,
+    not into this process's memory) and memory-mapped once complete."""
 
     def __init__(self, rows: int, directory: str | Path | None):
         self.rows, self.filled, self.idx = rows, 0, []
         self.directory = None if directory is None else Path(directory)
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, np.ndarray] = {}  # in memory
+        self.files: dict[str, tuple[object, int, int]] = {}  # on disk: (open file, data offset, bytes a row)
 
-    def _allocate(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    def _allocate(self, name: str, shape: tuple[int, ...]) -> None:
         if self.directory is None:
-            return np.empty(shape, dtype=np.float32)
+            self.arrays[name] = np.empty(shape, dtype=np.float32)
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
-        return np.lib.format.open_memmap(self.directory / f"{name}.npy", mode="w+", dtype=np.float32, shape=shape)
+        path = self.directory / f"{name}.npy"
+        header = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)  # header, sized file
+        offset, row_bytes = header.offset, header[:1].nbytes
+        del header
+        self.files[name] = (open(path, "r+b"), offset, row_bytes)  # noqa: SIM115 (closed in cache())
 
     def append(self, idx: Tensor, **values: Tensor) -> None:
         end = self.filled + len(idx)
         for name, value in values.items():
-            value = value.detach().float().cpu().numpy()
-            if name not in self.arrays:
-                self.arrays[name] = self._allocate(name, (self.rows, *value.shape[1:]))
-            self.arrays[name][self.filled : end] = value
+            value = np.ascontiguousarray(value.detach().float().cpu().numpy())
+            if name not in self.arrays and name not in self.files:
+                self._allocate(name, (self.rows, *value.shape[1:]))
+            if name in self.arrays:
+                self.arrays[name][self.filled : end] = value
+            else:
+                handle, offset, row_bytes = self.files[name]
+                handle.seek(offset + self.filled * row_bytes)
+                handle.write(value.tobytes())
         self.idx.append(idx.cpu())
         self.filled = end
 
     def cache(self, key: str) -> TeacherCache:
+        for handle, _, _ in self.files.values():
+            handle.close()
         if self.filled != self.rows:
             raise RuntimeError(f"teacher cache {key!r}: {self.filled} rows computed, the split has {self.rows}")
         all_idx = torch.cat(self.idx)
         row_of_idx = torch.full((int(all_idx.max()) + 1,), -1, dtype=torch.long)
         row_of_idx[all_idx] = torch.arange(len(all_idx))
-        if self.directory is not None:
-            for array in self.arrays.values():
-                array.flush()
-            np.save(self.directory / "row_of_idx.npy", row_of_idx.numpy())
-        tensors = {name: torch.from_numpy(array) for name, array in self.arrays.items()}
-        return TeacherCache(tensors["logits"], tensors["cls"], row_of_idx, key, self.directory)
+        if self.directory is None:
+            tensors = {name: torch.from_numpy(array) for name, array in self.arrays.items()}
+            return TeacherCache(tensors["logits"], tensors["cls"], row_of_idx, key)
+        np.save(self.directory / "row_of_idx.npy", row_of_idx.numpy())
+        return load_teacher_cache(self.directory, key)
 
 
 #: The files of a stored teacher cache ([`save_teacher_cache`][], [`load_teacher_cache`][]).
