@@ -612,3 +612,16 @@ def test_a_loaded_model_runs_sdpa_and_switches_to_eager_per_forward(tiny_teacher
     assert len(fused_calls) == model.config.num_hidden_layers
     assert model.config._attn_implementation == "sdpa"
     assert torch.allclose(eager, sdpa, atol=1e-5)
+
+
+def test_only_the_last_stages_epochs_of_a_staged_recipe_are_selectable(teacher):
+    student, _ = build_student(teacher, 2)
+    staged = {"method": "tinybert", "stages": [{"epochs": 2, "weights": {"attn": 1.0}}, {"weights": {"pred": 1.0}}]}
+    for recipe, selectable in ((staged, [False, False, True, True]), ({"method": "kd"}, [True] * 4)):
+        method = build_method(recipe, student, [teacher])
+        objective = DistillationObjective(student, [Teacher(teacher)], method, method.weights)
+        seen = []
+        for epoch in range(4):
+            objective.set_epoch(epoch, 4)
+            seen.append(objective.selectable)
+        assert seen == selectable, recipe

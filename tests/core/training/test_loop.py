@@ -83,6 +83,29 @@ def test_fit_learns_the_tiny_task(tiny_teacher_dir, sst2):
     assert result.best_epoch == 8 and result.best_metrics == result.history[-1]
 
 
+def test_an_epoch_the_objective_marks_unselectable_is_never_kept(tiny_teacher_dir, sst2):
+    """A staged recipe's intermediate epochs (``selectable`` false) are not kept even with the best score."""
+    ds, tokenizer = sst2
+    model = new_model(tiny_teacher_dir)
+    snapshots = []
+
+    class LastStageOnly(SupervisedObjective):
+        def set_epoch(self, epoch, n_epochs):
+            self.selectable = epoch == n_epochs - 1  # one "last stage" epoch
+            return {}
+
+    def scripted(preds, labels):
+        snapshots.append(state_copy(model))
+        return {"score": [0.9, 0.8, 0.1][len(snapshots) - 1]}
+
+    config = base_config(epochs=3, select_metric="score", greater_is_better=True)
+    collator = Collator({"": tokenizer.pad_token_id})
+    result = fit(LastStageOnly(model), ds["train"], ds["validation"], config, collator=collator, evaluate_fn=scripted)
+    assert result.best_epoch == 3 and result.best_metrics["score"] == 0.1
+    assert [r["score"] for r in result.history] == [0.9, 0.8, 0.1]
+    assert_states_close(state_copy(model), snapshots[2], atol=0.0)
+
+
 @pytest.mark.parametrize(
     "greater_is_better, script, best",
     [(True, [0.2, 0.9, 0.5], 2), (False, [0.7, 0.9, 0.1], 3), (False, [0.3, 0.9, 0.5], 1)],

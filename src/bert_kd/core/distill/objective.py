@@ -200,6 +200,14 @@ class DistillationObjective(Objective):
         self.method.weights = dict(self.weights)  # Method.wants() follows the active stage
         return {"stage": float(self.stage + 1)}
 
+    @property
+    def selectable(self) -> bool:
+        """Whether the epoch just trained may be kept as the best: every epoch of an unstaged recipe, only the last
+        stage's of a staged one (TinyBERT's student is the one after its prediction-layer stage, never an
+        intermediate-layer epoch whose classifier that stage has not trained)."""
+        schedule = getattr(self.method, "schedule", None)
+        return schedule is None or self.stage is None or self.stage == len(schedule.stages) - 1
+
     def epoch_report(self) -> dict[str, float]:
         """The method's observations over the epoch just trained (RL-KD: each teacher's selection share)."""
         return self.method.epoch_report()

@@ -382,7 +382,10 @@ class _Run:
 
     def select(self, metrics: Mapping) -> None:
         """Keep this epoch's trainable state if its ``select_metric`` is the best so far (by
-        ``greater_is_better``); without a ``select_metric``, every epoch's (the last one wins)."""
+        ``greater_is_better``); without a ``select_metric``, every epoch's (the last one wins). An objective
+        whose ``selectable`` is false for this epoch (a staged recipe before its last stage) is not kept."""
+        if not getattr(self.raw, "selectable", True):
+            return
         config, state = self.config, self.state
         score = metrics.get(config.select_metric) if config.select_metric else None
         best = state["best_metric"]

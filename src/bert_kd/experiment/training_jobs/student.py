@@ -92,6 +92,12 @@ def recipe_spec(method_config: Mapping) -> dict:
     }
 
 
+def staged_selection(recipe: Mapping) -> dict:
+    """Key material of a staged recipe's best-epoch selection: since 2026-11-29 only its last stage's epochs
+    (``DistillationObjective.selectable``), so a staged student kept from an earlier stage is never reused."""
+    return {"selection": "last_stage"} if recipe.get("stages") else {}
+
+
 def student_start_spec(student: ModelBundle, params: Student) -> dict:
     """What the student starts from: the teacher copy's layer selection (``init: pretrained``: from
     the teacher's pre-trained checkpoint; ``init: teacher`` is left out, as before the option existed),
@@ -168,6 +174,7 @@ def single_teacher_job(
             "data": jobs.dataset_fingerprint(student_data),
             "upstream": student.upstream,
             **summary_key_material(teacher.model, student.model),
+            **staged_selection(key_recipe),
         },
     )
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
