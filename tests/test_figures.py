@@ -598,6 +598,7 @@ FIGURES = [
             (r"written as ([\d.]+) MiB of shards", ("shards_mib",), True),
             (r"stayed under ([\d.]+) MiB", ("peak_mib_after_augment",), True),
             (r"raised its peak to ([\d.]+) MiB", ("peak_mib_after_label",), True),
+            (r"batch, ([\d.]+) MiB of `\.npy` files", ("cache_mib",), True),
             (
                 r"the whole set would take about ([\d.]+) h here",
                 lambda record: record["augmented_rows"] / record["label_rows_per_s"] / 3600,
