@@ -8,7 +8,7 @@ or are served from a [`TeacherCache`][] when the recipe only reads logits and [C
 from __future__ import annotations
 
 import math
-import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -151,7 +151,7 @@ def save_teacher_cache(cache: TeacherCache, directory: str | Path) -> None:
     for name in CACHE_ARRAYS:
         target = directory / f"{name}.npy"
         if cache.directory is not None and (cache.directory / target.name).is_file():
-            os.replace(cache.directory / target.name, target)  # the open maps stay valid on the moved file
+            shutil.move(cache.directory / target.name, target)  # a rename (a copy across file systems); maps stay valid
         else:
             np.save(target, getattr(cache, name).numpy())
 
