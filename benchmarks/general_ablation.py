@@ -141,7 +141,7 @@ def table(trials: list[dict]) -> str:
         lines.append(
             f"| {task} | {reading.seeds} | {rows} | {100 * teacher:.2f} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
             f"{100 * reading.majority:.2f} | {100 * test.gain:+.2f} | [{100 * test.low:+.2f}, {100 * test.high:+.2f}] | "
-            f"{test.p:.3f} | {reading.seed_example_p:.3f} |"
+            f"{test.p:.3f} | {reading.seed_example_cell} |"
         )
         sentences.append(sentence(task, reading))
     return "\n".join(lines) + "\n\n" + "\n".join(sentences) + ("\n" if sentences else "")
@@ -159,7 +159,7 @@ def sentence(task: str, reading) -> str:
         )
     verdict = "its interval holds 0: no effect resolved" if test.low <= 0 <= test.high else "its interval excludes 0"
     return (
-        f"{head} ({reading.seeds} seeds): the general student's gain is {100 * test.gain:+.2f} points, 95% interval "
+        f"{head} ({reading.seeds_text}): the general student's gain is {100 * test.gain:+.2f} points, 95% interval "
         f"[{100 * test.low:+.2f}, {100 * test.high:+.2f}]; {verdict}."
     )
 

@@ -146,6 +146,15 @@ class Paired:
     majority: float = math.nan  # the majority class's share of dev (the accuracy of answering it always)
 
     @property
+    def seeds_text(self) -> str:
+        return f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
+
+    @property
+    def seed_example_cell(self) -> str:
+        """The seed × example model's p for a table cell: "–" with one seed (it needs two)."""
+        return "–" if math.isnan(self.seed_example_p) else f"{self.seed_example_p:.3f}"
+
+    @property
     def at_floor(self) -> bool:
         """Both arms within :data:`FLOOR` of the majority class's share: no reading of the method."""
         return all(abs(arm - self.majority) < FLOOR for arm in (self.better, self.worse))

@@ -135,7 +135,7 @@ def table_line(task: str, row: str, reading: Paired | None, adjusted: tuple[floa
     t = reading.test
     return (
         f"{head} {reading.seeds} | {100 * reading.worse:.2f} | {100 * reading.better:.2f} | {100 * t.gain:+.2f} | "
-        f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {t.p:.3f} | {adjusted[0]:.3f} | {reading.seed_example_p:.3f} |"
+        f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {t.p:.3f} | {adjusted[0]:.3f} | {reading.seed_example_cell} |"
     )
 
 
@@ -156,7 +156,7 @@ def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int) 
         verdict = f"not a gain after Holm's correction over the {cells} cells read"
     return (
         f"- {ROWS[row].label}, {TASK_LABELS[task]}: the transfer set {verb} dev accuracy by {abs(100 * t.gain):.2f} "
-        f"points ({100 * reading.worse:.2f} → {100 * reading.better:.2f}, {reading.seeds} seeds; 95% interval "
+        f"points ({100 * reading.worse:.2f} → {100 * reading.better:.2f}, {reading.seeds_text}; 95% interval "
         f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}], Holm p = {adjusted:.3f}): {verdict}."
     )
 
