@@ -110,6 +110,20 @@ def test_the_general_ablation_files_are_unchanged_by_the_shared_module(tmp_path,
     assert paired_trials.trial_path(results, "rte", "general", 0) == results / "trials" / "rte-general-0.json"
 
 
+@pytest.mark.parametrize(
+    "results, table",
+    [
+        (transfer.RESULTS, transfer.table),
+        (general.RESULTS.parent / "general_ablation_6000", general.table),
+    ],
+    ids=["transfer_ablation", "general_ablation_6000"],
+)
+def test_each_committed_table_is_the_one_its_committed_trials_give(monkeypatch, results, table):
+    """A trial committed without rebuilding its table (or a table edited by hand) fails here."""
+    monkeypatch.setattr(paired_trials, "RESAMPLES", None)  # the committed tables' resamples (the statistics' own)
+    assert table(paired_trials.load_trials(results)) == (results / "table.md").read_text()
+
+
 def test_dotted_parameters_nest():
     assert paired_trials.nest({"a.b": 1, "a.c": 2, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
 
