@@ -67,7 +67,7 @@ def build_teacher_cache(
     padded tokens per real one, against 3.24 in dataset order; the cache is kept per ``idx``, so the order is free). The
     values are those of dataset-order batches to float rounding (padding keys are masked out).
 
-    ``directory``: each batch is written as it comes into memory-mapped ``.npy`` files there
+    ``directory``: each batch is written as it comes into ``.npy`` files there, mapped once complete
     ([`save_teacher_cache`][] moves them into a store entry, [`load_teacher_cache`][] maps them back), so the cache
     of a transfer set of a million rows (about 10 kB a row for MiniLM-L6's [CLS] states) is never held in memory;
     None keeps the arrays in memory."""
