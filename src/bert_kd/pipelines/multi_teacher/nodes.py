@@ -31,6 +31,7 @@ from bert_kd.experiment.training_jobs.student import (
     RunSettings,
     check_teacher,
     shallow_student,
+    staged_selection,
     task_of,
     train_student,
     with_explicit_weights,
@@ -178,6 +179,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
             "data": jobs.dataset_fingerprint(data),
             **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
             **span_attention_key_material(*(bundles[k].model for k in chosen)),
+            **staged_selection(written),
         },
     )
 
