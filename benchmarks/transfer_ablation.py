@@ -18,15 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np  # noqa: E402
 from paired_trials import (  # noqa: E402
     FLOOR,
     ROOT,
     Paired,
+    majority_share,
     paired,
     rebuild_table,
     run_missing,
     run_pipeline,
     select,
+    teacher_accuracy,
     teacher_of,
 )
 
@@ -123,24 +126,48 @@ def holm_by_cell(cells: dict) -> dict[tuple[str, str], tuple[float, float]]:
 
 
 HEADER = (
-    "| task | student | seeds | no transfer set | transfer set | gain (points) | 95% interval | bootstrap p | Holm p "
-    "| p (seed + example) |\n|---|---|---|---|---|---|---|---|---|---|"
+    "| task | student | seeds | teacher | no transfer set | transfer set | gain (points) | 95% interval | bootstrap p "
+    "| Holm p | p (seed + example) |\n|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def table_line(task: str, row: str, reading: Paired | None, adjusted: tuple[float, float] | None) -> str:
+@dataclass(frozen=True)
+class Teachers:
+    """The teachers of a cell's seeds read: their mean dev accuracy and the seeds whose teacher is at the floor."""
+
+    accuracy: float
+    at_floor: tuple[int, ...]
+
+    @property
+    def cell(self) -> str:
+        return "–" if np.isnan(self.accuracy) else f"{100 * self.accuracy:.2f}"
+
+
+def teachers(trials: list[dict], task: str, row: str) -> Teachers:
+    """A cell's teachers (those of its seeds with both arms), from each trial's ``teacher`` record."""
+    plain = select(trials, task=task, row=row, arm="plain")
+    seeds = sorted(set(plain) & set(select(trials, task=task, row=row, arm="transfer")))
+    accuracies = [teacher_accuracy(plain[s]) for s in seeds]
+    floor = tuple(s for s, a in zip(seeds, accuracies) if abs(a - majority_share(plain[s])) < FLOOR)
+    return Teachers(float(np.mean(accuracies)) if seeds else float("nan"), floor)
+
+
+def table_line(
+    task: str, row: str, reading: Paired | None, adjusted: tuple[float, float] | None, teacher: Teachers
+) -> str:
     head = f"| {TASK_LABELS[task]} | {ROWS[row].label} |"
     if reading is None:
-        return head + " 0 | not run yet | not run yet | | | | | |"
+        return head + " 0 | | not run yet | not run yet | | | | | |"
     t = reading.test
     return (
-        f"{head} {reading.seeds} | {100 * reading.worse:.2f} | {100 * reading.better:.2f} | {100 * t.gain:+.2f} | "
+        f"{head} {reading.seeds} | {teacher.cell} | {100 * reading.worse:.2f} | {100 * reading.better:.2f} | "
+        f"{100 * t.gain:+.2f} | "
         f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}] | {t.p:.3f} | {adjusted[0]:.3f} | {reading.seed_example_cell} |"
     )
 
 
-def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int) -> str:
-    """One cell's reading in words."""
+def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int, teacher: Teachers) -> str:
+    """One cell's reading in words, and the seeds whose teacher sits at the majority-class floor."""
     t = reading.test
     verb = "raises" if t.gain > 0 else "lowers" if t.gain < 0 else "leaves"
     if reading.at_floor:
@@ -154,18 +181,28 @@ def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int) 
         verdict = "its interval holds 0: no effect resolved at this size"
     else:
         verdict = f"not a gain after Holm's correction over the {cells} cells read"
+    floor = ""
+    if teacher.at_floor:
+        which = ", ".join(str(s) for s in teacher.at_floor)
+        floor = (
+            f" The teacher of seed{'s' if len(teacher.at_floor) > 1 else ''} {which} is within {100 * FLOOR:.0f} point "
+            "of the majority class's share: its labels carry little of the task."
+        )
     return (
         f"- {ROWS[row].label}, {TASK_LABELS[task]}: the transfer set {verb} dev accuracy by {abs(100 * t.gain):.2f} "
         f"points ({100 * reading.worse:.2f} → {100 * reading.better:.2f}, {reading.seeds_text}; 95% interval "
-        f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}], Holm p = {adjusted:.3f}): {verdict}."
+        f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}], Holm p = {adjusted:.3f}): {verdict}.{floor}"
     )
 
 
-def reading_text(cells: dict, adjusted: dict) -> str:
+def reading_text(cells: dict, adjusted: dict, teacher: dict) -> str:
     """The sentences: one per cell read, then the count of gains that hold."""
     if not adjusted:
         return "No trial pair has finished yet: rerun the command in README.md and this reading is rebuilt.\n"
-    lines = [sentence(task, row, cells[(task, row)], adjusted[(task, row)][0], len(adjusted)) for task, row in adjusted]
+    lines = [
+        sentence(task, row, cells[(task, row)], adjusted[(task, row)][0], len(adjusted), teacher[(task, row)])
+        for task, row in adjusted
+    ]
     held = [k for k in adjusted if adjusted[k][0] < ALPHA and cells[k].test.gain > 0 and not cells[k].at_floor]
     missing = sum(reading is None for reading in cells.values())
     summary = f"{len(held)} of the {len(adjusted)} cells read show a gain from the transfer set that holds after Holm's correction"
@@ -179,8 +216,9 @@ def table(trials: list[dict]) -> str:
     """The table (every student × task, "not run yet" where no pair has finished) and its reading."""
     cells = readings(trials)
     adjusted = holm_by_cell(cells)
-    lines = [HEADER] + [table_line(task, row, cells[(task, row)], adjusted.get((task, row))) for task, row in cells]
-    return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted)
+    teacher = {key: teachers(trials, *key) for key in cells}
+    lines = [HEADER] + [table_line(*key, cells[key], adjusted.get(key), teacher[key]) for key in cells]
+    return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted, teacher)
 
 
 def run_trials(args) -> None:

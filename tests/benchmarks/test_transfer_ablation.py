@@ -189,3 +189,16 @@ def test_training_rows_are_given_per_task_with_all_for_the_whole_split(tmp_path,
     paired_trials.write_trial(paired_trials.trial_path(tmp_path / "t", "rte", "general", 0), unrecorded)
     assert general.main([*args, "--train-rows", "all"]) == 2
     assert "was run with unrecorded training rows" in capsys.readouterr().err
+
+
+def test_a_cells_teachers_are_listed_and_a_teacher_at_the_floor_is_named():
+    trials = [_trial("rte", "bert2", arm, s, 0.6 if arm == "plain" else 0.7) for arm in transfer.ARMS for s in range(2)]
+    for trial in trials:
+        trial["evaluation"]["majority_class"] = {"validation": {"accuracy": 0.5}}
+        trial["teacher"] = {"metrics": {"validation": {"accuracy": 0.8 if trial["seed"] == 0 else 0.505}}}
+    teacher = transfer.teachers(trials, "rte", "bert2")
+    assert teacher.at_floor == (1,) and teacher.cell == "65.25"
+    text = transfer.table(trials)
+    assert "| RTE | 2-layer BERT, logits-MSE | 2 | 65.25 |" in text
+    assert "The teacher of seed 1 is within 1 point of the majority class's share" in text
+    assert transfer.teachers([], "rte", "bert2").cell == "–"
