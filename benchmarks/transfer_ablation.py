@@ -189,8 +189,8 @@ def sentence(task: str, row: str, reading: Paired, adjusted: float, cells: int, 
             "of the majority class's share: its labels carry little of the task."
         )
     return (
-        f"- {ROWS[row].label}, {TASK_LABELS[task]}: the transfer set {verb} dev accuracy by {abs(100 * t.gain):.2f} "
-        f"points ({100 * reading.worse:.2f} → {100 * reading.better:.2f}, {reading.seeds_text}; 95% interval "
+        f"- {ROWS[row].label}, {TASK_LABELS[task]}: the transfer set {verb} dev accuracy "
+        f"{'unchanged' if verb == 'leaves' else f'by {abs(100 * t.gain):.2f} points'} ({100 * reading.worse:.2f} → {100 * reading.better:.2f}, {reading.seeds_text}; 95% interval "
         f"[{100 * t.low:+.2f}, {100 * t.high:+.2f}], Holm p = {adjusted:.3f}): {verdict}.{floor}"
     )
 
