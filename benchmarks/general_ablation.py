@@ -14,8 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paired_trials import (  # noqa: E402
@@ -27,8 +25,8 @@ from paired_trials import (  # noqa: E402
     run_missing,
     run_pipeline,
     select,
-    teacher_accuracy,
     teacher_of,
+    teachers,
 )
 
 RESULTS = ROOT / "results" / "general_ablation"
@@ -80,7 +78,7 @@ def settings(pairs: list[str]) -> dict:
 def mismatched(trials: list[dict], args) -> str | None:
     """Why the trials already in the results folder are of another table than ``args`` asks for (None if not):
     a finished trial is skipped by name, so trials of other rows or settings must not share a folder."""
-    wanted_rows, wanted_settings = train_rows(args.train_rows), settings(args.set)
+    wanted_rows, wanted_settings = args.rows, settings(args.set)
     for trial in trials:
         rows = recorded_rows(trial)
         wanted = wanted_rows.get(trial["task"])
@@ -96,7 +94,7 @@ def mismatched(trials: list[dict], args) -> str | None:
 
 def run_trial(task: str, arm: str, seed: int, args) -> dict:
     """One ``distill_tinybert`` run in a Kedro session; its student's dev metrics and per-example correctness."""
-    extra, rows = settings(args.set), train_rows(args.train_rows)[task]
+    extra, rows = settings(args.set), args.rows[task]
     params = {
         "task": task,
         "seed": seed,
@@ -136,10 +134,9 @@ def table(trials: list[dict]) -> str:
             continue
         test = reading.test
         seeds = sorted(set(general) & set(truncated))
-        teacher = np.mean([teacher_accuracy(general[s]) for s in seeds])
         rows = ", ".join(sorted({rows_label(recorded_rows(general[s])) for s in seeds}))
         lines.append(
-            f"| {task} | {reading.seeds} | {rows} | {100 * teacher:.2f} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
+            f"| {task} | {reading.seeds} | {rows} | {teachers(general, truncated).cell} | {100 * reading.better:.2f} | {100 * reading.worse:.2f} | "
             f"{100 * reading.majority:.2f} | {100 * test.gain:+.2f} | [{100 * test.low:+.2f}, {100 * test.high:+.2f}] | "
             f"{test.p:.3f} | {reading.seed_example_cell} |"
         )
@@ -191,7 +188,7 @@ def main(argv=None) -> int:
         bad = [pair for pair in args.set if "=" not in pair]
         why = f"--set {bad[0]!r}: not KEY=VALUE (e.g. --set training.epochs=5)" if bad else None
         try:
-            train_rows(args.train_rows)
+            args.rows = train_rows(args.train_rows)  # rows per task, parsed once
         except ValueError as error:
             why = why or str(error)
         why = why or mismatched(load_trials(args.results), args)

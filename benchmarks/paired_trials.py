@@ -135,6 +135,26 @@ def majority_share(trial: dict) -> float:
 
 
 @dataclass(frozen=True)
+class Teachers:
+    """The teachers of the seeds both arms have: their mean dev accuracy and the seeds whose teacher is at the floor."""
+
+    accuracy: float
+    at_floor: tuple[int, ...]
+
+    @property
+    def cell(self) -> str:
+        return "–" if math.isnan(self.accuracy) else f"{100 * self.accuracy:.2f}"
+
+
+def teachers(one: dict[int, dict], other: dict[int, dict]) -> Teachers:
+    """The teachers of two arms' shared seeds (a seed's arms share one teacher), from ``one``'s ``teacher`` records."""
+    seeds = sorted(set(one) & set(other))
+    accuracies = [teacher_accuracy(one[s]) for s in seeds]
+    floor = tuple(s for s, a in zip(seeds, accuracies) if abs(a - majority_share(one[s])) < FLOOR)
+    return Teachers(float(np.mean(accuracies)) if seeds else math.nan, floor)
+
+
+@dataclass(frozen=True)
 class Paired:
     """The paired reading of ``better`` against ``worse`` on the seeds both have (accuracies, not points)."""
 

@@ -18,19 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
 from paired_trials import (  # noqa: E402
     FLOOR,
     ROOT,
     Paired,
-    majority_share,
+    Teachers,
     paired,
     rebuild_table,
     run_missing,
     run_pipeline,
     select,
-    teacher_accuracy,
     teacher_of,
+    teachers,
 )
 
 RESULTS = ROOT / "results" / "transfer_ablation"
@@ -131,25 +130,9 @@ HEADER = (
 )
 
 
-@dataclass(frozen=True)
-class Teachers:
-    """The teachers of a cell's seeds read: their mean dev accuracy and the seeds whose teacher is at the floor."""
-
-    accuracy: float
-    at_floor: tuple[int, ...]
-
-    @property
-    def cell(self) -> str:
-        return "–" if np.isnan(self.accuracy) else f"{100 * self.accuracy:.2f}"
-
-
-def teachers(trials: list[dict], task: str, row: str) -> Teachers:
+def cell_teachers(trials: list[dict], task: str, row: str) -> Teachers:
     """A cell's teachers (those of its seeds with both arms), from each trial's ``teacher`` record."""
-    plain = select(trials, task=task, row=row, arm="plain")
-    seeds = sorted(set(plain) & set(select(trials, task=task, row=row, arm="transfer")))
-    accuracies = [teacher_accuracy(plain[s]) for s in seeds]
-    floor = tuple(s for s, a in zip(seeds, accuracies) if abs(a - majority_share(plain[s])) < FLOOR)
-    return Teachers(float(np.mean(accuracies)) if seeds else float("nan"), floor)
+    return teachers(select(trials, task=task, row=row, arm="plain"), select(trials, task=task, row=row, arm="transfer"))
 
 
 def table_line(
@@ -216,7 +199,7 @@ def table(trials: list[dict]) -> str:
     """The table (every student × task, "not run yet" where no pair has finished) and its reading."""
     cells = readings(trials)
     adjusted = holm_by_cell(cells)
-    teacher = {key: teachers(trials, *key) for key in cells}
+    teacher = {key: cell_teachers(trials, *key) for key in cells}
     lines = [HEADER] + [table_line(*key, cells[key], adjusted.get(key), teacher[key]) for key in cells]
     return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted, teacher)
 

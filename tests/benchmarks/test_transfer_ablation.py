@@ -196,9 +196,9 @@ def test_a_cells_teachers_are_listed_and_a_teacher_at_the_floor_is_named():
     for trial in trials:
         trial["evaluation"]["majority_class"] = {"validation": {"accuracy": 0.5}}
         trial["teacher"] = {"metrics": {"validation": {"accuracy": 0.8 if trial["seed"] == 0 else 0.505}}}
-    teacher = transfer.teachers(trials, "rte", "bert2")
+    teacher = transfer.cell_teachers(trials, "rte", "bert2")
     assert teacher.at_floor == (1,) and teacher.cell == "65.25"
     text = transfer.table(trials)
     assert "| RTE | 2-layer BERT, logits-MSE | 2 | 65.25 |" in text
     assert "The teacher of seed 1 is within 1 point of the majority class's share" in text
-    assert transfer.teachers([], "rte", "bert2").cell == "–"
+    assert transfer.cell_teachers([], "rte", "bert2").cell == "–"
