@@ -154,6 +154,14 @@ FIGURES = [
         )
         for seed in (1, 2, 3)
     ),
+    # docs/decisions.md: the two tiers' walls that moved the slow tier out of CI where its record covers the tree
+    *(
+        Figure("docs/decisions.md", pattern, "benchmarks/results/suite_time.json", (tier, "wall_s"), 0)
+        for pattern, tier in (
+            (r"README's command at (\d+) s of pytest wall", "readme_command"),
+            (r"the slow tier at (\d+) s for 39 tests", "slow_tier"),
+        )
+    ),
     # README, docs/index.md, docs/getting-started.md: the main job as benchmarks/main_job.sh recorded it
     Figure(
         "README.md",

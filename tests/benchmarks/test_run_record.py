@@ -76,3 +76,70 @@ def test_a_reference_row_is_carried_by_column_with_its_source(tmp_path):
     table.write_text("| run | wall s | CPU s |\n|---|---|---|\n| idle | **164** | 292 |\n| busy | 900 | 1,000 |\n")
     row = run_record.reference_row("idle", table)
     assert row == {"source": f"{table} (idle)", "wall s": "164", "CPU s": "292"}
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.pipelines.test_multiprocess" name="test_two[a]" time="40.1" />
+<testcase classname="tests.sweeps.test_many_machines" name="test_killed" time="190.0"><failure message="x"/></testcase>
+<testcase classname="tests.pipelines.test_viz" name="test_browser" time="0.1"><skipped message="no chromium"/></testcase>
+</testsuite></testsuites>"""
+
+
+def git_repo(root, *files):
+    """A repository at ``root`` with one commit of ``files`` (path, text); its HEAD."""
+    run = lambda *args: run_record.git(*args, cwd=root)  # noqa: E731
+    run("init", "-q")
+    for path, text in files:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    run("add", "-A")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    return run("rev-parse", "HEAD").stdout.strip()
+
+
+def test_a_slow_tier_record_holds_every_tests_outcome_and_refuses_a_dirty_tree(tmp_path, monkeypatch):
+    (tmp_path / "slow.xml").write_text(JUNIT)
+    (tmp_path / "slow.log").write_text("command: pytest -q -m slow\n1 failed, 1 passed, 1 skipped in 230.5s\n")
+    monkeypatch.setattr(run_record, "commit", lambda: {"commit": "abc", "clean": True})
+    out = tmp_path / "slow_tier.json"
+    assert run_record.main(["slow-tier", str(tmp_path / "slow.log"), str(tmp_path / "slow.xml"), str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["tests"] == {
+        "tests.pipelines.test_multiprocess::test_two[a]": "passed",
+        "tests.sweeps.test_many_machines::test_killed": "failed",
+        "tests.pipelines.test_viz::test_browser": "skipped",
+    }
+    assert record["slow_tier"]["wall_s"] == 230.5 and record["commit"] == "abc"
+    monkeypatch.setattr(run_record, "commit", lambda: {"commit": "abc", "clean": False})
+    out.unlink()
+    assert run_record.main(["slow-tier", str(tmp_path / "slow.log"), str(tmp_path / "slow.xml"), str(out)]) == 2
+    assert not out.exists()
+
+
+def test_the_slow_tier_record_covers_a_tree_only_while_all_passed_and_only_results_changed(tmp_path):
+    sha = git_repo(tmp_path, ("src/a.py", "x = 1\n"), ("results/t/README.md", "table\n"))
+    record = tmp_path / "benchmarks" / "results" / "slow_tier.json"
+    record.parent.mkdir(parents=True)
+    passed = {"commit": sha, "clean": True, "tests": {"tests.x::test_a": "passed"}, "recorded": "now"}
+    record.write_text(json.dumps(passed))
+    covered, why = run_record.slow_covered(record, repo=tmp_path)
+    assert covered, why  # the record itself and results are not code
+    (tmp_path / "results" / "t" / "trial.json").write_text("{}")
+    assert run_record.slow_covered(record, repo=tmp_path)[0]
+    for outcome in ("failed", "skipped"):
+        record.write_text(json.dumps({**passed, "tests": {"tests.x::test_a": outcome}}))
+        covered, why = run_record.slow_covered(record, repo=tmp_path)
+        assert not covered and "1 not passed, first tests.x::test_a" in why
+    record.write_text(json.dumps({**passed, "clean": False}))
+    assert "uncommitted" in run_record.slow_covered(record, repo=tmp_path)[1]
+    record.write_text(json.dumps({**passed, "commit": "0" * 40}))
+    assert "not in this clone's history" in run_record.slow_covered(record, repo=tmp_path)[1]
+    record.write_text(json.dumps(passed))
+    (tmp_path / "src" / "a.py").write_text("x = 2\n")  # a change to code, not yet committed
+    covered, why = run_record.slow_covered(record, repo=tmp_path)
+    assert not covered and "1 file(s) changed since" in why and "src/a.py" in why
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_new.py").write_text("")  # an untracked test counts too
+    assert "tests/test_new.py" in run_record.slow_covered(record, repo=tmp_path)[1]
+    assert not run_record.slow_covered(tmp_path / "absent.json", repo=tmp_path)[0]
