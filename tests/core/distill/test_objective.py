@@ -236,9 +236,10 @@ def test_a_cache_built_into_files_is_the_in_memory_one_and_moves_into_its_entry_
     entry = tmp_path / "entry"
     entry.mkdir()
     save_teacher_cache(on_disk, entry)
-    assert not any(building.iterdir())  # moved, not copied
+    assert not any(building.iterdir()) and on_disk.directory == entry  # moved, not copied; it names where they are
     torch.testing.assert_close(on_disk.logits, in_memory.logits, rtol=0, atol=0)  # its maps outlive the move
-    save_teacher_cache(in_memory, tmp_path)  # an in-memory cache is written out
+    save_teacher_cache(in_memory, tmp_path)  # an in-memory cache is written out, and stays in memory
+    assert in_memory.directory is None
     for stored in (load_teacher_cache(entry, "k"), load_teacher_cache(tmp_path)):
         torch.testing.assert_close(stored.logits, in_memory.logits, rtol=0, atol=0)
         torch.testing.assert_close(stored.cls, in_memory.cls, rtol=0, atol=0)

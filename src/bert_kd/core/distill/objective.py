@@ -146,14 +146,18 @@ CACHE_ARRAYS = ("logits", "cls", "row_of_idx")
 
 def save_teacher_cache(cache: TeacherCache, directory: str | Path) -> None:
     """Write ``cache`` as ``.npy`` files into ``directory``: moved there when it was built into files (no copy of a
-    large cache), written from memory otherwise."""
+    large cache; ``cache.directory`` then names where its maps' files now are), written from memory otherwise."""
     directory = Path(directory)
+    moved = 0
     for name in CACHE_ARRAYS:
         target = directory / f"{name}.npy"
         if cache.directory is not None and (cache.directory / target.name).is_file():
             shutil.move(cache.directory / target.name, target)  # a rename (a copy across file systems); maps stay valid
+            moved += 1
         else:
             np.save(target, getattr(cache, name).numpy())
+    if moved == len(CACHE_ARRAYS):
+        cache.directory = directory
 
 
 def load_teacher_cache(directory: str | Path, key: str = "") -> TeacherCache:
