@@ -173,9 +173,12 @@ def slow_covered(record_path: Path, repo: Path | None = None) -> tuple[bool, str
     record = json.loads(record_path.read_text(encoding="utf-8"))
     sha, outcomes = record.get("commit", ""), record.get("tests", {})
     not_passed = sorted(name for name, outcome in outcomes.items() if outcome != "passed")
-    if not outcomes or not_passed or not record.get("clean"):
-        why = "no tests" if not outcomes else "a tree with uncommitted changes" if not record.get("clean") else ""
-        return False, f"{record_path}: {why or f'{len(not_passed)} not passed, first {not_passed[0]}'}"
+    if not outcomes:
+        return False, f"{record_path}: no tests"
+    if not record.get("clean"):
+        return False, f"{record_path}: a tree with uncommitted changes"
+    if not_passed:
+        return False, f"{record_path}: {len(not_passed)} not passed, first {not_passed[0]}"
     if git("merge-base", "--is-ancestor", sha, "HEAD", cwd=repo).returncode != 0:
         return False, f"{record_path}: its commit {sha[:12]} is not in this clone's history of HEAD"
     changed = git("diff", "--name-only", sha, cwd=repo).stdout.split()
@@ -209,15 +212,10 @@ def main(argv: list[str] | None = None) -> int:
             measured = main_job(logs[0])
             if args.reference:
                 measured["idle_reference"] = reference_row(args.reference)
+        elif args.kind == "slow-tier":
+            measured = slow_tier(logs[0], logs[1])
         else:
-            measured = (
-                slow_tier(logs[0], logs[1])
-                if args.kind == "slow-tier"
-                else {
-                    "readme_command": tier(logs[0]),
-                    "slow_tier": tier(logs[1]),
-                }
-            )
+            measured = {"readme_command": tier(logs[0]), "slow_tier": tier(logs[1])}
     except (OSError, ValueError, IndexError, ET.ParseError) as error:
         print(f"run_record: {error}", file=sys.stderr)
         return 2
