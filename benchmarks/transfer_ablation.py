@@ -7,11 +7,16 @@ of the reading (results/transfer_ablation/README.md).
 
     nice -n 10 .venv/bin/python benchmarks/transfer_ablation.py --glue-dir ../shared/glue [--tasks rte mrpc sst2]
     .venv/bin/python benchmarks/transfer_ablation.py --table-only     # the table from the committed trials
+
+``--plain-epochs N --results results/<name>`` is the step-matched control: the arm without the set trains N epochs
+(the transfer arm's row passes: 3 epochs × (1 + copies)), so a gain left is the teacher-labelled rows', not the
+extra optimizer steps' (results/transfer_ablation_steps/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,9 +73,11 @@ ROWS = {
 }
 
 
-def trial_params(task: str, row: str, seed: int, settings: dict) -> dict:
+def trial_params(task: str, row: str, arm: str, seed: int, settings: dict) -> dict:
     """The dotted parameters of one trial: the task, seed and shortening, the row's rules (both arms carry them so
-    that the transfer arm's set is the one the row's paper uses; the plain arm builds none)."""
+    that the transfer arm's set is the one the row's paper uses; the plain arm builds none), and the plain arm's
+    epochs where the step-matched control sets them (``student`` and ``tang_student``: whichever the row trains)."""
+    epochs = settings.get("plain_epochs") if arm == "plain" else None
     return {
         "task": task,
         "seed": seed,
@@ -81,6 +88,7 @@ def trial_params(task: str, row: str, seed: int, settings: dict) -> dict:
         "augment.rules": list(ROWS[row].rules),
         "runtime.progress_bar": False,
         "tracking.enabled": False,
+        **({"student.training.epochs": epochs, "tang_student.training.epochs": epochs} if epochs else {}),
         **settings.get("extra", {}),
     }
 
@@ -89,8 +97,9 @@ def run_trial(task: str, row: str, arm: str, seed: int, settings: dict, root: Pa
     """One arm of one student on one task and seed: a ``kedro run`` of its pipeline; the student's evaluation."""
     spec = ROWS[row]
     pipeline = spec.transfer if arm == "transfer" else spec.plain
-    params = trial_params(task, row, seed, settings)
+    params = trial_params(task, row, arm, seed, settings)
     evaluation = run_pipeline(pipeline, params, spec.metrics, root)
+    epochs = settings.get("plain_epochs") if arm == "plain" else None
     return {
         "task": task,
         "row": row,
@@ -99,6 +108,7 @@ def run_trial(task: str, row: str, arm: str, seed: int, settings: dict, root: Pa
         "pipeline": pipeline,
         "train_rows": settings["train_rows"],
         "copies": settings["copies"] if arm == "transfer" else 0,
+        **({"plain_epochs": epochs} if epochs else {}),
         "evaluation": evaluation,
         "teacher": teacher_of(evaluation, root),  # its dev metrics: a teacher at the floor teaches one class
     }
@@ -124,10 +134,21 @@ def holm_by_cell(cells: dict) -> dict[tuple[str, str], tuple[float, float]]:
     return dict(zip(keys, adjusted))
 
 
-HEADER = (
-    "| task | student | seeds | teacher | no transfer set | transfer set | gain (points) | 95% interval | bootstrap p "
-    "| Holm p | p (seed + example) |\n|---|---|---|---|---|---|---|---|---|---|---|"
-)
+def header(plain_epochs: int | None = None) -> str:
+    """The table's head; the step-matched control names its plain arm's epochs."""
+    plain = f"no transfer set, {plain_epochs} epochs" if plain_epochs else "no transfer set"
+    return (
+        f"| task | student | seeds | teacher | {plain} | transfer set | gain (points) | 95% interval | bootstrap p "
+        "| Holm p | p (seed + example) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+
+
+def plain_epochs_of(trials: list[dict]) -> int | None:
+    """The plain arm's epochs of a folder's trials (None: conf's, the main table); refused when they differ."""
+    found = {trial.get("plain_epochs") for trial in trials if trial.get("arm") == "plain"}
+    if len(found) > 1:
+        raise ValueError(f"plain-arm trials of several epochs in one folder: {sorted(found, key=str)}")
+    return next(iter(found), None)
 
 
 def cell_teachers(trials: list[dict], task: str, row: str) -> Teachers:
@@ -200,15 +221,42 @@ def table(trials: list[dict]) -> str:
     cells = readings(trials)
     adjusted = holm_by_cell(cells)
     teacher = {key: cell_teachers(trials, *key) for key in cells}
-    lines = [HEADER] + [table_line(*key, cells[key], adjusted.get(key), teacher[key]) for key in cells]
+    lines = [header(plain_epochs_of(trials))] + [
+        table_line(*key, cells[key], adjusted.get(key), teacher[key]) for key in cells
+    ]
     return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted, teacher)
 
 
 def run_trials(args) -> None:
     """Every missing trial, a task's seeds first (a finished task is a finished row), both arms of a pair together."""
     settings = {"glue_dir": args.glue_dir, "train_rows": args.train_rows, "copies": args.copies}
+    if args.plain_epochs:
+        settings["plain_epochs"] = args.plain_epochs
     keys = ((t, r, a, s) for t in args.tasks for s in args.seeds for r in args.rows for a in ARMS)
-    run_missing(RESULTS, keys, lambda task, row, arm, seed: run_trial(task, row, arm, seed, settings))
+    run_missing(args.results, keys, lambda task, row, arm, seed: run_trial(task, row, arm, seed, settings))
+
+
+def foreign_trial(args) -> str | None:
+    """Why a trial in the folder is not of this command's settings (a present trial is skipped by name, so a table
+    of other training rows, rewrites or plain-arm epochs needs a folder of its own), or None."""
+    for path in sorted((args.results / "trials").glob("*.json")):
+        trial = json.loads(path.read_text())
+        if trial.get("row") not in ROWS:
+            continue  # not a trial of this table's (a file of another kind is no reason to stop)
+        arm = trial.get("arm")
+        recorded = (trial.get("train_rows"), trial.get("copies"), trial.get("plain_epochs"))
+        wanted = (
+            args.train_rows,
+            args.copies if arm == "transfer" else 0,
+            args.plain_epochs if arm == "plain" else None,
+        )
+        if recorded != wanted:
+            return (
+                f"{path} was run with --train-rows {recorded[0]}, --copies {recorded[1]} and --plain-epochs "
+                f"{recorded[2]}, not {wanted[0]}, {wanted[1]} and {wanted[2]}: give its settings, or a fresh "
+                "--results results/<name> for a table of other settings"
+            )
+    return None
 
 
 def main(argv=None) -> int:
@@ -219,17 +267,31 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--train-rows", type=int, default=TRAIN_ROWS)
     parser.add_argument("--copies", type=int, default=COPIES)
+    parser.add_argument(
+        "--plain-epochs",
+        type=int,
+        default=None,
+        help="the step-matched control: the arm without the set trains this many epochs (conf's 3 when absent)",
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the table's folder (trials/, table.md)")
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
+    if args.plain_epochs is not None and args.plain_epochs < 1:
+        print(f"--plain-epochs {args.plain_epochs}: a positive number of epochs", file=sys.stderr)
+        return 2
     if not args.table_only and not Path(args.glue_dir).is_dir():
         print(
             f"--glue-dir {args.glue_dir!r}: no such folder (a local copy of GLUE, e.g. ../shared/glue)", file=sys.stderr
         )
         return 2
-    (RESULTS / "trials").mkdir(parents=True, exist_ok=True)
+    (args.results / "trials").mkdir(parents=True, exist_ok=True)
     if not args.table_only:
+        why = foreign_trial(args)
+        if why:
+            print(f"transfer_ablation: {why}", file=sys.stderr)
+            return 2
         run_trials(args)
-    return rebuild_table(RESULTS, table)
+    return rebuild_table(args.results, table)
 
 
 if __name__ == "__main__":

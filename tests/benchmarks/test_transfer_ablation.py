@@ -202,3 +202,36 @@ def test_a_cells_teachers_are_listed_and_a_teacher_at_the_floor_is_named():
     assert "| RTE | 2-layer BERT, logits-MSE | 2 | 65.25 |" in text
     assert "The teacher of seed 1 is within 1 point of the majority class's share" in text
     assert transfer.cell_teachers([], "rte", "bert2").cell == "–"
+
+
+def test_the_step_matched_control_sets_the_plain_arms_epochs_only():
+    settings = {"glue_dir": "g", "train_rows": 1000, "copies": 4, "plain_epochs": 15}
+    plain = transfer.trial_params("sst2", "bilstm", "plain", 0, settings)
+    assert plain["student.training.epochs"] == plain["tang_student.training.epochs"] == 15
+    assert "student.training.epochs" not in transfer.trial_params("sst2", "bilstm", "transfer", 0, settings)
+    assert "student.training.epochs" not in transfer.trial_params(
+        "sst2", "bert2", "plain", 0, {**settings, "plain_epochs": None}
+    )
+    trials = [
+        {**_trial("sst2", "bert2", "plain", 0, 0.6), "plain_epochs": 15},
+        _trial("sst2", "bert2", "transfer", 0, 0.7),
+    ]
+    assert "| no transfer set, 15 epochs | transfer set |" in transfer.table(trials)
+    assert "| no transfer set | transfer set |" in transfer.table([_trial("sst2", "bert2", "plain", 0, 0.6)])
+    with pytest.raises(ValueError, match="several epochs"):
+        transfer.plain_epochs_of([*trials, _trial("mrpc", "bert2", "plain", 0, 0.6)])
+
+
+def test_a_trial_of_other_settings_in_the_folder_stops_the_run_with_the_fix(tmp_path, capsys):
+    plain = {**_trial("rte", "bert2", "plain", 0, 0.6), "train_rows": 1000, "copies": 0}
+    paired_trials.write_trial(paired_trials.trial_path(tmp_path, "rte", "bert2", "plain", 0), plain)
+    args = ["--glue-dir", str(tmp_path), "--results", str(tmp_path), "--tasks", "rte"]
+    assert transfer.main([*args, "--plain-epochs", "15"]) == 2
+    err = capsys.readouterr().err
+    assert "rte-bert2-plain-0.json was run with --train-rows 1000, --copies 0 and --plain-epochs None" in err
+    assert "--results results/<name>" in err
+    assert transfer.main([*args, "--train-rows", "500"]) == 2
+    assert "not 500, 0 and None" in capsys.readouterr().err
+    assert transfer.main([*args, "--plain-epochs", "0"]) == 2
+    assert "--plain-epochs 0: a positive number of epochs" in capsys.readouterr().err
+    assert not (tmp_path / "table.md").exists()  # refused before anything ran or was written
