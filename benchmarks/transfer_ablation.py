@@ -211,7 +211,9 @@ def reading_text(cells: dict, adjusted: dict, teacher: dict) -> str:
     missing = sum(reading is None for reading in cells.values())
     summary = f"{len(held)} of the {len(adjusted)} cells read show a gain from the transfer set that holds after Holm's correction"
     floor = sum(cells[key].at_floor for key in adjusted)
-    summary += f" ({floor} at the majority-class floor)" if floor else ""
+    summary += (
+        f"; {floor} of the {len(adjusted)} sit at the majority-class floor, where no gain is read" if floor else ""
+    )
     summary += f"; {missing} of {len(cells)} cells are not run yet." if missing else "."
     return "\n".join(lines) + "\n\n" + summary + "\n"
 

@@ -81,7 +81,10 @@ def test_arms_at_the_majority_class_floor_are_named_and_not_read_as_a_method_eff
     assert cells[("mrpc", "bert2")].majority == pytest.approx(majority)
     text = transfer.table(floor + above)
     assert "MRPC: the transfer set" in text and "a floor, not a reading of the transfer set" in text
-    assert "1 of the 2 cells read show a gain" in text and "(1 at the majority-class floor)" in text
+    assert (
+        "1 of the 2 cells read show a gain" in text
+        and "; 1 of the 2 sit at the majority-class floor, where no gain is read;" in text
+    )
     general_trials = [_one_class("mrpc", None, arm, s, majority) for arm in ("general", "truncated") for s in range(3)]
     general_text = general.table(general_trials)
     assert "| mrpc | 3 |" in general_text and "| 68.00 |" in general_text
