@@ -117,9 +117,10 @@ def test_the_general_ablation_files_are_unchanged_by_the_shared_module(tmp_path,
     "results, table",
     [
         (transfer.RESULTS, transfer.table),
+        (transfer.RESULTS.parent / "transfer_ablation_steps", transfer.table),
         (general.RESULTS.parent / "general_ablation_6000", general.table),
     ],
-    ids=["transfer_ablation", "general_ablation_6000"],
+    ids=["transfer_ablation", "transfer_ablation_steps", "general_ablation_6000"],
 )
 def test_each_committed_table_is_the_one_its_committed_trials_give(monkeypatch, results, table):
     """A trial committed without rebuilding its table (or a table edited by hand) fails here."""
