@@ -598,6 +598,19 @@ FIGURES = [
             (r"on SST-2 and [\d.]+ / ([\d.]+) on MRPC", "TED", "MRPC", 1),
         )
     ],
+    # README: the general stage's gain on SST-2 and MRPC (results/general_ablation_6000/table.md), sign written apart
+    *[
+        Figure(
+            "README.md",
+            pattern,
+            "results/general_ablation_6000/table.md",
+            lambda tables, task=task: cell(tables, (task,), "gain (points)").lstrip("+-"),
+        )
+        for pattern, task in (
+            (r"moves its task stage by −(\d+\.\d+) points on SST-2", "sst2"),
+            (r"points on SST-2 and \+(\d+\.\d+) on MRPC against", "mrpc"),
+        )
+    ],
     # docs/benchmarks.md: the whole ×20 SST-2 transfer set (benchmarks/augment.py)
     *[
         Figure("docs/benchmarks.md", pattern, "benchmarks/results/augment.json", where, 1 if decimals else 0)
