@@ -16,7 +16,6 @@ extra optimizer steps' (results/transfer_ablation_steps/README.md).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from paired_trials import (  # noqa: E402
     ROOT,
     Paired,
     Teachers,
+    load_trials,
     paired,
     rebuild_table,
     run_missing,
@@ -35,6 +35,7 @@ from paired_trials import (  # noqa: E402
     select,
     teacher_of,
     teachers,
+    trial_path,
 )
 
 RESULTS = ROOT / "results" / "transfer_ablation"
@@ -73,11 +74,22 @@ ROWS = {
 }
 
 
+def recorded_settings(arm: str, settings: dict) -> dict:
+    """What a trial of ``arm`` records of the table's settings: ``run_trial`` writes it, and a folder's trials are
+    checked against it (the plain arm has no rewrites; ``plain_epochs`` only where the step-matched control sets it)."""
+    epochs = settings.get("plain_epochs") if arm == "plain" else None
+    return {
+        "train_rows": settings["train_rows"],
+        "copies": settings["copies"] if arm == "transfer" else 0,
+        **({"plain_epochs": epochs} if epochs else {}),
+    }
+
+
 def trial_params(task: str, row: str, arm: str, seed: int, settings: dict) -> dict:
     """The dotted parameters of one trial: the task, seed and shortening, the row's rules (both arms carry them so
     that the transfer arm's set is the one the row's paper uses; the plain arm builds none), and the plain arm's
     epochs where the step-matched control sets them (``student`` and ``tang_student``: whichever the row trains)."""
-    epochs = settings.get("plain_epochs") if arm == "plain" else None
+    epochs = recorded_settings(arm, settings).get("plain_epochs")
     return {
         "task": task,
         "seed": seed,
@@ -99,16 +111,13 @@ def run_trial(task: str, row: str, arm: str, seed: int, settings: dict, root: Pa
     pipeline = spec.transfer if arm == "transfer" else spec.plain
     params = trial_params(task, row, arm, seed, settings)
     evaluation = run_pipeline(pipeline, params, spec.metrics, root)
-    epochs = settings.get("plain_epochs") if arm == "plain" else None
     return {
         "task": task,
         "row": row,
         "arm": arm,
         "seed": seed,
         "pipeline": pipeline,
-        "train_rows": settings["train_rows"],
-        "copies": settings["copies"] if arm == "transfer" else 0,
-        **({"plain_epochs": epochs} if epochs else {}),
+        **recorded_settings(arm, settings),
         "evaluation": evaluation,
         "teacher": teacher_of(evaluation, root),  # its dev metrics: a teacher at the floor teaches one class
     }
@@ -229,34 +238,38 @@ def table(trials: list[dict]) -> str:
     return "\n".join(lines) + "\n\n## Reading\n\n" + reading_text(cells, adjusted, teacher)
 
 
-def run_trials(args) -> None:
-    """Every missing trial, a task's seeds first (a finished task is a finished row), both arms of a pair together."""
+def table_settings(args) -> dict:
+    """The trials' settings from the command line (the plain arm's epochs only where given)."""
     settings = {"glue_dir": args.glue_dir, "train_rows": args.train_rows, "copies": args.copies}
     if args.plain_epochs:
         settings["plain_epochs"] = args.plain_epochs
+    return settings
+
+
+def run_trials(args, settings: dict) -> None:
+    """Every missing trial, a task's seeds first (a finished task is a finished row), both arms of a pair together."""
     keys = ((t, r, a, s) for t in args.tasks for s in args.seeds for r in args.rows for a in ARMS)
     run_missing(args.results, keys, lambda task, row, arm, seed: run_trial(task, row, arm, seed, settings))
 
 
-def foreign_trial(args) -> str | None:
+SETTINGS_RECORDED = ("train_rows", "copies", "plain_epochs")
+
+
+def foreign_trial(results: Path, settings: dict) -> str | None:
     """Why a trial in the folder is not of this command's settings (a present trial is skipped by name, so a table
     of other training rows, rewrites or plain-arm epochs needs a folder of its own), or None."""
-    for path in sorted((args.results / "trials").glob("*.json")):
-        trial = json.loads(path.read_text())
+    for trial in load_trials(results):
         if trial.get("row") not in ROWS:
             continue  # not a trial of this table's (a file of another kind is no reason to stop)
-        arm = trial.get("arm")
-        recorded = (trial.get("train_rows"), trial.get("copies"), trial.get("plain_epochs"))
-        wanted = (
-            args.train_rows,
-            args.copies if arm == "transfer" else 0,
-            args.plain_epochs if arm == "plain" else None,
-        )
-        if recorded != wanted:
+        have = [trial.get(key) for key in SETTINGS_RECORDED]
+        wanted = {"plain_epochs": None, **recorded_settings(trial.get("arm"), settings)}
+        want = [wanted[key] for key in SETTINGS_RECORDED]
+        if have != want:
+            path = trial_path(results, trial["task"], trial["row"], trial["arm"], trial["seed"])
             return (
-                f"{path} was run with --train-rows {recorded[0]}, --copies {recorded[1]} and --plain-epochs "
-                f"{recorded[2]}, not {wanted[0]}, {wanted[1]} and {wanted[2]}: give its settings, or a fresh "
-                "--results results/<name> for a table of other settings"
+                f"{path} was run with --train-rows {have[0]}, --copies {have[1]} and --plain-epochs {have[2]}, not "
+                f"{want[0]}, {want[1]} and {want[2]}: give its settings, or a fresh --results results/<name> for a "
+                "table of other settings"
             )
     return None
 
@@ -288,11 +301,12 @@ def main(argv=None) -> int:
         return 2
     (args.results / "trials").mkdir(parents=True, exist_ok=True)
     if not args.table_only:
-        why = foreign_trial(args)
+        settings = table_settings(args)
+        why = foreign_trial(args.results, settings)
         if why:
             print(f"transfer_ablation: {why}", file=sys.stderr)
             return 2
-        run_trials(args)
+        run_trials(args, settings)
     return rebuild_table(args.results, table)
 
 
