@@ -2,8 +2,6 @@
 
     python benchmarks/run_record.py main-job data/08_reporting/main_job/<name>.log benchmarks/results/main_job_<name>.json
     python benchmarks/run_record.py suite <README command's log> <slow tier's log> benchmarks/results/suite_time.json
-    python benchmarks/run_record.py slow-tier <slow tier's log> <its --junitxml> benchmarks/results/slow_tier.json
-    python benchmarks/run_record.py slow-covered benchmarks/results/slow_tier.json   # exit 0: CI need not rerun it
 
 A record holds what was measured (per-stage seconds, dev accuracy after each epoch, wall, CPU and peak memory
 from ``/usr/bin/time -v``; or each tier's wall and counts), where (CPU model, cores, kernels the CPU offers),
@@ -21,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -144,51 +141,6 @@ def reference_row(name: str, table: Path = Path("benchmarks/results/main_job.md"
     raise ValueError(f"{table}: no row {name!r}")
 
 
-#: paths a slow-tier record still covers when they change after its commit: committed results, not code or tests
-RESULTS_ONLY = ("results/", "benchmarks/results/")
-
-
-def junit_outcomes(xml: Path) -> dict[str, str]:
-    """Each test of a ``--junitxml`` report (``module::name``) and its outcome: passed, failed, error or skipped."""
-    outcomes = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        found = {child.tag for child in case} & {"failure", "error", "skipped"}
-        outcome = "failed" if "failure" in found else "error" if "error" in found else "skipped" if found else "passed"
-        outcomes[f"{case.get('classname')}::{case.get('name')}"] = outcome
-    return outcomes
-
-
-def slow_tier(log: Path, xml: Path) -> dict:
-    """The slow tier's wall and counts (``tier``) and every test's outcome, from one run on a committed tree."""
-    if not commit()["clean"]:
-        raise ValueError("the tree has uncommitted changes: commit them, then run scripts/slow_tier.sh again")
-    return {"slow_tier": tier(log), "tests": junit_outcomes(xml)}
-
-
-def slow_covered(record_path: Path, repo: Path | None = None) -> tuple[bool, str]:
-    """Whether the slow tier's record proves this tree: every test passed, on an ancestor commit of HEAD, and no
-    file but committed results has changed since (tracked or untracked). The reason, either way."""
-    if not record_path.exists():
-        return False, f"no record {record_path}"
-    record = json.loads(record_path.read_text(encoding="utf-8"))
-    sha, outcomes = record.get("commit", ""), record.get("tests", {})
-    not_passed = sorted(name for name, outcome in outcomes.items() if outcome != "passed")
-    if not outcomes:
-        return False, f"{record_path}: no tests"
-    if not record.get("clean"):
-        return False, f"{record_path}: a tree with uncommitted changes"
-    if not_passed:
-        return False, f"{record_path}: {len(not_passed)} not passed, first {not_passed[0]}"
-    if git("merge-base", "--is-ancestor", sha, "HEAD", cwd=repo).returncode != 0:
-        return False, f"{record_path}: its commit {sha[:12]} is not in this clone's history of HEAD"
-    changed = git("diff", "--name-only", sha, cwd=repo).stdout.split()
-    changed += git("ls-files", "--others", "--exclude-standard", cwd=repo).stdout.split()
-    code = sorted({path for path in changed if not path.startswith(RESULTS_ONLY)})
-    if code:
-        return False, f"{len(code)} file(s) changed since {sha[:12]}, first {code[0]}"
-    return True, f"{len(outcomes)} slow tests passed on {sha[:12]} ({record.get('recorded')}), no code changed since"
-
-
 def write(record: dict, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -198,25 +150,19 @@ def write(record: dict, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["main-job", "suite", "slow-tier", "slow-covered"])
+    parser.add_argument("kind", choices=["main-job", "suite"])
     parser.add_argument("paths", nargs="+", type=Path, help="the log(s), then the record to write")
     parser.add_argument("--reference", help="main-job: a row of benchmarks/results/main_job.md to carry along")
     args = parser.parse_args(argv)
     *logs, out = args.paths
-    if args.kind == "slow-covered":
-        covered, why = slow_covered(out)
-        print(f"slow tier {'covered' if covered else 'not covered'}: {why}")
-        return 0 if covered else 1
     try:
         if args.kind == "main-job":
             measured = main_job(logs[0])
             if args.reference:
                 measured["idle_reference"] = reference_row(args.reference)
-        elif args.kind == "slow-tier":
-            measured = slow_tier(logs[0], logs[1])
         else:
             measured = {"readme_command": tier(logs[0]), "slow_tier": tier(logs[1])}
-    except (OSError, ValueError, IndexError, ET.ParseError) as error:
+    except (OSError, ValueError, IndexError) as error:
         print(f"run_record: {error}", file=sys.stderr)
         return 2
     when = datetime.now(UTC).isoformat(timespec="seconds")

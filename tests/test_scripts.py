@@ -98,3 +98,37 @@ def test_the_slurm_script_keeps_the_password_off_command_lines_and_output(tmp_pa
     assert "alice:***@mlflow-host" in dry.stdout
     clash = _slurm(tmp_path, record, PGPASSWORD="other")
     assert clash.returncode == 2 and "PGPASSWORD" in clash.stderr
+
+
+def _ci_checkout(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkout holding the real ``.ci/run`` and stand-ins for everything it calls (set-up, linters, pytest,
+    the docs build), each appending its command line to ``calls.txt``; also a committed-looking record claiming
+    the slow tier passed (which CI must not believe)."""
+    root, calls = tmp_path / "checkout", tmp_path / "calls.txt"
+    (root / ".ci").mkdir(parents=True)
+    (root / ".ci" / "run").write_text((REPO_ROOT / ".ci" / "run").read_text())
+    record = f'echo "$(basename "$0") $*" >> {calls}\n'
+    (root / "scripts").mkdir()
+    (root / "scripts" / "setup.sh").write_text(record)
+    (root / "scripts" / "pytest_tier.sh").write_text(f'tier() {{ echo "tier $*" >> {calls}; }}\n')
+    (root / ".venv" / "bin").mkdir(parents=True)
+    for tool in ("ruff", "lint-imports", "mkdocs", "python"):
+        (root / ".venv" / "bin" / tool).write_text(f"#!/usr/bin/env bash\n{record}")
+        (root / ".venv" / "bin" / tool).chmod(0o755)
+    (root / "benchmarks" / "results").mkdir(parents=True)
+    (root / "benchmarks" / "results" / "slow_tier.json").write_text(
+        '{"commit": "HEAD", "clean": true, "tests": {"tests.x::test_a": "passed"}}'
+    )
+    return root, calls
+
+
+def test_ci_runs_every_tier_whatever_a_committed_file_claims(tmp_path):
+    root, calls = _ci_checkout(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    done = subprocess.run(["bash", ".ci/run"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ran = calls.read_text().splitlines()
+    tiers = [line.split()[1] for line in ran if line.startswith("tier ")]
+    assert tiers == ["readme", "slow"], ran
+    assert any(line.startswith("mkdocs build --strict") for line in ran), ran
+    assert [line for line in ran if line.startswith("ruff ")] == ["ruff check .", "ruff format --check ."]
