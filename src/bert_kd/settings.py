@@ -4,16 +4,22 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Kedro imports this module first, for every command: the known third-party warnings and Kedro's
 # per-dataset load/save lines are silenced here, before any plugin loads (bert_kd.kedro_project.quiet).
-from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
+from bert_kd.kedro_project.quiet import mask_passwords_in_logs, quiet_dataset_io, silence_known_warnings
 
 silence_known_warnings()
 quiet_dataset_io()
+mask_passwords_in_logs()
 
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 # from bert_kd.kedro_project.hooks import ProjectHooks
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
-from bert_kd.kedro_project.hooks import ClosingSummaryHook, PreflightHook, ValidateParametersHook  # noqa: E402
+from bert_kd.kedro_project.hooks import (  # noqa: E402
+    ClosingSummaryHook,
+    CredentialsHook,
+    PreflightHook,
+    ValidateParametersHook,
+)
 from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
 from bert_kd.kedro_project.reproduce_run import ReproduceRunHook  # noqa: E402
 from bert_kd.kedro_project.threads import ThreadsHook  # noqa: E402
@@ -28,6 +34,7 @@ use_mlflow()
 # kedro-mlflow's own hook is auto-registered (after these, so it runs before them); `tracking.enabled: false`
 # unregisters it for the run (bert_kd.kedro_project.hooks.silence_kedro_mlflow).
 HOOKS = (
+    CredentialsHook(),
     PreflightHook(),
     ValidateParametersHook(),
     ParentRunHook(),

@@ -58,3 +58,20 @@ def test_a_url_without_password_or_of_another_scheme_is_left_alone(monkeypatch):
     import os
 
     assert "PGPASSWORD" not in os.environ
+
+
+def test_scrub_masks_every_string_of_a_nested_value_and_keeps_its_shape():
+    value = {
+        "runtime_params": {"reproduce": {"storage": "postgresql://u:s3cret@db/x"}, "seed": 3},
+        "argv": ["--params", "reproduce.storage=mysql://root:pw@h/d"],
+        "pair": ("http://alice:t0ken@mlflow:5000", 1.5),
+        "postgresql://k:keypw@h/d": None,
+    }
+    scrubbed = credentials.scrub(value)
+    assert scrubbed == {
+        "runtime_params": {"reproduce": {"storage": "postgresql://u:***@db/x"}, "seed": 3},
+        "argv": ["--params", "reproduce.storage=mysql://root:***@h/d"],
+        "pair": ("http://alice:***@mlflow:5000", 1.5),
+        "postgresql://k:***@h/d": None,
+    }
+    assert value["runtime_params"]["reproduce"]["storage"] == "postgresql://u:s3cret@db/x"  # a copy: not in place

@@ -310,3 +310,29 @@ def test_rows_that_connect_the_same_layers_are_handed_one_recipe(tiny_teacher_di
     deep = FakeCatalog(params)
     assert collapse_duplicate_rows(params, validate_parameters(params), pipeline.inputs(), deep) == {}
     assert deep.load("params:distill_methods.alp_no")["mapping"] == "buckets_no"
+
+
+def test_the_run_parameters_every_later_hook_sees_carry_no_password():
+    """kedro-mlflow tags the parent run with the ``kedro run``'s parameters (``runtime_params``): the project's
+    hook masks them first, whatever order the other implementations are registered in."""
+    import pluggy
+    from kedro.framework.hooks.manager import _create_hook_manager
+
+    from bert_kd.kedro_project.hooks import CredentialsHook
+
+    seen = []
+
+    class Recorder:  # stands for kedro-mlflow's hook: registered last, so called first among plain ones
+        @pluggy.HookimplMarker("kedro")
+        def before_pipeline_run(self, run_params, pipeline, catalog):
+            seen.append(repr(run_params))
+
+    manager = _create_hook_manager()
+    manager.register(CredentialsHook())
+    manager.register(Recorder())
+    run_params = {
+        "runtime_params": {"reproduce": {"storage": "postgresql+psycopg://bert_kd:s3cret@db:5433/bert_kd_optuna"}},
+        "pipeline_names": ["reproduce"],
+    }
+    manager.hook.before_pipeline_run(run_params=run_params, pipeline=None, catalog=None)
+    assert seen and "s3cret" not in seen[0] and "bert_kd:***@db:5433" in seen[0]

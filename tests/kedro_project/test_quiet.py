@@ -49,3 +49,18 @@ def test_the_filter_is_on_kedros_catalog_logger_once_the_project_settings_are_im
 
     quiet_dataset_io()
     assert sum(isinstance(f, DatasetIOFilter) for f in logging.getLogger(CATALOG_LOGGER).filters) == 1
+
+
+def test_a_log_line_quoting_a_url_shows_no_password_whichever_logger_writes_it(caplog):
+    import bert_kd.settings  # noqa: F401 - installs the masking record factory, as for every Kedro command
+    from bert_kd.kedro_project.quiet import mask_passwords_in_logs
+
+    mask_passwords_in_logs()  # idempotent: a second call wraps nothing twice
+    assert getattr(logging.getLogRecordFactory(), "masks_passwords", False)
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("some.library").info("connecting to %s", "postgresql+psycopg://u:s3cret@db:5433/x")
+        logging.getLogger("bert_kd.sweeps").warning("plain line with 100% and no URL")
+    assert [r.getMessage() for r in caplog.records] == [
+        "connecting to postgresql+psycopg://u:***@db:5433/x",
+        "plain line with 100% and no URL",
+    ]

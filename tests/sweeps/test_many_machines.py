@@ -30,6 +30,7 @@ import pytest
 from tests.conftest import REPO_ROOT, SHARED_GLUE, make_tiny_bert, migrated_mlflow_db, write_tiny_glue
 
 WORKER_TIMEOUT_S = 600
+PASSWORD = "s3cret-in-the-url"  # what one worker's storage URL carries
 TRAIN_ROWS, DEV_ROWS = 32, 24
 BATCH = 8
 
@@ -211,8 +212,11 @@ def project_copy(directory: Path, conf: str, store: Path | None) -> Path:
 STARTED: list[subprocess.Popen] = []  # every worker this module started (killed at its end if still running)
 
 
-def worker(project: Path, tracking: str, log: Path, fault: str | None = None) -> subprocess.Popen:
-    """``kedro run --pipelines=reproduce`` in ``project``, as docs/scaling.md's step 3."""
+def worker(
+    project: Path, tracking: str, log: Path, fault: str | None = None, params: str | None = None
+) -> subprocess.Popen:
+    """``kedro run --pipelines=reproduce`` in ``project``, as docs/scaling.md's step 3 (``params``: its
+    ``--params``)."""
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -225,7 +229,7 @@ def worker(project: Path, tracking: str, log: Path, fault: str | None = None) ->
         env["BERT_KD_FAULT"] = fault
     with open(log, "w") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "kedro", "run", "--pipelines=reproduce"],
+            [sys.executable, "-m", "kedro", "run", "--pipelines=reproduce", *(["--params", params] if params else [])],
             cwd=project,
             env=env,
             stdout=output,
@@ -287,7 +291,10 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
     # Both workers start; A is killed (SIGKILL, by the job path's fault point) at the second step of the first
     # model it trains: the teacher or a student of its first trial. B takes that trial back and finishes.
     killed = worker(a, services.tracking, tmp_path / "a_killed.log", fault="step:2")
-    b_worker = worker(b, services.tracking, tmp_path / "b.log")
+    # B names the study as docs/scaling.md shows, password and all (the server trusts 127.0.0.1, so any password
+    # connects): it must end up written nowhere (checked at the end).
+    with_password = services.optuna.replace("bert_kd@", f"bert_kd:{PASSWORD}@", 1)
+    b_worker = worker(b, services.tracking, tmp_path / "b.log", params=f"reproduce.storage={with_password}")
     assert finished(killed, tmp_path / "a_killed.log") == -signal.SIGKILL, (tmp_path / "a_killed.log").read_text()
     succeeded(b_worker, tmp_path / "b.log")
     # A restarted: nothing left to train; it copies B's trials into its results folder and writes the table.
@@ -339,6 +346,20 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
         trained_in = json.loads((store / kind / key / "manifest.json").read_text())["provenance"]["mlflow_run_id"]
         assert logged[0].source_run_id == trained_in, (kind, key)
         assert any(logged[0].model_id in path for path in on_server), (kind, key, logged[0].model_id)
+
+    # The password B was given is written nowhere: no file of any checkout, log, store or artifact, no tag or
+    # parameter of any run or model on the MLflow server, no attribute of the study.
+    leaks = [
+        str(path)
+        for root in (tmp_path, services.root)
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink() and PASSWORD.encode() in path.read_bytes()
+    ]
+    assert not leaks, leaks
+    runs = client.search_runs(experiments)
+    assert runs and not [r.info.run_id for r in runs if PASSWORD in repr((r.data.tags, r.data.params, r.info.run_name))]
+    assert not [m.model_id for m in models if PASSWORD in repr((m.tags, m.params, m.name))]
+    assert PASSWORD not in repr([(t.user_attrs, t.system_attrs, t.params) for t in study.get_trials()])
 
 
 def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():

@@ -5,14 +5,17 @@ carry a password (``postgresql+psycopg://user:secret@host/db``). Parameters are 
 each trial's JSON and in a table's "Made by" line, so a password there would be published with the results.
 [`move_password_to_environment`][] takes it out of a
 PostgreSQL URL into ``PGPASSWORD`` (which libpq, and so psycopg, reads), and
-[`mask`][] replaces any other password in a text by ``***``.
+[`mask`][] replaces any other password in a text by ``***``, and [`scrub`][] does so in every string of a nested
+value: every writer of a tag, parameter, log line, committed file or card goes through one of the two (MLflow's
+writers in ``tracking/``, the ``kedro run``'s own parameters before kedro-mlflow tags its run with them).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 from bert_kd.config.errors import UserError
 
@@ -26,6 +29,18 @@ PASSWORD_VARIABLE = "PGPASSWORD"
 def mask(text: str) -> str:
     """``text`` with the password of every URL in it replaced by ``***`` (the user and host kept)."""
     return URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
+
+
+def scrub(value: Any) -> Any:
+    """``value`` with [`mask`][] applied to every string in it, keys included (mappings, lists and tuples are
+    rebuilt; other values are returned as they are)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, Mapping):
+        return {scrub(key): scrub(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(scrub(item) for item in value)
+    return value
 
 
 def split_password(url: str) -> tuple[str, str | None]:

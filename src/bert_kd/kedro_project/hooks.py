@@ -70,6 +70,21 @@ def silence_kedro_mlflow(hook_manager) -> bool:
     return silenced
 
 
+class CredentialsHook:
+    """The ``kedro run``'s own parameters (``--params`` among them) with every URL's password masked
+    ([`scrub`][config.credentials.scrub]) before any other hook sees them: kedro-mlflow tags the parent run
+    with them (``runtime_params``), where the MLflow UI shows them to everyone. The run's parameters are not
+    touched: the configuration loader has already taken a PostgreSQL URL's password into ``PGPASSWORD``."""
+
+    @hook_impl(hookwrapper=True)
+    def before_pipeline_run(self, run_params, pipeline, catalog):
+        from bert_kd.config.credentials import scrub
+
+        if isinstance(run_params, dict):
+            run_params.update(scrub(dict(run_params)))
+        yield
+
+
 class PreflightHook:
     """First thing in a ``kedro run`` (before kedro-mlflow opens its store): with tracking on,
     the tracking server answers within seconds and a SQLite store is not damaged — else one

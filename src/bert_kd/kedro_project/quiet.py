@@ -66,3 +66,29 @@ def quiet_dataset_io() -> None:
     logger = logging.getLogger(CATALOG_LOGGER)
     if not any(isinstance(f, DatasetIOFilter) for f in logger.filters):
         logger.addFilter(DatasetIOFilter())
+
+
+def mask_passwords_in_logs() -> None:
+    """Every log record, of any logger, with each URL's password masked ([`mask`][config.credentials.mask])
+    before a handler sees it: the record factory is wrapped once (idempotent), so a line that quotes a database
+    URL (a sweep's storage, a tracking server) never shows its password on the terminal or in a log file."""
+    from bert_kd.config.credentials import mask
+
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "masks_passwords", False):
+        return
+
+    def masked_record(*args, **kwargs) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the handler's to report, as without this factory
+            return record
+        if "@" in message and "://" in message:
+            masked = mask(message)
+            if masked != message:
+                record.msg, record.args = masked, None
+        return record
+
+    masked_record.masks_passwords = True
+    logging.setLogRecordFactory(masked_record)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from bert_kd.config.credentials import mask, scrub
 from bert_kd.experiment.tracker import Comparison, KedroRunReporter
 from bert_kd.tracking.comparison import log_comparison_to_parent
 from bert_kd.tracking.evaluation import flat_eval_metrics
@@ -39,7 +40,7 @@ class MlflowKedroRun(KedroRunReporter):
         import mlflow
 
         if mlflow.active_run() is not None:
-            mlflow.set_tags(dict(tags))
+            mlflow.set_tags(scrub(dict(tags)))
 
     def head_note(self, line: str) -> None:
         """``line`` above the run's description (its Overview shows the first lines without "Show more")."""
@@ -49,7 +50,7 @@ class MlflowKedroRun(KedroRunReporter):
 
         run = mlflow.active_run()
         note = mlflow.MlflowClient().get_run(run.info.run_id).data.tags.get(NOTE_TAG, "")
-        mlflow.set_tag(NOTE_TAG, f"{line}\n\n{note}"[:MAX_NOTE_CHARS])
+        mlflow.set_tag(NOTE_TAG, mask(f"{line}\n\n{note}")[:MAX_NOTE_CHARS])
 
     def log_evaluation(self, evaluation: Mapping) -> None:
         if not _active():
@@ -72,7 +73,7 @@ class MlflowKedroRun(KedroRunReporter):
             return
         import mlflow
 
-        mlflow.set_tag(NOTE_TAG, note[:MAX_NOTE_CHARS])
+        mlflow.set_tag(NOTE_TAG, mask(note)[:MAX_NOTE_CHARS])
         metrics = {f"compare/{metric_key(method)}/{metric_key(task)}": v for (method, task), v in compare_means.items()}
         if metrics:
             mlflow.log_metrics(metrics)

@@ -10,7 +10,7 @@ import socket
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from bert_kd.config.credentials import mask
+from bert_kd.config.credentials import mask, scrub
 from bert_kd.config.errors import TrackingUnreachableError
 from bert_kd.config.schema import Block, Tracking, typed
 from bert_kd.experiment.provenance import environment_info
@@ -129,7 +129,7 @@ class RunLogger(JobRun):
             return
         import mlflow
 
-        items = [(key, format_param(value)[:6000]) for key, value in flatten(params).items()]
+        items = [(mask(key), mask(format_param(value))[:6000]) for key, value in flatten(params).items()]
         for start in range(0, len(items), 100):  # MLflow's per-request limit
             mlflow.log_params(dict(items[start : start + 100]))
 
@@ -152,13 +152,13 @@ class RunLogger(JobRun):
         if self.enabled:
             import mlflow
 
-            mlflow.set_tags({k: str(v) for k, v in tags.items()})
+            mlflow.set_tags({mask(k): mask(str(v)) for k, v in tags.items()})
 
     def log_dict(self, data: Mapping, name: str) -> None:
         if self.enabled:
             import mlflow
 
-            mlflow.log_dict(dict(data), name)
+            mlflow.log_dict(scrub(dict(data)), name)
 
     def log_figure(self, figure, name: str) -> None:
         if self.enabled:
