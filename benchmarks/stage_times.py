@@ -1,8 +1,8 @@
-"""Per-stage seconds of one main-job run, read from its timestamped log (benchmarks/main_job.sh writes it).
+"""Per-stage seconds of one main-job run, read from its timestamped log (scripts/main_job.sh writes it).
 
 The log carries the process's start and end (``start:`` / ``end:`` lines, seconds since the epoch, written by
 main_job.sh), Kedro's ``Running node`` / ``Completed node`` lines and the loop's ``<job> epoch k`` lines, all
-stamped ``HH:MM:SS.mmm`` by ``benchmarks/main_job_logging.yml``. A stage is the time between two of those
+stamped ``HH:MM:SS.mmm`` by ``scripts/main_job_logging.yml``. A stage is the time between two of those
 marks, so the stages add up to the wall time:
 
     python benchmarks/stage_times.py data/08_reporting/main_job/<name>.log [other.log ...]

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))  # gpu_check.py, beside the GPU runs it times
 
 from gpu_check import BERT_BASE, TINY, build_pair, objectives  # noqa: E402
 

@@ -26,7 +26,7 @@ H200_COMPILE = "benchmarks/results/gpu_run_h200_compile_gpu_check.json"
 H200_FIRST = "benchmarks/results/gpu_check_h200.json"  # 2026-11-26, fp32 and bf16, before TF32
 H100 = "benchmarks/results/gpu_run_h100_estimates.json"  # 2026-11-27, both H100 calls merged
 MAIN_JOB = "benchmarks/results/main_job.md"  # hand-kept candidates of the recipe, before records were machine-made
-RECORD = "benchmarks/results/main_job_readme.json"  # the README's main job, written by benchmarks/main_job.sh
+RECORD = "benchmarks/results/main_job_readme.json"  # the README's main job, written by scripts/main_job.sh
 V2_TABLES = "results/cpu_protocol_v2/tables"
 IDLE_RUN = ("fe3cefd, idle AVX-512 machine, default kernels",)
 AVX2_RUN = ("fe3cefd, idle AVX-512 machine, AVX2 kernels",)
@@ -162,7 +162,7 @@ FIGURES = [
             (r"the slow tier at (\d+) s for 39 tests", "slow_tier"),
         )
     ),
-    # README, docs/index.md, docs/getting-started.md: the main job as benchmarks/main_job.sh recorded it
+    # README, docs/index.md, docs/getting-started.md: the main job as scripts/main_job.sh recorded it
     Figure(
         "README.md",
         r"MiniLM-L6, 6 layers, 22\.7 M parameters \| \*\*([\d.]+)\*\*",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bert_kd.analysis import gradient_shares, paper_gap, power, table
+from bert_kd.analysis import gradient_shares, paper_claims, paper_gap, paper_gap_report, power, table
 from bert_kd.analysis import statistics as st
 from bert_kd.analysis.cli import command_line, results
 from bert_kd.config.errors import UserError
@@ -34,9 +34,9 @@ def committed(name: str) -> str:
 def test_committed_readings_are_what_the_trials_give(v2):
     """Commit new trials, the tables and this reading together: `bert-kd results render results/cpu_protocol_v2`."""
     assert command_line("render", V2) == COMMAND
-    assert paper_gap.render(v2, COMMAND) == committed("paper_gap.md")
-    assert paper_gap.summary(v2, COMMAND) == committed("summary.md")
-    assert paper_gap.strength(v2, COMMAND) == committed("claims.md")
+    assert paper_gap_report.render(v2, COMMAND) == committed("paper_gap.md")
+    assert paper_gap_report.summary(v2, COMMAND) == committed("summary.md")
+    assert paper_gap_report.strength(v2, COMMAND) == committed("claims.md")
     assert power.render(v2, COMMAND) == committed("power.md")
     assert gradient_shares.render(V2.resolve(), COMMAND)[0] == committed("gradient_shares.md")
     assert (V2 / "tables" / "paper_gap.png").stat().st_size > 0
@@ -46,9 +46,9 @@ def test_v2_is_complete_and_every_claim_is_tested(v2):
     assert paper_gap.finished(v2.runs) == 160  # 8 rows × 2 tasks × 8 seeds + SST-2 seeds 9–10 + 2 MRPC rows × 8
     tested = [e for e in v2.tests if e.test is not None]
     assert len(tested) == len(v2.tests) == 23
-    assert {e.test.resamples for e in tested} <= {st.RESAMPLES, paper_gap.RETEST_RESAMPLES}
+    assert {e.test.resamples for e in tested} <= {st.RESAMPLES, paper_claims.RETEST_RESAMPLES}
     assert all(e.test.mc_error < 0.002 for e in tested)
-    assert {paper_gap.paper_of(e.claim) for e in tested} == {"ALP-KD", "TED", "multi-teacher"}
+    assert {paper_claims.paper_of(e.claim) for e in tested} == {"ALP-KD", "TED", "multi-teacher"}
 
 
 def test_v2_verdicts(v2):
@@ -57,11 +57,11 @@ def test_v2_verdicts(v2):
     and the seed component is ≈ 0 for every claim."""
     by = {(e.name, e.task): e for e in v2.tests}
     ted = by[("TED > LWD", "sst2")]
-    assert ted.verdict == paper_gap.NOMINAL and 0.16 < ted.holm_p < 0.18
-    assert ted.paper_verdict == paper_gap.HOLDS and 0.04 < ted.paper_holm_p < 0.05
-    assert ted.test.resamples == paper_gap.RETEST_RESAMPLES
-    assert [k for k, e in by.items() if e.verdict == paper_gap.HOLDS] == []
-    assert [k for k, e in by.items() if e.paper_verdict == paper_gap.HOLDS] == [("TED > LWD", "sst2")]
+    assert ted.verdict == paper_claims.NOMINAL and 0.16 < ted.holm_p < 0.18
+    assert ted.paper_verdict == paper_claims.HOLDS and 0.04 < ted.paper_holm_p < 0.05
+    assert ted.test.resamples == paper_claims.RETEST_RESAMPLES
+    assert [k for k, e in by.items() if e.verdict == paper_claims.HOLDS] == []
+    assert [k for k, e in by.items() if e.paper_verdict == paper_claims.HOLDS] == [("TED > LWD", "sst2")]
     assert all(e.model_verdict == e.verdict for e in v2.tests)
     assert all(e.components.seed < 1e-5 for e in v2.tests)  # σ²_seed ≤ 0.1 points²
     assert by[("TED > LWD", "mrpc")].placement == ""  # TED has no MRPC number
@@ -75,7 +75,7 @@ def test_v2_the_papers_gains_under_both_noises(v2):
     assert excluded == sorted((f"{row} > NKD", "sst2") for row in ("RKD", "PKD", "CKD", "ALP"))
     assert by[("ALP > PKD", "mrpc")].z == pytest.approx(0.74, abs=0.01)
     assert by[("ALP > NKD", "mrpc")].z == pytest.approx(0.85, abs=0.01)
-    assert {k for k, e in by.items() if e.placement == paper_gap.BORDERLINE} == {
+    assert {k for k, e in by.items() if e.placement == paper_claims.BORDERLINE} == {
         ("RKD > NKD", "mrpc"),
         ("ALP > RKD", "sst2"),
     }
@@ -87,20 +87,20 @@ def test_the_generated_sentences_are_what_the_readmes_and_the_docs_say(v2):
     counts and the best-of-grid-adjusted pairs; rerender, then paste them from tables/summary.md."""
     counts = v2.sensitivity().split("; ", 1)[1]
     sentences = [
-        paper_gap.excluded_sentence(v2.tests),
-        paper_gap.adjusted_sentence(v2.tests),
+        paper_gap_report.excluded_sentence(v2.tests),
+        paper_gap_report.adjusted_sentence(v2.tests),
         counts,
     ]
-    for sentence in [*sentences, paper_gap.headline_sentence(v2.tests)]:
+    for sentence in [*sentences, paper_gap_report.headline_sentence(v2.tests)]:
         assert sentence in committed("summary.md")
-    headline = paper_gap.headline_sentence(v2.tests)
+    headline = paper_gap_report.headline_sentence(v2.tests)
     for path in (ROOT / "README.md", V2 / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         text = " ".join(path.read_text(encoding="utf-8").split())
         for sentence in sentences:
             assert sentence in text or sentence[0].upper() + sentence[1:] in text, (path, sentence)
     for path in (ROOT / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         assert headline in " ".join(path.read_text(encoding="utf-8").split()), path
-    warm = paper_gap.warm_start_sentence(v2.ablation)
+    warm = paper_gap_report.warm_start_sentence(v2.ablation)
     assert warm in committed("paper_gap.md")
     for path in (V2 / "README.md", ROOT / "docs" / "cpu-protocol-v2.md"):
         assert warm.split("; the ALP-KD", 1)[1] in " ".join(path.read_text(encoding="utf-8").split()), path
@@ -109,12 +109,12 @@ def test_the_generated_sentences_are_what_the_readmes_and_the_docs_say(v2):
 def test_the_assumed_noise_is_named_and_varied(v2):
     """The papers state no noise: the reading names the assumption and counts exclusions at 1×–2× of it (3 cells
     stay excluded at 1.25×, one at 1.5×, none at 2×); a stated number of points replaces it."""
-    assert v2.assumed == paper_gap.NoiseAssumption()
-    assert [v2.excluded_at(scale) for scale in paper_gap.SENSITIVITY] == [4, 3, 1, 0]
+    assert v2.assumed == paper_claims.NoiseAssumption()
+    assert [v2.excluded_at(scale) for scale in paper_claims.SENSITIVITY] == [4, 3, 1, 0]
     assert "assumed equal to our single-run noise" in v2.sensitivity()
-    for text in (paper_gap.render(v2, COMMAND), paper_gap.summary(v2, COMMAND)):
+    for text in (paper_gap_report.render(v2, COMMAND), paper_gap_report.summary(v2, COMMAND)):
         assert v2.sensitivity() in text
-    fixed = paper_gap.NoiseAssumption.parse("0.8")
+    fixed = paper_claims.NoiseAssumption.parse("0.8")
     entry = replace(next(e for e in v2.tests if e.z is not None), assumed=fixed)
     assert entry.paper_noise == pytest.approx(0.8)
     assert replace(entry, assumed=fixed.scaled(2.0)).paper_noise == pytest.approx(1.6)
@@ -123,7 +123,7 @@ def test_the_assumed_noise_is_named_and_varied(v2):
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "theirs", ""])
 def test_a_bad_paper_noise_is_one_block_naming_the_key(value):
     with pytest.raises(UserError) as caught:
-        paper_gap.NoiseAssumption.parse(value)
+        paper_claims.NoiseAssumption.parse(value)
     assert caught.value.where == "reproduce.paper_noise" and "ours" in caught.value.fix
 
 
@@ -138,12 +138,12 @@ def test_the_cli_prints_the_assumption_and_refuses_a_bad_noise(tmp_path):
 def test_expected_maximum_of_normals():
     """E[max of k standard normals]: 0, 1/√π for 2, 0.846 for 3, ≈ 2.16 for 39 (the best of 39 settings lies
     ≈ 1.3 single-run SDs above the best of 3)."""
-    assert paper_gap.expected_max(1) == 0.0
-    assert paper_gap.expected_max(2) == pytest.approx(1 / np.sqrt(np.pi), abs=1e-6)
-    assert paper_gap.expected_max(3) == pytest.approx(0.8463, abs=1e-4)
-    assert paper_gap.expected_max(39) - paper_gap.expected_max(3) == pytest.approx(1.31, abs=0.01)
+    assert paper_claims.expected_max(1) == 0.0
+    assert paper_claims.expected_max(2) == pytest.approx(1 / np.sqrt(np.pi), abs=1e-6)
+    assert paper_claims.expected_max(3) == pytest.approx(0.8463, abs=1e-4)
+    assert paper_claims.expected_max(39) - paper_claims.expected_max(3) == pytest.approx(1.31, abs=0.01)
     draws = np.random.default_rng(0).standard_normal((200_000, 5)).max(axis=1).mean()
-    assert paper_gap.expected_max(5) == pytest.approx(draws, abs=0.01)
+    assert paper_claims.expected_max(5) == pytest.approx(draws, abs=0.01)
 
 
 def test_the_best_of_grid_adjustment_by_hand(v2):
@@ -151,10 +151,10 @@ def test_the_best_of_grid_adjustment_by_hand(v2):
     +2.99 loses that × (E39 − E3) and stays excluded, the only ALP-KD pair that does."""
     entry = next(e for e in v2.tests if (e.name, e.task) == ("ALP > NKD", "sst2"))
     assert entry.settings == (39, 3)
-    lift = entry.paper_noise / np.sqrt(2) * (paper_gap.expected_max(39) - paper_gap.expected_max(3))
+    lift = entry.paper_noise / np.sqrt(2) * (paper_claims.expected_max(39) - paper_claims.expected_max(3))
     assert entry.adjusted_gain == pytest.approx(entry.paper_gain - lift)
     assert entry.adjusted_placement == "excluded"
-    alp = [e for e in v2.tests if paper_gap.paper_of(e.claim) == "ALP-KD" and e.adjusted_placement == "excluded"]
+    alp = [e for e in v2.tests if paper_claims.paper_of(e.claim) == "ALP-KD" and e.adjusted_placement == "excluded"]
     assert [(e.name, e.task) for e in alp] == [("ALP > NKD", "sst2")]
     same = next(e for e in v2.tests if (e.name, e.task) == ("ALP > CKD", "sst2"))
     assert same.grid_bias == 0.0 and same.adjusted_z == pytest.approx(same.z)
@@ -165,18 +165,18 @@ def test_what_would_change_a_claim_is_the_gain_at_its_own_holm_level(v2):
     SST-2 (second by p, α/22) likewise."""
     by = {(e.name, e.task): e for e in v2.tests}
     ted, ckd = by[("TED > LWD", "sst2")], by[("CKD > NKD", "sst2")]
-    assert paper_gap.holm_level(ted, v2.tests) == (pytest.approx(0.05 / 23), 23)
-    assert paper_gap.holm_level(ckd, v2.tests) == (pytest.approx(0.05 / 22), 22)
-    assert paper_gap.what_would_change(ted, v2.tests).startswith("a gain of +1.1")
-    assert "α/23" in paper_gap.what_would_change(ted, v2.tests)
-    assert "| TED > LWD | SST-2 | paper claim | +1.00 |" in paper_gap.strength(v2, COMMAND)
+    assert paper_gap_report.holm_level(ted, v2.tests) == (pytest.approx(0.05 / 23), 23)
+    assert paper_gap_report.holm_level(ckd, v2.tests) == (pytest.approx(0.05 / 22), 22)
+    assert paper_gap_report.what_would_change(ted, v2.tests).startswith("a gain of +1.1")
+    assert "α/23" in paper_gap_report.what_would_change(ted, v2.tests)
+    assert "| TED > LWD | SST-2 | paper claim | +1.00 |" in paper_gap_report.strength(v2, COMMAND)
 
 
 def test_each_claim_says_what_it_tests():
-    assert paper_gap.tests_what("ALP > NKD (ALP-KD Table 3)", "mrpc").startswith("paper claim")
-    assert paper_gap.tests_what("TED > KD (TED Table 4)", "sst2").startswith("paper claim")
-    assert paper_gap.tests_what("TED > KD (TED Table 4)", "mrpc").startswith("extrapolation")
-    assert paper_gap.tests_what("two teachers > one (multi-teacher Table 2)", "mrpc").startswith("stand-in")
+    assert paper_claims.tests_what("ALP > NKD (ALP-KD Table 3)", "mrpc").startswith("paper claim")
+    assert paper_claims.tests_what("TED > KD (TED Table 4)", "sst2").startswith("paper claim")
+    assert paper_claims.tests_what("TED > KD (TED Table 4)", "mrpc").startswith("extrapolation")
+    assert paper_claims.tests_what("two teachers > one (multi-teacher Table 2)", "mrpc").startswith("stand-in")
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_each_claim_says_what_it_tests():
     [
         ((0.01, 0.001, 0.0001, 0.01, 0.001, None), "holds"),
         ((0.01, 0.008, 0.0003, 0.049, 0.002, None), "borderline: holds or not within Monte Carlo error"),
-        ((0.01, 0.02, 0.0004, 0.3, 0.004, None), paper_gap.NOMINAL),
+        ((0.01, 0.02, 0.0004, 0.3, 0.004, None), paper_claims.NOMINAL),
         ((0.01, 0.0499, 0.0007, 0.3, 0.004, None), "same direction; borderline p ≈ 0.05 before correction"),
         ((0.01, 0.2, 0.001, 1.0, 0.0, None), "same direction, not significant"),
         ((0.0, 1.0, 0.0, 1.0, 0.0, None), "no difference"),
@@ -194,7 +194,7 @@ def test_each_claim_says_what_it_tests():
     ],
 )
 def test_verdict_rules(args, expected):
-    assert paper_gap.verdict(*args) == expected
+    assert paper_claims.verdict(*args) == expected
 
 
 def test_the_papers_gain_is_excluded_only_beyond_both_noises_combined():
@@ -204,19 +204,19 @@ def test_the_papers_gain_is_excluded_only_beyond_both_noises_combined():
     test = st.TestResult(0.01, 50, 50, 1000, -0.02, 0.04, 0.015)
 
     def claim(gain, sd=None):
-        return paper_gap.ClaimTest(
+        return paper_claims.ClaimTest(
             "A > B (ALP-KD Table 3)", "mrpc", 8, test, components, (-1.0, 3.0), paper_gain=gain, paper_sd=sd
         )
 
     assert claim(5.0).paper_noise == pytest.approx(2.0)
-    assert claim(5.0).z == pytest.approx(1.6) and claim(5.0).placement == paper_gap.BORDERLINE
+    assert claim(5.0).z == pytest.approx(1.6) and claim(5.0).placement == paper_claims.BORDERLINE
     assert claim(6.0).z == pytest.approx(2.0) and claim(6.0).placement == "excluded"
     assert "**excluded**, above ours" in claim(6.0).paper_cell()
     assert claim(-4.0).placement == "excluded" and "below ours" in claim(-4.0).paper_cell()
     assert claim(2.0).placement == "consistent" and claim(2.0).paper_cell().endswith("consistent with ours")
     assert claim(6.0, sd=6.0).z == pytest.approx(5.0 / np.hypot(1.5, 6.0))  # a stated SD replaces the noise
     assert claim(6.0, sd=6.0).placement == "consistent"
-    assert paper_gap.ClaimTest("A > B (ALP-KD Table 3)", "mrpc", 8, paper_gain=None).paper_cell() == "–"
+    assert paper_claims.ClaimTest("A > B (ALP-KD Table 3)", "mrpc", 8, paper_gain=None).paper_cell() == "–"
 
 
 def test_holm_runs_within_each_paper_and_the_reverse_claim_in_its_own_family():
@@ -235,8 +235,8 @@ def test_holm_runs_within_each_paper_and_the_reverse_claim_in_its_own_family():
         ("kd", "sst2"): {s: trial(base) for s in (1, 2)},
         ("lwd", "sst2"): {s: trial(1 - good) for s in (1, 2)},
     }
-    tests = {(e.name, e.task): e for e in paper_gap.claim_tests(runs, resamples=2000)}
-    assert tests[("TED > KD", "sst2")].verdict == paper_gap.HOLDS
+    tests = {(e.name, e.task): e for e in paper_claims.claim_tests(runs, resamples=2000)}
+    assert tests[("TED > KD", "sst2")].verdict == paper_claims.HOLDS
     assert tests[("TED > KD", "sst2")].holm_p == pytest.approx(3 / 2001)  # 3 TED claims tested on SST-2
     assert tests[("LWD > KD", "sst2")].verdict == "reversed, significant"
     assert tests[("TED > LWD", "mrpc")].verdict == "not run yet"
@@ -244,7 +244,7 @@ def test_holm_runs_within_each_paper_and_the_reverse_claim_in_its_own_family():
 
 
 def test_tally_counts_each_papers_verdicts(v2):
-    lines = paper_gap.tally(v2.tests)
+    lines = paper_gap_report.tally(v2.tests)
     assert lines[0].startswith("- ALP-KD: **0 of 16** (claim, task) pairs hold over the table")
     assert lines[1].startswith("- TED: **0 of 6** (claim, task) pairs hold over the table; 5 point the paper's way")
     assert lines[2].startswith("- multi-teacher: **0 of 1**")
@@ -332,7 +332,7 @@ def test_cli_paper_gap_prints_the_z_of_every_cell_with_a_paper_gain(tmp_path, mo
     assert printed == [
         "| ALP > PKD | MRPC | +0.98 ± 0.85 | +0.31 ± 0.33 | +0.74 | consistent | 39, 39 | +0.98 | +0.74 | consistent |"
     ]
-    assert v2.sensitivity() in outcome.output and paper_gap.adjusted_sentence(v2.tests) in outcome.output
+    assert v2.sensitivity() in outcome.output and paper_gap_report.adjusted_sentence(v2.tests) in outcome.output
     assert sum(line.startswith("| ") and "NKD" in line for line in outcome.output.splitlines()) == 8
     assert "excluded (|z| ≥ 1.96) in 4 of its 16 pairs" in " ".join(
         (folder / "tables" / "summary.md").read_text().split()

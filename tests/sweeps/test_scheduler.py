@@ -8,19 +8,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from bert_kd.sweeps.scheduler import (
-    SweepOptions,
-    SweepTrialError,
-    TrialClaims,
-    check_result,
-    collect_results,
-    fail_trials_of_dead_owners,
-    make_storage,
-    owner_of_this_process,
-    run_sweep,
-    study_name_for,
-)
+from bert_kd.sweeps.claims import TrialClaims
+from bert_kd.sweeps.dead_owners import fail_trials_of_dead_owners, owner_of_this_process
+from bert_kd.sweeps.objective import SweepTrialError, check_result
+from bert_kd.sweeps.scheduler import SweepOptions, collect_results, run_sweep, study_name_for
 from bert_kd.sweeps.spec import build_sweep
+from bert_kd.sweeps.storage import make_storage
 from tests.sweeps.conftest import RECIPES, fake_run_trial, hanging_worker, tiny_reproduce
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

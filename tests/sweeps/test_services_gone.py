@@ -10,8 +10,9 @@ from optuna.trial import TrialState
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from bert_kd.config.errors import UserError
-from bert_kd.sweeps.scheduler import SweepOptions, make_storage, run_sweep, storage_error
+from bert_kd.sweeps.scheduler import SweepOptions, run_sweep
 from bert_kd.sweeps.spec import build_sweep
+from bert_kd.sweeps.storage import make_storage, storage_error
 from tests.sweeps.conftest import RECIPES, fake_run_trial, tiny_reproduce
 
 URL = "postgresql+psycopg://bert_kd:s3cret@db-host:5433/bert_kd_optuna"

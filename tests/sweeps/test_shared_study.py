@@ -1,4 +1,4 @@
-"""A study shared by machines (bert_kd.sweeps.scheduler): results adopted from other checkouts,
+"""A study shared by machines (bert_kd.sweeps.scheduler and its storage): results adopted from other checkouts,
 the model store's identity, a dead machine's trial taken back after the grace period, storage errors."""
 
 from __future__ import annotations
@@ -13,15 +13,9 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from bert_kd.config.errors import UserError
-from bert_kd.sweeps.scheduler import (
-    SweepOptions,
-    UnsharedModelStore,
-    check_model_store,
-    make_storage,
-    run_sweep,
-    storage_error,
-)
+from bert_kd.sweeps.scheduler import SweepOptions, UnsharedModelStore, check_model_store, run_sweep
 from bert_kd.sweeps.spec import build_sweep
+from bert_kd.sweeps.storage import make_storage, storage_error
 from tests.sweeps.conftest import RECIPES, fake_run_trial, hanging_worker, tiny_reproduce
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -157,7 +151,7 @@ def test_workers_that_create_a_new_databases_tables_together_retry_instead_of_fa
     duplicate-type error is a lost race (retried), a refused connection is not."""
     from sqlalchemy.exc import IntegrityError, OperationalError
 
-    from bert_kd.sweeps.scheduler import lost_schema_race
+    from bert_kd.sweeps.storage import lost_schema_race
 
     duplicate = IntegrityError(
         "CREATE TYPE studydirection", {}, Exception("duplicate key value: (studydirection, 2200) already exists")

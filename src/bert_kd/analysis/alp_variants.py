@@ -3,7 +3,7 @@
 A variant table (``results/cpu_protocol_v2_alpha``) reruns v2's ALP cells with ``similarity`` other than the raw
 dot product; each of its rows ``alp_<name>`` stands for v2's ``alp``. The reading puts the variant's trials in
 place of v2's ALP trials and tests every ALP-KD claim as v2's reading does
-([`claim_tests`][paper_gap.claim_tests]: paired bootstrap over dev examples, seeds pooled, Holm
+([`claim_tests`][paper_claims.claim_tests]: paired bootstrap over dev examples, seeds pooled, Holm
 over the paper's tested claims, the paper's gain against ours under both noises), NKD, RKD, PKD and CKD being
 v2's own trials. Beside it, v2's committed reading; what changes is said in generated sentences.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bert_kd.analysis import paper_gap as pg
+from bert_kd.analysis import paper_claims, paper_gap_report
 from bert_kd.analysis.table import load_runs, read_trial, task_label, trial_files
 
 BASE_ROW = "alp"
@@ -48,11 +48,11 @@ def alpha_entropy(folder: Path, row: str) -> dict[str, tuple[float, int]]:
     return {task: (float(np.mean(v)), len(v)) for task, v in values.items()}
 
 
-def alp_claims(tests: list[pg.ClaimTest]) -> list[pg.ClaimTest]:
-    return [e for e in tests if pg.paper_of(e.claim) == "ALP-KD" and e.name.startswith("ALP >")]
+def alp_claims(tests: list[paper_claims.ClaimTest]) -> list[paper_claims.ClaimTest]:
+    return [e for e in tests if paper_claims.paper_of(e.claim) == "ALP-KD" and e.name.startswith("ALP >")]
 
 
-def cell(entry: pg.ClaimTest) -> str:
+def cell(entry: paper_claims.ClaimTest) -> str:
     if entry.test is None:
         return "not run yet | | | "
     holm = f"{entry.holm_p:.3f}"
@@ -60,7 +60,7 @@ def cell(entry: pg.ClaimTest) -> str:
     return f"{entry.seeds} | {100 * entry.test.gain:+.2f} | {holm} | {entry.verdict} | {z}"
 
 
-def changes(before: list[pg.ClaimTest], after: list[pg.ClaimTest]) -> list[str]:
+def changes(before: list[paper_claims.ClaimTest], after: list[paper_claims.ClaimTest]) -> list[str]:
     """One sentence per ALP claim whose verdict or placement differs between v2 and the variant."""
     lines = []
     for old, new in zip(alp_claims(before), alp_claims(after)):
@@ -81,7 +81,7 @@ def render(variant_dir: Path, base_dir: Path, resamples: int, command: str) -> s
     the sentences saying what changes."""
     base_runs, _ = load_runs(base_dir)
     variant_runs, _ = load_runs(variant_dir)
-    before = pg.claim_tests(base_runs, resamples)
+    before = paper_claims.claim_tests(base_runs, resamples)
     lines = [
         f"# ALP with another score of α, read beside {base_dir.name}",
         "",
@@ -92,7 +92,7 @@ def render(variant_dir: Path, base_dir: Path, resamples: int, command: str) -> s
         "",
     ]
     for row in variant_rows(variant_runs):
-        after = pg.claim_tests(substituted(base_runs, variant_runs, row), resamples)
+        after = paper_claims.claim_tests(substituted(base_runs, variant_runs, row), resamples)
         entropy = alpha_entropy(variant_dir, row)
         trials = sum(len(seeds) for (name, _), seeds in variant_runs.items() if name == row)
         lines += [f"## {row} ({trials} trials)", ""]
@@ -109,8 +109,8 @@ def render(variant_dir: Path, base_dir: Path, resamples: int, command: str) -> s
         ]
         for old, new in zip(alp_claims(before), alp_claims(after)):
             lines.append(f"| {new.name} | {task_label(new.task)} | {cell(old)} | {cell(new)} |")
-        lines += ["", f"ALP-KD's claims with {base_dir.name}'s ALP:", *pg.tally(before), ""]
-        lines += [f"With {row} as ALP:", *pg.tally(after), ""]
+        lines += ["", f"ALP-KD's claims with {base_dir.name}'s ALP:", *paper_gap_report.tally(before), ""]
+        lines += [f"With {row} as ALP:", *paper_gap_report.tally(after), ""]
         changed = changes(before, after)
         untested = [e for e in alp_claims(after) if e.test is None]
         lines += (
@@ -119,7 +119,9 @@ def render(variant_dir: Path, base_dir: Path, resamples: int, command: str) -> s
             else ["No ALP claim changes verdict or placement on the cells run."]
         )
         if untested:
-            lines.append(f"Not run yet: {pg.named(untested)} (Holm's family holds the tested claims only).")
+            lines.append(
+                f"Not run yet: {paper_gap_report.named(untested)} (Holm's family holds the tested claims only)."
+            )
         lines.append("")
     lines.append(f"Made by: `{command}`")
     return "\n".join(lines) + "\n"

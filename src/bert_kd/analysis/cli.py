@@ -66,26 +66,26 @@ def write_figure(path: Path, fig, **options) -> None:
 
 
 def write_paper_gap(folder: Path, resamples: int, name: str = "paper-gap", noise: str | None = None) -> None:
-    from bert_kd.analysis import paper_gap
+    from bert_kd.analysis import paper_gap, paper_gap_report
 
     read = paper_gap.reading(folder.resolve(), resamples, noise)
     command = command_line(name, folder, resamples, noise)
-    write_text(folder / "tables" / "paper_gap.md", paper_gap.render(read, command))
-    write_text(folder / "tables" / "summary.md", paper_gap.summary(read, command))
-    write_text(folder / "tables" / "claims.md", paper_gap.strength(read, command))
+    write_text(folder / "tables" / "paper_gap.md", paper_gap_report.render(read, command))
+    write_text(folder / "tables" / "summary.md", paper_gap_report.summary(read, command))
+    write_text(folder / "tables" / "claims.md", paper_gap_report.strength(read, command))
     click.echo(
         "\n".join(
             [
                 "",
-                paper_gap.headline_sentence(read.tests),
+                paper_gap_report.headline_sentence(read.tests),
                 "",
-                *paper_gap.assumptions(read),
+                *paper_gap_report.assumptions(read),
                 "",
                 "The papers' own gains against ours, both noises combined, as stated and adjusted for best-of-grid:",
-                *paper_gap.z_table(read.tests),
+                *paper_gap_report.z_table(read.tests),
                 "",
-                paper_gap.excluded_sentence(read.tests),
-                paper_gap.adjusted_sentence(read.tests),
+                paper_gap_report.excluded_sentence(read.tests),
+                paper_gap_report.adjusted_sentence(read.tests),
                 "",
             ]
         )
@@ -93,7 +93,9 @@ def write_paper_gap(folder: Path, resamples: int, name: str = "paper-gap", noise
     done = paper_gap.finished(read.runs)
     write_figure(
         folder / "tables" / "paper_gap.png",
-        paper_gap.forest_figure(read.tests, f"{folder.resolve().name}: the papers' ordering claims, {done} trials"),
+        paper_gap_report.forest_figure(
+            read.tests, f"{folder.resolve().name}: the papers' ordering claims, {done} trials"
+        ),
     )
 
 

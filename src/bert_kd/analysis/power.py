@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from bert_kd.analysis import statistics as st
-from bert_kd.analysis.paper_gap import ALPHA, Reading, paper_of
+from bert_kd.analysis.paper_claims import ALPHA, paper_of
+from bert_kd.analysis.paper_gap import Reading
 from bert_kd.analysis.table import table_total, task_label
 
 #: The gain the protocol was sized for (accuracy), and the power asked of it.

@@ -20,6 +20,8 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from bert_kd.config.schema import BiLSTM
+
 MODEL_TYPE = "bert_kd_bilstm"
 
 
@@ -28,13 +30,14 @@ class BiLSTMConfig(PretrainedConfig):
 
     model_type = MODEL_TYPE
 
-    #: Sizes and their defaults: the vocabulary, embedding width, units per direction, ReLU layer units.
+    #: Sizes and their defaults: the vocabulary, embedding width, units per direction, ReLU layer units; the
+    #: student's own sizes and dropout are the schema's ([`bert_kd.config.schema.BiLSTM`][]), written once there.
     SIZES = {
         "vocab_size": 30522,
         "embedding_size": 300,
-        "hidden_size": 300,
-        "classifier_size": 400,
-        "dropout": 0.0,
+        "hidden_size": BiLSTM.model_fields["hidden_size"].default,
+        "classifier_size": BiLSTM.model_fields["classifier_size"].default,
+        "dropout": BiLSTM.model_fields["dropout"].default,
         "siamese": False,
         "pad_token_id": 0,
     }

@@ -1,5 +1,5 @@
 """Tiny random encoders and locally trained tokenizers, for smoke runs that download nothing (the tests,
-``benchmarks/gpu_run.sh --dry-run``): the hub's tiny-random checkpoints, made on the spot."""
+``benchmarks/gpu/gpu_run.sh --dry-run``): the hub's tiny-random checkpoints, made on the spot."""
 
 from __future__ import annotations
 

@@ -6,11 +6,13 @@ Kedro-free (an import contract in ``pyproject.toml``): every module but two, so 
 trial runs the pipelines' own definitions, so it imports ``kedro.pipeline`` and the pipeline modules, no session or
 catalog) and ``reproduce_pipeline`` (the ``reproduce`` node)."""
 
+from bert_kd.sweeps.objective import check_result
 from bert_kd.sweeps.paper_tables import SweepReport, build_report, markdown, write_report
-from bert_kd.sweeps.scheduler import SweepOptions, check_result, collect_results, make_storage, run_sweep
+from bert_kd.sweeps.scheduler import SweepOptions, collect_results, run_sweep
 from bert_kd.sweeps.selection import select_best, summarize
 from bert_kd.sweeps.significance import paired_bootstrap
 from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep, parse_restriction
+from bert_kd.sweeps.storage import make_storage
 
 __all__ = [
     "SweepReport",

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bert_kd.sweeps.budget import write_budget
+from bert_kd.sweeps.objective import RunTrial
 from bert_kd.sweeps.paper_tables import SweepReport, report_with_bootstrap, write_report
-from bert_kd.sweeps.scheduler import RunTrial, SweepOptions, SweepTrialsFailedError, run_sweep, study_name_for
+from bert_kd.sweeps.scheduler import SweepOptions, SweepTrialsFailedError, run_sweep, study_name_for
 from bert_kd.sweeps.spec import SweepSpec, TrialSpec, build_sweep
 
 log = logging.getLogger(__name__)

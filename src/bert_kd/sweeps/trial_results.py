@@ -24,7 +24,7 @@ from bert_kd.core.training.config import numeric_path
 from bert_kd.experiment import jobs
 from bert_kd.experiment.provenance import git_commit_label
 from bert_kd.experiment.store import STORE_ROOT
-from bert_kd.sweeps.scheduler import SweepTrialError, check_result
+from bert_kd.sweeps.objective import SweepTrialError, check_result
 from bert_kd.sweeps.spec import TrialSpec
 from bert_kd.sweeps.trial_identity import TrialIdentity, keyed
 

@@ -85,3 +85,18 @@ def test_glove_neighbours_serve_multi_piece_words(tmp_path, tiny_teacher_dir):
     tokenizer = load_tokenizer(str(tiny_teacher_dir))
     neighbours = rules.GloveNeighbours(str(glove), tokenizer, single=lambda w: ["SINGLE"], k=1)
     assert neighbours("films") == ["near"] and neighbours("the") == ["SINGLE"]
+
+
+def test_the_schemes_defaults_are_the_schemas_values_written_once():
+    """The papers' values live in ``config.schema.Augment``; ``Scheme`` reads them (Tang et al. Sec. 3.3:
+    p_mask = p_pos = 0.1, p_ng = 0.25, n ≤ 5, 20 copies; TinyBERT Alg. 1: p_t = 0.4, K = 15)."""
+    from dataclasses import fields
+
+    from bert_kd.config.schema import Augment
+
+    schema, scheme = Augment(), rules.Scheme()
+    for field in fields(rules.Scheme):
+        expected = getattr(schema, field.name)
+        assert getattr(scheme, field.name) == (tuple(expected) if field.name == "rules" else expected), field.name
+    assert (scheme.p_mask, scheme.p_pos, scheme.p_ng, scheme.max_ngram, scheme.copies) == (0.1, 0.1, 0.25, 5, 20)
+    assert (scheme.p_t, scheme.candidates, rules.TANG_RULES) == (0.4, 15, ("mask", "pos", "ngram"))

@@ -27,27 +27,36 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from bert_kd.config.schema import Augment
+
 #: The label of an augmented row: PyTorch's cross-entropy ``ignore_index`` (no gold label to learn from).
 NO_LABEL = -100
-TANG_RULES = ("mask", "pos", "ngram")
+#: Tang et al.'s rules: the schema's default rules ([`bert_kd.config.schema.Augment`][]).
+TANG_RULES = tuple(Augment.model_fields["rules"].default)
 TINYBERT_RULES = ("tinybert",)
 RULES = (*TANG_RULES, *TINYBERT_RULES)
+
+
+def _schema_default(name: str):
+    """The schema's default for an ``augment`` key: the papers' values, written once
+    ([`bert_kd.config.schema.Augment`][])."""
+    return Augment.model_fields[name].default
 
 
 @dataclass(frozen=True)
 class Scheme:
     """What [`augment_frame`][] does: the rules and their parameters
-    (``config.schema.Augment`` checks them; the defaults are the papers')."""
+    (``config.schema.Augment`` checks them; the defaults are the papers', read from it)."""
 
     rules: tuple[str, ...] = TANG_RULES
-    p_mask: float = 0.1
-    p_pos: float = 0.1
-    p_ng: float = 0.25
-    max_ngram: int = 5
-    p_t: float = 0.4
-    candidates: int = 15
-    copies: int = 20
-    seed: int = 0
+    p_mask: float = _schema_default("p_mask")
+    p_pos: float = _schema_default("p_pos")
+    p_ng: float = _schema_default("p_ng")
+    max_ngram: int = _schema_default("max_ngram")
+    p_t: float = _schema_default("p_t")
+    candidates: int = _schema_default("candidates")
+    copies: int = _schema_default("copies")
+    seed: int = _schema_default("seed")
 
 
 @dataclass

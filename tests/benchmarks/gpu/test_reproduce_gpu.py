@@ -1,5 +1,5 @@
-"""benchmarks/reproduce_gpu.{sh,py}: the slice record, Table 1's end-to-end estimate, the dry run; and
-benchmarks/step_rates.py's medians and its ``auto`` decisions."""
+"""benchmarks/gpu/reproduce_gpu.{sh,py}: the slice record, Table 1's end-to-end estimate, the dry run
+(benchmarks/step_rates.py's tests: tests/benchmarks/test_step_rates.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from tests.conftest import REPO_ROOT
 
 
 def _module(name: str):
-    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "gpu"))
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / "gpu" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -86,7 +86,7 @@ def test_the_record_holds_the_fields_the_goal_names_and_a_note_beside_it(tmp_pat
     table = [SimpleNamespace(task="rte", training={"epochs": 4})] * 3
     summary = helper.summarize(trials, workers=2, wall_s=61.0, device="NVIDIA H100 80GB HBM3", table_trials=table)
     helper.write_record(
-        summary, tmp_path / "r.json", tmp_path / "r.md", "bash benchmarks/reproduce_gpu.sh OUT", "abc1234"
+        summary, tmp_path / "r.json", tmp_path / "r.md", "bash benchmarks/gpu/reproduce_gpu.sh OUT", "abc1234"
     )
     record = json.loads((tmp_path / "r.json").read_text())
     for field in ("device", "trials", "workers", "wall_s", "compile_s", "train_s", "eval_s", "recompiles"):
@@ -96,39 +96,9 @@ def test_the_record_holds_the_fields_the_goal_names_and_a_note_beside_it(tmp_pat
     assert record["table1_gpu_hours_end_to_end"] == round(record["table1"]["gpu_hours"], 1)
     assert record["commit"] == "abc1234" and "compilation" in record["includes"]
     note = (tmp_path / "r.md").read_text()
-    assert "bash benchmarks/reproduce_gpu.sh OUT" in note and "abc1234" in note and "GPU-hours" in note
+    assert "bash benchmarks/gpu/reproduce_gpu.sh OUT" in note and "abc1234" in note and "GPU-hours" in note
     with pytest.raises(ValueError, match="no finished trial"):
         helper.summarize([], 2, 1.0, "cpu", table)
-
-
-def test_step_rates_report_medians_of_the_windows_after_the_first_and_decide_from_them():
-    rates = _module("step_rates")
-    stats = rates.window_stats([0.0, 60.0, 61.0, 62.5, 63.5], steps=10, batch_size=32, warmup_windows=1)
-    assert stats["first_window_s"] == 60.0 and stats["repeats"] == 3
-    assert stats["examples_per_s"] == pytest.approx(320.0) and stats["step_ms"] == pytest.approx(100.0)
-    assert stats["examples_per_s_min"] == pytest.approx(320 / 1.5) and stats["examples_per_s_max"] == 320.0
-    rows = [
-        {
-            "work": "live_distill",
-            "option": "eager-tf32",
-            "examples_per_s": 1600,
-            "step_ms": 20.0,
-            "first_window_s": 1.0,
-        },
-        {"work": "live_distill", "option": "eager-bf16", "examples_per_s": 900, "step_ms": 35.0, "first_window_s": 1.0},
-        {
-            "work": "live_distill",
-            "option": "compiled-bf16",
-            "examples_per_s": 3200,
-            "step_ms": 10.0,
-            "first_window_s": 61.0,
-        },
-        {"work": "live_distill", "option": "compiled-tf32", "error": "failed"},
-    ]
-    decision = rates.decide(rows)
-    assert decision["fastest_eager"] == "eager-tf32" and decision["fastest_compiled"] == "compiled-bf16"
-    assert decision["break_even_steps"] == pytest.approx(60.0 / 0.010)
-    assert decision["compiled_over_eager"] == pytest.approx(2.0)
 
 
 @pytest.mark.gpu_prep
@@ -140,7 +110,7 @@ def test_the_dry_run_writes_the_record_from_real_reproduce_trials(tmp_path):
         "PYTHON": sys.executable,
     }
     result = subprocess.run(
-        ["bash", str(REPO_ROOT / "benchmarks" / "reproduce_gpu.sh"), "--dry-run", str(tmp_path / "out")],
+        ["bash", str(REPO_ROOT / "benchmarks" / "gpu" / "reproduce_gpu.sh"), "--dry-run", str(tmp_path / "out")],
         capture_output=True,
         text=True,
         env=env,
@@ -152,15 +122,3 @@ def test_the_dry_run_writes_the_record_from_real_reproduce_trials(tmp_path):
     assert record["methods"] == ["alp", "nkd"] and record["recompiles"] == 0
     assert record["table1_gpu_hours_end_to_end"] > 0
     assert (tmp_path / "out" / "reproduce_gpu_cpu.md").exists()
-
-
-def test_step_rates_time_the_loops_own_step_on_tiny_shapes(tmp_path):
-    rates = _module("step_rates")
-    report = rates.main(
-        ["--tiny", "--options", "eager-tf32", "--works", "teacher_finetune", "--steps", "1", "--repeats", "2"]
-        + ["--json", str(tmp_path / "rates.json")]
-    )
-    (row,) = report["rows"]
-    assert row["option"] == "eager-tf32" and row["mixed_precision"] == "no" and row["compile"] is False
-    assert row["repeats"] == 2 and row["examples_per_s"] > 0 and "error" not in row
-    assert json.loads((tmp_path / "rates.json").read_text())["rows"][0]["option"] == "eager-tf32"

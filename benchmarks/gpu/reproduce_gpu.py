@@ -1,9 +1,9 @@
-"""Helpers of ``benchmarks/reproduce_gpu.sh``: the random BERT-base it trains, a tiny GLUE folder for its dry
+"""Helpers of ``benchmarks/gpu/reproduce_gpu.sh``: the random BERT-base it trains, a tiny GLUE folder for its dry
 run, and the record of a ``reproduce`` slice with ALP-KD Table 1's GPU-hours end to end.
 
-    python benchmarks/reproduce_gpu.py random-bert OUTDIR --tokenizer DIR [--tiny]
-    python benchmarks/reproduce_gpu.py tiny-glue ROOT          # tiny RTE and MRPC (the dry run)
-    python benchmarks/reproduce_gpu.py summarize RESULTS_DIR --workers N --wall-s S --json OUT.json [--md OUT.md]
+    python benchmarks/gpu/reproduce_gpu.py random-bert OUTDIR --tokenizer DIR [--tiny]
+    python benchmarks/gpu/reproduce_gpu.py tiny-glue ROOT          # tiny RTE and MRPC (the dry run)
+    python benchmarks/gpu/reproduce_gpu.py summarize RESULTS_DIR --workers N --wall-s S --json OUT.json [--md OUT.md]
 
 ``summarize`` reads the slice's trial JSONs (each records its wall ``seconds``, what its fits compiled and
 their wall seconds per phase) and estimates every trial of ALP-KD Table 1 from them (:func:`table1_estimate`).
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 TABLE = "alp_kd_table1"
 

@@ -17,7 +17,7 @@ train the same ALP student to float rounding on this device; then estimates the 
 ``conf/base/parameters_reproduce.yml`` (trials from the sweep definitions, GLUE training-set
 sizes, each trial's epochs) from those rates. ``--tiny`` runs tiny shapes on the CPU (CI).
 
-    PYTHONPATH=src python benchmarks/gpu_check.py [--tiny] [--compile inductor cudagraphs] [--json out.json]
+    PYTHONPATH=src python benchmarks/gpu/gpu_check.py [--tiny] [--compile inductor cudagraphs] [--json out.json]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: GLUE training-set sizes (examples), as the GLUE distribution ships them.
 GLUE_TRAIN_SIZES = {

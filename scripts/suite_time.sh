@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The suite's times as a machine-made record: the README's test command and the slow tier, one after the other,
 # on this tree, each with the load before and after (a shared machine's walls are longer: the record says so).
-#   bash benchmarks/suite_time.sh                 # both tiers -> benchmarks/results/suite_time.json
-#   TIERS=readme bash benchmarks/suite_time.sh    # the README's command only (the record's slow tier stays null)
+#   bash scripts/suite_time.sh                 # both tiers -> benchmarks/results/suite_time.json
+#   TIERS=readme bash scripts/suite_time.sh    # the README's command only (the record's slow tier stays null)
 # Logs: data/08_reporting/suite_time/<tier>.log; the record is written by benchmarks/run_record.py.
 set -euo pipefail
 python=${PYTHON:-.venv/bin/python}

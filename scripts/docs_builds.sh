@@ -2,7 +2,7 @@
 # The strict documentation build, N times in a row, each on a fresh clone of HEAD (a flaky build — an anchor that
 # exists only sometimes — fails some of them). Uses this checkout's .venv; prints one line a build and writes a
 # machine-made record.
-#   bash benchmarks/docs_builds.sh [N=10] [RECORD=benchmarks/results/docs_builds.json]
+#   bash scripts/docs_builds.sh [N=10] [RECORD=benchmarks/results/docs_builds.json]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10}
@@ -29,7 +29,7 @@ joined=$(IFS=,; echo "${results[*]}")
 import json, os, sys
 from datetime import UTC, datetime
 out, commit, builds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-record = {"what": "mkdocs build --strict on fresh clones (benchmarks/docs_builds.sh)", "commit": commit,
+record = {"what": "mkdocs build --strict on fresh clones (scripts/docs_builds.sh)", "commit": commit,
           "builds": builds, "passed": sum(b["exit"] == 0 for b in builds),
           "recorded": datetime.now(UTC).isoformat(timespec="seconds")}
 tmp = out + ".tmp"

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_run.sh: the prepared GPU run's dry run on the CPU, and its usage line."""
+"""benchmarks/gpu/gpu_run.sh: the prepared GPU run's dry run on the CPU, and its usage line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "benchmarks" / "gpu_run.sh"
+SCRIPT = REPO_ROOT / "benchmarks" / "gpu" / "gpu_run.sh"
 STEPS = ("gpu_check", "distill_alp", "distill_alp_compiled", "distill_baselines", "reproduce")
 
 
@@ -38,13 +38,15 @@ def test_missing_outdir_exits_2_with_usage():
     for args in ((), ("--dry-run",)):
         result = _run(*args)
         assert result.returncode == 2
-        assert "usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR" in result.stderr
+        assert "usage: bash benchmarks/gpu/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR" in result.stderr
 
 
 def _helper():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpu_run_helper", REPO_ROOT / "benchmarks" / "gpu_run_helper.py")
+    spec = importlib.util.spec_from_file_location(
+        "gpu_run_helper", REPO_ROOT / "benchmarks" / "gpu" / "gpu_run_helper.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -20,7 +20,7 @@ or at ``--budget`` seconds. Then it checks:
 It writes ``<out>.json`` (machine-made: schedule, faults injected by kind, each worker run, invariants, seconds of
 work lost, seed, commit, load) and ``<out>.md``::
 
-    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python benchmarks/chaos_sweep.py --seed 1 \\
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python tests/soak/chaos_sweep.py --seed 1 \\
         --out benchmarks/results/chaos_sweep_seed1
 
 Root is needed for the tmpfs (``mount -t tmpfs``); without it the store's disk is filled on the disk it is on,
@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 for _path in (REPO_ROOT, REPO_ROOT / "src"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
@@ -575,7 +575,7 @@ def markdown(record: dict) -> str:
     lines = [
         f"# Chaos soak of the sweep, seed {record['seed']}",
         "",
-        f"Made by `benchmarks/chaos_sweep.py --seed {record['seed']}` at commit `{record['commit']}` "
+        f"Made by `tests/soak/chaos_sweep.py --seed {record['seed']}` at commit `{record['commit']}` "
         f"(machine-made; the JSON beside this file has every event).",
         "",
         f"- **{'passed' if record['passed'] else 'FAILED' if record['finished'] else 'UNFINISHED'}**: {record['trials']} trials, {record['workers']} workers, "

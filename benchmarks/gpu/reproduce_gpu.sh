@@ -1,6 +1,6 @@
 # A real slice of ALP-KD Table 1 through `kedro run --env paper --pipelines=reproduce` on one GPU, timed end to end
 # (docs/gpu.md, "The next GPU draw"):
-#   bash benchmarks/reproduce_gpu.sh [--dry-run] [--site TARBALL] OUTDIR
+#   bash benchmarks/gpu/reproduce_gpu.sh [--dry-run] [--site TARBALL] OUTDIR
 # Every method of the table on RTE and MRPC, seed 1, every learning rate, at the grid points GRID keeps (default:
 # η ∈ {0.2, 0.5}, λ = 0.2: 90 trials), WORKERS workers (default 4) on one Optuna study sharing the GPU, with
 # runtime.compile=COMPILE (default reduce-overhead), the teacher a randomly initialised BERT-base (timing needs its
@@ -8,11 +8,11 @@
 # (default .gpu_carry/bert_tokenizer), real GLUE files from GLUE_DIR (default .gpu_carry/glue: carried with the
 # checkout). The workers stop after BUDGET_S seconds (default 420: with the set-up one call of about 8 minutes, inside 9.5);
 # the record is made from the trials that finished: OUTDIR/reproduce_gpu_<chip>.json and .md
-# (benchmarks/reproduce_gpu.py summarize), which the caller copies to benchmarks/results/.
-# --site TARBALL: the project's pins as one site-packages tarball (benchmarks/gpu_run_helper.py bundle), as gpu_run.sh.
+# (benchmarks/gpu/reproduce_gpu.py summarize), which the caller copies to benchmarks/results/.
+# --site TARBALL: the project's pins as one site-packages tarball (benchmarks/gpu/gpu_run_helper.py bundle), as gpu_run.sh.
 # --dry-run: the same on the CPU with a tiny teacher and tiny RTE (two trials, two workers, compile off).
 set -euo pipefail
-usage="usage: bash benchmarks/reproduce_gpu.sh [--dry-run] [--site TARBALL] OUTDIR"
+usage="usage: bash benchmarks/gpu/reproduce_gpu.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
 site_tarball=""
 while [ $# -gt 1 ]; do
@@ -23,7 +23,7 @@ while [ $# -gt 1 ]; do
   esac
 done
 if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then echo "$usage" >&2; exit 2; fi
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 PY=${PYTHON:-python}
@@ -33,7 +33,7 @@ export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" MLFLOW_TRACKING_URI="sq
 export TORCHINDUCTOR_CACHE_DIR="$out/inductor_cache"  # shared: a worker compiling a graph another compiled loads it
 if [ -n "$site_tarball" ]; then
   site=$(mktemp -d)
-  $PY benchmarks/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1
+  $PY benchmarks/gpu/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1
   export PYTHONPATH="$repo/src:$site${PYTHONPATH#"$repo/src"}"
 fi
 if ! $PY -c "import bert_kd.pipeline_registry, kedro_mlflow, mlflow, optuna" > "$out/imports.log" 2>&1; then
@@ -53,12 +53,12 @@ extra=""
 if $dry_run; then
   WORKERS=2 BUDGET_S=${BUDGET_S_DRY:-600} COMPILE=false TASKS=rte
   GRID="training.learning_rate=2e-5 method.weights.kd=0.5 method.weights.layer=0.2"
-  $PY benchmarks/reproduce_gpu.py tiny-glue "$out/tiny_glue"
+  $PY benchmarks/gpu/reproduce_gpu.py tiny-glue "$out/tiny_glue"
   glue=$out/tiny_glue
-  $PY benchmarks/reproduce_gpu.py random-bert "$out/teacher" --tiny > "$out/teacher.log" 2>&1
+  $PY benchmarks/gpu/reproduce_gpu.py random-bert "$out/teacher" --tiny > "$out/teacher.log" 2>&1
   extra=",reproduce.methods=nkd alp,$t.teacher.max_seq_length=32,$t.teacher.training.epochs=1,$t.training.epochs=1"
 else
-  $PY benchmarks/reproduce_gpu.py random-bert "$out/teacher" --tokenizer "${TOKENIZER:-.gpu_carry/bert_tokenizer}" \
+  $PY benchmarks/gpu/reproduce_gpu.py random-bert "$out/teacher" --tokenizer "${TOKENIZER:-.gpu_carry/bert_tokenizer}" \
     > "$out/teacher.log" 2>&1
 fi
 glue=$(cd "$glue" && pwd)
@@ -70,7 +70,7 @@ cp pyproject.toml "$project/" && cp -r conf/base conf/paper "$project/conf/"
 params="reproduce.table=alp_kd_table1,reproduce.tasks=$TASKS,reproduce.seeds=1,reproduce.grid=$GRID"
 params="$params,reproduce.results_dir=$out/results,reproduce.storage=sqlite:///$out/optuna.db,glue_dir=$glue"
 params="$params,$t.teacher.model=$out/teacher,runtime.compile=$COMPILE,tracking.log_models=false,runtime.progress_bar=false$extra"
-command="WORKERS=$WORKERS BUDGET_S=$BUDGET_S COMPILE=$COMPILE bash benchmarks/reproduce_gpu.sh$($dry_run && echo ' --dry-run') OUTDIR"
+command="WORKERS=$WORKERS BUDGET_S=$BUDGET_S COMPILE=$COMPILE bash benchmarks/gpu/reproduce_gpu.sh$($dry_run && echo ' --dry-run') OUTDIR"
 
 # MLflow's database made before the workers start: workers creating it at once race in its migrations.
 $PY -c "import mlflow; mlflow.set_tracking_uri('$MLFLOW_TRACKING_URI'); mlflow.search_experiments()" > "$out/mlflow_init.log" 2>&1
@@ -94,5 +94,5 @@ cd "$repo"
 chip=$($PY -c "import torch
 name = torch.cuda.get_device_name().lower() if torch.cuda.is_available() else 'cpu'
 print(next((c for c in ('h200', 'h100', 'a100', 'l40s', 'l4') if c in name), 'cpu' if name == 'cpu' else 'gpu'))")
-$PY benchmarks/reproduce_gpu.py summarize "$out/results" --workers "$WORKERS" --wall-s "$(echo "$wall" | awk '{print $1/1000}')" \
+$PY benchmarks/gpu/reproduce_gpu.py summarize "$out/results" --workers "$WORKERS" --wall-s "$(echo "$wall" | awk '{print $1/1000}')" \
   --command "$command" --json "$out/reproduce_gpu_$chip.json" --md "$out/reproduce_gpu_$chip.md"

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py: the tiny CPU mode end to end, and the GPU-hours arithmetic on fake timings."""
+"""benchmarks/gpu/gpu_check.py: the tiny CPU mode end to end, and the GPU-hours arithmetic on fake timings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "benchmarks" / "gpu_check.py"
+SCRIPT = REPO_ROOT / "benchmarks" / "gpu" / "gpu_check.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""benchmarks/chaos_sweep.py: its fault schedule is the seed's, the same every time (a soak is replayed by its seed)."""
+"""tests/soak/chaos_sweep.py: its fault schedule is the seed's, the same every time (a soak is replayed by its seed)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 from tests.conftest import REPO_ROOT
 
-spec = importlib.util.spec_from_file_location("chaos_sweep", REPO_ROOT / "benchmarks" / "chaos_sweep.py")
+spec = importlib.util.spec_from_file_location("chaos_sweep", REPO_ROOT / "tests" / "soak" / "chaos_sweep.py")
 chaos_sweep = importlib.util.module_from_spec(spec)
 sys.modules["chaos_sweep"] = chaos_sweep  # dataclasses look their module up by name
 spec.loader.exec_module(chaos_sweep)

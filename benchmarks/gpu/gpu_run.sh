@@ -1,6 +1,6 @@
 # The prepared GPU run (docs/gpu.md, "The prepared GPU run"):
-#   bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR
-# Runs, each with its log and wall time in OUTDIR: (1) benchmarks/gpu_check.py, (2) the main job
+#   bash benchmarks/gpu/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR
+# Runs, each with its log and wall time in OUTDIR: (1) benchmarks/gpu/gpu_check.py, (2) the main job
 # `kedro run --pipelines=distill_alp`, (2b) the same job with runtime.compile=reduce-overhead (eager in the
 # dry run), teacher and student under their own keys, (3) a small `distill_baselines` (--env compare), (4) a 2-worker
 # `reproduce` slice (cpu_protocol, NKD, one task, seeds 1 and 2: one trial per worker), every kedro run
@@ -10,11 +10,11 @@
 # they are (torch is never reinstalled); if benchmarks/wheels/ exists, the project's pure-Python pins are
 # installed from it first (pip install --no-index --find-links benchmarks/wheels, then -e . --no-deps).
 # --site TARBALL: instead of installing, unpack a ready site-packages tarball (made on a machine with
-# internet by `python benchmarks/gpu_run_helper.py bundle`) into a scratch folder and put it on PYTHONPATH:
+# internet by `python benchmarks/gpu/gpu_run_helper.py bundle`) into a scratch folder and put it on PYTHONPATH:
 # nothing to resolve on a machine that can reach no index. Its checksum (TARBALL.sha256, written by bundle) is
 # verified first; a tarball that is missing, damaged, without its checksum, climbing out of its folder or carrying
 # a start-up module stops the script here with the reason (exit 2). The scratch folder goes when the script ends.
-# --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu_run_helper.py).
+# --dry-run: the same steps on the CPU with a tiny local teacher and tiny SST-2 (benchmarks/gpu/gpu_run_helper.py).
 # GLUE_DIR (default ../shared/glue, relative to the checkout); PYTHON (default python);
 # TIMEOUT_GPU_CHECK, TIMEOUT_DISTILL_ALP, TIMEOUT_DISTILL_ALP_COMPILED, TIMEOUT_DISTILL_BASELINES, TIMEOUT_REPRODUCE: seconds a step may
 # run before it is stopped (exit 124 in steps.tsv; default: no limit), for a machine lent for minutes;
@@ -22,7 +22,7 @@
 # GPU_CHECK_COMPILE: the torch.compile backends (or inductor modes) gpu_check also times, each also with the live
 # teacher compiled (default "reduce-overhead"; empty: none); GPU_CHECK_ARGS: more gpu_check arguments.
 set -euo pipefail
-usage="usage: bash benchmarks/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
+usage="usage: bash benchmarks/gpu/gpu_run.sh [--dry-run] [--site TARBALL] OUTDIR"
 dry_run=false
 site_tarball=""
 while [ $# -gt 1 ]; do
@@ -35,7 +35,7 @@ while [ $# -gt 1 ]; do
   esac
 done
 if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then echo "$usage" >&2; exit 2; fi
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 PY=${PYTHON:-python}
@@ -49,7 +49,7 @@ if [ -n "$site_tarball" ]; then
   # A ready site-packages folder first on the path: the carried pins win over the machine's copies.
   site=$(mktemp -d)
   trap 'rm -rf "$site"' EXIT  # the unpacked site is this run's only
-  if ! $PY benchmarks/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1; then
+  if ! $PY benchmarks/gpu/gpu_run_helper.py unpack-site "$site_tarball" "$site" > "$out/unpack_site.log" 2>&1; then
     tail -n 5 "$out/unpack_site.log" >&2
     echo "gpu_run.sh: --site $site_tarball cannot be used (above; $out/unpack_site.log)" >&2
     exit 2
@@ -98,7 +98,7 @@ cp -r conf/base conf/compare "$project/conf/"
 common="glue_dir=$glue,tracking.log_models=false,runtime.progress_bar=false"
 sweep="reproduce.table=cpu_protocol,reproduce.methods=nkd,reproduce.results_dir=$out/results,reproduce.storage=sqlite:///$out/optuna.db"
 if $dry_run; then
-  $PY benchmarks/gpu_run_helper.py tiny "$out"
+  $PY benchmarks/gpu/gpu_run_helper.py tiny "$out"
   glue=$out/tiny_glue
   tiny="teacher.model=$out/tiny_teacher,teacher.max_seq_length=32,training.epochs=1,max_train_samples=64,runtime.checkpoint_every_steps=0"
   common="glue_dir=$glue,task=sst2,tracking.log_models=false,runtime.progress_bar=false,$tiny"
@@ -127,11 +127,11 @@ reproduce_two_workers() {  # two workers on one Optuna study, as scripts/sweep.s
   return $code
 }
 
-step gpu_check limited gpu_check $PY benchmarks/gpu_check.py "${check_args[@]}" --json "$out/gpu_check.json"
+step gpu_check limited gpu_check $PY benchmarks/gpu/gpu_check.py "${check_args[@]}" --json "$out/gpu_check.json"
 cd "$project"
 step distill_alp limited distill_alp $PY -m kedro run --pipelines=distill_alp --params "$common"
 step distill_alp_compiled limited distill_alp_compiled $PY -m kedro run --pipelines=distill_alp --params "$common,runtime.compile=$compiled"
 step distill_baselines limited distill_baselines $PY -m kedro run --env compare --pipelines=distill_baselines --params "$common$baselines_extra"
 step reproduce reproduce_two_workers
 cd "$repo"
-$PY benchmarks/gpu_run_helper.py summary "$out"
+$PY benchmarks/gpu/gpu_run_helper.py summary "$out"

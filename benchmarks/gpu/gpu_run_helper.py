@@ -1,9 +1,9 @@
-"""Helpers of ``benchmarks/gpu_run.sh``: a tiny local teacher and GLUE folder (``--dry-run``) and the summary.
+"""Helpers of ``benchmarks/gpu/gpu_run.sh``: a tiny local teacher and GLUE folder (``--dry-run``) and the summary.
 
-python benchmarks/gpu_run_helper.py tiny OUTDIR      # OUTDIR/tiny_teacher, OUTDIR/tiny_glue/SST-2
-python benchmarks/gpu_run_helper.py summary OUTDIR   # OUTDIR/summary.md from steps.tsv, mlflow.db, gpu_check.log
-python benchmarks/gpu_run_helper.py bundle OUT.tar.xz --have PACKAGES.txt [--python-version 3.12]
-python benchmarks/gpu_run_helper.py unpack-site OUT.tar.xz DIR   # what gpu_run.sh --site does first
+python benchmarks/gpu/gpu_run_helper.py tiny OUTDIR      # OUTDIR/tiny_teacher, OUTDIR/tiny_glue/SST-2
+python benchmarks/gpu/gpu_run_helper.py summary OUTDIR   # OUTDIR/summary.md from steps.tsv, mlflow.db, gpu_check.log
+python benchmarks/gpu/gpu_run_helper.py bundle OUT.tar.xz --have PACKAGES.txt [--python-version 3.12]
+python benchmarks/gpu/gpu_run_helper.py unpack-site OUT.tar.xz DIR   # what gpu_run.sh --site does first
 
 ``bundle`` (on a machine with a package index): the project's runtime pins and their dependencies for the
 target Python, less what the GPU machine already has (``--have``: its ``pip list --format=freeze`` or a list
@@ -32,7 +32,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 WORDS = [
     "the",
