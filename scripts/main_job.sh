@@ -2,7 +2,7 @@
 # One candidate of the README's main job (`kedro run --pipelines=distill_alp`), timed, with the machine's
 # load before and after (benchmarks/results/main_job.md records what each candidate gave).
 #   THREADS=2 bash scripts/main_job.sh <name> "max_train_samples=8000,teacher.training.epochs=2"
-# Record: benchmarks/results/main_job_<name>.json (benchmarks/run_record.py). Log: data/08_reporting/main_job/<name>.log (accuracies per epoch, /usr/bin/time's wall, CPU and peak RSS),
+# Record: benchmarks/results/main_job_<name>.json (scripts/run_record.py). Log: data/08_reporting/main_job/<name>.log (accuracies per epoch, /usr/bin/time's wall, CPU and peak RSS),
 # every line time-stamped (scripts/main_job_logging.yml); the seconds of each stage (ingest, tokenise, each
 # teacher and student epoch, teacher cache, evaluations, saving and MLflow logging, figures) are printed at the
 # end by benchmarks/stage_times.py. TRACKING=true keeps MLflow on, as a user has it (the default here: off).
@@ -28,4 +28,4 @@ echo "load after: $(uptime)" >>"$log"
 grep -E "epoch [0-9]+:|Elapsed \(wall|User time|System time|Maximum resident" "$log"
 "$python" benchmarks/stage_times.py "$log"
 # the machine-made record (stages, accuracies, wall/CPU/memory, machine, commit, load, threads)
-"$python" benchmarks/run_record.py main-job "$log" "benchmarks/results/main_job_$name.json"
+"$python" scripts/run_record.py main-job "$log" "benchmarks/results/main_job_$name.json"

@@ -1,6 +1,6 @@
 # Sourced by .ci/run and scripts/suite_time.sh: one pytest tier, printed and logged with the load around it.
 #   tier NAME PYTEST-ARGS...   -> $TIER_LOGS/NAME.log (default data/08_reporting/suite_time); returns pytest's status
-# benchmarks/run_record.py reads these logs (command, nice, load before/after, pytest's summary line).
+# scripts/run_record.py reads these logs (command, nice, load before/after, pytest's summary line).
 tier() {
   local name=$1 logs=${TIER_LOGS:-data/08_reporting/suite_time}
   shift

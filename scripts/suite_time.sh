@@ -3,7 +3,7 @@
 # on this tree, each with the load before and after (a shared machine's walls are longer: the record says so).
 #   bash scripts/suite_time.sh                 # both tiers -> benchmarks/results/suite_time.json
 #   TIERS=readme bash scripts/suite_time.sh    # the README's command only (the record's slow tier stays null)
-# Logs: data/08_reporting/suite_time/<tier>.log; the record is written by benchmarks/run_record.py.
+# Logs: data/08_reporting/suite_time/<tier>.log; the record is written by scripts/run_record.py.
 set -euo pipefail
 python=${PYTHON:-.venv/bin/python}
 out=${1:-benchmarks/results/suite_time.json}
@@ -19,4 +19,4 @@ for tier in $tiers; do
     *) echo "suite_time: unknown tier $tier (readme, slow)" >&2; exit 2 ;;
   esac
 done
-"$python" benchmarks/run_record.py suite "$logs/readme.log" "$logs/slow.log" "$out"
+"$python" scripts/run_record.py suite "$logs/readme.log" "$logs/slow.log" "$out"

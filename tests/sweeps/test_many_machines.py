@@ -347,19 +347,24 @@ def test_two_workers_and_a_killed_one_sweep_a_table_on_postgresql_and_an_mlflow_
         assert logged[0].source_run_id == trained_in, (kind, key)
         assert any(logged[0].model_id in path for path in on_server), (kind, key, logged[0].model_id)
 
-    # The password B was given is written nowhere: no file of any checkout, log, store or artifact, no tag or
-    # parameter of any run or model on the MLflow server, no attribute of the study.
+    assert_written_nowhere(PASSWORD, (tmp_path, services.root), client, experiments, study)
+
+
+def assert_written_nowhere(secret: str, roots, client, experiments, study) -> None:
+    """``secret`` is in no file under ``roots`` (checkouts, stores, logs, the servers' folders), no tag,
+    parameter or name of any run or logged model on the MLflow server, and no attribute of the study."""
     leaks = [
         str(path)
-        for root in (tmp_path, services.root)
+        for root in roots
         for path in root.rglob("*")
-        if path.is_file() and not path.is_symlink() and PASSWORD.encode() in path.read_bytes()
+        if path.is_file() and not path.is_symlink() and secret.encode() in path.read_bytes()
     ]
     assert not leaks, leaks
     runs = client.search_runs(experiments)
-    assert runs and not [r.info.run_id for r in runs if PASSWORD in repr((r.data.tags, r.data.params, r.info.run_name))]
-    assert not [m.model_id for m in models if PASSWORD in repr((m.tags, m.params, m.name))]
-    assert PASSWORD not in repr([(t.user_attrs, t.system_attrs, t.params) for t in study.get_trials()])
+    assert runs and not [r.info.run_id for r in runs if secret in repr((r.data.tags, r.data.params, r.info.run_name))]
+    models = client.search_logged_models(experiments)
+    assert not [m.model_id for m in models if secret in repr((m.tags, m.params, m.name))]
+    assert secret not in repr([(t.user_attrs, t.system_attrs, t.params) for t in study.get_trials()])
 
 
 def test_the_slurm_array_script_starts_its_workers_on_the_shared_study():

@@ -1,4 +1,4 @@
-"""benchmarks/run_record.py: a main-job log and two pytest logs become whole JSON records."""
+"""scripts/run_record.py: a main-job log and two pytest logs become whole JSON records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime
 from tests.benchmarks.test_stage_times import log_lines
 from tests.conftest import REPO_ROOT
 
-spec = importlib.util.spec_from_file_location("run_record", REPO_ROOT / "benchmarks" / "run_record.py")
+spec = importlib.util.spec_from_file_location("run_record", REPO_ROOT / "scripts" / "run_record.py")
 run_record = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run_record)
 

@@ -1,7 +1,7 @@
 """Machine-made JSON records of timed runs: the main job (from its log) and the test suite's walls.
 
-    python benchmarks/run_record.py main-job data/08_reporting/main_job/<name>.log benchmarks/results/main_job_<name>.json
-    python benchmarks/run_record.py suite <README command's log> <slow tier's log> benchmarks/results/suite_time.json
+    python scripts/run_record.py main-job data/08_reporting/main_job/<name>.log benchmarks/results/main_job_<name>.json
+    python scripts/run_record.py suite <README command's log> <slow tier's log> benchmarks/results/suite_time.json
 
 A record holds what was measured (per-stage seconds, dev accuracy after each epoch, wall, CPU and peak memory
 from ``/usr/bin/time -v``; or each tier's wall and counts), where (CPU model, cores, kernels the CPU offers),
@@ -22,7 +22,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # stage_times.py
 from stage_times import stage_seconds  # noqa: E402
 
 EPOCH = re.compile(r"(teacher|student)?[^:]*? epoch (\d+): (\{.*\})$")
@@ -82,7 +82,7 @@ def main_job(log: Path) -> dict:
         raise ValueError(f"{log}: no /usr/bin/time -v block or no epoch accuracies: run it with main_job.sh")
     loads = [float(m[1]) for line in lines if line.startswith("load ") and (m := LOAD.search(line))]
     return {
-        "what": "kedro run --pipelines=distill_alp (benchmarks/main_job.sh)",
+        "what": "kedro run --pipelines=distill_alp (scripts/main_job.sh)",
         "params": header.get("params"),
         "threads": int(header.get("threads", 0)),
         "niceness": int(header.get("nice", 0)),
