@@ -63,3 +63,40 @@ def test_the_training_split_gets_the_set_after_its_own_rows(tmp_path, teacher, t
     assert merged["train"]["idx"][: len(train)] == tokenized["train"]["idx"]
     assert len(set(merged["train"]["idx"])) == len(merged["train"])  # the teacher cache's lookup key stays unique
     assert merged["validation"] is tokenized["validation"]
+
+
+def _replace_rows(shard):
+    """Rewrite a shard as valid Arrow with one row's tokens changed (what an edit after the set was made leaves)."""
+    from datasets import Dataset
+
+    rows = Dataset.from_file(str(shard)).to_dict()
+    rows["input_ids"][0] = list(reversed(rows["input_ids"][0]))
+    edited = Dataset.from_dict(rows)
+    shard.unlink()
+    from bert_kd.core.data.shards import ShardWriter
+
+    writer = ShardWriter(shard.parent / "edit")
+    writer.add(edited.to_dict())
+    (made,) = writer.close()
+    made.rename(shard)
+    (shard.parent / "edit").rmdir()
+
+
+@pytest.mark.parametrize("damage", ["rows replaced", "manifest deleted", "file added"])
+def test_a_set_given_by_path_is_checked_against_its_manifest(tmp_path, teacher, train, damage):
+    made = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    assert build_transfer_set(train, teacher, _block(tmp_path, path=str(made.path)), 32, "rte").key == made.key
+    copy = tmp_path / "copied"
+    import shutil
+
+    shutil.copytree(made.path, copy)
+    if damage == "rows replaced":
+        _replace_rows(sorted(copy.glob("shard-*.arrow"))[0])
+    elif damage == "manifest deleted":
+        (copy / "manifest.json").unlink()
+    else:
+        (copy / "shard-00099.arrow").write_bytes((copy / "shard-00000.arrow").read_bytes())
+    with pytest.raises(ParameterError) as error:
+        build_transfer_set(train, teacher, _block(tmp_path, path=str(copy)), 32, "rte")
+    block = error.value.block()
+    assert "augment.path" in block and str(copy) in block and "manifest" in block and "fix:" in block

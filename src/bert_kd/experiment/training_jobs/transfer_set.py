@@ -161,6 +161,27 @@ def load_transfer_set(directory: str | Path) -> TransferSet:
     return TransferSet(read_shards(directory), directory.name, directory, info)
 
 
+def verified_transfer_set(directory: str | Path, where: str = "augment.path") -> TransferSet:
+    """The transfer set in ``directory`` (given by path, so not made by this run) once its ``manifest.json``
+    proves it whole, as the store proves an entry it reuses: the folder's files (the Arrow shards and
+    ``transfer_set.json``) have the sizes and sha256 recorded when the set was stored, nothing was added, and in a
+    store folder (``<root>/transfer_set/<key>``) the manifest names that key. An edited, truncated or
+    manifest-less set is refused with one block naming the folder (``where``: the parameter)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ParameterError(
+            [(where, f"{directory} is not a folder")], fix=f"give a transfer set's store folder ({KIND}/<key>)"
+        )
+    problem = jobs.store_entry_problem(directory)
+    if problem is not None:
+        raise ParameterError(
+            [(where, f"the transfer set at {directory} does not match its manifest: {problem}")],
+            fix=f"use the set as stored (augment.directory/{KIND}/<key>, its files unchanged), or leave {where} empty "
+            "to build the set with `kedro run --pipelines=augment_glue` (a changed set is a new set, with its own key)",
+        )
+    return load_transfer_set(directory)
+
+
 def check_transfer_set(transfer: TransferSet, task: str, tokenizer, max_seq_length: int, where: str) -> None:
     """A transfer set of another task or tokenizer is refused, naming ``where`` (the parameter)."""
     problems = []
