@@ -186,7 +186,7 @@ def test_a_push_refuses_a_symbolic_link_in_the_folder(student_entry, tmp_path):
     folder = tmp_path / "copy"
     shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json"))
     (folder / "notes.txt").symlink_to("/etc/hostname")
-    done = _cli("push", str(folder), "alice/tiny", "--dry-run", "--to", str(tmp_path / "out"))
+    done = _cli("push", str(folder), "alice/tiny", "--dry-run", "--to", str(tmp_path / "out"), "--allow-unverified")
     assert done.exit_code == 2 and "symbolic link" in done.output and not (tmp_path / "out").exists()
 
 
@@ -203,6 +203,26 @@ def test_card_and_push_run_the_store_check(student_entry, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_entry_without_its_manifest_is_refused_unless_allowed_unverified(student_entry, tmp_path):
+    """Deleting manifest.json from an edited entry would turn the store check off: card and push refuse the
+    folder, and --allow-unverified shares it with a warning."""
+    info = student_entry / "bert_kd.json"
+    info.write_text(info.read_text().replace("0.625", "0.987"))
+    (student_entry / "manifest.json").unlink()
+    for args in (
+        ("card", str(student_entry)),
+        ("push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "o")),
+    ):
+        done = _cli(*args)
+        assert done.exit_code == 2 and "has no manifest.json" in done.output, done.output
+        assert "--allow-unverified" in done.output and "Traceback" not in done.output
+    assert not (tmp_path / "o").exists() and not (student_entry / "README.md").exists()
+    done = _cli(
+        "push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "o"), "--allow-unverified"
+    )
+    assert done.exit_code == 0 and "unverified" in done.output and (tmp_path / "o" / "README.md").is_file()
+
+
 def test_a_repo_id_the_hub_refuses_is_refused_in_a_dry_run(student_entry, tmp_path):
     for bad in ("no-owner", "alice/has space", "a/b/c", "alice/" + "x" * 97):
         done = _cli("push", str(student_entry), bad, "--dry-run", "--to", str(tmp_path / "out"))
@@ -215,7 +235,7 @@ def test_card_never_replaces_a_users_own_readme(student_entry, tmp_path):
     folder = tmp_path / "mine"
     shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json", "README.md"))
     (folder / "README.md").write_text("# my notes\n")
-    done = _cli("card", str(folder))
+    done = _cli("card", str(folder), "--allow-unverified")
     assert done.exit_code == 2 and "not a card bert-kd wrote" in done.output
     assert (folder / "README.md").read_text() == "# my notes\n"
     assert _cli("card", str(student_entry)).exit_code == 0  # its own card is rewritten
