@@ -9,7 +9,7 @@ import pytest
 
 from bert_kd.experiment import jobs
 from bert_kd.experiment.hub import push_folder, push_to_hub
-from bert_kd.experiment.model_card import card_facts, write_model_card
+from bert_kd.experiment.model_card import card_facts, literal, write_model_card
 from tests.conftest import make_tiny_bert
 
 
@@ -23,7 +23,7 @@ def stored_entry(root: Path, kind: str, info: dict, spec: dict) -> Path:
         make_tiny_bert(directory, num_layers=2)
         (directory / "bert_kd.json").write_text(json.dumps({**info, "key": job.key}))
 
-    manifest = {**jobs.identity_manifest(job), "provenance": {"git_commit": "abc123", "host": "machine-7"}}
+    manifest = jobs.entry_manifest(job, {"git_commit": "abc123", "host": "machine-7"})
     return write_atomically(job.store_dir, write, manifest)
 
 
@@ -169,6 +169,68 @@ def test_template_syntax_in_an_entry_reaches_the_card_as_text_never_runs(tmp_pat
     from huggingface_hub import ModelCard
 
     assert ModelCard(text).data.license == payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "abc123\n\n## Verified by the GLUE team [see](https://evil.example)",
+        "<img src=x onerror=alert(1)>",
+        "`` ` `<b>x</b>",
+        "[click](javascript:alert(1)) **bold** _it_",
+    ],
+)
+def test_free_text_from_an_entry_is_never_markdown_or_html_in_the_card(tmp_path, payload):
+    """An edited commit line, method, base model, metric name, run id or key reaches the card as text: rendered
+    (CommonMark), the card has the same links, headings, emphasis and no more HTML than the card of a harmless
+    value, and the value is shown as it is."""
+    from markdown_it import MarkdownIt
+
+    def card_of(value: str, root: Path) -> str:
+        teacher = stored_entry(
+            root,
+            "teacher",
+            {"role": "teacher", "task": "rte", "base_model": value, "best_metrics": {}},
+            {"task": "rte"},
+        )
+        job = jobs.Job("student", {"task": "rte", "recipe": {"method": value}, "data": value}, root)
+
+        def write(directory: Path) -> None:
+            make_tiny_bert(directory, num_layers=2)
+            info = {
+                "role": "student",
+                "task": "rte",
+                "method": value,
+                "algorithm": value,
+                "teacher_key": teacher.name,
+                "best_metrics": {"accuracy": 0.6, value: 0.5},
+                "mlflow_run_id": value,
+                "layer_map": [[value]],
+                "dev_split": value,
+                "key": job.key,
+            }
+            (directory / "bert_kd.json").write_text(json.dumps(info))
+
+        from bert_kd.core.files import write_atomically
+
+        entry = write_atomically(job.store_dir, write, jobs.entry_manifest(job, {"git_commit": value}))
+        link = "http://mlflow/#/runs/x) [y](http://evil"  # no plain address: no link
+        card = write_model_card(entry, run_link=link, registered=value, license=value).read_text()
+        return card.split("\n---\n", 1)[1]
+
+    def structure(body: str) -> list:
+        shape = []
+        for token in MarkdownIt("commonmark").parse(body):
+            for part in [token, *(token.children or [])]:
+                if part.type not in ("text", "code_inline", "softbreak", "fence"):
+                    shape.append((part.type, part.tag, part.attrs.get("href", "").split("/teacher/")[0]))
+        return shape
+
+    body = card_of(payload, tmp_path / "a")
+    assert structure(body) == structure(card_of("plain", tmp_path / "b"))
+    rendered = MarkdownIt("commonmark").render(body)
+    assert "<img" not in rendered and "<b>" not in rendered
+    assert f"**Commit**: {literal(payload)}\n" in body and " ".join(payload.split()) in body
 
 
 def _cli(*args):
