@@ -271,6 +271,11 @@ class TeacherCache(Strict):
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+#: The most rewrites of one training row ``augment.copies`` may ask for: both papers use 20 (Tang et al. 2019's
+#: N_a, TinyBERT's N_a); 1,000 already makes a transfer set fifty times theirs (and 1,000 draws per row).
+MAX_AUGMENT_COPIES = 1000
+
+
 class Augment(Strict):
     """The transfer set (``augment_glue``): Tang et al. (2019)'s rules (``mask``, ``pos``, ``ngram``) or
     TinyBERT's word replacement (``tinybert``), with the papers' values as defaults
@@ -291,6 +296,16 @@ class Augment(Strict):
     directory: str = "data/05_model_input/transfer_sets"
     rows_per_shard: PositiveInt = 100_000
     path: str | None = None  # a stored transfer set to use instead (checked against the run's task and tokenizer)
+
+    @field_validator("copies")
+    @classmethod
+    def _bounded_copies(cls, value: int) -> int:
+        if value > MAX_AUGMENT_COPIES:
+            raise ValueError(
+                f"{value} rewrites of every training row is more than the {MAX_AUGMENT_COPIES} allowed (each is one "
+                "draw, tokenized and stored: the rows times the copies); the papers use 20"
+            )
+        return value
 
     @field_validator("rules")
     @classmethod

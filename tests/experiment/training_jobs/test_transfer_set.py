@@ -100,3 +100,20 @@ def test_a_set_given_by_path_is_checked_against_its_manifest(tmp_path, teacher, 
         build_transfer_set(train, teacher, _block(tmp_path, path=str(copy)), 32, "rte")
     block = error.value.block()
     assert "augment.path" in block and str(copy) in block and "manifest" in block and "fix:" in block
+
+
+def test_copies_are_bounded_and_a_long_augmentation_says_how_far_it_is(tmp_path, teacher, train, monkeypatch, caplog):
+    """augment.copies=1e9 ran 1e9 draws per row with no word: above the bound it is one parameter error, and
+    augmenting prints the draws up front and a progress line with an estimate while it runs."""
+    from bert_kd.config.schema import MAX_AUGMENT_COPIES
+
+    for copies in (10**9, MAX_AUGMENT_COPIES + 1):
+        with pytest.raises(ParameterError) as error:
+            job.transfer_set_job(train, teacher, _block(tmp_path, copies=copies), "rte", 32)
+        assert "augment.copies" in error.value.block() and str(MAX_AUGMENT_COPIES) in error.value.block()
+    assert not (tmp_path / "sets").exists()
+    monkeypatch.setattr(job, "PROGRESS_EVERY_S", 0.0)
+    with caplog.at_level("INFO", logger=job.log.name):
+        job.transfer_set_job(train, teacher, _block(tmp_path, copies=3), "rte", 32)
+    assert "8 source rows x 3 copies (24 draws" in caplog.text
+    assert "of 8 source rows" in caplog.text and "left" in caplog.text

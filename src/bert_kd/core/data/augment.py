@@ -116,13 +116,20 @@ def _texts(row, has_pair: bool) -> tuple[str, ...]:
 
 
 def augment_frame(
-    frame: pd.DataFrame, scheme: Scheme, sources: WordSources, batch_rows: int = 10_000, first_idx: int | None = None
+    frame: pd.DataFrame,
+    scheme: Scheme,
+    sources: WordSources,
+    batch_rows: int = 10_000,
+    first_idx: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, list]]:
     """The augmented rows of ``frame`` (columns ``idx``, ``sentence1``, ``sentence2``), as column batches of
-    about ``batch_rows``: up to ``scheme.copies`` distinct rewrites per row (identical rewrites and the
-    original dropped, as Tang et al. do), ``source_idx`` naming the row, ``idx`` numbered after the
+    about ``batch_rows``: up to ``scheme.copies`` distinct rewrites per row (``scheme.copies`` draws, the attempt
+    bound: identical rewrites and the original are dropped, as Tang et al. do, never drawn again), ``source_idx``
+    naming the row, ``idx`` numbered after the
     largest original ``idx`` (or from ``first_idx``: past every row of the split the set joins), ``label`` = [`NO_LABEL`][]. Row r draws
-    from its own generator (seed, r), so the set does not depend on ``batch_rows``."""
+    from its own generator (seed, r), so the set does not depend on ``batch_rows``. ``progress(rows done)`` is
+    called after each source row."""
     has_pair = "sentence2" in frame and frame["sentence2"].notna().any()
     next_idx = first_idx if first_idx is not None else (int(frame["idx"].max()) + 1 if len(frame) else 0)
     batch: dict[str, list] = {"idx": [], "source_idx": [], "sentence1": [], "sentence2": [], "label": []}
@@ -141,6 +148,8 @@ def augment_frame(
             batch["sentence2"].append(rewrite[1] if has_pair else None)
             batch["label"].append(NO_LABEL)
             next_idx += 1
+        if progress is not None:
+            progress(position + 1)
         if len(batch["idx"]) >= batch_rows:
             yield batch
             batch = {key: [] for key in batch}

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,14 +100,63 @@ def _token_batch(batch: dict, tokenizer, max_seq_length: int) -> dict:
     return {**tokenized, **text}
 
 
+#: Seconds between two progress lines of a long augmentation.
+PROGRESS_EVERY_S = 30.0
+
+
+class Progress:
+    """One log line at most every [`PROGRESS_EVERY_S`][] seconds while ``total`` source rows are augmented: the
+    rows done, the share, the rate and an estimate of the time left (from the rate so far)."""
+
+    def __init__(self, total: int, copies: int, every_s: float | None = None) -> None:
+        self.total, self.copies = total, copies
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s or done >= self.total:
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        left = (self.total - done) / rate if rate > 0 else float("inf")
+        log.info(
+            "transfer set: %d of %d source rows (%.0f%%), %.1f rows/s, about %s left",
+            done,
+            self.total,
+            100.0 * done / self.total,
+            rate,
+            _duration(left),
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "an unknown time"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def write_rows(train: pd.DataFrame, block: Augment, teacher: ModelBundle, max_seq_length: int, out: Path) -> int:
     """Augment ``train``'s source rows into shards under ``out`` batch by batch (their ``idx`` after every
-    row of ``train``); returns the number of rows."""
+    row of ``train``), with a progress line and an estimate while it runs; returns the number of rows."""
     source = source_rows(train, block)
     sources = word_sources(block, teacher, source)
     writer = ShardWriter(out, rows_per_shard=block.rows_per_shard)
     first = int(train["idx"].max()) + 1 if len(train) else 0
-    batches = rules.augment_frame(source, scheme_of(block), sources, min(10_000, block.rows_per_shard), first)
+    log.info(
+        "transfer set: %d source rows x %d copies (%d draws, at most as many rows)",
+        len(source),
+        block.copies,
+        len(source) * block.copies,
+    )
+    progress = Progress(len(source), block.copies)
+    batches = rules.augment_frame(
+        source, scheme_of(block), sources, min(10_000, block.rows_per_shard), first, progress=progress
+    )
     for batch in batches:
         writer.add(_token_batch(batch, teacher.tokenizer, max_seq_length))
     writer.close()
