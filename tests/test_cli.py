@@ -1119,3 +1119,28 @@ def test_card_of_an_mlflow_uri_whose_model_is_not_in_this_store_is_written_to_th
     written = tmp_path / "data/08_reporting/model_cards" / entry.name / "README.md"
     assert f"model card: {written.relative_to(tmp_path)}" in result.output
     assert ModelCard.load(written).data.eval_results[0].dataset_config == "rte"
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "block", "expected"),
+    [
+        ("augment.rules", "[mask,pos]", "Augment", ["mask", "pos"]),
+        ("student.layer_selection", "[1,3]", "Student", [1, 3]),
+        ("general.corpus.files", "[a.txt,b.txt]", "GeneralCorpus", ["a.txt", "b.txt"]),
+        ("figures.alignment_pairs", "[[1,12],[2,12]]", "Figures", [[1, 12], [2, 12]]),
+        ("export_student.batch_sizes", "[1,32]", "ExportStudent", [1, 32]),
+    ],
+)
+def test_the_printed_fix_for_a_cut_list_works_for_every_list_key(key, given, block, expected):
+    """`--params 'augment.rules=[mask,pos]'` is cut by Kedro's comma split; the fix the block prints, given as
+    it says, is the list (it failed "Input should be a valid list" for augment.rules)."""
+    import re
+
+    from bert_kd.cli import comma_split_list
+    from bert_kd.config import schema
+
+    error = comma_split_list(f"{key}={given}")
+    fixed = re.search(rf"--params '{re.escape(key)}=([^']*)'", error.fix).group(1)
+    field = key.rsplit(".", 1)[1]
+    required = {"Student": {"num_layers": 2}}.get(block, {})
+    assert getattr(getattr(schema, block).model_validate({**required, field: fixed}), field) == expected

@@ -178,7 +178,7 @@ def comma_split_list(value: str) -> UserError | None:
     if key is None or len(pieces) < 2:
         return None
     given = ",".join(pieces)
-    spaced = " ".join(piece.strip("[]() ") for piece in pieces)
+    spaced = space_separated(given) or " ".join(piece.strip("[]() ") for piece in pieces)
     return UserError(
         f"--params {key}={given}: Kedro splits --params on commas, so this list arrived cut in pieces "
         f"({', '.join(repr(p) for p in pieces[1:])} without a key)",
@@ -186,6 +186,22 @@ def comma_split_list(value: str) -> UserError | None:
         f"write a list space-separated, in quotes: --params '{key}={spaced}' (or set it in conf/, where YAML "
         "lists work)",
     )
+
+
+def space_separated(given: str) -> str | None:
+    """The ``--params`` form of a YAML list (what the schema reads back as that list): ``[mask, pos]`` as
+    ``mask pos``, a list of lists ``[[1, 12], [2, 12]]`` as ``1:12 2:12``; None when ``given`` is no list."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(given)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(value, list) or not value:
+        return None
+    if all(isinstance(item, list) for item in value):
+        return " ".join(":".join(str(part) for part in item) for item in value)
+    return " ".join(str(item) for item in value)
 
 
 def split_params(ctx: click.Context, param: click.Parameter, value):
