@@ -883,6 +883,53 @@ def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, t
     assert f"which holds {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
 
 
+def test_a_full_disk_without_a_file_name_names_the_full_mount_of_the_store_not_the_projects(monkeypatch, tmp_path):
+    """ENOSPC with no path (a write(2) on an open file) while the store, on its own mount, is full: the block names
+    the store and its disk (it sent `df -h /` to the root disk)."""
+    import errno
+
+    from bert_kd.config import errors
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "data/06_models/store"
+    store.mkdir(parents=True)
+    (tmp_path / "data/01_raw").mkdir()
+    monkeypatch.setattr(errors, "nearly_full", lambda path: Path(path) == store.resolve())
+    monkeypatch.setattr(
+        errors, "mount_point", lambda path: store if store in (Path(path), *Path(path).parents) else Path("/")
+    )
+    result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert f"cannot write {store}" in result.stderr and f"df -h {store};" in result.stderr, result.stderr
+    assert "df -h /;" not in result.stderr
+
+
+def test_a_full_disk_during_a_copy_names_the_destination_not_the_source(tmp_path, monkeypatch):
+    """shutil's copy names its source first and its destination second: push --dry-run named the store's file
+    (the source) as the one it could not write."""
+    import errno
+
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+    from bert_kd.experiment import hub
+
+    entry, target = _student_entry(tmp_path / "store"), tmp_path / "to-push"
+
+    def fill_up(source, destination):
+        raise OSError(errno.ENOSPC, "No space left on device", str(source), None, str(destination))
+
+    monkeypatch.setattr(hub.shutil, "copy2", fill_up)
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    result = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
+    assert result.exit_code == 2 and "disk is full" in result.stderr, result.stderr
+    assert f"where: {target}/" in result.stderr and f"where: {entry}" not in result.stderr, result.stderr
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    pushed = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte"])  # staged in the temporary folder
+    assert pushed.exit_code == 2 and "disk is full" in pushed.stderr and "log in" not in pushed.stderr, pushed.stderr
+
+
 def test_a_postgres_storage_without_its_driver_names_the_extra(project, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed (the postgres extra), whatever this venv has
     case = Case(

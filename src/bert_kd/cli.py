@@ -50,8 +50,24 @@ def environment_error(exc: BaseException) -> UserError | None:
     from bert_kd.kedro_project.preflight import damaged_database_error
 
     filename = next((getattr(e, "filename", None) for e in _chain(exc) if getattr(e, "filename", None)), None)
-    # no file named: the project folder, where the run writes (data/, logs/, mlflow.db)
-    return storage_error(exc, filename or Path.cwd(), writing=False) or damaged_database_error(exc)
+    # no file named: of the folders the run writes to (the store, data/'s folders, logs/, the temporary folder, the
+    # project), the first on a full disk, so a store on its own mount is named, not the project's disk
+    return storage_error(exc, filename or written_folder(), writing=False) or damaged_database_error(exc)
+
+
+def written_folder() -> Path:
+    """The folder a run was most likely writing when a full disk named no file: the first of the folders a run
+    writes to whose disk is (nearly) full, else the project folder."""
+    import tempfile
+
+    from bert_kd.config.errors import full_disk_folder
+
+    data = Path("data")
+    folders = sorted(p for p in data.iterdir() if p.is_dir()) if data.is_dir() else []
+    store = data / "06_models" / "store"
+    candidates = [store, *folders, Path("logs"), Path(tempfile.gettempdir()), Path.cwd()]
+    found = full_disk_folder([c.resolve() for c in candidates])
+    return found or Path.cwd()
 
 
 def tracking_down_error(exc: BaseException) -> UserError | None:
@@ -473,6 +489,13 @@ def push(
         except Exception as exc:  # noqa: BLE001 - offline, no token, no rights: one block, exit 2
             if isinstance(exc, UserError):
                 raise
+            import tempfile
+
+            from bert_kd.config.errors import storage_error
+
+            full = storage_error(exc, Path(tempfile.gettempdir()), writing=True)  # the folder staged for upload
+            if full is not None:
+                raise full from exc
             raise UserError(
                 f"the push of {source} to {repo_id} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
                 f"hub repository {repo_id}",
