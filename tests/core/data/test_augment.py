@@ -85,3 +85,25 @@ def test_glove_neighbours_serve_multi_piece_words(tmp_path, tiny_teacher_dir):
     tokenizer = load_tokenizer(str(tiny_teacher_dir))
     neighbours = rules.GloveNeighbours(str(glove), tokenizer, single=lambda w: ["SINGLE"], k=1)
     assert neighbours("films") == ["near"] and neighbours("the") == ["SINGLE"]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot be read"),
+        (b"", "holds no word vector"),
+        (b"PK\x03\x04\x14\x00\xff\xfe\x00binary\n", "not UTF-8"),
+        (b"films 1 0\nnear 0.9 zero\n", "line 2"),
+        (b"films 1 0\nnear 0.9\nfar -1 0 3\n", "a cut file"),
+    ],
+)
+def test_a_missing_or_damaged_glove_file_is_one_block_naming_it(tmp_path, content, says):
+    from bert_kd.config.errors import DataFileError
+
+    glove = tmp_path / "glove.txt"
+    if content is not None:
+        glove.write_bytes(content)
+    with pytest.raises(DataFileError) as error:
+        rules.read_glove(str(glove))
+    block = error.value.block()
+    assert says in block and str(glove) in block and "augment.glove" in block and "fix:" in block

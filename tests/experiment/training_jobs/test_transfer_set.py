@@ -117,3 +117,18 @@ def test_copies_are_bounded_and_a_long_augmentation_says_how_far_it_is(tmp_path,
         job.transfer_set_job(train, teacher, _block(tmp_path, copies=3), "rte", 32)
     assert "8 source rows x 3 copies (24 draws" in caplog.text
     assert "of 8 source rows" in caplog.text and "left" in caplog.text
+
+
+def test_a_missing_glove_file_and_a_damaged_stored_shard(tmp_path, teacher, train, caplog):
+    """A missing GloVe file is one parameter block (it was a traceback); a stored set whose shard was cut is set
+    aside with a warning and built again, never read."""
+    with pytest.raises(ParameterError) as error:
+        job.transfer_set_job(train, teacher, _block(tmp_path, glove=str(tmp_path / "glove.840B.300d.txt")), "rte", 32)
+    assert "augment.glove" in error.value.block() and "no such file" in error.value.block()
+    made = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    shard = sorted(made.path.glob("shard-*.arrow"))[0]
+    shard.write_bytes(shard.read_bytes()[:100])
+    with caplog.at_level("WARNING"):
+        again = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    assert again.key == made.key and len(again.rows) == len(made.rows) and "damaged" in caplog.text
+    assert list(made.path.parent.glob(f"{made.path.name}.corrupt-*"))

@@ -65,6 +65,12 @@ def scheme_of(block: Augment) -> rules.Scheme:
 def _file_sha256(path: str) -> str:
     from bert_kd.core.files import file_sha256
 
+    if not Path(path).is_file():
+        raise ParameterError(
+            [(rules.GLOVE_PARAMETER, f"{path} is not a file" if Path(path).exists() else f"no such file: {path}")],
+            fix="give a GloVe text file (e.g. glove.840B.300d.txt, unzipped), or augment.glove: null for the "
+            "embedding neighbours stand-in",
+        )
     return file_sha256(Path(path))
 
 
