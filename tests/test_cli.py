@@ -883,6 +883,53 @@ def test_a_full_disk_without_a_file_name_names_the_project_folder(monkeypatch, t
     assert f"which holds {tmp_path}" in result.stderr and "a file of this run" not in result.stderr
 
 
+def test_a_full_disk_without_a_file_name_names_the_full_mount_of_the_store_not_the_projects(monkeypatch, tmp_path):
+    """ENOSPC with no path (a write(2) on an open file) while the store, on its own mount, is full: the block names
+    the store and its disk (it sent `df -h /` to the root disk)."""
+    import errno
+
+    from bert_kd.config import errors
+
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "data/06_models/store"
+    store.mkdir(parents=True)
+    (tmp_path / "data/01_raw").mkdir()
+    monkeypatch.setattr(errors, "nearly_full", lambda path: Path(path) == store.resolve())
+    monkeypatch.setattr(
+        errors, "mount_point", lambda path: store if store in (Path(path), *Path(path).parents) else Path("/")
+    )
+    result = _failing_run(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert f"cannot write {store}" in result.stderr and f"df -h {store};" in result.stderr, result.stderr
+    assert "df -h /;" not in result.stderr
+
+
+def test_a_full_disk_during_a_copy_names_the_destination_not_the_source(tmp_path, monkeypatch):
+    """shutil's copy names its source first and its destination second: push --dry-run named the store's file
+    (the source) as the one it could not write."""
+    import errno
+
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+    from bert_kd.experiment import hub
+
+    entry, target = _student_entry(tmp_path / "store"), tmp_path / "to-push"
+
+    def fill_up(source, destination):
+        raise OSError(errno.ENOSPC, "No space left on device", str(source), None, str(destination))
+
+    monkeypatch.setattr(hub.shutil, "copy2", fill_up)
+    monkeypatch.setenv("BERT_KD_ERROR_LOG", str(tmp_path / "errors.log"))
+    result = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
+    assert result.exit_code == 2 and "disk is full" in result.stderr, result.stderr
+    assert f"where: {target}/" in result.stderr and f"where: {entry}" not in result.stderr, result.stderr
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    pushed = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte"])  # staged in the temporary folder
+    assert pushed.exit_code == 2 and "disk is full" in pushed.stderr and "log in" not in pushed.stderr, pushed.stderr
+
+
 def test_a_postgres_storage_without_its_driver_names_the_extra(project, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed (the postgres extra), whatever this venv has
     case = Case(
@@ -1119,3 +1166,28 @@ def test_card_of_an_mlflow_uri_whose_model_is_not_in_this_store_is_written_to_th
     written = tmp_path / "data/08_reporting/model_cards" / entry.name / "README.md"
     assert f"model card: {written.relative_to(tmp_path)}" in result.output
     assert ModelCard.load(written).data.eval_results[0].dataset_config == "rte"
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "block", "expected"),
+    [
+        ("augment.rules", "[mask,pos]", "Augment", ["mask", "pos"]),
+        ("student.layer_selection", "[1,3]", "Student", [1, 3]),
+        ("general.corpus.files", "[a.txt,b.txt]", "GeneralCorpus", ["a.txt", "b.txt"]),
+        ("figures.alignment_pairs", "[[1,12],[2,12]]", "Figures", [[1, 12], [2, 12]]),
+        ("export_student.batch_sizes", "[1,32]", "ExportStudent", [1, 32]),
+    ],
+)
+def test_the_printed_fix_for_a_cut_list_works_for_every_list_key(key, given, block, expected):
+    """`--params 'augment.rules=[mask,pos]'` is cut by Kedro's comma split; the fix the block prints, given as
+    it says, is the list (it failed "Input should be a valid list" for augment.rules)."""
+    import re
+
+    from bert_kd.cli import comma_split_list
+    from bert_kd.config import schema
+
+    error = comma_split_list(f"{key}={given}")
+    fixed = re.search(rf"--params '{re.escape(key)}=([^']*)'", error.fix).group(1)
+    field = key.rsplit(".", 1)[1]
+    required = {"Student": {"num_layers": 2}}.get(block, {})
+    assert getattr(getattr(schema, block).model_validate({**required, field: fixed}), field) == expected

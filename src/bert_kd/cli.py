@@ -50,8 +50,24 @@ def environment_error(exc: BaseException) -> UserError | None:
     from bert_kd.kedro_project.preflight import damaged_database_error
 
     filename = next((getattr(e, "filename", None) for e in _chain(exc) if getattr(e, "filename", None)), None)
-    # no file named: the project folder, where the run writes (data/, logs/, mlflow.db)
-    return storage_error(exc, filename or Path.cwd(), writing=False) or damaged_database_error(exc)
+    # no file named: of the folders the run writes to (the store, data/'s folders, logs/, the temporary folder, the
+    # project), the first on a full disk, so a store on its own mount is named, not the project's disk
+    return storage_error(exc, filename or written_folder(), writing=False) or damaged_database_error(exc)
+
+
+def written_folder() -> Path:
+    """The folder a run was most likely writing when a full disk named no file: the first of the folders a run
+    writes to whose disk is (nearly) full, else the project folder."""
+    import tempfile
+
+    from bert_kd.config.errors import full_disk_folder
+
+    data = Path("data")
+    folders = sorted(p for p in data.iterdir() if p.is_dir()) if data.is_dir() else []
+    store = data / "06_models" / "store"
+    candidates = [store, *folders, Path("logs"), Path(tempfile.gettempdir()), Path.cwd()]
+    found = full_disk_folder([c.resolve() for c in candidates])
+    return found or Path.cwd()
 
 
 def tracking_down_error(exc: BaseException) -> UserError | None:
@@ -178,7 +194,7 @@ def comma_split_list(value: str) -> UserError | None:
     if key is None or len(pieces) < 2:
         return None
     given = ",".join(pieces)
-    spaced = " ".join(piece.strip("[]() ") for piece in pieces)
+    spaced = space_separated(given) or " ".join(piece.strip("[]() ") for piece in pieces)
     return UserError(
         f"--params {key}={given}: Kedro splits --params on commas, so this list arrived cut in pieces "
         f"({', '.join(repr(p) for p in pieces[1:])} without a key)",
@@ -186,6 +202,22 @@ def comma_split_list(value: str) -> UserError | None:
         f"write a list space-separated, in quotes: --params '{key}={spaced}' (or set it in conf/, where YAML "
         "lists work)",
     )
+
+
+def space_separated(given: str) -> str | None:
+    """The ``--params`` form of a YAML list (what the schema reads back as that list): ``[mask, pos]`` as
+    ``mask pos``, a list of lists ``[[1, 12], [2, 12]]`` as ``1:12 2:12``; None when ``given`` is no list."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(given)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(value, list) or not value:
+        return None
+    if all(isinstance(item, list) for item in value):
+        return " ".join(":".join(str(part) for part in item) for item in value)
+    return " ".join(str(item) for item in value)
 
 
 def split_params(ctx: click.Context, param: click.Parameter, value):
@@ -252,10 +284,11 @@ def _guarded(action):
         sys.exit(USER_ERROR_EXIT)
 
 
-def model_folder(source: str, key: str) -> tuple[Path, bool]:
+def model_folder(source: str, key: str, allow_unverified: bool = False) -> tuple[Path, bool]:
     """(the model folder ``source`` names, whether it is a store entry): a folder as given, or an
     MLflow URI (``models:/…``, ``runs:/…``) downloaded, then replaced by its entry in this
-    project's store when that holds it (the card then finds the teacher beside it)."""
+    project's store when that holds it (the card then finds the teacher beside it). A folder given by path must
+    have a ``manifest.json`` that proves its files unless ``allow_unverified``."""
     from bert_kd.config.errors import ModelNotFoundError
     from bert_kd.experiment.store import STORE_ROOT
 
@@ -274,7 +307,9 @@ def model_folder(source: str, key: str) -> tuple[Path, bool]:
                 key,
                 "give a store entry (data/06_models/store/student/<key>) or an MLflow URI of a bert-kd model",
             )
-        check_entry(folder, key)
+        if allow_unverified and not (folder / "manifest.json").is_file():
+            click.echo(f"warning: {folder} has no manifest.json: shared unverified (--allow-unverified)", err=True)
+        check_entry(folder, key, require_manifest=not allow_unverified)
         return folder, True
     from bert_kd.experiment.tracker import discard_download, model_sources
     from bert_kd.tracking import use_mlflow
@@ -306,16 +341,25 @@ def model_folder(source: str, key: str) -> tuple[Path, bool]:
     return downloaded, False
 
 
-def check_entry(folder: Path, key: str) -> None:
+def check_entry(folder: Path, key: str, require_manifest: bool = False) -> None:
     """The store check `evaluate` runs, for ``card`` and ``push`` too: a folder with a ``manifest.json`` is
     shared only when the manifest proves its files (tampered weights or an edited ``bert_kd.json`` would become a
-    public claim under the old score)."""
+    public claim under the old score). ``require_manifest``: a folder without one is refused too (deleting the
+    manifest of an edited entry would otherwise turn the check off); ``--allow-unverified`` shares it anyway, with
+    a warning."""
     from bert_kd.config.errors import DamagedModelError
     from bert_kd.core.files import MANIFEST
     from bert_kd.experiment.jobs import store_entry_problem
     from bert_kd.experiment.tracker import discard_download
 
     if not (folder / MANIFEST).is_file():
+        if require_manifest:
+            raise DamagedModelError(
+                f"{folder} has no {MANIFEST}: nothing proves its weights and bert_kd.json are as trained",
+                key,
+                "share the model's store entry (data/06_models/store/<role>/<key>, written with its manifest), or pass "
+                "--allow-unverified to share this folder as it is, unchecked",
+            )
         return
     problem = store_entry_problem(folder)
     if problem is not None:
@@ -345,7 +389,8 @@ def _run_link(folder: Path) -> str | None:
 @click.argument("source")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="where to write (default: see below)")
 @click.option("--license", "license_", default=None, help="the card's license (default apache-2.0)")
-def card(source: str, output: str | None, license_: str | None) -> None:
+@click.option("--allow-unverified", is_flag=True, help="write the card of a folder without manifest.json, unchecked")
+def card(source: str, output: str | None, license_: str | None, allow_unverified: bool) -> None:
     """Write the Hugging Face model card (README.md) of SOURCE: a store folder or an MLflow model URI.
 
     Written into the store folder (a URI whose model is in this project's store: into that entry),
@@ -354,7 +399,7 @@ def card(source: str, output: str | None, license_: str | None) -> None:
     from bert_kd.experiment.tracker import discard_download
 
     def write() -> None:
-        folder, stored = model_folder(source, "bert-kd card SOURCE")
+        folder, stored = model_folder(source, "bert-kd card SOURCE", allow_unverified)
         try:
             target = output
             if target is None and not stored:
@@ -395,7 +440,16 @@ def check_not_a_foreign_card(path: Path) -> None:
 @click.option("--to", "target", type=click.Path(file_okay=False), default=None, help="--dry-run's folder")
 @click.option("--private", is_flag=True, help="create the hub repository private")
 @click.option("--license", "license_", default=None, help="the card's license (default apache-2.0)")
-def push(source: str, repo_id: str, dry_run: bool, target: str | None, private: bool, license_: str | None) -> None:
+@click.option("--allow-unverified", is_flag=True, help="push a folder without manifest.json, unchecked")
+def push(
+    source: str,
+    repo_id: str,
+    dry_run: bool,
+    target: str | None,
+    private: bool,
+    license_: str | None,
+    allow_unverified: bool,
+) -> None:
     """Upload SOURCE (a store folder or an MLflow model URI) with its model card to the hub as REPO_ID.
 
     --dry-run writes exactly the folder it would upload to --to (default
@@ -406,7 +460,7 @@ def push(source: str, repo_id: str, dry_run: bool, target: str | None, private: 
 
     def run_push() -> None:
         check_repo_id(repo_id)
-        folder, stored = model_folder(source, "bert-kd push SOURCE")
+        folder, stored = model_folder(source, "bert-kd push SOURCE", allow_unverified)
         try:
             push_from(folder)
         finally:
@@ -435,6 +489,13 @@ def push(source: str, repo_id: str, dry_run: bool, target: str | None, private: 
         except Exception as exc:  # noqa: BLE001 - offline, no token, no rights: one block, exit 2
             if isinstance(exc, UserError):
                 raise
+            import tempfile
+
+            from bert_kd.config.errors import storage_error
+
+            full = storage_error(exc, Path(tempfile.gettempdir()), writing=True)  # the folder staged for upload
+            if full is not None:
+                raise full from exc
             raise UserError(
                 f"the push of {source} to {repo_id} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
                 f"hub repository {repo_id}",

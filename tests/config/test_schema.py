@@ -416,3 +416,42 @@ def test_a_training_key_error_states_the_precedence_rule():
     with pytest.raises(ParameterError) as caught:
         validate_parameters({"task": "rte", "seed": -1})
     assert "command line wins" not in caught.value.fix
+
+
+def _strict_blocks():
+    from bert_kd.config import schema
+
+    todo, seen = [schema.Strict], []
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.append(sub)
+                todo.append(sub)
+    return seen
+
+
+def test_every_list_key_takes_the_space_separated_form_its_printed_fix_gives():
+    """The block for a list cut by --params' comma split prints `--params 'key=a b'`: every key that takes a list
+    (and no string) reads that as the list ("Input should be a valid list" for augment.rules before)."""
+    import pydantic
+
+    from bert_kd.config.schema import Augment, takes_list_not_str
+
+    checked = []
+    for block in _strict_blocks():
+        for name, field in block.model_fields.items():
+            if not takes_list_not_str(field.annotation):
+                continue
+            try:
+                block.model_validate({name: "1 2"})
+            except pydantic.ValidationError as error:
+                assert not [e for e in error.errors() if e["type"] == "list_type" and e["loc"][:1] == (name,)], (
+                    block.__name__,
+                    name,
+                )
+            checked.append(f"{block.__name__}.{name}")
+    assert {"Augment.rules", "Student.layer_selection", "GeneralCorpus.files"} <= set(checked)
+    assert Augment.model_validate({"rules": "mask pos"}).rules == ["mask", "pos"]
+    with pytest.raises(pydantic.ValidationError) as error:
+        Augment.model_validate({"rules": "mask bogus"})
+    assert "bogus" in str(error.value) and "valid list" not in str(error.value)

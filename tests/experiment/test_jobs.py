@@ -217,6 +217,22 @@ def test_run_job_trains_once_then_reuses_and_records_provenance(tmp_path):
     assert _run_text_job(job, calls, value="again", recompute=True).value == "again" and len(calls) == 2
 
 
+def test_the_provenance_is_inside_what_the_store_check_verifies(tmp_path):
+    """An edited commit line in a manifest's provenance (what a card quotes) makes the entry damaged, as an edited
+    file does: it is moved aside and trained again."""
+    calls = []
+    job = _text_job(tmp_path)
+    _run_text_job(job, calls, provenance_fn=lambda value: {"git_commit": "abc123"})
+    manifest = jobs.read_manifest(job.store_dir)
+    assert manifest["provenance_sha256"] == jobs.provenance_sha256(manifest["provenance"])
+    assert jobs.store_entry_problem(job.store_dir) is None
+    manifest["provenance"]["git_commit"] = "[fixed](https://example.com) <img src=x onerror=alert(1)>"
+    (job.store_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert "provenance does not match" in jobs.store_entry_problem(job.store_dir)
+    again = _run_text_job(job, calls)
+    assert not again.reused and len(calls) == 2 and list(tmp_path.glob("student/*.corrupt-*"))
+
+
 def test_checkpoint_is_removed_only_after_the_result_is_stored(tmp_path):
     job = _text_job(tmp_path)
     seen = {}

@@ -9,7 +9,7 @@ import pytest
 
 from bert_kd.experiment import jobs
 from bert_kd.experiment.hub import push_folder, push_to_hub
-from bert_kd.experiment.model_card import card_facts, write_model_card
+from bert_kd.experiment.model_card import card_facts, literal, write_model_card
 from tests.conftest import make_tiny_bert
 
 
@@ -23,7 +23,7 @@ def stored_entry(root: Path, kind: str, info: dict, spec: dict) -> Path:
         make_tiny_bert(directory, num_layers=2)
         (directory / "bert_kd.json").write_text(json.dumps({**info, "key": job.key}))
 
-    manifest = {**jobs.identity_manifest(job), "provenance": {"git_commit": "abc123", "host": "machine-7"}}
+    manifest = jobs.entry_manifest(job, {"git_commit": "abc123", "host": "machine-7"})
     return write_atomically(job.store_dir, write, manifest)
 
 
@@ -171,6 +171,68 @@ def test_template_syntax_in_an_entry_reaches_the_card_as_text_never_runs(tmp_pat
     assert ModelCard(text).data.license == payload
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "abc123\n\n## Verified by the GLUE team [see](https://evil.example)",
+        "<img src=x onerror=alert(1)>",
+        "`` ` `<b>x</b>",
+        "[click](javascript:alert(1)) **bold** _it_",
+    ],
+)
+def test_free_text_from_an_entry_is_never_markdown_or_html_in_the_card(tmp_path, payload):
+    """An edited commit line, method, base model, metric name, run id or key reaches the card as text: rendered
+    (CommonMark), the card has the same links, headings, emphasis and no more HTML than the card of a harmless
+    value, and the value is shown as it is."""
+    from markdown_it import MarkdownIt
+
+    def card_of(value: str, root: Path) -> str:
+        teacher = stored_entry(
+            root,
+            "teacher",
+            {"role": "teacher", "task": "rte", "base_model": value, "best_metrics": {}},
+            {"task": "rte"},
+        )
+        job = jobs.Job("student", {"task": "rte", "recipe": {"method": value}, "data": value}, root)
+
+        def write(directory: Path) -> None:
+            make_tiny_bert(directory, num_layers=2)
+            info = {
+                "role": "student",
+                "task": "rte",
+                "method": value,
+                "algorithm": value,
+                "teacher_key": teacher.name,
+                "best_metrics": {"accuracy": 0.6, value: 0.5},
+                "mlflow_run_id": value,
+                "layer_map": [[value]],
+                "dev_split": value,
+                "key": job.key,
+            }
+            (directory / "bert_kd.json").write_text(json.dumps(info))
+
+        from bert_kd.core.files import write_atomically
+
+        entry = write_atomically(job.store_dir, write, jobs.entry_manifest(job, {"git_commit": value}))
+        link = "http://mlflow/#/runs/x) [y](http://evil"  # no plain address: no link
+        card = write_model_card(entry, run_link=link, registered=value, license=value).read_text()
+        return card.split("\n---\n", 1)[1]
+
+    def structure(body: str) -> list:
+        shape = []
+        for token in MarkdownIt("commonmark").parse(body):
+            for part in [token, *(token.children or [])]:
+                if part.type not in ("text", "code_inline", "softbreak", "fence"):
+                    shape.append((part.type, part.tag, part.attrs.get("href", "").split("/teacher/")[0]))
+        return shape
+
+    body = card_of(payload, tmp_path / "a")
+    assert structure(body) == structure(card_of("plain", tmp_path / "b"))
+    rendered = MarkdownIt("commonmark").render(body)
+    assert "<img" not in rendered and "<b>" not in rendered
+    assert f"**Commit**: {literal(payload)}\n" in body and " ".join(payload.split()) in body
+
+
 def _cli(*args):
     from click.testing import CliRunner
 
@@ -186,7 +248,7 @@ def test_a_push_refuses_a_symbolic_link_in_the_folder(student_entry, tmp_path):
     folder = tmp_path / "copy"
     shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json"))
     (folder / "notes.txt").symlink_to("/etc/hostname")
-    done = _cli("push", str(folder), "alice/tiny", "--dry-run", "--to", str(tmp_path / "out"))
+    done = _cli("push", str(folder), "alice/tiny", "--dry-run", "--to", str(tmp_path / "out"), "--allow-unverified")
     assert done.exit_code == 2 and "symbolic link" in done.output and not (tmp_path / "out").exists()
 
 
@@ -203,6 +265,26 @@ def test_card_and_push_run_the_store_check(student_entry, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_entry_without_its_manifest_is_refused_unless_allowed_unverified(student_entry, tmp_path):
+    """Deleting manifest.json from an edited entry would turn the store check off: card and push refuse the
+    folder, and --allow-unverified shares it with a warning."""
+    info = student_entry / "bert_kd.json"
+    info.write_text(info.read_text().replace("0.625", "0.987"))
+    (student_entry / "manifest.json").unlink()
+    for args in (
+        ("card", str(student_entry)),
+        ("push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "o")),
+    ):
+        done = _cli(*args)
+        assert done.exit_code == 2 and "has no manifest.json" in done.output, done.output
+        assert "--allow-unverified" in done.output and "Traceback" not in done.output
+    assert not (tmp_path / "o").exists() and not (student_entry / "README.md").exists()
+    done = _cli(
+        "push", str(student_entry), "alice/tiny", "--dry-run", "--to", str(tmp_path / "o"), "--allow-unverified"
+    )
+    assert done.exit_code == 0 and "unverified" in done.output and (tmp_path / "o" / "README.md").is_file()
+
+
 def test_a_repo_id_the_hub_refuses_is_refused_in_a_dry_run(student_entry, tmp_path):
     for bad in ("no-owner", "alice/has space", "a/b/c", "alice/" + "x" * 97):
         done = _cli("push", str(student_entry), bad, "--dry-run", "--to", str(tmp_path / "out"))
@@ -215,7 +297,7 @@ def test_card_never_replaces_a_users_own_readme(student_entry, tmp_path):
     folder = tmp_path / "mine"
     shutil.copytree(student_entry, folder, ignore=shutil.ignore_patterns("manifest.json", "README.md"))
     (folder / "README.md").write_text("# my notes\n")
-    done = _cli("card", str(folder))
+    done = _cli("card", str(folder), "--allow-unverified")
     assert done.exit_code == 2 and "not a card bert-kd wrote" in done.output
     assert (folder / "README.md").read_text() == "# my notes\n"
     assert _cli("card", str(student_entry)).exit_code == 0  # its own card is rewritten

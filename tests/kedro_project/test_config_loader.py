@@ -149,3 +149,29 @@ def test_a_missing_interpolation_key_names_its_file_and_line(tmp_path):
         parameters({}, conf=tmp_path / "conf")
     error = caught.value
     assert error.where == f"{base / 'parameters.yml'}:3" and "trainin" in error.what and "trainin" in error.fix
+
+
+def test_an_environment_block_marked_replace_replaces_bases_so_an_entry_can_switch_method(tmp_path):
+    """Base's keys merge into an environment's block and cannot be removed: switching the multi_teacher entry to
+    okd kept base's alpha, which okd refuses. `replace: true` makes the environment's block the whole block."""
+    import shutil
+
+    from bert_kd.config.errors import ParameterError
+    from bert_kd.experiment.parameters import validate_parameters
+
+    conf = tmp_path / "conf"
+    shutil.copytree(REPO_ROOT / "conf" / "base", conf / "base")
+    (conf / "switch").mkdir()
+    switched = "multi_teacher_configs:\n  multi_teacher: {%smethod: okd, beta: 0.3, temperature: 2.0}\n"
+    loaded = {}
+    for marker in ("", "replace: true, "):
+        (conf / "switch" / "parameters.yml").write_text(switched % marker, encoding="utf-8")
+        args = {**settings.CONFIG_LOADER_ARGS, "default_run_env": "switch"}
+        loaded[marker] = ProjectConfigLoader(str(conf), env="switch", **args)["parameters"]
+    assert loaded[""]["multi_teacher_configs"]["multi_teacher"]["alpha"] == 0.2  # merged in from base
+    with pytest.raises(ParameterError, match="alpha"):
+        validate_parameters(loaded[""])
+    entry = loaded["replace: true, "]["multi_teacher_configs"]["multi_teacher"]
+    assert entry == {"method": "okd", "beta": 0.3, "temperature": 2.0}
+    assert validate_parameters(loaded["replace: true, "]).multi_teacher_configs["multi_teacher"].method == "okd"
+    assert loaded["replace: true, "]["multi_teacher_configs"]["okd"]["beta"] == 0.5  # other entries as in base

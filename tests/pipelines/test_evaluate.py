@@ -148,3 +148,29 @@ def test_an_empty_model_is_answered_with_uris_that_name_current_models():
     block = caught.value.block()
     assert "models:/bert_kd-<task>-student@champion" in block and "runs:/<run id>/<row>-<task>-student" in block
     assert "runs:/<run id>/model" not in block
+
+
+def test_an_mlflow_uris_download_is_removed_once_evaluated(tmp_path, monkeypatch, tiny_teacher_dir, tiny_glue_dir):
+    """evaluate of an MLflow URI left its download (61 MB for MiniLM) in the temporary folder: it is removed once
+    the model is in memory, the evaluation done."""
+    import tempfile
+    from pathlib import Path
+
+    from bert_kd.experiment import tracker
+    from bert_kd.pipelines.evaluate import nodes
+
+    copy = Path(tempfile.mkdtemp(prefix=tracker.DOWNLOAD_PREFIX)) / "copy"
+    download = _model_for(Path(shutil.copytree(tiny_teacher_dir, copy)), "rte")  # <download>/rte_model
+
+    class Sources:
+        def local_directory(self, source, key):
+            return download
+
+        def recorded_task(self, source):
+            return None, ""
+
+    monkeypatch.setattr(nodes, "model_sources", lambda: Sources())
+    monkeypatch.chdir(tmp_path)
+    settings = {"model": "runs:/0123456789abcdef/teacher-rte", "max_seq_length": 32}
+    evaluation = nodes.evaluate_model_source(settings, "rte", str(tiny_glue_dir), 4, 0, {"enabled": False})
+    assert evaluation["task"] == "rte" and not download.parent.exists()

@@ -123,6 +123,26 @@ def mount_point(path) -> Path:
     return folder
 
 
+def nearly_full(path) -> bool:
+    """Whether the disk ``path`` is on has less than 64 MiB or 0.5 % of its size free."""
+    import shutil
+
+    usage = shutil.disk_usage(mount_point(path))
+    return usage.free < max(64 << 20, usage.total // 200)
+
+
+def full_disk_folder(candidates) -> Path | None:
+    """The first of ``candidates`` (folders a run writes to) whose disk is [`nearly_full`][]: where a write that
+    named no file (``ENOSPC`` without a path) most likely failed; None when none is."""
+    for candidate in candidates:
+        try:
+            if Path(candidate).exists() and nearly_full(candidate):
+                return Path(candidate)
+        except OSError:
+            continue
+    return None
+
+
 def storage_error(exc: BaseException, path, writing: bool = True) -> StorageError | None:
     """A [`StorageError`][] naming ``path`` when ``exc`` (or its cause) is a full disk or a
     read-only / forbidden folder; None for other errors. ``writing=False``: ``exc`` may come
@@ -135,8 +155,10 @@ def storage_error(exc: BaseException, path, writing: bool = True) -> StorageErro
             match = re.search(r"os error (\d+)", str(exc))
             code = int(match.group(1)) if match else None
         if code in _STORAGE_ERRNOS:
-            where = getattr(exc, "filename", None) or path
             full = code in (errno.ENOSPC, errno.EDQUOT)
+            # a copy (shutil's sendfile) names its source first and its destination, the file being written, second
+            written = getattr(exc, "filename2", None) if full or code == errno.EROFS else None
+            where = written or getattr(exc, "filename", None) or path
             disk = mount_point(where)
             fix = (
                 f"free space on the disk mounted at {disk}, which holds {where} (df -h {disk}; old store entries "

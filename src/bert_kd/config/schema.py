@@ -74,6 +74,24 @@ class Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _space_separated_lists(cls, data: Any) -> Any:
+        """A string where a key takes a list (and no string) is its space-separated items: ``--params`` splits on
+        commas, so ``--params 'augment.rules=mask pos'`` is the form its printed fix gives for every list key."""
+        if isinstance(data, Mapping):
+            split = {
+                key: _list_items(value, cls.model_fields[key].annotation)
+                for key, value in data.items()
+                if isinstance(value, str)
+                and key in cls.model_fields
+                and takes_list_not_str(cls.model_fields[key].annotation)
+                and value not in type_options(cls.model_fields[key].annotation)  # a Literal's own word ("first")
+            }
+            if split:
+                return {**data, **split}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _no_boolean_for_numbers(cls, data: Any) -> Any:
         """``true``/``false`` where a number is expected is an error, not 1/0 (pydantic's lax mode takes it)."""
         if isinstance(data, Mapping):
@@ -102,6 +120,27 @@ def type_options(annotation: Any) -> set:
     if origin is Union or origin is types.UnionType:
         return set().union(*(type_options(arg) for arg in args))
     return {annotation}
+
+
+def _list_items(value: str, annotation: Any) -> list:
+    """``value``'s space-separated items; for a list of lists (``figures.alignment_pairs``) each item's
+    ``:``-separated parts (``"1:12 2:12"`` is ``[[1, 12], [2, 12]]``)."""
+    lists = [option for option in type_options(annotation) if typing.get_origin(option) is list]
+    items = value.split()
+    nested = any(
+        typing.get_origin(inner) is list
+        for option in lists
+        for arg in typing.get_args(option)
+        for inner in type_options(arg)
+    )
+    return [item.split(":") for item in items] if nested else items
+
+
+def takes_list_not_str(annotation: Any) -> bool:
+    """Whether a field of this type takes a list and no string (a string given for it is a list written for
+    ``--params``)."""
+    options = type_options(annotation)
+    return any(typing.get_origin(option) is list or option is list for option in options) and not (options & {str, Any})
 
 
 def reads_bool_as_number(annotation: Any) -> bool:
@@ -271,6 +310,11 @@ class TeacherCache(Strict):
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+#: The most rewrites of one training row ``augment.copies`` may ask for: both papers use 20 (Tang et al. 2019's
+#: N_a, TinyBERT's N_a); 1,000 already makes a transfer set fifty times theirs (and 1,000 draws per row).
+MAX_AUGMENT_COPIES = 1000
+
+
 class Augment(Strict):
     """The transfer set (``augment_glue``): Tang et al. (2019)'s rules (``mask``, ``pos``, ``ngram``) or
     TinyBERT's word replacement (``tinybert``), with the papers' values as defaults
@@ -291,6 +335,16 @@ class Augment(Strict):
     directory: str = "data/05_model_input/transfer_sets"
     rows_per_shard: PositiveInt = 100_000
     path: str | None = None  # a stored transfer set to use instead (checked against the run's task and tokenizer)
+
+    @field_validator("copies")
+    @classmethod
+    def _bounded_copies(cls, value: int) -> int:
+        if value > MAX_AUGMENT_COPIES:
+            raise ValueError(
+                f"{value} rewrites of every training row is more than the {MAX_AUGMENT_COPIES} allowed (each is one "
+                "draw, tokenized and stored: the rows times the copies); the papers use 20"
+            )
+        return value
 
     @field_validator("rules")
     @classmethod

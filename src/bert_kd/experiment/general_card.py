@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from bert_kd.core.files import MANIFEST
+from bert_kd.experiment.model_card import escaped, link_target, literal
 
 #: What the card says of the offline stand-in corpus.
 STAND_IN_NOTE = (
@@ -32,6 +33,8 @@ def general_card(directory: str | Path, run_link: str | None = None) -> str:
     recipe = spec.get("recipe") or {}
     training = spec.get("training") or {}
     stand_in = "glue_stand_in" in (info.get("corpus_source") or [])
+    student = spec.get("student") if isinstance(spec.get("student"), dict) else {}
+    run = link_target(run_link)
     lines = [
         "---",
         "library_name: transformers",
@@ -39,20 +42,21 @@ def general_card(directory: str | Path, run_link: str | None = None) -> str:
         "tags: [bert-kd, knowledge-distillation, general-distillation]",
         "---",
         "",
-        f"# General student ({info.get('method', 'general distillation')})",
+        f"# General student ({escaped(info.get('method', 'general distillation'))})",
         "",
-        f"A {spec.get('student', {}).get('num_layers', '?')}-layer student distilled from the pre-trained "
-        f"`{info.get('base_model')}` (teacher layers {info.get('initialised_from_teacher_layers')} copied as its start, "
-        f"layer map {info.get('layer_map')}) with the `{recipe.get('loss')}` general loss, weights "
-        f"{recipe.get('weights') or 'as published'}, for {info.get('global_step')} steps of batch "
-        f"{training.get('batch_size')} at learning rate {training.get('learning_rate')}, sequences cut at "
-        f"{spec.get('max_seq_length')} tokens, seed {info.get('seed')}.",
+        f"A {escaped(student.get('num_layers', '?'))}-layer student distilled from the pre-trained "
+        f"{literal(info.get('base_model'))} (teacher layers {literal(info.get('initialised_from_teacher_layers'))} "
+        f"copied as its start, layer map {literal(info.get('layer_map'))}) with the {literal(recipe.get('loss'))} "
+        f"general loss, weights {literal(recipe.get('weights') or 'as published')}, for "
+        f"{escaped(info.get('global_step'))} steps of batch {escaped(training.get('batch_size'))} at learning rate "
+        f"{escaped(training.get('learning_rate'))}, sequences cut at {escaped(spec.get('max_seq_length'))} tokens, "
+        f"seed {escaped(info.get('seed'))}.",
         "",
-        f"Corpus: `corpus_shards/{info.get('corpus')}` ({info.get('corpus_rows')} passages).",
+        f"Corpus: {literal('corpus_shards/' + str(info.get('corpus')))} ({escaped(info.get('corpus_rows'))} passages).",
         STAND_IN_NOTE if stand_in else "",
         "",
         "It has no task head: start a task-stage student from it with `student.model: <this folder>`.",
-        f"Store key: `general_student/{info.get('key')}`." + (f" MLflow run: {run_link}" if run_link else ""),
+        f"Store key: {literal('general_student/' + str(info.get('key')))}." + (f" MLflow run: <{run}>" if run else ""),
         "",
     ]
     return "\n".join(lines)

@@ -264,6 +264,13 @@ def spec_sha256(spec: Mapping) -> str:
     return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
 
 
+def provenance_sha256(provenance: Any) -> str:
+    """sha256 of a manifest's ``provenance`` as stored (sorted-key JSON; recorded as ``provenance_sha256``): the
+    commit, host and run an entry's card and lineage quote are inside what the store check verifies."""
+    text = json.dumps(provenance, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _files_problem(directory: Path, files: Any) -> str | None:
     """Why the manifest's ``files`` does not describe ``directory`` (None when every file matches)."""
     if not isinstance(files, Mapping) or not files:
@@ -329,6 +336,10 @@ def _identity_problem(manifest: Mapping, kind: str, key: str) -> str | None:
         return f"manifest.json says key {str(manifest['key'])[:12]}…, the folder is key {key[:12]}… (a copied entry?)"
     if not isinstance(manifest["spec"], Mapping):
         return "manifest.json's spec is not an object"
+    if "provenance_sha256" in manifest and manifest["provenance_sha256"] != provenance_sha256(
+        manifest.get("provenance")
+    ):
+        return "manifest.json's provenance does not match its provenance_sha256 (edited after the entry was written)"
     recorded = manifest.get("spec_sha256")
     if recorded is not None and recorded != spec_sha256(manifest["spec"]):
         return "manifest.json's spec does not match its spec_sha256"
@@ -452,6 +463,13 @@ def identity_manifest(job: Job) -> dict:
     }
 
 
+def entry_manifest(job: Job, provenance: Mapping) -> dict:
+    """A store entry's manifest fields: [`identity_manifest`][], the ``provenance`` (as JSON stores it) and its
+    sha256, so an edited commit line or run id makes the entry damaged like an edited file."""
+    stored = json.loads(json.dumps(dict(provenance), default=str))
+    return {**identity_manifest(job), "provenance": stored, "provenance_sha256": provenance_sha256(stored)}
+
+
 def _multi_process() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
 
@@ -573,7 +591,7 @@ def _train_and_store(
         "pid": os.getpid(),
         **dict(provenance_fn(value) if provenance_fn else {}),
     }
-    manifest = {**identity_manifest(job), "provenance": provenance}
+    manifest = entry_manifest(job, provenance)
 
     def write(directory: Path) -> None:
         save_fn(value, directory)

@@ -47,6 +47,38 @@ DEV_SPLITS = {"mnli": "validation_matched"}
 HUB_IDS = {alias: "sentence-transformers/all-MiniLM-L6-v2" for alias in OFFLINE_MINILM_ALIASES}
 
 
+#: Characters that start Markdown or HTML markup in running text (a backslash before any of them shows it as is).
+_MARKUP = re.compile(r"([\\`*_\[\]<>&!|~#])")
+
+
+def one_line(value: Any) -> str:
+    """``value`` as text on one line (a newline in a value would start a heading, a list or a fence)."""
+    return " ".join(str(value).split())
+
+
+def literal(value: Any) -> str:
+    """``value`` as a Markdown code span: shown exactly as it is, never read as a link, an image, emphasis or
+    HTML (an ``<img onerror=…>`` in an edited entry is text). The fence is one backtick longer than the longest
+    run of backticks inside, so none can close it early."""
+    text = one_line(value)
+    if not text:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def escaped(value: Any) -> str:
+    """``value`` as running Markdown text with every character that would start markup backslash-escaped
+    (CommonMark shows an escaped character as itself)."""
+    return _MARKUP.sub(r"\\\1", one_line(value))
+
+
+def link_target(url: str | None) -> str | None:
+    """``url`` when it is a plain http(s) address a Markdown link can hold as it is, else None."""
+    return url if url and re.fullmatch(r"https?://[^\s()<>\[\]`\\]+", url) else None
+
+
 def _read_json(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
@@ -126,6 +158,8 @@ def card_facts(directory: str | Path) -> dict:
         "data": spec.get("data"),
         "training": spec.get("training") or {},
         "commit": provenance.get("git_commit"),
+        # the store check proves the provenance only where the manifest records its sha256 (since 2026-12-07)
+        "provenance_verified": "provenance_sha256" in manifest,
         "run_id": lineage.run_id,
         "key": lineage.key,
         "parameters": info.get("parameters") or _parameter_count(directory),
@@ -205,63 +239,82 @@ def model_card(
 
 
 def _body(facts: Mapping, run_link: str | None, registered: str | None, name: str, license: str) -> str:
+    """The card's Markdown body. Every value read from the entry's files (or given: the registered name, the
+    license) is free text someone may have edited: it is written as a code span ([`literal`][]) or escaped
+    ([`escaped`][]), never as Markdown or HTML of its own."""
     task = facts["task"]
     n = facts["dev_examples"]
     noise = (
         f"±{noise_tolerance(n):.4f} ({n} dev examples, 0.5/√n): two scores closer than that cannot be told "
         "apart by one dev-set run"
-        if n
+        if isinstance(n, int) and n > 0
         else "not recorded (the entry does not say how many dev examples it was scored on)"
     )
-    metrics = ", ".join(f"{metric_label(k)} {_number(v)}" for k, v in sorted(facts["metrics"].items())) or "none"
-    teacher_score = ", ".join(f"{metric_label(k)} {_number(v)}" for k, v in sorted(facts["teacher_metrics"].items()))
+    metrics = ", ".join(f"{escaped(metric_label(k))} {_number(v)}" for k, v in sorted(facts["metrics"].items()))
+    teacher_score = ", ".join(
+        f"{escaped(metric_label(k))} {_number(v)}" for k, v in sorted(facts["teacher_metrics"].items())
+    )
     training = facts["training"]
     run = _run_line(facts["run_id"], run_link)
     size = ", ".join(
         part
         for part in (
-            f"{facts['layers']} layers" if facts["layers"] else "",
-            f"{facts['parameters'] / 1e6:.1f} M parameters" if facts["parameters"] else "",
+            f"{escaped(facts['layers'])} layers" if facts["layers"] else "",
+            f"{facts['parameters'] / 1e6:.1f} M parameters" if isinstance(facts["parameters"], (int, float)) else "",
         )
         if part
     )
+    made = (
+        "a teacher fine-tuned" if facts["role"] == "teacher" else f"a student distilled with {literal(facts['method'])}"
+    )
+    entry = f" ({literal(str(facts['role']) + '/' + str(facts['key']))})." if facts["key"] else "."
     lines = [
         "",
-        f"# {name}",
+        f"# {escaped(name)}",
         "",
-        f"GLUE {task.dir_name} {'regression' if task.is_regression else 'classification'}: "
-        + ("a teacher fine-tuned" if facts["role"] == "teacher" else f"a student distilled with `{facts['method']}`")
+        f"GLUE {task.dir_name} {'regression' if task.is_regression else 'classification'}: {made}"
         + " by bert-kd (knowledge distillation of BERT models on GLUE), from its store entry"
-        + (f" (`{facts['role']}/{facts['key']}`)." if facts["key"] else "."),
+        + entry,
         "",
-        f"- **Dev metrics** ({facts['dev_split']}): {metrics}",
+        f"- **Dev metrics** ({escaped(facts['dev_split'])}): {metrics or 'none'}",
         f"- **Noise of one dev-set run**: {noise}",
         f"- **Size**: {size or 'not recorded'}",
     ]
     if facts["role"] != "teacher":
-        recipe = json.dumps(facts["recipe"], sort_keys=True, default=str) if facts["recipe"] else "not recorded"
+        recipe = (
+            literal(json.dumps(facts["recipe"], sort_keys=True, default=str)) if facts["recipe"] else "not recorded"
+        )
+        teacher_key = str(facts["teacher_key"])
+        where = (
+            f"[its card](../../teacher/{teacher_key}/README.md) in the store"
+            if re.fullmatch(r"[0-9a-f]{64}", teacher_key)
+            else "not a store entry"
+        )
         lines += [
-            f"- **Recipe**: method `{facts['algorithm'] or facts['method']}`; `{recipe}`",
-            f"- **Teacher**: [its card](../../teacher/{facts['teacher_key']}/README.md) in the store "
-            f"(`teacher/{str(facts['teacher_key'])[:12]}…`)"
-            + (f" ({facts['base_model_name']} fine-tuned)" if facts["base_model_name"] else "")
+            f"- **Recipe**: method {literal(facts['algorithm'] or facts['method'])}; {recipe}",
+            f"- **Teacher**: {where} ({literal('teacher/' + teacher_key[:12] + '…')})"
+            + (f" ({literal(facts['base_model_name'])} fine-tuned)" if facts["base_model_name"] else "")
             + (f"; dev {teacher_score}" if teacher_score else "; its dev score is not in this store"),
-            f"- **Layer map** (student layer ← teacher layers): {facts['layer_map'] or 'none (output-level method)'}",
+            "- **Layer map** (student layer ← teacher layers): "
+            + (escaped(facts["layer_map"]) if facts["layer_map"] else "none (output-level method)"),
         ]
     elif facts["base_model_name"]:
-        lines.append(f"- **Base model**: {facts['base_model_name']}")
+        lines.append(f"- **Base model**: {literal(facts['base_model_name'])}")
+    settings = ", ".join(
+        f"{k} {escaped(training[k])}" for k in ("epochs", "batch_size", "learning_rate") if k in training
+    )
+    seed = escaped(facts["seed"]) if facts["seed"] is not None else "not recorded"
     lines += [
         f"- **Training data**: GLUE {task.dir_name} train split ({HF_DATASET}, config `{task.hf_config}`), "
-        f"{_rows(facts['train_examples'])}, rows fingerprint `{facts['data'] or 'not recorded'}`; "
-        + ", ".join(f"{k} {training[k]}" for k in ("epochs", "batch_size", "learning_rate") if k in training),
-        f"- **Seed**: {facts['seed'] if facts['seed'] is not None else 'not recorded'}",
-        f"- **Commit**: {facts['commit'] or 'not recorded'}",
+        f"{_rows(facts['train_examples'])}, rows fingerprint {literal(facts['data'] or 'not recorded')}; " + settings,
+        f"- **Seed**: {seed}",
+        f"- **Commit**: {_commit(facts)}",
         f"- **MLflow run**: {run}",
     ]
     if registered:
-        lines.append(f"- **Registered as**: `{registered}`")
+        lines.append(f"- **Registered as**: {literal(registered)}")
     lines += [
-        f"- **License**: {license}",
+        f"- **License**: {literal(license)}",
         "",
         *_how_to_use(facts),
         *_citation(facts),
@@ -276,13 +329,23 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
     return "\n".join(lines)
 
 
+def _commit(facts: Mapping) -> str:
+    if not facts["commit"]:
+        return "not recorded"
+    if facts.get("provenance_verified"):
+        return literal(facts["commit"])
+    return f"{literal(facts['commit'])} (unverified: the entry's manifest predates its provenance hash)"
+
+
 def _run_line(run_id: str | None, run_link: str | None) -> str:
     """The MLflow run: linked where the link reaches a server others can open, else its id alone (a link to
-    ``127.0.0.1`` or ``localhost`` opens nothing on a reader's machine)."""
+    ``127.0.0.1`` or ``localhost`` opens nothing on a reader's machine, an address with spaces, brackets or
+    another scheme is no link)."""
     if not run_id:
         return "none"
-    local = not run_link or any(host in run_link for host in ("://127.0.0.1", "://localhost", "://0.0.0.0"))
-    return f"`{run_id}` (in the tracking store it was trained in)" if local else f"[`{run_id}`]({run_link})"
+    target = link_target(run_link)
+    local = not target or any(host in target for host in ("://127.0.0.1", "://localhost", "://0.0.0.0"))
+    return f"{literal(run_id)} (in the tracking store it was trained in)" if local else f"[{literal(run_id)}]({target})"
 
 
 def _rows(count) -> str:
@@ -304,7 +367,7 @@ def _how_to_use(facts: Mapping) -> list[str]:
         "from transformers import pipeline",
         "",
         'classify = pipeline("text-classification", model="<this repository>")',
-        f"print(classify({text}))  # labels: {', '.join(facts['label_names']) or 'a score'}",
+        f"print(classify({text}))  # labels: {one_line(', '.join(map(str, facts['label_names']))) or 'a score'}",
         "```",
         "",
     ]

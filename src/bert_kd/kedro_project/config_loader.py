@@ -13,6 +13,10 @@ It also refuses, as one user-error block each, what Kedro would follow silently 
 traceback: an ``--env`` that is not a folder inside ``conf/`` (``--env ../../somewhere`` used to fall
 back on ``base`` without a word; ``--env papr`` printed a ``MissingConfigException``), and an
 interpolation whose key no file defines (``${trainin}``: an ``InterpolationKeyError`` traceback).
+
+An environment's mapping marked ``replace: true`` replaces the block of ``conf/base`` at its path instead of
+being merged into it ([`REPLACE_MARKER`][]): Kedro's soft merge keeps every key of base's block, so an
+environment could not switch a ``multi_teacher_configs`` entry to a method that refuses one of them.
 """
 
 from __future__ import annotations
@@ -28,6 +32,29 @@ from yaml.parser import ParserError
 
 from bert_kd.config.credentials import move_password_to_environment
 from bert_kd.config.errors import UserError
+
+#: The key that makes an environment's mapping replace base's block at its path (``okd: {replace: true, method:
+#: okd, …}``); the marker itself never reaches the parameters.
+REPLACE_MARKER = "replace"
+
+
+def _plain(config: Any) -> Any:
+    return OmegaConf.to_container(config, resolve=False) if isinstance(config, (DictConfig, ListConfig)) else config
+
+
+def take_replacements(base: Any, env: Any) -> None:
+    """Drop, in place, every block of ``base`` that ``env`` marks ``replace: true`` at the same path, and the
+    markers from ``env`` (a marker in base alone is dropped too: it replaces nothing)."""
+    if not isinstance(env, dict):
+        return
+    if env.get(REPLACE_MARKER) is True:
+        env.pop(REPLACE_MARKER)
+        if isinstance(base, dict):
+            base.clear()
+    for key, value in env.items():
+        take_replacements(base.get(key) if isinstance(base, dict) else None, value)
+    if isinstance(base, dict) and base.get(REPLACE_MARKER) is True:
+        base.pop(REPLACE_MARKER)
 
 
 def environments(conf_source: str | Path) -> list[str]:
@@ -235,6 +262,13 @@ class ProjectConfigLoader(OmegaConfigLoader):
         if key == "parameters":  # a study URL's password never reaches MLflow, trial JSONs or tables
             move_password_to_environment(config)
         return config
+
+    @staticmethod
+    def _soft_merge(config: dict[str, Any], env_config: dict[str, Any], env_path: str | None = None) -> Any:
+        """Kedro's soft merge, except that an environment's block marked ``replace: true`` replaces base's."""
+        config, env_config = _plain(config), _plain(env_config)
+        take_replacements(config, env_config)
+        return OmegaConf.to_container(OmegaConf.unsafe_merge(config, env_config))
 
     def _read_raw_config(self, key: str):
         try:

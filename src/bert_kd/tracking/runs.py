@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -35,16 +36,53 @@ def num_processes() -> int:
 TRACKING_CHECK_TIMEOUT_S = 10.0
 
 #: MLflow's own retry settings for a run on a tracking server, unless the user set them: each request is tried
-#: 5 times over about 30 s (backoff 2, 4, 8, 16 s) and waits at most 30 s for an answer, so a server restarted
-#: within that is ridden through and one that stays down is named in a block within about a minute (MLflow's
-#: defaults, 7 retries up to 120 s apart and 120 s per request, kept a sweep worker waiting for 13 minutes).
+#: 5 times over about 15 s (backoff 1, 2, 4, 8 s, up to 1 s of jitter each) and waits at most 20 s for an answer,
+#: so a server restarted within that is ridden through and one that stays down is named in a block within about
+#: 30 s (MLflow's defaults, 7 retries up to 120 s apart and 120 s per request, kept a sweep worker waiting for 13
+#: minutes; backoff 2 and every later request of the failing run retried in turn, 180-221 s).
 REQUEST_LIMITS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
 }
-#: While a stopping process ends its runs (SIGTERM): one try, 5 s.
+#: While a stopping process ends its runs (SIGTERM), and once a request's retries ran out (the server is down:
+#: ending the run and kedro-mlflow's own clean-up ask again): one try, 5 s.
 STOPPING_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+class RetryNotice(logging.Filter):
+    """urllib3's "Retrying (Retry(total=3, …)) after connection broken by …" warning, one per retry of every request
+    (888 lines while a server was down), as one line per ``every_s`` seconds naming the server and the bound."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        super().__init__()
+        self.every_s, self.last = every_s, -float("inf")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Retrying"):
+            return True
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            return False
+        self.last = now
+        seconds = sum(
+            float(os.environ.get("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")) * 2**n
+            for n in range(int(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "4")))
+        )
+        record.msg = "the MLflow tracking server did not answer a request (%s); retrying for up to %.0f s"
+        record.args = (mask(" ".join(str(record.args[-1] if record.args else "").split()))[:200], seconds)
+        return True
+
+
+#: The one [`RetryNotice`][] on urllib3's connection-pool logger.
+RETRY_NOTICE = RetryNotice()
+
+
+def quiet_retries() -> None:
+    """Install [`RETRY_NOTICE`][] on urllib3's logger (once)."""
+    pool = logging.getLogger("urllib3.connectionpool")
+    if RETRY_NOTICE not in pool.filters:
+        pool.addFilter(RETRY_NOTICE)
 
 
 def limit_requests(uri: str, limits: Mapping[str, str] = REQUEST_LIMITS, force: bool = False) -> dict[str, str]:
@@ -53,6 +91,7 @@ def limit_requests(uri: str, limits: Mapping[str, str] = REQUEST_LIMITS, force: 
     user set wins unless ``force``. → the values set."""
     if not uri.lower().startswith(("http://", "https://")):
         return {}
+    quiet_retries()
     chosen = {name: value for name, value in limits.items() if force or name not in os.environ}
     os.environ.update(chosen)
     return chosen
@@ -242,12 +281,24 @@ def tracked_run(name: str, enabled: bool = True, tags: Mapping[str, str] | None 
             logger.run_id = run.info.run_id
             logger.set_tags({**environment_info(), **(tags or {})})
             logger.log_params({"num_processes": num_processes()})
-            yield logger
+            try:
+                yield logger
+            except Exception as error:
+                if failed_connection(error):  # ending the run below asks once, not through its own retries
+                    _stop_retrying(mlflow.get_tracking_uri())
+                raise
     except Exception as error:
         down = server_down_error(mlflow.get_tracking_uri(), error)
         if down is None:
             raise
         raise down from error
+
+
+def _stop_retrying(uri: str) -> None:
+    """The server is down (a request's retries ran out): every later request of this process (ending the run,
+    kedro-mlflow's clean-up) is tried once, for 5 s, so the block comes within seconds, not after each request's
+    own retries in turn."""
+    limit_requests(uri, STOPPING_LIMITS, force=True)
 
 
 def create_experiment_once(uri: str, name: str, tags: Mapping[str, str] | None = None) -> None:
@@ -289,15 +340,30 @@ def server_down_error(uri: str, error: Exception) -> TrackingUnreachableError | 
     does not answer (it went down mid-run, after MLflow's own retries); None otherwise."""
     if isinstance(error, TrackingUnreachableError) or not uri.lower().startswith(("http://", "https://")):
         return None
-    problem = tracking_server_problem(uri) or tracking_store_problem(uri) or failed_connection(error)
+    shown = re.sub(r"//[^/@]*@", "//***@", uri)  # no credentials in the message
+    again = (
+        "and run the same command: finished jobs and trials are reused and the one cut off resumes from its checkpoint"
+    )
+    down = tracking_server_problem(uri, timeout=5.0)
+    if down is None:
+        backend = tracking_store_problem(uri, timeout=10.0)
+        if backend is not None:
+            _stop_retrying(uri)
+            return TrackingUnreachableError(
+                f"the MLflow tracking server {shown} answers, but the database it keeps its runs in (its "
+                f"--backend-store-uri, e.g. PostgreSQL) does not: {backend}",
+                "the tracking server's --backend-store-uri",
+                "start that database again (scripts/start_postgres.sh starts the local one of docs/scaling.md; the "
+                f"server itself needs no restart) {again}",
+            )
+    problem = down or failed_connection(error)
     if problem is None:
         return None
-    shown = re.sub(r"//[^/@]*@", "//***@", uri)  # no credentials in the message
+    _stop_retrying(uri)
     return TrackingUnreachableError(
         f"the MLflow tracking server {shown} stopped answering during the run ({problem})",
         "MLFLOW_TRACKING_URI",
-        "start the server again and run the same command: finished jobs and trials are reused and the one "
-        "cut off resumes from its checkpoint",
+        f"start the server again {again}",
     )
 
 

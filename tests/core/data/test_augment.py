@@ -100,3 +100,25 @@ def test_the_schemes_defaults_are_the_schemas_values_written_once():
         assert getattr(scheme, field.name) == (tuple(expected) if field.name == "rules" else expected), field.name
     assert (scheme.p_mask, scheme.p_pos, scheme.p_ng, scheme.max_ngram, scheme.copies) == (0.1, 0.1, 0.25, 5, 20)
     assert (scheme.p_t, scheme.candidates, rules.TANG_RULES) == (0.4, 15, ("mask", "pos", "ngram"))
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot be read"),
+        (b"", "holds no word vector"),
+        (b"PK\x03\x04\x14\x00\xff\xfe\x00binary\n", "not UTF-8"),
+        (b"films 1 0\nnear 0.9 zero\n", "line 2"),
+        (b"films 1 0\nnear 0.9\nfar -1 0 3\n", "a cut file"),
+    ],
+)
+def test_a_missing_or_damaged_glove_file_is_one_block_naming_it(tmp_path, content, says):
+    from bert_kd.config.errors import DataFileError
+
+    glove = tmp_path / "glove.txt"
+    if content is not None:
+        glove.write_bytes(content)
+    with pytest.raises(DataFileError) as error:
+        rules.read_glove(str(glove))
+    block = error.value.block()
+    assert says in block and str(glove) in block and "augment.glove" in block and "fix:" in block

@@ -47,3 +47,64 @@ def test_the_glue_stand_in_holds_each_training_sentence_once(tmp_path):
     assert len(sentences) == len(set(sentences)) > 0
     written = write_glue_stand_in(glue, tmp_path / "stand_in")
     assert written.read_text().splitlines() == sentences
+
+
+def _written(tmp_path, passages=40, rows_per_shard=10):
+    tokenizer = make_wordpiece_tokenizer(tmp_path / "tok")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the cat sat on mat number {i}\n" for i in range(passages)))
+    return write_shards(read_passages([corpus]), tokenizer, tmp_path / "shards", max_seq_length=16, rows_per_shard=10)
+
+
+def _cut(shard):
+    """The shard rewritten with its first rows only (valid Arrow: what cutting shards after writing leaves)."""
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(str(shard)) as reader:
+        table = reader.read_all().slice(0, 3)
+    with pa.ipc.new_stream(str(shard), table.schema) as writer:
+        writer.write_table(table)
+
+
+def test_each_shard_records_its_rows_and_a_cut_edited_or_added_shard_is_named(tmp_path):
+    from bert_kd.config.errors import DataFileError
+    from bert_kd.core.data.shards import shards_manifest, shards_problem
+
+    shards = _written(tmp_path)
+    recorded = shards_manifest(shards)["shard_rows"]
+    assert recorded == {f"data/shard-0000{i}.arrow": 10 for i in range(4)} and shards_problem(shards) is None
+    assert len(open_shards(shards)) == 40
+    _cut(shards / "data" / "shard-00002.arrow")
+    assert "shard-00002.arrow" in shards_problem(shards)
+    with pytest.raises(DataFileError) as error:
+        open_shards(shards)
+    assert "general.corpus" in error.value.block() and str(shards) in error.value.block()
+    (shards / "data" / "shard-00002.arrow").unlink()
+    assert "shard-00002.arrow is missing" in shards_problem(shards)
+    edited = bytearray((shards / "data" / "shard-00001.arrow").read_bytes())
+    edited[-20] ^= 1  # same size, one bit changed
+    (shards / "data" / "shard-00002.arrow").write_bytes(bytes(edited))
+    assert "sha256" in shards_problem(shards)
+    (shards / "data" / "shard-00002.arrow").unlink()
+    (shards / "data" / "shard-00009.arrow").write_bytes((shards / "data" / "shard-00001.arrow").read_bytes())
+    assert "added" in shards_problem(shards)
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(b"", "no passage"), (b"\n  \n\t\n", "no passage"), (b"ok line\n\x89PNG\r\n\x1a\n\xff\xfe", "not UTF-8")],
+)
+def test_an_empty_blank_or_binary_corpus_is_one_block_naming_the_file(tmp_path, content, says):
+    from bert_kd.config.errors import DataFileError
+    from bert_kd.core.data.shards import files_identity
+
+    tokenizer = make_wordpiece_tokenizer(tmp_path / "tok")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(content)
+    with pytest.raises(DataFileError) as error:
+        write_shards(
+            read_passages([corpus]), tokenizer, tmp_path / "s", max_seq_length=16, source=files_identity([corpus])
+        )
+    block = error.value.block()
+    assert says in block and "general.corpus.files" in block and "fix:" in block
+    assert not (tmp_path / "s").exists()

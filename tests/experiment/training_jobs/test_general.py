@@ -120,3 +120,24 @@ def test_an_interrupted_run_resumes_at_the_same_batch_with_the_same_weights(work
     a = load_file(Path(whole.info["store_path"]) / "model.safetensors")
     b = load_file(Path(resumed.info["store_path"]) / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_a_damaged_corpus_cache_is_set_aside_and_rebuilt_and_cut_shards_train_nothing(workdir, caplog):
+    """Shards cut after they were written trained a general student on 40 of 400 passages under the full
+    corpus's key; the cache is now checked: set aside with a warning naming it, tokenized again."""
+    from bert_kd.config.errors import DataFileError
+    from bert_kd.core.data.shards import shards_manifest
+
+    teacher = save_tiny(workdir / "teacher")
+    block = general_block(teacher, workdir / "corpus.txt")
+    shards = prepare_corpus(block)
+    shard = sorted((shards / "data").glob("shard-*.arrow"))[0]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    with pytest.raises(DataFileError, match="damaged"):
+        train_general_student(shards, block, run_settings())
+    assert not list((workdir / "data/06_models/store/general_student").glob("*"))
+    with caplog.at_level("WARNING"):
+        again = prepare_corpus(block)
+    assert again == shards and shards_manifest(again)["rows"] == 40
+    aside = list(shards.parent.glob(f"{shards.name}.corrupt-*"))
+    assert len(aside) == 1 and str(shards) in caplog.text and str(aside[0]) in caplog.text

@@ -63,3 +63,72 @@ def test_the_training_split_gets_the_set_after_its_own_rows(tmp_path, teacher, t
     assert merged["train"]["idx"][: len(train)] == tokenized["train"]["idx"]
     assert len(set(merged["train"]["idx"])) == len(merged["train"])  # the teacher cache's lookup key stays unique
     assert merged["validation"] is tokenized["validation"]
+
+
+def _replace_rows(shard):
+    """Rewrite a shard as valid Arrow with one row's tokens changed (what an edit after the set was made leaves)."""
+    from datasets import Dataset
+
+    rows = Dataset.from_file(str(shard)).to_dict()
+    rows["input_ids"][0] = list(reversed(rows["input_ids"][0]))
+    edited = Dataset.from_dict(rows)
+    shard.unlink()
+    from bert_kd.core.data.shards import ShardWriter
+
+    writer = ShardWriter(shard.parent / "edit")
+    writer.add(edited.to_dict())
+    (made,) = writer.close()
+    made.rename(shard)
+    (shard.parent / "edit").rmdir()
+
+
+@pytest.mark.parametrize("damage", ["rows replaced", "manifest deleted", "file added"])
+def test_a_set_given_by_path_is_checked_against_its_manifest(tmp_path, teacher, train, damage):
+    made = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    assert build_transfer_set(train, teacher, _block(tmp_path, path=str(made.path)), 32, "rte").key == made.key
+    copy = tmp_path / "copied"
+    import shutil
+
+    shutil.copytree(made.path, copy)
+    if damage == "rows replaced":
+        _replace_rows(sorted(copy.glob("shard-*.arrow"))[0])
+    elif damage == "manifest deleted":
+        (copy / "manifest.json").unlink()
+    else:
+        (copy / "shard-00099.arrow").write_bytes((copy / "shard-00000.arrow").read_bytes())
+    with pytest.raises(ParameterError) as error:
+        build_transfer_set(train, teacher, _block(tmp_path, path=str(copy)), 32, "rte")
+    block = error.value.block()
+    assert "augment.path" in block and str(copy) in block and "manifest" in block and "fix:" in block
+
+
+def test_copies_are_bounded_and_a_long_augmentation_says_how_far_it_is(tmp_path, teacher, train, monkeypatch, caplog):
+    """augment.copies=1e9 ran 1e9 draws per row with no word: above the bound it is one parameter error, and
+    augmenting prints the draws up front and a progress line with an estimate while it runs."""
+    from bert_kd.config.schema import MAX_AUGMENT_COPIES
+
+    for copies in (10**9, MAX_AUGMENT_COPIES + 1):
+        with pytest.raises(ParameterError) as error:
+            job.transfer_set_job(train, teacher, _block(tmp_path, copies=copies), "rte", 32)
+        assert "augment.copies" in error.value.block() and str(MAX_AUGMENT_COPIES) in error.value.block()
+    assert not (tmp_path / "sets").exists()
+    monkeypatch.setattr(job, "PROGRESS_EVERY_S", 0.0)
+    with caplog.at_level("INFO", logger=job.log.name):
+        job.transfer_set_job(train, teacher, _block(tmp_path, copies=3), "rte", 32)
+    assert "8 source rows x 3 copies (24 draws" in caplog.text
+    assert "of 8 source rows" in caplog.text and "left" in caplog.text
+
+
+def test_a_missing_glove_file_and_a_damaged_stored_shard(tmp_path, teacher, train, caplog):
+    """A missing GloVe file is one parameter block (it was a traceback); a stored set whose shard was cut is set
+    aside with a warning and built again, never read."""
+    with pytest.raises(ParameterError) as error:
+        job.transfer_set_job(train, teacher, _block(tmp_path, glove=str(tmp_path / "glove.840B.300d.txt")), "rte", 32)
+    assert "augment.glove" in error.value.block() and "no such file" in error.value.block()
+    made = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    shard = sorted(made.path.glob("shard-*.arrow"))[0]
+    shard.write_bytes(shard.read_bytes()[:100])
+    with caplog.at_level("WARNING"):
+        again = job.transfer_set_job(train, teacher, _block(tmp_path), "rte", 32)
+    assert again.key == made.key and len(again.rows) == len(made.rows) and "damaged" in caplog.text
+    assert list(made.path.parent.glob(f"{made.path.name}.corrupt-*"))

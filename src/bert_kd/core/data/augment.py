@@ -27,6 +27,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from bert_kd.config.errors import DataFileError
 from bert_kd.config.schema import Augment
 
 #: The label of an augmented row: PyTorch's cross-entropy ``ignore_index`` (no gold label to learn from).
@@ -125,13 +126,20 @@ def _texts(row, has_pair: bool) -> tuple[str, ...]:
 
 
 def augment_frame(
-    frame: pd.DataFrame, scheme: Scheme, sources: WordSources, batch_rows: int = 10_000, first_idx: int | None = None
+    frame: pd.DataFrame,
+    scheme: Scheme,
+    sources: WordSources,
+    batch_rows: int = 10_000,
+    first_idx: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, list]]:
     """The augmented rows of ``frame`` (columns ``idx``, ``sentence1``, ``sentence2``), as column batches of
-    about ``batch_rows``: up to ``scheme.copies`` distinct rewrites per row (identical rewrites and the
-    original dropped, as Tang et al. do), ``source_idx`` naming the row, ``idx`` numbered after the
+    about ``batch_rows``: up to ``scheme.copies`` distinct rewrites per row (``scheme.copies`` draws, the attempt
+    bound: identical rewrites and the original are dropped, as Tang et al. do, never drawn again), ``source_idx``
+    naming the row, ``idx`` numbered after the
     largest original ``idx`` (or from ``first_idx``: past every row of the split the set joins), ``label`` = [`NO_LABEL`][]. Row r draws
-    from its own generator (seed, r), so the set does not depend on ``batch_rows``."""
+    from its own generator (seed, r), so the set does not depend on ``batch_rows``. ``progress(rows done)`` is
+    called after each source row."""
     has_pair = "sentence2" in frame and frame["sentence2"].notna().any()
     next_idx = first_idx if first_idx is not None else (int(frame["idx"].max()) + 1 if len(frame) else 0)
     batch: dict[str, list] = {"idx": [], "source_idx": [], "sentence1": [], "sentence2": [], "label": []}
@@ -150,6 +158,8 @@ def augment_frame(
             batch["sentence2"].append(rewrite[1] if has_pair else None)
             batch["label"].append(NO_LABEL)
             next_idx += 1
+        if progress is not None:
+            progress(position + 1)
         if len(batch["idx"]) >= batch_rows:
             yield batch
             batch = {key: [] for key in batch}
@@ -222,18 +232,65 @@ class EmbeddingNeighbours:
                 self.cache[part[i]] = [self.words[j] for j in row if self.words[j] != lowered][: self.k]
 
 
+#: The parameter that names a GloVe file.
+GLOVE_PARAMETER = "augment.glove"
+
+
+def _glove_error(path, what: str, line: int | None = None) -> DataFileError:
+    return DataFileError(
+        f"{path}{f' line {line}' if line else ''}: {what}",
+        f"{GLOVE_PARAMETER} ({path}{f':{line}' if line else ''})",
+        "give a GloVe text file (one word and its vector of numbers a line, separated by spaces, e.g. "
+        "glove.840B.300d.txt), or augment.glove: null for the embedding neighbours stand-in",
+    )
+
+
+def read_glove(path) -> tuple[list[str], list[np.ndarray]]:
+    """The words and vectors of a GloVe text file (``word v1 v2 …`` per line). A missing, binary, empty or
+    malformed file (a line that is not numbers, vectors of different lengths) is a
+    [`DataFileError`][config.errors.DataFileError] naming the file, its line and ``augment.glove``."""
+    words: list[str] = []
+    vectors: list[np.ndarray] = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                _glove_line(path, number, raw, words, vectors)
+    except OSError as exc:
+        raise _glove_error(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not vectors:
+        raise _glove_error(path, "holds no word vector (empty, or no line of a word and numbers)")
+    return words, vectors
+
+
+def _glove_line(path, number: int, raw: bytes, words: list[str], vectors: list[np.ndarray]) -> None:
+    """Append line ``number`` of a GloVe file to ``words`` and ``vectors`` (a line of fewer than three fields is
+    skipped, as word2vec's header line)."""
+    try:
+        parts = raw.decode("utf-8").rstrip().split(" ")
+    except UnicodeDecodeError:
+        raise _glove_error(
+            path, "is not UTF-8 text (a binary file: give the .txt, not a .zip or .bin)", number
+        ) from None
+    if len(parts) <= 2:
+        return
+    try:
+        vector = np.asarray(parts[1:], dtype=np.float32)
+    except ValueError:
+        raise _glove_error(path, f"{parts[1][:20]!r}… is not a number: not a GloVe line", number) from None
+    if vectors and len(vector) != len(vectors[0]):
+        raise _glove_error(
+            path, f"a vector of {len(vector)} numbers, the first line's has {len(vectors[0])} (a cut file?)", number
+        )
+    words.append(parts[0])
+    vectors.append(vector)
+
+
 class GloveNeighbours:
     """TinyBERT's real path for multi-piece words: the K nearest words in a GloVe text file
     (``word v1 v2 …`` per line), cosine. Single-piece words go to ``single`` (a masked LM or a stand-in)."""
 
     def __init__(self, path: str, tokenizer, single: Callable[[str], Sequence[str]], k: int = 15) -> None:
-        words, vectors = [], []
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                parts = line.rstrip().split(" ")
-                if len(parts) > 2:
-                    words.append(parts[0])
-                    vectors.append(np.asarray(parts[1:], dtype=np.float32))
+        words, vectors = read_glove(path)
         table = np.stack(vectors)
         self.table = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
         self.words, self.row = words, {w: i for i, w in enumerate(words)}

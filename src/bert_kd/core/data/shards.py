@@ -4,7 +4,9 @@
 corpus is never whole in memory) and publishes the shard folder atomically;
 [`open_shards`][] maps it back without reading it into memory, so a training
 loop draws rows from disk. [`corpus_key`][] names a corpus by its bytes and the
-tokenization, so the same corpus and tokenizer find the same shards (general distillation's corpus).
+tokenization, so the same corpus and tokenizer find the same shards (general distillation's corpus). Each shard's
+rows, size and sha256 are recorded when it is written (``shards.json``, ``manifest.json``) and checked when the
+folder is read ([`shards_problem`][]): a shard cut, edited or added afterwards is named, never read as the corpus.
 
 Rows made rather than read (an augmented transfer set): [`ShardWriter`][]
 appends column batches to ``shard-00000.arrow``, ``shard-00001.arrow`` … in a folder (the ``datasets`` library's
@@ -19,7 +21,8 @@ import json
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from bert_kd.core.files import write_atomically
+from bert_kd.config.errors import DataFileError
+from bert_kd.core.files import MANIFEST, file_sha256, write_atomically
 
 #: Rows tokenized per call of the tokenizer while streaming.
 TOKENIZE_BATCH = 1000
@@ -27,11 +30,32 @@ TOKENIZE_BATCH = 1000
 SHARDS_MANIFEST = "shards.json"
 
 
-def read_passages(paths: Sequence[str | Path]) -> Iterator[str]:
-    """The passages of text files, one a line, in file order; blank lines are skipped."""
+#: Where a corpus's files are named (the block of a corpus that cannot be read names it).
+CORPUS_PARAMETER = "general.corpus.files"
+
+
+def read_passages(paths: Sequence[str | Path], parameter: str = CORPUS_PARAMETER) -> Iterator[str]:
+    """The passages of text files, one a line, in file order; blank lines are skipped. A file that is not UTF-8
+    text (binary, another encoding, a NUL byte) is a [`DataFileError`][config.errors.DataFileError] naming its
+    line and ``parameter``."""
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataFileError(
+                        f"{path} line {number} is not UTF-8 text ({exc.reason} at byte {exc.start}): a binary file "
+                        "or another encoding",
+                        f"{parameter} ({path}:{number})",
+                        "give plain UTF-8 text files, one passage a line (iconv -t utf-8 converts one)",
+                    ) from None
+                if "\x00" in line:
+                    raise DataFileError(
+                        f"{path} line {number} holds a NUL byte: a binary file, not text",
+                        f"{parameter} ({path}:{number})",
+                        "give plain UTF-8 text files, one passage a line",
+                    )
                 text = line.strip()
                 if text:
                     yield text
@@ -91,6 +115,7 @@ def write_shards(
     def write(target: Path) -> None:
         (target / "data").mkdir()
         rows, shard, writer, in_shard = 0, 0, None, 0
+        shard_rows: dict[str, int] = {}
         for columns in _tokenized_batches(passages, tokenize):
             table = pa.table({name: pa.array(values, type=pa.list_(pa.int32())) for name, values in columns.items()})
             for piece in table.to_batches(max_chunksize=rows_per_shard):
@@ -104,26 +129,108 @@ def write_shards(
                     writer.write_batch(take)
                     in_shard, rows = in_shard + take.num_rows, rows + take.num_rows
                     piece = piece.slice(take.num_rows)
+                    shard_rows[f"data/shard-{shard - 1:05d}.arrow"] = in_shard
         if writer is not None:
             writer.close()
         if rows == 0:
-            raise ValueError(f"the corpus for {directory} has no passage (no non-blank line)")
-        manifest = {"rows": rows, "shards": shard, "max_seq_length": max_seq_length, "source": source or {}}
+            raise DataFileError(
+                f"the corpus for {directory} has no passage: its files are empty or hold only blank lines",
+                source_parameter(source),
+                "give text files with one passage a line (or another corpus: general.corpus)",
+            )
+        manifest = {
+            "rows": rows,
+            "shards": shard,
+            "shard_rows": shard_rows,
+            "max_seq_length": max_seq_length,
+            "source": source or {},
+        }
         (target / SHARDS_MANIFEST).write_text(json.dumps(manifest, indent=2))
 
     write_atomically(directory, write)
     return directory
 
 
-def open_shards(directory: str | Path):
-    """The shards in ``directory`` as a memory-mapped ``datasets.Dataset`` (rows read from disk on demand)."""
+def source_parameter(source: Mapping | None) -> str:
+    """The parameter that names a corpus of key material ``source``."""
+    source = source or {}
+    if "files_sha256" in source:
+        return CORPUS_PARAMETER
+    if "hf_dataset" in source:
+        return "general.corpus.hf_dataset"
+    if "glue_stand_in" in source:
+        return "general.corpus.glue_stand_in (glue_dir)"
+    return "general.corpus"
+
+
+def shards_problem(directory: str | Path) -> str | None:
+    """Why the shard folder ``directory`` is not what [`write_shards`][] wrote (None when it is): its
+    ``manifest.json`` must list every file with the size and sha256 it had when written and the folder hold
+    nothing else, and ``shards.json`` must record each shard's rows, adding up to its ``rows`` (a shard cut,
+    edited, removed or added after the folder was written is named)."""
+    directory = Path(directory)
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        recorded = json.loads((directory / SHARDS_MANIFEST).read_text())
+    except FileNotFoundError as exc:
+        return f"{Path(exc.filename).name} is missing"
+    except (OSError, ValueError) as exc:
+        return f"unreadable {MANIFEST} or {SHARDS_MANIFEST} ({exc})"
+    files, shard_rows = manifest.get("files") if isinstance(manifest, dict) else None, None
+    if isinstance(recorded, dict):
+        shard_rows = recorded.get("shard_rows")
+    if not isinstance(files, dict) or not isinstance(shard_rows, dict):
+        return "it records no rows and sha256 per shard (written before shards were verified)"
+    present = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST}
+    for name in sorted(present - set(files)):
+        return f"{directory / name} was added after the shards were written"
+    for name, entry in files.items():
+        path = directory / name
+        if not path.is_file():
+            return f"{path} is missing"
+        if not isinstance(entry, dict) or path.stat().st_size != entry.get("size"):
+            return f"{path} has {path.stat().st_size} bytes, {entry.get('size') if isinstance(entry, dict) else '?'} when written (cut or edited)"
+        if file_sha256(path) != entry.get("sha256"):
+            return f"{path} does not match its sha256 recorded when it was written (edited)"
+    shards = {name for name in files if name.startswith("data/shard-")}
+    if set(shard_rows) != shards or sum(shard_rows.values()) != recorded.get("rows"):
+        return f"{SHARDS_MANIFEST}'s rows per shard do not add up to its {recorded.get('rows')} rows"
+    return None
+
+
+def damaged_shards_error(directory: str | Path, problem: str, parameter: str = "general.corpus") -> DataFileError:
+    """The block of a shard folder that is not what was written."""
+    return DataFileError(
+        f"the tokenized corpus at {directory} is damaged: {problem}",
+        parameter,
+        "run `kedro run --pipelines=distill_general` again: its tokenize step sets a damaged corpus aside "
+        f"({Path(directory).name}.corrupt-<time>) and tokenizes the corpus again",
+    )
+
+
+def open_shards(directory: str | Path, verify: bool = True):
+    """The shards in ``directory`` as a memory-mapped ``datasets.Dataset`` (rows read from disk on demand),
+    checked first against what was recorded when they were written ([`shards_problem`][]; ``verify=False``
+    skips it, for a folder just checked)."""
     import datasets
 
     directory = Path(directory)
     if not (directory / SHARDS_MANIFEST).is_file():
         raise FileNotFoundError(f"{directory} holds no tokenized shards ({SHARDS_MANIFEST} is missing)")
+    if verify:
+        problem = shards_problem(directory)
+        if problem is not None:
+            raise damaged_shards_error(directory, problem, source_parameter(_recorded_source(directory)))
     files = sorted((directory / "data").glob("shard-*.arrow"))
     return datasets.concatenate_datasets([datasets.Dataset.from_file(str(f), in_memory=False) for f in files])
+
+
+def _recorded_source(directory: Path) -> dict:
+    try:
+        source = shards_manifest(directory).get("source")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return source if isinstance(source, dict) else {}
 
 
 def shards_manifest(directory: str | Path) -> dict:

@@ -25,6 +25,7 @@ from bert_kd.core.data.shards import (
     open_shards,
     read_passages,
     shards_manifest,
+    shards_problem,
     write_shards,
 )
 from bert_kd.core.distill.general import GeneralDistillation, has_masked_lm_head
@@ -92,11 +93,17 @@ def _hub_passages(corpus: GeneralCorpus) -> Iterator[str]:
 
 def prepare_corpus(general: General, glue_dir: str | None = None, store_root: Path = STORE_ROOT) -> Path:
     """The corpus tokenized by the teacher's tokenizer into shards under ``corpus_shards/<key>`` (reused
-    when they exist; written by rank 0, the other processes wait for its path)."""
+    when they exist and match what was recorded when they were written; a damaged folder is moved aside to
+    ``<key>.corrupt-<time>`` with a warning naming it and the corpus tokenized again; written by rank 0, the other
+    processes wait for its path)."""
     general = typed(General, general, "general")
     identity, passages = corpus_source(general.corpus, glue_dir)
     key = corpus_key(identity, model_identity(general.teacher), general.max_seq_length)
     target = Path(store_root) / CORPUS_KIND / key
+    if is_main_process() and target.exists():
+        problem = shards_problem(target)
+        if problem is not None:
+            jobs.move_aside(target, problem)
     if is_main_process() and not target.exists():
         tokenizer = load_tokenizer(general.teacher)
         write_shards(passages, tokenizer, target, max_seq_length=general.max_seq_length, source=identity)
@@ -188,10 +195,11 @@ def _distil(checkpoint_dir, *, shards: Path, general: General, settings: RunSett
         mask_token_id=tokenizer.mask_token_id,
     )
     config = general_config(general, settings, checkpoint_dir)
+    corpus = open_shards(shards)  # checked against its recorded rows and sha256: cut shards train nothing
     run.log_params({"general": general.model_dump(), "training": vars(config), "key": key})
     result = fit(
         objective,
-        open_shards(shards),
+        corpus,
         None,
         config,
         collator=collator_for(tokenizer),

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,12 @@ def scheme_of(block: Augment) -> rules.Scheme:
 def _file_sha256(path: str) -> str:
     from bert_kd.core.files import file_sha256
 
+    if not Path(path).is_file():
+        raise ParameterError(
+            [(rules.GLOVE_PARAMETER, f"{path} is not a file" if Path(path).exists() else f"no such file: {path}")],
+            fix="give a GloVe text file (e.g. glove.840B.300d.txt, unzipped), or augment.glove: null for the "
+            "embedding neighbours stand-in",
+        )
     return file_sha256(Path(path))
 
 
@@ -99,14 +106,63 @@ def _token_batch(batch: dict, tokenizer, max_seq_length: int) -> dict:
     return {**tokenized, **text}
 
 
+#: Seconds between two progress lines of a long augmentation.
+PROGRESS_EVERY_S = 30.0
+
+
+class Progress:
+    """One log line at most every [`PROGRESS_EVERY_S`][] seconds while ``total`` source rows are augmented: the
+    rows done, the share, the rate and an estimate of the time left (from the rate so far)."""
+
+    def __init__(self, total: int, copies: int, every_s: float | None = None) -> None:
+        self.total, self.copies = total, copies
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s or done >= self.total:
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        left = (self.total - done) / rate if rate > 0 else float("inf")
+        log.info(
+            "transfer set: %d of %d source rows (%.0f%%), %.1f rows/s, about %s left",
+            done,
+            self.total,
+            100.0 * done / self.total,
+            rate,
+            _duration(left),
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "an unknown time"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def write_rows(train: pd.DataFrame, block: Augment, teacher: ModelBundle, max_seq_length: int, out: Path) -> int:
     """Augment ``train``'s source rows into shards under ``out`` batch by batch (their ``idx`` after every
-    row of ``train``); returns the number of rows."""
+    row of ``train``), with a progress line and an estimate while it runs; returns the number of rows."""
     source = source_rows(train, block)
     sources = word_sources(block, teacher, source)
     writer = ShardWriter(out, rows_per_shard=block.rows_per_shard)
     first = int(train["idx"].max()) + 1 if len(train) else 0
-    batches = rules.augment_frame(source, scheme_of(block), sources, min(10_000, block.rows_per_shard), first)
+    log.info(
+        "transfer set: %d source rows x %d copies (%d draws, at most as many rows)",
+        len(source),
+        block.copies,
+        len(source) * block.copies,
+    )
+    progress = Progress(len(source), block.copies)
+    batches = rules.augment_frame(
+        source, scheme_of(block), sources, min(10_000, block.rows_per_shard), first, progress=progress
+    )
     for batch in batches:
         writer.add(_token_batch(batch, teacher.tokenizer, max_seq_length))
     writer.close()
@@ -159,6 +215,27 @@ def load_transfer_set(directory: str | Path) -> TransferSet:
         raise ParameterError([("augment.path", f"{directory} holds no transfer set ({INFO_FILE} missing)")])
     info = json.loads(info_file.read_text())
     return TransferSet(read_shards(directory), directory.name, directory, info)
+
+
+def verified_transfer_set(directory: str | Path, where: str = "augment.path") -> TransferSet:
+    """The transfer set in ``directory`` (given by path, so not made by this run) once its ``manifest.json``
+    proves it whole, as the store proves an entry it reuses: the folder's files (the Arrow shards and
+    ``transfer_set.json``) have the sizes and sha256 recorded when the set was stored, nothing was added, and in a
+    store folder (``<root>/transfer_set/<key>``) the manifest names that key. An edited, truncated or
+    manifest-less set is refused with one block naming the folder (``where``: the parameter)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ParameterError(
+            [(where, f"{directory} is not a folder")], fix=f"give a transfer set's store folder ({KIND}/<key>)"
+        )
+    problem = jobs.store_entry_problem(directory)
+    if problem is not None:
+        raise ParameterError(
+            [(where, f"the transfer set at {directory} does not match its manifest: {problem}")],
+            fix=f"use the set as stored (augment.directory/{KIND}/<key>, its files unchanged), or leave {where} empty "
+            "to build the set with `kedro run --pipelines=augment_glue` (a changed set is a new set, with its own key)",
+        )
+    return load_transfer_set(directory)
 
 
 def check_transfer_set(transfer: TransferSet, task: str, tokenizer, max_seq_length: int, where: str) -> None:

@@ -12,8 +12,8 @@ from bert_kd.experiment.store import recompute
 from bert_kd.experiment.training_jobs.transfer_set import (
     TransferSet,
     check_transfer_set,
-    load_transfer_set,
     transfer_set_job,
+    verified_transfer_set,
 )
 
 log = logging.getLogger(__name__)
@@ -23,10 +23,11 @@ def build_transfer_set(
     train, teacher: ModelBundle, augment, max_seq_length: int, task: str, runtime=None
 ) -> TransferSet:
     """The content-keyed transfer set of ``train`` (``augment``: the ``augment`` block; ``augment.path``: a
-    stored set to use instead, refused when it is of another task or tokenizer)."""
+    stored set to use instead, refused when its files do not match its manifest or it is of another task or
+    tokenizer)."""
     block = typed(Augment, augment, "augment")
     if block.path:
-        transfer = load_transfer_set(block.path)
+        transfer = verified_transfer_set(block.path)
     else:
         transfer = transfer_set_job(train, teacher, block, task, max_seq_length, recompute=recompute(runtime))
     check_transfer_set(transfer, task, teacher.tokenizer, max_seq_length, "augment.path" if block.path else "augment")

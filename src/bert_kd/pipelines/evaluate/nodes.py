@@ -202,15 +202,15 @@ def load_model_for_task(
 ) -> tuple:
     """``source`` resolved (a store entry verified, an MLflow URI downloaded and confined),
     ``max_seq_length`` checked against its positions, loaded, and its task checked
-    ([`check_model_task`][]). Returns ``(bundle, recorded task)``."""
+    ([`check_model_task`][]). Returns ``(bundle, recorded task)``. An MLflow URI's download is removed from the
+    temporary folder once the model is in memory, or refused (a BERT-base download is 440 MB)."""
     path = resolve_model_source(source, key)
     try:
         bundle = _load_within_length(path, key, max_seq_length)
         return bundle, check_model_task(bundle, task, source, key, allow_mismatch, verb)
-    except BaseException:
+    finally:
         if source.startswith(MLFLOW_SCHEMES):
-            discard_download(path)  # a refused download leaves nothing in the temporary folder
-        raise
+            discard_download(path)
 
 
 def _load_within_length(path: Path, key: str, max_seq_length: int):

@@ -20,7 +20,7 @@ from bert_kd.core.reports.markdown_tables import markdown_table
 from bert_kd.experiment.evaluation import evaluation_split
 from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.run_setup import RunSettings, collator_for
-from bert_kd.experiment.tracker import JobTracker, default_registered_name, tracker_for
+from bert_kd.experiment.tracker import JobTracker, default_registered_name, discard_download, tracker_for
 from bert_kd.pipelines.evaluate.nodes import resolve_model_source
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,11 @@ def chosen_student(student: ModelBundle, model: str | None, tracking: Tracking, 
         source = tracker_for(tracking).champion_source(tracking.registered_model or default_registered_name(task))
     if source is None:
         return student, PIPELINE_STUDENT
-    bundle = load_bundle(resolve_model_source(source, key))
+    path = resolve_model_source(source, key)
+    try:
+        bundle = load_bundle(path)
+    finally:
+        discard_download(path)  # an MLflow URI's download, once the model is in memory (a folder is left alone)
     if bundle.tokenizer.get_vocab() != student.tokenizer.get_vocab():
         raise UserError(
             f"{source} reads another vocabulary than this pipeline's student",
