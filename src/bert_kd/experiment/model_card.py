@@ -90,6 +90,19 @@ def _format_layer_map(mapping) -> str | None:
     return ", ".join(f"{j}←{'+'.join(map(str, m)) if m else '—'}" for j, m in enumerate(mapping, 1))
 
 
+#: Model types the card names by their architecture (a student's row may be a recipe's name, ``logits_mse``).
+ARCHITECTURE_NAMES = {"bert_kd_bilstm": ("bilstm", "BiLSTM")}
+
+
+def model_name(method: str | None, model_type: str | None) -> str | None:
+    """A stored model's name for its card: its row (``alp_no``), or the architecture's name (``bilstm``) where
+    the row does not say it (a BiLSTM entry stored under its recipe's row, ``logits_mse``)."""
+    name, _ = ARCHITECTURE_NAMES.get(str(model_type), (None, None))
+    if name and name not in str(method or ""):
+        return name
+    return method
+
+
 def _number(value: float) -> str:
     return f"{value:.4g}"
 
@@ -108,10 +121,13 @@ def card_facts(directory: str | Path) -> dict:
     teacher = _teacher_entry(directory, teacher_key) if role != "teacher" else {}
     base = info.get("base_model") if role == "teacher" else teacher.get("base_model")
     recipe = spec.get("recipe") or {}
+    config = _read_json(directory / "config.json")
     return {
         "task": task,
         "role": role,
-        "method": info.get("method") or ("fine-tuning" if role == "teacher" else None),
+        "method": model_name(info.get("method"), config.get("model_type"))
+        or ("fine-tuning" if role == "teacher" else None),
+        "model_type": config.get("model_type"),
         "algorithm": info.get("algorithm") or recipe.get("method"),
         "metrics": dev_metrics(info),
         "dev_split": info.get("dev_split") or DEV_SPLITS.get(task.name, "validation"),
@@ -129,9 +145,10 @@ def card_facts(directory: str | Path) -> dict:
         "run_id": lineage.run_id,
         "key": lineage.key,
         "parameters": info.get("parameters") or _parameter_count(directory),
-        "layers": _read_json(directory / "config.json").get("num_hidden_layers"),
+        "layers": config.get("num_hidden_layers"),
         "train_examples": info.get("train_examples"),
         "label_names": info.get("label_names") or list(task.label_names),
+        "info": info,
     }
 
 
@@ -230,11 +247,12 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         f"# {name}",
         "",
         f"GLUE {task.dir_name} {'regression' if task.is_regression else 'classification'}: "
-        + ("a teacher fine-tuned" if facts["role"] == "teacher" else f"a student distilled with `{facts['method']}`")
+        + ("a teacher fine-tuned" if facts["role"] == "teacher" else _student_phrase(facts))
         + " by bert-kd (knowledge distillation of BERT models on GLUE), from its store entry"
         + (f" (`{facts['role']}/{facts['key']}`)." if facts["key"] else "."),
         "",
         f"- **Dev metrics** ({facts['dev_split']}): {metrics}",
+        *_floor_lines(facts),
         f"- **Noise of one dev-set run**: {noise}",
         f"- **Size**: {size or 'not recorded'}",
     ]
@@ -274,6 +292,33 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         "",
     ]
     return "\n".join(lines)
+
+
+def _floor_lines(facts: Mapping) -> list[str]:
+    """The score against the majority class of the same dev rows (**WARNING** at or below it) and the rows cut
+    at the max length, as the entry's ``bert_kd.json`` recorded them (nothing for an entry stored before)."""
+    from bert_kd.core.metrics import primary_metric
+    from bert_kd.experiment.floor import card_floor
+
+    floor = card_floor(facts["info"], facts["metrics"], primary_metric(facts["task"].name))
+    if floor is None:
+        return []
+    lines = []
+    if floor.majority is not None:
+        standing = floor.standing()
+        lines.append("- **Against the majority class**: " + (f"**{standing}**" if floor.at_or_below else standing))
+    if floor.cut_line():
+        lines.append(f"- **Input cut**: {floor.cut_line().removeprefix('input cut ')}")
+    return lines
+
+
+def _student_phrase(facts: Mapping) -> str:
+    """``a student distilled with `alp_no```; for an architecture other than BERT its name and its recipe
+    (``a BiLSTM student distilled with `logits_mse```)."""
+    _, architecture = ARCHITECTURE_NAMES.get(str(facts.get("model_type")), (None, None))
+    if architecture:
+        return f"a {architecture} student distilled with `{facts['algorithm'] or facts['method']}`"
+    return f"a student distilled with `{facts['method']}`"
 
 
 def _run_line(run_id: str | None, run_link: str | None) -> str:
