@@ -414,7 +414,7 @@ def push(source: str, repo_id: str, dry_run: bool, target: str | None, private: 
                 discard_download(folder)
 
     def push_from(folder: Path) -> None:
-        options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE}
+        options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE, "repo_id": repo_id}
         if dry_run:
             where = Path(target or Path("data/08_reporting/hub") / repo_id.replace("/", "__"))
             blocked = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)

@@ -180,9 +180,11 @@ def model_card(
     run_link: str | None = None,
     registered: str | None = None,
     license: str = DEFAULT_LICENSE,
+    repo_id: str | None = None,
 ):
     """The `huggingface_hub.ModelCard` of the stored model in ``directory`` (``run_link``: the
-    MLflow UI link of its training run; ``registered``: its registered ``models:/`` URI, if any)."""
+    MLflow UI link of its training run; ``registered``: its registered ``models:/`` URI, if any;
+    ``repo_id``: the hub repository it is pushed to, which its snippet loads)."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     facts = card_facts(directory)
@@ -205,6 +207,8 @@ def model_card(
     tags = ["bert-kd", "text-classification", "glue", task.name]
     if facts["role"] != "teacher":
         tags += ["knowledge-distillation", *([facts["algorithm"]] if facts["algorithm"] else [])]
+    if custom_code(facts):
+        tags.append("custom_code")
     data = ModelCardData(
         model_name=name,
         base_model=facts["base_model"],
@@ -218,7 +222,8 @@ def model_card(
     )
     # No template engine over text read from artifacts (a `{{ … }}` in a store entry, a logged model or a
     # registered name would run as Jinja2): the header is YAML dumped by the hub's own card data, the body plain text.
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n{_body(facts, run_link, registered, name, license)}")
+    body = _body({**facts, "repo_id": repo_id}, run_link, registered, name, license)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n{body}")
 
 
 def _body(facts: Mapping, run_link: str | None, registered: str | None, name: str, license: str) -> str:
@@ -260,8 +265,7 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         recipe = json.dumps(facts["recipe"], sort_keys=True, default=str) if facts["recipe"] else "not recorded"
         lines += [
             f"- **Recipe**: method `{facts['algorithm'] or facts['method']}`; `{recipe}`",
-            f"- **Teacher**: [its card](../../teacher/{facts['teacher_key']}/README.md) in the store "
-            f"(`teacher/{str(facts['teacher_key'])[:12]}…`)"
+            f"- **Teacher**: the store entry `teacher/{str(facts['teacher_key'])[:12]}…`"
             + (f" ({facts['base_model_name']} fine-tuned)" if facts["base_model_name"] else "")
             + (f"; dev {teacher_score}" if teacher_score else "; its dev score is not in this store"),
             f"- **Layer map** (student layer ← teacher layers): {facts['layer_map'] or 'none (output-level method)'}",
@@ -334,21 +338,45 @@ def _rows(count) -> str:
     return f"{int(count):,} training rows" if isinstance(count, int) and count > 0 else "training rows not recorded"
 
 
+def custom_code(facts: Mapping) -> bool:
+    """The model's architecture is not one ``transformers`` knows: its pushed folder carries its modelling file
+    ([`bert_kd.experiment.hub`][]) and loads with ``trust_remote_code=True``."""
+    from bert_kd.core.bilstm import MODEL_TYPE
+
+    return facts.get("model_type") == MODEL_TYPE
+
+
+#: The snippet's repository where the card is written for no push (``bert-kd card``).
+NO_REPOSITORY = "<this repository>"
+
+
 def _how_to_use(facts: Mapping) -> list[str]:
     """A snippet that classifies with the pushed folder through `transformers`' pipeline (label names from the
-    config's ``id2label``); ``<this repository>`` is the hub id the card is pushed to."""
+    config's ``id2label``), loading the hub repository the card is pushed to (``repo_id``; [`NO_REPOSITORY`][]
+    for a card written for no push), with ``trust_remote_code=True`` for an architecture of its own."""
     task = facts["task"]
     if task.has_pair:
         text = '{"text": "The cat sat on the mat.", "text_pair": "A cat was sitting on a mat."}'
     else:
         text = '"a gripping, beautifully acted film"'
+    note = (
+        [
+            "The BiLSTM is not a `transformers` architecture: its modelling code is this repository's "
+            f"`modeling_{facts['model_type']}.py`, which `trust_remote_code=True` runs (read it first).",
+            "",
+        ]
+        if custom_code(facts)
+        else []
+    )
     return [
         "## How to use",
         "",
+        *note,
         "```python",
         "from transformers import pipeline",
         "",
-        'classify = pipeline("text-classification", model="<this repository>")',
+        f'classify = pipeline("text-classification", model="{facts.get("repo_id") or NO_REPOSITORY}"'
+        + (", trust_remote_code=True)" if custom_code(facts) else ")"),
         f"print(classify({text}))  # labels: {', '.join(facts['label_names']) or 'a score'}",
         "```",
         "",
