@@ -134,8 +134,13 @@ def _chain(exc: BaseException | None):
         exc = exc.__cause__ or exc.__context__
 
 
-def run_guarded(**options):
-    """Kedro's ``run`` callback; a [`UserError`][] becomes one block and exit status 2."""
+def run_guarded(verbose: bool = False, **options):
+    """Kedro's ``run`` callback; a [`UserError`][] becomes one block and exit status 2. ``verbose`` (``-v``):
+    the libraries' INFO lines and progress bars too ([`bert_kd.kedro_project.quiet.show_third_party`][])."""
+    if verbose:
+        from bert_kd.kedro_project.quiet import show_third_party
+
+        show_third_party()
     try:
         refused = runner_error(options.get("runner"))
         if refused is not None:
@@ -204,7 +209,7 @@ def split_params(ctx: click.Context, param: click.Parameter, value):
 
 
 def _run_params() -> list[click.Parameter]:
-    """Kedro's ``run`` options, ``--params`` parsed by [`split_params`][]."""
+    """Kedro's ``run`` options, ``--params`` parsed by [`split_params`][], and ``-v``."""
     import copy
 
     params = []
@@ -213,7 +218,8 @@ def _run_params() -> list[click.Parameter]:
             option = copy.copy(option)
             option.callback = split_params
         params.append(option)
-    return params
+    help_ = "show the libraries' INFO lines and progress bars too (Kedro, kedro-mlflow, MLflow, transformers)"
+    return [*params, click.Option(["-v", "--verbose"], is_flag=True, help=help_)]
 
 
 @click.group(name="bert_kd")

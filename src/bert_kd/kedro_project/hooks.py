@@ -79,7 +79,10 @@ class PreflightHook:
     @hook_impl(tryfirst=True)
     def after_context_created(self, context) -> None:
         from bert_kd.kedro_project.preflight import check_tracking
+        from bert_kd.kedro_project.quiet import quiet_third_party
         from bert_kd.tracking import is_main_process
+
+        quiet_third_party()  # kedro-mlflow, imported by now, set its logger to INFO when it was
 
         tracking = (context.params or {}).get("tracking")  # not validated yet: the configuration's dict
         if isinstance(tracking, dict) and tracking.get("enabled") is False:
@@ -445,7 +448,7 @@ def floor_lines(who: str, evaluation: dict) -> list[str]:
     if floor is None:
         return []
     if floor.at_or_below:
-        log.warning("%s (%s): %s", who, evaluation.get("task", "?"), floor.standing())
+        log.warning("%s (%s): %s", who, evaluation.get("task", "?"), floor.standing().removeprefix("WARNING: "))
     return floor.lines()
 
 
