@@ -9,6 +9,7 @@ file:line, no traceback, no node ran for parameter errors, nothing under data/06
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -1109,6 +1110,72 @@ def test_push_dry_run_writes_the_folder_transformers_loads_and_a_busy_folder_is_
     assert ModelCard.load(target / "README.md").data.eval_results
     again = CliRunner().invoke(cli, ["push", str(entry), "someone/alp-rte", "--dry-run", "--to", str(target)])
     assert again.exit_code == 2 and "is not empty" in again.output and "Traceback" not in again.output
+
+
+def _bilstm_entry(root: Path) -> Path:
+    """A store entry of a tiny BiLSTM student (Tang et al.'s, on a tiny BERT teacher's vocabulary)."""
+    from types import SimpleNamespace
+
+    from bert_kd.core.bilstm import bilstm_student
+    from bert_kd.core.files import write_atomically
+    from bert_kd.experiment import jobs
+    from tests.conftest import make_tiny_bert
+
+    job = jobs.Job("student", {"task": "rte", "seed": 1, "recipe": {"method": "logits_mse"}}, root)
+
+    def write(directory: Path) -> None:
+        from transformers import AutoModelForSequenceClassification
+
+        make_tiny_bert(directory, num_layers=1)  # its tokenizer; the model is replaced by the BiLSTM
+        teacher = AutoModelForSequenceClassification.from_pretrained(directory)
+        sizes = SimpleNamespace(hidden_size=4, classifier_size=4, dropout=0.0, embeddings="teacher")
+        bilstm_student(teacher, sizes, 2, siamese=True).save_pretrained(directory)
+        info = {"role": "student", "method": "bilstm", "algorithm": "logits_mse", "task": "rte", "key": job.key}
+        (directory / "bert_kd.json").write_text(json.dumps({**info, "best_metrics": {"accuracy": 0.5}}))
+
+    return write_atomically(job.store_dir, write, jobs.identity_manifest(job))
+
+
+@pytest.mark.parametrize("kind", ["bert", "bilstm"])
+def test_a_pushed_folder_loads_as_its_card_says_in_a_process_without_bert_kd(tmp_path, kind):
+    """The dry-run folder of ``bert-kd push``, loaded by the card's own snippet in a fresh process where
+    ``import bert_kd`` fails: the repository id given to push in it, and for the BiLSTM the Hub's custom code."""
+    import ast
+    import re
+
+    from click.testing import CliRunner
+
+    from bert_kd.cli import cli
+
+    entry = _student_entry(tmp_path / "store") if kind == "bert" else _bilstm_entry(tmp_path / "store")
+    target, repo = tmp_path / "to-push", f"someone/{kind}-rte"
+    result = CliRunner().invoke(cli, ["push", str(entry), repo, "--dry-run", "--to", str(target)])
+    assert result.exit_code == 0, result.output
+    card = (target / "README.md").read_text()
+    snippet = re.search(r"## How to use\n\n(?:.*?\n\n)?```python\n(.*?)```", card, re.S).group(1)
+    assert f'model="{repo}"' in snippet and "<this repository>" not in card and "README.md)" not in card
+    config = json.loads((target / "config.json").read_text())
+    if kind == "bilstm":
+        assert "trust_remote_code=True" in snippet and "custom_code" in card
+        assert config["auto_map"]["AutoModelForSequenceClassification"].startswith("modeling_bert_kd_bilstm.")
+        tree = ast.parse((target / "modeling_bert_kd_bilstm.py").read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not {m for m in imported if m.split(".")[0] == "bert_kd"}, imported  # self-contained
+    else:
+        assert "trust_remote_code" not in snippet and "auto_map" not in config
+    script = (
+        "import sys\nsys.modules['bert_kd'] = None  # bert-kd is not installed here\n"
+        "try:\n    import bert_kd\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit('bert_kd imported')\n"
+        + snippet.replace(repo, str(target))  # the hub would serve the repository's files: here, the folder
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "'label': 'entailment'" in done.stdout or "'label': 'not_entailment'" in done.stdout, done.stdout
 
 
 def test_a_full_disk_during_push_is_one_block_and_leaves_no_half_written_folder(tmp_path, monkeypatch):

@@ -150,8 +150,13 @@ def _chain(exc: BaseException | None):
         exc = exc.__cause__ or exc.__context__
 
 
-def run_guarded(**options):
-    """Kedro's ``run`` callback; a [`UserError`][] becomes one block and exit status 2."""
+def run_guarded(verbose: bool = False, **options):
+    """Kedro's ``run`` callback; a [`UserError`][] becomes one block and exit status 2. ``verbose`` (``-v``):
+    the libraries' INFO lines and progress bars too ([`bert_kd.kedro_project.quiet.show_third_party`][])."""
+    if verbose:
+        from bert_kd.kedro_project.quiet import show_third_party
+
+        show_third_party()
     try:
         refused = runner_error(options.get("runner"))
         if refused is not None:
@@ -236,7 +241,7 @@ def split_params(ctx: click.Context, param: click.Parameter, value):
 
 
 def _run_params() -> list[click.Parameter]:
-    """Kedro's ``run`` options, ``--params`` parsed by [`split_params`][]."""
+    """Kedro's ``run`` options, ``--params`` parsed by [`split_params`][], and ``-v``."""
     import copy
 
     params = []
@@ -245,7 +250,8 @@ def _run_params() -> list[click.Parameter]:
             option = copy.copy(option)
             option.callback = split_params
         params.append(option)
-    return params
+    help_ = "show the libraries' INFO lines and progress bars too (Kedro, kedro-mlflow, MLflow, transformers)"
+    return [*params, click.Option(["-v", "--verbose"], is_flag=True, help=help_)]
 
 
 @click.group(name="bert_kd")
@@ -468,7 +474,7 @@ def push(
                 discard_download(folder)
 
     def push_from(folder: Path) -> None:
-        options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE}
+        options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE, "repo_id": repo_id}
         if dry_run:
             where = Path(target or Path("data/08_reporting/hub") / repo_id.replace("/", "__"))
             blocked = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)

@@ -2,12 +2,19 @@
 from the Kedro defaults. For further information, including these default values, see
 https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration"""
 
-# Kedro imports this module first, for every command: the known third-party warnings and Kedro's
-# per-dataset load/save lines are silenced here, before any plugin loads (bert_kd.kedro_project.quiet).
-from bert_kd.kedro_project.quiet import mask_passwords_in_logs, quiet_dataset_io, silence_known_warnings
+# Kedro imports this module first, for every command: the known third-party warnings, Kedro's
+# per-dataset load/save lines and the libraries' INFO lines and bars are silenced here, and every log line's
+# URL passwords masked, before any plugin loads (bert_kd.kedro_project.quiet).
+from bert_kd.kedro_project.quiet import (
+    mask_passwords_in_logs,
+    quiet_dataset_io,
+    quiet_third_party,
+    silence_known_warnings,
+)
 
 silence_known_warnings()
 quiet_dataset_io()
+quiet_third_party()  # the libraries' INFO lines and bars: `kedro run -v` (conf/logging.yml holds their loggers)
 mask_passwords_in_logs()
 
 # Instantiated project hooks.

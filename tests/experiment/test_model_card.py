@@ -403,3 +403,28 @@ def test_the_cards_how_to_use_snippet_runs_on_the_pushed_folder(student_entry, t
     exec(snippet.replace("<this repository>", str(folder)), {})  # noqa: S102 - the card's own code, on its folder
     printed = capsys.readouterr().out
     assert "'label': 'entailment'" in printed or "'label': 'not_entailment'" in printed
+
+
+def test_a_bilstm_entry_is_named_bilstm_and_a_score_at_the_floor_is_a_warning_on_its_card(tmp_path):
+    teacher = stored_entry(tmp_path, "teacher", {"role": "teacher", "task": "rte"}, {"task": "rte"})
+    entry = stored_entry(
+        tmp_path,
+        "student",
+        {
+            "role": "student",
+            "method": "logits_mse",  # a BiLSTM stored under its recipe's row: the card names the architecture
+            "algorithm": "logits_mse",
+            "task": "rte",
+            "teacher_key": teacher.name,
+            "best_metrics": {"accuracy": 0.5235},
+            "majority_class": {"accuracy": 0.5271},
+            "input_cut": {"validation": {"max_length": 64, "rows": 277, "cut": 97}},
+        },
+        {"task": "rte", "teacher": teacher.name, "recipe": {"method": "logits_mse"}},
+    )
+    config = json.loads((entry / "config.json").read_text())
+    (entry / "config.json").write_text(json.dumps({**config, "model_type": "bert_kd_bilstm"}))
+    text = write_model_card(entry).read_text()
+    assert "# bilstm-rte-student" in text and "a BiLSTM student distilled with `logits_mse`" in text
+    assert "- **Against the majority class**: **WARNING: accuracy 0.5235 is at or below the majority class" in text
+    assert "- **Input cut**: at 64 tokens: 97 of 277 dev rows" in text

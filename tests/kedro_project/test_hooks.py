@@ -255,6 +255,41 @@ def test_without_a_table_the_summary_gives_each_jobs_metric_and_why_nothing_was_
     ]
 
 
+def test_a_score_at_or_below_the_majority_class_is_a_warning_with_its_cut_rows(caplog):
+    from bert_kd.kedro_project.hooks import closing_summary
+
+    def evaluation(role: str, score: float) -> dict:
+        return {
+            "task": "rte",
+            "primary_metric": "accuracy",
+            "score": score,
+            "score_examples": 277,
+            "metrics": {"validation": {"accuracy": score}},
+            "majority_class": {"validation": {"accuracy": 0.5271}},
+            "input_cut": {
+                "validation": {"max_length": 64, "rows": 277, "cut": 97},
+                "train": {"max_length": 64, "rows": 2490, "cut": 1024},
+            },
+            "info": {"role": role, "method": "bilstm" if role == "student" else None},
+        }
+
+    with caplog.at_level("WARNING"):
+        text = closing_summary(
+            "distill_bilstm", {}, [evaluation("teacher", 0.5668), evaluation("student", 0.5235)], {}, None
+        )
+    assert text.splitlines() == [
+        "── distill_bilstm finished ──",
+        "teacher: dev accuracy = 0.5668 (rte, 277 rows)",
+        "  +0.0397 over the majority class (0.5271)",
+        "  input cut at 64 tokens: 97 of 277 dev rows, 1,024 of 2,490 training rows",
+        "bilstm: dev accuracy = 0.5235 (rte, 277 rows)",
+        "  WARNING: accuracy 0.5235 is at or below the majority class (0.5271): no better than always answering "
+        "the commonest label",
+        "  input cut at 64 tokens: 97 of 277 dev rows, 1,024 of 2,490 training rows",
+    ]
+    assert [r.getMessage().split(":")[0] for r in caplog.records if r.levelname == "WARNING"] == ["bilstm (rte)"]
+
+
 def test_the_summary_hook_collects_node_outputs_and_prints_after_every_other_hook(capsys):
     from bert_kd.kedro_project.hooks import ClosingSummaryHook
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -62,7 +63,8 @@ TANG_STUDENT = {
 @pytest.mark.slow
 def test_bilstm_distils_on_the_transfer_set(run_pipeline, tiny_glue_dir):
     _, root, _ = run_pipeline("distill_bilstm_transfer", augment=SMALL, tang_student=TANG_STUDENT)
-    metrics = json.loads(latest_version(root / "data/08_reporting/students/logits_mse_metrics.json").read_text())
+    metrics = json.loads(latest_version(root / "data/08_reporting/students/bilstm_metrics.json").read_text())
+    assert metrics["info"]["method"] == "bilstm"
     student = root / metrics["info"]["store_path"]
     config = json.loads((student / "config.json").read_text())
     assert config["model_type"] == "bert_kd_bilstm" and config["siamese"] is True  # RTE: sentence pairs
@@ -76,3 +78,58 @@ def test_tinybert_distils_on_the_transfer_set(run_pipeline):
     _, root, _ = run_pipeline("distill_tinybert_transfer", augment={**SMALL, "rules": ["tinybert"]}, student=student)
     metrics = json.loads(latest_version(root / "data/08_reporting/students/tinybert_metrics.json").read_text())
     assert metrics["info"]["method"] == "tinybert" and 0 <= metrics["score"] <= 1
+
+
+def test_the_bilstm_block_is_named_bilstm_and_reads_the_logits_mse_recipe():
+    from bert_kd.pipelines.augment_glue.pipeline import bilstm_block
+
+    block = bilstm_block()
+    (build,) = [n for n in block.nodes if n.name == "tang.bilstm.build_student"]
+    fixed = inspect.getclosurevars(build.func).nonlocals["fixed"]
+    assert fixed == {"row": "bilstm"}  # the student's name: its bar, run, LoggedModel and card
+    assert "params:distill_methods.logits_mse" in block.inputs() and "tang.bilstm.student_metrics" in block.outputs()
+
+
+def _one_label_dev_glue(root: Path) -> Path:
+    """An RTE folder whose dev rows all entail (the majority class scores 1.0, so every model sits at the
+    floor) and whose first sentences run past 32 tokens on every fourth row (cut at the max length)."""
+    folder = root / "RTE"
+    folder.mkdir(parents=True)
+    long = " and ".join(["the man sat on the mat"] * 6)
+    for split, n in (("train", 32), ("dev", 12)):
+        lines = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            label = "entailment" if split == "dev" or i % 2 else "not_entailment"
+            lines.append(f"{i}\t{long if i % 4 == 0 else 'the dog sat on the mat'}\tyes true\t{label}")
+        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_the_bilstm_is_named_bilstm_from_its_run_to_its_card_and_warns_at_the_floor(
+    run_pipeline, tmp_path_factory, capsys
+):
+    import mlflow
+
+    glue = _one_label_dev_glue(tmp_path_factory.mktemp("one_label_glue"))
+    _, root, uri = run_pipeline("distill_bilstm", glue_dir=str(glue), tang_student=TANG_STUDENT)
+    summary = capsys.readouterr().out.split("── distill_bilstm finished ──")[-1]
+    bilstm = next(line for line in summary.splitlines() if line.startswith("bilstm: dev accuracy"))
+    assert bilstm and "WARNING: accuracy" in summary and "at or below the majority class (1.0000)" in summary
+    assert "input cut at 32 tokens: 3 of 12 dev rows, 8 of 32 training rows" in summary
+    metrics = json.loads(latest_version(root / "data/08_reporting/students/bilstm_metrics.json").read_text())
+    assert metrics["info"]["method"] == "bilstm" and metrics["input_cut"]["validation"]["cut"] == 3
+    client = mlflow.MlflowClient(uri)
+    (run,) = [
+        r
+        for r in client.search_runs(client.get_experiment_by_name("bert_kd").experiment_id)
+        if r.data.tags.get("mlflow.runName") == "distill_bilstm:rte"
+    ]
+    assert run.data.tags["method"] == "bilstm" and run.data.tags["floor"].startswith("WARNING")
+    assert run.data.metrics["final/majority_class"] == 1.0 and run.data.metrics["final/over_majority_class"] <= 0
+    assert run.data.metrics["final/input_cut_rows"] == 3
+    logged = client.search_logged_models(experiment_ids=[run.info.experiment_id])
+    assert "bilstm-rte-student" in {m.name for m in logged}
+    card = (root / metrics["info"]["store_path"] / "README.md").read_text()
+    assert "# bilstm-rte-student" in card and "a BiLSTM student distilled with `logits_mse`" in card
+    assert "**Against the majority class**: **WARNING" in card and "**Input cut**: at 32 tokens: 3 of 12" in card

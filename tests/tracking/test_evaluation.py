@@ -11,3 +11,21 @@ def test_an_evaluations_noise_band_is_a_metric_of_its_run():
         **dict.fromkeys(("parameters", "encoder_parameters", "size_on_disk_bytes", "throughput_examples_per_s"), 1),
     }
     assert flat_eval_metrics(evaluation)[NOISE_BAND] == 0.0169  # 0.5 / √872
+
+
+def test_a_score_at_or_below_the_majority_class_is_a_metric_and_a_warning_tag_of_its_run():
+    from bert_kd.tracking.evaluation import INPUT_CUT_ROWS, MAJORITY_CLASS, OVER_MAJORITY, flat_eval_metrics, floor_tag
+
+    evaluation = {
+        "primary_metric": "accuracy",
+        "metrics": {"validation": {"accuracy": 0.5235}},
+        "majority_class": {"validation": {"accuracy": 0.5271}},
+        "input_cut": {"validation": {"max_length": 64, "rows": 277, "cut": 97}},
+        "score": 0.5235,
+        **dict.fromkeys(("parameters", "encoder_parameters", "size_on_disk_bytes", "throughput_examples_per_s"), 1),
+    }
+    flat = flat_eval_metrics(evaluation)
+    assert (flat[MAJORITY_CLASS], flat[OVER_MAJORITY], flat[INPUT_CUT_ROWS]) == (0.5271, -0.0036, 97)
+    assert floor_tag(evaluation)["floor"].startswith("WARNING: accuracy 0.5235 is at or below")
+    assert floor_tag({**evaluation, "score": 0.6}) == {"floor": "above"}
+    assert floor_tag({**evaluation, "majority_class": {"validation": None}}) == {}

@@ -11,6 +11,8 @@ word2vec); ``docs/fidelity.md`` lists both deviations. A Hugging Face ``PreTrain
 with ``AutoModelForSequenceClassification``, so it is stored, loaded, evaluated and exported to ONNX
 as every other student; each direction is its own ``nn.LSTM`` run over the sentence's tokens (the
 backward one over them reversed in place), which needs no packed sequences and exports as is.
+
+The file imports nothing of bert-kd: a pushed BiLSTM carries it as its modelling code ([`AUTO_MAP`][]).
 """
 
 from __future__ import annotations
@@ -109,8 +111,17 @@ class BiLSTMForSequenceClassification(PreTrainedModel):
         return SequenceClassifierOutput(logits=self.classifier(features))
 
 
-AutoConfig.register(MODEL_TYPE, BiLSTMConfig)
-AutoModelForSequenceClassification.register(BiLSTMConfig, BiLSTMForSequenceClassification)
+#: The Auto classes of a pushed BiLSTM's ``config.json`` (``auto_map``): this file, copied beside the weights as
+#: [`MODELING_FILE`][], is the Hub's custom code, which ``trust_remote_code=True`` loads without bert-kd.
+AUTO_MAP = {
+    "AutoConfig": "BiLSTMConfig",
+    "AutoModelForSequenceClassification": "BiLSTMForSequenceClassification",
+}
+MODELING_FILE = f"modeling_{MODEL_TYPE}.py"
+
+if __name__.startswith("bert_kd."):  # as part of bert-kd; as a pushed model's code, transformers registers it
+    AutoConfig.register(MODEL_TYPE, BiLSTMConfig)
+    AutoModelForSequenceClassification.register(BiLSTMConfig, BiLSTMForSequenceClassification)
 
 
 def bilstm_student(teacher: nn.Module, sizes, num_labels: int, siamese: bool) -> BiLSTMForSequenceClassification:

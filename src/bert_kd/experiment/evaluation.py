@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from bert_kd.core.data.glue import get_task
+from bert_kd.core.data.tokenize import input_cut
 from bert_kd.core.machine import machine_load
 from bert_kd.core.metrics import glue_metrics, primary_metric
 from bert_kd.core.models import ModelBundle, count_parameters
@@ -56,6 +57,7 @@ def measure_throughput(model, dataset, collator, batch_size: int = 32, max_batch
 def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int = 64) -> dict:
     """GLUE metrics on every dev split, parameter count, size on disk, throughput (with the machine's
     load average and cores when it was measured) and the seconds all this took;
+    the rows cut at the max length per split (``input_cut``, where the tokenization recorded them);
     for classification also ``correct``: per split, ``"1"``/``"0"`` per example in dev order (the paired
     test of [`bert_kd.core.reports.verdict.comparison_verdict`][])."""
     started = time.perf_counter()
@@ -75,6 +77,7 @@ def evaluate_bundle(bundle: ModelBundle, tokenized, task: str, batch_size: int =
             result["correct"][split] = "".join("1" if hit else "0" for hit in hits)
     main = result["metrics"][evaluation_split(tokenized)]
     result["score_examples"] = result["examples"][evaluation_split(tokenized)]
+    result["input_cut"] = {name: record for name, dataset in tokenized.items() if (record := input_cut(dataset))}
     result["primary_metric"] = primary_metric(spec.name)
     result["score"] = main[result["primary_metric"]]
     result["parameters"] = count_parameters(bundle.model)

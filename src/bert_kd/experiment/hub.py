@@ -2,7 +2,10 @@
 
 The pushed folder is the model as ``transformers`` loads it (config, weights, tokenizer files),
 ``bert_kd.json`` (what the model is: task, labels, dev metrics) and the model card ``README.md``
-([`bert_kd.experiment.model_card`][]). The store's ``manifest.json`` stays home: it names the
+([`bert_kd.experiment.model_card`][]), whose snippet names the repository it is pushed to. An architecture
+``transformers`` does not know (Tang et al.'s BiLSTM, ``bert_kd_bilstm``) follows the Hub's convention for custom
+code: its modelling file (bert-kd's own, which imports nothing of bert-kd) beside the weights and ``auto_map`` in
+``config.json``, loaded with ``trust_remote_code=True``. The store's ``manifest.json`` stays home: it names the
 training machine and process. [`push_folder`][] writes exactly that folder (``bert-kd push
 --dry-run``), [`push_to_hub`][] writes it to a temporary folder and uploads it with
 ``huggingface_hub`` (``HfApi.create_repo`` + ``upload_folder``).
@@ -52,7 +55,27 @@ def _fill(source: Path, target: Path, card_options: dict) -> None:
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target / relative)
     _name_labels(target)
+    _with_custom_code(target)
     write_model_card(source, target / CARD_FILE, **card_options)
+
+
+def _with_custom_code(folder: Path) -> None:
+    """For a model ``transformers`` does not know (a model type of [`bert_kd.core.bilstm`][]): its modelling
+    file copied into ``folder`` and ``auto_map`` in its ``config.json``, so that
+    ``from_pretrained(…, trust_remote_code=True)`` loads it where bert-kd is not installed."""
+    import inspect
+    import json
+
+    from bert_kd.core import bilstm
+
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    if config.get("model_type") != bilstm.MODEL_TYPE:
+        return
+    shutil.copyfile(inspect.getsourcefile(bilstm), folder / bilstm.MODELING_FILE)
+    module = bilstm.MODELING_FILE.removesuffix(".py")
+    config["auto_map"] = {auto: f"{module}.{name}" for auto, name in bilstm.AUTO_MAP.items()}
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _name_labels(folder: Path) -> None:
@@ -119,7 +142,7 @@ def push_to_hub(
 
     api = api or HfApi(token=token)
     with tempfile.TemporaryDirectory(prefix="bert_kd_push_") as staging:
-        folder = push_folder(model_dir, Path(staging) / "model", **card_options)
+        folder = push_folder(model_dir, Path(staging) / "model", **{"repo_id": repo_id, **card_options})
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
         commit = api.upload_folder(
             repo_id=repo_id,

@@ -122,6 +122,19 @@ def _format_layer_map(mapping) -> str | None:
     return ", ".join(f"{j}←{'+'.join(map(str, m)) if m else '—'}" for j, m in enumerate(mapping, 1))
 
 
+#: Model types the card names by their architecture (a student's row may be a recipe's name, ``logits_mse``).
+ARCHITECTURE_NAMES = {"bert_kd_bilstm": ("bilstm", "BiLSTM")}
+
+
+def model_name(method: str | None, model_type: str | None) -> str | None:
+    """A stored model's name for its card: its row (``alp_no``), or the architecture's name (``bilstm``) where
+    the row does not say it (a BiLSTM entry stored under its recipe's row, ``logits_mse``)."""
+    name, _ = ARCHITECTURE_NAMES.get(str(model_type), (None, None))
+    if name and name not in str(method or ""):
+        return name
+    return method
+
+
 def _number(value: float) -> str:
     return f"{value:.4g}"
 
@@ -140,10 +153,13 @@ def card_facts(directory: str | Path) -> dict:
     teacher = _teacher_entry(directory, teacher_key) if role != "teacher" else {}
     base = info.get("base_model") if role == "teacher" else teacher.get("base_model")
     recipe = spec.get("recipe") or {}
+    config = _read_json(directory / "config.json")
     return {
         "task": task,
         "role": role,
-        "method": info.get("method") or ("fine-tuning" if role == "teacher" else None),
+        "method": model_name(info.get("method"), config.get("model_type"))
+        or ("fine-tuning" if role == "teacher" else None),
+        "model_type": config.get("model_type"),
         "algorithm": info.get("algorithm") or recipe.get("method"),
         "metrics": dev_metrics(info),
         "dev_split": info.get("dev_split") or DEV_SPLITS.get(task.name, "validation"),
@@ -163,9 +179,10 @@ def card_facts(directory: str | Path) -> dict:
         "run_id": lineage.run_id,
         "key": lineage.key,
         "parameters": info.get("parameters") or _parameter_count(directory),
-        "layers": _read_json(directory / "config.json").get("num_hidden_layers"),
+        "layers": config.get("num_hidden_layers"),
         "train_examples": info.get("train_examples"),
         "label_names": info.get("label_names") or list(task.label_names),
+        "info": info,
     }
 
 
@@ -197,9 +214,11 @@ def model_card(
     run_link: str | None = None,
     registered: str | None = None,
     license: str = DEFAULT_LICENSE,
+    repo_id: str | None = None,
 ):
     """The `huggingface_hub.ModelCard` of the stored model in ``directory`` (``run_link``: the
-    MLflow UI link of its training run; ``registered``: its registered ``models:/`` URI, if any)."""
+    MLflow UI link of its training run; ``registered``: its registered ``models:/`` URI, if any;
+    ``repo_id``: the hub repository it is pushed to, which its snippet loads)."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     facts = card_facts(directory)
@@ -222,6 +241,8 @@ def model_card(
     tags = ["bert-kd", "text-classification", "glue", task.name]
     if facts["role"] != "teacher":
         tags += ["knowledge-distillation", *([facts["algorithm"]] if facts["algorithm"] else [])]
+    if custom_code(facts):
+        tags.append("custom_code")
     data = ModelCardData(
         model_name=name,
         base_model=facts["base_model"],
@@ -235,7 +256,8 @@ def model_card(
     )
     # No template engine over text read from artifacts (a `{{ … }}` in a store entry, a logged model or a
     # registered name would run as Jinja2): the header is YAML dumped by the hub's own card data, the body plain text.
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n{_body(facts, run_link, registered, name, license)}")
+    body = _body({**facts, "repo_id": repo_id}, run_link, registered, name, license)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n{body}")
 
 
 def _body(facts: Mapping, run_link: str | None, registered: str | None, name: str, license: str) -> str:
@@ -264,9 +286,7 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         )
         if part
     )
-    made = (
-        "a teacher fine-tuned" if facts["role"] == "teacher" else f"a student distilled with {literal(facts['method'])}"
-    )
+    made = "a teacher fine-tuned" if facts["role"] == "teacher" else _student_phrase(facts)
     entry = f" ({literal(str(facts['role']) + '/' + str(facts['key']))})." if facts["key"] else "."
     lines = [
         "",
@@ -277,6 +297,7 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
         + entry,
         "",
         f"- **Dev metrics** ({escaped(facts['dev_split'])}): {metrics or 'none'}",
+        *_floor_lines(facts),
         f"- **Noise of one dev-set run**: {noise}",
         f"- **Size**: {size or 'not recorded'}",
     ]
@@ -285,14 +306,9 @@ def _body(facts: Mapping, run_link: str | None, registered: str | None, name: st
             literal(json.dumps(facts["recipe"], sort_keys=True, default=str)) if facts["recipe"] else "not recorded"
         )
         teacher_key = str(facts["teacher_key"])
-        where = (
-            f"[its card](../../teacher/{teacher_key}/README.md) in the store"
-            if re.fullmatch(r"[0-9a-f]{64}", teacher_key)
-            else "not a store entry"
-        )
         lines += [
             f"- **Recipe**: method {literal(facts['algorithm'] or facts['method'])}; {recipe}",
-            f"- **Teacher**: {where} ({literal('teacher/' + teacher_key[:12] + '…')})"
+            f"- **Teacher**: the store entry {literal('teacher/' + teacher_key[:12] + '…')}"
             + (f" ({literal(facts['base_model_name'])} fine-tuned)" if facts["base_model_name"] else "")
             + (f"; dev {teacher_score}" if teacher_score else "; its dev score is not in this store"),
             "- **Layer map** (student layer ← teacher layers): "
@@ -337,6 +353,33 @@ def _commit(facts: Mapping) -> str:
     return f"{literal(facts['commit'])} (unverified: the entry's manifest predates its provenance hash)"
 
 
+def _floor_lines(facts: Mapping) -> list[str]:
+    """The score against the majority class of the same dev rows (**WARNING** at or below it) and the rows cut
+    at the max length, as the entry's ``bert_kd.json`` recorded them (nothing for an entry stored before)."""
+    from bert_kd.core.metrics import primary_metric
+    from bert_kd.experiment.floor import card_floor
+
+    floor = card_floor(facts["info"], facts["metrics"], primary_metric(facts["task"].name))
+    if floor is None:
+        return []
+    lines = []
+    if floor.majority is not None:
+        standing = floor.standing()
+        lines.append("- **Against the majority class**: " + (f"**{standing}**" if floor.at_or_below else standing))
+    if floor.cut_line():
+        lines.append(f"- **Input cut**: {floor.cut_line().removeprefix('input cut ')}")
+    return lines
+
+
+def _student_phrase(facts: Mapping) -> str:
+    """``a student distilled with `alp_no```; for an architecture other than BERT its name and its recipe
+    (``a BiLSTM student distilled with `logits_mse```)."""
+    _, architecture = ARCHITECTURE_NAMES.get(str(facts.get("model_type")), (None, None))
+    if architecture:
+        return f"a {architecture} student distilled with {literal(facts['algorithm'] or facts['method'])}"
+    return f"a student distilled with {literal(facts['method'])}"
+
+
 def _run_line(run_id: str | None, run_link: str | None) -> str:
     """The MLflow run: linked where the link reaches a server others can open, else its id alone (a link to
     ``127.0.0.1`` or ``localhost`` opens nothing on a reader's machine, an address with spaces, brackets or
@@ -352,21 +395,45 @@ def _rows(count) -> str:
     return f"{int(count):,} training rows" if isinstance(count, int) and count > 0 else "training rows not recorded"
 
 
+def custom_code(facts: Mapping) -> bool:
+    """The model's architecture is not one ``transformers`` knows: its pushed folder carries its modelling file
+    ([`bert_kd.experiment.hub`][]) and loads with ``trust_remote_code=True``."""
+    from bert_kd.core.bilstm import MODEL_TYPE
+
+    return facts.get("model_type") == MODEL_TYPE
+
+
+#: The snippet's repository where the card is written for no push (``bert-kd card``).
+NO_REPOSITORY = "<this repository>"
+
+
 def _how_to_use(facts: Mapping) -> list[str]:
     """A snippet that classifies with the pushed folder through `transformers`' pipeline (label names from the
-    config's ``id2label``); ``<this repository>`` is the hub id the card is pushed to."""
+    config's ``id2label``), loading the hub repository the card is pushed to (``repo_id``; [`NO_REPOSITORY`][]
+    for a card written for no push), with ``trust_remote_code=True`` for an architecture of its own."""
     task = facts["task"]
     if task.has_pair:
         text = '{"text": "The cat sat on the mat.", "text_pair": "A cat was sitting on a mat."}'
     else:
         text = '"a gripping, beautifully acted film"'
+    note = (
+        [
+            "The BiLSTM is not a `transformers` architecture: its modelling code is this repository's "
+            f"`modeling_{facts['model_type']}.py`, which `trust_remote_code=True` runs (read it first).",
+            "",
+        ]
+        if custom_code(facts)
+        else []
+    )
     return [
         "## How to use",
         "",
+        *note,
         "```python",
         "from transformers import pipeline",
         "",
-        'classify = pipeline("text-classification", model="<this repository>")',
+        f'classify = pipeline("text-classification", model="{facts.get("repo_id") or NO_REPOSITORY}"'
+        + (", trust_remote_code=True)" if custom_code(facts) else ")"),
         f"print(classify({text}))  # labels: {one_line(', '.join(map(str, facts['label_names']))) or 'a score'}",
         "```",
         "",

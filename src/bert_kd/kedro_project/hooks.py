@@ -94,7 +94,10 @@ class PreflightHook:
     @hook_impl(tryfirst=True)
     def after_context_created(self, context) -> None:
         from bert_kd.kedro_project.preflight import check_tracking
+        from bert_kd.kedro_project.quiet import quiet_third_party
         from bert_kd.tracking import is_main_process
+
+        quiet_third_party()  # kedro-mlflow, imported by now, set its logger to INFO when it was
 
         tracking = (context.params or {}).get("tracking")  # not validated yet: the configuration's dict
         if isinstance(tracking, dict) and tracking.get("enabled") is False:
@@ -398,7 +401,8 @@ def closing_summary(
     parent_url: str | None,
 ) -> str:
     """The lines a ``kedro run`` ends with: each comparison table (``tables``: name → (markdown,
-    the file it is written to)) or, without one, each job's dev metric; the MLflow link to the
+    the file it is written to)) or, without one, each job's dev metric with how it stands against the
+    majority class (a warning at or below it) and its rows cut at the max length; the MLflow link to the
     ``kedro run``'s run; what was registered (a tie: each tied row's version and the command that
     can decide it)."""
     from bert_kd.core.reports.verdict import tied_alias
@@ -407,6 +411,11 @@ def closing_summary(
     lines = [f"── {pipeline} finished ──"]
     for markdown, path in tables.values():
         lines += [markdown.rstrip(), f"table: {path}"]
+    if tables:  # the table has the majority-class row; the cut rows are the same for every row of it
+        from bert_kd.experiment.floor import floor_of
+
+        cut = next((line for e in evaluations if (f := floor_of(e)) and (line := f.cut_line())), None)
+        lines += [cut] if cut else []
     if not tables:
         for evaluation in evaluations:
             info = evaluation.get("info") or {}
@@ -424,6 +433,7 @@ def closing_summary(
                     f"{who}{reused}: dev {metric} = {float(score):.4f} ({evaluation.get('task', '?')}, "
                     f"{evaluation.get('score_examples', '?')} rows)"
                 )
+                lines += [f"  {line}" for line in floor_lines(who, evaluation)]
     if parent_url:
         lines.append(f"MLflow run: {parent_url}")
     for name, registration in registrations.items():
@@ -442,6 +452,19 @@ def closing_summary(
         if registration.get("decide"):
             lines.append(f"to decide the tie: {registration['decide']}")
     return "\n".join(lines)
+
+
+def floor_lines(who: str, evaluation: dict) -> list[str]:
+    """How ``evaluation``'s score stands against the majority class and how many of its rows were cut at the
+    max length ([`bert_kd.experiment.floor.Floor`][]); a score at or below the floor is also logged as a warning."""
+    from bert_kd.experiment.floor import floor_of
+
+    floor = floor_of(evaluation)
+    if floor is None:
+        return []
+    if floor.at_or_below:
+        log.warning("%s (%s): %s", who, evaluation.get("task", "?"), floor.standing().removeprefix("WARNING: "))
+    return floor.lines()
 
 
 def _written_to(catalog, dataset: str, base: str) -> str:

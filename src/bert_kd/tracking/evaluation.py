@@ -11,6 +11,7 @@ import numpy as np
 
 from bert_kd.config.schema import Block, Tracking
 from bert_kd.core.reports.verdict import noise_tolerance
+from bert_kd.experiment.floor import floor_of
 from bert_kd.experiment.tracker import tracker_for
 from bert_kd.tracking.format import metric_value
 
@@ -20,6 +21,15 @@ log = logging.getLogger(__name__)
 EVALUATION_SECONDS = "time/evaluation_seconds"
 #: Metric of a model's run: the noise band of its dev score, ``0.5 / √n`` ([`noise_tolerance`][]).
 NOISE_BAND = "final/noise_band"
+#: Metrics of a model's run: its task's majority-class share on the same dev rows, the score minus it, and
+#: the dev rows cut at the max length ([`bert_kd.experiment.floor`][]).
+MAJORITY_CLASS, OVER_MAJORITY, INPUT_CUT_ROWS = (
+    "final/majority_class",
+    "final/over_majority_class",
+    "final/input_cut_rows",
+)
+#: Tag of a model's run: ``above`` its task's majority class, or the warning at or below it.
+FLOOR_TAG = "floor"
 
 
 def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
@@ -36,7 +46,20 @@ def flat_eval_metrics(evaluation: Mapping) -> dict[str, float]:
         flat[EVALUATION_SECONDS] = evaluation["evaluation_seconds"]
     if evaluation.get("score_examples"):  # ± of one dev-set run: scores closer than this are one score
         flat[NOISE_BAND] = round(noise_tolerance(evaluation["score_examples"]), 4)
+    floor = floor_of(evaluation)
+    if floor is not None and floor.majority is not None:
+        flat[MAJORITY_CLASS], flat[OVER_MAJORITY] = metric_value(floor.majority), round(floor.margin, 4)
+    if floor is not None and (floor.cut.get(floor.split) or {}).get("cut") is not None:
+        flat[INPUT_CUT_ROWS] = int(floor.cut[floor.split]["cut"])
     return flat
+
+
+def floor_tag(evaluation: Mapping) -> dict[str, str]:
+    """``{"floor": "above"}``, or the warning of a score at or below its majority class; ``{}`` without one."""
+    floor = floor_of(evaluation)
+    if floor is None or floor.majority is None:
+        return {}
+    return {FLOOR_TAG: floor.standing() if floor.at_or_below else "above"}
 
 
 def evaluation_dataset(run, task: str | None, split: str | None):
@@ -80,6 +103,8 @@ def log_evaluation_to_run(evaluation: Mapping, run_id: str | None) -> None:
         log.debug("no evaluation dataset for run %s: %s", run_id, exc)
         dataset = None
     mlflow.log_metrics(flat_eval_metrics(evaluation), run_id=run_id, dataset=dataset, synchronous=True)
+    for key, value in floor_tag(evaluation).items():
+        client.set_tag(run_id, key, value)
     client.log_dict(run_id, dict(evaluation), "evaluation.json")
 
 

@@ -53,4 +53,6 @@ class ParentRunHook:
             pass  # ValidateParametersHook reports a bad task
         name = tracking.name_parent_run(pipeline_name, task, sweep, active.info.run_id)
         tracking.describe_experiment(active.info.experiment_id)
-        log.info("MLflow run '%s': %s", name, tracking.run_url(active.info.experiment_id, active.info.run_id))
+        # no Rich markup: "[kedro run]" in the name is text, not a style tag (Kedro's RichHandler would drop it)
+        url = tracking.run_url(active.info.experiment_id, active.info.run_id)
+        log.info("MLflow run '%s': %s", name, url, extra={"markup": False})

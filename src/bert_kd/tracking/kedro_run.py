@@ -8,7 +8,7 @@ from typing import Mapping
 from bert_kd.config.credentials import mask, scrub
 from bert_kd.experiment.tracker import Comparison, KedroRunReporter
 from bert_kd.tracking.comparison import log_comparison_to_parent
-from bert_kd.tracking.evaluation import flat_eval_metrics
+from bert_kd.tracking.evaluation import flat_eval_metrics, floor_tag
 from bert_kd.tracking.format import metric_key
 from bert_kd.tracking.runs import is_main_process, log_to_active_run
 from bert_kd.tracking.ui import MAX_NOTE_CHARS, NOTE_TAG
@@ -59,7 +59,7 @@ class MlflowKedroRun(KedroRunReporter):
 
         mlflow.log_metrics(flat_eval_metrics(evaluation))
         mlflow.log_dict(dict(evaluation), "evaluation.json")
-        mlflow.set_tag("evaluated_model", evaluation["model"])
+        mlflow.set_tags({"evaluated_model": evaluation["model"], **floor_tag(evaluation)})
 
     def log_metrics(self, metrics: Mapping[str, float]) -> None:
         if not _active() or not metrics:

@@ -4,6 +4,8 @@ Output: a ``datasets.DatasetDict`` (one entry per split) with columns ``idx``, `
 ``input_ids``, ``attention_mask`` and ``token_type_ids`` when the tokenizer makes them.
 Several tokenizations of the same rows (multi-teacher) are merged with [`merge_tokenized`][]
 under per-model prefixes (``t0_input_ids`` …), so one batch carries every model's inputs.
+Each split records in its ``info`` how many of its rows were cut at the max length ([`input_cut`][]:
+outside the rows, so the data's fingerprint and every content key stay as they were).
 Tokenized ``with_offsets``, each row also records its tokens' characters (``char_offsets``);
 [`merge_tokenized`][] turns them into shared-span ids for every model whose tokens differ
 from the primary's (``<prefix>span_ids``, ``<prefix>student_span_ids``; see
@@ -12,6 +14,7 @@ from the primary's (``<prefix>span_ids``, ``<prefix>student_span_ids``; see
 
 from __future__ import annotations
 
+import json
 from typing import Mapping
 
 import pandas as pd
@@ -21,12 +24,40 @@ from bert_kd.core.data.spans import shared_span_ids, token_character_spans
 TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 #: Per-token ``[sentence, start, end]`` (``with_offsets``); consumed by [`merge_tokenized`][].
 OFFSET_COLUMN = "char_offsets"
+#: The key of a split's ``info.description`` (JSON) under which [`tokenize_frame`][] records its cut rows.
+INPUT_CUT = "input_cut"
+
+
+def cut_rows(tokenizer, first: list[str], second: list[str] | None, lengths: list[int], max_length: int) -> int:
+    """How many rows the tokenizer cut at ``max_length``: of the rows that fill it (``lengths``: the tokens
+    kept), those that tokenized one token further are longer (only the full rows are tokenized again)."""
+    full = [i for i, length in enumerate(lengths) if length >= max_length]
+    if not full:
+        return 0
+    again = tokenizer(
+        [first[i] for i in full],
+        [second[i] for i in full] if second is not None else None,
+        truncation=True,
+        max_length=max_length + 1,
+        padding=False,
+    )
+    return sum(len(ids) > max_length for ids in again["input_ids"])
+
+
+def input_cut(dataset) -> dict | None:
+    """``{"max_length": 64, "rows": 277, "cut": 97}``: what [`tokenize_frame`][] recorded of a split's rows cut
+    at the max length (kept through ``select``, ``add_column``, concatenation), None for a split made otherwise."""
+    try:
+        recorded = json.loads(dataset.info.description or "{}").get(INPUT_CUT)
+    except (AttributeError, ValueError):
+        return None
+    return dict(recorded) if isinstance(recorded, dict) else None
 
 
 def tokenize_frame(frame: pd.DataFrame, tokenizer, max_length: int, batch_size: int = 1000, with_offsets: bool = False):
     """Tokenize one split (columns idx, sentence1, sentence2, label) into a ``datasets.Dataset``;
     ``with_offsets`` adds ``char_offsets`` when the tokenizer is fast (a slow one has no offsets)."""
-    from datasets import Dataset
+    from datasets import Dataset, DatasetInfo
 
     if max_length < 8:
         raise ValueError(f"max_seq_length must be >= 8, got {max_length}")
@@ -59,7 +90,9 @@ def tokenize_frame(frame: pd.DataFrame, tokenizer, max_length: int, batch_size: 
     data.update({key: value for key, value in columns.items() if value})
     if offsets:
         data[OFFSET_COLUMN] = char_offsets
-    return Dataset.from_dict(data)
+    cut = cut_rows(tokenizer, first, second, [len(ids) for ids in columns["input_ids"]], max_length)
+    record = {INPUT_CUT: {"max_length": int(max_length), "rows": len(first), "cut": int(cut)}}
+    return Dataset.from_dict(data, info=DatasetInfo(description=json.dumps(record)))
 
 
 def tokenize_splits(splits: Mapping[str, pd.DataFrame], tokenizer, max_length: int, with_offsets: bool = False):

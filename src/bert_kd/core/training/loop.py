@@ -376,7 +376,8 @@ class _Run:
             if self.log_fn:
                 self.log_fn({f"eval/{k}": v for k, v in metrics.items()}, state["global_step"])
             self.select(metrics)
-            log.info("%s epoch %d: %s", self.description, state["epoch"], metrics)
+            with self.progress.external_write_mode():  # on its own line, not glued to the bar's
+                log.info("%s epoch %d: %s", self.description, state["epoch"], rounded_metrics(metrics))
         state["history"].append(record)
         self.checkpoint()
 
@@ -532,3 +533,11 @@ def config_fingerprint(*parts) -> str:
 
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def rounded_metrics(metrics: Mapping) -> dict:
+    """An epoch's dev metrics as its log line shows them: numbers to 4 decimals (``{'accuracy': 0.8085}``)."""
+    return {
+        k: round(float(v), 4) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        for k, v in metrics.items()
+    }

@@ -38,6 +38,7 @@ from bert_kd.core.models import (
 from bert_kd.core.training import fit, make_loader
 from bert_kd.experiment import jobs
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.floor import dev_floor
 from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.parameters import explicit_weights
 from bert_kd.experiment.publishing import JobRunSpec, run_model_job
@@ -276,6 +277,7 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
         "dev_split": eval_split,
         "dev_examples": len(job.data[eval_split]),
         "train_examples": len(job.data["train"]),
+        **dev_floor(spec.name, job.data, eval_split),
         "layer_map": getattr(method, "mapping", None),
         **outcome,
     }

@@ -14,6 +14,7 @@ from bert_kd.core.training.precision import training_device
 from bert_kd.experiment import jobs
 from bert_kd.experiment import store as model_store
 from bert_kd.experiment.evaluation import evaluate_fn, evaluation_split
+from bert_kd.experiment.floor import dev_floor
 from bert_kd.experiment.publishing import JobRunSpec, run_model_job
 from bert_kd.experiment.run_setup import (
     RunSettings,
@@ -146,5 +147,6 @@ def _fine_tune(checkpoint_dir, *, fine_tune: FineTune, job, run) -> ModelBundle:
             "dev_split": evaluation_split(tokenized),
             "dev_examples": len(tokenized[evaluation_split(tokenized)]),
             "train_examples": len(tokenized["train"]),
+            **dev_floor(spec.name, tokenized, evaluation_split(tokenized)),
         },
     )

@@ -51,4 +51,6 @@ def with_transfer_set(tokenized, transfer: TransferSet):
     if len(extra) and set(extra.unique("labels")) != {NO_LABEL}:
         raise ValueError(f"transfer set {transfer.path} carries gold labels; its rows must be labelled by the teacher")
     log.info("training split: %d rows + %d transfer-set rows", len(train), len(extra))
-    return DatasetDict({**tokenized, "train": concatenate_datasets([train, extra])})
+    combined = concatenate_datasets([train, extra])
+    combined.info.description = ""  # the training split's record of its cut rows counts its own rows only
+    return DatasetDict({**tokenized, "train": combined})

@@ -47,6 +47,9 @@ def transfer_pipeline() -> Pipeline:
 TRANSFER_INPUTS = {"teacher_tokenized": "transfer_tokenized", "teacher_output_cache": "transfer_output_cache"}
 #: Tang et al.'s BiLSTM student distilled with this ``distill_methods`` row (logits-MSE) from ``tang_student``.
 TANG_ROW = "logits_mse"
+#: The BiLSTM student's name, from its progress bar to its card (``tang.bilstm``, ``distill_bilstm:rte``,
+#: ``bilstm-rte-student``): a 2-layer BERT trained with the same row keeps ``logits_mse``.
+BILSTM_ROW = "bilstm"
 
 
 def transfer_cache_pipeline() -> Pipeline:
@@ -65,8 +68,8 @@ def transfer_cache_pipeline() -> Pipeline:
 
 
 def bilstm_block(paper: str = "tang") -> Pipeline:
-    """Tang et al.'s BiLSTM student (``tang_student``) distilled with the ``logits_mse`` row: ``tang.logits_mse``."""
-    return method_pipeline(TANG_ROW, student_key="tang_student", paper=paper)
+    """Tang et al.'s BiLSTM student (``tang_student``) distilled with the ``logits_mse`` row: ``tang.bilstm``."""
+    return method_pipeline(TANG_ROW, student_key="tang_student", paper=paper, row=BILSTM_ROW)
 
 
 def on_transfer_set(block: Pipeline) -> Pipeline:

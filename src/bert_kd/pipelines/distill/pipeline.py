@@ -68,18 +68,22 @@ def method_pipeline(
     extra_inputs: tuple[str, ...] = (),
     paper: str = PAPER,
     figure3: bool = False,
+    row: str | None = None,
 ) -> Pipeline:
-    """Student construction → distillation → evaluation for one recipe row, namespaced ``<paper>.<method>``.
+    """Student construction → distillation → evaluation for one recipe row, namespaced ``<paper>.<row>``.
 
-    ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student``, whose
+    ``row``: the student's name where it is not the recipe row ``method`` (``bilstm``: Tang et al.'s
+    BiLSTM trained with the ``logits_mse`` recipe), the one name of its progress bar, run, LoggedModel,
+    card and metrics file; ``extra_inputs`` (e.g. TED's Stage I filters) are passed first to ``build_student``, whose
     student start carries what the distillation reads from them; ``methods_key``/``student_key``
     name the parameter blocks to read; ``figure3`` adds ALP-KD's Figure 3 (an ALP recipe).
     """
     extra = list(extra_inputs)
+    row = row or method
     template = Pipeline(
         [
             node(
-                for_row(build_student, method),
+                for_row(build_student, row),
                 [*extra, "teacher_model", "params:student", "run_settings"],
                 "student_init",
                 name="build_student",
@@ -142,15 +146,15 @@ def method_pipeline(
         )
         parameters["params:figures"] = "params:figures"
         # data/08_reporting/alp_kd_figure3_<row>.{csv,png}: one dataset ("{paper}_figure3_{row}" in the catalog)
-        outputs = {"alp_attention_figure": f"{paper}_figure3_{method}"}
+        outputs = {"alp_attention_figure": f"{paper}_figure3_{row}"}
     inputs = {i: i for i in (*SHARED_INPUTS, *extra)}
     return pipeline(
         template,
-        namespace=block_name(paper, method),
+        namespace=block_name(paper, row),
         inputs=inputs,
         outputs=outputs or None,
         parameters=parameters,
-        tags=tags_for(paper, method, "student"),
+        tags=tags_for(paper, row, "student"),
     )
 
 
