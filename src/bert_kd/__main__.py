@@ -18,6 +18,8 @@ COMMANDS = """bert-kd: knowledge distillation of BERT-family models on GLUE.
   bert-kd results render|paper-gap|power|gradient-shares FOLDER
                                             write a table folder's readings (results/<table>/tables/)
                                             from its trial JSONs; `bert-kd results --help` says more
+  bert-kd mechanisms [METHOD ...] [--json]  each method's mechanism on a tiny case with a known answer
+                                            (exit 1 when one does not hold)
   bert-kd card|push …                       a model's Hugging Face card, and its push to the hub
   python -m bert_kd.tracking ui             the runs table's URL and the MLflow UI (scripts/mlflow_ui.sh)
   kedro ipython, kedro viz, …               Kedro's other commands work in the project as usual
@@ -28,7 +30,8 @@ Run options (`kedro run`):
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    ([`bert_kd.analysis.cli`][]); ``bert-kd card`` / ``bert-kd push`` write a model
+    ([`bert_kd.analysis.cli`][]); ``bert-kd mechanisms`` runs the mechanism checks
+    ([`bert_kd.analysis.mechanisms`][]); ``bert-kd card`` / ``bert-kd push`` write a model
     card and push a model to the Hugging Face hub ([`bert_kd.cli`][]); ``bert-kd --help`` lists them."""
     silence_known_warnings()
     quiet_dataset_io()
@@ -39,6 +42,10 @@ def main(*args, **kwargs) -> Any:
         from bert_kd.cli import cli
 
         return cli.main(argv, prog_name="bert-kd", standalone_mode=not hasattr(sys, "ps1"))
+    if argv[:1] == ["mechanisms"]:
+        from bert_kd.analysis.mechanisms_cli import mechanisms
+
+        return mechanisms.main(argv[1:], prog_name="bert-kd mechanisms", standalone_mode=not hasattr(sys, "ps1"))
     if argv[:1] == ["results"]:
         from bert_kd.analysis.cli import results
 

@@ -285,6 +285,9 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
                 "configuration": job.run_name,
                 "teachers": [t.name for t in job.teachers],
                 "initialised_from_teacher_layers": kept,
+                # what the method observed in each epoch (RL-KD: its selection shares), kept where the
+                # evaluation's copy of info (without the history) reaches the comparison table
+                "observed_by_epoch": [r["observed"] for r in result.history if r.get("observed")],
             }
         )
     else:
