@@ -409,6 +409,10 @@ class General(Strict):
     weights: dict[str, NonNegativeFloat] | None = None
     temperature: PositiveFloat | None = None  # distilbert: 2.0
     mask_probability: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    # distilbert, as its reference implementation: the KL term over every non-pad token (all) or the masked ones
+    # (masked); positions to mask drawn with weight count^−mask_smoothing (0.7; 0: BERT's uniform draw)
+    distill_positions: Literal["all", "masked"] = "all"
+    mask_smoothing: NonNegativeFloat = 0.7
     num_layers: PositiveInt = 2
     layer_selection: Union[Literal["first", "distilbert"], list[PositiveInt]] = "first"
     max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128

@@ -13,7 +13,7 @@ from bert_kd.analysis.mechanisms import CHECKS, MechanismResult, mechanism, run_
 from bert_kd.analysis.mechanisms_cli import format_line
 from bert_kd.analysis.mechanisms_cli import mechanisms as command
 
-FAMILIES = {"rl_kd", "ted", "one_to_many", "layerwise"}
+FAMILIES = {"rl_kd", "ted", "one_to_many", "layerwise", "distilbert"}
 
 
 def test_every_method_family_registers_its_check():
