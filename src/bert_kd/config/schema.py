@@ -285,6 +285,7 @@ class Augment(Strict):
     candidates: PositiveInt = 15
     copies: PositiveInt = 20
     seed: NonNegativeInt = 0
+    pair_single: Probability = 2 / 3  # Tang's rules on a pair: rewrite one sentence with this probability, else both
     max_source_rows: PositiveInt | None = None  # augment only the first rows of the (sampled) train split
     pos_tagger: Literal["nltk"] | None = None  # null: embedding neighbours stand in for same-POS words
     glove: str | None = None  # a GloVe text file for TinyBERT's multi-piece words; null: embedding neighbours
