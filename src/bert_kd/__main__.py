@@ -6,9 +6,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kedro.framework.cli.utils import find_run_command
-from kedro.framework.project import configure_project
-
 from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
 
 #: What ``bert-kd --help`` prints above ``kedro run``'s options: every command ``bert-kd`` has.
@@ -50,6 +47,11 @@ def main(*args, **kwargs) -> Any:
         from bert_kd.analysis.cli import results
 
         return results.main(argv[1:], prog_name="bert-kd results", standalone_mode=not hasattr(sys, "ps1"))
+    # Kedro loads here, after the commands that do not need it: importing it logs its logging set-up on stdout,
+    # which `bert-kd mechanisms --json` must not carry
+    from kedro.framework.cli.utils import find_run_command
+    from kedro.framework.project import configure_project
+
     package_name = Path(__file__).parent.name
     configure_project(package_name)
 

@@ -91,3 +91,22 @@ def test_bert_kd_dispatches_mechanisms_and_lists_it_in_its_help(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "bert-kd mechanisms [METHOD ...] [--json]" in capsys.readouterr().out
+
+
+def test_json_on_stdout_is_the_list_alone():
+    """Run as a user runs it (a fresh interpreter, ``python -m bert_kd``): stdout parses as JSON, nothing logged
+    before it."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bert_kd", "mechanisms", "layerwise", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(done.stdout)
+    assert result["method"] == "pkd" and result["holds"] is True
