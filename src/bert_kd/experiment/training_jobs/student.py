@@ -22,7 +22,7 @@ from bert_kd.core.bilstm import bilstm_student
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
-from bert_kd.core.distill.methods import build_method
+from bert_kd.core.distill.methods import build_method, method_key_material
 from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.models import (
@@ -175,6 +175,7 @@ def single_teacher_job(
             "upstream": student.upstream,
             **summary_key_material(teacher.model, student.model),
             **staged_selection(key_recipe),
+            **method_key_material(key_recipe),
         },
     )
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""

@@ -11,6 +11,7 @@ from bert_kd.config.schema import MultiStudent, MultiTeacher, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.core.distill.alp_figures import unavailable_figure
+from bert_kd.core.distill.methods import method_key_material
 from bert_kd.core.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
 from bert_kd.core.distill.methods.multi_teacher.spans import span_attention_key_material
 from bert_kd.core.distill.objective import Teacher
@@ -180,6 +181,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
             **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
             **span_attention_key_material(*(bundles[k].model for k in chosen)),
             **staged_selection(written),
+            **method_key_material(written),
         },
     )
 

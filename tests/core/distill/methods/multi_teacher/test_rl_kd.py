@@ -48,8 +48,9 @@ def _update(student):
 
 def test_the_policy_gradient_is_the_hand_computed_reinforce_step_on_the_reward_after_the_update():
     """Two teachers, two examples. The first step draws actions and has no reward yet; after the student's update the
-    next step rewards them with R_j = CE_j(before) − CE_j(after): ∂/∂b_k of −mean_j (R_j − b)·Σ_k log π(a_jk) is
-    −mean_j (R_j − b)(a_jk − p_jk) for a logistic agent (∂ log σ(z)/∂z = 1 − σ, ∂ log(1 − σ(z))/∂z = −σ)."""
+    next step rewards them with R_j = CE_j(before) − CE_j(after) against b_j, the others' mean reward: ∂/∂b_k of
+    −mean_j (R_j − b_j)·Σ_k log π(a_jk) is −mean_j (R_j − b_j)(a_jk − p_jk) for a logistic agent
+    (∂ log σ(z)/∂z = 1 − σ, ∂ log(1 − σ(z))/∂z = −σ)."""
     method = _method(seed=5)
     method.train()
     first, before = _step(method)
@@ -61,7 +62,7 @@ def test_the_policy_gradient_is_the_hand_computed_reinforce_step_on_the_reward_a
     after = method.student_model(**BATCH).logits
     ce = torch.nn.functional.cross_entropy
     reward = ce(before.detach(), LABELS, reduction="none") - ce(after.detach(), LABELS, reduction="none")
-    advantage = reward - 0.0  # the baseline starts at 0
+    advantage = reward - reward.flip(0)  # the baseline of each example: the mean reward of the batch's others
     second, _ = _step(method, seed=7)
     second["policy"].backward()
     expected = -(advantage[:, None] * (actions - probabilities)).mean(0)
@@ -119,10 +120,12 @@ def test_the_agents_state_resumes_with_the_run():
     with torch.no_grad():  # the resumed run's student is the checkpoint's
         for p, q in zip(first.student_model.parameters(), resumed.student_model.parameters()):
             q.copy_(p)
+    baseline = float(first.baseline)
     a, _ = _step(first, seed=9)
     b, _ = _step(resumed, seed=9)
     assert float(a["pred"]) == float(b["pred"]) and float(a["policy"]) == pytest.approx(float(b["policy"]), abs=1e-7)
-    assert float(a["policy"]) != 0.0 and torch.equal(first.chosen, resumed.chosen)
+    assert float(first.baseline) != baseline  # the waiting batch was rewarded, in both runs alike
+    assert float(resumed.baseline) == pytest.approx(float(first.baseline)) and torch.equal(first.chosen, resumed.chosen)
 
 
 def test_rl_kd_trains_in_the_loop_with_the_policy_at_its_own_learning_rate(hetero):
@@ -237,3 +240,14 @@ def test_the_selection_figure_draws_one_line_per_teacher():
     assert [line.get_label() for line in lines] == ["a", "b"] and list(lines[1].get_ydata()) == [0.7, 0.8]
     with pytest.raises(ValueError, match="no values"):
         per_epoch_lines({}, "t", "y")
+
+
+def test_rl_kd_students_are_keyed_by_its_reward_and_other_methods_keep_their_keys():
+    """The reward changed (the student's gain after the update, not the loss before it): a student trained by
+    RL-KD gets a key of its own; a method that declares nothing adds nothing to its students' keys."""
+    from bert_kd.core.distill.methods import method_key_material
+
+    assert method_key_material({"method": "rl_kd"}) == {
+        "method_computation": {"reward": "gain_after_update", "baseline": "leave_one_out"}
+    }
+    assert method_key_material({"method": "multi_teacher"}) == {} and method_key_material({"method": "pkd"}) == {}

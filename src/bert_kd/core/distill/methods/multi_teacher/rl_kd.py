@@ -91,6 +91,9 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
     term_names = ("ce", "pred", "policy")
     Options = RLKDOptions
     teacher_needs = {"cls": True}
+    #: the reward is the student's gain after the step that learned from the selected teachers (2026-12-07;
+    #: before, the action-independent −CE of the same forward pass): students trained before have other keys
+    key_material = {"reward": "gain_after_update", "baseline": "leave_one_out"}
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
