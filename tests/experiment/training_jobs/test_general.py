@@ -120,3 +120,14 @@ def test_an_interrupted_run_resumes_at_the_same_batch_with_the_same_weights(work
     a = load_file(Path(whole.info["store_path"]) / "model.safetensors")
     b = load_file(Path(resumed.info["store_path"]) / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_token_counts_count_every_id_of_the_corpus():
+    """DistilBERT's smoothing weights come from how often each id occurs in the corpus's input_ids."""
+    from datasets import Dataset
+
+    from bert_kd.experiment.training_jobs.general import token_counts
+
+    corpus = Dataset.from_dict({"input_ids": [[2, 5, 5, 3], [2, 7, 3]]})
+    counts = token_counts(corpus, vocab_size=9)
+    assert counts.tolist() == [0, 0, 2, 2, 0, 2, 0, 1, 0]
