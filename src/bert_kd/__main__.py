@@ -6,9 +6,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kedro.framework.cli.utils import find_run_command
-from kedro.framework.project import configure_project
-
 from bert_kd.kedro_project.quiet import quiet_dataset_io, silence_known_warnings
 
 #: What ``bert-kd --help`` prints above ``kedro run``'s options: every command ``bert-kd`` has.
@@ -18,6 +15,8 @@ COMMANDS = """bert-kd: knowledge distillation of BERT-family models on GLUE.
   bert-kd results render|paper-gap|power|gradient-shares FOLDER
                                             write a table folder's readings (results/<table>/tables/)
                                             from its trial JSONs; `bert-kd results --help` says more
+  bert-kd mechanisms [METHOD ...] [--json]  each method's mechanism on a tiny case with a known answer
+                                            (exit 1 when one does not hold)
   bert-kd card|push …                       a model's Hugging Face card, and its push to the hub
   python -m bert_kd.tracking ui             the runs table's URL and the MLflow UI (scripts/mlflow_ui.sh)
   kedro ipython, kedro viz, …               Kedro's other commands work in the project as usual
@@ -28,7 +27,8 @@ Run options (`kedro run`):
 
 def main(*args, **kwargs) -> Any:
     """``bert-kd [run options]`` is ``kedro run``; ``bert-kd results …`` reads committed tables
-    ([`bert_kd.analysis.cli`][]); ``bert-kd card`` / ``bert-kd push`` write a model
+    ([`bert_kd.analysis.cli`][]); ``bert-kd mechanisms`` runs the mechanism checks
+    ([`bert_kd.analysis.mechanisms`][]); ``bert-kd card`` / ``bert-kd push`` write a model
     card and push a model to the Hugging Face hub ([`bert_kd.cli`][]); ``bert-kd --help`` lists them."""
     silence_known_warnings()
     quiet_dataset_io()
@@ -39,10 +39,19 @@ def main(*args, **kwargs) -> Any:
         from bert_kd.cli import cli
 
         return cli.main(argv, prog_name="bert-kd", standalone_mode=not hasattr(sys, "ps1"))
+    if argv[:1] == ["mechanisms"]:
+        from bert_kd.analysis.mechanisms_cli import mechanisms
+
+        return mechanisms.main(argv[1:], prog_name="bert-kd mechanisms", standalone_mode=not hasattr(sys, "ps1"))
     if argv[:1] == ["results"]:
         from bert_kd.analysis.cli import results
 
         return results.main(argv[1:], prog_name="bert-kd results", standalone_mode=not hasattr(sys, "ps1"))
+    # Kedro loads here, after the commands that do not need it: importing it logs its logging set-up on stdout,
+    # which `bert-kd mechanisms --json` must not carry
+    from kedro.framework.cli.utils import find_run_command
+    from kedro.framework.project import configure_project
+
     package_name = Path(__file__).parent.name
     configure_project(package_name)
 

@@ -280,6 +280,16 @@ def _results_group():
 cli.add_command(_results_group())
 
 
+def _mechanisms_command():
+    from bert_kd.analysis.mechanisms_cli import mechanisms
+
+    return mechanisms
+
+
+#: ``bert-kd mechanisms [METHOD ...] [--json]``: each method's mechanism on a controlled case.
+cli.add_command(_mechanisms_command())
+
+
 # ---------------------------------------------------------------- sharing a model: card and push
 def _guarded(action):
     """Run ``action()``; a [`UserError`][] prints its block and exits with status 2."""

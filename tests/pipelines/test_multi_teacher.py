@@ -33,6 +33,8 @@ def test_distill_multi_teacher_and_baselines(run_pipeline, tiny_teacher_dir):
     # RL-KD's row says how often its agents chose each teacher; the other rows choose no teachers per example
     shares = table.loc[table["method"] == "rl_kd", "teachers chosen (share of examples)"].iloc[0]
     assert shares.startswith("a ") and ", b " in shares
+    by_epoch = table.loc[table["method"] == "rl_kd", "teachers chosen by epoch"].iloc[0]
+    assert by_epoch.startswith("a ") and ", b " in by_epoch
     assert table.loc[table["method"] == "okd", "teachers chosen (share of examples)"].isna().all()
     assert set(table.loc[table["method"] == "multi_teacher", "teachers"]) == {"a+b", "a", "b"}
     markdown = (root / "data/08_reporting/distill_multi_teacher_baselines.md").read_text()
@@ -189,3 +191,20 @@ def test_the_first_conf_teacher_is_the_main_jobs_teacher():
     assert teacher_seed(first, params.seed) == teacher_seed(main, params.seed) == params.seed
     assert settings(first, params.seed) == settings(main, params.seed)
     assert settings(params.multi_teachers[1], 7) != settings(main, 7)  # the second differs by more than its seed
+
+
+def test_the_selection_columns_say_the_run_share_and_each_epoch_share():
+    from bert_kd.pipelines.multi_teacher.nodes import selection_shares
+
+    info = {
+        "alignment": {"a": {"selection_share": 0.5}, "b": {"selection_share": 0.25}, "c": {"level": "prediction"}},
+        "history": [
+            {"epoch": 1, "observed": {"selection_share/a": 0.6, "selection_share/b": 0.4}},
+            {"epoch": 2, "observed": {"selection_share/a": 0.4, "selection_share/b": 0.1}},
+        ],
+    }
+    assert selection_shares(info) == {
+        "teachers chosen (share of examples)": "a 0.50, b 0.25",
+        "teachers chosen by epoch": "a 0.60→0.40, b 0.40→0.10",
+    }
+    assert selection_shares({"alignment": {"a": {"level": "prediction"}}}) == {}

@@ -329,6 +329,7 @@ class Augment(Strict):
     candidates: PositiveInt = 15
     copies: PositiveInt = 20
     seed: NonNegativeInt = 0
+    pair_single: Probability = 2 / 3  # Tang's rules on a pair: rewrite one sentence with this probability, else both
     max_source_rows: PositiveInt | None = None  # augment only the first rows of the (sampled) train split
     pos_tagger: Literal["nltk"] | None = None  # null: embedding neighbours stand in for same-POS words
     glove: str | None = None  # a GloVe text file for TinyBERT's multi-piece words; null: embedding neighbours
@@ -463,6 +464,10 @@ class General(Strict):
     weights: dict[str, NonNegativeFloat] | None = None
     temperature: PositiveFloat | None = None  # distilbert: 2.0
     mask_probability: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    # distilbert, as its reference implementation: the KL term over every non-pad token (all) or the masked ones
+    # (masked); positions to mask drawn with weight count^−mask_smoothing (0.7; 0: BERT's uniform draw)
+    distill_positions: Literal["all", "masked"] = "all"
+    mask_smoothing: NonNegativeFloat = 0.7
     num_layers: PositiveInt = 2
     layer_selection: Union[Literal["first", "distilbert"], list[PositiveInt]] = "first"
     max_seq_length: Annotated[int, Field(ge=8, le=4096)] = 128

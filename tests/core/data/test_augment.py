@@ -42,7 +42,7 @@ def test_tinybert_replaces_words_with_candidates_at_p_t():
     assert sum(t.isupper() for t in tokens) / len(tokens) == pytest.approx(0.4, abs=0.03)
 
 
-def test_augment_frame_rewrites_both_sentences_without_gold_labels():
+def test_augment_frame_rewrites_the_sentences_of_pairs_without_gold_labels():
     frame = pd.DataFrame(
         {"idx": [3, 7], "sentence1": ["a quiet film", "grief and film"], "sentence2": ["moving study", "the end"]}
     )
@@ -122,3 +122,22 @@ def test_a_missing_or_damaged_glove_file_is_one_block_naming_it(tmp_path, conten
         rules.read_glove(str(glove))
     block = error.value.block()
     assert says in block and str(glove) in block and "augment.glove" in block and "fix:" in block
+
+
+def test_tang_rewrites_one_sentence_of_a_pair_two_times_in_three():
+    """The authors' augment_paired_data.py: one sentence (the first or the second, even odds) with probability 2/3,
+    both otherwise; a rule that changes every word shows which sentences a rewrite changed."""
+    rng = np.random.default_rng(0)
+    draws = [rules.rewritten_sentences(rules.Scheme(), rng) for _ in range(3000)]
+    only_first = sum(a and not b for a, b in draws) / len(draws)
+    only_second = sum(b and not a for a, b in draws) / len(draws)
+    both = sum(a and b for a, b in draws) / len(draws)
+    assert only_first == pytest.approx(1 / 3, abs=0.03) and only_second == pytest.approx(1 / 3, abs=0.03)
+    assert both == pytest.approx(1 / 3, abs=0.03) and all(a or b for a, b in draws)
+    frame = pd.DataFrame({"idx": [0], "sentence1": ["a quiet film"], "sentence2": ["moving study of grief"]})
+    everything = rules.Scheme(rules=("mask",), p_mask=1.0, copies=20)
+    (batch,) = list(rules.augment_frame(frame, everything, _sources()))
+    kept = {
+        (s1 == "a quiet film", s2 == "moving study of grief") for s1, s2 in zip(batch["sentence1"], batch["sentence2"])
+    }
+    assert kept == {(True, False), (False, True), (False, False)}  # one sentence kept, or neither; never both

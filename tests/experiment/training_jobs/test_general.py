@@ -141,3 +141,14 @@ def test_a_damaged_corpus_cache_is_set_aside_and_rebuilt_and_cut_shards_train_no
     assert again == shards and shards_manifest(again)["rows"] == 40
     aside = list(shards.parent.glob(f"{shards.name}.corrupt-*"))
     assert len(aside) == 1 and str(shards) in caplog.text and str(aside[0]) in caplog.text
+
+
+def test_token_counts_count_every_id_of_the_corpus():
+    """DistilBERT's smoothing weights come from how often each id occurs in the corpus's input_ids."""
+    from datasets import Dataset
+
+    from bert_kd.experiment.training_jobs.general import token_counts
+
+    corpus = Dataset.from_dict({"input_ids": [[2, 5, 5, 3], [2, 7, 3]]})
+    counts = token_counts(corpus, vocab_size=9)
+    assert counts.tolist() == [0, 0, 2, 2, 0, 2, 0, 1, 0]

@@ -14,7 +14,10 @@ Two schemes, each with its paper's published values as defaults:
 Offline stand-ins (``docs/fidelity.md``): without a POS tagger the "same part of speech" words are the
 word's K nearest neighbours in the teacher's input embedding space, drawn by training-set frequency;
 without a masked-LM head or GloVe the candidates are those nearest neighbours too. The real resources
-are used when given (``pos_tagger: nltk``, ``mlm_model``, ``glove``). Pair tasks rewrite both sentences.
+are used when given (``pos_tagger: nltk``, ``mlm_model``, ``glove``). In a sentence pair, Tang et al.'s rules
+rewrite one sentence (the first or the second, even odds) with probability ``pair_single`` = 2/3 and both
+otherwise, as the authors' released ``augment_paired_data.py`` (castorini/d-bert: ``single_only_prob`` 2/3);
+TinyBERT's replacement rewrites both.
 Augmented rows carry [`NO_LABEL`][]: their targets are the teacher's.
 """
 
@@ -58,6 +61,7 @@ class Scheme:
     candidates: int = _schema_default("candidates")
     copies: int = _schema_default("copies")
     seed: int = _schema_default("seed")
+    pair_single: float = _schema_default("pair_single")  # Tang's rules on a pair: rewrites changing one sentence
 
 
 @dataclass
@@ -121,6 +125,14 @@ def _copy(words: Sequence[str], scheme: Scheme, sources: WordSources, rng: np.ra
     return tang_copy(words, scheme, sources, rng)
 
 
+def rewritten_sentences(scheme: Scheme, rng: np.random.Generator) -> tuple[bool, bool]:
+    """Which sentences of a pair one of Tang et al.'s rewrites changes: one of them (even odds) with probability
+    ``scheme.pair_single``, both otherwise (the authors' ``augment_paired_data.py``)."""
+    roll = rng.random()
+    both = rng.random() >= scheme.pair_single
+    return roll < 0.5 or both, roll >= 0.5 or both
+
+
 def _texts(row, has_pair: bool) -> tuple[str, ...]:
     return (str(row.sentence1), str(row.sentence2)) if has_pair else (str(row.sentence1),)
 
@@ -141,6 +153,7 @@ def augment_frame(
     from its own generator (seed, r), so the set does not depend on ``batch_rows``. ``progress(rows done)`` is
     called after each source row."""
     has_pair = "sentence2" in frame and frame["sentence2"].notna().any()
+    pair_rule = bool(has_pair) and scheme.rules != TINYBERT_RULES
     next_idx = first_idx if first_idx is not None else (int(frame["idx"].max()) + 1 if len(frame) else 0)
     batch: dict[str, list] = {"idx": [], "source_idx": [], "sentence1": [], "sentence2": [], "label": []}
     for position, row in enumerate(frame.itertuples(index=False)):
@@ -148,7 +161,11 @@ def augment_frame(
         original = _texts(row, has_pair)
         seen = {original}
         for _ in range(scheme.copies):
-            rewrite = tuple(" ".join(_copy(text.split(), scheme, sources, rng)) for text in original)
+            changed = rewritten_sentences(scheme, rng) if pair_rule else (True,) * len(original)
+            rewrite = tuple(
+                " ".join(_copy(text.split(), scheme, sources, rng)) if change else text
+                for text, change in zip(original, changed)
+            )
             if rewrite in seen or not all(rewrite):
                 continue
             seen.add(rewrite)

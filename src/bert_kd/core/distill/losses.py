@@ -586,15 +586,16 @@ def masked_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 def masked_soft_target_loss(
-    student_logits: Tensor, teacher_logits: Tensor, labels: Tensor, temperature: float
+    student_logits: Tensor, teacher_logits: Tensor, labels: Tensor, temperature: float, positions: Tensor | None = None
 ) -> Tensor:
     """DistilBERT's L_ce (Sanh et al. 2019, Sec. 2; its ``distiller.py``): ``T**2 · KL(p_T ‖ p_S)`` of the
-    temperature-``T`` vocabulary distributions, summed over the vocabulary and averaged over the masked
-    positions (``labels`` != -100). KL and the soft-target cross-entropy differ by the teacher's entropy,
-    a constant: the same gradient."""
+    temperature-``T`` vocabulary distributions, summed over the vocabulary and averaged over the selected
+    positions: ``positions`` (a boolean mask, e.g. every non-pad token, the reference's default) or, without it,
+    the masked ones (``labels`` != -100, the reference's ``restrict_ce_to_mask``). KL and the soft-target
+    cross-entropy differ by the teacher's entropy, a constant: the same gradient."""
     _check_logits(student_logits, teacher_logits)
     t = _check_temperature(temperature)
-    selected = labels != -100
+    selected = labels != -100 if positions is None else positions.bool()
     s, te = student_logits[selected] / t, teacher_logits[selected] / t
     if s.shape[0] == 0:
         return student_logits.sum() * 0.0

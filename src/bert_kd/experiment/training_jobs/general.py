@@ -155,6 +155,8 @@ def general_config(general: General, run: RunSettings, checkpoint_dir) -> Traini
 def general_job(shards: Path, general: General, run: RunSettings) -> jobs.Job:
     """The store job: keyed on the corpus shards, the teacher, the recipe, the student and the training."""
     recipe = general.model_dump(include={"loss", "weights", "temperature", "mask_probability"})
+    if general.loss == "distilbert":  # options of the triple loss only: TinyBERT's students keep their keys
+        recipe.update(distill_positions=general.distill_positions, mask_smoothing=general.mask_smoothing)
     spec = {
         "corpus": Path(shards).name,
         "teacher": model_identity(general.teacher),
@@ -181,10 +183,27 @@ def train_general_student(shards: str | Path, general: General, run) -> ModelBun
     )
 
 
+def token_counts(corpus, vocab_size: int):
+    """How often each vocabulary id occurs in the corpus's ``input_ids`` (DistilBERT's smoothing weights)."""
+    import numpy as np
+    import torch
+
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for start in range(0, len(corpus), 10_000):
+        rows = corpus[start : start + 10_000]["input_ids"]
+        if rows:
+            counts += np.bincount(np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]), minlength=vocab_size)[
+                :vocab_size
+            ]
+    return torch.from_numpy(counts)
+
+
 def _distil(checkpoint_dir, *, shards: Path, general: General, settings: RunSettings, key: str, run) -> ModelBundle:
     teacher = load_general_teacher(general)
     tokenizer = load_tokenizer(general.teacher)
     student, kept = build_student(teacher, general.num_layers, general.layer_selection)
+    corpus = open_shards(shards)
+    smoothed = general.loss == "distilbert" and general.mask_smoothing > 0
     objective = GeneralDistillation(
         student,
         teacher,
@@ -193,6 +212,9 @@ def _distil(checkpoint_dir, *, shards: Path, general: General, settings: RunSett
         temperature=general.temperature,
         mask_probability=general.mask_probability,
         mask_token_id=tokenizer.mask_token_id,
+        distill_positions=general.distill_positions,
+        mask_smoothing=general.mask_smoothing,
+        token_counts=token_counts(corpus, student.config.vocab_size) if smoothed else None,
     )
     config = general_config(general, settings, checkpoint_dir)
     corpus = open_shards(shards)  # checked against its recorded rows and sha256: cut shards train nothing

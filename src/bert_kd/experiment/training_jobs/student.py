@@ -22,7 +22,7 @@ from bert_kd.core.bilstm import bilstm_student
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
-from bert_kd.core.distill.methods import build_method
+from bert_kd.core.distill.methods import build_method, method_key_material
 from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.models import (
@@ -176,6 +176,7 @@ def single_teacher_job(
             "upstream": student.upstream,
             **summary_key_material(teacher.model, student.model),
             **staged_selection(key_recipe),
+            **method_key_material(key_recipe),
         },
     )
     prefix = TEACHER_PREFIX if TEACHER_PREFIX + "input_ids" in student_data["train"].column_names else ""
@@ -287,6 +288,9 @@ def _train(checkpoint_dir, *, job: DistillJob, run: JobRun) -> ModelBundle:
                 "configuration": job.run_name,
                 "teachers": [t.name for t in job.teachers],
                 "initialised_from_teacher_layers": kept,
+                # what the method observed in each epoch (RL-KD: its selection shares), kept where the
+                # evaluation's copy of info (without the history) reaches the comparison table
+                "observed_by_epoch": [r["observed"] for r in result.history if r.get("observed")],
             }
         )
     else:

@@ -169,6 +169,11 @@ def write_rows(train: pd.DataFrame, block: Augment, teacher: ModelBundle, max_se
     return writer.rows
 
 
+def has_pairs(frame: pd.DataFrame) -> bool:
+    """Whether ``frame``'s rows are sentence pairs (a ``sentence2`` column with text)."""
+    return bool("sentence2" in frame and frame["sentence2"].notna().any())
+
+
 def source_rows(train: pd.DataFrame, block: Augment) -> pd.DataFrame:
     return train.head(block.max_source_rows) if block.max_source_rows else train
 
@@ -185,9 +190,11 @@ def transfer_set_job(train: pd.DataFrame, teacher: ModelBundle, augment, task: s
         "source_rows": len(source),
         "source_sha256": jobs.frame_fingerprint(source),
         "first_idx": int(train["idx"].max()) + 1 if len(train) else 0,
-        "scheme": dataclasses.asdict(scheme_of(block)),
+        "scheme": {k: v for k, v in dataclasses.asdict(scheme_of(block)).items() if k != "pair_single"},
         "words": word_source_material(block, teacher),
     }
+    if has_pairs(source) and tuple(block.rules) != rules.TINYBERT_RULES:  # only Tang's rules on pairs read it
+        info["pair_single"] = block.pair_single
     job = jobs.Job(KIND, info, Path(block.directory))
 
     def build(checkpoint_dir: Path) -> Path:

@@ -11,6 +11,7 @@ from bert_kd.config.schema import MultiStudent, MultiTeacher, set_values, typed
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.data.tokenize import TOKEN_COLUMNS, merge_tokenized, tokenize_splits
 from bert_kd.core.distill.alp_figures import unavailable_figure
+from bert_kd.core.distill.methods import method_key_material
 from bert_kd.core.distill.methods.multi_teacher.contributions import contributions_figure, contributions_table
 from bert_kd.core.distill.methods.multi_teacher.spans import span_attention_key_material
 from bert_kd.core.distill.objective import Teacher
@@ -180,6 +181,7 @@ def distill_multi_teacher(bundles: list[ModelBundle], data, caches: list, config
             **summary_key_material(*(bundles[k].model for k in chosen), bundles[init].model),
             **span_attention_key_material(*(bundles[k].model for k in chosen)),
             **staged_selection(written),
+            **method_key_material(written),
         },
     )
 
@@ -218,19 +220,35 @@ def evaluate_multi_student(bundle: ModelBundle, data, task: str, tracking: dict)
     return evaluation
 
 
-#: The comparison's column of a method that selects teachers per example (RL-KD): each teacher's share.
+#: The comparison's columns of a method that selects teachers per example (RL-KD): each teacher's share over the
+#: run, and its share in each epoch (first → last: whether the policy learned to leave a teacher).
 SELECTION_COLUMN = "teachers chosen (share of examples)"
+SELECTION_BY_EPOCH_COLUMN = "teachers chosen by epoch"
 
 
 def selection_shares(info: dict) -> dict:
-    """``{SELECTION_COLUMN: "minilm_seed42 0.62, minilm_seed7 0.41"}`` for a student whose method chose teachers per
-    example (its alignment report has ``selection_share``), else ``{}``."""
+    """``{SELECTION_COLUMN: "minilm_seed42 0.62, minilm_seed7 0.41", SELECTION_BY_EPOCH_COLUMN: "minilm_seed42
+    0.55→0.70, minilm_seed7 0.48→0.31"}`` for a student whose method chose teachers per example (its alignment
+    report has ``selection_share``; the epochs' shares are ``observed_by_epoch``, or its training history's
+    ``observed``), else ``{}``."""
     shares = {
         name: entry["selection_share"]
         for name, entry in (info.get("alignment") or {}).items()
         if isinstance(entry, dict) and entry.get("selection_share") is not None
     }
-    return {SELECTION_COLUMN: ", ".join(f"{name} {share:.2f}" for name, share in shares.items())} if shares else {}
+    if not shares:
+        return {}
+    columns = {SELECTION_COLUMN: ", ".join(f"{name} {share:.2f}" for name, share in shares.items())}
+    epochs = info.get("observed_by_epoch") or [record.get("observed") or {} for record in info.get("history") or []]
+    by_epoch = {
+        name: [epoch[f"selection_share/{name}"] for epoch in epochs if f"selection_share/{name}" in epoch]
+        for name in shares
+    }
+    if any(by_epoch.values()):
+        columns[SELECTION_BY_EPOCH_COLUMN] = ", ".join(
+            f"{name} " + "→".join(f"{share:.2f}" for share in values) for name, values in by_epoch.items() if values
+        )
+    return columns
 
 
 def compare_multi_teacher(teacher_metrics: list[dict], *students: dict):

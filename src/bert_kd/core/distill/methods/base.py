@@ -61,6 +61,13 @@ def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
     return decorate
 
 
+def method_key_material(recipe) -> dict:
+    """``{"method_computation": …}`` of the recipe's method when it declares [`Method.key_material`][], else ``{}``
+    (an unknown method adds nothing: its recipe is refused elsewhere)."""
+    cls = METHODS.get(str(dict(recipe).get("method", "")))
+    return {"method_computation": dict(cls.key_material)} if cls is not None and cls.key_material else {}
+
+
 def recipe_models() -> tuple[type[Recipe], ...]:
     """The recipe model of every registered method (registration order)."""
     return tuple(cls.recipe_model for cls in METHODS.values())
@@ -93,6 +100,9 @@ class Method(nn.Module):
     reads_teacher_prefixes = False
     #: [`observe`][] gathers evaluation statistics, so diagnostics run a pass over dev data.
     observes = False
+    #: What of the method's computation its recipe does not say, as content-key material (a changed reward, a
+    #: changed loss): a student trained by it gets a new key; ``{}`` (most methods) adds nothing to the key.
+    key_material: ClassVar[dict] = {}
 
     def __init__(self, config: dict, student: nn.Module, teachers: list[nn.Module], regression: bool = False):
         super().__init__()

@@ -26,23 +26,70 @@ def _features(seed: int) -> Features:
     return Features(torch.randn(2, 2, generator=g), torch.ones(2, 1), extras={"cls": torch.randn(2, 3, 8, generator=g)})
 
 
-def test_the_policy_gradient_is_the_hand_computed_reinforce_step():
-    """Two teachers, two examples: ∂/∂b_k of −mean_j (R_j − b)·Σ_k log π(a_jk) is −mean_j (R_j − b)(a_jk − p_jk)
-    for a logistic agent (∂ log σ(z)/∂z = 1 − σ, ∂ log(1 − σ(z))/∂z = −σ)."""
+BATCH = {
+    "input_ids": torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]]),
+    "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]),
+}
+
+
+def _step(method, seed: int = 0, batch=None):
+    """One training step's terms with the method's own student run on ``batch`` (default ``BATCH``)."""
+    batch = {**(batch or BATCH), "labels": LABELS}
+    logits = method.student_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    student = Features(logits, batch["attention_mask"], extras={})
+    return method.terms(student, {0: _features(1 + seed), 1: _features(2 + seed)}, batch), logits
+
+
+def _update(student):
+    """A stand-in for the optimiser's step: an in-place change of the student's parameters."""
+    with torch.no_grad():
+        student.classifier.bias.add_(torch.tensor([0.3, -0.3]))
+
+
+def test_the_policy_gradient_is_the_hand_computed_reinforce_step_on_the_reward_after_the_update():
+    """Two teachers, two examples. The first step draws actions and has no reward yet; after the student's update the
+    next step rewards them with R_j = CE_j(before) − CE_j(after) against b_j, the others' mean reward: ∂/∂b_k of
+    −mean_j (R_j − b_j)·Σ_k log π(a_jk) is −mean_j (R_j − b_j)(a_jk − p_jk) for a logistic agent
+    (∂ log σ(z)/∂z = 1 − σ, ∂ log(1 − σ(z))/∂z = −σ)."""
     method = _method(seed=5)
     method.train()
-    student = Features(torch.randn(2, 2, requires_grad=True), torch.ones(2, 1), extras={})
-    teachers = {0: _features(1), 1: _features(2)}
-    terms = method.terms(student, teachers, {"labels": LABELS})
+    first, before = _step(method)
+    assert float(first["policy"]) == 0.0  # nothing learned from yet: no reward
     generator = torch.Generator().manual_seed(5 * 1_000_003)  # the first draw
     probabilities = torch.full((2, 2), 0.5)  # zero-initialised agents
     actions = (torch.rand((2, 2), generator=generator) < probabilities).float()
-    reward = -torch.nn.functional.cross_entropy(student.logits.detach(), LABELS, reduction="none")
-    advantage = reward - 0.0  # the baseline starts at 0
-    terms["policy"].backward()
+    _update(method.student_model)
+    after = method.student_model(**BATCH).logits
+    ce = torch.nn.functional.cross_entropy
+    reward = ce(before.detach(), LABELS, reduction="none") - ce(after.detach(), LABELS, reduction="none")
+    advantage = reward - reward.flip(0)  # the baseline of each example: the mean reward of the batch's others
+    second, _ = _step(method, seed=7)
+    second["policy"].backward()
     expected = -(advantage[:, None] * (actions - probabilities)).mean(0)
     assert method.policy.bias.grad == pytest.approx(expected, abs=1e-6)
-    assert float(method.chosen.sum()) == float(actions.sum()) and float(method.examples) == 2
+    assert float(method.baseline) == pytest.approx(0.1 * float(reward.mean()), abs=1e-7)
+    assert float(method.chosen.sum()) >= float(actions.sum()) and float(method.examples) == 4
+
+
+def test_the_reward_follows_the_actions():
+    """The same update rewards a batch whose actions pushed the student toward the gold label more than one whose
+    actions pushed it away: the reward is the student's gain after learning from the selected teachers."""
+    method = _method(seed=5)
+    method.train()
+    _step(method)
+    record = dict(method.pending)
+    with torch.no_grad():
+        method.student_model.classifier.bias.add_(torch.where(torch.arange(2) == 1, 1.0, -1.0))  # toward label 1
+    gains = method.rewards(record)
+    assert float(gains[0]) > 0 > float(gains[1])  # example 0's label is 1, example 1's is 0
+
+
+def test_no_reward_while_the_student_has_not_been_updated():
+    method = _method(seed=5)
+    method.train()
+    _step(method)
+    terms, _ = _step(method)  # no optimiser step in between (a micro-batch of an accumulation round)
+    assert float(terms["policy"]) == 0.0 and float(method.baseline) == 0.0
 
 
 def test_a_policy_that_always_picks_one_teacher_is_single_teacher_kd():
@@ -50,30 +97,35 @@ def test_a_policy_that_always_picks_one_teacher_is_single_teacher_kd():
     method.train()
     with torch.no_grad():
         method.policy.bias.copy_(torch.tensor([1e4, -1e4]))  # π(teacher 0) = 1, π(teacher 1) = 0
-    student = Features(torch.randn(2, 2), torch.ones(2, 1), extras={})
-    teachers = {0: _features(1), 1: _features(2)}
-    terms = method.terms(student, teachers, {"labels": LABELS})
-    single = 4.0 * soft_ce(student.logits, teachers[0].logits, 2.0)  # τ² · soft-CE to teacher 0
+    terms, logits = _step(method)
+    single = 4.0 * soft_ce(logits, _features(1).logits, 2.0)  # τ² · soft-CE to teacher 0
     assert float(terms["pred"]) == pytest.approx(float(single), abs=1e-6)
     assert method.selection_shares() == {"teacher_0": 1.0, "teacher_1": 0.0}
 
 
 def test_the_agents_state_resumes_with_the_run():
-    """Agents, their draw counter, baseline and selection counts are the method's state: a resumed run draws and
-    updates as the uninterrupted one."""
+    """Agents, their draw counter, baseline, selection counts and the batch waiting for its reward are the method's
+    state: a resumed run draws and updates as the uninterrupted one."""
     first = _method(seed=3)
     first.train()
-    student = Features(torch.randn(2, 2), torch.ones(2, 1), extras={})
-    teachers = {0: _features(1), 1: _features(2)}
-    for _ in range(3):
-        first.terms(student, teachers, {"labels": LABELS})
+    for step in range(3):
+        _step(first, seed=step)
+        _update(first.student_model)
     resumed = _method(seed=3)
     resumed.load_state_dict(first.state_dict())
     resumed.train()
     assert int(resumed.draw_step) == 3 and float(resumed.baseline) == pytest.approx(float(first.baseline))
-    a = first.terms(student, teachers, {"labels": LABELS})
-    b = resumed.terms(student, teachers, {"labels": LABELS})
-    assert float(a["pred"]) == float(b["pred"]) and torch.equal(first.chosen, resumed.chosen)
+    assert first.pending.keys() == resumed.pending.keys()
+    assert all(torch.equal(first.pending[k].float(), resumed.pending[k].float()) for k in first.pending)
+    with torch.no_grad():  # the resumed run's student is the checkpoint's
+        for p, q in zip(first.student_model.parameters(), resumed.student_model.parameters()):
+            q.copy_(p)
+    baseline = float(first.baseline)
+    a, _ = _step(first, seed=9)
+    b, _ = _step(resumed, seed=9)
+    assert float(a["pred"]) == float(b["pred"]) and float(a["policy"]) == pytest.approx(float(b["policy"]), abs=1e-7)
+    assert float(first.baseline) != baseline  # the waiting batch was rewarded, in both runs alike
+    assert float(resumed.baseline) == pytest.approx(float(first.baseline)) and torch.equal(first.chosen, resumed.chosen)
 
 
 def test_rl_kd_trains_in_the_loop_with_the_policy_at_its_own_learning_rate(hetero):
@@ -188,3 +240,14 @@ def test_the_selection_figure_draws_one_line_per_teacher():
     assert [line.get_label() for line in lines] == ["a", "b"] and list(lines[1].get_ydata()) == [0.7, 0.8]
     with pytest.raises(ValueError, match="no values"):
         per_epoch_lines({}, "t", "y")
+
+
+def test_rl_kd_students_are_keyed_by_its_reward_and_other_methods_keep_their_keys():
+    """The reward changed (the student's gain after the update, not the loss before it): a student trained by
+    RL-KD gets a key of its own; a method that declares nothing adds nothing to its students' keys."""
+    from bert_kd.core.distill.methods import method_key_material
+
+    assert method_key_material({"method": "rl_kd"}) == {
+        "method_computation": {"reward": "gain_after_update", "baseline": "leave_one_out"}
+    }
+    assert method_key_material({"method": "multi_teacher"}) == {} and method_key_material({"method": "pkd"}) == {}

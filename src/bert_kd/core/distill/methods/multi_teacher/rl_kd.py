@@ -7,28 +7,47 @@ actions). The student's loss is
 
     L = (1−β)·CE(y_j, p_S) + β·τ²·Σ_k a_jk·softCE(p_T_k/τ, p_S/τ) / max(1, Σ_k a_jk)
 
-(an example for which no teacher is selected learns from its label only), and the agents are updated with
-REINFORCE (Williams 1992): ∇θ J = E[(R_j − b)·Σ_k ∇θ log π_θ(a_jk | s_jk)], with the reward R_j = −CE(y_j, p_S)
-the student's loss on the example's gold label and b a running mean of the rewards. The policy term of the
+(an example for which no teacher is selected learns from its label only).
+
+The reward is the paper's: the student's performance on the example *after* it learned from the selected
+teachers. The actions drawn for a batch shape the optimiser step that follows; at the next training step the
+updated student is run once more (no gradient) on that batch, and
+
+    R_j = CE(y_j, p_S before the step) − CE(y_j, p_S′ after the step)
+
+is how much the step that learned from example j's selected teachers lowered the student's gold-label
+cross-entropy on it. (−CE after the step is the paper's performance; subtracting the loss before the step, fixed
+before the actions are drawn, is a per-example baseline: the policy gradient keeps its expectation and loses the
+examples' differing difficulty.) The agents are updated with REINFORCE (Williams 1992),
+∇θ J = E[(R_j − b)·Σ_k ∇θ log π_θ(a_jk | s_jk)], b a running mean of the rewards; the policy term of the
 objective, −mean_j (R_j − b)·Σ_k log π_θ(a_jk|s_jk), carries gradients to the agents only (rewards and states are
-detached), so one optimiser step trains the student and the policy together.
+detached). A selection that pushed the student toward a wrong class earns a lower reward than one that pushed
+it toward the gold label, so an adversarial teacher's agent learns to stop choosing it (`bert-kd mechanisms
+rl_kd` checks this on a planted case).
+
+The batch waiting for its reward is part of the method's state (its ``_extra_state``, one tensor, so the
+trainer's checkpoint carries it and a resumed run rewards it as the uninterrupted one would). Under gradient
+accumulation only a micro-batch followed by a parameter update is rewarded: one whose successor arrives before
+the update is replaced unrewarded.
 
 State features (``state_features``): ``teacher_confidence`` (teacher k's probability of the gold label),
 ``teacher_entropy`` (of its prediction), ``student_teacher_ce`` (the student's soft cross-entropy to teacher k)
 and ``teacher_cls`` (teacher k's [CLS] state, L2-normalised). Deviations from the paper, stated in
-docs/fidelity.md: the reward is the student's loss on the batch it was chosen for, measured in the same step (the
-paper rewards after the student's update over an episode), and student and policy are trained in the same steps
-(the paper alternates them after pre-training both).
+docs/fidelity.md: the episode is one batch and its reward comes one step later (the paper's episode may span
+more of the training set), and student and policy are trained in the same steps (the paper pre-trains both and
+then alternates).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 from pydantic import PositiveFloat
 from torch import Tensor, nn
 
+from bert_kd.core.data.augment import NO_LABEL
 from bert_kd.core.distill.methods.base import register_method
 from bert_kd.core.distill.methods.multi_teacher.base import MultiTeacherBase, MultiTeacherOptions
 from bert_kd.core.training import task_loss
@@ -38,6 +57,10 @@ STATE_FEATURES = ("teacher_confidence", "teacher_entropy", "student_teacher_ce",
 DEFAULT_FEATURES = ("teacher_confidence", "teacher_entropy", "student_teacher_ce")
 #: Weight of the newest reward in the running-mean baseline.
 BASELINE_MOMENTUM = 0.1
+#: The batch columns the student reads (the reward runs it again on them).
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: Length of the packed waiting batch's header: rows, sequence length, teachers, features, one flag per optional input.
+HEADER = 4 + len(MODEL_INPUTS) - 1
 
 
 class RLKDOptions(MultiTeacherOptions):
@@ -68,6 +91,9 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
     term_names = ("ce", "pred", "policy")
     Options = RLKDOptions
     teacher_needs = {"cls": True}
+    #: the reward is the student's gain after the step that learned from the selected teachers (2026-12-07;
+    #: before, the action-independent −CE of the same forward pass): students trained before have other keys
+    key_material = {"reward": "gain_after_update", "baseline": "leave_one_out"}
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
@@ -92,6 +118,11 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
         self.register_buffer("examples", torch.zeros(()))
         self.register_buffer("epoch_chosen", torch.zeros(self.n_teachers))  # the same over the current epoch
         self.register_buffer("epoch_examples", torch.zeros(()))
+        # the student the objective trains, run again on the batch waiting for its reward; not a submodule (the
+        # objective owns it: its parameters are trained and saved once)
+        object.__setattr__(self, "student_model", student)
+        self.pending: dict[str, Tensor] | None = None  # the last training batch, waiting for its reward
+        self.pending_snapshot: Tensor | None = None  # a student parameter as it was when that batch was drawn
 
     @classmethod
     def derived_weights(cls, alpha, beta):
@@ -149,27 +180,130 @@ class ReinforcedTeacherSelection(MultiTeacherBase):
         states = self.states(student.logits, logits, cls, labels)
         probabilities = self.policy(states)
         actions = self.act(probabilities)
-        ce_per_example = torch.nn.functional.cross_entropy(student.logits, labels, reduction="none")
         result = {
             "ce": task_loss(student.logits, labels),
             "pred": self.selected_distillation(student.logits, logits, actions).mean(),
         }
-        if self.training:
-            reward = -ce_per_example.detach()
-            advantage = reward - self.baseline
-            log_pi = (
-                actions * probabilities.clamp_min(1e-12).log()
-                + (1 - actions) * (1 - probabilities).clamp_min(1e-12).log()
-            )
-            result["policy"] = -(advantage[:, None] * log_pi).sum(1).mean()
-            with torch.no_grad():
-                self.baseline.mul_(1 - BASELINE_MOMENTUM).add_(BASELINE_MOMENTUM * reward.mean())
-                for chosen, examples in ((self.chosen, self.examples), (self.epoch_chosen, self.epoch_examples)):
-                    chosen.add_(actions.sum(0))
-                    examples.add_(actions.shape[0])
-        else:
+        if not self.training:
             result["policy"] = student.logits.new_zeros(())
+            return result
+        result["policy"] = self.policy_loss(student.logits)
+        with torch.no_grad():
+            for chosen, examples in ((self.chosen, self.examples), (self.epoch_chosen, self.epoch_examples)):
+                chosen.add_(actions.sum(0))
+                examples.add_(actions.shape[0])
+        self.remember(batch, states, actions, student.logits)
         return result
+
+    # ------------------------------------------------------------------ the reward
+    def rewards(self, record: dict[str, Tensor]) -> Tensor:
+        """R_j of the waiting batch: its gold-label cross-entropy before the step that learned from its selected
+        teachers less the updated student's (a second forward, without gradient, in the student's current mode)."""
+        inputs = {name: record[name] for name in MODEL_INPUTS if name in record}
+        with torch.no_grad():
+            after = self.student_model(**inputs).logits.float()
+        ce_after = torch.nn.functional.cross_entropy(after, record["labels"].clamp_min(0), reduction="none")
+        return record["ce_before"] - ce_after
+
+    def policy_loss(self, like: Tensor) -> Tensor:
+        """REINFORCE for the waiting batch's actions, now that the student has learned from them (0 while no
+        batch waits, or while the student has not been updated since it was drawn)."""
+        record = self.pending
+        if record is None or not self.updated_since_drawn():
+            return like.new_zeros(())
+        self.pending = None
+        gold = record["labels"] != NO_LABEL  # a transfer-set row has no gold label to reward
+        if not bool(gold.any()):
+            return like.new_zeros(())
+        reward = self.rewards(record)[gold]
+        advantage = reward - self.reward_baseline(reward)
+        probabilities = self.policy(record["states"][gold])
+        actions = record["actions"][gold]
+        log_pi = (
+            actions * probabilities.clamp_min(1e-12).log() + (1 - actions) * (1 - probabilities).clamp_min(1e-12).log()
+        )
+        with torch.no_grad():
+            self.baseline.mul_(1 - BASELINE_MOMENTUM).add_(BASELINE_MOMENTUM * reward.mean())
+        return -(advantage[:, None] * log_pi).sum(1).mean()
+
+    def reward_baseline(self, reward: Tensor) -> Tensor:
+        """Per example, the mean reward of the batch's other examples (leave-one-out: it does not depend on the
+        example's own actions, so the gradient keeps its expectation, and it removes what the step did to every
+        example alike); the running mean of the rewards for a batch of one."""
+        rows = reward.shape[0]
+        if rows < 2:
+            return self.baseline.expand_as(reward)
+        return (reward.sum() - reward) / (rows - 1)
+
+    def updated_since_drawn(self) -> bool:
+        """Whether an optimiser step changed the student since the waiting batch was drawn (its last trainable
+        tensor, the classifier's bias in a BERT classifier, against a copy taken then; a batch restored from a
+        checkpoint counts as updated)."""
+        if self.pending_snapshot is None:
+            return True
+        current = self._watched_parameter()
+        return current is None or not torch.equal(current, self.pending_snapshot)
+
+    def _watched_parameter(self) -> Tensor | None:
+        trainable = [p for p in self.student_model.parameters() if p.requires_grad]
+        return trainable[-1].detach() if trainable else None
+
+    def remember(self, batch: dict[str, Tensor], states: Tensor, actions: Tensor, student_logits: Tensor) -> None:
+        """Keep this batch (the student's inputs, labels, states, actions and its cross-entropy before the step)
+        until the student has learned from it."""
+        labels = batch["labels"]
+        ce_before = torch.nn.functional.cross_entropy(
+            student_logits.detach().float(), labels.clamp_min(0), reduction="none"
+        )
+        if "input_ids" not in batch:
+            raise ValueError(
+                "rl_kd rewards the student's performance after its update, which runs the student again on the "
+                "batch: the batch lacks the student's input_ids"
+            )
+        record = {name: batch[name].detach() for name in MODEL_INPUTS if name in batch}
+        record.update(labels=labels.detach(), states=states.detach(), actions=actions.detach(), ce_before=ce_before)
+        self.pending = record
+        watched = self._watched_parameter()
+        self.pending_snapshot = None if watched is None else watched.clone()
+
+    # ------------------------------------------------------------------ the waiting batch in the checkpoint
+    def get_extra_state(self) -> Tensor:
+        """The waiting batch as one float64 tensor (a checkpoint stores tensors only): a header (rows, sequence
+        length, teachers, features, whether token types are present) and the record's tensors, flattened."""
+        record = self.pending
+        if record is None:
+            return torch.zeros(0, dtype=torch.float64)
+        rows, length = record["input_ids"].shape
+        _, teachers, features = record["states"].shape
+        flags = [float(name in record) for name in MODEL_INPUTS[1:]]
+        header = torch.tensor([rows, length, teachers, features, *flags], dtype=torch.float64)
+        parts = [header] + [record[name].detach().double().flatten().cpu() for name in self._packed(record)]
+        return torch.cat(parts)
+
+    def set_extra_state(self, state: Tensor) -> None:
+        if state is None or state.numel() == 0:
+            self.pending, self.pending_snapshot = None, None
+            return
+        rows, length, teachers, features, *flags = (int(v) for v in state[:HEADER].tolist())
+        present = {"input_ids"} | {name for name, flag in zip(MODEL_INPUTS[1:], flags) if flag}
+        device = self.baseline.device
+        shapes = {
+            "input_ids": (rows, length), "attention_mask": (rows, length), "token_type_ids": (rows, length),
+            "labels": (rows,), "states": (rows, teachers, features), "actions": (rows, teachers), "ce_before": (rows,),
+        }  # fmt: skip
+        record, offset = {}, HEADER
+        for name in self._packed(present):
+            size = math.prod(shapes[name])
+            value = state[offset : offset + size].reshape(shapes[name])
+            offset += size
+            integer = name in MODEL_INPUTS or name == "labels"
+            record[name] = value.to(device=device, dtype=torch.long if integer else torch.float32)
+        self.pending, self.pending_snapshot = record, None
+
+    @staticmethod
+    def _packed(present) -> tuple[str, ...]:
+        """The record's tensors in their packed order (the student's inputs it has, then the rest)."""
+        return (*(name for name in MODEL_INPUTS if name in present), "labels", "states", "actions", "ce_before")
 
     # ------------------------------------------------------------------ reports
     def selection_shares(self) -> dict[str, float | None]:
