@@ -90,10 +90,10 @@ class AlphaPerExample:
 class AlphaScore:
     """How α is scored: ``projection`` maps student states to the teacher's width when they differ (the ALP
     method's learned projection); ``similarity`` and ``temperature``: the recipe's ``similarity`` and
-    ``similarity_temperature`` ([`alp_scores`][losses.alp_scores])."""
+    ``similarity_temperature`` ([`alp_scores`][losses.alp_scores]; ``None``: the method's default score)."""
 
     projection: Callable[[Tensor], Tensor] | None = None
-    similarity: str = "dot"
+    similarity: str | None = None
     temperature: float | None = None
 
 

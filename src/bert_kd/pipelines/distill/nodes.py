@@ -253,7 +253,7 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
             seed=options.seed,
             teacher_prefix=prefix,
             score=paper_figures.AlphaScore(
-                similarity=recipe.get("similarity") or "dot", temperature=recipe.get("similarity_temperature")
+                similarity=recipe.get("similarity"), temperature=recipe.get("similarity_temperature")
             ),
         )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions

@@ -8,9 +8,24 @@ method is one module here with a [`register_method`][] class and one recipe row 
 import importlib
 import pkgutil
 
-from bert_kd.core.distill.methods.base import METHODS, Method, build_method, recipe_models, register_method
+from bert_kd.core.distill.methods.base import (
+    METHODS,
+    Method,
+    build_method,
+    recipe_key_material,
+    recipe_models,
+    register_method,
+)
 
-__all__ = ["METHODS", "Method", "build_method", "discover_methods", "recipe_models", "register_method"]
+__all__ = [
+    "METHODS",
+    "Method",
+    "build_method",
+    "discover_methods",
+    "recipe_key_material",
+    "recipe_models",
+    "register_method",
+]
 
 
 def discover_methods() -> dict[str, type[Method]]:
