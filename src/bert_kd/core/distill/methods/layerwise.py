@@ -184,13 +184,21 @@ class AttentionLayerProjection(CLSLayerMethod):
     def layer_loss(self, student_cls, teacher_cls):
         return losses.alp_loss(student_cls, teacher_cls, self.mapping, self.similarity, self.similarity_temperature)
 
+    def attention(self, student, teacher):
+        """α per example (Eq. 5–6), ``(batch, student layers, teacher layers)``, between ``student``'s and
+        ``teacher``'s [CLS] states ([`Features`][bert_kd.core.distill.outputs.Features]), as the loss weighs them."""
+        return losses.alp_attention(
+            self.student_layers(student),
+            teacher.cls()[:, 1:],
+            self.mapping,
+            self.similarity,
+            self.similarity_temperature,
+        )
+
     @torch.no_grad()
     def observe(self, student, teachers, batch):
         """Accumulate α (student layer × teacher layer) and its entropy over an evaluation set (Figure 3)."""
-        t = next(iter(teachers.values()))
-        alpha = losses.alp_attention(
-            self.student_layers(student), t.cls()[:, 1:], self.mapping, self.similarity, self.similarity_temperature
-        )
+        alpha = self.attention(student, next(iter(teachers.values())))
         total, entropy = alpha.sum(0).cpu(), losses.alp_entropy(alpha).sum(0).cpu()
         self._alpha_sum = total if self._alpha_sum is None else self._alpha_sum + total
         self._entropy_sum = entropy if self._entropy_sum is None else self._entropy_sum + entropy
