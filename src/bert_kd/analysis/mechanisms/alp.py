@@ -31,7 +31,7 @@ SHARE, WEIGHT = 0.9, 2.0 / TEACHER_LAYERS
 
 
 def tiny_model(layers: int) -> BertForSequenceClassification:
-    """A BERT classifier of [`WIDTH`][] the method reads its layer count and width from (its weights are unused)."""
+    """A BERT classifier of width `WIDTH` the method reads its layer count and width from (its weights are unused)."""
     config = BertConfig(
         vocab_size=16,
         hidden_size=WIDTH,
@@ -50,7 +50,7 @@ def informative_layers() -> torch.Tensor:
 
 
 def constructed_states(seed: int = 0) -> tuple[Features, Features]:
-    """Student and teacher [`Features`][] with the constructed [CLS] states (embedding row first)."""
+    """Student and teacher [`Features`][bert_kd.core.distill.outputs.Features] with the constructed [CLS] states (embedding row first)."""
     g = torch.Generator().manual_seed(seed)
 
     def unit(*shape: int) -> torch.Tensor:
