@@ -45,3 +45,8 @@ def test_the_main_jobs_alp_names_no_score_and_its_key_holds_the_default():
     recipe = project_params({"glue_dir": "../shared/glue"})["distill_methods"]["alp"]
     assert "similarity" not in recipe  # the method's default, written once (losses.ALP_DEFAULT_SIMILARITY)
     assert recipe_key_material(recipe)["similarity"] == ALP_DEFAULT_SIMILARITY != "dot"
+
+
+def test_v1s_alp_trials_keep_their_keys():
+    keys = alp_keys("cpu_protocol", "alp")  # ALP and ALP (λ=2), both naming Eq. 5's dot
+    assert len(keys) == 9 and all((ROOT / "results" / "cpu_protocol" / f"{k}.json").exists() for k in keys.values())
