@@ -4,7 +4,8 @@ Reads the Figure 3 tables ``figure3_<similarity>_<n>layers.csv`` that ``benchmar
 ``kedro run --pipelines=distill_alp`` (α of the trained student's first layer over every teacher layer, 10 SST-2 dev
 examples, each with α's entropy in nats) and prints, per variant and depth: the mean entropy as a fraction of the
 entropy of equal weights (log n), how many examples put ≥ 0.9 of α on one teacher layer, α's mass on the teacher's
-first half, and whether that is ALP-KD's picture (Sec. "Analysis", Figure 3): α spread over the teacher's layers
+first half, α's largest standard deviation across the examples (over the teacher layers: how much α varies with
+the input), and whether that is ALP-KD's picture (Sec. "Analysis", Figure 3): α spread over the teacher's layers
 ("all teacher layers participate") with the first half more active (2- and 4-layer students). The thresholds:
 
 * one-hot: mean entropy < 0.1 log n (the run's warning, ``ONE_HOT_ENTROPY_FRACTION``);
@@ -27,6 +28,7 @@ from bert_kd.core.distill.methods.layerwise import ONE_HOT_ENTROPY_FRACTION
 
 NAME = re.compile(r"figure3_(?P<similarity>\w+?)_(?P<layers>\d+)layers\.csv$")
 UNIFORM_FRACTION, SPREAD_FRACTION, PEAK = 0.95, 0.5, 0.9
+VARIANTS = ("dot", "scaled_dot", "cosine", "ln_scaled_dot")
 
 
 def summarise(path: Path) -> dict:
@@ -39,6 +41,7 @@ def summarise(path: Path) -> dict:
     n = alpha.shape[1]
     fraction = float(entropy.mean()) / math.log(n)
     first_half = float(alpha[[k for k in alpha.columns if k <= n // 2]].sum(axis=1).mean())
+    spread_across_examples = float(alpha.std(ddof=0).max())
     if fraction < ONE_HOT_ENTROPY_FRACTION:
         shape = "one-hot"
     elif fraction > UNIFORM_FRACTION:
@@ -56,6 +59,7 @@ def summarise(path: Path) -> dict:
         "examples with max α ≥ 0.9": int((alpha.max(axis=1) >= PEAK).sum()),
         "top teacher layer (mean α)": f"{int(alpha.mean().idxmax())} ({alpha.mean().max():.2f})",
         "α on first half": round(first_half, 2),
+        "α's largest SD across examples": round(spread_across_examples, 4),
         "α": shape,
         "paper's picture": "yes" if shape == "spread" and first_half > 0.5 else "no",
     }
@@ -86,7 +90,7 @@ def combined_figure(paths: list[Path], out: Path) -> None:
 
     found = {(int(NAME.search(p.name)["layers"]), NAME.search(p.name)["similarity"]): p for p in paths}
     depths = sorted({d for d, _ in found})
-    variants = [v for v in ("dot", "scaled_dot", "cosine") if any(v == s for _, s in found)]
+    variants = [v for v in VARIANTS if any(v == s for _, s in found)]
     fig, axes = plt.subplots(
         len(depths), len(variants), figsize=(4.0 * len(variants), 3.4 * len(depths)), squeeze=False
     )
@@ -114,7 +118,7 @@ def main(folder: str) -> None:
     paths = sorted(Path(folder).glob("figure3_*layers.csv"))
     combined_figure(paths, Path(folder) / "figure3_variants.png")
     rows = pd.DataFrame([summarise(p) for p in paths])
-    order = {"dot": 0, "scaled_dot": 1, "cosine": 2}
+    order = {name: i for i, name in enumerate(VARIANTS)}
     rows = rows.sort_values(
         ["similarity", "student layers"], key=lambda c: c.map(order) if c.name == "similarity" else c
     )

@@ -14,7 +14,7 @@ out=results/alp_alpha
 mkdir -p "$out"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 KEDRO_DISABLE_TELEMETRY=1
 for layers in ${LAYERS:-2 4}; do
-  for similarity in ${VARIANTS:-dot scaled_dot cosine}; do
+  for similarity in ${VARIANTS:-dot scaled_dot cosine ln_scaled_dot}; do
     name=figure3_${similarity}_${layers}layers
     [ -f "$out/$name.csv" ] && { echo "$name: done"; continue; }
     echo "=== $(date -u +%FT%TZ) $name"

@@ -110,6 +110,42 @@ def cell(tables, row: tuple, column: str, nth: int = 0) -> str:
     return re.findall(r"[-+−]?\d[\d,]*\.?\d*", found[0])[nth].replace("−", "-")
 
 
+def column_values(tables, column: str) -> list[str]:
+    """Every cell of ``column`` in the tables that have it."""
+    return [r[t[0].index(column)] for t in tables if column in t[0] for r in t[1:]]
+
+
+SCORES = "results/alp_alpha/scores.md"
+
+
+def scores_cell(tables, score_prefix: str, column: str) -> str:
+    """The cell of ``column`` in the one row of scores.md whose score starts with ``score_prefix``."""
+    head = next(t[0] for t in tables if column in t[0])
+    found = [r for t in tables if t[0] == head for r in t[1:] if r[0].startswith(score_prefix)]
+    assert len(found) == 1, f"{score_prefix!r}: {len(found)} rows"
+    return found[0][head.index(column)]
+
+
+def layer_values(tables, row: str, layers=range(2, 6)) -> list[float]:
+    """scores.md's per-layer table: the values of ``row`` at teacher ``layers`` (default 2–5)."""
+    return [float(cell(tables, (row,), str(k))) for k in layers]
+
+
+PAIRED = "results/alp_alpha/paired.md"
+PAIRED_GAIN, PAIRED_INTERVAL = "gain scaled − one-hot (points)", "95% interval"
+#: (task row, column, n-th number in the cell) of the six figures each text quotes, in its order
+PAIRED_CELLS = [
+    (task, column, nth)
+    for task in ("sst2", "mrpc")
+    for column, nth in ((PAIRED_GAIN, 0), (PAIRED_INTERVAL, 0), (PAIRED_INTERVAL, 1))
+]
+PAIRED_TEXTS = {
+    "README.md": r"gains \+{} points on SST-2 \[−{}, \+{}\] and −{} on MRPC \[−{}, \+{}\]",
+    "docs/cpu-protocol-v2.md": r"same seeds: SST-2 \+{} points \[−{}, \+{}\], MRPC −{} \[−{}, \+{}\]",
+    "docs/fidelity.md": r"SST-2 \+{} points \[−{}, \+{}\] over 10 seeds, MRPC −{} \[−{}, \+{}\]",
+}
+
+
 def rate(work: str, compile: str | None = None, precision: str = "bf16", pair: str = "bert-base 12→4"):
     """examples/s of one timed row of a gpu_check record."""
     return lambda r: follow(
@@ -611,6 +647,77 @@ FIGURES = [
             (r"points on SST-2 and \+(\d+\.\d+) on MRPC against", "mrpc"),
         )
     ],
+    # ALP's α spread against one-hot on the same seeds (results/alp_alpha/paired.md), signs written apart
+    *[
+        Figure(
+            text,
+            template.format(*["([\\d.]+)" if i == n else "[\\d.]+" for i in range(6)]),
+            PAIRED,
+            lambda tables, task=task, column=column, nth=nth: cell(tables, (task,), column, nth).lstrip("+-"),
+        )
+        for text, template in PAIRED_TEXTS.items()
+        for n, (task, column, nth) in enumerate(PAIRED_CELLS)
+    ],
+    # docs/methods.md: α's largest SD across examples over every Figure 3 run (results/alp_alpha/variants.md)
+    Figure(
+        "docs/methods.md",
+        r"largest SD across examples ([\d.]+)\)",
+        "results/alp_alpha/variants.md",
+        lambda tables: max(float(value) for value in column_values(tables, "α's largest SD across examples")),
+        3,
+    ),
+    # docs/fidelity.md: ALP's α per score at the student's initialisation (results/alp_alpha/scores.md)
+    *[
+        Figure("docs/fidelity.md", pattern, SCORES, where, decimals)
+        for pattern, where, decimals in (
+            (
+                r"normalised entropy ([\d.]+) at the student's initialisation",
+                lambda tables: float(scores_cell(tables, "ln_scaled_dot (layer-normed", "H / log n")),
+                2,
+            ),
+            (
+                r"near-uniform \(([\d.]+)\)\. It also passes",
+                lambda tables: scores_cell(tables, "cosine, τ 1", "H / log n"),
+                None,
+            ),
+            (
+                r"largest standard deviation across sentences is at most ([\d.]+),",
+                lambda tables: max(float(v) for v in column_values(tables, "α's largest SD across sentences")),
+                2,
+            ),
+            (
+                r"2–5 is ([\d.]+)–[\d.]+ with an SD",
+                lambda tables: min(layer_values(tables, "cosine with layer 1, mean")),
+                2,
+            ),
+            (
+                r"2–5 is [\d.]+–([\d.]+) with an SD",
+                lambda tables: max(layer_values(tables, "cosine with layer 1, mean")),
+                2,
+            ),
+            (
+                r"with an SD across sentences of at most ([\d.]+), and even",
+                lambda tables: max(layer_values(tables, "cosine with layer 1, SD across sentences")),
+                3,
+            ),
+            (
+                r"sentences of at most ([\d.]+), while its correlation",
+                lambda tables: max(
+                    layer_values(
+                        tables, "the same, states centred over the sentences, SD across sentences", range(2, 7)
+                    )
+                ),
+                2,
+            ),
+        )
+    ],
+    Figure(
+        "docs/fidelity.md",
+        r"largest SD across 10 examples at most ([\d.]+)\)",
+        "results/alp_alpha/variants.md",
+        lambda tables: max(float(value) for value in column_values(tables, "α's largest SD across examples")),
+        3,
+    ),
     # docs/benchmarks.md: the whole ×20 SST-2 transfer set (benchmarks/augment.py)
     *[
         Figure("docs/benchmarks.md", pattern, "benchmarks/results/augment.json", where, 1 if decimals else 0)

@@ -4,7 +4,8 @@ a multi-teacher student, trained by the pipelines from ``conf/base`` on the tiny
 The teacher is a tiny BERT whose files are the same bytes on every run (a fixed vocabulary, seeded
 weights), so its key is too. The expected keys were computed by the code of 2026-11-26, before the
 package was laid out in folders; a change here means every stored model of that kind is recomputed,
-so it must come with a reason (a change in what is computed) and a bumped ``SCHEMA_VERSIONS`` entry.
+so it must come with a reason (a change in what is computed) and a bumped ``SCHEMA_VERSIONS`` entry, unless the
+key material itself names the change (ALP's default score, 2026-12-07).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ MULTI_STUDENT = {"num_layers": 2, "init_from_teacher": 0, "training": {**TINY_TR
 PINNED = {
     "distill_alp": {
         "teacher": ["623f312283c45abeeb2c79a759caa855b1c0fe3ebc0f50fd0691dc08e6c15eed"],
-        "student": ["0a45b53e8a082a07c6fc9ea848fa2b0f3293b4b6420d88716c81d18e48d7d3a5"],
+        # since 2026-12-07 the ALP recipe's key names α's default score (ln_scaled_dot), which replaced Eq. 5's
+        # raw dot product as the default (docs/fidelity.md); before: 0a45b53e8a082a07c6fc9ea848fa2b0f3293b4b6420d88716c81d18e48d7d3a5
+        "student": ["308d68a2d983aeef6d18ce967d6070b1217b2aa4fb38a980c39ebe3127242fac"],
     },
     "distill_ted": {
         "teacher": ["623f312283c45abeeb2c79a759caa855b1c0fe3ebc0f50fd0691dc08e6c15eed"],

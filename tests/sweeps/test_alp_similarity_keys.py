@@ -1,5 +1,6 @@
-"""ALP's ``similarity`` left at its default (the raw dot product of Eq. 5) keeps every committed ALP trial's
-content key; setting it gives other trials (results/cpu_protocol_v2_alpha)."""
+"""ALP's ``similarity: dot`` (Eq. 5 as printed, every ALP trial's score before the score was an option) keeps
+every committed ALP trial's content key; another score gives other trials (results/cpu_protocol_v2_alpha), and a
+recipe naming none (the main job's) is keyed with the default score by name."""
 
 from __future__ import annotations
 
@@ -35,3 +36,17 @@ def test_the_raw_dot_product_keeps_v2s_alp_keys():
 def test_a_variant_score_gives_other_trials():
     variant = alp_keys("cpu_protocol_v2_alpha", "alp_scaled|")
     assert len(variant) == 18 and not set(variant.values()) & set(alp_keys("cpu_protocol_v2", "alp|").values())
+
+
+def test_the_main_jobs_alp_names_no_score_and_its_key_holds_the_default():
+    from bert_kd.core.distill.losses import ALP_DEFAULT_SIMILARITY
+    from bert_kd.core.distill.methods import recipe_key_material
+
+    recipe = project_params({"glue_dir": "../shared/glue"})["distill_methods"]["alp"]
+    assert "similarity" not in recipe  # the method's default, written once (losses.ALP_DEFAULT_SIMILARITY)
+    assert recipe_key_material(recipe)["similarity"] == ALP_DEFAULT_SIMILARITY != "dot"
+
+
+def test_v1s_alp_trials_keep_their_keys():
+    keys = alp_keys("cpu_protocol", "alp")  # ALP and ALP (λ=2), both naming Eq. 5's dot
+    assert len(keys) == 9 and all((ROOT / "results" / "cpu_protocol" / f"{k}.json").exists() for k in keys.values())

@@ -11,6 +11,7 @@ import copy
 import logging
 from typing import Mapping
 
+from bert_kd.core.distill.methods import recipe_key_material
 from bert_kd.core.models import init_key_material
 from bert_kd.core.training.precision import trial_precision_material
 from bert_kd.experiment import jobs
@@ -112,6 +113,7 @@ class TrialIdentity:
         trial = {k: v for k, v in spec.as_dict().items() if k != "label"}  # a relabelled row keeps its results
         if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
             trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
+        trial["recipe"] = recipe_key_material(trial["recipe"])  # ALP: the score by name unless Eq. 5's dot
         return {
             "schema": TRIAL_SCHEMA,
             "trial": trial,

@@ -109,6 +109,13 @@ def test_tables_list_unconnected_layers_and_every_pca_point(models, batch):
     unconnected = table[table["student_layer"] == 2]
     assert (~unconnected["connected"]).all() and unconnected["alpha"].isna().all()
     assert table.groupby("example")["alpha"].sum().round(5).eq(1.0).all()
+    connected = table[table["connected"]]
+    np.testing.assert_allclose(connected["normalised_entropy"], connected["entropy"] / np.log(4), atol=1e-5)
+    (summary,) = result.summary().to_dict("records")  # the connected layer only
+    assert summary["student_layer"] == 1 and summary["examples"] == 3
+    assert summary["mean_normalised_entropy"] == pytest.approx(connected["normalised_entropy"].mean(), abs=1e-4)
+    sd = connected.pivot(index="example", columns="teacher_layer", values="alpha").std(ddof=0).max()
+    assert summary["alpha_sd_across_examples_max"] == pytest.approx(sd, abs=1e-4) and sd > 0
     alignments = layer_alignment(teacher, students, batch, [(1, 1)], n_examples=7)
     points = alignment_table(alignments, examples=list(range(100, 107)))
     assert len(points) == 3 * 7 and set(points["example"]) == set(range(100, 107))

@@ -159,7 +159,7 @@ def test_alp_attention_hand_computed_all_layers():
     # s2 = (0, 1) picks the second component: scores (0, 0, 0) -> alpha_2 = (1/3, 1/3, 1/3)
     s = t([[[1.0, 0.0], [0.0, 1.0]]])
     te = t([[[0.0, 0.0], [LN2, 0.0], [math.log(5.0), 0.0]]])
-    a = alp_attention(s, te)
+    a = alp_attention(s, te, similarity="dot")  # Eq. 5 as printed, computed by hand
     assert a.shape == (1, 2, 3)
     assert torch.allclose(a[0, 0], t([1 / 8, 2 / 8, 5 / 8]))
     assert torch.allclose(a[0, 1], t([1 / 3, 1 / 3, 1 / 3]))
@@ -168,7 +168,7 @@ def test_alp_attention_hand_computed_all_layers():
 def test_alp_attention_buckets_zero_outside_and_unconnected():
     s = t([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]])
     te = t([[[0.0, 0.0], [LN2, 0.0], [math.log(5.0), 0.0]]])
-    a = alp_attention(s, te, buckets=[[1, 2], [2, 3], []])
+    a = alp_attention(s, te, buckets=[[1, 2], [2, 3], []], similarity="dot")
     # row 1 over {1, 2}: softmax(0, ln2) = (1/3, 2/3), 0 for layer 3
     assert torch.allclose(a[0, 0], t([1 / 3, 2 / 3, 0.0]))
     # row 2 over {2, 3}: scores (0, 0) -> (0, 1/2, 1/2)
@@ -204,22 +204,22 @@ def test_alp_loss_hand_computed():
     te = t([[[0.0, 2.0], [LN3, 2.0]]])
     mse1 = ((1 - 0.75 * LN3) ** 2 + 4.0) / 2
     mse2 = ((LN3 / 2) ** 2 + 4.0) / 2
-    loss = alp_loss(s, te)
+    loss = alp_loss(s, te, similarity="dot")
     assert close(loss, mse1 + mse2)
     loss.backward()
     assert torch.isfinite(s.grad).all() and s.grad.abs().sum() > 0
     # bucket {2} for student 1, student 2 unconnected: C1 = (ln3, 2) only
-    assert close(alp_loss(s.detach(), te, [[2], []]), ((1 - LN3) ** 2 + 4.0) / 2)
+    assert close(alp_loss(s.detach(), te, [[2], []], "dot"), ((1 - LN3) ** 2 + 4.0) / 2)
     # an unconnected student layer contributes nothing, whatever its value
     s_far = t([[[1.0, 0.0], [7.0, -9.0]]])
-    assert close(alp_loss(s_far, te, [[2], []]), ((1 - LN3) ** 2 + 4.0) / 2)
+    assert close(alp_loss(s_far, te, [[2], []], "dot"), ((1 - LN3) ** 2 + 4.0) / 2)
 
 
 def test_alp_loss_batch_mean():
     s1, te1 = t([[[1.0, 0.0]]]), t([[[0.0, 2.0], [LN3, 2.0]]])
     s2, te2 = t([[[0.0, 0.0]]]), t([[[0.0, 0.0], [0.0, 0.0]]])
     expected = (((1 - 0.75 * LN3) ** 2 + 4.0) / 2 + 0.0) / 2
-    assert close(alp_loss(torch.cat([s1, s2]), torch.cat([te1, te2])), expected)
+    assert close(alp_loss(torch.cat([s1, s2]), torch.cat([te1, te2]), similarity="dot"), expected)
 
 
 def test_alp_errors():

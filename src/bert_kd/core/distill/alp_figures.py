@@ -75,6 +75,35 @@ class AlphaPerExample:
     alpha: np.ndarray  # (examples, student layers, teacher layers); rows of unconnected layers are NaN
     connected: list[bool]  # per student layer
     examples: np.ndarray  # indices into the batch
+    bucket_sizes: tuple[int, ...] | None = None  # teacher layers per student layer, |A(j)|; None: all of them
+
+    @property
+    def normalised_entropy(self) -> np.ndarray:
+        """(examples, student layers): α's entropy over ``log |A(j)|``, the entropy of equal weights (1: uniform,
+        0: one-hot); NaN where unconnected or the bucket has one layer."""
+        sizes = np.asarray(self.bucket_sizes or [self.alpha.shape[2]] * self.alpha.shape[1], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(sizes > 1, self.entropy / np.log(np.where(sizes > 1, sizes, 2.0)), np.nan)
+
+    def summary(self) -> pd.DataFrame:
+        """Per connected student layer: the examples, α's mean normalised entropy, α's largest standard deviation
+        across examples over the teacher layers (how much α varies with the input) and the mean α per teacher
+        layer (Figure 3 as the paper reads it: spread, and different from one example to the next)."""
+        rows = []
+        for j, connected in enumerate(self.connected):
+            if not connected:
+                continue
+            alpha = self.alpha[:, j, :]
+            rows.append(
+                {
+                    "student_layer": j + 1,
+                    "examples": int(alpha.shape[0]),
+                    "mean_normalised_entropy": round(float(np.nanmean(self.normalised_entropy[:, j])), 4),
+                    "alpha_sd_across_examples_max": round(float(alpha.std(axis=0).max()), 4),
+                    "mean_alpha": " ".join(f"{v:.3f}" for v in alpha.mean(axis=0)),
+                }
+            )
+        return pd.DataFrame(rows)
 
     @property
     def entropy(self) -> np.ndarray:
@@ -90,10 +119,10 @@ class AlphaPerExample:
 class AlphaScore:
     """How α is scored: ``projection`` maps student states to the teacher's width when they differ (the ALP
     method's learned projection); ``similarity`` and ``temperature``: the recipe's ``similarity`` and
-    ``similarity_temperature`` ([`alp_scores`][losses.alp_scores])."""
+    ``similarity_temperature`` ([`alp_scores`][losses.alp_scores]; ``None``: the method's default score)."""
 
     projection: Callable[[Tensor], Tensor] | None = None
-    similarity: str = "dot"
+    similarity: str | None = None
     temperature: float | None = None
 
 
@@ -125,13 +154,15 @@ def alp_attention_per_example(
     )
     connected = [len(entry) > 0 for entry in mapping]
     alpha[:, [j for j, c in enumerate(connected) if not c], :] = np.nan
-    return AlphaPerExample(alpha, connected, index)
+    return AlphaPerExample(alpha, connected, index, tuple(len(entry) for entry in mapping))
 
 
 def alp_attention_figure(result: AlphaPerExample, title: str = "ALP-KD α per example (Figure 3)"):
-    """One panel per student layer: rows = examples (each with α's entropy H in nats), columns = teacher layers."""
+    """One panel per student layer: rows = examples (each with α's entropy H in nats), columns = teacher layers;
+    each panel's title gives α's mean normalised entropy and its largest SD across examples ([`AlphaPerExample.summary`][])."""
     n_examples, n_student, n_teacher = result.alpha.shape
     entropy = result.entropy
+    summary = {int(row.student_layer): row for row in result.summary().itertuples()}
     fig, axes = plt.subplots(
         1, n_student, figsize=(1.2 + (0.45 * n_teacher + 0.6) * n_student, 1.2 + 0.35 * n_examples), squeeze=False
     )
@@ -156,7 +187,15 @@ def alp_attention_figure(result: AlphaPerExample, title: str = "ALP-KD α per ex
             ticks = [f"ex {i}  H {h:.2f}" for i, h in zip(result.examples, entropy[:, j])]
             ax.set_yticks(range(n_examples), ticks, fontsize=7)
             ax.set_xlabel("teacher layer")
-        ax.set_title(f"student layer {j + 1}", fontsize=9)
+        if j + 1 in summary:
+            row = summary[j + 1]
+            ax.set_title(
+                f"student layer {j + 1}\nH / log n {row.mean_normalised_entropy:.2f}, "
+                f"SD over examples ≤ {row.alpha_sd_across_examples_max:.3f}",
+                fontsize=8,
+            )
+        else:
+            ax.set_title(f"student layer {j + 1}", fontsize=9)
     if image is not None:
         fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="α")
     fig.suptitle(title, fontsize=10)
@@ -256,11 +295,23 @@ def layer_alignment_figure(alignments: Sequence[LayerAlignment], title: str = "S
     return fig
 
 
+ALPHA_COLUMNS = [
+    "example",
+    "student_layer",
+    "connected",
+    "teacher_layer",
+    "alpha",
+    "entropy",
+    "normalised_entropy",
+]
+
+
 def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
-    """Figure 3 as rows (example, student layer, teacher layer, α, the example's α entropy in nats); an
-    unconnected student layer is one row per example with ``connected`` False and α empty, not zeros."""
+    """Figure 3 as rows (example, student layer, teacher layer, α, the example's α entropy in nats and over
+    ``log |A(j)|``); an unconnected student layer is one row per example with ``connected`` False and α empty,
+    not zeros."""
     rows = []
-    entropy = result.entropy
+    entropy, normalised = result.entropy, result.normalised_entropy
     n_examples, n_student, n_teacher = result.alpha.shape
     for e, example in enumerate(result.examples):
         for j in range(n_student):
@@ -273,6 +324,7 @@ def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
                         "teacher_layer": None,
                         "alpha": None,
                         "entropy": None,
+                        "normalised_entropy": None,
                     }
                 )
                 continue
@@ -284,10 +336,11 @@ def alpha_table(result: AlphaPerExample) -> pd.DataFrame:
                     "teacher_layer": k + 1,
                     "alpha": round(float(result.alpha[e, j, k]), 6),
                     "entropy": round(float(entropy[e, j]), 6),
+                    "normalised_entropy": None if np.isnan(normalised[e, j]) else round(float(normalised[e, j]), 6),
                 }
                 for k in range(n_teacher)
             ]
-    return pd.DataFrame(rows, columns=["example", "student_layer", "connected", "teacher_layer", "alpha", "entropy"])
+    return pd.DataFrame(rows, columns=ALPHA_COLUMNS)
 
 
 def alignment_table(alignments: Sequence[LayerAlignment], examples: Sequence[int] | None = None) -> pd.DataFrame:

@@ -36,6 +36,9 @@ __all__ = [
     "pkd_loss",
     "gather_one_to_one",
     "ALP_SIMILARITIES",
+    "ALP_DEFAULT_SIMILARITY",
+    "ALP_LITERAL_SIMILARITY",
+    "alp_similarity",
     "alp_scores",
     "alp_attention",
     "alp_entropy",
@@ -291,27 +294,52 @@ def _check_alp_inputs(student_cls: Tensor, teacher_cls: Tensor) -> None:
         )
 
 
-#: The scores α is the softmax of (``similarity`` of [`alp_scores`][]); ``dot`` is Eq. 5 as printed.
-ALP_SIMILARITIES = ("dot", "scaled_dot", "cosine")
+#: The scores α can be the softmax of ([`alp_scores`][]); ``dot`` is Eq. 5 as printed.
+ALP_SIMILARITIES = ("dot", "scaled_dot", "cosine", "ln_scaled_dot")
+#: α's score when a recipe names none: ALP-KD's Figure 3 shows α spread over the teacher's layers, which the
+#: literal ``dot`` is not on MiniLM (one-hot on its largest-norm layer); ``ln_scaled_dot`` spreads it
+#: (docs/fidelity.md, results/alp_alpha/scores.md). The one place the default is written.
+ALP_DEFAULT_SIMILARITY = "ln_scaled_dot"
+#: Eq. 5 as printed, the score of every ALP trial before the score was an option (kept out of key material).
+ALP_LITERAL_SIMILARITY = "dot"
+
+
+def alp_similarity(similarity: str | None = None, temperature: float | None = None) -> str:
+    """The score a recipe's ``similarity`` names (``None``: [`ALP_DEFAULT_SIMILARITY`][]), after checking it and
+    ``temperature`` (``None`` or a number > 0): the one check of both, for recipes and for the loss."""
+    resolved = ALP_DEFAULT_SIMILARITY if similarity is None else similarity
+    if resolved not in ALP_SIMILARITIES:
+        raise ValueError(f"similarity must be one of {', '.join(ALP_SIMILARITIES)}, got {similarity!r}")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0
+    ):
+        raise ValueError(f"similarity_temperature must be a number > 0, got {temperature!r}")
+    return resolved
 
 
 def alp_scores(
-    student_cls: Tensor, teacher_cls: Tensor, similarity: str = "dot", temperature: float | None = None
+    student_cls: Tensor, teacher_cls: Tensor, similarity: str | None = None, temperature: float | None = None
 ) -> Tensor:
     """The scores ``(B, m, n)`` whose softmax over teacher layers is α (ALP-KD Eq. 5), divided by
-    ``temperature`` (``None`` = 1):
+    ``temperature`` (``None`` = 1); ``similarity`` ``None`` is [`ALP_DEFAULT_SIMILARITY`][]:
 
     * ``dot``: ``h_S^j · h_T^k``, Eq. 5 as printed (the paper's "dot product");
     * ``scaled_dot``: ``h_S^j · h_T^k / √d``, d the hidden width (Vaswani et al. 2017, Eq. 1);
     * ``cosine``: ``h_S^j · h_T^k / (‖h_S^j‖ ‖h_T^k‖)``, the L2-normalised states PKD compares
-      (ALP-KD Eq. 3; Sun et al. 2019, Eq. 4).
+      (ALP-KD Eq. 3; Sun et al. 2019, Eq. 4);
+    * ``ln_scaled_dot``: ``LN(h_S^j) · LN(h_T^k) / √d``, each state layer-normalised over its hidden
+      dimension (no learned gain or bias) before the scaled dot product: √d times the states'
+      centred cosine (their Pearson correlation over the hidden units), so neither their norms nor
+      their means decide α, and the width sets the sharpness as in scaled dot-product attention.
     """
-    if similarity not in ALP_SIMILARITIES:
-        raise ValueError(f"similarity must be one of {', '.join(ALP_SIMILARITIES)}, got {similarity!r}")
+    similarity = alp_similarity(similarity, temperature)
     if similarity == "cosine":
         student_cls, teacher_cls = F.normalize(student_cls, p=2, dim=-1), F.normalize(teacher_cls, p=2, dim=-1)
+    elif similarity == "ln_scaled_dot":
+        width = (student_cls.shape[-1],)
+        student_cls, teacher_cls = F.layer_norm(student_cls, width), F.layer_norm(teacher_cls, width)
     scores = torch.einsum("bmh,bnh->bmn", student_cls, teacher_cls)
-    if similarity == "scaled_dot":
+    if similarity in ("scaled_dot", "ln_scaled_dot"):
         scores = scores / student_cls.shape[-1] ** 0.5
     return scores if temperature is None else scores / float(temperature)
 
@@ -320,7 +348,7 @@ def _alp_weights(
     student_cls: Tensor,
     teacher_cls: Tensor,
     buckets: Sequence[Sequence[int]] | None,
-    similarity: str = "dot",
+    similarity: str | None = None,
     temperature: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Eq. 5-6 weights ``(B, m, n)`` and the float ``(m,)`` indicator of connected student layers."""
@@ -340,7 +368,7 @@ def alp_attention(
     student_cls: Tensor,
     teacher_cls: Tensor,
     buckets: Sequence[Sequence[int]] | None = None,
-    similarity: str = "dot",
+    similarity: str | None = None,
     temperature: float | None = None,
 ) -> Tensor:
     """ALP-KD attention weights (Eq. 5-6): ``alpha[b, j, k] = softmax_{k in A(j)} score(h_S^j, h_T^k)``.
@@ -349,7 +377,7 @@ def alp_attention(
     is a [`layer_map`][layer_maps.layer_map] result of length ``m`` (teacher layer ``k`` = column ``k - 1``);
     ``None`` = every teacher layer for every student layer (Eq. 6).  Weights outside a bucket
     are 0; rows of unconnected student layers (empty bucket) are all 0.  ``similarity`` and
-    ``temperature``: [`alp_scores`][] (default: the plain dot product, as printed).
+    ``temperature``: [`alp_scores`][] (``None``: [`ALP_DEFAULT_SIMILARITY`][]).
     """
     _check_alp_inputs(student_cls, teacher_cls)
     alpha, _ = _alp_weights(student_cls, teacher_cls, buckets, similarity, temperature)
@@ -367,7 +395,7 @@ def alp_loss(
     student_cls: Tensor,
     teacher_cls: Tensor,
     buckets: Sequence[Sequence[int]] | None = None,
-    similarity: str = "dot",
+    similarity: str | None = None,
     temperature: float | None = None,
 ) -> Tensor:
     """ALP-KD loss (Eq. 7): mean over batch of ``sum_{connected j} MSE(h_S^j, C^j)`` with

@@ -22,7 +22,7 @@ from bert_kd.core.bilstm import bilstm_student
 from bert_kd.core.data.glue import get_task
 from bert_kd.core.distill.gradient_share import log_gradient_shares as measure_gradient_shares
 from bert_kd.core.distill.gradient_share import share_metrics
-from bert_kd.core.distill.methods import build_method, method_key_material
+from bert_kd.core.distill.methods import build_method, method_key_material, recipe_key_material
 from bert_kd.core.distill.objective import DistillationObjective, Teacher, collect_diagnostics
 from bert_kd.core.distill.outputs import summary_key_material
 from bert_kd.core.models import (
@@ -166,7 +166,7 @@ def single_teacher_job(
         "student",
         {
             "task": task,
-            "recipe": recipe_spec(key_recipe),
+            "recipe": recipe_spec(recipe_key_material(key_recipe)),
             "teacher": Lineage.of(teacher.info).key,
             "start": student_start_spec(student, student.params),
             "max_seq_length": None,  # a student block has no such key: material since v1

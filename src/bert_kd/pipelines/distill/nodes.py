@@ -253,10 +253,21 @@ def alp_attention_report(student: ModelBundle, teacher: ModelBundle, student_dat
             seed=options.seed,
             teacher_prefix=prefix,
             score=paper_figures.AlphaScore(
-                similarity=recipe.get("similarity") or "dot", temperature=recipe.get("similarity_temperature")
+                similarity=recipe.get("similarity"), temperature=recipe.get("similarity_temperature")
             ),
         )
         result = dataclasses.replace(result, examples=index[result.examples])  # dev row numbers, not batch positions
+        for layer in result.summary().itertuples():
+            log.info(
+                "Figure 3 (%s), student layer %d over %d dev examples: α's mean normalised entropy %.2f, largest SD "
+                "across examples %.3f, mean α per teacher layer %s",
+                row,
+                layer.student_layer,
+                layer.examples,
+                layer.mean_normalised_entropy,
+                layer.alpha_sd_across_examples_max,
+                layer.mean_alpha,
+            )
         table, figure = paper_figures.alpha_table(result), paper_figures.alp_attention_figure(result, title)
     kedro_run().log_report(f"figures/alp_attention_{row}", table, figure)
     return table, figure

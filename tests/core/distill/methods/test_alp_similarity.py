@@ -1,5 +1,6 @@
-"""ALP's score of α (``similarity``): the raw dot product of Eq. 5 is one-hot at MiniLM's [CLS] norms, the
-scaled and cosine scores spread α over the teacher's layers, and a run says so (docs/fidelity.md)."""
+"""ALP's score of α (``similarity``): the raw dot product of Eq. 5 is one-hot at MiniLM's [CLS] norms and a run
+says so; the scaled, cosine and layer-normalised scores spread α over the teacher's layers, the last by default
+(docs/fidelity.md)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import torch
 
 from bert_kd.core.distill import losses
 from bert_kd.core.distill.methods import build_method
-from bert_kd.core.distill.methods.base import check_method_config
-from bert_kd.core.distill.methods.layerwise import ONE_HOT_ENTROPY_FRACTION, one_hot_layers
+from bert_kd.core.distill.methods.base import check_method_config, recipe_key_material
+from bert_kd.core.distill.methods.layerwise import ONE_HOT_ENTROPY_FRACTION, AttentionLayerProjection, one_hot_layers
 from bert_kd.core.distill.outputs import Features
 from tests.core.distill.ted_filters.helpers import tiny_bert
 
@@ -57,7 +58,9 @@ def observed_entropy(states, config: dict, caplog) -> list[float]:
         return method.diagnostics()["alp_alpha_entropy"]
 
 
-@pytest.mark.parametrize("config", [{"similarity": "scaled_dot"}, {"similarity": "cosine"}])
+@pytest.mark.parametrize(
+    "config", [{"similarity": "scaled_dot"}, {"similarity": "cosine"}, {"similarity": "ln_scaled_dot"}, {}]
+)
 def test_the_spreading_scores_spread_alpha_at_minilm_norms(states, config, caplog):
     entropy = observed_entropy(states, config, caplog)
     assert entropy[3] is None  # ALP's `all` leaves the last student layer to the KD term
@@ -66,7 +69,7 @@ def test_the_spreading_scores_spread_alpha_at_minilm_norms(states, config, caplo
 
 
 def test_the_raw_dot_product_is_one_hot_at_minilm_norms_and_the_run_warns(states, caplog):
-    entropy = observed_entropy(states, {}, caplog)
+    entropy = observed_entropy(states, {"similarity": "dot"}, caplog)
     assert all(h < ONE_HOT_ENTROPY_FRACTION * math.log(6) for h in entropy[:3]), entropy
     assert "near one-hot (similarity dot) for student layer(s) 1, 2, 3" in caplog.text
 
@@ -75,12 +78,16 @@ def test_scores_as_their_equations_say():
     g = torch.Generator().manual_seed(0)
     s, t = torch.randn(3, 2, 16, generator=g), torch.randn(3, 4, 16, generator=g)
     dot = torch.einsum("bmh,bnh->bmn", s, t)
-    assert torch.allclose(losses.alp_scores(s, t), dot)
+    assert torch.allclose(losses.alp_scores(s, t, "dot"), dot)
     assert torch.allclose(losses.alp_scores(s, t, "scaled_dot"), dot / 4.0)
     cos = torch.nn.functional.cosine_similarity(s[:, :, None], t[:, None], dim=-1)
     assert torch.allclose(losses.alp_scores(s, t, "cosine", 0.5), cos / 0.5, atol=1e-6)
     alpha = losses.alp_attention(s, t, None, "cosine", 0.5)
     assert torch.allclose(alpha, torch.softmax(cos / 0.5, dim=-1), atol=1e-6)
+    centred_s, centred_t = s - s.mean(-1, keepdim=True), t - t.mean(-1, keepdim=True)
+    pearson = torch.nn.functional.cosine_similarity(centred_s[:, :, None], centred_t[:, None], dim=-1)
+    assert torch.allclose(losses.alp_scores(s, t, "ln_scaled_dot"), pearson * 4.0, atol=1e-3)
+    assert torch.allclose(losses.alp_scores(s, t), losses.alp_scores(s, t, losses.ALP_DEFAULT_SIMILARITY))
     assert torch.allclose(losses.alp_entropy(torch.full((1, 1, 4), 0.25)), torch.tensor([[math.log(4)]]))
 
 
@@ -90,3 +97,16 @@ def test_an_unknown_score_is_refused_and_one_layer_buckets_are_never_called_one_
     with pytest.raises(ValueError, match="similarity_temperature"):
         check_method_config({"method": "alp", "similarity": "cosine", "similarity_temperature": 0})
     assert one_hot_layers([0.0, 0.0, None], [[1], [2, 3], []]) == [2]
+
+
+def test_the_score_enters_the_key_unless_it_is_eq_5s_dot_product():
+    key = AttentionLayerProjection.key_config
+    assert key({"method": "alp", "mapping": "all"}) == {
+        "method": "alp",
+        "mapping": "all",
+        "similarity": losses.ALP_DEFAULT_SIMILARITY,
+    }
+    assert key({"method": "alp", "similarity": "dot"}) == {"method": "alp"}  # every key before the option
+    assert key({"method": "alp", "similarity": "cosine"}) == {"method": "alp", "similarity": "cosine"}
+    assert recipe_key_material({"method": "pkd", "mapping": "all"}) == {"method": "pkd", "mapping": "all"}
+    assert recipe_key_material({"method": "alp"})["similarity"] == losses.ALP_DEFAULT_SIMILARITY

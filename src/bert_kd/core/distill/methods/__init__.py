@@ -13,6 +13,7 @@ from bert_kd.core.distill.methods.base import (
     Method,
     build_method,
     method_key_material,
+    recipe_key_material,
     recipe_models,
     register_method,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "build_method",
     "discover_methods",
     "method_key_material",
+    "recipe_key_material",
     "recipe_models",
     "register_method",
 ]

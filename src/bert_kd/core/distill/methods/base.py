@@ -13,7 +13,7 @@ union ([`recipe_models`][]) and method names are built from `METHODS`.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Literal
+from typing import Callable, ClassVar, Literal, Mapping
 
 from pydantic import create_model, model_validator
 from torch import Tensor, nn
@@ -112,6 +112,12 @@ class Method(nn.Module):
         self.config = config
         self.regression = regression
         self.temperature = float(config.get("temperature", self.default_temperature))
+
+    @classmethod
+    def key_config(cls, config: Mapping) -> dict:
+        """``config`` as the key material of a student distilled with it ([`recipe_key_material`][]): as given,
+        unless a method changed an option's default after keys were computed."""
+        return dict(config)
 
     @classmethod
     def check_config(cls, config: dict) -> dict[str, float]:
@@ -241,6 +247,12 @@ def method_class(config: dict) -> type[Method]:
     if name not in METHODS:
         raise ValueError(f"unknown distillation method {name!r}; available: {sorted(METHODS)}")
     return METHODS[name]
+
+
+def recipe_key_material(config: Mapping) -> dict:
+    """A recipe as key material: its method's [`Method.key_config`][] (as given for an unknown method)."""
+    cls = METHODS.get(config.get("method")) if isinstance(config, Mapping) else None
+    return cls.key_config(config) if cls is not None else dict(config)
 
 
 def check_method_config(config: dict) -> dict[str, float]:

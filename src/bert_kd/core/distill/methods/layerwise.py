@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Literal, Union
+from typing import Literal, Mapping, Union
 
 import torch
 from pydantic import PositiveFloat
@@ -131,11 +131,13 @@ class CombinatorialKD(CLSLayerMethod):
 
 
 class ALPOptions(LayerwiseOptions):
-    """``similarity``: the score whose softmax is α ([`alp_scores`][losses.alp_scores]: ``dot``, Eq. 5 as printed,
-    the default; ``scaled_dot``: ÷ √d; ``cosine``: of L2-normalised states); ``similarity_temperature``
-    divides the scores (default 1). Left unset, neither enters a trial's content key."""
+    """``similarity``: the score whose softmax is α ([`alp_scores`][losses.alp_scores]: ``dot``, Eq. 5 as printed;
+    ``scaled_dot``: ÷ √d; ``cosine``: of L2-normalised states; ``ln_scaled_dot``: of layer-normalised states,
+    ÷ √d); unset: [`ALP_DEFAULT_SIMILARITY`][losses.ALP_DEFAULT_SIMILARITY]. ``similarity_temperature``
+    divides the scores (default 1). The score enters a student's content key unless it is ``dot``
+    ([`AttentionLayerProjection.key_config`][])."""
 
-    similarity: Literal["dot", "scaled_dot", "cosine"] | None = None
+    similarity: Literal[losses.ALP_SIMILARITIES] | None = None
     similarity_temperature: PositiveFloat | None = None
 
 
@@ -152,20 +154,28 @@ class AttentionLayerProjection(CLSLayerMethod):
 
     @classmethod
     def check_config(cls, config: dict) -> dict[str, float]:
-        similarity, temperature = config.get("similarity"), config.get("similarity_temperature")
-        if similarity is not None and similarity not in losses.ALP_SIMILARITIES:
-            raise ValueError(
-                f"similarity of method 'alp' must be one of {', '.join(losses.ALP_SIMILARITIES)}, got {similarity!r}"
-            )
-        if temperature is not None and (
-            isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0
-        ):
-            raise ValueError(f"similarity_temperature of method 'alp' must be a number > 0, got {temperature!r}")
+        try:
+            losses.alp_similarity(config.get("similarity"), config.get("similarity_temperature"))
+        except ValueError as exc:
+            raise ValueError(f"{exc} (method 'alp')") from None
         return super().check_config(config)
+
+    @classmethod
+    def key_config(cls, config: Mapping) -> dict:
+        """``config`` as key material with its score written out: unset is the default score by name (so a
+        change of default is a change of key), ``dot`` is left out (Eq. 5 as printed: every ALP key computed
+        before the score was an option, whose recipes named none, keeps its value)."""
+        result = dict(config)
+        similarity = losses.alp_similarity(result.get("similarity"))
+        if similarity == losses.ALP_LITERAL_SIMILARITY:
+            result.pop("similarity", None)
+        else:
+            result["similarity"] = similarity
+        return result
 
     def __init__(self, config, student, teachers, regression=False):
         super().__init__(config, student, teachers, regression)
-        self.similarity = config.get("similarity") or "dot"
+        self.similarity = losses.alp_similarity(config.get("similarity"), config.get("similarity_temperature"))
         self.similarity_temperature = config.get("similarity_temperature")
         self._alpha_sum = None
         self._entropy_sum = None
@@ -174,13 +184,21 @@ class AttentionLayerProjection(CLSLayerMethod):
     def layer_loss(self, student_cls, teacher_cls):
         return losses.alp_loss(student_cls, teacher_cls, self.mapping, self.similarity, self.similarity_temperature)
 
+    def attention(self, student, teacher):
+        """α per example (Eq. 5–6), ``(batch, student layers, teacher layers)``, between ``student``'s and
+        ``teacher``'s [CLS] states ([`Features`][bert_kd.core.distill.outputs.Features]), as the loss weighs them."""
+        return losses.alp_attention(
+            self.student_layers(student),
+            teacher.cls()[:, 1:],
+            self.mapping,
+            self.similarity,
+            self.similarity_temperature,
+        )
+
     @torch.no_grad()
     def observe(self, student, teachers, batch):
         """Accumulate α (student layer × teacher layer) and its entropy over an evaluation set (Figure 3)."""
-        t = next(iter(teachers.values()))
-        alpha = losses.alp_attention(
-            self.student_layers(student), t.cls()[:, 1:], self.mapping, self.similarity, self.similarity_temperature
-        )
+        alpha = self.attention(student, next(iter(teachers.values())))
         total, entropy = alpha.sum(0).cpu(), losses.alp_entropy(alpha).sum(0).cpu()
         self._alpha_sum = total if self._alpha_sum is None else self._alpha_sum + total
         self._entropy_sum = entropy if self._entropy_sum is None else self._entropy_sum + entropy
@@ -198,11 +216,12 @@ class AttentionLayerProjection(CLSLayerMethod):
             log.warning(
                 "ALP α is near one-hot (similarity %s) for student layer(s) %s: mean entropy %s nats < %.0f%% of "
                 "log |A(j)|, so each such layer distils from one teacher layer (PKD with a softmax-chosen layer); "
-                "similarity: cosine or scaled_dot spreads α (docs/fidelity.md)",
+                "the default similarity (%s) spreads α (docs/fidelity.md)",
                 self.similarity,
                 ", ".join(str(j) for j in collapsed),
                 ", ".join(f"{entropy[j - 1]:.3f}" for j in collapsed),
                 100 * ONE_HOT_ENTROPY_FRACTION,
+                losses.ALP_DEFAULT_SIMILARITY,
             )
         return {"alp_attention": (self._alpha_sum / self._alpha_count).tolist(), "alp_alpha_entropy": entropy}
 
