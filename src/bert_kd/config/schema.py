@@ -157,7 +157,8 @@ class Runtime(Strict):
     eval_batch_size: PositiveInt | None = None
     cpu: bool = False
     recompute: bool = False  # retrain every job of the run instead of reusing the content-keyed store
-    # torch threads; None = the cores free at start (cores less the load average), unless OMP_NUM_THREADS is set
+    # torch threads (at most the machine's cores); None = the cores free at start (other processes' CPU use over
+    # 0.3 s, core/machine.py), unless OMP_NUM_THREADS is set
     threads: PositiveInt | None = None
     # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
     fused_optimizer: bool | Literal["auto"] = "auto"
