@@ -290,8 +290,8 @@ def markdown(record: dict) -> str:
     if (record["machine"]["other_cores_before"] or 0) > 0.3:
         lines += [
             "",
-            "**The machine was not idle**: other work shared the cores during the run, so peak and loops were both",
-            "measured on what it left; the shares, measured in the same run, are the steadier figure.",
+            "**The machine was not idle**: other work shared the cores during the run, and what it left varied",
+            "between the peak's measurement and each loop's: read these shares as lower bounds, not the idle machine's.",
         ]
     lines += [
         "",
