@@ -170,102 +170,132 @@ def timed(name: str, run, weighted: dict, notes: str = "") -> dict:
     return record
 
 
-def loops(args) -> tuple[list[dict], float]:
-    """Every loop's record, and the mean padded tokens per teacher fine-tuning batch (the loops' matmul rows)."""
-    import torch
-    from teacher_cache import SST2_TRAIN, TEACHER, load_rows
+class Setup:
+    """What every loop reads: the SST-2 rows tokenized, the dev rows, the teacher and the training settings."""
 
+    def __init__(self, args) -> None:
+        from teacher_cache import SST2_TRAIN, TEACHER, load_rows
+
+        from bert_kd.core.data.glue import read_glue_tsv
+        from bert_kd.core.data.tokenize import tokenize_frame
+        from bert_kd.core.models import load_classifier, load_tokenizer
+        from bert_kd.core.training import Collator, TrainingConfig
+
+        self.args = args
+        frame, _ = load_rows(args.steps * args.batch_size)
+        self.tokenizer = load_tokenizer(TEACHER)
+        self.dataset = tokenize_frame(frame, self.tokenizer, args.max_length)
+        self.collator = Collator({"": self.tokenizer.pad_token_id})
+        dev = read_glue_tsv(SST2_TRAIN.parent / "dev.tsv", "sst2", "dev").head(args.eval_rows)
+        self.dev = tokenize_frame(dev, self.tokenizer, args.max_length)
+        self.teacher = load_classifier(TEACHER, 2)
+        self.config = TrainingConfig(
+            epochs=1,
+            batch_size=args.batch_size,
+            learning_rate=5e-5,
+            progress_bar=False,
+            cpu=True,
+            mixed_precision="no",
+            seed=42,
+            group_by_length=True,
+        )
+
+    def fit_run(self, objective):
+        from bert_kd.core.training import fit
+
+        return lambda: fit(objective, self.dataset, None, self.config, collator=self.collator)
+
+    def alp(self, cache=None):
+        """A fresh 2-layer ALP-KD student and its objective (the teacher live, or its ``cache``)."""
+        from bert_kd.core.distill.methods import build_method
+        from bert_kd.core.distill.objective import DistillationObjective, Teacher
+        from bert_kd.core.models import build_student
+
+        student, _ = build_student(self.teacher, 2)
+        method = build_method({"method": "alp"}, student, [self.teacher])
+        return student, DistillationObjective(student, [Teacher(self.teacher, cache=cache)], method, method.weights)
+
+
+def task_loops(setup: Setup) -> tuple[list[dict], float, object]:
+    """Teacher fine-tuning, the cache, ALP-KD live and cached, the BiLSTM; the mean padded tokens of a teacher
+    fine-tuning batch (the loops' matmul rows); a trained student for the evaluation."""
     from bert_kd.config.schema import BiLSTM
     from bert_kd.core.bilstm import bilstm_student
-    from bert_kd.core.data.glue import read_glue_tsv
-    from bert_kd.core.data.glue_corpus import glue_training_sentences
-    from bert_kd.core.data.shards import open_shards, write_shards
-    from bert_kd.core.data.tokenize import tokenize_frame
-    from bert_kd.core.distill.general import GeneralDistillation
-    from bert_kd.core.distill.methods import build_method
-    from bert_kd.core.distill.objective import DistillationObjective, Teacher, build_teacher_cache
-    from bert_kd.core.models import build_student, load_classifier, load_tokenizer
-    from bert_kd.core.training import Collator, SupervisedObjective, TrainingConfig, fit, make_loader, make_optimizer
-    from bert_kd.core.training.loop import predict_logits
+    from bert_kd.core.distill.objective import build_teacher_cache
+    from bert_kd.core.training import SupervisedObjective
 
-    bs = args.batch_size
-    frame, _ = load_rows(args.steps * bs)
-    tokenizer = load_tokenizer(TEACHER)
-    dataset = tokenize_frame(frame, tokenizer, args.max_length)
-    collator = Collator({"": tokenizer.pad_token_id})
-    dev_path = SST2_TRAIN.parent / "dev.tsv"
-    dev = tokenize_frame(read_glue_tsv(dev_path, "sst2", "dev").head(args.eval_rows), tokenizer, args.max_length)
-    teacher = load_classifier(TEACHER, 2)
-    config = TrainingConfig(
-        epochs=1,
-        batch_size=bs,
-        learning_rate=5e-5,
-        progress_bar=False,
-        cpu=True,
-        mixed_precision="no",
-        seed=42,
-        group_by_length=True,
-    )
-
-    def fit_run(objective):
-        return lambda: fit(objective, dataset, None, config, collator=collator)
-
-    def alp(cache=None):
-        student, _ = build_student(teacher, 2)
-        method = build_method({"method": "alp"}, student, [teacher])
-        return student, DistillationObjective(student, [Teacher(teacher, cache=cache)], method, method.weights)
-
-    records = []
+    teacher, records, cache = setup.teacher, [], {}
     trainee = copy.deepcopy(teacher).requires_grad_(True).train()
-    records.append(timed("teacher fine-tuning", fit_run(SupervisedObjective(trainee)), {trainee: TRAIN}))
-    tuning = records[-1]
-    batch_tokens = tuning["padded_tokens"] / max(1, args.steps)
-    cache = {}
+    records.append(timed("teacher fine-tuning", setup.fit_run(SupervisedObjective(trainee)), {trainee: TRAIN}))
+    batch_tokens = records[-1]["padded_tokens"] / max(1, setup.args.steps)
 
     def build():
-        cache["cache"] = build_teacher_cache(teacher, dataset, batch_size=64, collator=collator, progress=False)
+        cache["cache"] = build_teacher_cache(
+            teacher, setup.dataset, batch_size=64, collator=setup.collator, progress=False
+        )
 
     records.append(timed("teacher-output cache (forward, batch 64)", build, {teacher: FROZEN}))
-    student, live = alp()
-    records.append(timed("ALP-KD student, live teacher", fit_run(live), {student: TRAIN, teacher: FROZEN}))
-    student, cached = alp(cache["cache"])
-    records.append(timed("ALP-KD student, cached teacher", fit_run(cached), {student: TRAIN, teacher: FROZEN}))
+    student, live = setup.alp()
+    records.append(timed("ALP-KD student, live teacher", setup.fit_run(live), {student: TRAIN, teacher: FROZEN}))
+    student, cached = setup.alp(cache["cache"])
+    records.append(timed("ALP-KD student, cached teacher", setup.fit_run(cached), {student: TRAIN, teacher: FROZEN}))
     bilstm = bilstm_student(teacher, BiLSTM(), 2, siamese=False)
-    records.append(timed("BiLSTM student (cached logits)", fit_run(SupervisedObjective(bilstm)), {bilstm: TRAIN}))
+    records.append(timed("BiLSTM student (cached logits)", setup.fit_run(SupervisedObjective(bilstm)), {bilstm: TRAIN}))
+    return records, batch_tokens, student
 
-    passages = itertools.islice(glue_training_sentences(args.glue_dir), bs * (args.steps + 1))
-    shards = write_shards(passages, tokenizer, Path(tempfile.mkdtemp()) / "shards", max_seq_length=args.max_length)
-    general_student, _ = build_student(teacher, 2)
-    general = GeneralDistillation(general_student, teacher, "tinybert")
-    optimizer = make_optimizer(general, config, torch.device("cpu"))
-    corpus = make_loader(open_shards(shards), bs, Collator(tokenizers={"": tokenizer}), shuffle=True, seed=0)
 
-    def general_run():
+def general_loop(setup: Setup) -> dict:
+    """TinyBERT's general distillation on the stand-in corpus, as the general job batches it (random batches)."""
+    import torch
+
+    from bert_kd.core.data.glue_corpus import glue_training_sentences
+    from bert_kd.core.data.shards import open_shards, write_shards
+    from bert_kd.core.distill.general import GeneralDistillation
+    from bert_kd.core.models import build_student
+    from bert_kd.core.training import Collator, make_loader, make_optimizer
+
+    args = setup.args
+    passages = itertools.islice(glue_training_sentences(args.glue_dir), args.batch_size * (args.steps + 1))
+    shards = write_shards(
+        passages, setup.tokenizer, Path(tempfile.mkdtemp()) / "shards", max_seq_length=args.max_length
+    )
+    student, _ = build_student(setup.teacher, 2)
+    general = GeneralDistillation(student, setup.teacher, "tinybert")
+    optimizer = make_optimizer(general, setup.config, torch.device("cpu"))
+    collator = Collator(tokenizers={"": setup.tokenizer})
+    corpus = make_loader(open_shards(shards), args.batch_size, collator, shuffle=True, seed=0)
+
+    def run():
         for batch in itertools.islice(corpus, args.steps):
             general(batch)["loss"].backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-    records.append(
-        timed(
-            "TinyBERT general distillation",
-            general_run,
-            {general_student: TRAIN, teacher: FROZEN},
-            "projections W_e, W_h not counted",
-        )
-    )
-    eval_loader = make_loader(dev, 64, collator, shuffle=False, group_by_length=True)
-    for name, model in (("teacher", teacher), ("student", student)):
+    weighted = {student: TRAIN, setup.teacher: FROZEN}
+    return timed("TinyBERT general distillation", run, weighted, "projections W_e, W_h not counted")
+
+
+def evaluation_loops(setup: Setup, student) -> list[dict]:
+    """The teacher's and the student's evaluation on the dev rows (batch 64, longest first)."""
+    from bert_kd.core.training import SupervisedObjective, make_loader
+    from bert_kd.core.training.loop import predict_logits
+
+    loader = make_loader(setup.dev, 64, setup.collator, shuffle=False, group_by_length=True)
+    records = []
+    for name, model in (("teacher", setup.teacher), ("student", student)):
         objective = SupervisedObjective(model)
         model.eval()
-        records.append(
-            timed(
-                f"evaluation, {name} (batch 64)",
-                lambda objective=objective: predict_logits(objective, eval_loader),
-                {model: FROZEN},
-            )
-        )
-    return records, batch_tokens
+        run = lambda objective=objective: predict_logits(objective, loader)  # noqa: E731
+        records.append(timed(f"evaluation, {name} (batch 64)", run, {model: FROZEN}))
+    return records
+
+
+def loops(args) -> tuple[list[dict], float]:
+    """Every loop's record, and the mean padded tokens per teacher fine-tuning batch (the loops' matmul rows)."""
+    setup = Setup(args)
+    records, batch_tokens, student = task_loops(setup)
+    records.append(general_loop(setup))
+    return records + evaluation_loops(setup, student), batch_tokens
 
 
 def processor() -> str:
