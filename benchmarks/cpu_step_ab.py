@@ -8,7 +8,10 @@ the median of the per-batch ratios, and A/B of this process's CPU seconds. Real 
 - ``cache``: the teacher-output cache's forwards (eval mode, batch 64, [CLS] of every layer) with rows
   in dataset order (A, before 2026-11-28) against longest first (B, ``build_teacher_cache`` today);
 - ``attention``: PyTorch's fused attention (SDPA, A) against the eager kernel (B) in a teacher fine-tuning
-  step (6 layers, batch 32), an ALP student step with the cached teacher (2 layers) and the cache forward.
+  step (6 layers, batch 32), an ALP student step with the cached teacher (2 layers) and the cache forward;
+- ``embeddings``: the ALP student step with the cached teacher (the main job's distillation step) with its
+  word-embedding matrix trained (A, the default) against frozen (B, ``training.word_embeddings: frozen``:
+  11.7 M of the student's 15.6 M parameters without gradient or AdamW state).
 
     PYTHONPATH=src python benchmarks/cpu_step_ab.py --threads 2 --batches 40 --repeats 2
 
@@ -45,6 +48,7 @@ from bert_kd.core.training import (  # noqa: E402
     padding_ratio,
     sequence_lengths,
 )
+from bert_kd.core.training.config import freeze_word_embeddings  # noqa: E402
 
 
 def paired(name: str, step_a, step_b, batches, repeats: int) -> dict[str, float]:
@@ -77,7 +81,7 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batches", type=int, default=40, help="training batches of 32 (the rows used)")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--only", choices=("cache", "attention"), default=None)
+    parser.add_argument("--only", choices=("cache", "attention", "embeddings"), default=None)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -114,14 +118,30 @@ def main(argv=None) -> None:
             [None, None],
             args.repeats,
         )
-    if args.only in (None, "attention"):
-        cache = build_teacher_cache(teacher, dataset, batch_size=64, collator=collator, progress=False, key="ab")
-        config = TrainingConfig(epochs=1, batch_size=32, learning_rate=1e-4, progress_bar=False, cpu=True, seed=42)
+    cache = build_teacher_cache(teacher, dataset, batch_size=64, collator=collator, progress=False, key="ab")
+    config = TrainingConfig(epochs=1, batch_size=32, learning_rate=1e-4, progress_bar=False, cpu=True, seed=42)
 
-        def alp_student():
-            student = build_student(teacher, 2)[0]
-            method = build_method({"method": "alp"}, student, [teacher])
-            return DistillationObjective(student, [Teacher(teacher, cache=cache)], method, method.weights)
+    def alp_student():
+        student = build_student(teacher, 2)[0]
+        method = build_method({"method": "alp"}, student, [teacher])
+        return DistillationObjective(student, [Teacher(teacher, cache=cache)], method, method.weights)
+
+    if args.only in (None, "embeddings"):
+        steps = {}
+        for setting in ("train", "frozen"):
+            objective = alp_student().train()
+            freeze_word_embeddings(objective.model, setting)
+            optimizer = make_optimizer(objective, config, torch.device("cpu"))
+            trained = [p for p in objective.parameters() if p.requires_grad]
+            steps[setting] = _train_step(objective, optimizer, trained, "sdpa")
+        paired(
+            "ALP student step, cached teacher: word embeddings trained / frozen",
+            steps["train"],
+            steps["frozen"],
+            train_batches,
+            args.repeats,
+        )
+    if args.only in (None, "attention"):
 
         def trainable_teacher():
             return SupervisedObjective(copy.deepcopy(teacher).requires_grad_(True))

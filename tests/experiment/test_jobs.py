@@ -637,3 +637,14 @@ def test_a_job_with_a_seed_trains_with_seeded_generators_and_one_without_leaves_
     expected = draws(None)
     torch.manual_seed(3), random.seed(3), np.random.seed(3)
     assert jobs.train_seeded(unseeded, draws) == expected != first
+
+
+def test_trained_word_embeddings_keep_every_key_and_frozen_ones_key_their_own():
+    """``word_embeddings: train`` (the default) is what every job did before the option: left out of the key."""
+    settings = {"epochs": 1, "learning_rate": 5e-5, "seed": 3}
+    assert jobs.training_spec({**settings, "word_embeddings": "train"}) == settings
+    frozen = jobs.training_spec({**settings, "word_embeddings": "frozen"})
+    assert frozen == {**settings, "word_embeddings": "frozen"}
+    assert content_key("student", {**BASE_SPEC, "training": frozen}) != content_key(
+        "student", {**BASE_SPEC, "training": settings}
+    )

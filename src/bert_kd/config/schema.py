@@ -168,6 +168,9 @@ class Training(Strict):
     max_grad_norm: NonNegativeFloat = 1.0
     gradient_accumulation_steps: PositiveInt = 1
     max_steps: PositiveInt | None = None  # None = the epochs decide
+    # "frozen": the input word-embedding matrix keeps its starting values (no gradient, no AdamW state): a 2-layer
+    # student's optimizer step then skips 11.7 M of its 15.6 M parameters (benchmarks/frozen_embeddings.py)
+    word_embeddings: Literal["train", "frozen"] = "train"
     # runtime.log_every_steps, when set, wins; a training job that sets neither logs adaptively
     # (experiment.run_setup.adaptive_log_every), this default serves a TrainingConfig built directly
     log_every_steps: PositiveInt = 10
@@ -196,7 +199,8 @@ class Runtime(Strict):
     eval_batch_size: PositiveInt | None = None
     cpu: bool = False
     recompute: bool = False  # retrain every job of the run instead of reusing the content-keyed store
-    # torch threads; None = the cores free at start (cores less the load average), unless OMP_NUM_THREADS is set
+    # torch threads (at most the machine's cores); None = the cores free at start (other processes' CPU use over
+    # 0.3 s, core/machine.py), unless OMP_NUM_THREADS is set
     threads: PositiveInt | None = None
     # one fused AdamW kernel: "auto" = on CPU and CUDA (≈ 13× faster optimizer steps here, benchmarks/optimizer_step.py)
     fused_optimizer: bool | Literal["auto"] = "auto"

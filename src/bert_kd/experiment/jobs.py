@@ -158,6 +158,8 @@ def training_spec(settings: Mapping, frozen_teachers: bool = True) -> dict:
     if not frozen_teachers and "teacher_mixed_precision" in settings:  # keyed as its default: the keys stay
         settings = {**settings, "teacher_mixed_precision": "same"}
     spec = {k: v for k, v in settings.items() if k not in VOLATILE_TRAINING_SETTINGS + NUMERIC_PATH_SETTINGS}
+    if spec.get("word_embeddings", "train") == "train":  # trained, as before the option existed: keys unchanged
+        spec.pop("word_embeddings", None)
     spec.update(numeric_key_material(settings))  # resolved for the device: auto on a CPU is "no"
     return {**spec, **grouped_batches_material(spec.get("group_by_length", False))}
 

@@ -27,7 +27,7 @@ from bert_kd.core.training import (
     make_loader,
     predict_logits,
 )
-from bert_kd.core.training.config import numeric_path
+from bert_kd.core.training.config import freeze_word_embeddings, numeric_path
 from tests.conftest import migrated_mlflow_db
 from tests.core.training.helpers import (
     accuracy,
@@ -179,6 +179,32 @@ def test_fit_runs_without_eval_set(tiny_teacher_dir, sst2):
     )
     assert result.global_step == 3 and result.best_epoch == -1 and result.best_metrics == {}
     assert result.history == [{"epoch": 1, "global_step": 3}]
+
+
+def test_frozen_word_embeddings_keep_their_values_and_take_no_optimizer_state(tiny_teacher_dir, sst2):
+    ds, tokenizer = sst2
+    model = new_model(tiny_teacher_dir)
+    words = model.get_input_embeddings().weight.detach().clone()
+    positions = model.bert.embeddings.position_embeddings.weight.detach().clone()
+    objective = SupervisedObjective(model)
+    fit(
+        objective,
+        ds["train"],
+        None,
+        base_config(max_steps=3, learning_rate=1e-2, word_embeddings="frozen"),
+        collator=Collator({"": tokenizer.pad_token_id}),
+    )
+    assert torch.equal(model.get_input_embeddings().weight, words)
+    assert not model.get_input_embeddings().weight.requires_grad
+    assert not torch.equal(model.bert.embeddings.position_embeddings.weight, positions)  # the rest trains
+
+
+def test_word_embeddings_is_train_or_frozen_on_a_model_that_has_them():
+    assert freeze_word_embeddings(torch.nn.Linear(2, 2), "train") == 0
+    with pytest.raises(ValueError, match="needs a model with input word embeddings"):
+        freeze_word_embeddings(torch.nn.Linear(2, 2), "frozen")
+    with pytest.raises(ValueError, match="train or frozen"):
+        freeze_word_embeddings(torch.nn.Linear(2, 2), "sparse")
 
 
 def test_fit_gradient_accumulation_counts_optimizer_steps(tiny_teacher_dir, sst2):

@@ -28,7 +28,13 @@ from bert_kd.core.training.compiled_step import (
     resolve_compile,
     run_signature,
 )
-from bert_kd.core.training.config import TrainingConfig, make_optimizer, precision_problem, resolve_mixed_precision
+from bert_kd.core.training.config import (
+    TrainingConfig,
+    freeze_word_embeddings,
+    make_optimizer,
+    precision_problem,
+    resolve_mixed_precision,
+)
 from bert_kd.core.training.distributed import check_process_group, use_cpu_backend
 from bert_kd.core.training.objectives import Objective
 from bert_kd.core.training.precision import (
@@ -480,6 +486,7 @@ def fit(
     compile_setting = resolve_compile(config.compile, accelerator.device, total_steps, signature)
     if uses_cuda_graphs(compile_setting) and collator.pad_to_multiple_of is None:  # a few shapes, a few graphs
         collator = collator.padded_to_multiple(CUDA_GRAPH_PAD_MULTIPLE)  # train_loader reads it from here on
+    freeze_word_embeddings(objective.model, config.word_embeddings)
     optimizer = make_optimizer(objective, config, accelerator.device, tensor_lr=bool(compile_setting))
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
