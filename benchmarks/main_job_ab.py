@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "scripts"))  # run_record.py: the main job's record from its log
 from run_record import main_job  # noqa: E402
 
 THREADS_LINE = re.compile(r"(threads: .*)$")
@@ -58,7 +58,7 @@ def burst(seconds: float) -> None:
 
 
 def run(name: str, tree: Path, glue_dir: str, logs: Path, index: int, extra: str = "") -> dict:
-    """One main job in ``tree``, logged as ``benchmarks/main_job.sh`` logs it; its record."""
+    """One main job in ``tree``, logged as ``scripts/main_job.sh`` logs it; its record."""
     params = f"glue_dir={glue_dir},runtime.progress_bar=false,runtime.recompute=true" + (f",{extra}" if extra else "")
     log = logs / f"{index:02d}_{name}.log"
     env = {
