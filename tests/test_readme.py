@@ -67,3 +67,30 @@ def test_each_changelog_entry_is_at_most_five_lines():
             if size > 5:
                 long.append(f"docs/changelog.md:{number + 1} ({size} lines)")
     assert not long, f"changelog entries over 5 lines (move the detail to the page it links to): {long}"
+
+
+def test_the_pipelines_table_gives_every_registered_pipeline_a_row_and_one_command(monkeypatch):
+    """Each pipeline of the registry is a row of the README's table (``distill_<row>`` stands for every recipe
+    row), and each row gives one command that runs that pipeline."""
+    from kedro.framework.startup import bootstrap_project
+
+    monkeypatch.chdir(ROOT)
+    bootstrap_project(ROOT)
+    from bert_kd.pipeline_registry import register_pipelines
+
+    table = README.read_text(encoding="utf-8").split("## Pipelines\n", 1)[1].split("\n## ", 1)[0]
+    patterns, problems = [], []
+    for row in (line for line in table.splitlines() if line.startswith("| `")):
+        cells = re.split(r"(?<!\\)\|", row)[1:-1]
+        names = re.findall(r"`([^`]+)`", cells[0])
+        commands = re.findall(r"`(kedro [^`]+)`", cells[-1])
+        if len(commands) != 1:
+            problems.append(f"{cells[0].strip()}: {len(commands)} commands")
+        for name in names:
+            pattern = re.escape(name).replace(re.escape("<row>"), "[a-z0-9_]+")
+            patterns.append(pattern)
+            if not any(re.search(rf"--pipelines?[= ]{pattern}\b", c) for c in commands):
+                problems.append(f"{name}: its command runs another pipeline")
+    missing = [n for n in register_pipelines() if n != "__default__" and not any(re.fullmatch(p, n) for p in patterns)]
+    assert not missing and not problems, (missing, problems)
+    assert "`__default__`" in table

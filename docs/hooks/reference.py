@@ -132,13 +132,24 @@ def on_config(config):
     package = _load(config)
     _pages.clear()
     _pages.update({_page_uri(module): _page(module) for module in _walk(package)})
-    for entry in config.nav or []:
-        if isinstance(entry, dict) and SECTION in entry:
-            entry[SECTION] = [INDEX, {PACKAGE: _nav(package)}]
-            break
-    else:
+    entry = _section(config.nav or [])
+    if entry is None:
         raise ValueError(f"mkdocs.yml's nav has no {SECTION!r} entry for the generated reference pages")
+    entry[SECTION] = [INDEX, {PACKAGE: _nav(package)}]
     return config
+
+
+def _section(nav: list) -> dict | None:
+    """The navigation entry named [`SECTION`][], at the top or inside a group (``Reference``)."""
+    for entry in nav:
+        if isinstance(entry, dict):
+            if SECTION in entry:
+                return entry
+            for value in entry.values():
+                found = _section(value) if isinstance(value, list) else None
+                if found is not None:
+                    return found
+    return None
 
 
 def on_files(files: Files, config) -> Files:

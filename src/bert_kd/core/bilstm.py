@@ -117,6 +117,7 @@ AUTO_MAP = {
     "AutoConfig": "BiLSTMConfig",
     "AutoModelForSequenceClassification": "BiLSTMForSequenceClassification",
 }
+#: This file's name in a pushed BiLSTM's folder (the Hub's ``modeling_<model type>.py``).
 MODELING_FILE = f"modeling_{MODEL_TYPE}.py"
 
 if __name__.startswith("bert_kd."):  # as part of bert-kd; as a pushed model's code, transformers registers it
