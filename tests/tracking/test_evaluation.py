@@ -11,3 +11,26 @@ def test_an_evaluations_noise_band_is_a_metric_of_its_run():
         **dict.fromkeys(("parameters", "encoder_parameters", "size_on_disk_bytes", "throughput_examples_per_s"), 1),
     }
     assert flat_eval_metrics(evaluation)[NOISE_BAND] == 0.0169  # 0.5 / √872
+
+
+def test_a_kedro_runs_parent_carries_each_evaluated_models_score(store):
+    """The parent run the terminal links to shows ``score/teacher`` and ``score/<method>``, not only ``eta/…``."""
+    import mlflow
+
+    from bert_kd.tracking.evaluation import log_evaluation_to_run
+
+    with mlflow.start_run(run_name="parent") as parent:
+        with mlflow.start_run(run_name="alp", nested=True, tags={"method": "alp"}) as child:
+            pass
+        evaluation = {
+            "metrics": {"validation": {"accuracy": 0.80853}},
+            "score": 0.80853,
+            "score_examples": 872,
+            **dict.fromkeys(("parameters", "encoder_parameters", "size_on_disk_bytes", "throughput_examples_per_s"), 1),
+        }
+        log_evaluation_to_run(evaluation, child.info.run_id)
+        log_evaluation_to_run(evaluation, parent.info.run_id)  # the parent's own: no score/ copy of itself
+    metrics = store.client.get_run(parent.info.run_id).data.metrics
+    assert metrics["score/alp"] == 0.8085
+    assert [key for key in metrics if key.startswith("score/")] == ["score/alp"]
+    assert store.client.get_run(child.info.run_id).data.metrics["final/score"] == 0.8085
