@@ -164,7 +164,11 @@ def test_the_first_line_prices_the_run_at_the_recorded_pace(caplog, monkeypatch)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     hook = JobProgressHook(clock=lambda: 0.0)
     hook.before_pipeline_run({}, pipeline, None)
-    inputs = {"tokenized": {"train": [0] * 6000}, "params:teacher": {"model": "minilm-l6", "training": {"epochs": 2}}}
+    from datasets import Dataset
+
+    tokenized = {"train": Dataset.from_dict({"input_ids": [[1, 2]] * 6000})}
+    block = {"model": "minilm-l6", "training": {"epochs": 2}, "train": {"a": 1}}  # a "train" key: no split
+    inputs = {"params:teacher": block, "tokenized": tokenized}
     with caplog.at_level(logging.INFO, logger="bert_kd.kedro_project.progress"):
         hook.before_node_run(pipeline.nodes[0], inputs)
     teacher = hook.progress.by_name["teacher"]

@@ -128,12 +128,15 @@ class _Bundle:
 
 
 def train_rows(inputs) -> int | None:
-    """The rows of the ``train`` split of the first input that has one (a tokenized task), None where none has."""
+    """The rows of the ``train`` split of the first input that is a tokenized task (a mapping of splits that are
+    datasets: ``column_names``), None where none is."""
     for value in (inputs or {}).values():
         try:
-            return len(value["train"])
-        except Exception:  # noqa: BLE001 - not a split mapping
+            split = value["train"]
+        except Exception:  # noqa: BLE001 - not a mapping of splits
             continue
+        if hasattr(split, "column_names") and hasattr(split, "__len__"):
+            return len(split)
     return None
 
 
