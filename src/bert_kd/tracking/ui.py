@@ -95,8 +95,9 @@ def compare_view_state() -> dict:
 
 #: The charts view's key: the dev score of every run first, then the loss and dev curves.
 CHARTS_VIEW_KEY = "bert_kd_charts"
-#: Its first section, and the metrics charted there: a bar per run, then a curve per run over the steps.
+#: The charts view's first section.
 CHARTS_SECTION = "bert_kd_scores"
+#: The charts of that section: the dev score as a bar per run, then the loss and the dev accuracy over the steps.
 FIRST_CHARTS = (("BAR", "final/score"), ("LINE", "train/loss"), ("LINE", "eval/accuracy"))
 
 
