@@ -8,7 +8,11 @@ values ``JOB_COSTS`` holds when given the timelines it was made from), then each
 at the load of each line with the mean costs, and told the load to come with the other timelines' costs
 alone (what the pricing gives a run it has measured nothing of):
 
-    python benchmarks/job_costs.py tests/experiment/fixtures/eta_timelines/*.json --out benchmarks/results/job_costs.md
+    python benchmarks/job_costs.py tests/experiment/fixtures/eta_timelines/*.json \
+        --replay tests/experiment/fixtures/eta_timelines/main_job/*.json --out benchmarks/results/job_costs.md
+
+``--replay`` timelines are replayed with the costs, not measured (the README's main job, reconstructed from its
+record); every line before a job is measured is priced at ``TEACHER_PACE``.
 """
 
 from __future__ import annotations
@@ -63,29 +67,42 @@ def replay_table(timeline: dict, costs: dict, others: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def record(paths: list[Path]) -> str:
-    """The costs table, then each timeline's replay table under its name and how it was recorded."""
+def record(paths: list[Path], replayed: list[Path] = ()) -> str:
+    """The costs table, then each timeline's replay table under its name and how it was recorded; then each of
+    ``replayed`` priced with the costs of every measured timeline."""
     timelines = {path.stem: json.loads(path.read_text()) for path in paths}
     costs = measured_costs(timelines.values(), STUDENT_METHODS)
     parts = [cost_table(paths)]
     for name, timeline in timelines.items():
         others = measured_costs([t for n, t in timelines.items() if n != name], STUDENT_METHODS)
         parts.append(f"**{name}**: {timeline.get('run', '')}\n\n{replay_table(timeline, costs, others)}")
+    for path in replayed:
+        timeline = json.loads(path.read_text())
+        title = f"{path.parent.name}/{path.stem}"
+        parts.append(
+            f"**{title}** (replayed only): {timeline.get('run', '')}\n\n{replay_table(timeline, costs, costs)}"
+        )
     return "\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("timelines", nargs="+", type=Path, help="eta_timeline.json files (a run's MLflow artifact)")
+    parser.add_argument("--replay", nargs="*", type=Path, default=[], help="timelines replayed, not measured")
     parser.add_argument("--out", type=Path, help="also write the table (with the command) to this Markdown file")
     args = parser.parse_args(argv)
-    table = record(args.timelines)
+    table = record(args.timelines, args.replay)
     print(table)
     if args.out:
-        shown = [
-            p.resolve().relative_to(REPO_ROOT) if p.resolve().is_relative_to(REPO_ROOT) else p for p in args.timelines
-        ]
-        command = "python benchmarks/job_costs.py " + " ".join(map(str, shown))
+
+        def shown(paths):
+            return " ".join(
+                str(p.resolve().relative_to(REPO_ROOT) if p.resolve().is_relative_to(REPO_ROOT) else p) for p in paths
+            )
+
+        command = "python benchmarks/job_costs.py " + shown(args.timelines)
+        if args.replay:
+            command += " --replay " + shown(args.replay)
         args.out.write_text(f"Made by `{command}` (machine-made).\n\n{table}")
     return 0
 

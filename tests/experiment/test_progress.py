@@ -240,3 +240,62 @@ def test_a_step_measured_on_a_busy_machine_is_priced_at_the_load_now():
     assert progress.seconds_left(load=2.0) == pytest.approx(20.0)  # a core free now
     assert progress.seconds_left(load=8.0) == pytest.approx(80.0)
     assert progress.seconds_left() == pytest.approx(20.0)  # the load now unknown: a core to itself
+
+
+MAIN_JOB = ("main_job/trained_teacher_reconstructed", "main_job/reused_teacher_reconstructed")
+
+
+def test_the_teacher_pace_is_what_the_recorded_runs_measure():
+    """The pace a run's first line prices at: the README's main job (2 threads) and the quiet comparison (1 thread),
+    the recorded runs that say their threads and rows."""
+    from bert_kd.experiment.job_costs import TEACHER_PACE, teacher_pace
+
+    assert teacher_pace([recorded(MAIN_JOB[0]), recorded("compare_cpu_quiet_load1")]) == TEACHER_PACE
+    assert teacher_pace([recorded("compare_cpu_load5_to_13")]) is None  # its threads not recorded
+
+
+def test_the_main_job_has_an_estimate_within_30_percent_at_every_line_from_its_first():
+    """The README's main job (the teacher trained): the line before the teacher, priced at the recorded pace,
+    and the lines after it, priced from its own jobs, are each within 30% of the time actually left."""
+    checks = replay(recorded(MAIN_JOB[0]))
+    assert len(checks) == 3 and all(c.estimate is not None for c in checks)
+    assert all(abs(c.error) <= 0.30 for c in checks), check_table(checks)
+
+
+def test_a_reused_teacher_leaves_the_main_job_s_remaining_work_counted():
+    """The main job with its teacher from the store: the line after the 0.4 s reuse once said "~2 s left" before
+    three minutes of work (−99%): a reused job is no measure of a trained one. Priced at the recorded pace until
+    a job is trained, the lines after the reuse are within 30%."""
+    checks = replay(recorded(MAIN_JOB[1]))[1:]
+    assert all(abs(c.error) <= 0.30 for c in checks), check_table(checks)
+    assert replay(recorded(MAIN_JOB[1]), pace=None)[1].estimate < 5  # without the pace: the old −99%
+
+
+def test_a_reused_teacher_s_eta_counts_the_remaining_work_at_the_recorded_pace():
+    """A fake clock: the teacher comes from the store in 0.4 s; the cache and the student are priced at the pace
+    (thread-seconds per unit of work per row over the threads) times their work and cost, not at the reuse's
+    0.4 s; the line says where its price comes from until a job is trained."""
+    clock = Clock()
+    steps = [
+        Step("teacher", "teacher", job=True, work=100.0),
+        Step("cache", "teacher_cache", job=True, work=10.0),
+        Step("student", "student", job=True, method="alp", work=50.0),
+    ]
+    progress = JobProgress(steps, clock=clock, costs={"teacher_cache": 0.5, "alp": 0.8}, pace=0.02, threads=2)
+    assert progress.seconds_left(load=0.0) is None  # no rows yet: no pace
+    progress.set_rows("teacher", 100)  # 0.02 × 100 rows / 2 threads = 1 s per unit of work
+    assert progress.seconds_left(load=0.0) == pytest.approx(100.0 + 5.0 + 40.0)
+    assert progress.line(load=0.0, cores=2) == "job 1 of 3, ~2 min left from recorded runs"
+    run_step(progress, clock, "teacher", 0.4, reused=True)
+    assert progress.seconds_left(load=0.0) == pytest.approx(5.0 + 40.0)
+    assert progress.line(load=0.0, cores=2) == "job 2 of 3, ~45 s left from recorded runs"
+    run_step(progress, clock, "cache", 10.0)  # measured: twice the pace
+    assert progress.seconds_left(load=0.0) == pytest.approx(2 * 40.0)
+    assert progress.line(load=0.0, cores=2) == "job 3 of 3, ~80 s left"
+
+
+def test_a_job_whose_work_is_not_known_yet_is_priced_at_the_largest_job_s_work():
+    """Before the teacher trains, its students' starts are not built: each is priced at the teacher's work."""
+    steps = [Step("teacher", "teacher", job=True, work=100.0, rows=10), Step("student", "student", job=True)]
+    progress = JobProgress(steps, pace=0.2, threads=2, costs={"student": 0.5})
+    assert progress.seconds_left(load=0.0) == pytest.approx(100.0 + 50.0)

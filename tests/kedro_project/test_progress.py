@@ -4,8 +4,10 @@ import json
 import logging
 
 import pandas as pd  # a DataFrame's ``info`` is a method: no model bundle
+import pytest
 from kedro.pipeline import Pipeline, node
 
+from bert_kd.experiment.job_costs import JOB_COSTS
 from bert_kd.experiment.progress import replay
 from bert_kd.kedro_project.progress import JobProgressHook
 
@@ -131,3 +133,60 @@ def test_a_repeated_row_is_priced_as_reused_and_the_estimates_are_checked_at_the
     }
     replayed = replay(json.loads(reported["eta_timeline.json"]))  # the run's own lines, from its timeline
     assert [round(c.estimate or 0) for c in replayed] == [round(c.estimate or 0) for c in hook.progress.checks()]
+
+
+def fine_tune(data, block):
+    return data
+
+
+fine_tune.__name__ = "train_teacher"  # the node function the hook knows as a teacher job
+
+
+def test_the_first_line_prices_the_run_at_the_recorded_pace(caplog, monkeypatch):
+    """Before the teacher runs the hook reads its work from its checkpoint's config (parameters × epochs), the
+    rows from its training split and the run's threads: the first line has an estimate, from recorded runs."""
+    import torch
+
+    import bert_kd.kedro_project.progress as progress_hook
+    from bert_kd.experiment.job_costs import TEACHER_PACE
+
+    pipeline = Pipeline(
+        [
+            node(fine_tune, ["tokenized", "params:teacher"], "teacher", name="teacher"),
+            node(distill_student, ["teacher", "params:alp"], "alp", name="alp"),
+        ]
+    )
+    monkeypatch.setattr(
+        progress_hook, "checkpoint_sizes", lambda name: (22_713_986, 10_796_162) if name == "minilm-l6" else None
+    )
+    monkeypatch.setattr(progress_hook, "_uses_gpu", lambda: False)
+    monkeypatch.setattr("bert_kd.experiment.progress.machine_load", lambda: (0.0, 2))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    hook = JobProgressHook(clock=lambda: 0.0)
+    hook.before_pipeline_run({}, pipeline, None)
+    from datasets import Dataset
+
+    tokenized = {"train": Dataset.from_dict({"input_ids": [[1, 2]] * 6000})}
+    block = {"model": "minilm-l6", "training": {"epochs": 2}, "train": {"a": 1}}  # a "train" key: no split
+    inputs = {"params:teacher": block, "tokenized": tokenized}
+    with caplog.at_level(logging.INFO, logger="bert_kd.kedro_project.progress"):
+        hook.before_node_run(pipeline.nodes[0], inputs)
+    teacher = hook.progress.by_name["teacher"]
+    assert (teacher.work, teacher.rows, hook.progress.threads) == (2 * 22_713_986, 6000.0, 2)
+    seconds = TEACHER_PACE * 6000 / 2 * 2 * 22_713_986 * (1 + JOB_COSTS["student"])  # the student at the teacher's work
+    assert caplog.records[-1].getMessage() == "progress: job 1 of 2, ~5 min left from recorded runs"
+    assert hook.progress.seconds_left(0.0) == pytest.approx(seconds)
+
+
+def test_a_checkpoint_s_sizes_are_read_from_its_config_without_its_weights(tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from bert_kd.core.tiny_models import tiny_bert, wordpiece_tokenizer
+    from bert_kd.kedro_project.progress import checkpoint_sizes, forward_size
+
+    tiny_bert(tmp_path, wordpiece_tokenizer(["a", "b", "c"]))
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    count = sum(p.numel() for p in model.parameters())
+    bundle = type("Bundle", (), {"model": model})()
+    assert checkpoint_sizes(str(tmp_path)) == (count, forward_size(bundle))
+    assert checkpoint_sizes(str(tmp_path / "missing")) is None

@@ -8,6 +8,9 @@ but multiply nothing) more per parameter than its teacher. [`JOB_COSTS`][] holds
 of work relative to the teacher's, by the student's method or else by the job's kind; [`measured_costs`][]
 computes them from recorded runs' timelines (``eta_timeline.json``, logged by every ``kedro run`` of several
 jobs), and ``benchmarks/job_costs.py`` prints them for the timelines given with the record they came from.
+
+Before any job of a run has been measured, a job is priced at [`TEACHER_PACE`][]: a teacher's thread-seconds
+per unit of work per training row on the recorded CPU runs ([`teacher_pace`][]), divided by the run's threads.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ JOB_COSTS: dict[str, float] = {
     "rkd": 0.5,
     "student": 0.6,
 }
+
+
+#: A teacher's thread-seconds per unit of work (parameters × epochs) per training row with a core to itself on
+#: the recorded CPU runs that say their threads and rows: the geometric mean of the README's main job
+#: (2 threads, 6,000 rows: 168 s) and the quiet comparison (1 thread, 2,000 rows: 190 s) of
+#: ``tests/experiment/fixtures/eta_timelines`` ([`teacher_pace`][]; a test recomputes it). What a run's first
+#: line prices its jobs at before one of them is measured; a GPU run has no such line.
+TEACHER_PACE = 1.31e-9
 
 
 def slowdown(load: float | None, cores: int | None) -> float:
@@ -85,3 +96,21 @@ def measured_costs(timelines: Iterable[Mapping[str, Any]], students: Iterable[st
     if methods:
         costs["student"] = round(median(methods), 2)
     return costs
+
+
+def teacher_pace(timelines: Iterable[Mapping[str, Any]]) -> float | None:
+    """The geometric mean over ``timelines`` that record their ``threads`` and ``train_rows`` of their trained
+    teachers' thread-seconds per unit of work per training row (each at the load it ended at), to three
+    significant digits; None where no timeline says both."""
+    paces = []
+    for timeline in timelines:
+        threads, rows = timeline.get("threads"), timeline.get("train_rows")
+        if not threads or not rows:
+            continue
+        for step in timeline["steps"]:
+            found = _rate(step, timeline.get("cores"))
+            if found is not None and found[0] == "teacher" and step.get("job"):
+                paces.append(found[1] * threads / rows)
+    if not paces:
+        return None
+    return float(f"{math.exp(sum(map(math.log, paces)) / len(paces)):.3g}")

@@ -25,7 +25,12 @@ times that step's size:
 - every measured step counts at the load it ended at and every price is at the load of the line: one
   thread gets cores / load of a core ([`JobProgress.slowdown`][]).
 
-So no estimate exists before the first job finishes. Each progress line is kept with the time it
+Before any job is measured (the first line; a run whose teacher came from the store), a job is priced at the
+recorded CPU runs' pace, [`TEACHER_PACE`][bert_kd.experiment.job_costs.TEACHER_PACE] thread-seconds per unit of
+work per training row, over the run's threads, at its cost; a job whose work is not known yet at the work of
+the largest job known, an evaluation at its cost per unit of its size; the line says so (``from recorded
+runs``). Without a pace (a GPU run, the rows or threads unknown) no estimate exists before the first job
+finishes. Each progress line is kept with the time it
 was shown ([`EtaCheck`][]); at the end of the run
 [`JobProgress.checks`][] sets each estimate against the
 time that was actually left, and [`replay`][] computes the same lines from a recorded
@@ -41,7 +46,7 @@ from statistics import fmean, median
 from typing import Any, Callable, Mapping, Sequence
 
 from bert_kd.core.machine import busy_note, machine_load
-from bert_kd.experiment.job_costs import JOB_COSTS, slowdown
+from bert_kd.experiment.job_costs import JOB_COSTS, TEACHER_PACE, slowdown
 
 #: How many of the latest measured steps set a price: the machine's speed drifts with the other work on
 #: it, and the latest steps ran at the speed the next ones will see.
@@ -66,7 +71,8 @@ class Step:
     ``repeats``: the earlier job this one is the same job as; ``work``: a job's parameters × epochs,
     ``size``: the forward work of the model another node reads, each once known; ``load_start``, ``load``:
     the 1-minute load average when it started and when it ended (the load of its last minute), where measured;
-    ``method``: a student job's distillation method (its recipe's ``method``), what its cost is looked up by."""
+    ``method``: a student job's distillation method (its recipe's ``method``), what its cost is looked up by;
+    ``rows``: a job's training rows per epoch, where known."""
 
     name: str
     kind: str
@@ -79,6 +85,7 @@ class Step:
     reused: bool = False
     load_start: float | None = None
     load: float | None = None
+    rows: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,9 @@ class EtaCheck:
 
 @dataclass
 class JobProgress:
-    """The steps of one run in run order, their measured seconds and the progress lines shown."""
+    """The steps of one run in run order, their measured seconds and the progress lines shown. ``pace``: a
+    teacher's thread-seconds per unit of work per training row before any job is measured (None: no estimate
+    before the first job ends); ``threads``: the run's torch threads, what ``pace`` is divided by."""
 
     steps: Sequence[Step]
     clock: Callable[[], float] = time.monotonic
@@ -110,6 +119,8 @@ class JobProgress:
     shown: list[EtaCheck] = field(default_factory=list)
     began: dict[str, float] = field(default_factory=dict)
     costs: Mapping[str, float] = field(default_factory=dict)
+    pace: float | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         self.steps = list(self.steps)
@@ -154,6 +165,29 @@ class JobProgress:
         if name in self.by_name and work:
             self.by_name[name].work = float(work)
 
+    def set_rows(self, name: str, rows: float | None) -> None:
+        """``name``'s training rows per epoch, for pricing jobs at the recorded pace before one is measured."""
+        if name in self.by_name and rows:
+            self.by_name[name].rows = float(rows)
+
+    def prior_rate(self) -> float | None:
+        """Seconds per unit of work of a teacher with a core to itself before any job is measured: the ``pace``
+        times the run's training rows (the latest known) over its threads; None without all three."""
+        rows = [s.rows for s in self.steps if s.job and s.rows]
+        if not self.pace or not self.threads or not rows:
+            return None
+        return self.pace * rows[-1] / self.threads
+
+    def _prior_work(self, step: Step) -> float | None:
+        """``step``'s work, else the largest job's known (a student's start is built after its teacher trains)."""
+        known = [s.work for s in self.steps if s.job and s.work and s.repeats is None]
+        return step.work or (max(known) if known else None)
+
+    def _priced_from_pace(self) -> bool:
+        """Whether the prices come from the recorded pace: no job trained yet, and a pace to price with."""
+        trained = [s for s in self._done(job=True) if not s.reused and s.repeats is None]
+        return not trained and self.prior_rate() is not None
+
     def set_size(self, name: str, size: float | None) -> None:
         """The forward work of the model ``name`` reads, for pricing it from its function's other steps."""
         if name in self.by_name and size:
@@ -178,6 +212,9 @@ class JobProgress:
             return share * reuse_price + (1 - share) * trained_price
         if trained:
             return self._scaled(trained, step, "work")
+        rate, work = self.prior_rate(), self._prior_work(step)
+        if rate is not None and work:  # nothing trained yet: the recorded runs' pace
+            return rate * work * self.cost(step) * self.now
         return reuse_price if done else None
 
     def node_price(self, step: Step) -> float:
@@ -193,6 +230,9 @@ class JobProgress:
         if step.size and step.kind in self.costs and trained:  # not measured yet: at its cost per unit of size
             rate = median(s.seconds / self.slowdown(s.load) / self.cost(s) / s.work for s in trained[-RECENT:])
             return rate * step.size * self.costs[step.kind] * self.now
+        prior = self.prior_rate()
+        if step.size and step.kind in self.costs and not trained and prior is not None:
+            return prior * step.size * self.costs[step.kind] * self.now
         return median(s.seconds / self.slowdown(s.load) for s in done) * self.now if done else 0.0
 
     def _scaled(self, done: Sequence[Step], step: Step, measure: str) -> float:
@@ -202,8 +242,8 @@ class JobProgress:
 
     def seconds_left(self, load: float | None = None) -> float | None:
         """The estimated seconds of the steps not finished yet at ``load`` (the load average now; None: every
-        step at the load it ran), None before any job finished."""
-        if not self._done(job=True):
+        step at the load it ran), None before any job finished unless the recorded pace prices them."""
+        if not self._done(job=True) and self.prior_rate() is None:
             return None
         self.now = self.slowdown(load)
         pending = [s for s in self.steps if s.seconds is None]
@@ -217,7 +257,10 @@ class JobProgress:
         number = min(len(self._done(job=True)) + 1, self.total)
         parts = [f"job {number} of {self.total}"]
         left = self.seconds_left(load)
-        parts.append(f"{duration_text(left)} left" if left is not None else "time left known after the first job")
+        if left is None:
+            parts.append("time left known after the first job")
+        else:
+            parts.append(f"{duration_text(left)} left" + (" from recorded runs" if self._priced_from_pace() else ""))
         busy = busy_note(load, cores)
         if busy:
             parts.append(busy)
@@ -242,13 +285,15 @@ class JobProgress:
         and what it took, for [`replay`][]."""
         return {
             "cores": self.cores,
+            "threads": self.threads,
+            "train_rows": next((s.rows for s in reversed(self.steps) if s.job and s.rows), None),
             "steps": [{key: getattr(step, key) for key in TIMELINE_KEYS} for step in self.steps],
         }
 
 
 #: What [`JobProgress.timeline`][] keeps of each step.
 TIMELINE_KEYS = (
-    "name", "kind", "job", "method", "repeats", "work", "size", "seconds", "reused", "load_start", "load"
+    "name", "kind", "job", "method", "repeats", "work", "size", "seconds", "reused", "load_start", "load", "rows"
 )  # fmt: skip
 
 
@@ -289,19 +334,29 @@ def load_ahead(records: Sequence[Mapping[str, Any]]) -> float | None:
 
 
 def replay(
-    timeline: Mapping[str, Any], costs: Mapping[str, float] | None = None, ahead: bool = False
+    timeline: Mapping[str, Any],
+    costs: Mapping[str, float] | None = None,
+    ahead: bool = False,
+    pace: float | None = TEACHER_PACE,
 ) -> list[EtaCheck]:
     """The progress lines a run with this [`timeline`][JobProgress.timeline] showed, each checked
     against the time that was left, computed without running anything: each line at the load its job
     started at (``ahead``: at the [`load_ahead`][] of the steps left, which no run knows: what the pricing
     gives when the load is foreseen), jobs at ``costs`` (default
-    [`JOB_COSTS`][bert_kd.experiment.job_costs.JOB_COSTS]). Each step's work and size are known from the
-    start (in a run they are once the models are built, before the second job)."""
+    [`JOB_COSTS`][bert_kd.experiment.job_costs.JOB_COSTS]), before the first job measured at ``pace`` (default
+    [`TEACHER_PACE`][bert_kd.experiment.job_costs.TEACHER_PACE]) where the timeline says its ``threads`` and
+    ``train_rows``. Each step's work and size are known from the start (in a run they are once the models are
+    built, before the second job)."""
     clock, records = _Clock(), timeline["steps"]
     fields = ("name", "kind", "method", "repeats", "work", "size")
     steps = [Step(job=bool(r.get("job")), **{key: r.get(key) for key in fields}) for r in records]
     costs = JOB_COSTS if costs is None else costs
-    progress = JobProgress(steps, clock, cores=timeline.get("cores"), costs=costs)
+    rows = timeline.get("train_rows")
+    for step in steps:
+        step.rows = rows if step.job else None
+    progress = JobProgress(
+        steps, clock, cores=timeline.get("cores"), costs=costs, pace=pace, threads=timeline.get("threads")
+    )
     for index, (record, step) in enumerate(zip(records, steps)):
         if step.job:
             load = load_ahead(records[index:]) if ahead else record.get("load_start")

@@ -1,6 +1,8 @@
 """The ``kedro run`` hook that prints [`JobProgress`][]'s line
 before each training job of a pipeline with several (``job 3 of 9, ~4 min left, machine busy:
-load 3.1 on 2 cores``) and, when the last node has run, how far off each line's estimate was."""
+load 3.1 on 2 cores``) and, when the last node has run, how far off each line's estimate was. Before the first
+job it prices the run at the recorded CPU runs' pace (a teacher's work read from its checkpoint's config, the
+rows from its training split, the run's torch threads); on a GPU it waits for the first job."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Callable
 
 from kedro.framework.hooks import hook_impl
 
-from bert_kd.experiment.job_costs import JOB_COSTS
+from bert_kd.experiment.job_costs import JOB_COSTS, TEACHER_PACE
 from bert_kd.experiment.lineage import Lineage
 from bert_kd.experiment.progress import JobProgress, Step, check_metrics, check_table
 from bert_kd.experiment.tracker import kedro_run
@@ -103,6 +105,54 @@ def forward_size(value) -> int | None:
     return sum(p.numel() for p in model.parameters()) - tables
 
 
+def checkpoint_sizes(name: str) -> tuple[int, int] | None:
+    """(parameters, forward size: [`forward_size`][]) of the classifier the checkpoint ``name`` makes, built from
+    its config on PyTorch's meta device (no weights read, no memory taken); None where the config cannot be read."""
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForSequenceClassification
+
+        from bert_kd.core.models import resolve_model_name
+
+        config = AutoConfig.from_pretrained(resolve_model_name(name))
+        with torch.device("meta"):
+            model = AutoModelForSequenceClassification.from_config(config)
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint: the job is priced once measured
+        return None
+    return sum(p.numel() for p in model.parameters()), forward_size(_Bundle(model))
+
+
+class _Bundle:
+    def __init__(self, model) -> None:
+        self.model = model
+
+
+def train_rows(inputs) -> int | None:
+    """The rows of the ``train`` split of the first input that is a tokenized task (a mapping of splits that are
+    datasets: ``column_names``), None where none is."""
+    for value in (inputs or {}).values():
+        try:
+            split = value["train"]
+        except Exception:  # noqa: BLE001 - not a mapping of splits
+            continue
+        if hasattr(split, "column_names") and hasattr(split, "__len__"):
+            return len(split)
+    return None
+
+
+def _block_value(block, key: str):
+    return block.get(key) if isinstance(block, dict) else getattr(block, key, None)
+
+
+def _uses_gpu() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no torch: no GPU
+        return False
+
+
 def _epochs(block) -> float:
     training = getattr(block, "training", None)
     if training is None and isinstance(block, dict):
@@ -132,13 +182,15 @@ class JobProgressHook:
         recompute = bool((parameters.get("runtime") or {}).get("recompute"))
         self.teacher_epochs = _epochs(parameters.get("teacher") or {})
         steps = run_steps(pipeline, catalog, recompute)
-        self.progress = JobProgress(steps, clock=self.clock, sample_load=True, costs=JOB_COSTS)
+        pace = None if _uses_gpu() else TEACHER_PACE
+        self.progress = JobProgress(steps, clock=self.clock, sample_load=True, costs=JOB_COSTS, pace=pace)
 
     @hook_impl
     def before_node_run(self, node, inputs) -> None:
         if self.progress is None:
             return
         if job_kind(node):
+            self._price_before(node, inputs)
             log.info("progress: %s", self.progress.announce(node.name))
         self.progress.begin(node.name)
 
@@ -152,6 +204,26 @@ class JobProgressHook:
         if node.name == self.progress.steps[-1].name:
             self._report()
 
+    def _price_before(self, node, inputs) -> None:
+        """What a job's inputs tell before it runs: its training rows, the run's threads and, for a teacher not
+        measured yet, its work and its readers' sizes from its checkpoint's config."""
+        import torch
+
+        self.progress.threads = torch.get_num_threads()
+        self.progress.set_rows(node.name, train_rows(inputs))
+        step = self.progress.by_name[node.name]
+        if step.kind != "teacher" or step.work:
+            return
+        block = next((v for k, v in (inputs or {}).items() if k.startswith("params:")), None)
+        name = _block_value(block, "model") if block is not None else None
+        sizes = checkpoint_sizes(name) if isinstance(name, str) else None
+        if sizes is None:
+            return
+        count, size = sizes
+        self.progress.set_work(node.name, count * _epochs(block))
+        for output in node.outputs:
+            self._price_readers(output, count, size, student_start=None)
+
     def _price_consumers(self, dataset: str, value) -> None:
         """The work of the jobs that read ``dataset`` when it is a model: a student start's (its
         parameters × its epochs) for the job that trains it, a teacher's forward pass for its cache;
@@ -159,7 +231,15 @@ class JobProgressHook:
         count = parameter_count(value)
         if count is None:
             return
-        size = forward_size(value)
+        self._price_readers(dataset, count, forward_size(value), getattr(value, "params", None))
+        for producer in self.pipeline.nodes:
+            if dataset in producer.outputs and job_kind(producer) == "teacher":
+                self.progress.set_work(producer.name, count * self.teacher_epochs)
+
+    def _price_readers(self, dataset: str, count: int, size: int | None, student_start) -> None:
+        """The nodes that read the model ``dataset`` (``count`` parameters, ``size`` forward work): a teacher's
+        cache by one forward pass, a student's job by its start's epochs (``student_start``: its block), the
+        other nodes by the model's size."""
         for consumer in self.pipeline.nodes:
             if dataset not in consumer.inputs:
                 continue
@@ -168,12 +248,9 @@ class JobProgressHook:
                 self.progress.set_size(consumer.name, size)
             elif kind == "teacher_cache":
                 self.progress.set_work(consumer.name, count * FORWARD_PASS_WORK)
-            elif getattr(value, "params", None) is not None:  # a student start: its block's epochs
-                self.progress.set_work(consumer.name, count * _epochs(value.params))
+            elif student_start is not None:  # a student start: its block's epochs
+                self.progress.set_work(consumer.name, count * _epochs(student_start))
                 self._size_readers(consumer.outputs, size)
-        for producer in self.pipeline.nodes:
-            if dataset in producer.outputs and job_kind(producer) == "teacher":
-                self.progress.set_work(producer.name, count * self.teacher_epochs)
 
     def _size_readers(self, datasets, size: int | None) -> None:
         """The nodes (no jobs) that read ``datasets``, a job's trained model, are priced by its start's size."""

@@ -106,6 +106,29 @@ def log_evaluation_to_run(evaluation: Mapping, run_id: str | None) -> None:
     for key, value in floor_tag(evaluation).items():
         client.set_tag(run_id, key, value)
     client.log_dict(run_id, dict(evaluation), "evaluation.json")
+    log_score_to_parent(evaluation, run)
+
+
+#: The ``kedro run``'s own metric for each model it evaluated: ``score/<method>`` (``score/teacher``, ``score/alp``),
+#: the model's primary dev metric, so that the parent run the terminal links to shows every score.
+PARENT_SCORE_PREFIX = "score/"
+
+
+def log_score_to_parent(evaluation: Mapping, run) -> None:
+    """``evaluation``'s score on the active run (the ``kedro run``'s parent) as ``score/<method>``, the method
+    read from the model's run ``run`` (its ``method`` tag; a teacher's is ``teacher``); nothing without an
+    active run other than ``run``, or without a score."""
+    import mlflow
+
+    from bert_kd.tracking.format import metric_key
+    from bert_kd.tracking.runs import is_main_process
+
+    active = mlflow.active_run()
+    score = evaluation.get("score")
+    if active is None or active.info.run_id == run.info.run_id or score is None or not is_main_process():
+        return
+    method = run.data.tags.get("method") or run.data.params.get("method") or "model"
+    mlflow.log_metric(f"{PARENT_SCORE_PREFIX}{metric_key(method)}", metric_value(score), run_id=active.info.run_id)
 
 
 def log_evaluation(evaluation: dict, run_id: str | None, tracking: Block[Tracking] | None) -> None:

@@ -679,3 +679,64 @@ def test_predict_logits_feeds_batches_to_the_objectives_own_device():
     assert _Moves.sent_to == ["meta"] * 4  # both values of both batches
     assert predictions.shape == (6, 2) and labels.shape == (6,)
     assert module_device(torch.nn.Module()) is None  # nothing to follow: batches stay where they are
+
+
+class _FakeClock:
+    """Seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _bar_on(clock: _FakeClock):
+    import io
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=100, file=io.StringIO(), mininterval=0, smoothing=0.3)
+    bar._time = clock
+    bar.start_t = bar.last_print_t = clock()
+    return bar
+
+
+@pytest.mark.parametrize("pause", [True, False])
+def test_a_progress_bars_rate_leaves_out_the_epochs_evaluation(pause):
+    """Ten steps of 1 s, a 30 s dev evaluation, one more step: the rate the bar shows after it is still one step a
+    second (its time left ~89 s) inside ``paused_bar``; without it, the evaluation folds into the rate."""
+    from bert_kd.core.training.loop import paused_bar
+
+    clock = _FakeClock()
+    bar = _bar_on(clock)
+    for _ in range(10):
+        clock.now += 1.0
+        bar.update(1)
+    if pause:
+        with paused_bar(bar):
+            clock.now += 30.0
+    else:
+        clock.now += 30.0
+    clock.now += 1.0
+    bar.update(1)
+    rate = bar.format_dict["rate"]
+    elapsed = bar.format_dict["elapsed"]
+    if pause:
+        assert rate == pytest.approx(1.0)
+        assert elapsed == pytest.approx(11.0)
+    else:
+        assert rate < 0.5  # the jump after an evaluation: the pause counted as one step's time
+    bar.close()
+
+
+def test_paused_bar_leaves_a_disabled_bar_alone():
+    from tqdm import tqdm
+
+    from bert_kd.core.training.loop import paused_bar
+
+    bar = tqdm(total=3, disable=True)
+    with paused_bar(bar):
+        pass
+    with paused_bar(None):
+        pass
