@@ -457,67 +457,73 @@ def check_not_a_foreign_card(path: Path) -> None:
 @click.option("--private", is_flag=True, help="create the hub repository private")
 @click.option("--license", "license_", default=None, help="the card's license (default apache-2.0)")
 @click.option("--allow-unverified", is_flag=True, help="push a folder without manifest.json, unchecked")
-def push(
-    source: str,
-    repo_id: str,
-    dry_run: bool,
-    target: str | None,
-    private: bool,
-    license_: str | None,
-    allow_unverified: bool,
-) -> None:
+def push(source: str, repo_id: str, **options) -> None:
     """Upload SOURCE (a store folder or an MLflow model URI) with its model card to the hub as REPO_ID.
 
     --dry-run writes exactly the folder it would upload to --to (default
     data/08_reporting/hub/<repo id with / as __>) and uploads nothing."""
-    from bert_kd.experiment.hub import check_repo_id, push_folder, push_to_hub
-    from bert_kd.experiment.model_card import DEFAULT_LICENSE
+    from bert_kd.experiment.hub import check_repo_id
     from bert_kd.experiment.tracker import discard_download
 
     def run_push() -> None:
         check_repo_id(repo_id)
-        folder, stored = model_folder(source, "bert-kd push SOURCE", allow_unverified)
+        folder, stored = model_folder(source, "bert-kd push SOURCE", options["allow_unverified"])
         try:
-            push_from(folder)
+            if options["dry_run"]:
+                _dry_run_push(folder, repo_id, options)
+            else:
+                _push_to_hub(folder, source, repo_id, options)
         finally:
             if not stored:
                 discard_download(folder)
 
-    def push_from(folder: Path) -> None:
-        options = {"run_link": _run_link(folder), "license": license_ or DEFAULT_LICENSE, "repo_id": repo_id}
-        if dry_run:
-            where = Path(target or Path("data/08_reporting/hub") / repo_id.replace("/", "__"))
-            blocked = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)
-            if blocked is not None:
-                raise UserError(f"{blocked} is a file, so {where} cannot be a folder", "--to", "give a folder path")
-            if where.exists() and any(where.iterdir()):
-                raise UserError(f"{where} is not empty", "--to", "give a new folder (--to PATH) or remove that one")
-            try:
-                push_folder(folder, where, **options)
-            except OSError as exc:
-                from bert_kd.config.errors import storage_error
-
-                raise (storage_error(exc, where, writing=True) or exc) from exc
-            click.echo(f"dry run: the folder that would be pushed to {repo_id}: {where}")
-            return
-        try:
-            url = push_to_hub(folder, repo_id, private=private, **options)
-        except Exception as exc:  # noqa: BLE001 - offline, no token, no rights: one block, exit 2
-            if isinstance(exc, UserError):
-                raise
-            import tempfile
-
-            from bert_kd.config.errors import storage_error
-
-            full = storage_error(exc, Path(tempfile.gettempdir()), writing=True)  # the folder staged for upload
-            if full is not None:
-                raise full from exc
-            raise UserError(
-                f"the push of {source} to {repo_id} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
-                f"hub repository {repo_id}",
-                "log in (`hf auth login` or HF_TOKEN) with write access to that namespace, and be online "
-                "(HF_HUB_OFFLINE unset); `--dry-run` writes the folder without pushing",
-            ) from exc
-        click.echo(f"pushed {source} to {repo_id}: {url}")
-
     _guarded(run_push)
+
+
+def _card_options(folder: Path, options: dict) -> dict:
+    """The card's run link and licence (``push_folder`` and ``push_to_hub`` put the repository id in its snippet)."""
+    from bert_kd.experiment.model_card import DEFAULT_LICENSE
+
+    return {"run_link": _run_link(folder), "license": options["license_"] or DEFAULT_LICENSE}
+
+
+def _dry_run_push(folder: Path, repo_id: str, options: dict) -> None:
+    """``push --dry-run``: the folder that would be pushed, written to ``--to``."""
+    from bert_kd.config.errors import storage_error
+    from bert_kd.experiment.hub import push_folder
+
+    where = Path(options["target"] or Path("data/08_reporting/hub") / repo_id.replace("/", "__"))
+    blocked = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise UserError(f"{blocked} is a file, so {where} cannot be a folder", "--to", "give a folder path")
+    if where.exists() and any(where.iterdir()):
+        raise UserError(f"{where} is not empty", "--to", "give a new folder (--to PATH) or remove that one")
+    try:
+        push_folder(folder, where, repo_id=repo_id, **_card_options(folder, options))
+    except OSError as exc:
+        raise (storage_error(exc, where, writing=True) or exc) from exc
+    click.echo(f"dry run: the folder that would be pushed to {repo_id}: {where}")
+
+
+def _push_to_hub(folder: Path, source: str, repo_id: str, options: dict) -> None:
+    """The upload; a full disk where it is staged (the temporary folder), or the hub refusing it, is one block."""
+    import tempfile
+
+    from bert_kd.config.errors import storage_error
+    from bert_kd.experiment.hub import push_to_hub
+
+    try:
+        url = push_to_hub(folder, repo_id, private=options["private"], **_card_options(folder, options))
+    except Exception as exc:  # noqa: BLE001 - offline, no token, no rights: one block, exit 2
+        if isinstance(exc, UserError):
+            raise
+        full = storage_error(exc, Path(tempfile.gettempdir()), writing=True)  # the folder staged for upload
+        if full is not None:
+            raise full from exc
+        raise UserError(
+            f"the push of {source} to {repo_id} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
+            f"hub repository {repo_id}",
+            "log in (`hf auth login` or HF_TOKEN) with write access to that namespace, and be online "
+            "(HF_HUB_OFFLINE unset); `--dry-run` writes the folder without pushing",
+        ) from exc
+    click.echo(f"pushed {source} to {repo_id}: {url}")

@@ -60,9 +60,10 @@ def test_student_copies_the_teacher_embeddings_and_round_trips(tmp_path, tiny_te
         assert abs(session.run(None, feed)[0] - expected[:rows].detach().numpy()).max() < 1e-5
 
 
-def test_the_configs_default_sizes_are_the_schemas_written_once():
-    """Tang et al.'s sizes (300 units per direction, a 400-unit ReLU layer) live in ``config.schema.BiLSTM``; the
-    model's config reads them, so a config.json without them loads with the same sizes the schema trains."""
+def test_the_configs_default_sizes_are_the_schemas():
+    """Tang et al.'s sizes (300 units per direction, a 400-unit ReLU layer): ``config.schema.BiLSTM`` trains with
+    them, and the model's config (shipped as a pushed model's own code, so it imports nothing of bert_kd) writes
+    the same numbers, so a config.json without them loads with the sizes the schema trains."""
     config, schema = BiLSTMConfig(), BiLSTM()
     assert (config.hidden_size, config.classifier_size, config.dropout) == (
         schema.hidden_size,

@@ -319,7 +319,7 @@ def test_every_model_source_the_hints_show_loads_a_model_the_current_code_logged
 
 def test_a_refused_mlflow_model_leaves_no_download_behind(store, tmp_path, tiny_teacher_dir, monkeypatch):
     """A ``models:/`` URI refused (another task) or naming nothing downloadable leaves nothing in the
-    temporary folder; one that is used keeps its download for the run."""
+    temporary folder; nor does one that is used, once its model is in memory."""
     import shutil
     import tempfile
 
@@ -343,8 +343,8 @@ def test_a_refused_mlflow_model_leaves_no_download_behind(store, tmp_path, tiny_
     with pytest.raises(ModelNotFoundError):
         load_model_for_task("models:/bert_kd-leftover-student/99", "rte", "evaluate.model", 128, allow_mismatch=False)
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
-    load_model_for_task(uri, "mrpc", "evaluate.model", 128, allow_mismatch=False)
-    assert [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
+    bundle, _ = load_model_for_task(uri, "mrpc", "evaluate.model", 128, allow_mismatch=False)
+    assert bundle.model is not None and not [p.name for p in scratch.iterdir() if p.name.startswith("bert_kd_model_")]
 
 
 def _bytes_on_disk(*folders) -> int:

@@ -261,3 +261,24 @@ def test_real_services_a_dead_server_and_a_live_server_whose_postgresql_is_down_
                 break
         mlflow.set_tracking_uri("")
         services.close()
+
+
+def test_urllib3s_retry_warnings_are_one_line_naming_the_bound():
+    import logging
+
+    from bert_kd.tracking.runs import RetryNotice
+
+    notice, kept = RetryNotice(every_s=60.0), []
+    for total in (3, 2, 1, 0):
+        record = logging.LogRecord(
+            "urllib3.connectionpool", logging.WARNING, __file__, 1,
+            "Retrying (%r) after connection broken by '%r': %s",
+            (f"Retry(total={total})", "NewConnectionError(refused)", "/api/2.0/mlflow/runs/log-batch"), None,
+        )  # fmt: skip
+        if notice.filter(record):
+            kept.append(record.getMessage())
+    assert len(kept) == 1 and "/api/2.0/mlflow/runs/log-batch" in kept[0] and "retrying for up to" in kept[0]
+    other = logging.LogRecord(
+        "urllib3.connectionpool", logging.WARNING, __file__, 1, "Connection pool is full", (), None
+    )
+    assert notice.filter(other)

@@ -22,8 +22,6 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from bert_kd.config.schema import BiLSTM
-
 MODEL_TYPE = "bert_kd_bilstm"
 
 
@@ -32,14 +30,16 @@ class BiLSTMConfig(PretrainedConfig):
 
     model_type = MODEL_TYPE
 
-    #: Sizes and their defaults: the vocabulary, embedding width, units per direction, ReLU layer units; the
-    #: student's own sizes and dropout are the schema's ([`bert_kd.config.schema.BiLSTM`][]), written once there.
+    #: Sizes and their defaults: the vocabulary, embedding width, units per direction, ReLU layer units. This
+    #: file ships as a pushed BiLSTM's own modelling code (the Hub's custom-code convention), so it imports nothing
+    #: of bert_kd: the student's sizes and dropout are written here as numbers, and a test holds them equal to
+    #: the schema's defaults ([`bert_kd.config.schema.BiLSTM`][]).
     SIZES = {
         "vocab_size": 30522,
         "embedding_size": 300,
-        "hidden_size": BiLSTM.model_fields["hidden_size"].default,
-        "classifier_size": BiLSTM.model_fields["classifier_size"].default,
-        "dropout": BiLSTM.model_fields["dropout"].default,
+        "hidden_size": 300,
+        "classifier_size": 400,
+        "dropout": 0.0,
         "siamese": False,
         "pad_token_id": 0,
     }

@@ -70,7 +70,8 @@ class RetryNotice(logging.Filter):
             for n in range(int(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "4")))
         )
         record.msg = "the MLflow tracking server did not answer a request (%s); retrying for up to %.0f s"
-        record.args = (mask(" ".join(str(record.args[-1] if record.args else "").split()))[:200], seconds)
+        args = record.args if isinstance(record.args, tuple) else ()
+        record.args = (mask(" ".join(str(args[-1] if args else "").split()))[:200], seconds)
         return True
 
 

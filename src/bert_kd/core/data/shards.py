@@ -176,25 +176,33 @@ def shards_problem(directory: str | Path) -> str | None:
         return f"{Path(exc.filename).name} is missing"
     except (OSError, ValueError) as exc:
         return f"unreadable {MANIFEST} or {SHARDS_MANIFEST} ({exc})"
-    files, shard_rows = manifest.get("files") if isinstance(manifest, dict) else None, None
-    if isinstance(recorded, dict):
-        shard_rows = recorded.get("shard_rows")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    shard_rows = recorded.get("shard_rows") if isinstance(recorded, dict) else None
     if not isinstance(files, dict) or not isinstance(shard_rows, dict):
         return "it records no rows and sha256 per shard (written before shards were verified)"
+    problem = _files_problem(directory, files)
+    if problem is not None:
+        return problem
+    shards = {name for name in files if name.startswith("data/shard-")}
+    if set(shard_rows) != shards or sum(shard_rows.values()) != recorded.get("rows"):
+        return f"{SHARDS_MANIFEST}'s rows per shard do not add up to its {recorded.get('rows')} rows"
+    return None
+
+
+def _files_problem(directory: Path, files: dict) -> str | None:
+    """Why the files of ``directory`` are not those ``files`` (the manifest's) lists, with their sizes and sha256."""
     present = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST}
     for name in sorted(present - set(files)):
         return f"{directory / name} was added after the shards were written"
     for name, entry in files.items():
         path = directory / name
+        size = entry.get("size") if isinstance(entry, dict) else None
         if not path.is_file():
             return f"{path} is missing"
-        if not isinstance(entry, dict) or path.stat().st_size != entry.get("size"):
-            return f"{path} has {path.stat().st_size} bytes, {entry.get('size') if isinstance(entry, dict) else '?'} when written (cut or edited)"
+        if path.stat().st_size != size:
+            return f"{path} has {path.stat().st_size} bytes, {size} when written (cut or edited)"
         if file_sha256(path) != entry.get("sha256"):
             return f"{path} does not match its sha256 recorded when it was written (edited)"
-    shards = {name for name in files if name.startswith("data/shard-")}
-    if set(shard_rows) != shards or sum(shard_rows.values()) != recorded.get("rows"):
-        return f"{SHARDS_MANIFEST}'s rows per shard do not add up to its {recorded.get('rows')} rows"
     return None
 
 
