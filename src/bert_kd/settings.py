@@ -23,12 +23,12 @@ mask_passwords_in_logs()
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 from bert_kd.kedro_project.hooks import (  # noqa: E402
     ClosingSummaryHook,
-    CredentialsHook,
     PreflightHook,
     ValidateParametersHook,
 )
 from bert_kd.kedro_project.progress import JobProgressHook  # noqa: E402
 from bert_kd.kedro_project.reproduce_run import ReproduceRunHook  # noqa: E402
+from bert_kd.kedro_project.run_params import CredentialsHook  # noqa: E402
 from bert_kd.kedro_project.threads import ThreadsHook  # noqa: E402
 from bert_kd.tracking import use_mlflow  # noqa: E402
 from bert_kd.tracking.kedro_hooks import ParentRunHook  # noqa: E402

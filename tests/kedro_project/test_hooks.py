@@ -165,7 +165,7 @@ def test_hook_refuses_before_any_node(tiny_teacher_dir):
     ],
 )
 def test_glue_dir_precedence_params_then_environment_then_conf(monkeypatch, caplog, cli, env, expected):
-    from bert_kd.kedro_project.hooks import apply_glue_dir_precedence
+    from bert_kd.kedro_project.run_params import apply_glue_dir_precedence
 
     monkeypatch.setenv("GLUE_DIR", env)
     catalog = FakeCatalog({"task": "rte", "glue_dir": cli.get("glue_dir", "/from/conf")})
@@ -353,7 +353,7 @@ def test_the_run_parameters_every_later_hook_sees_carry_no_password():
     import pluggy
     from kedro.framework.hooks.manager import _create_hook_manager
 
-    from bert_kd.kedro_project.hooks import CredentialsHook
+    from bert_kd.kedro_project.run_params import CredentialsHook
 
     seen = []
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bert_kd.core.files import MANIFEST
-from bert_kd.experiment.model_card import escaped, link_target, literal
+from bert_kd.experiment.card_text import escaped, link_target, literal
 
 #: What the card says of the offline stand-in corpus.
 STAND_IN_NOTE = (

@@ -29,6 +29,7 @@ from bert_kd.core.files import MANIFEST
 from bert_kd.core.metrics import metric_label
 from bert_kd.core.models import OFFLINE_MINILM_ALIASES
 from bert_kd.core.reports.verdict import noise_tolerance
+from bert_kd.experiment.card_text import escaped, link_target, literal, one_line
 from bert_kd.experiment.jobs import MODEL_CARD
 from bert_kd.experiment.lineage import Lineage
 
@@ -45,38 +46,6 @@ HUB_METRIC_TYPES = {"pearson": "pearsonr"}
 DEV_SPLITS = {"mnli": "validation_matched"}
 #: Hub ids of checkpoints the project names by an alias (the offline MiniLM-L6 package ships this model).
 HUB_IDS = {alias: "sentence-transformers/all-MiniLM-L6-v2" for alias in OFFLINE_MINILM_ALIASES}
-
-
-#: Characters that start Markdown or HTML markup in running text (a backslash before any of them shows it as is).
-_MARKUP = re.compile(r"([\\`*_\[\]<>&!|~#])")
-
-
-def one_line(value: Any) -> str:
-    """``value`` as text on one line (a newline in a value would start a heading, a list or a fence)."""
-    return " ".join(str(value).split())
-
-
-def literal(value: Any) -> str:
-    """``value`` as a Markdown code span: shown exactly as it is, never read as a link, an image, emphasis or
-    HTML (an ``<img onerror=…>`` in an edited entry is text). The fence is one backtick longer than the longest
-    run of backticks inside, so none can close it early."""
-    text = one_line(value)
-    if not text:
-        return "(empty)"
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if "`" in text else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def escaped(value: Any) -> str:
-    """``value`` as running Markdown text with every character that would start markup backslash-escaped
-    (CommonMark shows an escaped character as itself)."""
-    return _MARKUP.sub(r"\\\1", one_line(value))
-
-
-def link_target(url: str | None) -> str | None:
-    """``url`` when it is a plain http(s) address a Markdown link can hold as it is, else None."""
-    return url if url and re.fullmatch(r"https?://[^\s()<>\[\]`\\]+", url) else None
 
 
 def _read_json(path: Path) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -70,21 +69,6 @@ def silence_kedro_mlflow(hook_manager) -> bool:
     return silenced
 
 
-class CredentialsHook:
-    """The ``kedro run``'s own parameters (``--params`` among them) with every URL's password masked
-    ([`scrub`][config.credentials.scrub]) before any other hook sees them: kedro-mlflow tags the parent run
-    with them (``runtime_params``), where the MLflow UI shows them to everyone. The run's parameters are not
-    touched: the configuration loader has already taken a PostgreSQL URL's password into ``PGPASSWORD``."""
-
-    @hook_impl(hookwrapper=True)
-    def before_pipeline_run(self, run_params, pipeline, catalog):
-        from bert_kd.config.credentials import scrub
-
-        if isinstance(run_params, dict):
-            run_params.update(scrub(dict(run_params)))
-        yield
-
-
 class PreflightHook:
     """First thing in a ``kedro run`` (before kedro-mlflow opens its store): with tracking on,
     the tracking server answers within seconds and a SQLite store is not damaged — else one
@@ -121,33 +105,6 @@ class PreflightHook:
                 experiment.get("name") or context._package_name,
                 (experiment.get("create_experiment_kwargs") or {}).get("tags"),
             )
-
-
-def apply_glue_dir_precedence(run_params, catalog) -> str | None:
-    """``glue_dir`` by precedence ``--params`` > ``GLUE_DIR`` > conf, written back into the
-    catalog (``params:glue_dir`` and ``parameters``) and logged once; the folder in use."""
-    import os
-
-    from bert_kd.core.data.glue import DEFAULT_GLUE_DIR
-
-    explicit = dict((run_params or {}).get("runtime_params") or {})
-    parameters = catalog.load("parameters")
-    configured = parameters.get("glue_dir")
-    env = os.environ.get("GLUE_DIR", "").strip()
-    if "glue_dir" in explicit:
-        chosen, source = explicit["glue_dir"], "--params"
-        ignored = f"; GLUE_DIR={env} is not used" if env and str(env) != str(chosen) else ""
-    elif env:
-        chosen, source = env, "the GLUE_DIR environment variable"
-        ignored = f"; conf's glue_dir {configured} is not used" if configured and configured != env else ""
-    else:
-        chosen, source, ignored = configured, "conf", ""
-    if chosen != configured:
-        catalog.save("parameters", {**parameters, "glue_dir": chosen})
-        with contextlib.suppress(Exception):  # a pipeline that does not read glue_dir has no entry
-            catalog.save("params:glue_dir", chosen)
-    log.info("glue_dir = %s (from %s%s)", chosen or DEFAULT_GLUE_DIR, source, ignored)
-    return chosen
 
 
 def typed_inputs(parameters, inputs) -> dict[str, object]:
@@ -336,6 +293,8 @@ class ValidateParametersHook:
 
         self._typed = {}
         record_run_command(RunCommand.of(run_params.get("env"), run_params.get("runtime_params")))
+        from bert_kd.kedro_project.run_params import apply_glue_dir_precedence
+
         apply_glue_dir_precedence(run_params, catalog)
         parameters = catalog.load("parameters")
         inputs = pipeline.inputs()

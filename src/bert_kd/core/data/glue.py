@@ -396,7 +396,7 @@ def resolve_glue_dir(glue_dir: str | os.PathLike[str] | None, default: str = DEF
 
     Explicit beats implicit: ``GLUE_DIR`` only replaces the default folder (``glue_dir`` None,
     empty or ``default``). A ``kedro run`` applies ``--params`` > ``GLUE_DIR`` > conf before the
-    nodes see ``glue_dir`` ([`bert_kd.kedro_project.hooks.apply_glue_dir_precedence`][]).
+    nodes see ``glue_dir`` ([`bert_kd.kedro_project.run_params.apply_glue_dir_precedence`][]).
 
     Returns ``(path, user_named)``; ``user_named`` is False only when the default is
     in use, i.e. downloading is allowed.
