@@ -249,9 +249,6 @@ FIGURES = [
             (r"(\d+) s wall, \d+ s CPU, load", "wall_s", 0),
             (r"s wall, (\d+) s CPU, load", "cpu_s", 0),
             (r"s CPU, load ([\d.]+) at the start", "load_before", 1),
-            (r"the one the README quotes, took (\d+) s", "wall_s", 0),
-            (r"took \d+ s \(load ([\d.]+) at its start", "load_before", 1),
-            (r"at its start, ([\d.]+) at its end", "load_after", 1),
         )
     ],
     Figure("docs/index.md", r"teacher to ([\d.]+) and distils", RECORD, ("teacher_dev_accuracy",), 2),
