@@ -35,6 +35,7 @@ from bert_kd.sweeps.table_options import (  # noqa: F401  (re-exported: the swee
     row_arm,
     row_pipeline_and_overrides,
     sweep_parameter_error,
+    trial_seed_paths,
 )
 
 #: Recipe namespaces and the kind of recipe a trial of that namespace trains (recorded in its description).
@@ -447,6 +448,8 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
         for k in ("student", "teacher", "teachers", "training", "data", "heldout")
         if k in table
     }
+    if "trial_seed_at" in table:  # parameters that take each trial's seed (a teacher and data sample per seed)
+        settings["trial_seed_at"] = trial_seed_paths(table["trial_seed_at"], f"{where}.trial_seed_at")
     group_by_length = table.get("group_by_length", False)
     if not isinstance(group_by_length, bool):
         raise ValueError(f"{where}.group_by_length must be true or false, got {group_by_length!r}")

@@ -212,3 +212,11 @@ def paired_arms(paired: Any, methods: Sequence[MethodSpec], where: str) -> tuple
         if sorted(have) != sorted(arms):
             raise ValueError(f"{where}: cell {cell!r} has arms {have}; each cell has one row per arm {list(arms)}")
     return arms
+
+
+def trial_seed_paths(value: Any, where: str) -> list[str]:
+    """``trial_seed_at: [seed, teacher.seed, augment.seed]``: dotted parameter paths set to each trial's seed (a
+    table whose teacher, data sample or transfer set is drawn per seed, as ``kedro run --params seed=<s>`` does)."""
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{where} must be a non-empty list of dotted parameter paths (e.g. [seed, teacher.seed])")
+    return list(value)

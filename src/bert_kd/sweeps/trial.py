@@ -38,7 +38,7 @@ from bert_kd.pipelines.data_processing.nodes import ingest_glue
 from bert_kd.pipelines.registry import compose
 from bert_kd.sweeps.identity import source_fingerprint
 from bert_kd.sweeps.spec import TrialSpec
-from bert_kd.sweeps.trial_identity import DATA_SEED_KEY, TrialIdentity
+from bert_kd.sweeps.trial_identity import TrialIdentity
 from bert_kd.sweeps.trial_results import ResultsFolder, TrialResults
 
 log = logging.getLogger(__name__)
@@ -151,11 +151,11 @@ class TrialRunner:
             self.params.get("glue_dir"),
             sizes["max_train_samples"],
             sizes["max_eval_samples"],
-            int(self.params.get(DATA_SEED_KEY, 42)),
+            self.identity.data_seed(spec),
         )
         if spec.settings.get("selection") == "heldout":
             train, validation = cut_heldout(
-                train, validation, spec.settings.get("heldout") or {}, int(self.params.get(DATA_SEED_KEY, 42))
+                train, validation, spec.settings.get("heldout") or {}, self.identity.data_seed(spec)
             )
         student, data, teacher_metric, *slots = self.run_pipeline(spec, task, train, validation)
         return evaluate_trial(student, data, task, teacher_metric, *slots)

@@ -160,7 +160,7 @@ class TrialIdentity:
             "schema": TRIAL_SCHEMA,
             "trial": trial,
             "data": self.data_sizes(spec),
-            "data_seed": p.get(DATA_SEED_KEY),
+            "data_seed": tree.get(DATA_SEED_KEY),
             "teacher": keyed(tree["teacher"]),
             "student": keyed(init_key_material(tree[self.student_name(spec)])),
             "ted": keyed(tree.get("ted")) if "ted" in reads else None,
@@ -197,7 +197,15 @@ class TrialIdentity:
         tree["multi_teachers"] = copy.deepcopy(
             list(spec.settings.get("teachers") or self.params.get("multi_teachers") or [])
         )
-        return merged(tree, nested(spec.overrides))
+        tree = merged(tree, nested(spec.overrides))
+        for path in spec.settings.get("trial_seed_at") or ():  # the table draws these per seed
+            tree = merged(tree, nested({path: spec.seed}))
+        return tree
+
+    def data_seed(self, spec: TrialSpec) -> int:
+        """The seed the task's rows are sampled (and a held-out slice cut) with: the project's ``seed``, or the
+        trial's where the table says ``trial_seed_at: [seed, ...]``."""
+        return int(self.parameters(spec).get(DATA_SEED_KEY, 42))
 
     def teacher_block(self, spec: TrialSpec) -> dict:
         return self.parameters(spec)["teacher"]
