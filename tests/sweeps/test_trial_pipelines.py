@@ -110,3 +110,39 @@ def test_the_bilstm_pair_runs_its_registered_pipelines(params, tmp_path, monkeyp
     assert results[0]["teacher_dev_metrics"] == results[1]["teacher_dev_metrics"]
     assert len(list((tmp_path / "data/06_models/store/teacher").iterdir())) == 1
     assert results[0]["model_key"] != results[1]["model_key"]
+
+
+def test_a_tables_teacher_may_read_its_own_rows(params, tmp_path, monkeypatch):
+    """``data.<task>.teacher_train_samples``: the teacher fine-tuned on the whole training split (null) while the
+    student reads ``max_train_samples`` of it; the option enters the key only where a table sets it."""
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    from bert_kd.sweeps import trial as trial_module
+
+    evaluate = trial_module.dev_metrics
+
+    def dev_metrics(bundle, data, task):
+        seen.append((bundle.info.get("train_examples"), len(data["train"])))
+        return evaluate(bundle, data, task)
+
+    monkeypatch.setattr(trial_module, "dev_metrics", dev_metrics)
+    table = {
+        "table": "t",
+        "tables": {
+            "t": {
+                "tasks": ["rte"],
+                "seeds": [1],
+                "data": {"rte": {"max_train_samples": 16, "teacher_train_samples": None}},
+                "methods": {"nkd": {"recipe": "distill_methods.nkd"}},
+            }
+        },
+    }
+    (spec,) = build_sweep(table, RECIPES).trials()
+    runner = TrialRunner(params, ResultsFolder(commit=""))
+    assert runner.identity.teacher_train_samples(spec) == (True, None)
+    plain = build_sweep({**table, "tables": {"t": {**table["tables"]["t"], "data": {}}}}, RECIPES).trials()[0]
+    assert runner.identity.teacher_train_samples(plain) == (False, None)
+    assert runner.content_key(spec) != runner.content_key(plain)
+    result = runner.train_and_evaluate(spec)
+    assert seen == [(48, 16)]  # the teacher trained on tiny RTE's 48 rows, the rows it labels for the student: 16
+    assert len(result["dev_predictions"]) == 24

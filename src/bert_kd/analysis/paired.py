@@ -214,7 +214,7 @@ def sentence(cell: Cell, arms: Sequence[str], family: int) -> str:
         verdict = (
             f"cannot be read: its teachers score {teachers} against a majority share of {pct(cell.majority)}, a "
             f"teacher within {100 * TEACHER_MARGIN:.0f} points of it or below, so their labels carry little of the "
-            "task (train the teacher on more rows)"
+            "task (give the table's teacher more rows: data.<task>.teacher_train_samples)"
         )
     elif cell.holm_p < ALPHA and t.gain > 0:
         verdict = f"a gain that holds after Holm's correction across the {family} cells read"
@@ -229,8 +229,9 @@ def sentence(cell: Cell, arms: Sequence[str], family: int) -> str:
             f"{arms[0]}, {cell.one_class[1]} of {n} {arms[1]}."
         )
     if cell.teachers_at_majority:
-        seeds = ", ".join(map(str, cell.teachers_at_majority))
-        floor += f" The teacher of seed {seeds} is at or below the majority share."
+        seeds = cell.teachers_at_majority
+        which = f"seed {seeds[0]} is" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))} are"
+        floor += f" The teacher of {which} at or below the majority share."
     return f"{head}: {verdict}.{floor}"
 
 

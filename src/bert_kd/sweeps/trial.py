@@ -157,26 +157,40 @@ class TrialRunner:
             train, validation = cut_heldout(
                 train, validation, spec.settings.get("heldout") or {}, self.identity.data_seed(spec)
             )
-        student, data, teacher_metric, *slots = self.run_pipeline(spec, task, train, validation)
+        own_rows, rows = self.identity.teacher_train_samples(spec)
+        teacher_train = None
+        if own_rows:  # the teacher fine-tuned on its own rows (e.g. the whole split), the students on theirs
+            teacher_train, _, _ = ingest_glue(
+                task, self.params.get("glue_dir"), rows, sizes["max_eval_samples"], self.identity.data_seed(spec)
+            )
+        student, data, teacher_metric, *slots = self.run_pipeline(spec, task, train, validation, teacher_train)
         return evaluate_trial(student, data, task, teacher_metric, *slots)
 
-    def run_pipeline(self, spec: TrialSpec, task: str, train, validation) -> tuple:
+    def run_pipeline(self, spec: TrialSpec, task: str, train, validation, teacher_train=None) -> tuple:
         """Run the trial's pipeline ([`TrialPipelines`][]) on the trial's rows: its teacher side with the teacher
         seed, every teacher checked against the folder's records before the student trains
         ([`check_teacher`][bert_kd.sweeps.trial_results.TrialResults.check_teacher]), then its student side with
-        the trial's seed. → (student, its evaluation data, the teacher's dev metrics (a multi-teacher pipeline:
+        the trial's seed. ``teacher_train``: the teachers' own training rows, where the table gives them (the rest
+        of the teacher side, its caches and the students read ``train``). → (student, its evaluation data, the teacher's dev metrics (a multi-teacher pipeline:
         the best chosen slot's), and with several teachers every slot's)."""
         parts = self.pipelines.of(spec)
         parameters = self.identity.parameters(spec)
         namespace, _, row = parts.recipe_at.partition(".")
         recipe = with_explicit_weights(spec.recipe) if namespace in EXPLICIT_WEIGHT_BLOCKS else dict(spec.recipe)
         parameters[namespace] = {**(parameters.get(namespace) or {}), row: recipe}
-        datasets = run_nodes(
-            parts.teacher_side,
-            {"glue_train": train, "glue_validation": validation},
-            parameters,
-            self.run_settings(spec, task, self.identity.teacher_seed(spec)),
-        )
+        teacher_settings = self.run_settings(spec, task, self.identity.teacher_seed(spec))
+        given, teacher_side = {"glue_train": train, "glue_validation": validation}, parts.teacher_side
+        if teacher_train is not None:  # the teachers trained on their own rows; the rest of that side on the trial's
+            models = [model for model, _ in parts.teachers]
+            trained = run_nodes(
+                parts.teacher_side.to_outputs(*models),
+                {"glue_train": teacher_train, "glue_validation": validation},
+                parameters,
+                teacher_settings,
+            )
+            given.update({model: trained[model] for model in models})
+            teacher_side = Pipeline([n for n in parts.teacher_side.nodes if not set(n.outputs) & set(models)])
+        datasets = run_nodes(teacher_side, given, parameters, teacher_settings)
         metrics = [dev_metrics(datasets[model], datasets[tokenized], task) for model, tokenized in parts.teachers]
         if parts.slots:
             blocks = self.identity.teacher_blocks(spec)

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 TRIAL_SCHEMA = 1
 DATA_SEED_KEY = "seed"
 DATA_KEYS = ("max_train_samples", "max_eval_samples")
+#: A table's training rows for its teachers where they differ from its students' (``data.<task>``; in the key
+#: through the trial's settings, where a table sets it).
+TEACHER_ROWS_KEY = "teacher_train_samples"
 #: The blocks a pipeline's student is built from: a trial's pipeline reads exactly one (the table's ``student``
 #: settings and ``training`` go there).
 STUDENT_BLOCKS = ("student", "ted_student", "multi_student", "tang_student")
@@ -101,6 +104,16 @@ class TrialIdentity:
 
     def data_sizes(self, spec: TrialSpec) -> dict:
         return {**self.table_sizes(spec), **self.data_overrides}
+
+    def teacher_train_samples(self, spec: TrialSpec) -> tuple[bool, int | None]:
+        """(whether the teacher reads other training rows than the students, how many: None = the whole split):
+        a table's ``data.<task>.teacher_train_samples`` (e.g. null: the teacher fine-tuned on the whole training
+        split while its students read ``max_train_samples`` of it, so that a small-data table's teacher is not at
+        the majority-class floor). Absent: the students' rows (every table before the option)."""
+        data = spec.settings.get("data") or {}
+        if TEACHER_ROWS_KEY not in data:
+            return False, None
+        return True, data[TEACHER_ROWS_KEY]
 
     def data_changes(self, trials) -> dict:
         """How the data of this run's ``trials`` differ from their table's own: command-line sizes
