@@ -5,7 +5,9 @@ A table entry names its methods; each method points at an existing recipe
 (``distill_methods.pkd``, ``ted_methods.lwd``, ``multi_teacher_configs.okd``) plus ``set``
 overrides, and says which of the table's grid parameters apply to it. Grid parameters are
 dotted paths: ``method.<key>`` changes the method recipe (``method.weights.kd`` = η),
-``training.<key>`` the student's training settings (``training.learning_rate``).
+``training.<key>`` the student's training settings (``training.learning_rate``). A row may name the registered
+pipeline its trials run (``pipeline``; default [`DEFAULT_PIPELINES`][]) and dotted parameter ``overrides`` of that run;
+a paired table (``paired: {arms: [...]}``) gives each row its ``arm`` and ``cell``.
 """
 
 from __future__ import annotations
