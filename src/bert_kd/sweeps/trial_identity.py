@@ -80,7 +80,7 @@ class TrialIdentity:
     ``data_overrides``: ``max_train_samples`` / ``max_eval_samples`` that replace the table's per-task sizes
     (the ones given on the command line). ``conf_params``: the parameters without the command line's
     ``--params`` ([`setting_changes`][]); None: not known. ``reads``: the top-level parameter blocks a trial's
-    pipeline reads (the trial runner's [`TrialPipelines.reads`][bert_kd.sweeps.trial.TrialPipelines.reads]).
+    pipeline reads (the trial runner's [`TrialPipelines`][bert_kd.sweeps.trial.TrialPipelines]).
     """
 
     def __init__(
