@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from bert_kd.config.errors import ParameterError
 from bert_kd.core.data.glue import normalize_task
-
-if TYPE_CHECKING:
-    from bert_kd.sweeps.spec import MethodSpec
 
 GRID_PREFIXES = ("method.", "training.")
 
@@ -75,7 +72,7 @@ def _grid_value(value: Any):
         return value
 
 
-def _restrict_grid(method: MethodSpec, keep: Mapping[str, list], known: set[str]) -> MethodSpec:
+def _restrict_grid(method: Any, keep: Mapping[str, list], known: set[str]) -> Any:
     grid = dict(method.grid)
     for path, values in keep.items():
         if path not in known:
@@ -195,7 +192,7 @@ def row_arm(entry: Mapping, name: str, paired: Any, where: str) -> tuple[str | N
     return arm, cell
 
 
-def paired_arms(paired: Any, methods: Sequence[MethodSpec], where: str) -> tuple[str, ...]:
+def paired_arms(paired: Any, methods: Sequence[Any], where: str) -> tuple[str, ...]:
     """``paired: {arms: [reference, compared]}``: two arms; every row one of them, every cell one row per arm."""
     if paired is None:
         return ()
