@@ -12,24 +12,9 @@ import os
 
 from kedro.config import OmegaConfigLoader
 from kedro.framework.project import settings
-from kedro.pipeline import Pipeline
 
-from bert_kd.pipelines import (
-    augment_glue,
-    data_processing,
-    distill,
-    evaluate,
-    evaluate_teacher,
-    export_student,
-    general,
-    multi_teacher,
-    predict_glue,
-    ted,
-    train_teacher,
-)
-from bert_kd.pipelines.distill.pipeline import row_pipeline, teacher_cache_pipeline
-from bert_kd.pipelines.multi_teacher.pipeline import DEFAULT_TEACHER_COUNT, configuration_pipeline, teachers_pipeline
-from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
+from bert_kd.pipelines import evaluate
+from bert_kd.pipelines.registry import compose, teacher_count
 from bert_kd.sweeps import reproduce_pipeline
 
 log = logging.getLogger(__name__)
@@ -48,8 +33,7 @@ def project_parameters() -> dict:
 
 def configured_teacher_count(parameters: dict | None = None) -> int:
     """``len(multi_teachers)`` in the project's configuration: one ``train_teacher`` block each."""
-    parameters = project_parameters() if parameters is None else parameters
-    return len(parameters.get("multi_teachers") or []) or DEFAULT_TEACHER_COUNT
+    return teacher_count(project_parameters() if parameters is None else parameters)
 
 
 def recipe_rows(parameters: dict | None = None, block: str = "distill_methods") -> dict:
@@ -59,41 +43,16 @@ def recipe_rows(parameters: dict | None = None, block: str = "distill_methods") 
     return dict(parameters.get(block) or {})
 
 
-def register_pipelines() -> dict[str, Pipeline]:
-    """``train_teacher``, ``distill_<row>`` (one per row of ``distill_methods``), ``distill_baselines`` … (see README).
+def register_pipelines():
+    """``train_teacher``, ``distill_<row>`` (one per row of ``distill_methods``), ``distill_baselines`` … (see README):
+    the configured parameters' composition ([`bert_kd.pipelines.registry.compose`][]), and ``reproduce`` and
+    ``evaluate``.
 
     ``__default__`` (what a bare ``kedro run`` and kedro-viz's first screen show) is the main job
     ``distill_alp``; ``all`` holds every block (about 100 nodes, unreadable as a first screen)."""
-    parameters = project_parameters()
-    recipes = recipe_rows(parameters, "distill_methods")
-    teacher = data_processing.create_pipeline() + train_teacher.create_pipeline() + evaluate_teacher.create_pipeline()
-    pipelines: dict[str, Pipeline] = {"data_processing": data_processing.create_pipeline(), "train_teacher": teacher}
-    for row in recipes:
-        pipelines[f"distill_{row}"] = teacher + teacher_cache_pipeline() + row_pipeline(row, recipes)
-    pipelines["distill_baselines"] = teacher + distill.create_pipeline(recipes)
-    if "distill_alp" in pipelines:
-        pipelines["export_student"] = pipelines["distill_alp"] + export_student.create_pipeline("alp")
-    pipelines["train_ted_filters"] = teacher + stage_one_pipeline()
-    for method in recipe_rows(parameters, "ted_methods"):
-        pipelines[f"distill_{method}"] = (
-            teacher + teacher_cache_pipeline() + stage_one_pipeline() + ted_method_pipeline(method)
-        )
-    pipelines["distill_ted_baselines"] = teacher + teacher_cache_pipeline() + ted.create_pipeline()
-    ingest = data_processing.create_pipeline()
-    count = configured_teacher_count(parameters)
-    pipelines["distill_multi_teacher"] = ingest + teachers_pipeline(count) + configuration_pipeline("multi_teacher")
-    pipelines["distill_multi_teacher_baselines"] = ingest + multi_teacher.create_pipeline(count)
-    pipelines["all"] = sum(pipelines.values(), Pipeline([]))
-    pipelines["distill_general"] = general.create_pipeline()
-    if "tinybert" in recipes:  # TinyBERT end to end: general stage → task stage → evaluation
-        pipelines["tinybert_general"] = (
-            teacher + teacher_cache_pipeline() + general.create_pipeline() + general.two_stage_pipeline("tinybert")
-        )
-    pipelines.update(augment_glue.transfer_pipelines(teacher, recipes))  # not in all: the transfer set's own blocks
-    pipelines["__default__"] = pipelines.get("distill_alp", pipelines["train_teacher"])
+    pipelines = compose(project_parameters())
     pipelines["reproduce"], pipelines["evaluate"] = (
         reproduce_pipeline.create_pipeline(),
         evaluate.create_pipeline(),
     )  # not in all
-    pipelines["predict_glue"] = predict_glue.create_pipeline()  # not in all: needs a model
     return pipelines

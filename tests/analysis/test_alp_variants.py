@@ -20,12 +20,12 @@ def test_a_variant_row_stands_for_alp_and_the_other_rows_stay():
 
 @pytest.mark.slow  # 100,000 paired resamples per claim, ~40 s
 def test_the_committed_reading_is_what_the_trials_give():
-    """Commit new trials of the variant table and its reading together: `bert-kd results alp-variants <folder>`."""
+    """Commit new trials of the variant table and its reading together: `bert-kd results render <folder>`."""
     from bert_kd.analysis import statistics as st
     from bert_kd.analysis.cli import command_line
 
     root = Path(__file__).resolve().parents[2]
     folder = Path("results/cpu_protocol_v2_alpha")
-    command = command_line("alp-variants", folder, st.RESAMPLES)
+    command = command_line("render", folder, st.RESAMPLES)
     made = alp_variants.render(root / folder, root / alp_variants.default_base(folder), st.RESAMPLES, command)
     assert made == (root / folder / "tables" / "reading.md").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from bert_kd.sweeps.spec import RECIPE_NAMESPACES, build_sweep
-from bert_kd.sweeps.trial_identity import TrialIdentity
+from bert_kd.sweeps.trial import trial_identity
 from tests.sweeps.test_committed_results import ROOT, project_params
 
 #: v2's ALP trials as committed (results/cpu_protocol_v2), before α's score was an option: one per task
@@ -20,7 +20,7 @@ PINNED = {
 def alp_keys(table: str, prefix: str) -> dict[str, str]:
     params = project_params({"reproduce": {"table": table, "results_only": True}, "glue_dir": "../shared/glue"})
     sweep = build_sweep(params["reproduce"], {ns: params.get(ns) or {} for ns in RECIPE_NAMESPACES})
-    identity = TrialIdentity(params)
+    identity = trial_identity(params)
     return {t.key: identity.content_key(t) for t in sweep.trials() if t.key.startswith(prefix)}
 
 

@@ -86,7 +86,9 @@ def test_a_row_may_override_the_student_and_other_rows_keep_their_settings():
 def test_unknown_method_entry_key_is_named_with_the_valid_ones():
     reproduce = tiny_reproduce()
     reproduce["tables"]["tiny"]["methods"]["alp"]["studnet"] = {"num_layers": 2}
-    with pytest.raises(ValueError, match=r"tiny.methods.alp: unknown key\(s\) studnet; valid: baseline, grid"):
+    with pytest.raises(
+        ValueError, match=r"tiny.methods.alp: unknown key\(s\) studnet; valid: arm, baseline, cell, grid"
+    ):
         build_sweep(reproduce, RECIPES)
 
 

@@ -192,8 +192,6 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
     """Each slot's dev metrics are kept (``teachers_dev_metrics``; ``teacher_dev_metric`` stays the best), and a later
     trial whose teacher ``b`` scores otherwise than the folder's trials recorded for ``b``'s settings is refused
     before its student trains."""
-    from bert_kd.pipelines.multi_teacher import pipeline as mt_pipeline
-
     table = tiny_table({"two": {"recipe": "multi_teacher_configs.two"}}, tasks="rte", seeds="1 2")
     table["tables"]["tiny"]["baseline"] = "two"
     first, second = build_sweep(table, RECIPES).trials()
@@ -213,13 +211,20 @@ def test_a_multi_teacher_trial_records_every_teacher_and_refuses_one_that_scores
         0.01  # as if teacher b had been retrained into other weights
     )
     path.write_text(json.dumps(record))
-    student = mt_pipeline.configuration_pipeline
-    monkeypatch.setattr("bert_kd.sweeps.trial.configuration_pipeline", lambda name: pytest.fail("the student trained"))
+    from bert_kd.sweeps import trial as trial_module
+
+    run_nodes = trial_module.run_nodes
+
+    def teacher_side_only(pipeline, *args):
+        assert not any(n.name.endswith(".distill") for n in pipeline.nodes), "the student trained"
+        return run_nodes(pipeline, *args)
+
+    monkeypatch.setattr(trial_module, "run_nodes", teacher_side_only)
     with pytest.raises(
         TeacherMismatch, match=r"the teacher 'b' scores \d+\.\d\d .* same settings scoring \d+\.\d\d \(1 trials\)"
     ):
         runner(second)
-    monkeypatch.setattr("bert_kd.sweeps.trial.configuration_pipeline", student)
+    monkeypatch.setattr(trial_module, "run_nodes", run_nodes)
     record["result"]["teachers_dev_metrics"][1]["accuracy"] -= 0.01
     path.write_text(json.dumps(record))
     assert runner(second)["teachers_dev_metrics"] == slots  # the same teachers, read from the store: accepted

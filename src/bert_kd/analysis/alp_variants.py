@@ -4,7 +4,7 @@ A variant table (``results/cpu_protocol_v2_alpha``) reruns v2's ALP cells with `
 dot product; each of its rows ``alp_<name>`` stands for v2's ``alp``. The reading puts the variant's trials in
 place of v2's ALP trials and tests every ALP-KD claim as v2's reading does
 ([`claim_tests`][paper_claims.claim_tests]: paired bootstrap over dev examples, seeds pooled, Holm
-over the paper's tested claims, the paper's gain against ours under both noises), NKD, RKD, PKD and CKD being
+over every tested claim of the table, the paper's gain against ours under both noises), NKD, RKD, PKD and CKD being
 v2's own trials. Beside it, v2's committed reading; what changes is said in generated sentences.
 
     bert-kd results alp-variants results/cpu_protocol_v2_alpha        # tables/reading.md (v2: its sibling folder)
@@ -87,8 +87,10 @@ def render(variant_dir: Path, base_dir: Path, resamples: int, command: str) -> s
         "",
         f"Each row of `{variant_dir.name}` stands in for {base_dir.name}'s ALP; NKD, RKD, PKD and CKD are "
         f"{base_dir.name}'s own trials. Tests as {base_dir.name}'s reading: paired bootstrap over dev examples on "
-        f"the seeds both rows have (seeds pooled, {resamples:,} resamples), Holm over ALP-KD's tested claims, the "
-        "paper's gain set against ours under both noises (z; excluded at |z| ≥ 1.96).",
+        f"the seeds both rows have (seeds pooled, {resamples:,} resamples), Holm over every tested claim of the "
+        f"table ({sum(e.test is not None for e in before)} claims of the three papers, the family of "
+        f"{base_dir.name}'s reading; not ALP-KD's claims alone), the paper's gain set against ours under both noises "
+        "(z; excluded at |z| ≥ 1.96).",
         "",
     ]
     for row in variant_rows(variant_runs):

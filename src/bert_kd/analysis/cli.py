@@ -1,6 +1,7 @@
 """``bert-kd results …``: write a table folder's readings into its ``tables/`` from its trial JSONs.
 
 bert-kd results render results/cpu_protocol_v2          # paper_gap.{md,png}, summary.md, claims.md, power.md, gradient_shares.{md,png}
+bert-kd results render results/transfer_ablation        # a paired table (paired: arms): tables/paired.md
 bert-kd results paper-gap results/cpu_protocol_v2       # one of them
 bert-kd results alp-variants results/cpu_protocol_v2_alpha   # tables/reading.md: ALP-KD's claims with another α, beside v2
 """
@@ -114,6 +115,42 @@ def write_gradient_shares(folder: Path, name: str = "gradient-shares") -> None:
     write_figure(folder / "tables" / "gradient_shares.png", fig, bbox_inches="tight")
 
 
+def write_paired(folder: Path, resamples: int, name: str = "paired") -> None:
+    """tables/paired.md: a paired table's reading ([`bert_kd.analysis.paired`][])."""
+    from bert_kd.analysis import paired
+    from bert_kd.analysis.table import table_spec
+
+    sweep = table_spec(folder.resolve())
+    cells, _ = paired.folder_cells(folder.resolve(), resamples)
+    head = f"# {folder.resolve().name}: {sweep.arms[1]} against {sweep.arms[0]}\n\n"
+    about = f"{sweep.description}\n\n" if sweep.description else ""
+    made = f"Made by: `{command_line(name, folder, resamples)}`\n\n"
+    write_text(folder / "tables" / "paired.md", head + about + made + paired.reading(cells, sweep.arms))
+
+
+def is_paired(folder: Path) -> bool:
+    from bert_kd.analysis.table import table_spec
+
+    return bool(table_spec(folder.resolve()).arms)
+
+
+def is_alp_variant(folder: Path) -> bool:
+    """Every row of the folder's table stands in for ALP (``alp_<name>``): a variant table read beside v2."""
+    from bert_kd.analysis import alp_variants
+    from bert_kd.analysis.table import table_spec
+
+    names = [m.name for m in table_spec(folder.resolve()).methods]
+    return bool(names) and all(name.startswith(alp_variants.BASE_ROW + "_") for name in names)
+
+
+def write_alp_variants(folder: Path, resamples: int, name: str = "alp-variants") -> None:
+    from bert_kd.analysis import alp_variants
+
+    base = alp_variants.default_base(folder)
+    text = alp_variants.render(folder, base, resamples, command_line(name, folder, resamples))
+    write_text(folder / "tables" / "reading.md", text)
+
+
 def guarded(action, folder: Path):
     """Run ``action`` once ``folder`` is known to be a table folder with trials
     ([`table_folder`][table.table_folder]); a [`UserError`][config.errors.UserError]
@@ -164,23 +201,22 @@ def gradient_shares_command(folder: Path) -> None:
 @RESAMPLES
 def alp_variants_command(folder: Path, resamples: int) -> None:
     """tables/reading.md: ALP-KD's claims with the folder's ALP rows in place of v2's ALP (its sibling folder)."""
-    from bert_kd.analysis import alp_variants
-
-    base = alp_variants.default_base(folder)
-    command = command_line("alp-variants", folder, resamples)
-    guarded(
-        lambda: write_text(folder / "tables" / "reading.md", alp_variants.render(folder, base, resamples, command)),
-        folder,
-    )
+    guarded(lambda: write_alp_variants(folder, resamples), folder)
 
 
 @results.command(name="render")
 @FOLDER
 @RESAMPLES
 def render_command(folder: Path, resamples: int) -> None:
-    """Every reading of the folder (paper-gap, power, gradient-shares)."""
+    """Every reading of the folder (paper-gap, power, gradient-shares; a paired table: its paired reading)."""
 
     def everything() -> None:
+        if is_paired(folder):
+            write_paired(folder, resamples, "render")
+            return
+        if is_alp_variant(folder):  # rows standing in for v2's ALP: read beside v2, no paper claim of their own
+            write_alp_variants(folder, resamples, "render")
+            return
         write_paper_gap(folder, resamples, "render")
         write_power(folder, resamples, "render")
         write_gradient_shares(folder, "render")

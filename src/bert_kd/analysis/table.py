@@ -56,9 +56,9 @@ def table_spec(folder: Path):
 @functools.cache
 def table_keys(folder: Path) -> frozenset[str]:
     """The content keys of the table's trials: the only JSON names its folder may hold."""
-    from bert_kd.sweeps.trial_identity import TrialIdentity
+    from bert_kd.sweeps.trial import trial_identity
 
-    identity = TrialIdentity(table_params(folder))
+    identity = trial_identity(table_params(folder))
     return frozenset(identity.content_key(trial) for trial in table_spec(folder).trials())
 
 

@@ -13,15 +13,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-#: Recipe blocks whose entries the hook hands nodes with their weights written out
-#: ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][]): their students are keyed on that form, as a
-#: sweep trial of their row writes it. ``multi_teacher_configs`` entries reach their node as written:
-#: the multi-teacher student is keyed on the recipe as written (every stored one, trial or ``kedro
-#: run``) and the node writes the weights out for the method
-#: ([`bert_kd.pipelines.multi_teacher.nodes.student_recipe`][]).
-EXPLICIT_WEIGHT_BLOCKS = ("distill_methods", "ted_methods")
-
-
 def used_blocks(pipeline_inputs) -> set[str]:
     """Parameter blocks a pipeline reads: ``params:distill_methods.alp`` → ``distill_methods``,
     ``distill_methods.alp``; ``params:teacher.max_seq_length`` → ``teacher`` …"""
@@ -112,7 +103,7 @@ def typed_inputs(parameters, inputs) -> dict[str, object]:
     ``params:<block>`` → ``parameters.<block>`` and ``params:<block>.<entry>`` → its entry, where
     that is a model (or a list of models: ``multi_teachers``). Scalars, free-form dicts and the
     recipe blocks ([`RECIPE_BLOCKS`][config.schema.RECIPE_BLOCKS], whose entries nodes receive as dicts, with
-    explicit weights where [`EXPLICIT_WEIGHT_BLOCKS`][] says) are not listed: nodes get those as
+    explicit weights where [`EXPLICIT_WEIGHT_BLOCKS`][bert_kd.experiment.training_jobs.student.EXPLICIT_WEIGHT_BLOCKS] says) are not listed: nodes get those as
     Kedro loads them."""
     from pydantic import BaseModel
 
@@ -275,7 +266,7 @@ def collapse_duplicate_rows(parameters: dict, typed, inputs, catalog) -> dict[st
 class ValidateParametersHook:
     """Validate the merged parameters (conf + ``--params``) with [`bert_kd.config.schema`][] before
     any node runs (and before the other plugins' hooks, e.g. MLflow opening a run), hand the
-    nodes each recipe of [`EXPLICIT_WEIGHT_BLOCKS`][] with its weights written out explicitly
+    nodes each recipe of [`EXPLICIT_WEIGHT_BLOCKS`][bert_kd.experiment.training_jobs.student.EXPLICIT_WEIGHT_BLOCKS] with its weights written out explicitly
     (what MLflow records), and hand
     every node the validated models (defaults filled) of its other ``params:`` inputs.
 
@@ -289,7 +280,10 @@ class ValidateParametersHook:
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
         from bert_kd.experiment.run_setup import RunCommand, record_run_command
-        from bert_kd.experiment.training_jobs.student import with_explicit_weights  # the sweep trial's expansion too
+        from bert_kd.experiment.training_jobs.student import (  # the sweep trial's expansion too
+            EXPLICIT_WEIGHT_BLOCKS,
+            with_explicit_weights,
+        )
 
         self._typed = {}
         record_run_command(RunCommand.of(run_params.get("env"), run_params.get("runtime_params")))

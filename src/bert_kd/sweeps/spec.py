@@ -5,7 +5,9 @@ A table entry names its methods; each method points at an existing recipe
 (``distill_methods.pkd``, ``ted_methods.lwd``, ``multi_teacher_configs.okd``) plus ``set``
 overrides, and says which of the table's grid parameters apply to it. Grid parameters are
 dotted paths: ``method.<key>`` changes the method recipe (``method.weights.kd`` = η),
-``training.<key>`` the student's training settings (``training.learning_rate``).
+``training.<key>`` the student's training settings (``training.learning_rate``). A row may name the registered
+pipeline its trials run (``pipeline``; default [`DEFAULT_PIPELINES`][]) and dotted parameter ``overrides`` of that run;
+a paired table (``paired: {arms: [...]}``) gives each row its ``arm`` and ``cell``.
 """
 
 from __future__ import annotations
@@ -18,14 +20,35 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from bert_kd.config.errors import ParameterError
 from bert_kd.core.data.glue import normalize_task
 from bert_kd.experiment.jobs import grouped_batches_material
 from bert_kd.experiment.parameters import recipe_problems
+from bert_kd.sweeps.table_options import (  # noqa: F401  (re-exported: the sweep's parameter reading)
+    GRID_PREFIXES,
+    SWEEP_FIX,
+    SweepParameterError,
+    _as_int,
+    _check_grid,
+    _extra_seeds,
+    _restrict_grid,
+    paired_arms,
+    parse_grid_restriction,
+    parse_restriction,
+    row_arm,
+    row_pipeline_and_overrides,
+    sweep_parameter_error,
+    trial_seed_paths,
+)
 
-#: Recipe namespaces and the job kind (training pipeline) a trial of that namespace is.
+#: Recipe namespaces and the kind of recipe a trial of that namespace trains (recorded in its description).
 RECIPE_NAMESPACES = {"distill_methods": "distill", "ted_methods": "ted", "multi_teacher_configs": "multi_teacher"}
-GRID_PREFIXES = ("method.", "training.")
+#: The registered pipeline a row of each recipe namespace runs unless it names one (``pipeline:``):
+#: ``distill_<row>`` for a ``distill_methods`` or ``ted_methods`` row, ``distill_multi_teacher`` for a configuration.
+DEFAULT_PIPELINES = {
+    "distill_methods": "distill_{row}",
+    "ted_methods": "distill_{row}",
+    "multi_teacher_configs": "distill_multi_teacher",
+}
 SELECTIONS = ("dev", "heldout")
 #: What a table's trials select their best epoch on: ``paper`` = the paper's metric of the task
 #: ([`bert_kd.core.metrics.paper_metric`][], e.g. MRPC accuracy), ``primary`` = ``primary_metric`` (MRPC (acc+F1)/2;
@@ -33,7 +56,9 @@ SELECTIONS = ("dev", "heldout")
 #: ``select_metric`` in its trial settings (so in its key).
 EPOCH_METRICS = ("paper", "primary")
 #: What a table's method entry may say.
-METHOD_KEYS = frozenset({"recipe", "label", "set", "grid", "tasks", "baseline", "student"})
+METHOD_KEYS = frozenset(
+    {"recipe", "label", "set", "grid", "tasks", "baseline", "student", "pipeline", "overrides", "arm", "cell"}
+)
 #: Settings a table's ``teacher`` block states in full so that the table does not follow the main job's
 #: ``teacher`` block, left out of the trial's description: the trial's key already holds the complete
 #: teacher (``TrialIdentity.key_material()["teacher"]``), and listing them twice would change the keys of the
@@ -55,6 +80,21 @@ class TrialSpec:
     recipe: dict  # the method recipe with overrides and method.* grid values applied
     training: dict  # training overrides (table-level, then training.* grid values)
     settings: dict = field(default_factory=dict)  # table-level student / teacher / data settings
+    recipe_ref: str = ""  # where the recipe comes from: "distill_methods.pkd"
+    pipeline: str | None = None  # the registered pipeline the row names (None: its recipe's default)
+    overrides: dict = field(default_factory=dict)  # the row's dotted parameter overrides ("augment.copies": 4)
+
+    @property
+    def pipeline_name(self) -> str:
+        """The registered pipeline the trial runs: the row's, else its recipe's default ([`DEFAULT_PIPELINES`][])."""
+        if self.pipeline:
+            return self.pipeline
+        namespace, _, row = self.recipe_ref.partition(".")
+        return DEFAULT_PIPELINES[namespace].format(row=row)
+
+    @property
+    def recipe_namespace(self) -> str:
+        return self.recipe_ref.partition(".")[0]
 
     @property
     def key(self) -> str:
@@ -70,6 +110,9 @@ class TrialSpec:
                 k: v for k, v in settings["teacher"].items() if k not in TEACHER_SETTINGS_KEYED_IN_FULL
             }
         settings.pop("teachers", None)  # a multi-teacher trial's key holds every teacher in full (key_material)
+        # a named pipeline and overrides are described where a row has them (a default row's key is as before)
+        named = {"pipeline": self.pipeline} if self.pipeline else {}
+        named.update({"overrides": copy.deepcopy(self.overrides)} if self.overrides else {})
         return {
             "table": self.table,
             "method": self.method,
@@ -82,6 +125,7 @@ class TrialSpec:
             "training": copy.deepcopy(self.training),
             "settings": settings,
             "key": self.key,
+            **named,
         }
 
     @property
@@ -100,6 +144,11 @@ class MethodSpec:
     tasks: tuple[str, ...] | None = None  # None = every task of the table
     baseline: str | None = None  # None = the table's baseline
     student: dict = field(default_factory=dict)  # overrides of the table's student settings for this row
+    recipe_ref: str = ""
+    pipeline: str | None = None
+    overrides: dict = field(default_factory=dict)
+    arm: str | None = None  # a paired table's arm of this row (``plain``, ``transfer``)
+    cell: str | None = None  # the cell whose arms are compared (the student: ``bilstm``)
 
 
 @dataclass(frozen=True)
@@ -119,6 +168,7 @@ class SweepSpec:
     universe: tuple[str, ...] = ()  # trial keys of the unrestricted table (one Optuna study holds them all)
     extra_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # task → seeds beyond ``seeds``
     epoch_metric: str = "paper"  # :data:`EPOCH_METRICS`
+    arms: tuple[str, ...] = ()  # a paired table's arms (``paired.arms``: the reference first), else ()
 
     def select_metric(self, task: str) -> str | None:
         """The metric ``task``'s trials select their best epoch on, where it is not the task's primary metric
@@ -191,6 +241,9 @@ def _make_trial(sweep: SweepSpec, method: MethodSpec, task: str, seed: int, poin
         recipe=recipe,
         training=training,
         settings=settings,
+        recipe_ref=method.recipe_ref,
+        pipeline=method.pipeline,
+        overrides=copy.deepcopy(method.overrides),
     )
 
 
@@ -219,88 +272,6 @@ def grid_points(grid: Mapping[str, Sequence], constraints: Iterable[dict] = ()) 
             bound = float(constraint["sum_at_most"])
             points = [p for p in points if sum(float(p[n]) for n in names) <= bound + 1e-12]
     return points
-
-
-def parse_restriction(value: Any, name: str, valid: Sequence, convert=str) -> list | None:
-    """``"nkd alp"`` / ``["nkd", "alp"]`` / ``"1 2"`` -> a list; ``None``/``""`` -> no restriction.
-
-    Raises ``ValueError`` naming ``name`` and the valid values when an entry is unknown.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        items = value.replace(",", " ").split()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        items = [value]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        raise ValueError(f"{name} must be a space-separated string or a list, got {value!r}")
-    if not items:
-        return None
-    result = []
-    for item in items:
-        try:
-            converted = convert(item)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{name}: {item!r} is not valid ({error}); valid: {' '.join(map(str, valid))}") from None
-        if converted not in valid:
-            raise ValueError(f"{name}: unknown {item!r}; valid: {' '.join(map(str, valid))}")
-        if converted not in result:
-            result.append(converted)
-    return result
-
-
-def parse_grid_restriction(value: Any) -> dict[str, list[float | str]]:
-    """``reproduce.grid``: ``"training.learning_rate=1e-4"`` (space-separated; ``|`` between several
-    values of one path) or a mapping of path -> value(s) -> {path: [values]}."""
-    if value in (None, "", {}):
-        return {}
-    if isinstance(value, Mapping):
-        items = {str(k): v if isinstance(v, (list, tuple)) else [v] for k, v in value.items()}
-    elif isinstance(value, str):
-        items = {}
-        for part in value.split():
-            path, sep, values = part.partition("=")
-            if not sep or not values:
-                raise ValueError(f"reproduce.grid: {part!r} must look like training.learning_rate=1e-4")
-            items[path] = values.split("|")
-    else:
-        raise ValueError(
-            f"reproduce.grid must be a string like 'training.learning_rate=1e-4' or a mapping, got {value!r}"
-        )
-    return {path: [_grid_value(v) for v in values] for path, values in items.items()}
-
-
-def _grid_value(value: Any):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return value
-
-
-def _restrict_grid(method: MethodSpec, keep: Mapping[str, list], known: set[str]) -> MethodSpec:
-    grid = dict(method.grid)
-    for path, values in keep.items():
-        if path not in known:
-            raise ValueError(
-                f"reproduce.grid: {path!r} is not a grid parameter of the table ({', '.join(sorted(known))})"
-            )
-        if path in grid:
-            grid[path] = [v for v in grid[path] if _grid_value(v) in values]
-            if not grid[path]:
-                raise ValueError(
-                    f"reproduce.grid: none of {values} is in the grid of {method.name} for {path} ({method.grid[path]})"
-                )
-    return dataclasses.replace(method, grid=grid)
-
-
-def _as_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("a seed must be an integer")
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError("a seed must be an integer")
-    return int(value)
 
 
 def resolve_recipe(reference: str, recipes: Mapping[str, Mapping], where: str) -> tuple[str, dict]:
@@ -343,77 +314,6 @@ def check_method_recipe(
             )
     if problems:
         raise ValueError("; ".join(f"{key}: {message}" for key, message in problems.items()))
-
-
-def _check_grid(grid: Any, where: str) -> dict:
-    if not isinstance(grid, Mapping):
-        raise ValueError(f"{where} must be a mapping of parameter path -> list of values, got {grid!r}")
-    result = {}
-    for path, values in grid.items():
-        if not str(path).startswith(GRID_PREFIXES):
-            raise ValueError(f"{where}: parameter {path!r} must start with one of {', '.join(GRID_PREFIXES)}")
-        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
-            raise ValueError(f"{where}.{path} must be a non-empty list of values, got {values!r}")
-        for value in values:
-            if not (value is None or isinstance(value, (str, int, float, bool))):
-                raise ValueError(f"{where}.{path}: grid values must be scalars, got {value!r}")
-        result[str(path)] = list(values)
-    return result
-
-
-def _extra_seeds(value: Any, tasks: Sequence[str], seeds: Sequence[int], where: str) -> dict[str, tuple[int, ...]]:
-    """``{sst2: [9, 10, 11]}``: seeds run for those tasks only, after the table's own."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{where} must map tasks to lists of seeds, e.g. {{sst2: [9, 10]}}; got {value!r}")
-    result = {}
-    for task, more in value.items():
-        name = normalize_task(task)
-        if name not in tasks:
-            raise ValueError(f"{where}: task {task!r} is not among the table's tasks ({' '.join(tasks)})")
-        if isinstance(more, str):
-            more = more.split()
-        if not isinstance(more, (list, tuple)):
-            raise ValueError(f"{where}.{task} must be a list of seeds, got {more!r}")
-        try:
-            items = list(dict.fromkeys(_as_int(s) for s in more))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}.{task}: {more!r} — {error}") from None
-        repeated = [s for s in items if s in seeds]
-        if not items or repeated:
-            raise ValueError(
-                f"{where}.{task}: a non-empty list of seeds not in the table's seeds ({' '.join(map(str, seeds))})"
-                + (f"; {repeated} are" if repeated else "")
-            )
-        result[name] = tuple(items)
-    return result
-
-
-class SweepParameterError(ParameterError, ValueError):
-    """A ``reproduce`` parameter that names no table, method, task, seed or grid value of the
-    table, or a restriction that leaves no trial: the project's parameter block (a ``ValueError``
-    too, for callers that catch that)."""
-
-
-#: How the sweep's list parameters are written on the command line (Kedro splits ``--params`` on commas).
-SWEEP_FIX = (
-    "correct the parameter in conf/ or in --params; lists are space-separated: "
-    "--params 'reproduce.table=cpu_protocol,reproduce.methods=nkd alp,reproduce.seeds=1 2'"
-)
-
-
-def sweep_parameter_error(error: ValueError) -> SweepParameterError:
-    """``error`` (``"reproduce.methods: unknown 'x'; valid: …"``) as one parameter problem naming its key."""
-    import re
-
-    text = str(error)
-    match = re.match(r"(reproduce(?:\.[\w\[\]-]+)*)(:\s*|\s+)(.*)", text, re.S)
-    if match is None:
-        key, message = "reproduce", text
-    else:  # "key: message" loses its key prefix; "key must be …" stays a sentence
-        key, message = match.group(1), match.group(3) if match.group(2).startswith(":") else text
-    return SweepParameterError([(key, message)], fix=SWEEP_FIX)
 
 
 def build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpec:
@@ -509,10 +409,14 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
                 method_tasks,
                 entry.get("baseline"),
                 copy.deepcopy(dict(student)),
+                str(entry["recipe"]),
+                *row_pipeline_and_overrides(entry, method_where),
+                *row_arm(entry, method_name, table.get("paired"), method_where),
             )
         )
     if not methods:
         raise ValueError(f"{where}.methods is empty")
+    arms = paired_arms(table.get("paired"), methods, where)
 
     method_names = [m.name for m in methods]
     for m in methods:
@@ -546,6 +450,8 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
         for k in ("student", "teacher", "teachers", "training", "data", "heldout")
         if k in table
     }
+    if "trial_seed_at" in table:  # parameters that take each trial's seed (a teacher and data sample per seed)
+        settings["trial_seed_at"] = trial_seed_paths(table["trial_seed_at"], f"{where}.trial_seed_at")
     group_by_length = table.get("group_by_length", False)
     if not isinstance(group_by_length, bool):
         raise ValueError(f"{where}.group_by_length must be true or false, got {group_by_length!r}")
@@ -565,6 +471,7 @@ def _build_sweep(reproduce: Mapping, recipes: Mapping[str, Mapping]) -> SweepSpe
         notes=str(table.get("notes", "")).strip(),
         extra_seeds=extra_seeds,
         epoch_metric=epoch_metric,
+        arms=arms,
     )
     keep_grid = parse_grid_restriction(reproduce.get("grid"))
     known_paths = {path for m in methods for path in m.grid}

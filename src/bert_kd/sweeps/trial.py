@@ -2,10 +2,12 @@
 pipelines' own definitions): one [`TrialSpec`][] → data, teacher(s), teacher
 cache, student, distillation, dev (+ held-out) evaluation, each step a job of
 [`bert_kd.experiment.jobs`][] (content-keyed, locked, reused), so a finished trial is
-reused and a killed sweep continues. A trial is the pipeline: it runs the nodes of the pipeline its row
-belongs to (``distill_<row>``, TED, ``distill_multi_teacher``) in their order on in-memory datasets
-([`run_nodes`][]; no Kedro session or catalog), so a trial and ``kedro run``
-with the same parameters train the same jobs.
+reused and a killed sweep continues. A trial is a registered pipeline plus parameters: it runs the nodes of the
+pipeline its row names ([`bert_kd.pipelines.registry.compose`][]: ``distill_<row>`` by default, TED,
+``distill_multi_teacher``, the transfer-set and BiLSTM pipelines, ...) that the student and its evaluation data need,
+in their order on in-memory datasets ([`run_nodes`][]; no Kedro session or catalog), so a trial and ``kedro run``
+with the same parameters train the same jobs. The nodes the pipelines tag as data or teacher side run with the
+teacher seed, the others with the trial's.
 
 What a trial is (its parameter blocks and content key) is
 [`trial_identity`][]'s; its stored result, read before anything trains, is
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -29,20 +32,13 @@ from bert_kd.core.training import SupervisedObjective, make_loader, predict_logi
 from bert_kd.core.training.compiled_step import CompileCounts
 from bert_kd.core.training.loop import phase_seconds
 from bert_kd.experiment.tracker import tracker_for
-from bert_kd.experiment.training_jobs.student import with_explicit_weights
-from bert_kd.pipelines.common import build_run_settings
-from bert_kd.pipelines.data_processing.nodes import ingest_glue, tokenize_for_model
-from bert_kd.pipelines.distill.pipeline import PAPER as DISTILL_PAPER
-from bert_kd.pipelines.distill.pipeline import block_name, method_pipeline, teacher_cache_pipeline
-from bert_kd.pipelines.multi_teacher.nodes import TEACHER_COLUMN
-from bert_kd.pipelines.multi_teacher.pipeline import PAPER as MT_PAPER
-from bert_kd.pipelines.multi_teacher.pipeline import configuration_pipeline, teacher_namespace, teachers_pipeline
-from bert_kd.pipelines.ted.pipeline import PAPER as TED_PAPER
-from bert_kd.pipelines.ted.pipeline import stage_one_pipeline, ted_method_pipeline
-from bert_kd.pipelines.train_teacher.pipeline import create_pipeline as train_teacher_pipeline
+from bert_kd.experiment.training_jobs.student import EXPLICIT_WEIGHT_BLOCKS, with_explicit_weights
+from bert_kd.pipelines.common import build_run_settings, tags_for
+from bert_kd.pipelines.data_processing.nodes import ingest_glue
+from bert_kd.pipelines.registry import compose
 from bert_kd.sweeps.identity import source_fingerprint
 from bert_kd.sweeps.spec import TrialSpec
-from bert_kd.sweeps.trial_identity import DATA_SEED_KEY, TrialIdentity
+from bert_kd.sweeps.trial_identity import TrialIdentity
 from bert_kd.sweeps.trial_results import ResultsFolder, TrialResults
 
 log = logging.getLogger(__name__)
@@ -70,7 +66,8 @@ class TrialRunner:
         data_overrides: Mapping | None = None,
         conf_params: Mapping | None = None,
     ):
-        self.identity = TrialIdentity(params, data_overrides, conf_params)
+        self.pipelines = TrialPipelines(params)
+        self.identity = TrialIdentity(params, data_overrides, conf_params, reads=self.pipelines.reads)
         self.results = TrialResults(self.identity, folder or ResultsFolder())
         self.params = self.identity.params
         self._said_batching = False
@@ -154,15 +151,61 @@ class TrialRunner:
             self.params.get("glue_dir"),
             sizes["max_train_samples"],
             sizes["max_eval_samples"],
-            int(self.params.get(DATA_SEED_KEY, 42)),
+            self.identity.data_seed(spec),
         )
         if spec.settings.get("selection") == "heldout":
             train, validation = cut_heldout(
-                train, validation, spec.settings.get("heldout") or {}, int(self.params.get(DATA_SEED_KEY, 42))
+                train, validation, spec.settings.get("heldout") or {}, self.identity.data_seed(spec)
             )
-        runner = {"distill": self._distill, "ted": self._ted, "multi_teacher": self._multi_teacher}[spec.job]
-        student, data, teacher_metric, *slots = runner(spec, task, train, validation)  # multi-teacher: + every slot's
+        own_rows, rows = self.identity.teacher_train_samples(spec)
+        teacher_train = None
+        if own_rows:  # the teacher fine-tuned on its own rows (e.g. the whole split), the students on theirs
+            teacher_train, _, _ = ingest_glue(
+                task, self.params.get("glue_dir"), rows, sizes["max_eval_samples"], self.identity.data_seed(spec)
+            )
+        student, data, teacher_metric, *slots = self.run_pipeline(spec, task, train, validation, teacher_train)
         return evaluate_trial(student, data, task, teacher_metric, *slots)
+
+    def run_pipeline(self, spec: TrialSpec, task: str, train, validation, teacher_train=None) -> tuple:
+        """Run the trial's pipeline ([`TrialPipelines`][]) on the trial's rows: its teacher side with the teacher
+        seed, every teacher checked against the folder's records before the student trains
+        ([`check_teacher`][bert_kd.sweeps.trial_results.TrialResults.check_teacher]), then its student side with
+        the trial's seed. ``teacher_train``: the teachers' own training rows, where the table gives them (the rest
+        of the teacher side, its caches and the students read ``train``). → (student, its evaluation data, the teacher's dev metrics (a multi-teacher pipeline:
+        the best chosen slot's), and with several teachers every slot's)."""
+        parts = self.pipelines.of(spec)
+        parameters = self.identity.parameters(spec)
+        namespace, _, row = parts.recipe_at.partition(".")
+        recipe = with_explicit_weights(spec.recipe) if namespace in EXPLICIT_WEIGHT_BLOCKS else dict(spec.recipe)
+        parameters[namespace] = {**(parameters.get(namespace) or {}), row: recipe}
+        teacher_settings = self.run_settings(spec, task, self.identity.teacher_seed(spec))
+        given, teacher_side = {"glue_train": train, "glue_validation": validation}, parts.teacher_side
+        if teacher_train is not None:  # the teachers trained on their own rows; the rest of that side on the trial's
+            models = [model for model, _ in parts.teachers]
+            trained = run_nodes(
+                parts.teacher_side.to_outputs(*models),
+                {"glue_train": teacher_train, "glue_validation": validation},
+                parameters,
+                teacher_settings,
+            )
+            given.update({model: trained[model] for model in models})
+            teacher_side = Pipeline([n for n in parts.teacher_side.nodes if not set(n.outputs) & set(models)])
+        datasets = run_nodes(teacher_side, given, parameters, teacher_settings)
+        metrics = [dev_metrics(datasets[model], datasets[tokenized], task) for model, tokenized in parts.teachers]
+        if parts.slots:
+            blocks = self.identity.teacher_blocks(spec)
+            for block, slot in zip(blocks, metrics):  # every slot, before the student trains
+                self.results.check_teacher(spec, slot, block)
+        else:
+            for slot in metrics:
+                self.results.check_teacher(spec, slot)
+        datasets = run_nodes(parts.student_side, datasets, parameters, self.run_settings(spec, task))
+        student, data = datasets[parts.student_model], datasets[parts.student_data]
+        if not parts.slots:
+            return student, data, metrics[0] if metrics else None
+        chosen = spec.recipe.get("teachers") or list(range(len(metrics)))
+        best = max((metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
+        return student, data, best, metrics
 
     def run_settings(self, spec: TrialSpec, task: str, seed: int | None = None) -> dict:
         """The ``run_settings`` dataset of the trial (built as the pipeline builds it): its task, the
@@ -172,101 +215,6 @@ class TrialRunner:
         return build_run_settings(
             task, spec.seed if seed is None else seed, self._tracking(), self._runtime(spec), source
         )
-
-    def _teacher(self, spec, task, train, validation):
-        """The table's teacher (its block over the project's) through the ``train_teacher`` pipeline's
-        node, with the teacher seed; → (teacher, its tokenization)."""
-        block = self.identity.teacher_block(spec)
-        tokenized = tokenize_for_model(train, validation, block)
-        trained = run_nodes(
-            train_teacher_pipeline(),
-            {"teacher_tokenized": tokenized},
-            {"teacher": block},
-            self.run_settings(spec, task, self.identity.teacher_seed(spec)),
-        )
-        return trained["teacher_model"], tokenized
-
-    def _distill(self, spec, task, train, validation, *, ted: bool = False):
-        """A ``distill_<row>`` (or TED) trial runs that pipeline's own nodes
-        ([`method_pipeline`][]) on the trial's parameter
-        blocks, its recipe with the weights written out as the validation hook writes them
-        ([`bert_kd.experiment.training_jobs.student.with_explicit_weights`][]). The teacher's jobs (cache, TED filters) run with
-        the teacher seed, the student's with the trial seed."""
-        teacher, tokenized = self._teacher(spec, task, train, validation)
-        teacher_metrics = dev_metrics(teacher, tokenized, task)
-        self.results.check_teacher(spec, teacher_metrics)
-        student_params = self.identity.student_block(spec)
-        recipe = with_explicit_weights(spec.recipe)
-        block = ted_method_pipeline(spec.method) if ted else method_pipeline(spec.method)
-        namespace = block_name(TED_PAPER if ted else DISTILL_PAPER, spec.method)
-        parameters = {
-            "teacher": self.identity.teacher_block(spec),
-            "teacher_cache": self.params.get("teacher_cache") or {},
-            "ted": self.params.get("ted") or {},
-            "student": student_params,
-            "ted_student": student_params,
-            "distill_methods": {spec.method: recipe},
-            "ted_methods": {spec.method: recipe},
-        }
-        datasets = {
-            "teacher_model": teacher,
-            "teacher_tokenized": tokenized,
-            "glue_train": train,
-            "glue_validation": validation,
-        }
-        teacher_side = teacher_cache_pipeline() + (
-            stage_one_pipeline().to_outputs("ted_filters") if ted else Pipeline([])
-        )
-        teacher_settings = self.run_settings(spec, task, self.identity.teacher_seed(spec))
-        datasets = run_nodes(teacher_side, datasets, parameters, teacher_settings)
-        datasets = run_nodes(
-            block.to_outputs(f"{namespace}.student_model"), datasets, parameters, self.run_settings(spec, task)
-        )
-        return datasets[f"{namespace}.student_model"], datasets[f"{namespace}.student_data"], teacher_metrics
-
-    def _ted(self, spec, task, train, validation):
-        return self._distill(spec, task, train, validation, ted=True)
-
-    def _multi_teacher(self, spec, task, train, validation):
-        """A multi-teacher trial runs the ``distill_multi_teacher`` pipeline's own nodes: each teacher
-        slot the typed ``multi_teachers`` entry alone ([`select_teacher`][pipelines.multi_teacher.nodes.select_teacher]),
-        trained with the teacher seed; the recipe as the table gives it, as a ``kedro run`` hands it
-        (the node keys the student on it and writes the weights out for the method:
-        [`student_recipe`][pipelines.multi_teacher.nodes.student_recipe])."""
-        blocks = self.identity.teacher_blocks(spec)
-        student_model = f"{block_name(MT_PAPER, spec.method)}.student_model"
-        parameters = {
-            "multi_teachers": blocks,
-            "multi_student": self.identity.student_block(spec),
-            "teacher_cache": self.params.get("teacher_cache") or {},
-            "multi_teacher_configs": {spec.method: dict(spec.recipe)},
-        }
-        datasets = run_nodes(
-            teachers_pipeline(len(blocks)).to_outputs("multi_teacher_caches"),
-            {"glue_train": train, "glue_validation": validation},
-            parameters,
-            self.run_settings(spec, task, self.identity.teacher_seed(spec)),
-        )
-        teacher_metrics = [
-            dev_metrics(bundle, datasets[f"{teacher_namespace(k)}.teacher_tokenized"], task)
-            for k, bundle in enumerate(datasets["multi_teacher_models"])
-        ]
-        for block, metrics in zip(blocks, teacher_metrics):  # every slot, before the student trains
-            self.results.check_teacher(spec, metrics, block)
-        datasets = run_nodes(
-            configuration_pipeline(spec.method).to_outputs(student_model),
-            datasets,
-            parameters,
-            self.run_settings(spec, task),
-        )
-        data = datasets["multi_teacher_data"]
-        chosen = spec.recipe.get("teachers") or list(range(len(blocks)))
-        view = {
-            split: data[split].select_columns([c for c in data[split].column_names if not TEACHER_COLUMN.match(c)])
-            for split in data
-        }
-        best = max((teacher_metrics[k] for k in chosen), key=lambda m: m[primary_metric(task)])
-        return datasets[student_model], view, best, teacher_metrics
 
     def _data_source(self, spec: TrialSpec) -> dict:
         """What the MLflow runs record as the data source (not part of any key)."""
@@ -289,6 +237,108 @@ class TrialRunner:
             self._said_batching = True
         select = {"select_metric": spec.settings["select_metric"]} if spec.settings.get("select_metric") else {}
         return {**runtime, "group_by_length": table_grouping, **select}  # the table's epoch metric, where it has one
+
+
+#: The tags of the nodes that run with the teacher seed: the pipelines' data and teacher side.
+TEACHER_SIDE = frozenset(tags_for(role="data") + tags_for(role="teacher"))
+#: What a trial hands its pipeline itself: the task's rows (its sizes, its held-out slice) and the run settings.
+GIVEN = frozenset({"glue_train", "glue_validation", "run_settings"})
+
+
+@dataclass(frozen=True)
+class TrialPipeline:
+    """The part of a registered pipeline a trial runs: the nodes its student and that student's evaluation data
+    need (none that makes what the trial gives, no report), split into the teacher side and the student side."""
+
+    name: str
+    teacher_side: Pipeline
+    student_side: Pipeline
+    student_model: str  # "alp_kd.pkd.student_model"
+    student_data: str  # what the pipeline evaluates the student on ("alp_kd.pkd.student_data")
+    recipe_at: str  # the recipe parameter the pipeline reads ("distill_methods.pkd")
+    teachers: tuple[tuple[str, str], ...]  # (model, its tokenization) of every teacher the pipeline trains
+    reads: frozenset[str]  # the top-level parameter blocks its nodes read
+
+    @property
+    def slots(self) -> bool:
+        """Teachers of their own blocks (``multi_teacher.teacher_<k>``), one per ``multi_teachers`` entry."""
+        return any(model != "teacher_model" for model, _ in self.teachers)
+
+
+class TrialPipelines:
+    """The registered pipeline of each trial ([`bert_kd.pipelines.registry.compose`][] on the project's parameters
+    with the row's recipe), cut to what the trial runs ([`TrialPipeline`][]); one composition per pipeline,
+    recipe and teacher count."""
+
+    def __init__(self, params: Mapping):
+        self.params = dict(params)
+        self._cache: dict[tuple, TrialPipeline] = {}
+
+    def reads(self, spec: TrialSpec) -> frozenset[str]:
+        return self.of(spec).reads
+
+    def of(self, spec: TrialSpec) -> TrialPipeline:
+        teachers = spec.settings.get("teachers") or self.params.get("multi_teachers") or []
+        key = (spec.pipeline_name, spec.recipe_ref, len(teachers))
+        if key not in self._cache:
+            self._cache[key] = self._cut(spec, teachers)
+        return self._cache[key]
+
+    def _cut(self, spec: TrialSpec, teachers: Sequence) -> TrialPipeline:
+        namespace, _, row = spec.recipe_ref.partition(".")
+        parameters = {**self.params, "multi_teachers": list(teachers)}
+        parameters[namespace] = {**(self.params.get(namespace) or {}), row: spec.recipe}
+        where = f"reproduce.tables.{spec.table}.methods.{spec.method}"
+        pipelines = compose(parameters)
+        name = spec.pipeline_name
+        if name not in pipelines:
+            raise ValueError(
+                f"{where}.pipeline: {name!r} is not a registered pipeline; valid: {' '.join(sorted(pipelines))}"
+            )
+        whole = pipelines[name]
+        models = sorted(o for o in whole.all_outputs() if o == "student_model" or o.endswith(".student_model"))
+        if len(models) != 1:
+            raise ValueError(
+                f"{where}.pipeline: {name} trains {len(models)} students ({', '.join(models) or 'none'}); "
+                "a table row's pipeline trains one (e.g. distill_<row>, distill_bilstm_transfer)"
+            )
+        model = models[0]
+        evaluations = [  # the student's evaluation node: what it reads beside the student is the evaluation data
+            n
+            for n in whole.nodes
+            if n.inputs[:1] == [model] and len(n.inputs) > 1 and any(o.endswith("student_metrics") for o in n.outputs)
+        ]
+        data = evaluations[0].inputs[1] if evaluations else model.replace("student_model", "student_data")
+        kept = Pipeline([n for n in whole.nodes if not set(n.outputs) & GIVEN]).to_outputs(model, data)
+        recipes = sorted({p[len("params:") :] for p in kept.inputs() if p.startswith(f"params:{namespace}.")})
+        if len(recipes) != 1:
+            raise ValueError(
+                f"{where}: pipeline {name} reads {len(recipes)} recipes of {namespace} ({', '.join(recipes) or 'none'}); "
+                f"the row's recipe {spec.recipe_ref} must be the one it reads"
+            )
+        teacher_nodes = [n for n in kept.nodes if set(n.tags) & TEACHER_SIDE]
+        teacher_models = sorted(
+            (o for n in teacher_nodes for o in n.outputs if o == "teacher_model" or o.endswith(".teacher_model")),
+            key=lambda o: (len(o), o),
+        )
+        return TrialPipeline(
+            name=name,
+            teacher_side=Pipeline(teacher_nodes),
+            student_side=Pipeline([n for n in kept.nodes if n not in teacher_nodes]),
+            student_model=model,
+            student_data=data,
+            recipe_at=recipes[0],
+            teachers=tuple((m, m[: -len("teacher_model")] + "teacher_tokenized") for m in teacher_models),
+            reads=frozenset(p[len("params:") :].split(".")[0] for p in kept.inputs() if p.startswith("params:")),
+        )
+
+
+def trial_identity(
+    params: Mapping, data_overrides: Mapping | None = None, conf_params: Mapping | None = None
+) -> TrialIdentity:
+    """What the trials of ``params`` are ([`TrialIdentity`][]), their pipelines composed as the runner composes
+    them (for readers of a results folder that train nothing)."""
+    return TrialIdentity(params, data_overrides, conf_params, reads=TrialPipelines(params).reads)
 
 
 def run_nodes(pipeline: Pipeline, datasets: Mapping[str, Any], parameters: Mapping, run_settings: Mapping) -> dict:

@@ -3,13 +3,18 @@ with, its data sizes and its content key, and how a run's data or ``--params`` m
 
 Teachers (and TED filters, teacher caches) depend on the task, the data and the *teacher* seed (the table's
 ``teacher.seed`` or the global ``seed``), never on the trial seed, so every trial of a task shares them.
+
+What a trial trains is read from the parameter blocks its registered pipeline reads (``reads``: given by the
+trial runner, which composes the pipeline): the student block it trains (``student``, ``ted_student``,
+``multi_student``, ``tang_student``), TED's ``ted``, the ``multi_teachers`` and any other block (``augment``,
+``general``, ...), so that no part of the sweep names a pipeline family.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from typing import Mapping
+from typing import Callable, Collection, Mapping
 
 from bert_kd.core.distill.methods import recipe_key_material
 from bert_kd.core.models import init_key_material
@@ -25,6 +30,35 @@ log = logging.getLogger(__name__)
 TRIAL_SCHEMA = 1
 DATA_SEED_KEY = "seed"
 DATA_KEYS = ("max_train_samples", "max_eval_samples")
+#: A table's training rows for its teachers where they differ from its students' (``data.<task>``; in the key
+#: through the trial's settings, where a table sets it).
+TEACHER_ROWS_KEY = "teacher_train_samples"
+#: The blocks a pipeline's student is built from: a trial's pipeline reads exactly one (the table's ``student``
+#: settings and ``training`` go there).
+STUDENT_BLOCKS = ("student", "ted_student", "multi_student", "tang_student")
+#: Blocks a trial's key holds in its own fields (``teacher``, ``student``, ``ted``, ``teachers``, the recipe in
+#: ``trial``) or that change no number (``teacher_cache``, ``figures``, the run settings): any other block the
+#: pipeline reads is key material under ``blocks`` (a default row reads none, so its key is as before).
+KEYED_ELSEWHERE = frozenset(
+    {
+        "teacher",
+        "teacher_cache",
+        "ted",
+        "multi_teachers",
+        "figures",
+        *STUDENT_BLOCKS,
+        "distill_methods",
+        "ted_methods",
+        "multi_teacher_configs",
+        "task",
+        "seed",
+        "tracking",
+        "runtime",
+        "glue_dir",
+        *DATA_KEYS,
+    }
+)
+Reads = Callable[[TrialSpec], Collection[str]]
 
 
 def merged(base: Mapping | None, *overrides: Mapping | None) -> dict:
@@ -46,10 +80,19 @@ class TrialIdentity:
     ``ted``, ``ted_student``, ``multi_teachers``, ``multi_student``, ``glue_dir``, ``seed``).
     ``data_overrides``: ``max_train_samples`` / ``max_eval_samples`` that replace the table's per-task sizes
     (the ones given on the command line). ``conf_params``: the parameters without the command line's
-    ``--params`` ([`setting_changes`][]); None: not known.
+    ``--params`` ([`setting_changes`][]); None: not known. ``reads``: the top-level parameter blocks a trial's
+    pipeline reads (the trial runner's [`TrialPipelines`][bert_kd.sweeps.trial.TrialPipelines]).
     """
 
-    def __init__(self, params: Mapping, data_overrides: Mapping | None = None, conf_params: Mapping | None = None):
+    def __init__(
+        self,
+        params: Mapping,
+        data_overrides: Mapping | None = None,
+        conf_params: Mapping | None = None,
+        *,
+        reads: Reads,
+    ):
+        self.reads = reads
         self.params = copy.deepcopy(dict(params))
         self.conf_params = copy.deepcopy(dict(conf_params)) if conf_params is not None else None
         self.data_overrides = {k: v for k, v in (data_overrides or {}).items() if k in DATA_KEYS}
@@ -62,6 +105,16 @@ class TrialIdentity:
 
     def data_sizes(self, spec: TrialSpec) -> dict:
         return {**self.table_sizes(spec), **self.data_overrides}
+
+    def teacher_train_samples(self, spec: TrialSpec) -> tuple[bool, int | None]:
+        """(whether the teacher reads other training rows than the students, how many: None = the whole split):
+        a table's ``data.<task>.teacher_train_samples`` (e.g. null: the teacher fine-tuned on the whole training
+        split while its students read ``max_train_samples`` of it, so that a small-data table's teacher is not at
+        the majority-class floor). Absent: the students' rows (every table before the option)."""
+        data = spec.settings.get("data") or {}
+        if TEACHER_ROWS_KEY not in data:
+            return False, None
+        return True, data[TEACHER_ROWS_KEY]
 
     def data_changes(self, trials) -> dict:
         """How the data of this run's ``trials`` differ from their table's own: command-line sizes
@@ -88,7 +141,9 @@ class TrialIdentity:
         when nothing changes or ``conf_params`` is unknown."""
         if self.conf_params is None:
             return {}
-        reference = TrialIdentity({**self.conf_params, "glue_dir": self.params.get("glue_dir")}, self.data_overrides)
+        reference = TrialIdentity(
+            {**self.conf_params, "glue_dir": self.params.get("glue_dir")}, self.data_overrides, reads=self.reads
+        )
         keys = {t.key: (t, self.content_key(t)) for t in trials}
         changed = {name: key for name, (t, key) in keys.items() if key != reference.content_key(t)}
         if not changed:
@@ -114,15 +169,18 @@ class TrialIdentity:
         if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
             trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
         trial["recipe"] = recipe_key_material(trial["recipe"])  # ALP: the score by name unless Eq. 5's dot
+        reads, tree = set(self.reads(spec)), self.parameters(spec)
+        others = sorted(reads - KEYED_ELSEWHERE)
         return {
             "schema": TRIAL_SCHEMA,
             "trial": trial,
             "data": self.data_sizes(spec),
-            "data_seed": p.get(DATA_SEED_KEY),
-            "teacher": keyed(self.teacher_block(spec)),
-            "student": keyed(init_key_material(self.student_block(spec))),
-            "ted": keyed(p.get("ted")) if spec.job == "ted" else None,
-            "teachers": [keyed(t) for t in self.teacher_blocks(spec)] if spec.job == "multi_teacher" else None,
+            "data_seed": tree.get(DATA_SEED_KEY),
+            "teacher": keyed(tree["teacher"]),
+            "student": keyed(init_key_material(tree[self.student_name(spec)])),
+            "ted": keyed(tree.get("ted")) if "ted" in reads else None,
+            "teachers": [keyed(t) for t in tree["multi_teachers"]] if "multi_teachers" in reads else None,
+            **({"blocks": {name: keyed(tree.get(name)) for name in others}} if others else {}),
             "precision": trial_precision_material(p.get("runtime") or {}),
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
             **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
@@ -131,20 +189,62 @@ class TrialIdentity:
     def content_key(self, spec: TrialSpec) -> str:
         return jobs.content_key("trial", self.key_material(spec))
 
+    def student_name(self, spec: TrialSpec) -> str:
+        """The student block the trial's pipeline trains (one of [`STUDENT_BLOCKS`][])."""
+        names = [name for name in STUDENT_BLOCKS if name in set(self.reads(spec))]
+        if len(names) != 1:
+            raise ValueError(
+                f"reproduce.tables.{spec.table}.methods.{spec.method}: pipeline {spec.pipeline_name} reads "
+                f"{len(names)} student blocks ({', '.join(names) or 'none'}); a table row's pipeline trains one student"
+            )
+        return names[0]
+
+    def parameters(self, spec: TrialSpec) -> dict:
+        """The parameter tree the trial's pipeline runs with: the project's, the table's ``teacher`` (and
+        ``teachers``), its ``student`` settings and ``training`` on the student block the pipeline trains, then the
+        row's ``overrides`` (dotted paths); the recipe is placed by the runner, where the pipeline reads it."""
+        tree = copy.deepcopy(self.params)
+        tree["teacher"] = merged(self.params.get("teacher"), spec.settings.get("teacher"))
+        name = self.student_name(spec)
+        block = merged(self.params.get(name), spec.settings.get("student"))
+        block["training"] = merged(block.get("training"), spec.training)
+        tree[name] = block
+        tree["multi_teachers"] = copy.deepcopy(
+            list(spec.settings.get("teachers") or self.params.get("multi_teachers") or [])
+        )
+        tree = merged(tree, nested(spec.overrides))
+        for path in spec.settings.get("trial_seed_at") or ():  # the table draws these per seed
+            tree = merged(tree, nested({path: spec.seed}))
+        return tree
+
+    def data_seed(self, spec: TrialSpec) -> int:
+        """The seed the task's rows are sampled (and a held-out slice cut) with: the project's ``seed``, or the
+        trial's where the table says ``trial_seed_at: [seed, ...]``."""
+        return int(self.parameters(spec).get(DATA_SEED_KEY, 42))
+
     def teacher_block(self, spec: TrialSpec) -> dict:
-        return merged(self.params.get("teacher"), spec.settings.get("teacher"))
+        return self.parameters(spec)["teacher"]
 
     def teacher_seed(self, spec: TrialSpec) -> int:
         return teacher_seed(self.teacher_block(spec), self.params.get(DATA_SEED_KEY, 42))
 
     def student_block(self, spec: TrialSpec) -> dict:
-        base = {"distill": "student", "ted": "ted_student", "multi_teacher": "multi_student"}[spec.job]
-        block = merged(self.params.get(base), spec.settings.get("student"))
-        block["training"] = merged(block.get("training"), spec.training)
-        return block
+        return self.parameters(spec)[self.student_name(spec)]
 
     def teacher_blocks(self, spec: TrialSpec) -> list[dict]:
-        return copy.deepcopy(list(spec.settings.get("teachers") or self.params.get("multi_teachers") or []))
+        return self.parameters(spec)["multi_teachers"]
+
+
+def nested(dotted: Mapping) -> dict:
+    """``{"augment.copies": 4}`` → ``{"augment": {"copies": 4}}``: a row's overrides as a parameter tree."""
+    tree: dict = {}
+    for path, value in dotted.items():
+        node = tree
+        *parents, leaf = str(path).split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = copy.deepcopy(value)
+    return tree
 
 
 def keyed(block: Mapping | None) -> dict | None:

@@ -206,7 +206,7 @@ def _teacher_scores(path: Path, spec: TrialSpec, wanted: Mapping) -> list:
         trial, result = record["spec"]["trial"], record["result"]
         if trial["table"] != spec.table or trial["task"] != spec.task:
             return []
-        if trial["job"] == "multi_teacher":
+        if record["spec"].get("teachers"):  # a multi-teacher trial: every slot keyed in full
             slots = zip(record["spec"]["teachers"] or [], result.get("teachers_dev_metrics") or [])
             return [metrics[primary] for teacher, metrics in slots if teacher == wanted]
         if record["spec"]["teacher"] == wanted:

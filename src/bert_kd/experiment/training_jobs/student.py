@@ -78,6 +78,14 @@ class StudentStart(ModelBundle):
         return dict(recipe), {}
 
 
+#: Recipe blocks whose entries reach their nodes with their weights written out ([`with_explicit_weights`][]; the
+#: validation hook's and a sweep trial's preparation): their students are keyed on that form.
+#: ``multi_teacher_configs`` entries reach their node as written: the multi-teacher student is keyed on the recipe
+#: as written (every stored one, trial or ``kedro run``) and the node writes the weights out for the method
+#: ([`bert_kd.pipelines.multi_teacher.nodes.student_recipe`][]).
+EXPLICIT_WEIGHT_BLOCKS = ("distill_methods", "ted_methods")
+
+
 def with_explicit_weights(recipe) -> dict:
     """A recipe as a ``distill_<row>`` node receives it: its loss weights written out
     ([`bert_kd.experiment.parameters.explicit_weights`][], what MLflow records). The validation hook prepares a
