@@ -645,17 +645,18 @@ FIGURES = [
             (r"on SST-2 and [\d.]+ / ([\d.]+) on MRPC", "TED", "MRPC", 1),
         )
     ],
-    # README: the general stage's gain on SST-2 and MRPC (results/general_ablation_6000/table.md), sign written apart
+    # README: the general stage's gain on SST-2 and MRPC (results/general_ablation_6000/tables/paired.md, rendered by
+    # bert-kd results render), sign written apart
     *[
         Figure(
             "README.md",
             pattern,
-            "results/general_ablation_6000/table.md",
+            "results/general_ablation_6000/tables/paired.md",
             lambda tables, task=task: cell(tables, (task,), "gain (points)").lstrip("+-"),
         )
         for pattern, task in (
-            (r"moves its task stage by −(\d+\.\d+) points on SST-2", "sst2"),
-            (r"points on SST-2 and \+(\d+\.\d+) on MRPC against", "mrpc"),
+            (r"moves its task stage by −(\d+\.\d+) points on SST-2", "SST-2"),
+            (r"points on SST-2 and \+(\d+\.\d+) on MRPC against", "MRPC"),
         )
     ],
     # ALP's α spread against one-hot on the same seeds (results/alp_alpha/paired.md), signs written apart
