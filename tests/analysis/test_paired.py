@@ -340,3 +340,14 @@ def test_the_committed_paired_tables_give_the_scripts_numbers(table):
         assert f"{t.p:.3f}" == p and f"{c.seed_example_p:.3f}" == p2
         assert holm is None or f"{c.holm_p:.3f}" == holm
         assert not math.isnan(c.majority)
+
+
+@pytest.mark.parametrize("table", sorted(PINNED))
+def test_every_committed_trial_of_a_paired_table_is_a_trial_of_its_table_as_conf_defines_it(table):
+    """A change of what a trial's key holds (a new option of a block its pipeline reads) must leave the committed
+    trials' keys as they are where it changes nothing they computed, or the folder no longer renders."""
+    from bert_kd.analysis.table import table_keys, trial_files
+
+    folder = REPO_ROOT / "results" / table
+    files = trial_files(folder)  # refuses a folder holding a JSON that is not a trial of the table
+    assert files and {path.stem for path in files} <= table_keys(folder.resolve())

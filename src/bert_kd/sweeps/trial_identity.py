@@ -169,6 +169,8 @@ class TrialIdentity:
         if "student" in trial["settings"]:  # student.init: teacher stays out of keys (as before the option)
             trial["settings"]["student"] = init_key_material(trial["settings"]["student"])
         trial["recipe"] = recipe_key_material(trial["recipe"])  # ALP: the score by name unless Eq. 5's dot
+        if "overrides" in trial:  # the transfer set's pair scheme is keyed in its block, where it is read
+            trial["overrides"] = {k: v for k, v in trial["overrides"].items() if k != "augment.pair_single"}
         reads, tree = set(self.reads(spec)), self.parameters(spec)
         others = sorted(reads - KEYED_ELSEWHERE)
         return {
@@ -180,7 +182,7 @@ class TrialIdentity:
             "student": keyed(init_key_material(tree[self.student_name(spec)])),
             "ted": keyed(tree.get("ted")) if "ted" in reads else None,
             "teachers": [keyed(t) for t in tree["multi_teachers"]] if "multi_teachers" in reads else None,
-            **({"blocks": {name: keyed(tree.get(name)) for name in others}} if others else {}),
+            **({"blocks": {name: block_key(name, tree.get(name), spec.task) for name in others}} if others else {}),
             "precision": trial_precision_material(p.get("runtime") or {}),
             # GLUE files other than the release's (absent for the release: the committed keys stay valid)
             **({"source": source} if (source := keyed_source(spec.task, p.get("glue_dir"))) is not None else {}),
@@ -245,6 +247,21 @@ def nested(dotted: Mapping) -> dict:
             node = node.setdefault(part, {})
         node[leaf] = copy.deepcopy(value)
     return tree
+
+
+def block_key(name: str, block: Mapping | None, task: str) -> dict | None:
+    """A block a trial's pipeline reads, as key material ([`keyed`][]); the transfer set's ``pair_single`` only
+    where it is read (Tang's rules on a task of sentence pairs), as its job's key has it: a trial whose set it does
+    not change keeps the key it had before the option."""
+    result = keyed(block)
+    if name == "augment" and result is not None and "pair_single" in result:
+        from bert_kd.core.data.augment import TINYBERT_RULES
+        from bert_kd.core.data.glue import get_task
+
+        read = get_task(task).has_pair and tuple(result.get("rules") or ()) != tuple(TINYBERT_RULES)
+        if not read or result["pair_single"] == 0:  # 0: both sentences rewritten, the scheme before the option
+            result = {k: v for k, v in result.items() if k != "pair_single"}
+    return result
 
 
 def keyed(block: Mapping | None) -> dict | None:
