@@ -34,6 +34,14 @@ def mask_tokens(
         raise ValueError(f"mask probability must be in (0, 1), got {probability}")
     draw = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
     chosen = (draw < probability) & maskable.bool()
+    return corrupt_chosen(input_ids, chosen, mask_token_id, vocab_size, generator)
+
+
+def corrupt_chosen(
+    input_ids: Tensor, chosen: Tensor, mask_token_id: int, vocab_size: int, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor]:
+    """(corrupted ids, labels) for the ``chosen`` positions: BERT's 80/10/10 split ([`MASK_SPLIT`][]) into the mask
+    token, a random token and the token kept; ``labels`` the original id where chosen, -100 elsewhere."""
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
     how = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
     to_mask = chosen & (how < MASK_SPLIT[0])
@@ -74,11 +82,4 @@ def smoothed_mask_tokens(
         wanted = min(available, math.ceil(probability * available))
         chosen[torch.multinomial(draw, wanted, replacement=False, generator=generator)] = True
     chosen = chosen.view_as(input_ids)
-    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
-    how = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
-    to_mask = chosen & (how < MASK_SPLIT[0])
-    to_random = chosen & (how >= MASK_SPLIT[0]) & (how < MASK_SPLIT[0] + MASK_SPLIT[1])
-    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
-    corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)
-    corrupted = torch.where(to_random, random_ids, corrupted)
-    return corrupted, labels
+    return corrupt_chosen(input_ids, chosen, mask_token_id, vocab_size, generator)
