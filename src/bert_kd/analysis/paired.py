@@ -6,11 +6,11 @@ Statistics (``bert_kd.analysis.statistics``): the one-sided paired bootstrap ove
 pooled, the seed × example variance model where there are ≥ 2 seeds, and Holm's step-down correction across the
 table's cells read. The floor is read per student, not per mean:
 
-- a student is **one-class** when its most common predicted class covers ≥ :data:`ONE_CLASS` of the dev examples
+- a student is **one-class** when its most common predicted class covers ≥ [`ONE_CLASS`][] of the dev examples
   (either class: a student answering the minority class always is one-class too); every cell says how many of each
   arm's students are;
 - a teacher at or below its task's majority share is named per seed;
-- a cell with a teacher within :data:`TEACHER_MARGIN` of the majority share (or below it) **cannot be read**: its
+- a cell with a teacher within [`TEACHER_MARGIN`][] of the majority share (or below it) **cannot be read**: its
   students learned from labels that carry little of the task, and no gain there says anything about the arms.
 
 Kedro-free: the records are the trial files' dicts (``spec.trial``, ``result``).
@@ -71,7 +71,7 @@ class Cell:
 
     @property
     def unreadable(self) -> bool:
-        """A teacher within :data:`TEACHER_MARGIN` of the majority share (or below it)."""
+        """A teacher within [`TEACHER_MARGIN`][] of the majority share (or below it)."""
         return any(a < self.majority + TEACHER_MARGIN for a in self.teachers.values())
 
     @property

@@ -40,7 +40,7 @@ def mask_tokens(
 def corrupt_chosen(
     input_ids: Tensor, chosen: Tensor, mask_token_id: int, vocab_size: int, generator: torch.Generator | None
 ) -> tuple[Tensor, Tensor]:
-    """(corrupted ids, labels) for the ``chosen`` positions: BERT's 80/10/10 split ([`MASK_SPLIT`][]) into the mask
+    """(corrupted ids, labels) for the ``chosen`` positions: BERT's 80/10/10 split (``MASK_SPLIT``) into the mask
     token, a random token and the token kept; ``labels`` the original id where chosen, -100 elsewhere."""
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
     how = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
