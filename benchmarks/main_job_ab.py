@@ -69,7 +69,7 @@ def run(name: str, tree: Path, glue_dir: str, logs: Path, index: int, extra: str
         "HF_DATASETS_OFFLINE": "1",
         "KEDRO_DISABLE_TELEMETRY": "1",
         "PYTHONPATH": str(tree / "src"),
-        "KEDRO_LOGGING_CONFIG": str(HERE / "main_job_logging.yml"),
+        "KEDRO_LOGGING_CONFIG": str(REPO / "scripts" / "main_job_logging.yml"),
     }
     with log.open("w") as out:
         uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
