@@ -34,7 +34,6 @@ import copy
 import itertools
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from busy_machine import processor  # noqa: E402 - the CPU model name, as every benchmark record names it
 
 TRAIN, FROZEN = 3, 1  # forward-equivalents of a trained and of a frozen (or evaluated) model
 
@@ -296,16 +296,6 @@ def loops(args) -> tuple[list[dict], float]:
     records, batch_tokens, student = task_loops(setup)
     records.append(general_loop(setup))
     return records + evaluation_loops(setup, student), batch_tokens
-
-
-def processor() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def markdown(record: dict) -> str:
